@@ -1,0 +1,306 @@
+"""A two-path MPTCP testbed for the collector's tests and benchmark (not platform API).
+
+    server ns hob-s-TAG                 client ns hob-c-TAG
+    10.0.1.2/24  hobTAGs1 <--veth--> hobTAGc1  10.0.1.1/24   (path 1, initial subflow)
+    10.0.2.2/24  hobTAGs2 <--veth--> hobTAGc2  10.0.2.1/24   (path 2, joined subflow)
+
+The client connects to 10.0.1.2 and the in-kernel path manager opens a second subflow
+from its `subflow` endpoint 10.0.2.1 (policy routing per source address keeps each
+subflow on its path). Each server-side veth egress is shaped by tbf; offloads are off
+so every packet on the wire is one MTU-sized segment at most and interface counters
+can be compared with payload bytes. All names carry the prefix hob.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+PY = sys.executable
+
+# A bulk MPTCP (IPPROTO_MPTCP = 262) sender: accepts one connection, writes N bytes, closes.
+SERVER_CODE = r"""
+import socket, sys, time
+port, nbytes = int(sys.argv[1]), int(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", port))
+s.listen(1)
+print("listening", flush=True)
+hold = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
+c, _ = s.accept()
+buf = memoryview(b"x" * 65536)
+left = nbytes
+while left > 0:
+    left -= c.send(buf[:min(left, len(buf))])
+time.sleep(hold)
+c.close()
+s.close()
+"""
+
+# The receiver: reads to EOF (or, with a hold time, exactly the expected bytes, then keeps
+# the connection open that long), prints the byte count and the seconds it took.
+CLIENT_CODE = r"""
+import socket, sys, time
+expect, hold = int(sys.argv[3]), float(sys.argv[4])
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)
+s.connect((sys.argv[1], int(sys.argv[2])))
+t = time.monotonic()
+n = 0
+while not (hold > 0 and n >= expect):
+    b = s.recv(1 << 18)
+    if not b:
+        break
+    n += len(b)
+print(n, time.monotonic() - t, flush=True)
+time.sleep(hold)
+s.close()
+"""
+
+# Counts what leaves the given interfaces (PACKET_OUTGOING after the qdisc): packets,
+# frame bytes, TCP payload bytes and "unique" payload (bytes above the highest sequence
+# seen per flow, so TCP retransmissions are excluded). Prints JSON on SIGTERM.
+SNIFF_CODE = r"""
+import json, select, signal, socket, struct, sys
+socks = {}
+for name in sys.argv[1:]:
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 20)
+    s.bind((name, 0))
+    s.setblocking(False)
+    socks[s.fileno()] = (name, s)
+st = {n: {"pkts": 0, "frame_bytes": 0, "payload": 0, "unique": 0, "data_pkts": 0,
+          "tcp_opt_len": {}} for n in sys.argv[1:]}
+high = {}
+stop = False
+def on_term(*_):
+    global stop
+    stop = True
+signal.signal(signal.SIGTERM, on_term)
+def drain(fd):
+    name, s = socks[fd]
+    while True:
+        try:
+            d, addr = s.recvfrom(65536)
+        except BlockingIOError:
+            return
+        if addr[2] != socket.PACKET_OUTGOING or len(d) < 34 or d[12:14] != b"\x08\x00":
+            continue
+        ihl = (d[14] & 15) * 4
+        tot = struct.unpack("!H", d[16:18])[0]
+        if d[23] != 6:
+            continue
+        t = 14 + ihl
+        sport, dport, seq = struct.unpack("!HHI", d[t:t + 8])
+        doff = (d[t + 12] >> 4) * 4
+        pl = tot - ihl - doff
+        r = st[name]
+        r["pkts"] += 1
+        r["frame_bytes"] += len(d)
+        r["payload"] += pl
+        if pl <= 0:
+            continue
+        r["data_pkts"] += 1
+        o = str(doff - 20)
+        r["tcp_opt_len"][o] = r["tcp_opt_len"].get(o, 0) + 1
+        k = (d[26:34], sport, dport)
+        end = (seq + pl) & 0xffffffff
+        h = high.get(k)
+        if h is None:
+            r["unique"] += pl
+            high[k] = end
+            continue
+        ahead = (end - h) & 0xffffffff  # how far this segment's end is beyond the highest
+        if 0 < ahead < 0x80000000:
+            r["unique"] += min(ahead, pl)
+            high[k] = end
+p = select.poll()
+for fd in socks:
+    p.register(fd, select.POLLIN)
+print("ready", flush=True)
+while not stop:
+    for fd, _ in p.poll(100):
+        drain(fd)
+for fd in socks:
+    drain(fd)
+print(json.dumps(st), flush=True)
+"""
+
+
+def sh(argv: list[str], timeout: float = 30.0) -> str:
+    cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if cp.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({cp.returncode}): {cp.stderr.strip()}")
+    return cp.stdout
+
+
+@dataclass
+class Transfer:
+    nbytes: int
+    seconds: float
+
+
+class TwoPath:
+    """Context manager creating (and always deleting) the two namespaces above."""
+
+    def __init__(self, tag: str, rate_mbit: float, *, backup: bool = False,
+                 limit_bytes: int = 2_000_000) -> None:
+        if not tag.isalnum() or len(tag) > 8:
+            raise ValueError("tag: up to 8 alphanumerics")
+        self.tag = tag
+        self.rate_mbit = rate_mbit
+        self.backup = backup
+        self.limit_bytes = limit_bytes
+        self.server_ns = f"hob-s-{tag}"
+        self.client_ns = f"hob-c-{tag}"
+        self.server_ifs = [f"hob{tag}s1", f"hob{tag}s2"]
+        self.client_ifs = [f"hob{tag}c1", f"hob{tag}c2"]
+
+    # -- lifecycle -----------------------------------------------------------------
+    def __enter__(self) -> "TwoPath":
+        try:
+            self._up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    def _up(self) -> None:
+        s, c = self.server_ns, self.client_ns
+        sh(["ip", "netns", "add", s])
+        sh(["ip", "netns", "add", c])
+        burst = max(3200, int(self.rate_mbit * 1e6 / 8 * 0.001))  # >= 1 ms at rate
+        for i in (1, 2):
+            si, ci = self.server_ifs[i - 1], self.client_ifs[i - 1]
+            sh(["ip", "link", "add", si, "netns", s, "type", "veth", "peer", "name", ci,
+                "netns", c])
+            sh(["ip", "-n", s, "addr", "add", f"10.0.{i}.2/24", "dev", si])
+            sh(["ip", "-n", c, "addr", "add", f"10.0.{i}.1/24", "dev", ci])
+            for ns, dev in ((s, si), (c, ci)):
+                sh(["ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off",
+                    "gro", "off"])
+                sh(["ip", "-n", ns, "link", "set", dev, "up"])
+            sh(["ip", "netns", "exec", s, "tc", "qdisc", "replace", "dev", si, "root", "tbf",
+                "rate", f"{self.rate_mbit}mbit", "burst", str(burst),
+                "limit", str(self.limit_bytes)])
+        for ns in (s, c):
+            sh(["ip", "-n", ns, "link", "set", "lo", "up"])
+            sh(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0",
+                "net.ipv4.conf.default.rp_filter=0", "net.mptcp.enabled=1",
+                "net.ipv4.tcp_no_metrics_save=1"])
+            sh(["ip", "-n", ns, "mptcp", "limits", "set", "subflow", "2",
+                "add_addr_accepted", "2"])
+        for i in (1, 2):
+            sh(["ip", "-n", c, "rule", "add", "from", f"10.0.{i}.1", "table", f"10{i}"])
+            sh(["ip", "-n", c, "route", "add", "default", "via", f"10.0.{i}.2", "dev",
+                self.client_ifs[i - 1], "table", f"10{i}"])
+        ep = ["ip", "-n", c, "mptcp", "endpoint", "add", "10.0.2.1", "dev",
+              self.client_ifs[1], "subflow"]
+        if self.backup:
+            ep.append("backup")
+        sh(ep)
+
+    def down(self) -> None:
+        for ns in (self.server_ns, self.client_ns):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+    # -- measurements --------------------------------------------------------------
+    def tx_counters(self) -> dict[str, tuple[int, int]]:
+        """Server-side interface tx (bytes, packets): Ethernet frames without FCS."""
+        out: dict[str, tuple[int, int]] = {}
+        for dev in self.server_ifs:
+            js = json.loads(sh(["ip", "-j", "-s", "-n", self.server_ns, "link", "show", "dev",
+                                dev]))
+            tx = js[0]["stats64"]["tx"]
+            out[dev] = (int(tx["bytes"]), int(tx["packets"]))
+        return out
+
+    def transfer(self, nbytes: int, port: int = 5001, timeout: float = 120.0, *,
+                 hold_s: float = 0.0,
+                 on_received: Callable[[], None] | None = None) -> Transfer:
+        """Bulk MPTCP transfer server -> client; returns what the client received. With
+        hold_s > 0 both ends keep the connection open that long after the last byte
+        arrived, and on_received() is called at that point."""
+        srv = subprocess.Popen(["ip", "netns", "exec", self.server_ns, PY, "-c", SERVER_CODE,
+                                str(port), str(nbytes), str(hold_s)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cli: subprocess.Popen[str] | None = None
+        try:
+            line = srv.stdout.readline() if srv.stdout else ""
+            if line.strip() != "listening":
+                raise RuntimeError(f"server did not start: {line!r} "
+                                   f"{srv.stderr.read() if srv.stderr else ''}")
+            cli = subprocess.Popen(["ip", "netns", "exec", self.client_ns, PY, "-c",
+                                    CLIENT_CODE, "10.0.1.2", str(port), str(nbytes),
+                                    str(hold_s)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            line = cli.stdout.readline() if cli.stdout else ""
+            if not line.strip():
+                cli.wait(timeout=timeout)
+                raise RuntimeError(f"client failed: {cli.stderr.read() if cli.stderr else ''}")
+            n, secs = line.split()
+            if on_received is not None:
+                on_received()
+            cli.wait(timeout=timeout + hold_s)
+            srv.wait(timeout=timeout + hold_s)
+            if cli.returncode != 0 or srv.returncode != 0:
+                raise RuntimeError(f"client/server exit {cli.returncode}/{srv.returncode}: "
+                                   f"{srv.stderr.read() if srv.stderr else ''}")
+            return Transfer(int(n), float(secs))
+        finally:
+            for p in (cli, srv):
+                if p is not None and p.poll() is None:
+                    p.kill()
+                    p.wait()
+
+
+class Sniffer:
+    """Counts the server's outgoing packets per interface (see SNIFF_CODE)."""
+
+    def __init__(self, bed: TwoPath) -> None:
+        self.bed = bed
+        self.proc: subprocess.Popen[str] | None = None
+        self.result: dict[str, Any] = {}
+
+    def __enter__(self) -> "Sniffer":
+        self.proc = subprocess.Popen(["ip", "netns", "exec", self.bed.server_ns, PY, "-c",
+                                      SNIFF_CODE, *self.bed.server_ifs],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if line.strip() != "ready":
+            self.proc.kill()
+            raise RuntimeError(f"sniffer did not start: {self.proc.stderr.read() if self.proc.stderr else ''}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.proc is not None
+        time.sleep(0.2)  # let the last frames reach the packet sockets
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            out, err = self.proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+        if self.proc.returncode == 0 and out.strip():
+            self.result = json.loads(out.strip().splitlines()[-1])
+        elif not any(exc):
+            raise RuntimeError(f"sniffer failed ({self.proc.returncode}): {err}")
+
+
+def cpu_ns(pid: int) -> int:
+    """Time the process has spent on a CPU (ns), from /proc/PID/schedstat."""
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+
+
+def unique_tag() -> str:
+    return f"{os.getpid() % 100000}{int(time.monotonic() * 10) % 100}"[:8]

@@ -1,0 +1,162 @@
+"""One direction of one emulated path, inside that path's router namespace.
+
+    down (server → client):  in_if = server-facing,  out_if = client-facing
+    up   (client → server):  in_if = client-facing,  out_if = server-facing
+
+shape-then-delay (default): in_if ingress --mirred--> IFB [tbf rate/burst/limit] --> FORWARD [NFQUEUE
+    delay line] --> out_if. The bottleneck queue sits before the delay, so a delay step moves the RTT
+    cleanly and the step-down burst does not land in the bottleneck queue.
+delay-then-shape: FORWARD [NFQUEUE delay line] --> out_if [tbf]. What an emulator box with netem
+    before a shaper does; at a delay step-down the held packets hit the tbf queue as a burst.
+
+The delay line is the C daemon in links/delayline/. It binds its queue before the iptables rule
+exists and the rule has no --queue-bypass: if the daemon dies the path loses 100 % of its packets,
+which the run detects, instead of silently carrying undelayed traffic.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from links.schedule import Schedule
+from mpvlab import proc
+from mpvlab.netns import Netns
+from mpvlab.scenario import LinkDirection
+
+REPO = Path(__file__).resolve().parent.parent
+DELAYLINE_BIN = REPO / "links" / "delayline" / "build" / "mpvlab-delayline"
+FRAME_BYTES = 1514  # Ethernet frame (no FCS) of a 1500-byte IP packet: what tbf counts on a veth
+
+
+class LinkError(RuntimeError):
+    pass
+
+
+@dataclass
+class DirectionPlan:
+    path: str                 # scenario path name (label only)
+    direction: str            # "down" | "up"
+    router: Netns
+    in_if: str
+    out_if: str
+    ifb: str                  # IFB name to use when shaping at ingress
+    queue_num: int
+    spec: LinkDirection
+    schedule: Schedule
+    seed: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.path}-{self.direction}"
+
+    @property
+    def needs_delay_line(self) -> bool:
+        return self.schedule.max_delay_ns > 0 or self.spec.loss > 0
+
+    def queue_maxlen(self) -> int:
+        """Packets the delay line may hold: ≥ packet rate × max delay (NFQUEUE's default of 1024
+        silently caps throughput), with 4× headroom; unshaped paths are sized for 1 Gbit/s."""
+        rate = self.spec.rate or 10**9
+        pkts = rate / 8 / FRAME_BYTES * (self.schedule.max_delay_ns / 1e9)
+        return max(4096, int(pkts * 4))
+
+
+@dataclass
+class DirectionHandle:
+    plan: DirectionPlan
+    files: dict[str, Path] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+    ref: proc.ProcRef | None = None
+
+    def alive(self) -> bool:
+        return self.process is None or self.process.poll() is None
+
+    def describe_death(self) -> str:
+        assert self.process is not None
+        err = self.files["stderr"].read_text()[-2000:] if self.files["stderr"].exists() else ""
+        return f"delay line {self.plan.label} exited with code {self.process.returncode}: {err.strip()}"
+
+
+def tbf_argv(dev: str, spec: LinkDirection) -> list[str]:
+    assert spec.rate is not None
+    return ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{spec.rate}bit",
+            "burst", str(spec.effective_burst()), "limit", str(spec.buffer.to_bytes(FRAME_BYTES))]
+
+
+def apply_direction(plan: DirectionPlan, workdir: Path, t0_ns: int,
+                    on_process: Callable[[proc.ProcRef], None]) -> DirectionHandle:
+    ns, spec = plan.router, plan.spec
+    handle = DirectionHandle(plan)
+    if spec.rate is not None:
+        if spec.order == "shape-then-delay":
+            ns.run(["ip", "link", "add", plan.ifb, "type", "ifb"])
+            ns.run(["ip", "link", "set", plan.ifb, "up"])
+            ns.run(["tc", "qdisc", "replace", "dev", plan.in_if, "handle", "ffff:", "ingress"])
+            ns.run(["tc", "filter", "add", "dev", plan.in_if, "parent", "ffff:", "protocol", "all", "u32",
+                    "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", plan.ifb])
+            ns.run(tbf_argv(plan.ifb, spec))
+        else:
+            ns.run(tbf_argv(plan.out_if, spec))
+    if plan.needs_delay_line:
+        _start_delay_line(handle, workdir, t0_ns, on_process)
+        ns.run(["iptables", "-w", "-A", "FORWARD", "-i", plan.in_if, "-o", plan.out_if,
+                "-j", "NFQUEUE", "--queue-num", str(plan.queue_num)])
+    return handle
+
+
+def _start_delay_line(handle: DirectionHandle, workdir: Path, t0_ns: int,
+                      on_process: Callable[[proc.ProcRef], None]) -> None:
+    plan = handle.plan
+    if not DELAYLINE_BIN.exists():
+        raise LinkError(f"{DELAYLINE_BIN} is missing: run ./setup.sh (it builds links/delayline)")
+    label = plan.label
+    files = {
+        "schedule": workdir / f"delay-{label}.schedule",
+        "ready": workdir / f"delay-{label}.ready",
+        "stats": workdir / f"delay-{label}.stats.json",
+        "steps": workdir / f"delay-{label}.steps.csv",
+        "stderr": workdir / f"delay-{label}.log",
+    }
+    plan.schedule.to_file(files["schedule"])
+    files["ready"].unlink(missing_ok=True)
+    argv = [str(DELAYLINE_BIN), "--queue", str(plan.queue_num), "--schedule", str(files["schedule"]),
+            "--t0-ns", str(t0_ns), "--maxlen", str(plan.queue_maxlen()), "--ready-file", str(files["ready"]),
+            "--stats", str(files["stats"]), "--step-log", str(files["steps"])]
+    if plan.spec.loss > 0:
+        argv += ["--loss", repr(plan.spec.loss), "--seed", str(plan.seed)]
+    with files["stderr"].open("wb") as err:
+        handle.process = plan.router.popen(argv, stdout=err, stderr=subprocess.STDOUT)
+    handle.ref = proc.ProcRef.of(handle.process.pid, f"delayline {label}")
+    on_process(handle.ref)
+    handle.files = files
+    deadline = time.monotonic() + 5.0
+    while not files["ready"].exists():
+        if handle.process.poll() is not None:
+            raise LinkError(handle.describe_death())
+        if time.monotonic() > deadline:
+            raise LinkError(f"delay line {label} did not become ready within 5 s (see {files['stderr']})")
+        time.sleep(0.005)
+
+
+def stop_direction(handle: DirectionHandle) -> dict[str, Any]:
+    """Stop the delay line (it releases what it holds and writes its stats) and return the stats."""
+    if handle.process is None:
+        return {"delay_line": "none (no delay or loss configured)"}
+    if handle.process.poll() is None:
+        handle.process.terminate()
+        try:
+            handle.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            handle.process.kill()
+            handle.process.wait()
+    try:
+        stats: dict[str, Any] = json.loads(handle.files["stats"].read_text())
+    except (OSError, ValueError):
+        stats = {"error": "no stats written"}
+    stats["exit_code"] = handle.process.returncode
+    return stats

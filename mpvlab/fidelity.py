@@ -1,0 +1,150 @@
+"""The emulator's own fidelity check, run before the video in every run: probe each path and compare
+achieved RTT and rate with what the scenario configured. The verdict goes into provenance.json; a
+run beyond tolerance is marked with a fidelity warning (its numbers still stand, flagged).
+
+RTT: 100-byte UDP echoes at 100 Hz from each client address; expected RTT of a probe sent at t is
+  d_up(t) + ser_up + d_down(t + d_up(t) + ser_up) + ser_down,
+with ser = frame bytes × 8 / rate on shaped directions (142-byte frames: 0.38 ms at 3 Mbit/s).
+Rate: a TCP download per path from the server; goodput over the last (duration − 1 s) against the
+token bucket's ideal rate × 1448/1514 (TCP payload per full frame with timestamps).
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from links.schedule import Schedule
+from mpvlab.scenario import LinkDirection, Scenario
+from topologies.dual_path import DualPath
+
+PROBE_PORT = 5201
+PROBE_FRAME = 142
+GOODPUT_FACTOR = 1448 / 1514
+
+
+@dataclass
+class PathSchedules:
+    down: Schedule
+    up: Schedule
+
+
+def _ser_ns(frame_bytes: int, d: LinkDirection) -> int:
+    return 0 if d.rate is None else int(frame_bytes * 8 * 1e9 / d.rate)
+
+
+def expected_rtt_ns(t_send_rel: int, sched: PathSchedules, down: LinkDirection, up: LinkDirection) -> int:
+    up_ns = sched.up.delay_at(t_send_rel) + _ser_ns(PROBE_FRAME, up)
+    return up_ns + sched.down.delay_at(t_send_rel + up_ns) + _ser_ns(PROBE_FRAME, down)
+
+
+def _percentile(values: list[float], p: float) -> float:
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    k = (len(s) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def run_probes(topo: DualPath, scenario: Scenario, schedules: dict[str, PathSchedules], t0_ns: int,
+               workdir: Path) -> dict[str, Any]:
+    f = scenario.fidelity
+    dur_s = f.probe_duration / 1e9
+    rtt_count = 100
+    py = sys.executable
+    server = topo.server.ns.popen([py, "-m", "mpvlab.probe", "serve", "--bind", topo.server_addr, "--port", str(PROBE_PORT),
+                                   "--duration", str(dur_s + 4.0)], cwd=Path(__file__).resolve().parent.parent)
+    try:
+        _wait_listening(topo)
+        procs = []
+        for p in topo.paths:
+            out = workdir / f"probe-rtt-{p.name}.csv"
+            procs.append(topo.client.ns.popen(
+                [py, "-m", "mpvlab.probe", "rtt", "--src", p.client_addr, "--dst", topo.server_addr,
+                 "--port", str(PROBE_PORT), "--count", str(rtt_count), "--interval-ms", "10", "--out", str(out)],
+                cwd=Path(__file__).resolve().parent.parent))
+        for pr in procs:
+            pr.wait(timeout=30)
+        procs = []
+        for p in topo.paths:
+            out = workdir / f"probe-rate-{p.name}.csv"
+            procs.append(topo.client.ns.popen(
+                [py, "-m", "mpvlab.probe", "bulk", "--src", p.client_addr, "--dst", topo.server_addr,
+                 "--port", str(PROBE_PORT), "--duration", str(dur_s), "--out", str(out)],
+                cwd=Path(__file__).resolve().parent.parent))
+        for pr in procs:
+            pr.wait(timeout=dur_s + 30)
+    finally:
+        server.terminate()
+        server.wait(timeout=5)
+    return evaluate(topo, scenario, schedules, t0_ns, workdir)
+
+
+def _wait_listening(topo: DualPath) -> None:
+    import time
+    for _ in range(200):
+        ss = topo.server.ns.run(["ss", "-Htln", f"sport = :{PROBE_PORT}"]).stdout
+        if ss.strip():
+            return
+        time.sleep(0.01)
+    raise RuntimeError("fidelity probe server did not start listening")
+
+
+def evaluate(topo: DualPath, scenario: Scenario, schedules: dict[str, PathSchedules], t0_ns: int,
+             workdir: Path) -> dict[str, Any]:
+    f = scenario.fidelity
+    result: dict[str, Any] = {"paths": {}, "warnings": []}
+    for p in topo.paths:
+        spec = scenario.paths[p.name]
+        errors: list[float] = []
+        lost = 0
+        with (workdir / f"probe-rtt-{p.name}.csv").open() as fh:
+            for row in csv.DictReader(fh):
+                rtt = int(row["rtt_ns"])
+                if rtt < 0:
+                    lost += 1
+                    continue
+                exp = expected_rtt_ns(int(row["t_send_ns"]) - t0_ns, schedules[p.name], spec.down, spec.up)
+                errors.append((rtt - exp) / 1e6)
+        rtt_res: dict[str, Any] = {
+            "samples": len(errors), "lost": lost,
+            "error_ms_mean": round(sum(errors) / len(errors), 4) if errors else None,
+            "error_ms_p50": round(_percentile(errors, 50), 4) if errors else None,
+            "error_ms_p99": round(_percentile(errors, 99), 4) if errors else None,
+            "error_ms_max": round(max(errors), 4) if errors else None,
+            "tolerance_ms": f.rtt_tolerance / 1e6,
+        }
+        ok_rtt = bool(errors) and max(abs(_percentile(errors, 1)), abs(_percentile(errors, 99))) <= f.rtt_tolerance / 1e6
+        expected_loss = 1 - (1 - spec.down.loss) * (1 - spec.up.loss)
+        if not ok_rtt:
+            result["warnings"].append(f"path {p.name}: RTT error beyond ±{f.rtt_tolerance / 1e6:g} ms "
+                                      f"(p99 {rtt_res['error_ms_p99']} ms, samples {len(errors)})")
+        if lost and expected_loss == 0:
+            result["warnings"].append(f"path {p.name}: {lost} RTT probes lost on a loss-free path")
+        rows = list(csv.DictReader((workdir / f"probe-rate-{p.name}.csv").open()))
+        rate_res: dict[str, Any] = {"configured_bps": spec.down.rate}
+        if len(rows) >= 4:
+            t_first = int(rows[0]["t_ns"])
+            window = [r for r in rows if int(r["t_ns"]) - t_first >= 1_000_000_000]
+            if len(window) >= 2:
+                b0, b1 = int(window[0]["bytes_cumulative"]), int(window[-1]["bytes_cumulative"])
+                dt = (int(window[-1]["t_ns"]) - int(window[0]["t_ns"])) / 1e9
+                achieved = (b1 - b0) * 8 / dt
+                rate_res["achieved_goodput_bps"] = round(achieved)
+                if spec.down.rate is not None:
+                    ideal = spec.down.rate * GOODPUT_FACTOR
+                    rate_res["ideal_goodput_bps"] = round(ideal)
+                    rate_res["ratio"] = round(achieved / ideal, 4)
+                    rate_res["tolerance"] = f.rate_tolerance
+                    if spec.down.loss == 0 and abs(achieved / ideal - 1) > f.rate_tolerance:
+                        result["warnings"].append(
+                            f"path {p.name}: goodput {achieved / 1e6:.3f} Mbit/s vs ideal {ideal / 1e6:.3f} Mbit/s "
+                            f"(ratio {achieved / ideal:.3f}, tolerance ±{f.rate_tolerance:.0%})")
+        result["paths"][p.name] = {"rtt": rtt_res, "rate_down": rate_res}
+    result["ok"] = not result["warnings"]
+    return result

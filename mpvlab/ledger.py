@@ -1,0 +1,154 @@
+"""The run ledger: what a run created, on disk, so that it can be removed even after a crash.
+
+A run writes /run/mpvlab/runs/<runid>.json before it creates anything and adds every process and BPF
+object as it starts them. Its own teardown removes them; a run killed with SIGKILL leaves the ledger
+behind with a dead owner, and the next run (or `mpvlab cleanup`) removes exactly what it lists, plus
+any namespace carrying its run id. /run is a tmpfs: a reboot clears the kernel objects and the ledger
+alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from mpvlab import naming, netns, proc
+
+RUNTIME_DIR = Path(os.environ.get("MPVLAB_RUNTIME_DIR", "/run/mpvlab"))
+LEDGER_DIR = RUNTIME_DIR / "runs"
+WWW_DIR = RUNTIME_DIR / "www"
+
+
+def docroot(run_id: str) -> Path:
+    """The run's web root: world-traversable (Apache serves as www-data), removed with the run."""
+    for d in (RUNTIME_DIR, WWW_DIR):
+        d.mkdir(exist_ok=True)
+        os.chmod(d, 0o755)
+    path = WWW_DIR / naming.check_run_id(run_id)
+    path.mkdir()
+    os.chmod(path, 0o755)
+    return path
+
+
+@dataclass
+class Ledger:
+    run_id: str
+    owner_pid: int
+    owner_start: int
+    result_dir: str
+    netns: list[str] = field(default_factory=list)
+    procs: list[dict[str, object]] = field(default_factory=list)
+    bpf_ccs: list[str] = field(default_factory=list)
+
+    @property
+    def path(self) -> Path:
+        return LEDGER_DIR / f"{self.run_id}.json"
+
+    @classmethod
+    def create(cls, run_id: str, result_dir: Path) -> "Ledger":
+        me = os.getpid()
+        ledger = cls(run_id, me, proc.start_time_ticks(me) or 0, str(result_dir))
+        ledger.save()
+        return ledger
+
+    def save(self) -> None:
+        LEDGER_DIR.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=LEDGER_DIR, prefix=f".{self.run_id}.")
+        with os.fdopen(fd, "w") as f:
+            json.dump(asdict(self), f, indent=1)
+        os.replace(tmp, self.path)
+
+    def add_netns(self, name: str) -> None:
+        self.netns.append(name)
+        self.save()
+
+    def add_proc(self, ref: proc.ProcRef) -> None:
+        self.procs.append({"pid": ref.pid, "start": ref.start, "label": ref.label})
+        self.save()
+
+    def add_bpf_cc(self, name: str) -> None:
+        self.bpf_ccs.append(name)
+        self.save()
+
+    def owner_alive(self) -> bool:
+        return proc.ProcRef(self.owner_pid, self.owner_start, "owner").alive()
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def load(path: Path) -> Ledger | None:
+    try:
+        return Ledger(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None) -> list[str]:
+    """Remove everything a run's ledger lists and every namespace carrying its run id.
+    Returns what it removed (for the log)."""
+    removed: list[str] = []
+    for p in ledger.procs:
+        ref = proc.ProcRef(int(p["pid"]), int(p["start"]), str(p["label"]))  # type: ignore[arg-type]
+        if ref.alive():
+            proc.terminate(ref, grace=2.0)
+            removed.append(f"process {ref.pid} ({ref.label})")
+    for cc in ledger.bpf_ccs:
+        if cc in Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split():
+            # The loader owns the struct_ops link; if it is gone but the CC is still there, it was
+            # registered persistently by someone: unregister by its run-scoped name only.
+            proc.run(["bpftool", "struct_ops", "unregister", "name", cc], check=False)
+            removed.append(f"congestion control {cc}")
+    names = set(ledger.netns) | {n for n in netns.list_netns() if naming.run_id_of_netns(n) == ledger.run_id}
+    for name in sorted(names):
+        if (netns.NETNS_DIR / name).exists():
+            netns.delete_netns(name)
+            removed.append(f"netns {name}")
+    www = WWW_DIR / ledger.run_id
+    if www.exists():
+        shutil.rmtree(www)
+        removed.append(f"web root {www}")
+    mark_interrupted(Path(ledger.result_dir))
+    ledger.remove()
+    for r in removed:
+        log(f"cleaned {ledger.run_id}: {r}")
+    return removed
+
+
+def mark_interrupted(result_dir: Path) -> None:
+    """A run directory still saying `running` whose runner is dead is marked failed, never left
+    looking alive or complete."""
+    from mpvlab import results  # local import: results does not need the ledger
+
+    status = results.read_status(result_dir)
+    if status is not None and status.get("state") == "running":
+        results.write_status(result_dir, "failed", reason="runner died (killed or crashed); cleaned by a later run")
+
+
+def reap_stale(log: Callable[[str], None] = lambda _m: None) -> list[str]:
+    """Clean up after every run whose runner is dead, and every `mpv-` namespace no live run owns."""
+    removed: list[str] = []
+    live_ids: set[str] = set()
+    if LEDGER_DIR.exists():
+        for path in sorted(LEDGER_DIR.glob("*.json")):
+            ledger = load(path)
+            if ledger is None:
+                continue
+            if ledger.owner_alive():
+                live_ids.add(ledger.run_id)
+            else:
+                removed += cleanup_run(ledger, log)
+    for name in netns.list_netns():
+        rid = naming.run_id_of_netns(name)
+        # Re-check the ledger file now: a run that started after the scan above wrote its ledger
+        # before creating this namespace, so a namespace with a ledger is never an orphan.
+        if rid is not None and rid not in live_ids and not (LEDGER_DIR / f"{rid}.json").exists():
+            netns.delete_netns(name)
+            removed.append(f"orphan netns {name}")
+            log(f"cleaned orphan netns {name}")
+    return removed

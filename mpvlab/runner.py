@@ -1,0 +1,373 @@
+"""One run, from a validated scenario to a complete (or clearly failed) result directory.
+
+Data flow: scenario → resolved plan → topology (Mininet nodes) → links (tbf + delay lines) →
+transport (MPTCP, congestion control) → fidelity probes → server (Apache) → time zero → player +
+samplers → checks → results. Everything the run creates is listed in its ledger first, and removed
+in `finally` — on success, on error, on Ctrl-C or SIGTERM; after a SIGKILL the next run removes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from links.emulator import DirectionHandle, DirectionPlan, apply_direction, stop_direction
+from links.schedule import Schedule, read_trace
+from mpvlab import content, fidelity, ledger, naming, provenance, results, sampling, server, transport
+from mpvlab.scenario import (
+    ConstantDelay, LinkDirection, PiecewiseDelay, Scenario, SquareDelay, TraceDelay, dump_yaml, resolved_dict,
+)
+from topologies import dual_path
+
+REPO = Path(__file__).resolve().parent.parent
+PLAYER = REPO / "player" / "mpvlab_player.py"
+DEFAULT_RESULTS = REPO / "results"
+# Outside the checkout on purpose: Apache serves as www-data, which cannot traverse a checkout or results
+# folder made by root with mode 0700 (mktemp -d). Both are world-readable system cache/runtime paths.
+CONTENT_DIR = Path(os.environ.get("MPVLAB_CONTENT_DIR", "/var/cache/mpvlab/content"))
+
+
+class RunFailed(Exception):
+    """The run could not produce trustworthy results; the message says why."""
+
+
+class Interrupted(Exception):
+    pass
+
+
+def schedule_for(d: LinkDirection, scenario_dir: Path) -> Schedule:
+    delay = d.delay
+    if isinstance(delay, ConstantDelay):
+        return Schedule.constant(delay.value)
+    if isinstance(delay, SquareDelay):
+        return Schedule.square(delay.base, delay.amplitude, delay.period, delay.duty, delay.phase)
+    if isinstance(delay, PiecewiseDelay):
+        return Schedule.piecewise([(t, v) for t, v in delay.points], delay.repeat)
+    assert isinstance(delay, TraceDelay)
+    return Schedule.piecewise(read_trace(scenario_dir / delay.file), delay.repeat)
+
+
+@dataclass
+class RunOptions:
+    results_root: Path = DEFAULT_RESULTS
+    progress: Callable[[str], None] = lambda _phase: None
+    log: Callable[[str], None] = lambda _msg: None
+
+
+@dataclass
+class RunContext:
+    scenario: Scenario
+    scenario_file: Path
+    scenario_text: str
+    run_id: str
+    run_dir: Path
+    ledger: ledger.Ledger
+    opts: RunOptions
+    extra_prov: dict[str, Any] = field(default_factory=dict)
+    t0_ns: int = 0
+
+    @property
+    def logs(self) -> Path:
+        return self.run_dir / "logs"
+
+    @property
+    def data(self) -> Path:
+        return self.run_dir / "data"
+
+
+@contextlib.contextmanager
+def _signals_as_exceptions() -> Iterator[None]:
+    """SIGTERM/SIGHUP become an exception in the main thread so `finally` cleanup runs as for Ctrl-C."""
+    def handler(signum: int, _frame: Any) -> None:
+        raise Interrupted(f"interrupted by {signal.Signals(signum).name}")
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def run_scenario(scenario: Scenario, scenario_file: Path, scenario_text: str, opts: RunOptions) -> Path:
+    """Run once; returns the run directory (state complete). Raises RunFailed after marking it failed."""
+    if os.geteuid() != 0:
+        raise RunFailed("mpvlab run needs root (network namespaces, tc, iptables, BPF)")
+    for name in ledger.reap_stale(opts.log):
+        opts.log(f"cleaned leftover of an earlier run: {name}")
+    run_id = naming.new_run_id()
+    run_dir = results.make_run_dir(opts.results_root, scenario.name, run_id)
+    led = ledger.Ledger.create(run_id, run_dir)
+    ctx = RunContext(scenario, scenario_file, scenario_text, run_id, run_dir, led, opts)
+    results.write_text(run_dir / "scenario.yaml", scenario_text)
+    results.write_text(run_dir / "resolved.yaml", dump_yaml(resolved_dict(scenario)))
+    failure: str | None = None
+    try:
+        with _signals_as_exceptions():
+            summary = _execute(ctx)
+    except (KeyboardInterrupt, Interrupted) as e:
+        failure = str(e) or "interrupted (Ctrl-C)"
+    except RunFailed as e:
+        failure = str(e)
+    except Exception as e:  # noqa: BLE001 — any other error still must leave a marked result dir
+        failure = f"{type(e).__name__}: {e}"
+        (ctx.logs / "runner-traceback.txt").write_text(traceback.format_exc())
+    finally:
+        # Cleanup must not be interrupted by a second Ctrl-C half-way.
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            removed = ledger.cleanup_run(led)
+            ctx.extra_prov["teardown_leftovers_removed_by_ledger"] = removed
+        finally:
+            signal.signal(signal.SIGINT, old)
+    _write_provenance(ctx)
+    if failure is not None:
+        results.write_status(run_dir, "failed", reason=failure)
+        raise RunFailed(f"run {run_id} failed: {failure}\n  results kept for inspection in {run_dir}")
+    results.write_json(run_dir / "summary.json", summary)
+    results.write_status(run_dir, "complete", fidelity_ok=summary.get("fidelity_ok"))
+    return run_dir
+
+
+def _write_provenance(ctx: RunContext) -> None:
+    prov = provenance.collect(ctx.scenario_file, ctx.scenario.seed, ctx.run_id, ctx.extra_prov)
+    results.write_json(ctx.run_dir / "provenance.json", prov)
+
+
+def _execute(ctx: RunContext) -> dict[str, Any]:
+    sc, log, phase = ctx.scenario, ctx.opts.log, ctx.opts.progress
+    run_started = time.monotonic()
+
+    phase("content")
+    video = content.ensure_progressive(CONTENT_DIR, sc.video.duration / 1e9, sc.video.bitrate,
+                                       sc.video.width, sc.video.height, sc.video.fps)
+    ctx.extra_prov["content"] = video.to_json()
+
+    with contextlib.ExitStack() as stack:
+        phase("topology")
+        topo = dual_path.build(sc, ctx.run_id, ctx.ledger.add_netns)
+        stack.callback(dual_path.teardown, topo)
+        ctx.extra_prov["topology"] = {
+            "kind": sc.topology.kind, "server_addr": topo.server_addr,
+            "netns": [n.ns.name for n in topo.nodes],
+            "paths": {p.name: {"client_if": p.client_if, "client_addr": p.client_addr,
+                               "router": p.router.ns.name} for p in topo.paths},
+        }
+        ctx.extra_prov["hosts"] = transport.configure_hosts(topo, sc)
+        ctx.extra_prov["offloads"] = transport.set_offloads(topo, sc.hosts.offloads)
+
+        phase("congestion control")
+        cc_name = _setup_cc(ctx, stack)
+        ctx.extra_prov["server_routes"] = transport.set_server_cc(topo, cc_name)
+        ctx.extra_prov["cc"] = {"requested": sc.transport.cc, "kernel_name": cc_name,
+                                "params": sc.transport.cc_params.model_dump() if sc.transport.cc == "bbr-s" else {}}
+        ctx.extra_prov["scheduler"] = {"requested": sc.transport.scheduler, "mechanism": "kernel default scheduler",
+                                       "kernel_available": _read("/proc/sys/net/mptcp/available_schedulers")}
+
+        # Run time zero is fixed now, ahead of the probes, so the delay lines start on the same clock
+        # the player and samplers use; the player starts exactly at t0.
+        lead_s = (sc.fidelity.probe_duration / 1e9 + 4.0) if sc.fidelity.probe else 2.0
+        ctx.t0_ns = time.monotonic_ns() + int(lead_s * 1e9)
+
+        phase("links")
+        schedules: dict[str, fidelity.PathSchedules] = {}
+        handles: list[DirectionHandle] = []
+        for p in topo.paths:
+            spec = sc.paths[p.name]
+            sched = fidelity.PathSchedules(down=schedule_for(spec.down, ctx.scenario_file.parent),
+                                           up=schedule_for(spec.up, ctx.scenario_file.parent))
+            schedules[p.name] = sched
+            letter = "ab"[p.index]
+            for direction, d, in_if, out_if, qnum in (
+                ("down", spec.down, p.router_server_if, p.router_client_if, 0),
+                ("up", spec.up, p.router_client_if, p.router_server_if, 1),
+            ):
+                plan = DirectionPlan(p.name, direction, p.router.ns, in_if, out_if,
+                                     naming.ifname(ctx.run_id, f"{letter}i{qnum}"), qnum, d,
+                                     getattr(sched, direction), seed=sc.seed * 1000 + p.index * 2 + qnum)
+                h = apply_direction(plan, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc)
+                handles.append(h)
+                stack.callback(_record_delay_stats, ctx, h)
+        ctx.extra_prov["links"] = {
+            f"{h.plan.label}": {"router": h.plan.router.name, "in_if": h.plan.in_if, "out_if": h.plan.out_if,
+                                "order": h.plan.spec.order, "burst_bytes": h.plan.spec.effective_burst(),
+                                "limit_bytes": h.plan.spec.buffer.to_bytes(),
+                                "delay_backend": "nfqueue-delayline" if h.plan.needs_delay_line else "none",
+                                "schedule": h.plan.schedule.to_text().splitlines()[1:],
+                                "qdiscs": h.plan.router.run(["tc", "qdisc", "show"]).stdout.strip().splitlines()}
+            for h in handles
+        }
+
+        def check_links() -> None:
+            for h in handles:
+                if not h.alive():
+                    raise RunFailed(h.describe_death() + " — the path lost all packets from then on")
+
+        if sc.fidelity.probe:
+            phase("fidelity probes")
+            fid = fidelity.run_probes(topo, sc, schedules, ctx.t0_ns, ctx.logs)
+            check_links()
+        else:
+            fid = {"ok": None, "skipped": True, "warnings": []}
+        ctx.extra_prov["fidelity"] = fid
+        for w in fid.get("warnings", []):
+            log(f"fidelity warning: {w}")
+
+        phase("server")
+        docroot = ledger.docroot(ctx.run_id)
+        video_name = "video.mp4"
+        os.symlink(video.path, docroot / video_name)
+        apache = server.start_apache(topo.server.ns, ctx.run_dir / "apache", docroot, cc=cc_name)
+        ctx.ledger.add_proc(apache.ref)
+        stack.callback(apache.stop)
+        url_local = f"http://127.0.0.1:{server.PORT}/{video_name}"
+        ctx.extra_prov["apache_ready_s"] = round(server.wait_serving(apache, url_local), 4)
+
+        phase("waiting for time zero")
+        while (wait := ctx.t0_ns - time.monotonic_ns()) > 0:
+            check_links()
+            time.sleep(min(wait / 1e9, 0.1))
+        late_ms = (time.monotonic_ns() - ctx.t0_ns) / 1e6
+
+        phase("playing")
+        sampler = sampling.Sampler(ctx.t0_ns, topo.client.pid, {p.name: p.client_if for p in topo.paths},
+                                   topo.server.ns, server.PORT, ctx.data, sc.observe.sample_hz)
+        counters_before = sampling.read_net_dev(topo.client.pid)
+        player = _start_player(ctx, topo, video_name, video.frames)
+        ctx.ledger.add_proc(player[1])
+        sampler.start()
+        stack.callback(sampler.stop)
+        ctx.extra_prov["player_start_late_ms"] = round(late_ms, 3)
+        timeout_s = sc.video.duration / 1e9 * sc.player.timeout_factor + 30
+        deadline = time.monotonic() + timeout_s + 10
+        while player[0].poll() is None:
+            check_links()
+            if not apache.alive():
+                raise RunFailed(f"apache exited with code {apache.process.returncode} during playback")
+            if time.monotonic() > deadline:
+                player[0].kill()
+                raise RunFailed(f"player did not finish within {timeout_s:.0f} s")
+            phase(f"playing ({(time.monotonic_ns() - ctx.t0_ns) / 1e9:5.1f} s of "
+                  f"{sc.video.duration / 1e9:g} s video)")
+            time.sleep(0.2)
+        counters_after = sampling.read_net_dev(topo.client.pid)
+        sampler.stop()
+
+        phase("checks")
+        player_summary = _read_json(ctx.logs / "player-summary.json")
+        if player[0].returncode != 0:
+            reason = player_summary.get("reason") or player_summary.get("error") if player_summary else None
+            raise RunFailed(f"player exited with code {player[0].returncode}: {reason or 'see logs/player.log'}")
+        summary = _summarise(ctx, topo, player_summary, counters_before, counters_after, sampler, fid)
+        summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
+    return summary
+
+
+def _setup_cc(ctx: RunContext, stack: contextlib.ExitStack) -> str:
+    sc = ctx.scenario
+    if sc.transport.cc in ("cubic", "bbr"):
+        return sc.transport.cc
+    import cc as cc_registry  # the cc/ package: BPF congestion controls
+    name = naming.cc_name(ctx.run_id, "bbrs")
+    ctx.ledger.add_bpf_cc(name)
+    p = sc.transport.cc_params
+    stack.enter_context(cc_registry.load_bbrs(name, p.window, p.percentile, p.factor, ctx.data / "bbrs_state.csv",
+                                              ctx.logs))
+    return name
+
+
+def _start_player(ctx: RunContext, topo: dual_path.DualPath, video_name: str,
+                  frames: int) -> tuple[subprocess.Popen[bytes], Any]:
+    from mpvlab import proc
+    sc = ctx.scenario
+    url = f"http://{topo.server_addr}:{server.PORT}/{video_name}"
+    argv = ["mptcpize", "run", sys.executable, str(PLAYER), "--url", url,
+            "--events", str(ctx.logs / "player-events.jsonl"), "--summary", str(ctx.logs / "player-summary.json"),
+            "--mode", sc.player.mode, "--max-lateness-ms", f"{sc.player.max_lateness / 1e6:g}",
+            "--buffer-ms", f"{sc.player.buffer / 1e6:g}", "--rebuffer-resume-ms", f"{sc.player.rebuffer_resume / 1e6:g}",
+            "--t0-ns", str(ctx.t0_ns), "--timeout-s", f"{sc.video.duration / 1e9 * sc.player.timeout_factor + 30:g}",
+            "--frames-expected", str(frames)]
+    with (ctx.logs / "player.log").open("wb") as out:
+        p = topo.client.ns.popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    return p, proc.ProcRef.of(p.pid, "player")
+
+
+def _record_delay_stats(ctx: RunContext, h: DirectionHandle) -> None:
+    ctx.extra_prov.setdefault("delay_lines", {})[h.plan.label] = stop_direction(h)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    except (OSError, ValueError):
+        return {}
+
+
+def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], before: dict[str, dict[str, int]],
+               after: dict[str, dict[str, int]], sampler: sampling.Sampler, fid: dict[str, Any]) -> dict[str, Any]:
+    sc = ctx.scenario
+    per_path: dict[str, dict[str, Any]] = {}
+    total = 0
+    for p in topo.paths:
+        rx = after[p.client_if]["rx_bytes"] - before[p.client_if]["rx_bytes"]
+        per_path[p.name] = {"interface": p.client_if, "rx_bytes": rx,
+                            "rx_packets": after[p.client_if]["rx_packets"] - before[p.client_if]["rx_packets"]}
+        total += rx
+    playback_s = ps.get("playback_s") or 0
+    for name, v in per_path.items():
+        v["share"] = round(v["rx_bytes"] / total, 4) if total else 0.0
+        v["mean_throughput_bps"] = round(v["rx_bytes"] * 8 / playback_s) if playback_s else None
+    subflows = [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(sampler.subflows_seen.items())]
+    expected_cc = ctx.extra_prov["cc"]["kernel_name"]
+    wrong_cc = [s for s in subflows if s["cc"] != expected_cc]
+    if wrong_cc:
+        raise RunFailed(f"subflows not running {expected_cc}: {wrong_cc}")
+    if len(subflows) < sc.transport.subflows:
+        raise RunFailed(f"expected {sc.transport.subflows} MPTCP subflows (one per path), saw {len(subflows)}: "
+                        f"{subflows}")
+    if sc.transport.subflows > 1:
+        thin = {n: v["share"] for n, v in per_path.items() if v["share"] < sc.observe.min_path_share}
+        if thin:
+            raise RunFailed(
+                "path(s) carried less than {:.0%} of the bytes although the scenario expects every path: {} "
+                "(per path: {})".format(sc.observe.min_path_share, thin,
+                                        {n: v["rx_bytes"] for n, v in per_path.items()}))
+    return {
+        "run_id": ctx.run_id,
+        "scenario": sc.name,
+        "cc": sc.transport.cc,
+        "scheduler": sc.transport.scheduler,
+        "seed": sc.seed,
+        "video_length_s": sc.video.duration / 1e9,
+        "duration_s": playback_s,
+        "bytes_total": total,
+        "paths": per_path,
+        "subflows": subflows,
+        "underflows": ps.get("underflows"),
+        "underflow_total_s": ps.get("underflow_total_s"),
+        "picture_discards": ps.get("picture_discards"),
+        "frames_expected": ps.get("frames_expected"),
+        "frames_rendered": ps.get("frames_rendered"),
+        "startup_delay_s": ps.get("startup_delay_s"),
+        "stall_ratio": ps.get("stall_ratio"),
+        "player_mode": sc.player.mode,
+        "fidelity_ok": fid.get("ok"),
+        "fidelity_warnings": fid.get("warnings", []),
+        "sampler_errors": sampler.errors,
+    }

@@ -1,0 +1,337 @@
+"""The scenario: a researcher's YAML, validated strictly before anything touches the kernel.
+
+Every field has a documented default, every quantity carries its unit (mpvlab/units.py), and unknown
+keys are errors. `load_scenario()` returns the validated model; `resolved_dict()` gives the same
+scenario with every default filled in, which is what each run stores next to the file as given.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import (
+    BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError, field_validator,
+    model_validator,
+)
+
+from mpvlab import units
+
+# ---------------------------------------------------------------------------------------------
+# Quantity types: parsed to integers (bit/s, bytes, ns), written back in canonical unit form.
+
+
+def _wrap(fn: Any) -> Any:
+    def parse(v: Any) -> Any:
+        try:
+            return fn(v)
+        except units.UnitError as e:
+            raise ValueError(str(e)) from None
+    return parse
+
+
+Rate = Annotated[int, BeforeValidator(_wrap(units.parse_rate)), PlainSerializer(units.format_rate, return_type=str)]
+Size = Annotated[int, BeforeValidator(_wrap(units.parse_size)), PlainSerializer(units.format_size, return_type=str)]
+Duration = Annotated[
+    int, BeforeValidator(_wrap(units.parse_duration_ns)), PlainSerializer(units.format_duration, return_type=str)
+]
+Probability = Annotated[float, BeforeValidator(_wrap(units.parse_probability))]
+QueueLimitT = Annotated[
+    units.QueueLimit, BeforeValidator(_wrap(units.parse_queue_limit)), PlainSerializer(str, return_type=str)
+]
+
+NAME_RE = r"^[a-z][a-z0-9-]{0,39}$"
+PATH_NAME_RE = r"^[a-z][a-z0-9]{0,7}$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Delay schedules (the maths lives in links/schedule.py)
+
+
+class ConstantDelay(Strict):
+    kind: Literal["constant"] = "constant"
+    value: Duration = 0
+
+
+class SquareDelay(Strict):
+    """base + amplitude during the first duty·period of each cycle; cycles start at t = phase."""
+
+    kind: Literal["square"]
+    base: Duration = 0
+    amplitude: Duration
+    period: Duration
+    duty: float = Field(0.5, gt=0.0, lt=1.0)
+    phase: Duration = 0
+
+    @field_validator("period")
+    @classmethod
+    def _period_positive(cls, v: int) -> int:
+        if v <= 0:
+            raise ValueError("period must be positive")
+        return v
+
+
+class PiecewiseDelay(Strict):
+    """points: [[time, delay], ...] from time 0, strictly increasing; `repeat` makes it periodic."""
+
+    kind: Literal["piecewise"]
+    points: list[tuple[Duration, Duration]] = Field(min_length=1)
+    repeat: Duration = 0
+
+
+class TraceDelay(Strict):
+    """A file of `time_ms delay_ms` lines, relative to the scenario file's folder (and inside it)."""
+
+    kind: Literal["trace"]
+    file: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,200}$")
+    repeat: Duration = 0
+
+
+DelaySpec = Annotated[Union[ConstantDelay, SquareDelay, PiecewiseDelay, TraceDelay], Field(discriminator="kind")]
+
+
+def _delay_shorthand(v: Any) -> Any:
+    """`delay: 20ms` is shorthand for `delay: {kind: constant, value: 20ms}`."""
+    if isinstance(v, (str, int, float)) and not isinstance(v, bool):
+        return {"kind": "constant", "value": v}
+    return v
+
+
+class LinkDirection(Strict):
+    """One direction of one path, as applied in that path's router node.
+
+    rate/buffer/burst: a token bucket (tc tbf) — rate None means unshaped. delay: one-way delay added
+    by the delay line. order: which comes first inside the router; `shape-then-delay` (default) keeps
+    RTT steps clean because the bottleneck queue sits before the delay (platform-facts.md).
+    """
+
+    rate: Rate | None = None
+    buffer: QueueLimitT = units.QueueLimit(bytes=100_000)
+    burst: Size | None = None
+    delay: Annotated[DelaySpec, BeforeValidator(_delay_shorthand)] = ConstantDelay()
+    loss: Probability = 0.0
+    order: Literal["shape-then-delay", "delay-then-shape"] = "shape-then-delay"
+
+    def effective_burst(self) -> int:
+        """Default burst: the larger of one MTU frame + headroom and 1 ms at the rate (tbf needs
+        burst >= rate/HZ; a burst far above that lets BBR see delivery-rate spikes)."""
+        if self.burst is not None:
+            return self.burst
+        if self.rate is None:
+            return 0
+        return max(3028, self.rate // 8 // 1000)
+
+
+class PathSpec(Strict):
+    """A path between the client and the server: `down` is server → client (the video), `up` the ACKs."""
+
+    down: LinkDirection = LinkDirection()
+    up: LinkDirection = LinkDirection()
+
+
+class TopologySpec(Strict):
+    kind: Literal["dual-path"] = "dual-path"
+    # `single`: the server has one address, reached over every path (client policy routing picks the path
+    # by source address); the MPTCP subflows differ in their client address only.
+    server_addressing: Literal["single"] = "single"
+
+
+class HostSpec(Strict):
+    """Per-namespace TCP settings, recorded in provenance. The client's receive buffer matters: new
+    namespaces here default to a 32 MB maximum, which hides a whole throttle from a player."""
+
+    client_tcp_rmem: tuple[Size, Size, Size] = (4096, 131072, 6291456)
+    server_tcp_wmem: tuple[Size, Size, Size] = (4096, 16384, 4194304)
+    tcp_no_metrics_save: bool = True
+    offloads: bool = Field(
+        False, description="TSO/GSO/GRO on the emulated links; off by default so rate samples see real packets"
+    )
+
+
+class CCParams(Strict):
+    window: int = Field(100, ge=1, le=1000, description="BBR-S: delivery-rate samples kept")
+    percentile: float = Field(85.0, gt=0.0, le=100.0, description="BBR-S: percentile used as bandwidth estimate")
+    factor: float = Field(1.0, gt=0.0, le=1.0, description="BBR-S: multiplier on the estimate (BBR2-S: 0.85)")
+
+
+class TransportSpec(Strict):
+    cc: Literal["cubic", "bbr", "bbr-s"] = "cubic"
+    cc_params: CCParams = CCParams()
+    scheduler: Literal["default"] = "default"
+    subflows: int = Field(2, ge=1, le=2, description="MPTCP subflows expected: one per path")
+
+
+class VideoSpec(Strict):
+    kind: Literal["progressive"] = "progressive"
+    duration: Duration = 30 * 10**9
+    bitrate: Rate = 5_240_000
+    width: int = Field(1280, ge=64, le=3840)
+    height: int = Field(720, ge=64, le=2160)
+    fps: int = Field(30, ge=1, le=120)
+
+    @field_validator("duration")
+    @classmethod
+    def _duration_range(cls, v: int) -> int:
+        if not 1 * 10**9 <= v <= 3600 * 10**9:
+            raise ValueError("video duration must lie between 1s and 60min")
+        return v
+
+
+class PlayerSpec(Strict):
+    mode: Literal["discard", "rebuffer"] = "discard"
+    max_lateness: Duration = 20 * 10**6
+    buffer: Duration = 2 * 10**9
+    rebuffer_resume: Duration = 1 * 10**9
+    timeout_factor: float = Field(3.0, ge=1.2, le=20.0, description="give up after this × video length + 30 s")
+
+
+class FidelitySpec(Strict):
+    probe: bool = True
+    rtt_tolerance: Duration = 2 * 10**6
+    rate_tolerance: float = Field(0.05, gt=0.0, lt=1.0)
+    probe_duration: Duration = 3 * 10**9
+
+
+class ObserveSpec(Strict):
+    sample_hz: int = Field(20, ge=1, le=1000)
+    min_path_share: float = Field(0.05, ge=0.0, lt=0.5, description="fail the run if a path carries less")
+
+
+class Scenario(Strict):
+    name: str = Field(pattern=NAME_RE)
+    description: str = ""
+    seed: int = Field(1, ge=0, lt=2**31)
+    topology: TopologySpec = TopologySpec()
+    paths: dict[Annotated[str, Field(pattern=PATH_NAME_RE)], PathSpec]
+    hosts: HostSpec = HostSpec()
+    transport: TransportSpec = TransportSpec()
+    video: VideoSpec = VideoSpec()
+    player: PlayerSpec = PlayerSpec()
+    fidelity: FidelitySpec = FidelitySpec()
+    observe: ObserveSpec = ObserveSpec()
+
+    @model_validator(mode="after")
+    def _paths_fit_topology(self) -> "Scenario":
+        if self.topology.kind == "dual-path" and len(self.paths) != 2:
+            raise ValueError(f"topology dual-path needs exactly 2 paths, got {len(self.paths)}: {list(self.paths)}")
+        if self.transport.subflows > len(self.paths):
+            raise ValueError("transport.subflows cannot exceed the number of paths")
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading, with errors that name the file, the field and what is allowed
+
+
+class ScenarioError(Exception):
+    """A scenario that cannot be run; str() is the full, user-facing explanation."""
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
+    """Walk the model along an error location to list the keys allowed where an unknown key was."""
+    delay_kinds: dict[str, type[BaseModel]] = {
+        "square": SquareDelay, "piecewise": PiecewiseDelay, "trace": TraceDelay, "constant": ConstantDelay}
+    current: Any = model
+    for part in loc[:-1]:
+        fields = getattr(current, "model_fields", None) or {}
+        if isinstance(part, str) and part in delay_kinds:
+            current = delay_kinds[part]          # a discriminated union's tag
+            continue
+        if part not in fields:
+            continue                             # a free dict key (a path name) or a list index
+        ann = fields[part].annotation
+        models = [a for a in getattr(ann, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            current = ann
+        elif len(models) == 1:
+            current = models[0]
+        else:
+            current = None
+    fields = getattr(current, "model_fields", None)
+    return sorted(fields) if fields else None
+
+
+def format_validation_error(source: str, err: ValidationError) -> str:
+    lines = [f"{source}: invalid scenario ({err.error_count()} problem{'s' if err.error_count() > 1 else ''})"]
+    for e in err.errors():
+        field = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            allowed = _allowed_keys(Scenario, tuple(e["loc"]))
+            msg = "unknown key" + (f"; allowed here: {', '.join(allowed)}" if allowed else "")
+        elif e["type"] == "literal_error":
+            msg = f"{msg} (got {e.get('input')!r})"
+        elif e["type"] == "missing":
+            msg = "required field is missing"
+        lines.append(f"  {field}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario must be a YAML mapping at the top level")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        raise ScenarioError(format_validation_error(source, e)) from None
+
+
+def load_scenario(path: Path) -> tuple[Scenario, str]:
+    """Returns the validated scenario and the file's text exactly as given (stored with each run)."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read scenario: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ScenarioError(f"{path}: not valid YAML: {e}") from None
+    scenario = parse_scenario(data, str(path))
+    _check_trace_files(scenario, path)
+    return scenario, text
+
+
+def _check_trace_files(scenario: Scenario, path: Path) -> None:
+    """Trace files must exist inside the scenario's own folder: a scenario (run as root) may not
+    point the platform at arbitrary files."""
+    base = path.resolve().parent
+    for pname, p in scenario.paths.items():
+        for dname, d in (("down", p.down), ("up", p.up)):
+            if isinstance(d.delay, TraceDelay):
+                target = (base / d.delay.file).resolve()
+                where = f"{path}: paths.{pname}.{dname}.delay.file"
+                if not target.is_relative_to(base):
+                    raise ScenarioError(f"{where}: {d.delay.file!r} leaves the scenario's folder {base}")
+                if not target.is_file():
+                    raise ScenarioError(f"{where}: no such trace file {target}")
+
+
+def resolved_dict(scenario: Scenario) -> dict[str, Any]:
+    """The scenario with every default filled in, in the same units a user writes."""
+    return scenario.model_dump(mode="json")
+
+
+def dump_yaml(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
+
+
+def override(scenario: Scenario, assignments: dict[str, Any], source: str = "<override>") -> Scenario:
+    """Apply dotted-path overrides (e.g. {'transport.cc': 'bbr'}) and re-validate: how sweeps vary a scenario."""
+    data = resolved_dict(scenario)
+    for dotted, value in assignments.items():
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z0-9_-]+)*", dotted):
+            raise ScenarioError(f"{source}: bad parameter path {dotted!r}")
+        node: Any = data
+        keys = dotted.split(".")
+        for k in keys[:-1]:
+            if not isinstance(node, dict) or k not in node:
+                raise ScenarioError(f"{source}: {dotted}: no field {k!r} in the scenario")
+            node = node[k]
+        node[keys[-1]] = value
+    return parse_scenario(data, source)

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# mpvlab setup: installs every system package, the pinned Python environment (.venv), builds the
+# native parts (delay line, BPF programs, preload shim) and generates the video content the shipped
+# scenarios use. Idempotent and fast when nothing changed. Run as root on Debian 12.
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$PWD
+
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+die() { printf '\033[1;31m[setup] error:\033[0m %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "run as root (the platform creates namespaces, qdiscs, BPF objects)"
+command -v apt-get >/dev/null || die "needs a Debian-based system (apt-get)"
+
+# --- 1. system packages ----------------------------------------------------------------------
+DEB_PACKAGES=(
+  # emulation: namespaces, routing, shaping, firewall/NFQUEUE, Mininet
+  iproute2 iptables ethtool mininet net-tools procps tcpdump curl
+  # MPTCP for unmodified programs
+  mptcpize libmptcpwrap0
+  # server and player
+  apache2 gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav python3-gi
+  gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0 ffmpeg
+  # native builds: delay line (libnetfilter-queue), BPF (clang, libbpf, bpftool)
+  build-essential pkg-config clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
+  libnetfilter-queue-dev libmnl-dev
+  # Python environment with Debian's PyGObject and Mininet visible
+  python3 python3-venv python3-dev
+  # cross traffic / comparisons
+  iperf3
+)
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing ${#missing[@]} Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=600 update -q
+  apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}"
+else
+  say "Debian packages: all ${#DEB_PACKAGES[@]} present"
+fi
+
+# --- 2. Python environment -------------------------------------------------------------------
+# From Debian's /usr/bin/python3 (3.11) with system site-packages: the player needs Debian's `gi`
+# and the topologies need Debian's `mininet`, neither of which is on PyPI in a usable form.
+VENV=$ROOT/.venv
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import gi, mininet' 2>/dev/null; then
+  say "creating $VENV from /usr/bin/python3 (with system site-packages)"
+  rm -rf "$VENV"
+  /usr/bin/python3 -m venv --system-site-packages "$VENV"
+fi
+stamp=$VENV/.requirements.sha256
+want=$(sha256sum requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing pinned Python packages (requirements.txt)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r requirements.txt
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+  echo "$want" > "$stamp"
+else
+  say "Python packages: up to date"
+fi
+"$VENV/bin/python" -c 'import gi, mininet, pydantic, yaml, rich, pandas, mpvlab' \
+  || die "the Python environment is incomplete"
+
+# --- 3. native parts -------------------------------------------------------------------------
+for dir in links/delayline cc cc/preload collectors; do
+  if [ -f "$dir/Makefile" ]; then
+    say "building $dir"
+    make -s -C "$dir"
+  fi
+done
+
+# --- 4. video content for the shipped scenarios (deterministic, cached under .cache/content) --
+say "preparing video content for scenarios/*.yaml (cache: /var/cache/mpvlab/content)"
+"$VENV/bin/mpvlab" prepare scenarios/*.yaml
+
+say "done. Try: .venv/bin/mpvlab run scenarios/smoke.yaml"
