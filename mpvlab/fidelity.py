@@ -3,8 +3,10 @@ achieved RTT and rate with what the scenario configured. The verdict goes into p
 run beyond tolerance is marked with a fidelity warning (its numbers still stand, flagged).
 
 RTT: 100-byte UDP echoes at 100 Hz from each client address; expected RTT of a probe sent at t is
-  d_up(t) + ser_up + d_down(t + d_up(t) + ser_up) + ser_down,
-with ser = frame bytes × 8 / rate on shaped directions (142-byte frames: 0.38 ms at 3 Mbit/s).
+  d_up(t) + d_down(t + d_up(t)).
+A token bucket does not delay such sparse probes (142-byte frames every 10 ms): its bucket (burst
+>= 3028 B) stays full as long as the rate exceeds 142 B / 10 ms = 114 kbit/s, and for 100 probes
+even below that, so no serialization time is added.
 Rate: a TCP download per path from the server; goodput over the last (duration − 1 s) against the
 token bucket's ideal rate × 1448/1514 (TCP payload per full frame with timestamps).
 """
@@ -18,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from links.schedule import Schedule
-from mpvlab.scenario import LinkDirection, Scenario
+from mpvlab.scenario import Scenario
 from topologies.dual_path import DualPath
 
 PROBE_PORT = 5201
-PROBE_FRAME = 142
 GOODPUT_FACTOR = 1448 / 1514
 
 
@@ -32,13 +33,9 @@ class PathSchedules:
     up: Schedule
 
 
-def _ser_ns(frame_bytes: int, d: LinkDirection) -> int:
-    return 0 if d.rate is None else int(frame_bytes * 8 * 1e9 / d.rate)
-
-
-def expected_rtt_ns(t_send_rel: int, sched: PathSchedules, down: LinkDirection, up: LinkDirection) -> int:
-    up_ns = sched.up.delay_at(t_send_rel) + _ser_ns(PROBE_FRAME, up)
-    return up_ns + sched.down.delay_at(t_send_rel + up_ns) + _ser_ns(PROBE_FRAME, down)
+def expected_rtt_ns(t_send_rel: int, sched: PathSchedules) -> int:
+    up_ns = sched.up.delay_at(t_send_rel)
+    return up_ns + sched.down.delay_at(t_send_rel + up_ns)
 
 
 def _percentile(values: list[float], p: float) -> float:
@@ -109,7 +106,7 @@ def evaluate(topo: DualPath, scenario: Scenario, schedules: dict[str, PathSchedu
                 if rtt < 0:
                     lost += 1
                     continue
-                exp = expected_rtt_ns(int(row["t_send_ns"]) - t0_ns, schedules[p.name], spec.down, spec.up)
+                exp = expected_rtt_ns(int(row["t_send_ns"]) - t0_ns, schedules[p.name])
                 errors.append((rtt - exp) / 1e6)
         rtt_res: dict[str, Any] = {
             "samples": len(errors), "lost": lost,

@@ -22,7 +22,8 @@ from typing import Any, Callable, Iterator
 
 from links.emulator import DirectionHandle, DirectionPlan, apply_direction, stop_direction
 from links.schedule import Schedule, read_trace
-from mpvlab import content, fidelity, ledger, naming, provenance, results, sampling, server, transport
+import collectors
+from mpvlab import content, fidelity, ledger, naming, proc, provenance, results, sampling, server, transport
 from mpvlab.scenario import (
     ConstantDelay, LinkDirection, PiecewiseDelay, Scenario, SquareDelay, TraceDelay, dump_yaml, resolved_dict,
 )
@@ -225,7 +226,7 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
         docroot = ledger.docroot(ctx.run_id)
         video_name = "video.mp4"
         os.symlink(video.path, docroot / video_name)
-        apache = server.start_apache(topo.server.ns, ctx.run_dir / "apache", docroot, cc=cc_name)
+        apache = server.start_apache(topo.server.ns, ctx.logs / "apache", docroot, cc=cc_name)
         ctx.ledger.add_proc(apache.ref)
         stack.callback(apache.stop)
         url_local = f"http://127.0.0.1:{server.PORT}/{video_name}"
@@ -240,6 +241,12 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
         phase("playing")
         sampler = sampling.Sampler(ctx.t0_ns, topo.client.pid, {p.name: p.client_if for p in topo.paths},
                                    topo.server.ns, server.PORT, ctx.data, sc.observe.sample_hz)
+        trace_dir = ctx.data / "schedtrace"
+        trace = contextlib.ExitStack()
+        stack.enter_context(trace)
+        trace_proc = trace.enter_context(
+            collectors.trace_scheduler(topo.server.ns.name, trace_dir, ctx.t0_ns, sc.observe.sample_hz))
+        ctx.ledger.add_proc(proc.ProcRef.of(trace_proc.pid, "schedtrace"))
         counters_before = sampling.read_net_dev(topo.client.pid)
         player = _start_player(ctx, topo, video_name, video.frames)
         ctx.ledger.add_proc(player[1])
@@ -260,13 +267,15 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
             time.sleep(0.2)
         counters_after = sampling.read_net_dev(topo.client.pid)
         sampler.stop()
+        trace.close()  # stops the collector, which writes its summary
+        sched = collectors.load_summary(trace_dir)
 
         phase("checks")
         player_summary = _read_json(ctx.logs / "player-summary.json")
         if player[0].returncode != 0:
             reason = player_summary.get("reason") or player_summary.get("error") if player_summary else None
             raise RunFailed(f"player exited with code {player[0].returncode}: {reason or 'see logs/player.log'}")
-        summary = _summarise(ctx, topo, player_summary, counters_before, counters_after, sampler, fid)
+        summary = _summarise(ctx, topo, player_summary, counters_before, counters_after, sampler, fid, sched)
         summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
     return summary
 
@@ -286,7 +295,6 @@ def _setup_cc(ctx: RunContext, stack: contextlib.ExitStack) -> str:
 
 def _start_player(ctx: RunContext, topo: dual_path.DualPath, video_name: str,
                   frames: int) -> tuple[subprocess.Popen[bytes], Any]:
-    from mpvlab import proc
     sc = ctx.scenario
     url = f"http://{topo.server_addr}:{server.PORT}/{video_name}"
     argv = ["mptcpize", "run", sys.executable, str(PLAYER), "--url", url,
@@ -298,6 +306,19 @@ def _start_player(ctx: RunContext, topo: dual_path.DualPath, video_name: str,
     with (ctx.logs / "player.log").open("wb") as out:
         p = topo.client.ns.popen(argv, stdout=out, stderr=subprocess.STDOUT)
     return p, proc.ProcRef.of(p.pid, "player")
+
+
+def _apache_requests(access_log: Path) -> int:
+    """Distinct client connections (address, port) that made requests over the emulated paths."""
+    conns = set()
+    try:
+        for line in access_log.read_text().splitlines():
+            parts = line.split()
+            if len(parts) > 2 and not parts[0].startswith("127."):
+                conns.add((parts[0], parts[1]))
+    except OSError:
+        pass
+    return len(conns)
 
 
 def _record_delay_stats(ctx: RunContext, h: DirectionHandle) -> None:
@@ -319,8 +340,31 @@ def _read_json(path: Path) -> dict[str, Any]:
         return {}
 
 
+def _scheduler_view(topo: dual_path.DualPath, sched: dict[str, Any]) -> dict[str, Any]:
+    """Per path: payload bytes the MPTCP scheduler handed to that path's subflows (the collector's
+    exact count), and the connection-level decision and switch counts."""
+    by_addr = {p.client_addr: p.name for p in topo.paths}
+    handed = {p.name: 0 for p in topo.paths}
+    for conn in sched["connections"]:
+        for sf in conn["subflows"]:
+            addr = sf["remote"].rsplit(":", 1)[0].strip("[]").removeprefix("::ffff:")
+            if addr in by_addr:
+                handed[by_addr[addr]] += sf["bytes_handed"]
+    t = sched["totals"]
+    return {"bytes_handed": handed, "connections": t["connections"], "decisions": t["decisions"],
+            "data_carrying_decisions": t["data_carrying_decisions"], "path_switches": t["path_switches"],
+            "lost_events": sched["lost_events"]["total"],
+            "definition": sched["definitions"].get("path_switch")}
+
+
+# Per data segment on the wire beyond its payload: Ethernet 14 + IPv4 20 + TCP 20 + options 36
+# (timestamps 12 + MPTCP DSS 24), measured in collectors/README.md.
+SEGMENT_OVERHEAD = 90
+
+
 def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], before: dict[str, dict[str, int]],
-               after: dict[str, dict[str, int]], sampler: sampling.Sampler, fid: dict[str, Any]) -> dict[str, Any]:
+               after: dict[str, dict[str, int]], sampler: sampling.Sampler, fid: dict[str, Any],
+               sched: dict[str, Any]) -> dict[str, Any]:
     sc = ctx.scenario
     per_path: dict[str, dict[str, Any]] = {}
     total = 0
@@ -333,6 +377,23 @@ def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], be
     for name, v in per_path.items():
         v["share"] = round(v["rx_bytes"] / total, 4) if total else 0.0
         v["mean_throughput_bps"] = round(v["rx_bytes"] * 8 / playback_s) if playback_s else None
+    view = _scheduler_view(topo, sched)
+    checks: dict[str, Any] = {}
+    warnings: list[str] = []
+    for name, v in per_path.items():
+        v["payload_bytes_handed"] = view["bytes_handed"][name]
+        # Interface bytes less per-packet headers should equal the payload the scheduler handed
+        # to this path (within 1 %: pure ACKs, retransmissions and the HTTP header differ).
+        wire_payload = v["rx_bytes"] - v["rx_packets"] * SEGMENT_OVERHEAD
+        ratio = wire_payload / v["payload_bytes_handed"] if v["payload_bytes_handed"] else None
+        checks[f"bytes_{name}_interface_vs_collector"] = {"ratio": None if ratio is None else round(ratio, 5),
+                                                          "tolerance": 0.01,
+                                                          "ok": ratio is not None and abs(ratio - 1) <= 0.01}
+    requests = _apache_requests(ctx.logs / "apache" / "access.log")
+    checks["collector_saw_every_connection"] = {"apache_connections": requests, "traced": view["connections"],
+                                                "ok": view["connections"] >= requests}
+    checks["collector_lost_events"] = {"lost": view["lost_events"], "ok": view["lost_events"] == 0}
+    warnings += [f"cross-check {k} failed: {v}" for k, v in checks.items() if not v["ok"]]
     subflows = [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(sampler.subflows_seen.items())]
     expected_cc = ctx.extra_prov["cc"]["kernel_name"]
     wrong_cc = [s for s in subflows if s["cc"] != expected_cc]
@@ -367,6 +428,11 @@ def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], be
         "startup_delay_s": ps.get("startup_delay_s"),
         "stall_ratio": ps.get("stall_ratio"),
         "player_mode": sc.player.mode,
+        "path_switches": view["path_switches"],
+        "scheduler_decisions": view["decisions"],
+        "path_switch_definition": view["definition"],
+        "cross_checks": checks,
+        "warnings": warnings,
         "fidelity_ok": fid.get("ok"),
         "fidelity_warnings": fid.get("warnings", []),
         "sampler_errors": sampler.errors,

@@ -1,0 +1,185 @@
+"""End-to-end runs through the CLI, as a user runs them (root, real namespaces, MPTCP, Apache,
+GStreamer). Numbers are checked against first principles, and so is the teardown."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mpvlab import ledger, netns
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.netns, pytest.mark.e2e]
+
+if os.geteuid() != 0:
+    pytest.skip("end-to-end runs need root", allow_module_level=True)
+
+SHORT = """\
+name: {name}
+seed: 3
+paths:
+  wifi:
+    down: {{rate: {wifi_rate}, buffer: 100KB, delay: {{kind: square, base: 5ms, amplitude: 40ms, period: 4s}}}}
+  lte:
+    down: {{rate: {lte_rate}, buffer: 100KB, delay: 20ms}}
+video: {{duration: {duration}, bitrate: 2mbit, width: 640, height: 360}}
+fidelity: {{probe_duration: 2s}}
+"""
+
+
+def write_short(tmp: Path, name: str, wifi_rate: str = "3mbit", lte_rate: str = "3mbit", duration: str = "6s") -> Path:
+    f = tmp / f"{name}.yaml"
+    f.write_text(SHORT.format(name=name, wifi_rate=wifi_rate, lte_rate=lte_rate, duration=duration))
+    return f
+
+
+def mpvlab(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mpvlab", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+
+
+def only_run_dir(results: Path, name: str) -> Path:
+    dirs = [d for d in (results / name).iterdir() if d.is_dir()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def assert_nothing_left(run_id: str) -> None:
+    assert not [n for n in netns.list_netns() if run_id in n], netns.list_netns()
+    assert not (ledger.LEDGER_DIR / f"{run_id}.json").exists()
+    assert not (ledger.WWW_DIR / run_id).exists()
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert f"mv{run_id}" not in links
+    ccs = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text()
+    assert run_id not in ccs
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    results = tmp_path_factory.mktemp("results")
+    cp = mpvlab("run", "scenarios/smoke.yaml", "--results", str(results), timeout=300)
+    return cp, results
+
+
+def test_smoke_run_is_complete_and_correct(smoke: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    cp, results = smoke
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    run = only_run_dir(results, "smoke")
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "complete"
+    for f in ("scenario.yaml", "resolved.yaml", "provenance.json", "summary.json", "logs/player-summary.json",
+              "logs/apache/access.log", "data/links.csv", "data/subflows.csv", "data/schedtrace/switches.csv"):
+        assert (run / f).exists(), f
+    s = json.loads((run / "summary.json").read_text())
+    prov = json.loads((run / "provenance.json").read_text())
+    size = prov["content"]["size_bytes"]
+
+    # Every byte of the file went to the player: the scheduler handed exactly the file plus the
+    # HTTP response header (a few hundred bytes) to the two subflows.
+    handed = sum(p["payload_bytes_handed"] for p in s["paths"].values())
+    assert size < handed < size + 1000
+    # On the wire: one 90-byte header per <= 1424-byte payload, so between the ideal 1514/1424 and
+    # +1 % for ACKs of the request and retransmissions.
+    wire = sum(p["rx_bytes"] for p in s["paths"].values())
+    assert size * 1514 / 1424 * 0.995 < wire < size * 1514 / 1424 * 1.02
+    # Both subflows, one per path, both running the chosen CC; each path carried a real share.
+    assert len(s["subflows"]) == 2 and {x["cc"] for x in s["subflows"]} == {"cubic"}
+    assert all(p["share"] >= 0.05 for p in s["paths"].values())
+    # 5.24 Mbit/s over 2 × 3 Mbit/s (5.74 Mbit/s of goodput): plays without a stall.
+    assert s["underflows"] == 0 and s["picture_discards"] == 0
+    assert s["frames_rendered"] == s["frames_expected"] == 600
+    assert abs(s["duration_s"] - 20.0) < 0.5
+    assert all(c["ok"] for c in s["cross_checks"].values()), s["cross_checks"]
+    assert s["path_switches"] > 0
+    # Fidelity probes: goodput of each 3 Mbit/s path at 3e6 × 1448/1514 within 3 %.
+    for path in ("wifi", "lte"):
+        rate = prov["fidelity"]["paths"][path]["rate_down"]
+        assert rate["achieved_goodput_bps"] == pytest.approx(3e6 * 1448 / 1514, rel=0.03)
+        assert abs(prov["fidelity"]["paths"][path]["rtt"]["error_ms_p50"]) < 1.0
+    # Provenance
+    assert prov["host"]["kernel"] == os.uname().release
+    assert prov["seed"] == 1 and prov["cc"]["kernel_name"] == "cubic"
+    assert prov["packages"]["debian"]["apache2"]
+    assert prov["delay_lines"]["wifi-down"]["delay_steps"] >= 1
+    assert_nothing_left(s["run_id"])
+
+
+def test_concurrent_runs_do_not_interfere(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    procs = [subprocess.Popen([sys.executable, "-m", "mpvlab", "run", str(write_short(tmp_path, f"conc{i}")),
+                               "--results", str(results)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, cwd=REPO) for i in range(2)]
+    outs = [p.communicate(timeout=240)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    ids = set()
+    for i in range(2):
+        run = only_run_dir(results, f"conc{i}")
+        s = json.loads((run / "summary.json").read_text())
+        ids.add(s["run_id"])
+        # 2 Mbit/s video over 2 × 3 Mbit/s: no stall even with two runs sharing the CPU.
+        assert s["underflows"] == 0 and s["frames_rendered"] == s["frames_expected"] == 180
+        assert all(c["ok"] for c in s["cross_checks"].values()), s["cross_checks"]
+        assert_nothing_left(s["run_id"])
+    assert len(ids) == 2
+
+
+def test_thin_path_fails_the_run_with_a_clear_message(tmp_path: Path) -> None:
+    # A 6 s, 2 Mbit/s video is 1.5 MB; lte at 64 kbit/s can carry at most 64e3 / 8 × 6 s = 48 KB of it
+    # (3 %) while wifi at 20 Mbit/s carries the rest.
+    f = write_short(tmp_path, "thin", wifi_rate="20mbit", lte_rate="64kbit", duration="6s")
+    cp = mpvlab("run", str(f), "--results", str(tmp_path / "r"))
+    assert cp.returncode == 1
+    assert "path(s) carried less than 5% of the bytes" in cp.stdout and "lte" in cp.stdout
+    run = only_run_dir(tmp_path / "r", "thin")
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "failed" and "less than 5%" in status["reason"]
+    assert not (run / "summary.json").exists()
+    assert_nothing_left(run.name)
+
+
+def _start_and_wait_for_playback(tmp_path: Path, name: str) -> tuple[subprocess.Popen[str], Path]:
+    f = write_short(tmp_path, name, duration="30s")
+    results = tmp_path / "r"
+    p = subprocess.Popen([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(results)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        runs = list((results / name).glob("*/logs/player-events.jsonl")) if (results / name).exists() else []
+        if runs:
+            return p, runs[0].parent.parent
+        time.sleep(0.2)
+    p.kill()
+    raise AssertionError("run never reached playback: " + (p.communicate()[0] or ""))
+
+
+def test_sigint_tears_everything_down(tmp_path: Path) -> None:
+    p, run = _start_and_wait_for_playback(tmp_path, "sigint")
+    time.sleep(1.0)
+    assert [n for n in netns.list_netns() if run.name in n]  # the run is really up
+    p.send_signal(signal.SIGINT)
+    out = p.communicate(timeout=60)[0]
+    assert p.returncode == 1, out
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "failed" and "interrupt" in status["reason"].lower()
+    assert (run / "provenance.json").exists()
+    assert_nothing_left(run.name)
+
+
+def test_sigkilled_run_is_cleaned_by_the_next(tmp_path: Path) -> None:
+    p, run = _start_and_wait_for_playback(tmp_path, "sigkill")
+    p.kill()
+    p.wait()
+    left = [n for n in netns.list_netns() if run.name in n]
+    assert left  # a SIGKILLed runner cannot clean up: its namespaces are still there
+    cp = mpvlab("cleanup")
+    assert cp.returncode == 0
+    assert_nothing_left(run.name)
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "failed" and "runner died" in status["reason"]
