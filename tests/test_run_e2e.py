@@ -183,3 +183,16 @@ def test_sigkilled_run_is_cleaned_by_the_next(tmp_path: Path) -> None:
     assert_nothing_left(run.name)
     status = json.loads((run / "status.json").read_text())
     assert status["state"] == "failed" and "runner died" in status["reason"]
+
+
+def test_killed_delay_line_fails_the_run(tmp_path: Path) -> None:
+    p, run = _start_and_wait_for_playback(tmp_path, "dlkill")
+    led = json.loads((ledger.LEDGER_DIR / f"{run.name}.json").read_text())
+    victim = next(x for x in led["procs"] if x["label"] == "delayline wifi-down")
+    os.kill(int(victim["pid"]), signal.SIGKILL)
+    out = p.communicate(timeout=60)[0]
+    assert p.returncode == 1, out
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "failed"
+    assert "delay line wifi-down exited" in status["reason"] and "lost all packets" in status["reason"]
+    assert_nothing_left(run.name)
