@@ -288,8 +288,10 @@ def _setup_cc(ctx: RunContext, stack: contextlib.ExitStack) -> str:
     name = naming.cc_name(ctx.run_id, "bbrs")
     ctx.ledger.add_bpf_cc(name)
     p = sc.transport.cc_params
-    stack.enter_context(cc_registry.load_bbrs(name, p.window, p.percentile, p.factor, ctx.data / "bbrs_state.csv",
-                                              ctx.logs))
+    load = stack.enter_context(cc_registry.load_bbrs(name, p.window, p.percentile, p.factor,
+                                                     ctx.data / "bbrs_state.csv", ctx.logs,
+                                                     state_hz=float(sc.observe.sample_hz)))
+    ctx.ledger.add_proc(proc.ProcRef.of(load.pid, "bbrs-loader"))
     return name
 
 

@@ -199,7 +199,7 @@ class FidelitySpec(Strict):
 
 
 class ObserveSpec(Strict):
-    sample_hz: int = Field(20, ge=1, le=1000)
+    sample_hz: int = Field(100, ge=1, le=1000, description="time-series sampling rate of the collectors")
     min_path_share: float = Field(0.05, ge=0.0, lt=0.5, description="fail the run if a path carries less")
 
 

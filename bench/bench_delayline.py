@@ -1,0 +1,172 @@
+"""Benchmark of the NFQUEUE delay line (links/delayline). Not a test.
+
+Prints, with the configured value beside each figure:
+  1. RTT error (mean, p99, max) at 0/10/60/100 ms one-way delay (delay on the
+     reply direction only, so RTT = delay + base), against the base RTT of the
+     same line without a delay line; the daemon's own release lateness.
+  2. Maximum TCP throughput through the line (veth, no tbf, 10 ms delay) and
+     the daemon's CPU use from /proc/PID/stat; same flow without the line.
+  3. Time error of delay steps: step-log vs schedule, and as seen by a 1 ms
+     ICMP probe (first reply showing the new delay vs the scheduled step).
+
+Run as root:  .venv/bin/python bench/bench_delayline.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "links" / "delayline"))
+import hdl_harness as H  # noqa: E402
+
+
+def q(xs: list[float], p: float) -> float:
+    ys = sorted(xs)
+    return ys[min(len(ys) - 1, max(0, int(p * len(ys) + 0.999999) - 1))]
+
+
+def rtts_ms(samples: list[dict[str, Any]]) -> list[float]:
+    return [s["rtt_ns"] / 1e6 for s in samples if s["rtt_ns"] is not None]
+
+
+def bench_rtt(n: int, rt_prio: int) -> None:
+    print(f"\n1. RTT error, {n} echoes at 10 ms spacing, delay on reply direction, rt-prio {rt_prio}")
+    with H.Line() as ln:
+        base = rtts_ms(ln.ping(n, 0.01))
+        b = statistics.median(base)
+        print(f"   base RTT without delay line: median {b:.3f} ms, p99 {q(base, .99):.3f} ms")
+        ln.add_queue("rs", 0)
+        print(f"   {'delay (configured)':>20} {'RTT-delay mean':>15} {'p99':>8} {'max':>8} {'min':>8}"
+              f" {'late p50/p99/max us':>22} {'lost':>5}")
+        for d_ms in (0, 10, 60, 100):
+            dl = ln.delayline(H.constant(d_ms * 1000), rt_prio=rt_prio)
+            smp = ln.ping(n, 0.01, wait_s=0.3 + d_ms / 1000)
+            st = dl.stop()
+            r = rtts_ms(smp)
+            err = [x - d_ms for x in r]
+            late = st["lateness_us"]
+            print(f"   {d_ms:>17} ms {statistics.mean(err):>12.3f} ms {q(err, .99):>6.3f} {max(err):>8.3f}"
+                  f" {min(err):>8.3f} {late['p50']:>8.0f}/{late['p99']:.0f}/{late['max']:.0f}"
+                  f" {n - len(r):>5}")
+
+
+def iperf(ln: H.Line, seconds: int) -> float:
+    srv = ln.spawn(ln.ns_c, ["iperf3", "-s", "-1", "-p", "5202", "-B", ln.client_ip])
+    time.sleep(0.3)
+    cp = ln.nsx(ln.ns_s, "iperf3", "-c", ln.client_ip, "-p", "5202", "-t", str(seconds), "-O", "1",
+                "-J", timeout=seconds + 30)
+    srv.wait(timeout=10)
+    return float(json.loads(cp.stdout)["end"]["sum_received"]["bits_per_second"])
+
+
+def bench_throughput(seconds: int) -> None:
+    print(f"\n2. Max TCP throughput server->client over veth (no tbf), iperf3 {seconds} s, default CC,"
+          " TCP buffers up to 64 MB")
+    tck = os.sysconf("SC_CLK_TCK")
+    with H.Line() as ln:
+        ln.tcp_buffers(64 << 20)  # BDP at 10 Gbit/s x 10 ms = 12.5 MB
+        raw = iperf(ln, seconds)
+        print(f"   without delay line:          {raw / 1e9:7.2f} Gbit/s")
+        ln.add_queue("rs", 0)
+        def row(label: str, d_ms: int, maxlen: int) -> None:
+            dl = ln.delayline(H.constant(d_ms * 1000), maxlen=maxlen)
+            c0, t0 = dl.cpu_ticks(), time.monotonic()
+            bps = iperf(ln, seconds)
+            c1, t1 = dl.cpu_ticks(), time.monotonic()
+            st = dl.stop()
+            cpu = (c1 - c0) / tck / (t1 - t0)
+            print(f"   {label:<28} delay {d_ms:>2} ms, maxlen {maxlen:>5}: {bps / 1e9:6.2f} Gbit/s,"
+                  f" daemon CPU {cpu * 100:5.1f} % of a core, {st['packets'] / (t1 - t0) / 1e3:5.0f} k skb/s"
+                  f" (avg {st['bytes'] / max(st['packets'], 1):.0f} B), max held {st['max_queued']},"
+                  f" overflow drops {st['drops_overflow']}, lateness p99 {st['lateness_us']['p99']:.0f} us")
+
+        row("GSO skbs:", 10, 65536)
+        row("GSO skbs:", 0, 65536)
+        # MTU-sized skbs: the per-packet cost of the line is the limit, and
+        # the kernel's default maxlen (1024) is too small for rate x delay
+        ln.nsx(ln.ns_s, "ethtool", "-K", ln.ifn("s0"), "tso", "off", "gso", "off")
+        row("TSO/GSO off (MTU packets):", 10, 65536)
+        row("TSO/GSO off (MTU packets):", 10, 1024)
+    # CPU at a modest shaped rate, as the video scenarios use (25 Mbit/s)
+    with H.Line() as ln:
+        ln.add_queue("rs", 0)
+        ln.tbf("rc", "25mbit", 25000, 500_000)
+        dl = ln.delayline(H.constant(10000))
+        c0, t0 = dl.cpu_ticks(), time.monotonic()
+        bps = iperf(ln, seconds)
+        c1, t1 = dl.cpu_ticks(), time.monotonic()
+        dl.stop()
+        print(f"   tbf 25 Mbit/s + 10 ms:       {bps / 1e6:7.2f} Mbit/s (ideal {25 * 1448 / 1514:.2f}),"
+              f" daemon CPU {(c1 - c0) / tck / (t1 - t0) * 100:5.1f} % of a core")
+
+
+def bench_steps(periods: int) -> None:
+    sched = H.square(0, 60000, 1_000_000)  # 0 ms for 0.5 s, 60 ms for 0.5 s
+    print(f"\n3. Delay steps: square 0/60 ms, period 1 s, {periods} periods, 1 ms ICMP probe")
+    with H.Line() as ln:
+        ln.add_queue("rs", 0)
+        t0 = time.monotonic_ns() + 200_000_000
+        dl = ln.delayline(sched, t0_ns=t0)
+        n = periods * 1000
+        smp = ln.ping(n, 0.001, wait_s=0.3)
+        st = dl.stop()
+        logged = dl.steps()[1:]
+        got = [s for s in smp if s["rtt_ns"] is not None]
+        arr = [s["send_mono_ns"] - t0 for s in got]
+        want = sched.steps_ns(min(arr) - 1, max(arr))
+        # step log: time the daemon first applied the new value - scheduled time
+        w_by_t = {t: d for t, d in want}
+        errs_log = []
+        for lt, ld in logged:
+            cands = [t for t in w_by_t if t <= lt and w_by_t[t] == ld]
+            if cands:
+                errs_log.append((lt - max(cands)) / 1e6)
+        # probe: first reply after each scheduled up-step whose RTT shows > half the step
+        errs_up = []
+        for t, d in want:
+            if d != 60000:
+                continue
+            for a, s in zip(arr, got):
+                if a >= t - 5_000_000 and s["rtt_ns"] > 30e6:
+                    errs_up.append((a - t) / 1e6)
+                    break
+        # model error everywhere (FIFO model incl. drains after step-downs)
+        exp = H.fifo_expected_ns(arr, sched)
+        err_all = [(s["rtt_ns"] - e) / 1e6 for s, e in zip(got, exp)]
+        print(f"   steps scheduled in probe window {len(want)}, logged by daemon {len(logged)},"
+              f" stats delay_steps {st['delay_steps']}, replies {len(got)}/{n}")
+        if errs_log:
+            print(f"   step-log time - scheduled time: mean {statistics.mean(errs_log):.3f} ms,"
+                  f" max {max(errs_log):.3f} ms (read time of the first packet after the step)")
+        if errs_up:
+            print(f"   probe: first >30 ms reply after an up-step, arrival - step: mean"
+                  f" {statistics.mean(errs_up):.3f} ms, min {min(errs_up):.3f}, max {max(errs_up):.3f} ms")
+        print(f"   every reply vs FIFO model: mean {statistics.mean(err_all):.3f} ms,"
+              f" p99 {q(err_all, .99):.3f} ms, max {max(err_all):.3f} ms, min {min(err_all):.3f} ms")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer samples, shorter flows")
+    ap.add_argument("--no-rt", action="store_true", help="also measure RTT error without SCHED_FIFO")
+    a = ap.parse_args()
+    H.build()
+    n = 200 if a.quick else 500
+    bench_rtt(n, 50)
+    if a.no_rt:
+        bench_rtt(n, 0)
+    bench_throughput(3 if a.quick else 5)
+    bench_steps(2 if a.quick else 4)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

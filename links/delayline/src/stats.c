@@ -1,0 +1,103 @@
+#define _GNU_SOURCE
+#include "stats.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int dl_stats_init(struct dl_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->kernel_queue_dropped = -1;
+	st->kernel_user_dropped = -1;
+	st->hist = calloc(DL_HIST_BUCKETS, sizeof(*st->hist));
+	return st->hist ? 0 : -1;
+}
+
+void dl_stats_free(struct dl_stats *st)
+{
+	free(st->hist);
+	st->hist = NULL;
+}
+
+double dl_stats_quantile_us(const struct dl_stats *st, double q)
+{
+	uint64_t rank, seen = 0;
+	size_t i;
+
+	if (st->late_n == 0)
+		return 0.0;
+	/* Nearest-rank definition: smallest x with at least q*n samples <= x. */
+	rank = (uint64_t)(q * (double)st->late_n + 0.999999);
+	if (rank < 1)
+		rank = 1;
+	for (i = 0; i < DL_HIST_BUCKETS; i++) {
+		seen += st->hist[i];
+		if (seen >= rank)
+			return (double)i;
+	}
+	return (double)(DL_HIST_BUCKETS - 1);
+}
+
+int dl_stats_write_json(const char *path, const struct dl_stats *st,
+			const struct dl_run_info *ri)
+{
+	char tmp[4096];
+	FILE *f;
+	double mean_us = st->late_n ? st->late_sum_ns / st->late_n / 1e3 : 0.0;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >=
+	    (int)sizeof(tmp))
+		return -1;
+	f = fopen(tmp, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "{\n");
+	fprintf(f, "  \"queue\": %u,\n", ri->queue);
+	fprintf(f, "  \"schedule\": \"");
+	for (const char *p = ri->schedule; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fputc('\\', f);
+		if ((unsigned char)*p >= 0x20)
+			fputc(*p, f);
+	}
+	fprintf(f, "\",\n");
+	fprintf(f, "  \"t0_ns\": %" PRId64 ",\n", ri->t0_ns);
+	fprintf(f, "  \"start_ns\": %" PRId64 ",\n", ri->start_ns);
+	fprintf(f, "  \"end_ns\": %" PRId64 ",\n", ri->end_ns);
+	fprintf(f, "  \"loss\": %.9g,\n", ri->loss);
+	fprintf(f, "  \"seed\": %" PRIu64 ",\n", ri->seed);
+	fprintf(f, "  \"maxlen\": %u,\n", ri->maxlen);
+	fprintf(f, "  \"rt_prio\": %d,\n", ri->rt_prio);
+	fprintf(f, "  \"packets\": %" PRIu64 ",\n", st->packets);
+	fprintf(f, "  \"bytes\": %" PRIu64 ",\n", st->bytes);
+	fprintf(f, "  \"accepted\": %" PRIu64 ",\n", st->accepted);
+	fprintf(f, "  \"drops_loss\": %" PRIu64 ",\n", st->drops_loss);
+	fprintf(f, "  \"drops_overflow\": %" PRId64 ",\n",
+		st->kernel_queue_dropped);
+	fprintf(f, "  \"drops_netlink\": %" PRId64 ",\n",
+		st->kernel_user_dropped);
+	fprintf(f, "  \"drops_local\": %" PRIu64 ",\n", st->drops_local);
+	fprintf(f, "  \"enobufs\": %" PRIu64 ",\n", st->enobufs);
+	fprintf(f, "  \"truncated\": %" PRIu64 ",\n", st->truncated);
+	fprintf(f, "  \"max_queued\": %" PRIu64 ",\n", st->max_queued);
+	fprintf(f, "  \"delay_steps\": %" PRIu64 ",\n", st->delay_steps);
+	fprintf(f, "  \"verdict_msgs\": %" PRIu64 ",\n", st->verdict_msgs);
+	fprintf(f, "  \"lateness_us\": {\"n\": %" PRIu64
+		   ", \"mean\": %.3f, \"p50\": %.0f, \"p99\": %.0f, \"max\": %.3f}\n",
+		st->late_n, mean_us, dl_stats_quantile_us(st, 0.50),
+		dl_stats_quantile_us(st, 0.99), (double)st->late_max_ns / 1e3);
+	fprintf(f, "}\n");
+	if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+		fclose(f);
+		unlink(tmp);
+		return -1;
+	}
+	if (fclose(f) != 0 || rename(tmp, path) != 0) {
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,316 @@
+"""Tests of the NFQUEUE delay line (links/delayline).
+
+Topology per test: client ns -- router ns -- server ns (veths), the daemon in
+the router behind `iptables -A FORWARD -i <dev> -j NFQUEUE --queue-num 0`
+(no --queue-bypass). Bounds are derived in each test's docstring.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "links" / "delayline"))
+import hdl_harness as H  # noqa: E402
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for netns/NFQUEUE")
+
+# Bounds. Base RTT of the veth line without a delay line: median ~0.05 ms,
+# p99 ~0.12 ms. The daemon adds its wake-up lateness: median ~0.03 ms, p99
+# 0.1-0.3 ms on a quiet machine (SCHED_FIFO, 1 ns timer slack). This kernel is
+# PREEMPT_NONE and 2 cores are shared with other runs: softirq work and
+# non-preemptible kernel sections delay even a real-time task, and p99 was
+# measured up to 1.4 ms (single samples up to 8 ms) while other engineers ran
+# Gbit/s flows. So: the median is held tight, the p99 gets 2 ms, and "never
+# early" is exact (target = read time + delay >= arrival + delay).
+MEDIAN_SLACK_MS = 0.5
+P99_SLACK_MS = 2.0
+
+
+@pytest.fixture(scope="session")
+def delayline_bin() -> Path:
+    return H.build()
+
+
+@pytest.fixture
+def line(delayline_bin: Path) -> Iterator[H.Line]:
+    with H.Line() as ln:
+        yield ln
+
+
+def rtts_ms(samples: list[dict[str, Any]]) -> list[float]:
+    return [s["rtt_ns"] / 1e6 for s in samples if s["rtt_ns"] is not None]
+
+
+def quantile(xs: list[float], q: float) -> float:
+    ys = sorted(xs)
+    return ys[min(len(ys) - 1, max(0, math.ceil(q * len(ys)) - 1))]
+
+
+# --------------------------------------------------------------------- no root
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("5 1000\n", "line 1: first point must have t_us 0"),
+        ("0 1000\n0 2000\n", "line 2: t_us 0 is not greater than the previous point"),
+        ("period_us 1000\n0 10\n1000 20\n", "line 3: t_us 1000 is not inside the period"),
+        ("0 -5\n", "line 1: delay_us '-5' is not an integer"),
+        ("0 10 20\n", "line 1: expected 2 fields"),
+        ("# only a comment\n\n", "no points"),
+        ("0 10\nperiod_us 100\n", "line 2: period_us must appear once, before the points"),
+        ("0 99999999999\n", "line 1: delay_us '99999999999' is not an integer in [0, 60000000]"),
+        ("zero 10\n", "line 1: t_us 'zero' is not a non-negative integer"),
+    ],
+)
+def test_schedule_parse_errors(delayline_bin: Path, tmp_path: Path, text: str, needle: str) -> None:
+    f = tmp_path / "s.txt"
+    f.write_text(text)
+    cp = subprocess.run([str(delayline_bin), "--queue", "0", "--schedule", str(f)],
+                        capture_output=True, text=True, timeout=10)
+    assert cp.returncode == 2
+    assert str(f) in cp.stderr and needle in cp.stderr, cp.stderr
+
+
+def test_schedule_check_accepts_comments(delayline_bin: Path, tmp_path: Path) -> None:
+    f = tmp_path / "s.txt"
+    f.write_text("# scenario B\nperiod_us 20000000   # 20 s\n0 60000\n10000000 0  # off\n")
+    cp = subprocess.run([str(delayline_bin), "--check", "--schedule", str(f)],
+                        capture_output=True, text=True, timeout=10, check=True)
+    assert json.loads(cp.stdout) == {"period_us": 20000000, "max_delay_us": 60000,
+                                     "points": [[0, 60000], [10000000, 0]]}
+
+
+def test_missing_schedule_file(delayline_bin: Path, tmp_path: Path) -> None:
+    cp = subprocess.run([str(delayline_bin), "--queue", "0", "--schedule", str(tmp_path / "nope")],
+                        capture_output=True, text=True, timeout=10)
+    assert cp.returncode == 2 and "cannot open" in cp.stderr
+
+
+# ------------------------------------------------------------------ netns tests
+
+
+@needs_root
+@pytest.mark.netns
+def test_constant_delay_rtt(line: H.Line) -> None:
+    """Delay only on server->client, so RTT = D + base. Every sample must be
+    >= D (never early), median <= D + 0.5 ms, p99 <= D + 2 ms (see the bounds
+    above), and the daemon must have seen every reply (300 packets, no drops)."""
+    d_ms = 40.0
+    line.add_queue("rs", 0)
+    dl = line.delayline(H.constant(int(d_ms * 1000)))
+    smp = line.ping(300, 0.01)
+    st = dl.stop()
+    r = rtts_ms(smp)
+    assert len(r) == 300
+    assert min(r) >= d_ms, min(r)
+    assert quantile(r, 0.5) <= d_ms + MEDIAN_SLACK_MS, quantile(r, 0.5)
+    assert quantile(r, 0.99) <= d_ms + P99_SLACK_MS, quantile(r, 0.99)
+    assert st["packets"] == 300 and st["accepted"] == 300
+    assert st["drops_overflow"] == 0 and st["drops_local"] == 0
+    assert st["lateness_us"]["p50"] <= 500 and st["lateness_us"]["p99"] <= 2000
+
+
+@needs_root
+@pytest.mark.netns
+def test_square_wave_follows_schedule(line: H.Line) -> None:
+    """0/40 ms square wave, period 2 s (low first), t0 given by us; replies
+    (server->client) are delayed, so RTT = d(a) + base with a = the reply's
+    arrival at the router, a few tens of us after the probe's send time.
+
+    Steady phases: samples sent >= 2 ms from any step and outside the drain
+    after a step down must show RTT - d(a) >= -0.1 ms (never early; 0.1 ms
+    covers send->router time), median <= 0.5 ms, p99 <= 2 ms (bounds above).
+    Drains (40 ms after each step down): the line is FIFO, so a reply is held
+    at least until the previous one leaves: rtt_i >= rtt_{i-1} - (a_i -
+    a_{i-1}) - 0.1 ms, and no longer than needed: rtt_i <= max(d(a_i),
+    rtt_{i-1} - (a_i - a_{i-1})) + 2 ms. Both phases must have >= 150 samples,
+    and the daemon's step log must show each step at the first reply after it
+    (within one probe interval + 2 ms read latency + 1 ms = 13 ms)."""
+    sched = H.square(0, 40000, 2_000_000)
+    high_ns = 40_000_000
+    line.add_queue("rs", 0)
+    t0 = time.monotonic_ns() + 200_000_000
+    dl = line.delayline(sched, t0_ns=t0)
+    smp = line.ping(420, 0.01)
+    st = dl.stop()
+    got = [s for s in smp if s["rtt_ns"] is not None]
+    assert len(got) == 420
+    arr = [s["send_mono_ns"] - t0 for s in got]
+    rtt = [s["rtt_ns"] for s in got]
+    changes = sched.steps_ns(min(arr) - 10**9, max(arr) + 10**9)
+    downs = [t for t, d in changes if d == 0]
+    steady: list[float] = []
+    high = low = 0
+    for k, (a, r) in enumerate(zip(arr, rtt)):
+        if any(abs(a - t) < 2_000_000 for t, _ in changes):
+            continue
+        d_ns = sched.delay_us(a) * 1000
+        if any(0 <= a - t < high_ns + 2_000_000 for t in downs):
+            if k == 0:
+                continue
+            gap = a - arr[k - 1]
+            floor = rtt[k - 1] - gap
+            assert r >= floor - 100_000, ("overtook previous reply", a, r, rtt[k - 1])
+            assert r <= max(d_ns, floor) + P99_SLACK_MS * 1e6, ("held too long", a, r, rtt[k - 1])
+            continue
+        steady.append((r - d_ns) / 1e6)
+        if d_ns == high_ns:
+            high += 1
+        else:
+            low += 1
+    assert min(steady) >= -0.1, min(steady)
+    assert quantile(steady, 0.5) <= MEDIAN_SLACK_MS, quantile(steady, 0.5)
+    assert quantile(steady, 0.99) <= P99_SLACK_MS, quantile(steady, 0.99)
+    assert high >= 150 and low >= 150, (high, low)
+    logged = dl.steps()[1:]
+    want = sched.steps_ns(logged[0][0] - 20_000_000, logged[-1][0]) if logged else []
+    assert len(logged) == len(want) == st["delay_steps"] >= 3
+    for (lt, ld), (wt, wd) in zip(logged, want):
+        assert ld == wd and 0 <= lt - wt <= 13_000_000, (lt, wt)
+
+
+@needs_root
+@pytest.mark.netns
+def test_random_loss_binomial(line: H.Line) -> None:
+    """p = 0.1 i.i.d. on the reply direction, N = 3000 echoes: the observed
+    loss must be within 4 sigma = 4*sqrt(p(1-p)/N) = 0.022 of p, for both the
+    end-to-end count and the daemon's own count; they must agree exactly
+    (nothing else drops on this line)."""
+    p, n = 0.1, 3000
+    line.add_queue("rs", 0)
+    dl = line.delayline(H.constant(0), loss=p, seed=12345)
+    smp = line.ping(n, 0.001, wait_s=0.5)
+    st = dl.stop()
+    lost = sum(1 for s in smp if s["rtt_ns"] is None)
+    bound = 4 * math.sqrt(p * (1 - p) / n)
+    assert abs(lost / n - p) < bound, lost / n
+    assert st["packets"] == n and st["drops_loss"] == lost
+
+
+@needs_root
+@pytest.mark.netns
+def test_seeded_loss_is_reproducible(line: H.Line) -> None:
+    """Same seed, same packet sequence => the same packets are dropped."""
+    line.add_queue("rs", 0)
+    lost_sets = []
+    for _ in range(2):
+        dl = line.delayline(H.constant(0), loss=0.2, seed=7)
+        smp = line.ping(300, 0.002, wait_s=0.3)
+        dl.stop()
+        lost_sets.append([s["seq"] for s in smp if s["rtt_ns"] is None])
+    assert lost_sets[0] == lost_sets[1] and len(lost_sets[0]) > 20
+
+
+@needs_root
+@pytest.mark.netns
+def test_dead_daemon_means_total_loss(line: H.Line) -> None:
+    """After SIGKILL the rule still points at an unbound queue: the kernel
+    drops every packet (0 of 100 echoes come back), nothing passes undelayed."""
+    line.add_queue("rs", 0)
+    dl = line.delayline(H.constant(20000))
+    before = rtts_ms(line.ping(20, 0.01))
+    assert len(before) == 20 and min(before) >= 20.0
+    assert dl.proc is not None
+    os.kill(dl.proc.pid, signal.SIGKILL)
+    dl.proc.wait(timeout=5)
+    after = line.ping(100, 0.01, wait_s=0.5)
+    assert all(s["rtt_ns"] is None for s in after)
+
+
+@needs_root
+@pytest.mark.netns
+def test_sigterm_releases_held_packets(line: H.Line) -> None:
+    """SIGTERM while packets are held 2 s: they are accepted at once (arrive
+    long before 2 s), stats are written, exit code 0."""
+    line.add_queue("rs", 0)
+    dl = line.delayline(H.constant(2_000_000))
+    p = line.spawn(line.ns_c, [H.PYTHON, str(Path(H.__file__)), "probe", "ping", "--dst",
+                               line.server_ip, "--count", "5", "--interval", "0.01", "--wait", "1.5"])
+    time.sleep(0.3)
+    t_stop = time.monotonic()
+    st = dl.stop()
+    out, _ = p.communicate(timeout=10)
+    smp = json.loads(out)
+    assert st["packets"] == 5 and st["accepted"] == 5
+    assert st["lateness_us"]["n"] == 0  # none reached its target
+    r = rtts_ms(smp)
+    assert len(r) == 5 and max(r) < 1500, r
+    assert time.monotonic() - t_stop < 2.0
+
+
+@needs_root
+@pytest.mark.netns
+def test_bind_conflict_is_reported(line: H.Line) -> None:
+    line.add_queue("rs", 0)
+    dl = line.delayline(H.constant(1000))
+    sfile = line.tmp / "dl.sched"
+    cp = line.nsx(line.ns_r, str(H.BINARY), "--queue", "0", "--schedule", str(sfile),
+                  "--rt-prio", "0", check=False, timeout=10)
+    dl.stop()
+    assert cp.returncode == 1 and "cannot bind NFQUEUE 0" in cp.stderr, cp.stderr
+
+
+@needs_root
+@pytest.mark.netns
+def test_no_reordering_under_load(line: H.Line) -> None:
+    """20000 UDP datagrams blasted server->client while the delay alternates
+    0/5 ms every 50 ms (many step-downs, each releasing a burst). FIFO clamp
+    => zero reorderings; and the daemon loses nothing (maxlen 65536)."""
+    line.add_queue("rs", 0)
+    dl = line.delayline(H.square(0, 5000, 100_000))
+    ready = line.tmp / "udp.ready"
+    rx = line.spawn(line.ns_c, [H.PYTHON, str(Path(H.__file__)), "probe", "udprecv",
+                                "--port", "9000", "--duration", "12", "--ready", str(ready)])
+    end = time.monotonic() + 5
+    while not ready.exists() and time.monotonic() < end:
+        time.sleep(0.01)
+    tx = line.probe(line.ns_s, ["udpsend", "--dst", line.client_ip, "--port", "9000",
+                                "--count", "20000", "--size", "1000"])
+    out, err = rx.communicate(timeout=20)
+    res = json.loads(out)
+    st = dl.stop()
+    assert tx["sent"] == 20000
+    assert res["reorders"] == 0 and res["duplicates"] == 0
+    assert st["drops_overflow"] == 0 and st["drops_local"] == 0 and st["drops_netlink"] == 0
+    assert st["delay_steps"] >= 2
+    # whatever the receiver socket kept arrived in order; most must arrive
+    assert res["received"] >= 19000, res
+
+
+def _tcp_goodput(line: H.Line, seconds: int, omit: int) -> float:
+    srv = line.spawn(line.ns_c, ["iperf3", "-s", "-1", "-p", "5201", "-B", line.client_ip])
+    time.sleep(0.3)
+    cp = line.nsx(line.ns_s, "iperf3", "-c", line.client_ip, "-p", "5201", "-t", str(seconds),
+                  "-O", str(omit), "-C", "cubic", "-J", timeout=seconds + omit + 20)
+    srv.wait(timeout=10)
+    res = json.loads(cp.stdout)
+    return float(res["end"]["sum_received"]["bits_per_second"])
+
+
+@needs_root
+@pytest.mark.netns
+def test_tcp_bulk_over_tbf_and_delay(line: H.Line) -> None:
+    """tbf 3 Mbit/s on the router's client-facing veth, 20 ms delay line on the
+    same direction (data server->client). A TCP bulk flow keeps the tbf queue
+    non-empty, so payload goodput = rate * 1448/1514 (MSS 1448 with
+    timestamps per 1514-byte frame on veth) = 2.8692 Mbit/s, +-3 %."""
+    line.add_queue("rs", 0)
+    line.tbf("rc", "3mbit", 3028, 100_000)
+    dl = line.delayline(H.constant(20000))
+    bps = _tcp_goodput(line, seconds=8, omit=2)
+    st = dl.stop()
+    ideal = 3e6 * 1448 / 1514
+    assert abs(bps / ideal - 1) < 0.03, (bps, ideal)
+    assert st["drops_overflow"] == 0 and st["drops_netlink"] == 0
