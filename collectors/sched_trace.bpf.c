@@ -18,7 +18,7 @@
  *    subflow's srtt/cwnd/in-flight/rates/BBR state at most once per sample
  *    period; iter/tcp does one last pass at stop.
  * fentry/kprobes are refused by lockdown on this kernel, hence tp_btf + iter.
- * Every object is named with the hob_ prefix so it can be told apart.
+ * Every object is named with the mst_ prefix so it can be told apart.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -45,21 +45,21 @@ __u64 lost_map_full = 0;
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
-	__type(key, struct hob_key);
-	__type(value, struct hob_sf);
-} hob_sf SEC(".maps");
+	__type(key, struct mst_key);
+	__type(value, struct mst_sf);
+} mst_sf SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
-	__type(key, struct hob_key);
-	__type(value, struct hob_conn);
-} hob_conn SEC(".maps");
+	__type(key, struct mst_key);
+	__type(value, struct mst_conn);
+} mst_conn SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20);
-} hob_events SEC(".maps");
+} mst_events SEC(".maps");
 
 static __always_inline bool in_target_ns(const struct sock *sk)
 {
@@ -68,7 +68,7 @@ static __always_inline bool in_target_ns(const struct sock *sk)
 	return net && BPF_CORE_READ(net, ns.inum) == target_netns_inum;
 }
 
-static __always_inline void fill_tuple(struct hob_tuple *t, const struct sock *ssk)
+static __always_inline void fill_tuple(struct mst_tuple *t, const struct sock *ssk)
 {
 	t->family = (__u8)BPF_CORE_READ(ssk, __sk_common.skc_family);
 	t->lport = BPF_CORE_READ(ssk, __sk_common.skc_num);
@@ -93,32 +93,32 @@ static __always_inline __u32 sf_backup(const struct mptcp_subflow_context *sf)
 	       BPF_CORE_READ_BITFIELD_PROBED(sf, request_bkup);
 }
 
-static __always_inline struct hob_conn *get_conn(const struct hob_key *ck, __u64 now)
+static __always_inline struct mst_conn *get_conn(const struct mst_key *ck, __u64 now)
 {
-	struct hob_conn *c = bpf_map_lookup_elem(&hob_conn, ck);
+	struct mst_conn *c = bpf_map_lookup_elem(&mst_conn, ck);
 
 	if (c)
 		return c;
-	struct hob_conn nc = {};
+	struct mst_conn nc = {};
 
 	nc.token = ck->token;
 	nc.first_ns = now;
-	bpf_map_update_elem(&hob_conn, ck, &nc, BPF_NOEXIST);
-	c = bpf_map_lookup_elem(&hob_conn, ck);
+	bpf_map_update_elem(&mst_conn, ck, &nc, BPF_NOEXIST);
+	c = bpf_map_lookup_elem(&mst_conn, ck);
 	if (!c)
 		__sync_fetch_and_add(&lost_map_full, 1);
 	return c;
 }
 
 SEC("tp_btf/mptcp_subflow_get_send")
-int BPF_PROG(hob_sched, struct mptcp_subflow_context *subflow)
+int BPF_PROG(mst_sched, struct mptcp_subflow_context *subflow)
 {
 	struct sock *ssk = subflow->tcp_sock;
 	struct sock *sk = subflow->conn;
 	struct mptcp_sock *msk;
-	struct hob_key ck = {}, sk_key = {};
-	struct hob_conn *c;
-	struct hob_sf *s;
+	struct mst_key ck = {}, sk_key = {};
+	struct mst_conn *c;
+	struct mst_sf *s;
 	__u64 now, didx;
 	__u32 seq, delta;
 	bool first;
@@ -147,11 +147,11 @@ int BPF_PROG(hob_sched, struct mptcp_subflow_context *subflow)
 	sk_key.ptr = (__u64)subflow;
 	sk_key.token = ck.token;
 	seq = subflow->rel_write_seq;
-	s = bpf_map_lookup_elem(&hob_sf, &sk_key);
+	s = bpf_map_lookup_elem(&mst_sf, &sk_key);
 	if (!s) {
 		/* first sight: the baseline. For connections opened while we
 		 * trace, no data can have been handed before the first decision. */
-		struct hob_sf ns = {};
+		struct mst_sf ns = {};
 
 		ns.conn = ck;
 		fill_tuple(&ns.tuple, ssk);
@@ -162,7 +162,7 @@ int BPF_PROG(hob_sched, struct mptcp_subflow_context *subflow)
 		ns.decisions = c->decisions ? 1 : 0;
 		ns.first_ns = now;
 		ns.last_ns = now;
-		if (bpf_map_update_elem(&hob_sf, &sk_key, &ns, BPF_NOEXIST))
+		if (bpf_map_update_elem(&mst_sf, &sk_key, &ns, BPF_NOEXIST))
 			__sync_fetch_and_add(&lost_map_full, 1);
 		return 0;
 	}
@@ -191,22 +191,22 @@ int BPF_PROG(hob_sched, struct mptcp_subflow_context *subflow)
 		c->multi_sf_decisions++;
 	}
 	if (c->last_data_sf.ptr && c->last_data_sf.ptr != sk_key.ptr) {
-		struct hob_event *e;
-		struct hob_sf *from;
+		struct mst_event *e;
+		struct mst_sf *from;
 
 		c->switches++;
-		e = bpf_ringbuf_reserve(&hob_events, sizeof(*e), 0);
+		e = bpf_ringbuf_reserve(&mst_events, sizeof(*e), 0);
 		if (!e) {
 			__sync_fetch_and_add(&lost_ringbuf, 1);
 		} else {
-			e->type = HOB_EV_SWITCH;
+			e->type = MST_EV_SWITCH;
 			e->token = ck.token;
 			e->t_ns = c->prev_decision_ns;
 			e->decision = didx;
 			e->conn = ck;
 			e->from_sf = c->last_data_sf;
 			e->to_sf = sk_key;
-			from = bpf_map_lookup_elem(&hob_sf, &c->last_data_sf);
+			from = bpf_map_lookup_elem(&mst_sf, &c->last_data_sf);
 			e->from_id = from ? from->subflow_id : 0;
 			e->to_id = s->subflow_id;
 			bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
@@ -219,14 +219,14 @@ int BPF_PROG(hob_sched, struct mptcp_subflow_context *subflow)
 /* Catch the bytes handed after a connection's last decision: no further
  * decision will observe them, but the subflow changes state when it closes. */
 SEC("tp_btf/inet_sock_set_state")
-int BPF_PROG(hob_sf_state, const struct sock *sk, const int oldstate, const int newstate)
+int BPF_PROG(mst_sf_state, const struct sock *sk, const int oldstate, const int newstate)
 {
 	struct mptcp_subflow_context *sf;
 	struct mptcp_sock *msk;
 	struct tcp_sock *tp;
-	struct hob_key key = {};
-	struct hob_sf *s;
-	struct hob_conn *c;
+	struct mst_key key = {};
+	struct mst_sf *s;
+	struct mst_conn *c;
 	struct sock *conn;
 	void *ulp;
 
@@ -245,13 +245,13 @@ int BPF_PROG(hob_sf_state, const struct sock *sk, const int oldstate, const int 
 	msk = bpf_rdonly_cast(conn, bpf_core_type_id_kernel(struct mptcp_sock));
 	key.ptr = (__u64)ulp;
 	key.token = msk->token;
-	s = bpf_map_lookup_elem(&hob_sf, &key);
+	s = bpf_map_lookup_elem(&mst_sf, &key);
 	if (!s)
 		return 0;
 	s->final_seq = sf->rel_write_seq;
 	s->final_ns = bpf_ktime_get_ns();
 	s->final_valid = 1;
-	c = bpf_map_lookup_elem(&hob_conn, &s->conn);
+	c = bpf_map_lookup_elem(&mst_conn, &s->conn);
 	if (c) {
 		c->final_bytes_sent = msk->bytes_sent;
 		c->final_bytes_retrans = msk->bytes_retrans;
@@ -261,16 +261,16 @@ int BPF_PROG(hob_sf_state, const struct sock *sk, const int oldstate, const int 
 
 /* Snapshot of one subflow. Works on a trusted tcp_sock (iter) or on an
  * rdonly-cast one (tcp_probe); inlined, so each caller is verified on its own. */
-static __always_inline void fill_sample(struct hob_sample *r, struct tcp_sock *tp,
+static __always_inline void fill_sample(struct mst_sample *r, struct tcp_sock *tp,
 					struct mptcp_subflow_context *sf,
-					const struct hob_sf *s, const struct hob_key *key)
+					const struct mst_sf *s, const struct mst_key *key)
 {
 	struct inet_connection_sock *icsk = &tp->inet_conn;
 	struct sock *sk = (struct sock *)tp;
 	const struct tcp_congestion_ops *ops;
 	__u32 seq;
 
-	r->type = HOB_EV_SAMPLE;
+	r->type = MST_EV_SAMPLE;
 	r->t_ns = bpf_ktime_get_ns();
 	r->sf = *key;
 	r->tuple = s->tuple;
@@ -328,7 +328,7 @@ static __always_inline void fill_sample(struct hob_sample *r, struct tcp_sock *t
 }
 
 /* Map a TCP socket to its traced subflow record, or NULL. */
-static __always_inline struct hob_sf *lookup_subflow(struct tcp_sock *tp, struct hob_key *key,
+static __always_inline struct mst_sf *lookup_subflow(struct tcp_sock *tp, struct mst_key *key,
 						     struct mptcp_subflow_context **sfp)
 {
 	struct mptcp_subflow_context *sf;
@@ -349,7 +349,7 @@ static __always_inline struct hob_sf *lookup_subflow(struct tcp_sock *tp, struct
 	key->ptr = (__u64)ulp;
 	key->token = msk->token;
 	*sfp = sf;
-	return bpf_map_lookup_elem(&hob_sf, key);
+	return bpf_map_lookup_elem(&mst_sf, key);
 }
 
 /* Periodic samples: tcp_probe fires for every segment a TCP socket receives
@@ -359,13 +359,13 @@ static __always_inline struct hob_sf *lookup_subflow(struct tcp_sock *tp, struct
 const volatile __u64 sample_period_ns = 0;
 
 SEC("tp_btf/tcp_probe")
-int BPF_PROG(hob_probe, struct sock *sk, const struct sk_buff *skb)
+int BPF_PROG(mst_probe, struct sock *sk, const struct sk_buff *skb)
 {
 	struct mptcp_subflow_context *sf = NULL;
-	struct hob_key key = {};
-	struct hob_sample *r;
+	struct mst_key key = {};
+	struct mst_sample *r;
 	struct tcp_sock *tp;
-	struct hob_sf *s;
+	struct mst_sf *s;
 	__u64 now;
 
 	if (!sample_period_ns || !in_target_ns(sk))
@@ -378,7 +378,7 @@ int BPF_PROG(hob_probe, struct sock *sk, const struct sk_buff *skb)
 	if (now - s->last_sample_ns < sample_period_ns)
 		return 0;
 	s->last_sample_ns = now;
-	r = bpf_ringbuf_reserve(&hob_events, sizeof(*r), 0);
+	r = bpf_ringbuf_reserve(&mst_events, sizeof(*r), 0);
 	if (!r) {
 		__sync_fetch_and_add(&lost_ringbuf, 1);
 		return 0;
@@ -394,14 +394,14 @@ int BPF_PROG(hob_probe, struct sock *sk, const struct sk_buff *skb)
  * created in (userspace does setns() first): picks up the bytes handed since
  * the last decision of connections that are still open. */
 SEC("iter/tcp")
-int hob_final(struct bpf_iter__tcp *ctx)
+int mst_final(struct bpf_iter__tcp *ctx)
 {
 	struct sock_common *skc = ctx->sk_common;
 	struct mptcp_subflow_context *sf = NULL;
-	struct hob_sample r = {};
-	struct hob_key key = {};
+	struct mst_sample r = {};
+	struct mst_key key = {};
 	struct tcp_sock *tp;
-	struct hob_sf *s;
+	struct mst_sf *s;
 
 	if (!skc)
 		return 0;

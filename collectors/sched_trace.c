@@ -55,7 +55,7 @@ struct opts {
 };
 
 struct sf_name {
-	struct hob_key key;
+	struct mst_key key;
 	char name[NAME_LEN];
 };
 
@@ -73,7 +73,7 @@ struct state {
 	unsigned int n_names;
 	/* last sampled bytes_handed_cum per subflow (from the final pass) */
 	struct {
-		struct hob_key key;
+		struct mst_key key;
 		__u64 cum;
 	} last_cum[1024];
 	unsigned int n_last_cum;
@@ -233,7 +233,7 @@ static int open_netns_by_inode(unsigned long long ino)
 	return -1;
 }
 
-static void fmt_addr(const struct hob_tuple *t, const __u8 *a, __u16 port, char *buf, size_t n)
+static void fmt_addr(const struct mst_tuple *t, const __u8 *a, __u16 port, char *buf, size_t n)
 {
 	char ip[INET6_ADDRSTRLEN];
 
@@ -247,7 +247,7 @@ static void fmt_addr(const struct hob_tuple *t, const __u8 *a, __u16 port, char 
 }
 
 /* "laddr:lport-raddr:rport": local = the traced (sending) side */
-static void fmt_tuple(const struct hob_tuple *t, char *buf, size_t n)
+static void fmt_tuple(const struct mst_tuple *t, char *buf, size_t n)
 {
 	char l[64], r[64];
 
@@ -256,14 +256,14 @@ static void fmt_tuple(const struct hob_tuple *t, char *buf, size_t n)
 	snprintf(buf, n, "%s-%s", l, r);
 }
 
-static bool key_eq(const struct hob_key *a, const struct hob_key *b)
+static bool key_eq(const struct mst_key *a, const struct mst_key *b)
 {
 	return a->ptr == b->ptr && a->token == b->token;
 }
 
-static const char *sf_name(struct state *st, const struct hob_key *k)
+static const char *sf_name(struct state *st, const struct mst_key *k)
 {
-	struct hob_sf v;
+	struct mst_sf v;
 	unsigned int i;
 
 	for (i = 0; i < st->n_names; i++)
@@ -287,19 +287,19 @@ static void write_switch(struct state *st, __u64 t_ns, __u32 token, __u64 decisi
 	st->n_switch_rows++;
 }
 
-static void write_sample(struct state *st, const struct hob_sample *r);
+static void write_sample(struct state *st, const struct mst_sample *r);
 
 static int on_event(void *ctx, void *data, size_t len)
 {
 	struct state *st = ctx;
-	const struct hob_event *e = data;
+	const struct mst_event *e = data;
 	char from[NAME_LEN];
 
-	if (len >= sizeof(struct hob_sample) && e->type == HOB_EV_SAMPLE) {
+	if (len >= sizeof(struct mst_sample) && e->type == MST_EV_SAMPLE) {
 		write_sample(st, data);
 		return 0;
 	}
-	if (len < sizeof(*e) || e->type != HOB_EV_SWITCH)
+	if (len < sizeof(*e) || e->type != MST_EV_SWITCH)
 		return 0;
 	snprintf(from, sizeof(from), "%s", sf_name(st, &e->from_sf));
 	write_switch(st, e->t_ns, e->token, e->decision, e->from_id, from, e->to_id,
@@ -314,7 +314,7 @@ static const char *bbr_mode_name(__u32 m)
 	return m < 4 ? n[m] : "UNKNOWN";
 }
 
-static void remember_cum(struct state *st, const struct hob_key *k, __u64 cum)
+static void remember_cum(struct state *st, const struct mst_key *k, __u64 cum)
 {
 	unsigned int i;
 
@@ -331,7 +331,7 @@ static void remember_cum(struct state *st, const struct hob_key *k, __u64 cum)
 	}
 }
 
-static void write_sample(struct state *st, const struct hob_sample *r)
+static void write_sample(struct state *st, const struct mst_sample *r)
 {
 	char tuple[NAME_LEN];
 	long long in_flight;
@@ -374,7 +374,7 @@ static int final_pass(struct state *st)
 	ssize_t n;
 	int fd;
 
-	fd = bpf_iter_create(bpf_link__fd(st->skel->links.hob_final));
+	fd = bpf_iter_create(bpf_link__fd(st->skel->links.mst_final));
 	if (fd < 0) {
 		fprintf(stderr, "bpf_iter_create: %s\n", strerror(errno));
 		return -1;
@@ -388,8 +388,8 @@ static int final_pass(struct state *st)
 		have += (size_t)n;
 		size_t off = 0;
 
-		while (have - off >= sizeof(struct hob_sample)) {
-			struct hob_sample r;
+		while (have - off >= sizeof(struct mst_sample)) {
+			struct mst_sample r;
 
 			memcpy(&r, buf + off, sizeof(r));
 			write_sample(st, &r);
@@ -408,14 +408,14 @@ static int final_pass(struct state *st)
 }
 
 struct sf_rec {
-	struct hob_key key;
-	struct hob_sf v;
+	struct mst_key key;
+	struct mst_sf v;
 	__u64 tail;
 };
 
 struct conn_rec {
-	struct hob_key key;
-	struct hob_conn v;
+	struct mst_key key;
+	struct mst_conn v;
 };
 
 static int cmp_sf(const void *a, const void *b)
@@ -502,10 +502,10 @@ static int write_summary(struct state *st, int64_t start_ns, int64_t end_ns, boo
 	unsigned long long lost_rb = st->skel->bss->lost_ringbuf;
 	unsigned long long lost_map = st->skel->bss->lost_map_full;
 
-	sfs = dump_map(st->map_sf_fd, sizeof(struct hob_key), sizeof(struct hob_sf),
+	sfs = dump_map(st->map_sf_fd, sizeof(struct mst_key), sizeof(struct mst_sf),
 		       sizeof(struct sf_rec), &nsf);
-	conns = dump_map(bpf_map__fd(st->skel->maps.hob_conn), sizeof(struct hob_key),
-			 sizeof(struct hob_conn), sizeof(struct conn_rec), &nconn);
+	conns = dump_map(bpf_map__fd(st->skel->maps.mst_conn), sizeof(struct mst_key),
+			 sizeof(struct mst_conn), sizeof(struct conn_rec), &nconn);
 	if (!sfs || !conns) {
 		fprintf(stderr, "out of memory reading maps\n");
 		return -1;
@@ -623,10 +623,10 @@ static int write_summary(struct state *st, int64_t start_ns, int64_t end_ns, boo
 	fprintf(f, "  \"bpf_stats\": ");
 	if (stats_on) {
 		fprintf(f, "{");
-		prog_stats(f, st->skel->progs.hob_sched, true);
-		prog_stats(f, st->skel->progs.hob_sf_state, true);
-		prog_stats(f, st->skel->progs.hob_probe, true);
-		prog_stats(f, st->skel->progs.hob_final, false);
+		prog_stats(f, st->skel->progs.mst_sched, true);
+		prog_stats(f, st->skel->progs.mst_sf_state, true);
+		prog_stats(f, st->skel->progs.mst_probe, true);
+		prog_stats(f, st->skel->progs.mst_final, false);
 		fprintf(f, "},\n");
 	} else {
 		fprintf(f, "null,\n");
@@ -788,7 +788,7 @@ int main(int argc, char **argv)
 			strerror(errno));
 		goto out;
 	}
-	st.map_sf_fd = bpf_map__fd(st.skel->maps.hob_sf);
+	st.map_sf_fd = bpf_map__fd(st.skel->maps.mst_sf);
 	if (st.o.bpf_stats) {
 		/* kernel-wide, but only while this fd is open: restored on exit */
 		stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
@@ -812,7 +812,7 @@ int main(int argc, char **argv)
 				 "to_subflow,detected_at\n");
 	if (!st.f_samples || !st.f_switches)
 		goto out;
-	rb = ring_buffer__new(bpf_map__fd(st.skel->maps.hob_events), on_event, &st, NULL);
+	rb = ring_buffer__new(bpf_map__fd(st.skel->maps.mst_events), on_event, &st, NULL);
 	if (!rb) {
 		fprintf(stderr, "ring_buffer__new: %s\n", strerror(errno));
 		goto out;

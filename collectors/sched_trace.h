@@ -7,20 +7,20 @@
 #ifndef MPVLAB_SCHED_TRACE_H
 #define MPVLAB_SCHED_TRACE_H
 
-#define HOB_CA_NAME_LEN 16
+#define MST_CA_NAME_LEN 16
 
 /*
  * Subflows and connections are keyed by the kernel object address plus the
  * MPTCP token: an address alone can be reused by a later connection after the
  * old one is freed; the (address, token) pair cannot collide in practice.
  */
-struct hob_key {
+struct mst_key {
 	__u64 ptr;
 	__u32 token;
 	__u32 pad;
 };
 
-struct hob_tuple {
+struct mst_tuple {
 	__u8 family; /* AF_INET (2) or AF_INET6 (10) */
 	__u8 pad[3];
 	__u16 lport; /* host order */
@@ -32,9 +32,9 @@ struct hob_tuple {
 /* Per-subflow accounting, written only by the scheduler tracepoint (which the
  * kernel serialises per connection under the msk lock), except the final_*
  * fields, written only by the state-change hook. */
-struct hob_sf {
-	struct hob_key conn;
-	struct hob_tuple tuple;
+struct mst_sf {
+	struct mst_key conn;
+	struct mst_tuple tuple;
 	__u32 subflow_id; /* kernel's per-connection subflow id */
 	__u32 base_seq; /* rel_write_seq at first sight */
 	__u32 last_seq; /* rel_write_seq at the last decision seen */
@@ -51,7 +51,7 @@ struct hob_sf {
 	__u64 last_sample_ns; /* written only by the tcp_probe sampler */
 };
 
-struct hob_conn {
+struct mst_conn {
 	__u32 token;
 	__u32 pad;
 	__u64 decisions;
@@ -61,7 +61,7 @@ struct hob_conn {
 	__u64 cur_decision_ns; /* start of the current decision */
 	__u64 prev_decision_ns; /* start of the previous decision */
 	__u64 last_data_decision; /* index (1-based) of the last data decision */
-	struct hob_key last_data_sf;
+	struct mst_key last_data_sf;
 	__u64 first_ns;
 	__u64 last_ns;
 	__u64 msk_bytes_sent; /* msk->bytes_sent at the last decision */
@@ -70,31 +70,31 @@ struct hob_conn {
 	__u64 final_bytes_retrans;
 };
 
-enum hob_event_type {
-	HOB_EV_SWITCH = 1,
-	HOB_EV_SAMPLE = 2,
+enum mst_event_type {
+	MST_EV_SWITCH = 1,
+	MST_EV_SAMPLE = 2,
 };
 
-struct hob_event {
+struct mst_event {
 	__u32 type;
 	__u32 token;
 	__u64 t_ns; /* start of the decision after which the new subflow got data */
 	__u64 decision; /* that decision's 1-based index within the connection */
-	struct hob_key conn;
-	struct hob_key from_sf;
-	struct hob_key to_sf;
+	struct mst_key conn;
+	struct mst_key from_sf;
+	struct mst_key to_sf;
 	__u32 from_id;
 	__u32 to_id;
 };
 
 /* A subflow snapshot: from tcp_probe (rate-limited per subflow) through the
  * ring buffer, or from the final iter/tcp pass. */
-struct hob_sample {
-	__u32 type; /* HOB_EV_SAMPLE */
+struct mst_sample {
+	__u32 type; /* MST_EV_SAMPLE */
 	__u32 source; /* 0 = ACK (tcp_probe), 1 = final pass (iter/tcp) */
 	__u64 t_ns;
-	struct hob_key sf;
-	struct hob_tuple tuple;
+	struct mst_key sf;
+	struct mst_tuple tuple;
 	__u32 subflow_id;
 	__u32 state;
 	__u32 srtt_us; /* already >> 3 */
@@ -111,7 +111,7 @@ struct hob_sample {
 	__u64 bytes_handed_cum;
 	__u32 wmem_queued;
 	__u32 backup;
-	char ca_name[HOB_CA_NAME_LEN];
+	char ca_name[MST_CA_NAME_LEN];
 	__u32 is_bbr;
 	__u32 bbr_bw_raw; /* pkts/us << 24 (kernel BW_SCALE) */
 	__u32 bbr_min_rtt_us;

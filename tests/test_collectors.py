@@ -54,15 +54,33 @@ def run_bin(exe: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=30)
 
 
-def bpf_names(kind: str) -> list[str]:
+def bpf_objects(kind: str) -> list[dict]:
     out = subprocess.run(["bpftool", "-j", kind, "show"], capture_output=True, text=True,
                          check=True).stdout
-    return [o.get("name", "") for o in json.loads(out or "[]")]
+    return json.loads(out or "[]")
 
 
-def assert_no_bpf_left() -> None:
-    left = [n for k in ("prog", "map") for n in bpf_names(k) if n.startswith("hob_")]
-    assert left == [], f"BPF objects left behind: {left}"
+def bpf_ids_of(pid: int) -> set[tuple[str, int]]:
+    """The BPF programs and maps a process holds, from its fds' fdinfo (prog_id:/map_id:). Other
+    runs' collectors use the same object names, so names cannot tell them apart."""
+    ids: set[tuple[str, int]] = set()
+    for fdinfo in Path(f"/proc/{pid}/fdinfo").iterdir():
+        try:
+            text = fdinfo.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key in ("prog_id", "map_id"):
+                ids.add((key[:-3] if key == "prog_id" else "map", int(value)))
+    return ids
+
+
+def assert_no_bpf_left(ids: set[tuple[str, int]]) -> None:
+    assert ids, "the collector held no BPF objects while running?"
+    existing = {(k, o["id"]) for k in ("prog", "map") for o in bpf_objects(k)}
+    left = ids & existing
+    assert not left, f"BPF objects left behind: {left}"
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -144,11 +162,12 @@ def test_two_paths_bytes_switches_and_isolation(schedtrace_bin: Path, tmp_path: 
                 tr = bed.transfer(nbytes)
                 th.join(timeout=120)
                 pid = proc.pid
+                ids = bpf_ids_of(pid)
         after = bed.tx_counters()
     assert tr.nbytes == nbytes
     assert other_result and other_result[0].nbytes == 1_000_000
     assert not Path(f"/proc/{pid}").exists()
-    assert_no_bpf_left()
+    assert_no_bpf_left(ids)
 
     s = load_summary(out)
     assert s["lost_events"]["total"] == 0
@@ -202,10 +221,11 @@ def test_backup_subflow_pinned_no_switches(schedtrace_bin: Path, tmp_path: Path)
     out = tmp_path / "trace"
     with TwoPath(unique_tag()[:7] + "p", RATE_MBIT, backup=True) as bed:
         with Sniffer(bed) as sniff:
-            with trace_scheduler(bed.server_ns, out, time.monotonic_ns(), sample_hz=50):
+            with trace_scheduler(bed.server_ns, out, time.monotonic_ns(), sample_hz=50) as proc:
+                ids = bpf_ids_of(proc.pid)
                 tr = bed.transfer(nbytes)
     assert tr.nbytes == nbytes
-    assert_no_bpf_left()
+    assert_no_bpf_left(ids)
     s = load_summary(out)
     assert s["lost_events"]["total"] == 0
     conn = only_conn(s)
