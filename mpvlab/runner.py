@@ -27,6 +27,7 @@ from mpvlab import content, fidelity, ledger, naming, proc, provenance, results,
 from mpvlab.scenario import (
     ConstantDelay, LinkDirection, PiecewiseDelay, Scenario, SquareDelay, TraceDelay, dump_yaml, resolved_dict,
 )
+import topologies
 from topologies import dual_path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -154,7 +155,7 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
 
     with contextlib.ExitStack() as stack:
         phase("topology")
-        topo = dual_path.build(sc, ctx.run_id, ctx.ledger.add_netns)
+        topo = topologies.build(sc, ctx.run_id, ctx.ledger.add_netns)
         stack.callback(dual_path.teardown, topo)
         ctx.extra_prov["topology"] = {
             "kind": sc.topology.kind, "server_addr": topo.server_addr,
@@ -401,10 +402,10 @@ def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], be
     wrong_cc = [s for s in subflows if s["cc"] != expected_cc]
     if wrong_cc:
         raise RunFailed(f"subflows not running {expected_cc}: {wrong_cc}")
-    if len(subflows) < sc.transport.subflows:
-        raise RunFailed(f"expected {sc.transport.subflows} MPTCP subflows (one per path), saw {len(subflows)}: "
+    if len(subflows) < sc.expected_subflows:
+        raise RunFailed(f"expected {sc.expected_subflows} MPTCP subflows (one per path), saw {len(subflows)}: "
                         f"{subflows}")
-    if sc.transport.subflows > 1:
+    if sc.expected_subflows > 1:
         thin = {n: v["share"] for n, v in per_path.items() if v["share"] < sc.observe.min_path_share}
         if thin:
             raise RunFailed(

@@ -136,7 +136,10 @@ class PathSpec(Strict):
 
 
 class TopologySpec(Strict):
-    kind: Literal["dual-path"] = "dual-path"
+    """dual-path: client with one interface per path, one router per path, server (2 paths).
+    dumbbell: server — router — client (1 path): the single-bottleneck studies."""
+
+    kind: Literal["dual-path", "dumbbell"] = "dual-path"
     # `single`: the server has one address, reached over every path (client policy routing picks the path
     # by source address); the MPTCP subflows differ in their client address only.
     server_addressing: Literal["single"] = "single"
@@ -164,7 +167,7 @@ class TransportSpec(Strict):
     cc: Literal["cubic", "bbr", "bbr-s"] = "cubic"
     cc_params: CCParams = CCParams()
     scheduler: Literal["default"] = "default"
-    subflows: int = Field(2, ge=1, le=2, description="MPTCP subflows expected: one per path")
+    subflows: int | None = Field(None, ge=1, le=2, description="MPTCP subflows expected; default: one per path")
 
 
 class VideoSpec(Strict):
@@ -218,11 +221,17 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _paths_fit_topology(self) -> "Scenario":
-        if self.topology.kind == "dual-path" and len(self.paths) != 2:
-            raise ValueError(f"topology dual-path needs exactly 2 paths, got {len(self.paths)}: {list(self.paths)}")
-        if self.transport.subflows > len(self.paths):
+        want = {"dual-path": 2, "dumbbell": 1}[self.topology.kind]
+        if len(self.paths) != want:
+            raise ValueError(f"topology {self.topology.kind} needs exactly {want} path{'s' if want > 1 else ''}, "
+                             f"got {len(self.paths)}: {list(self.paths)}")
+        if self.transport.subflows is not None and self.transport.subflows > len(self.paths):
             raise ValueError("transport.subflows cannot exceed the number of paths")
         return self
+
+    @property
+    def expected_subflows(self) -> int:
+        return self.transport.subflows or len(self.paths)
 
 
 # ---------------------------------------------------------------------------------------------

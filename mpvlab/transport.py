@@ -35,7 +35,7 @@ def configure_hosts(topo: DualPath, scenario: Scenario) -> dict[str, Any]:
     c.sysctl("net.ipv4.tcp_rmem", _rmem(h.client_tcp_rmem))
     s.sysctl("net.ipv4.tcp_wmem", _rmem(h.server_tcp_wmem))
     # One extra subflow per further path, from that path's client address.
-    for p in topo.paths[1:scenario.transport.subflows]:
+    for p in topo.paths[1:scenario.expected_subflows]:
         c.run(["ip", "mptcp", "endpoint", "add", p.client_addr, "dev", p.client_if, "subflow"])
     for ns in (c, s):
         record[ns.name] = {

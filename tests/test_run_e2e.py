@@ -196,3 +196,16 @@ def test_killed_delay_line_fails_the_run(tmp_path: Path) -> None:
     assert status["state"] == "failed"
     assert "delay line wifi-down exited" in status["reason"] and "lost all packets" in status["reason"]
     assert_nothing_left(run.name)
+
+
+def test_dumbbell_single_path(tmp_path: Path) -> None:
+    f = tmp_path / "db.yaml"
+    f.write_text("name: db\ntopology: {kind: dumbbell}\npaths:\n  path:\n    down: {rate: 10mbit, buffer: 200KB, "
+                 "delay: 20ms}\nvideo: {duration: 4s, bitrate: 2mbit, width: 640, height: 360}\n"
+                 "fidelity: {probe_duration: 2s}\n")
+    cp = mpvlab("run", str(f), "--results", str(tmp_path / "r"))
+    assert cp.returncode == 0, cp.stdout
+    s = json.loads((only_run_dir(tmp_path / "r", "db") / "summary.json").read_text())
+    assert len(s["subflows"]) == 1 and s["paths"]["path"]["share"] == 1.0
+    assert s["underflows"] == 0 and s["frames_rendered"] == s["frames_expected"] == 120
+    assert s["path_switches"] == 0  # one subflow: nothing to switch between
