@@ -15,7 +15,7 @@ command -v apt-get >/dev/null || die "needs a Debian-based system (apt-get)"
 # --- 1. system packages ----------------------------------------------------------------------
 DEB_PACKAGES=(
   # emulation: namespaces, routing, shaping, firewall/NFQUEUE, Mininet
-  iproute2 iptables ethtool mininet net-tools procps tcpdump curl
+  iproute2 iptables ethtool mininet net-tools procps tcpdump curl iputils-ping
   # MPTCP for unmodified programs
   mptcpize libmptcpwrap0
   # server and player

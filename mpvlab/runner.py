@@ -154,64 +154,11 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
     ctx.extra_prov["content"] = video.to_json()
 
     with contextlib.ExitStack() as stack:
-        phase("topology")
-        topo = topologies.build(sc, ctx.run_id, ctx.ledger.add_netns)
-        stack.callback(dual_path.teardown, topo)
-        ctx.extra_prov["topology"] = {
-            "kind": sc.topology.kind, "server_addr": topo.server_addr,
-            "netns": [n.ns.name for n in topo.nodes],
-            "paths": {p.name: {"client_if": p.client_if, "client_addr": p.client_addr,
-                               "router": p.router.ns.name} for p in topo.paths},
-        }
-        ctx.extra_prov["hosts"] = transport.configure_hosts(topo, sc)
-        ctx.extra_prov["offloads"] = transport.set_offloads(topo, sc.hosts.offloads)
-
-        phase("congestion control")
-        cc_name = _setup_cc(ctx, stack)
-        ctx.extra_prov["server_routes"] = transport.set_server_cc(topo, cc_name)
-        ctx.extra_prov["cc"] = {"requested": sc.transport.cc, "kernel_name": cc_name,
-                                "params": sc.transport.cc_params.model_dump() if sc.transport.cc == "bbr-s" else {}}
-        ctx.extra_prov["scheduler"] = {"requested": sc.transport.scheduler, "mechanism": "kernel default scheduler",
-                                       "kernel_available": _read("/proc/sys/net/mptcp/available_schedulers")}
-
-        # Run time zero is fixed now, ahead of the probes, so the delay lines start on the same clock
-        # the player and samplers use; the player starts exactly at t0.
+        # Run time zero is fixed before the links come up, ahead of the probes, so the delay lines
+        # start on the same clock the player and samplers use; the player starts exactly at t0.
         lead_s = (sc.fidelity.probe_duration / 1e9 + 4.0) if sc.fidelity.probe else 2.0
-        ctx.t0_ns = time.monotonic_ns() + int(lead_s * 1e9)
-
-        phase("links")
-        schedules: dict[str, fidelity.PathSchedules] = {}
-        handles: list[DirectionHandle] = []
-        for p in topo.paths:
-            spec = sc.paths[p.name]
-            sched = fidelity.PathSchedules(down=schedule_for(spec.down, ctx.scenario_file.parent),
-                                           up=schedule_for(spec.up, ctx.scenario_file.parent))
-            schedules[p.name] = sched
-            letter = "ab"[p.index]
-            for direction, d, in_if, out_if, qnum in (
-                ("down", spec.down, p.router_server_if, p.router_client_if, 0),
-                ("up", spec.up, p.router_client_if, p.router_server_if, 1),
-            ):
-                plan = DirectionPlan(p.name, direction, p.router.ns, in_if, out_if,
-                                     naming.ifname(ctx.run_id, f"{letter}i{qnum}"), qnum, d,
-                                     getattr(sched, direction), seed=sc.seed * 1000 + p.index * 2 + qnum)
-                h = apply_direction(plan, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc)
-                handles.append(h)
-                stack.callback(_record_delay_stats, ctx, h)
-        ctx.extra_prov["links"] = {
-            f"{h.plan.label}": {"router": h.plan.router.name, "in_if": h.plan.in_if, "out_if": h.plan.out_if,
-                                "order": h.plan.spec.order, "burst_bytes": h.plan.spec.effective_burst(),
-                                "limit_bytes": h.plan.spec.buffer.to_bytes(),
-                                "delay_backend": "nfqueue-delayline" if h.plan.needs_delay_line else "none",
-                                "schedule": h.plan.schedule.to_text().splitlines()[1:],
-                                "qdiscs": h.plan.router.run(["tc", "qdisc", "show"]).stdout.strip().splitlines()}
-            for h in handles
-        }
-
-        def check_links() -> None:
-            for h in handles:
-                if not h.alive():
-                    raise RunFailed(h.describe_death() + " — the path lost all packets from then on")
+        net = bring_up_network(ctx, stack, lead_s)
+        topo, schedules, cc_name, check_links = net.topo, net.schedules, net.cc_name, net.check_links
 
         if sc.fidelity.probe:
             phase("fidelity probes")
@@ -279,6 +226,81 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
         summary = _summarise(ctx, topo, player_summary, counters_before, counters_after, sampler, fid, sched)
         summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
     return summary
+
+
+@dataclass
+class Network:
+    """The emulated network of a run, up and configured: what the rest of the run stands on."""
+
+    topo: dual_path.DualPath
+    handles: list[DirectionHandle]
+    schedules: dict[str, fidelity.PathSchedules]
+    cc_name: str
+    check_links: Callable[[], None]
+
+
+def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float) -> Network:
+    """Topology, host settings, congestion control and link emulation, each undone by `stack`.
+    Run time zero is set to now + lead_s."""
+    sc, phase = ctx.scenario, ctx.opts.progress
+    phase("topology")
+    topo = topologies.build(sc, ctx.run_id, ctx.ledger.add_netns)
+    stack.callback(dual_path.teardown, topo)
+    ctx.extra_prov["topology"] = {
+        "kind": sc.topology.kind, "server_addr": topo.server_addr,
+        "netns": [n.ns.name for n in topo.nodes],
+        "paths": {p.name: {"client_if": p.client_if, "client_addr": p.client_addr,
+                           "router": p.router.ns.name} for p in topo.paths},
+    }
+    ctx.extra_prov["hosts"] = transport.configure_hosts(topo, sc)
+    ctx.extra_prov["offloads"] = transport.set_offloads(topo, sc.hosts.offloads)
+
+    phase("congestion control")
+    cc_name = _setup_cc(ctx, stack)
+    ctx.extra_prov["server_routes"] = transport.set_server_cc(topo, cc_name)
+    ctx.extra_prov["cc"] = {"requested": sc.transport.cc, "kernel_name": cc_name,
+                            "params": sc.transport.cc_params.model_dump() if sc.transport.cc == "bbr-s" else {}}
+    ctx.extra_prov["scheduler"] = {"requested": sc.transport.scheduler, "mechanism": "kernel default scheduler",
+                                   "kernel_available": _read("/proc/sys/net/mptcp/available_schedulers")}
+
+    ctx.t0_ns = time.monotonic_ns() + int(lead_s * 1e9)
+
+    phase("links")
+    schedules: dict[str, fidelity.PathSchedules] = {}
+    handles: list[DirectionHandle] = []
+    for p in topo.paths:
+        spec = sc.paths[p.name]
+        sched = fidelity.PathSchedules(down=schedule_for(spec.down, ctx.scenario_file.parent),
+                                       up=schedule_for(spec.up, ctx.scenario_file.parent))
+        schedules[p.name] = sched
+        letter = "ab"[p.index]
+        for direction, d, in_if, out_if, qnum in (
+            ("down", spec.down, p.router_server_if, p.router_client_if, 0),
+            ("up", spec.up, p.router_client_if, p.router_server_if, 1),
+        ):
+            plan = DirectionPlan(p.name, direction, p.router.ns, in_if, out_if,
+                                 naming.ifname(ctx.run_id, f"{letter}i{qnum}"), qnum, d,
+                                 getattr(sched, direction), seed=sc.seed * 1000 + p.index * 2 + qnum)
+            h = apply_direction(plan, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc)
+            handles.append(h)
+            stack.callback(_record_delay_stats, ctx, h)
+    ctx.extra_prov["links"] = {
+        f"{h.plan.label}": {"router": h.plan.router.name, "in_if": h.plan.in_if, "out_if": h.plan.out_if,
+                            "order": h.plan.spec.order, "burst_bytes": h.plan.spec.effective_burst(),
+                            "limit_bytes": h.plan.spec.buffer.to_bytes(),
+                            "delay_backend": "nfqueue-delayline" if h.plan.needs_delay_line else "none",
+                            "schedule": h.plan.schedule.to_text().splitlines()[1:],
+                            "qdiscs": h.plan.router.run(["tc", "qdisc", "show"]).stdout.strip().splitlines()}
+        for h in handles
+    }
+
+    def check_links() -> None:
+        for h in handles:
+            if not h.alive():
+                raise RunFailed(h.describe_death() + " — the path lost all packets from then on")
+
+    return Network(topo, handles, schedules, cc_name, check_links)
+
 
 
 def _setup_cc(ctx: RunContext, stack: contextlib.ExitStack) -> str:

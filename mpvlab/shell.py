@@ -1,0 +1,52 @@
+"""`mpvlab shell SCENARIO`: a scenario's emulated network, up, in Mininet's interactive CLI.
+
+The same topology, links (tbf, delay lines) and MPTCP settings as a run, without server, player or
+measurements. Mininet's own `mn --custom` is deliberately not the entry point: `mn` runs Mininet's
+global cleanup on Ctrl-C or any exception, which kills every `mnexec` process and deletes every
+`*-ethN` link on the host — other runs' included. Here teardown is the run's own (ledger-scoped).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mpvlab import ledger, naming
+from mpvlab.runner import RunContext, RunOptions, bring_up_network
+from mpvlab.scenario import Scenario
+
+
+def open_shell(scenario: Scenario, scenario_file: Path, scenario_text: str, commands: str | None = None,
+               log: Any = print) -> None:
+    from mininet.cli import CLI
+    from mininet.net import Mininet
+
+    for name in ledger.reap_stale(log):
+        log(f"cleaned leftover of an earlier run: {name}")
+    run_id = naming.new_run_id()
+    workdir = Path(tempfile.mkdtemp(prefix=f"mpvlab-shell-{run_id}-"))
+    (workdir / "logs").mkdir()
+    led = ledger.Ledger.create(run_id, workdir)
+    ctx = RunContext(scenario, scenario_file, scenario_text, run_id, workdir, led, RunOptions(log=log))
+    try:
+        with contextlib.ExitStack() as stack:
+            net = bring_up_network(ctx, stack, lead_s=0.0)
+            topo = net.topo
+            mn = Mininet(topo=None, build=False, controller=None)
+            for node in topo.nodes:
+                mn.hosts.append(node.mn)
+                mn.nameToNode[node.mn.name] = node.mn
+            log(f"run {run_id}: nodes {', '.join(n.mn.name for n in topo.nodes)}; server address "
+                f"{topo.server_addr}; paths " + ", ".join(f"{p.name} via {p.client_if} ({p.client_addr})"
+                                                           for p in topo.paths))
+            log(f"delay-line logs in {workdir / 'logs'}; type 'exit' to tear everything down")
+            if commands is None:
+                CLI(mn)
+            else:
+                script = workdir / "commands.mn"
+                script.write_text(commands)
+                CLI(mn, script=str(script))
+    finally:
+        ledger.cleanup_run(led)
