@@ -266,6 +266,8 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
     ctx.t0_ns = time.monotonic_ns() + int(lead_s * 1e9)
 
     phase("links")
+    ctx.extra_prov["link_backend"] = {"shaping": "tbf", "delay_and_loss": "nfqueue-delayline",
+                                      "netem_available": _netem_available(topo.paths[0].router.ns)}
     schedules: dict[str, fidelity.PathSchedules] = {}
     handles: list[DirectionHandle] = []
     for p in topo.paths:
@@ -301,6 +303,15 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
 
     return Network(topo, handles, schedules, cc_name, check_links)
 
+
+
+def _netem_available(ns: Any) -> bool:
+    """Recorded in provenance: the delay line is used either way (one backend, one behaviour), but a
+    reader comparing with netem-based testbeds should know whether netem could have been used."""
+    cp = ns.run(["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "0ms"], check=False)
+    if cp.returncode == 0:
+        ns.run(["tc", "qdisc", "del", "dev", "lo", "root"], check=False)
+    return cp.returncode == 0
 
 
 def _setup_cc(ctx: RunContext, stack: contextlib.ExitStack) -> str:
