@@ -147,13 +147,7 @@ def stop_direction(handle: DirectionHandle) -> dict[str, Any]:
     """Stop the delay line (it releases what it holds and writes its stats) and return the stats."""
     if handle.process is None:
         return {"delay_line": "none (no delay or loss configured)"}
-    if handle.process.poll() is None:
-        handle.process.terminate()
-        try:
-            handle.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            handle.process.kill()
-            handle.process.wait()
+    proc.stop_child(handle.process)
     try:
         stats: dict[str, Any] = json.loads(handle.files["stats"].read_text())
     except (OSError, ValueError):

@@ -75,3 +75,15 @@ def terminate(ref: ProcRef, grace: float = 3.0) -> None:
             os.kill(ref.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def stop_child(p: "subprocess.Popen[bytes]", grace: float = 5.0) -> int:
+    """Stop a child we started: SIGTERM, then SIGKILL after `grace` s; reaps it. Returns its exit code."""
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    return p.returncode

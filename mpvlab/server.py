@@ -79,13 +79,7 @@ class ApacheServer:
 
     def stop(self) -> None:
         # SIGTERM to the parent stops all children at once ("graceful-stop" would wait for clients).
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        proc.stop_child(self.process)
 
 
 MPTCPWRAP = next(iter(sorted(Path("/usr/lib").glob("*/mptcpize/libmptcpwrap.so.0"))),

@@ -1,0 +1,524 @@
+"""Tests of player/mpvlab_player.py against Apache over an emulated path.
+
+Topology (all names carry the helper prefix ``hpl``): two network namespaces
+``hpl<N>s`` (Apache httpd, mpm_event, own ServerRoot) and ``hpl<N>c`` (player),
+joined by one veth pair with offloads off.  The server side's egress gets a
+``tbf`` whose rate the throttle tests lower for a known interval and restore.
+
+Numbers asserted come from first principles:
+  * tbf goodput = rate * 1448/1514 (TCP payload per Ethernet frame with timestamps),
+  * the most media that can sit between the server's bottleneck and the
+    decoder ("ahead") is the playout queue + the client's TCP receive buffer
+    (tcp_rmem max is set explicitly: new namespaces default to 32 MB, which
+    would swallow any throttle) + the tbf queue + a few frames in the decoder,
+  * a throttle to rate r for D seconds delivers r*D bytes while playback needs
+    B*D, so the playout position must fall behind by at least
+    D*(1 - r/B) - ahead seconds (rebuffer mode: stall time; discard mode: that
+    many seconds of frames cannot arrive in time and are discarded).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PY = str(REPO / ".venv" / "bin" / "python")
+PLAYER = str(REPO / "player" / "mpvlab_player.py")
+sys.path.insert(0, str(REPO))
+from mpvlab.content import ensure_progressive  # noqa: E402
+
+# A world-readable cache: Apache serves as www-data, and pytest's tmp dirs are 0700.
+CACHE = Path(os.environ.get("MPVLAB_TEST_CONTENT_DIR", "/tmp/hpl-content-cache"))
+
+# Test video: small frame so decoding costs little on the shared 2-core machine.
+W, H, FPS = 640, 360, 30
+B = 2_000_000            # requested video bitrate, bit/s
+LEN_S = 12.0
+GOODPUT = 1448 / 1514    # TCP payload share of a full-size Ethernet frame
+R_HI = 8_000_000         # tbf rate outside the throttle (4x the video)
+TBF_BURST = 10_000       # bytes
+TBF_LIMIT = 32_000       # bytes queued in tbf at most
+RMEM = (4096, 65536, 131072)   # client tcp_rmem: bounds what TCP can hold "ahead"
+SLACK_BYTES = 64_000     # libsoup/qtdemux internal buffering, generous
+DECODER_FRAMES = 4       # frames held inside avdec_h264 (frame threads) + sink
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, tc)")
+
+
+def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, check=check)
+
+
+@dataclass
+class Net:
+    tag: str
+    srv: str
+    cli: str
+    srv_if: str
+    cli_if: str
+    srv_ip: str = "10.77.0.1"
+    cli_ip: str = "10.77.0.2"
+
+    def ns(self, ns: str, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", ns, *argv]
+
+    def up(self) -> None:
+        _run(["ip", "netns", "add", self.srv])
+        _run(["ip", "netns", "add", self.cli])
+        _run(["ip", "link", "add", self.srv_if, "netns", self.srv, "type", "veth",
+              "peer", "name", self.cli_if, "netns", self.cli])
+        for ns, dev, ip in ((self.srv, self.srv_if, self.srv_ip), (self.cli, self.cli_if, self.cli_ip)):
+            _run(self.ns(ns, ["ip", "link", "set", "lo", "up"]))
+            _run(self.ns(ns, ["ip", "addr", "add", f"{ip}/24", "dev", dev]))
+            _run(self.ns(ns, ["ip", "link", "set", dev, "up"]))
+            # Full-size frames only, so tbf shapes what TCP actually sends.
+            _run(self.ns(ns, ["ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"]),
+                 check=False)
+            _run(self.ns(ns, ["sysctl", "-q", "-w", "net.ipv4.tcp_no_metrics_save=1"]))
+        _run(self.ns(self.cli, ["sysctl", "-q", "-w",
+                                "net.ipv4.tcp_rmem=" + " ".join(map(str, RMEM))]))
+        # Reno on the server: these tests check the player, and Reno returns to the
+        # link rate within a few RTTs after the throttle, whereas BBR (the host
+        # default) keeps its low-rate bandwidth estimate for ~10 (long) round trips
+        # and then probes up by 1.25x per cycle (measured: ~2 s at 3 of 8 Mbit/s).
+        _run(self.ns(self.srv, ["sysctl", "-q", "-w", "net.ipv4.tcp_congestion_control=reno"]))
+
+    def set_rate(self, bps: int | None) -> None:
+        if bps is None:
+            _run(self.ns(self.srv, ["tc", "qdisc", "del", "dev", self.srv_if, "root"]), check=False)
+            return
+        _run(self.ns(self.srv, ["tc", "qdisc", "replace", "dev", self.srv_if, "root", "tbf",
+                                "rate", f"{bps}bit", "burst", str(TBF_BURST),
+                                "limit", str(TBF_LIMIT)]))
+
+    def down(self) -> None:
+        # Deleting the namespaces removes the veth pair and its qdisc with them.
+        for ns in (self.srv, self.cli):
+            _run(["ip", "netns", "del", ns], check=False)
+
+
+class Apache:
+    """apache2 in the foreground in its own ServerRoot, inside the server namespace."""
+
+    def __init__(self, net: Net, docroot: Path, root: Path, port: int = 8080) -> None:
+        self.net, self.port, self.root = net, port, root
+        root.mkdir(parents=True, exist_ok=True)
+        mods = "/usr/lib/apache2/modules"
+        conf = root / "httpd.conf"
+        conf.write_text(f"""
+ServerRoot {root}
+PidFile {root}/httpd.pid
+DefaultRuntimeDir {root}
+ServerName localhost
+LoadModule mpm_event_module {mods}/mod_mpm_event.so
+LoadModule authz_core_module {mods}/mod_authz_core.so
+LoadModule mime_module {mods}/mod_mime.so
+TypesConfig /etc/mime.types
+User www-data
+Group www-data
+# Wildcard Listen: MPTCP joins to a second server address need it (platform-facts.md).
+Listen {port}
+DocumentRoot {docroot}
+<Directory {docroot}>
+    Require all granted
+</Directory>
+EnableSendfile On
+ErrorLog {root}/error.log
+LogFormat "%h %t \\"%r\\" %>s %b %D" timed
+CustomLog {root}/access.log timed
+""")
+        self.proc = subprocess.Popen(net.ns(net.srv, ["apache2", "-f", str(conf), "-DFOREGROUND"]),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            r = _run(net.ns(net.srv, ["ss", "-Htln", f"sport = :{port}"]), check=False)
+            if r.stdout.strip():
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"apache2 exited: {self.proc.stderr.read().decode() if self.proc.stderr else ''}")
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError("apache2 did not start listening within 5 s")
+
+    def url(self, name: str) -> str:
+        return f"http://{self.net.srv_ip}:{self.port}/{name}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def content() -> Any:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    os.chmod(CACHE, 0o755)
+    return ensure_progressive(CACHE, LEN_S, B, W, H, FPS)
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Net, Apache]]:
+    n = os.getpid() % 100000
+    net = Net(tag=f"hpl{n}", srv=f"hpl{n}s", cli=f"hpl{n}c", srv_if=f"hpl{n}s", cli_if=f"hpl{n}c")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    os.chmod(CACHE, 0o755)
+    bad = CACHE / "hpl_not_a_video.mp4"      # for the decode-error test
+    bad.write_bytes(b"\x00\x00\x00\x18ftypmp42" + random.Random(1).randbytes(200_000))
+    os.chmod(bad, 0o644)
+    try:
+        net.up()
+        apache = Apache(net, CACHE, tmp_path_factory.mktemp("hpl_apache"))
+    except BaseException:
+        net.down()
+        raise
+    try:
+        yield net, apache
+    finally:
+        apache.stop()
+        net.down()
+        bad.unlink(missing_ok=True)
+
+
+@dataclass
+class Result:
+    code: int
+    summary: dict[str, Any]
+    events: list[dict[str, Any]]
+
+
+def start_player(net: Net, url: str, out: Path, t0_ns: int, *extra: str) -> subprocess.Popen[bytes]:
+    argv = [PY, PLAYER, "--url", url, "--events", str(out / "events.jsonl"),
+            "--summary", str(out / "summary.json"), "--t0-ns", str(t0_ns), *extra]
+    return subprocess.Popen(net.ns(net.cli, argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def finish_player(proc: subprocess.Popen[bytes], out: Path, timeout: float = 60) -> Result:
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError("player hung past the test's own timeout")
+    summ = json.loads((out / "summary.json").read_text())
+    evs = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines() if line]
+    return Result(proc.returncode, summ, evs)
+
+
+def wait_event(out: Path, type_: str, timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    p = out / "events.jsonl"
+    while time.monotonic() < deadline:
+        if p.exists():
+            for line in p.read_text().splitlines():
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue        # a line still being written
+                if e.get("type") == type_:
+                    return e
+        time.sleep(0.02)
+    raise AssertionError(f"no {type_} event within {timeout} s")
+
+
+def t_now(t0_ns: int) -> float:
+    return (time.monotonic_ns() - t0_ns) / 1e9
+
+
+# ---------------------------------------------------------------------------------------
+@pytest.mark.netns
+@pytest.mark.parametrize("decode", [True, False], ids=["decode", "no_decode"])
+def test_ample_bandwidth(testbed: tuple[Net, Apache], content: Any, tmp_path: Path,
+                         decode: bool) -> None:
+    net, apache = testbed
+    net.set_rate(None)                      # veth at memory speed
+    t0 = time.monotonic_ns()
+    extra = [] if decode else ["--no-decode"]
+    r = finish_player(start_player(net, apache.url(content.path.name), tmp_path, t0,
+                                   "--timeout-s", "40", *extra), tmp_path)
+    s = r.summary
+    assert r.code == 0, s
+    assert s["status"] == "eos"
+    assert s["frames_expected"] == content.frames == int(LEN_S * FPS)
+    assert s["frames_rendered"] == content.frames
+    assert s["picture_discards"] == 0
+    assert s["underflows"] == 0 and s["underflow_episodes"] == []
+    assert s["startup_delay_s"] < 1.0
+    assert abs(s["playback_s"] - s["video_length_s"]) <= 0.5
+    assert abs(s["video_length_s"] - LEN_S) < 1e-6
+    assert s["bytes_received"] == content.size_bytes
+    # bytes samples: monotonic, every ~100 ms, ending at the file size
+    b = [e for e in r.events if e["type"] == "bytes"]
+    assert len(b) >= LEN_S / 0.1 * 0.8
+    assert all(x["bytes"] <= y["bytes"] for x, y in zip(b, b[1:]))
+    assert b[-1]["bytes"] == content.size_bytes
+
+
+@pytest.mark.netns
+def test_bytes_rate_matches_tbf(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> None:
+    """With a playout buffer larger than the file the download is network-bound, so the
+    byte counter must grow at the tbf goodput: rate * 1448/1514 (within 3 %)."""
+    net, apache = testbed
+    rate = 4_000_000
+    net.set_rate(rate)
+    r = finish_player(start_player(net, apache.url(content.path.name), tmp_path,
+                                   time.monotonic_ns(), "--buffer-ms", str(int(LEN_S * 1000 + 5000)),
+                                   "--timeout-s", "40"), tmp_path)
+    net.set_rate(None)
+    assert r.code == 0, r.summary
+    b = [(e["t"], e["bytes"]) for e in r.events if e["type"] == "bytes"]
+    size = content.size_bytes
+    # Fit over the middle of the transfer (20 %..80 % of the file): no slow start, no tail.
+    mid = [(t, x) for t, x in b if 0.2 * size <= x <= 0.8 * size]
+    assert len(mid) >= 5
+    (t1, x1), (t2, x2) = mid[0], mid[-1]
+    measured = (x2 - x1) * 8 / (t2 - t1)
+    assert abs(measured / (rate * GOODPUT) - 1) <= 0.03, (measured, rate * GOODPUT)
+    s = r.summary
+    # 4 Mbit/s is ~2x the video rate: no underflow, every frame in time.
+    assert s["underflows"] == 0 and s["picture_discards"] == 0
+    assert s["frames_rendered"] == content.frames
+    # Start-up waits for --startup-buffer-ms (default 1 s) of media in the queue: at
+    # least that many bytes must cross the bottleneck first (0.8: VBV variation).
+    need_s = 1.0 * content.file_bitrate_bps / (rate * GOODPUT)
+    assert 0.8 * need_s <= s["startup_delay_s"] <= need_s + 0.5, (s["startup_delay_s"], need_s)
+
+
+def _throttled_run(testbed: tuple[Net, Apache], content: Any, out: Path, mode: str,
+                   throttle_s: float, buffer_ms: int, resume_ms: int
+                   ) -> tuple[Result, tuple[float, float], tuple[float, float]]:
+    """Play with R_HI, drop the rate to B/4 for throttle_s starting 3 s into playback,
+    restore.  Returns the result and the throttle start and end, each as the times
+    (s since t0) just before and just after the `tc` command that made the change:
+    lower bounds use the shortest possible throttle, upper bounds the longest."""
+    net, apache = testbed
+    net.set_rate(R_HI)
+    t0 = time.monotonic_ns()
+    proc = start_player(net, apache.url(content.path.name), out, t0, "--mode", mode,
+                        "--buffer-ms", str(buffer_ms), "--rebuffer-resume-ms", str(resume_ms),
+                        "--startup-buffer-ms", str(resume_ms),
+                        "--timeout-s", "60")
+    try:
+        ff = wait_event(out, "first_frame", 10)
+        time.sleep(max(0.0, ff["t"] + 3.0 - t_now(t0)))
+        ta0 = t_now(t0)
+        net.set_rate(B // 4)
+        ta1 = t_now(t0)
+        time.sleep(throttle_s)
+        tb0 = t_now(t0)
+        net.set_rate(R_HI)
+        tb1 = t_now(t0)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return finish_player(proc, out), (ta0, ta1), (tb0, tb1)
+
+
+def _ahead_max_s(buffer_ms: int, stream_bps: float) -> float:
+    """Most media (seconds) that can be between the bottleneck and the renderer."""
+    return (buffer_ms / 1000 + (RMEM[2] + TBF_LIMIT + SLACK_BYTES) * 8 / stream_bps
+            + DECODER_FRAMES / FPS)
+
+
+THROTTLE_S = 4.0
+T_BUFFER_MS = 1000
+T_RESUME_MS = 500
+
+
+@pytest.mark.netns
+def test_throttle_rebuffer(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> None:
+    r, (ta0, ta1), (tb0, tb1) = _throttled_run(testbed, content, tmp_path, "rebuffer",
+                                               THROTTLE_S, T_BUFFER_MS, T_RESUME_MS)
+    s = r.summary
+    assert r.code == 0, s
+    bps = content.file_bitrate_bps
+    low = B / 4 * GOODPUT
+    hi = R_HI * GOODPUT
+    # The deficit the throttle creates, minus everything that could have been buffered.
+    lower = (tb0 - ta1) * (1 - low / bps) - _ahead_max_s(T_BUFFER_MS, bps)
+    # A stall can only start inside the throttle, and after it the queue refills to
+    # the resume level at the restored rate.  1.5 s covers TCP's recovery from the
+    # tail drops of the 16x rate cut (a retransmission timeout may still be pending
+    # at the restore) and scheduling noise on the shared machine.
+    upper = (tb1 - ta0) + T_RESUME_MS / 1000 * bps / hi + 1.5
+    assert lower > 0.5, "test parameters must force an underflow"
+    assert s["underflows"] >= 1
+    assert lower <= s["underflow_total_s"] <= upper, (lower, s["underflow_total_s"], upper)
+    for a, b in s["underflow_episodes"]:
+        assert ta0 <= a < b <= ta0 + upper
+    # Rebuffer mode pauses instead of dropping: the extra playback time is the stall.
+    extra = s["playback_s"] - s["video_length_s"]
+    assert abs(extra - s["underflow_total_s"]) <= 0.3, (extra, s["underflow_total_s"])
+    assert abs(s["stall_ratio"] - extra / s["video_length_s"]) < 1e-3
+    assert s["frames_rendered"] + s["picture_discards"] == s["frames_expected"] == content.frames
+    # A resume puts playback back on the clock: few or no late frames.
+    assert s["picture_discards"] <= 3 * s["underflows"]
+    assert s["bytes_received"] == content.size_bytes
+
+
+@pytest.mark.netns
+def test_throttle_discard(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> None:
+    r, (ta0, ta1), (tb0, tb1) = _throttled_run(testbed, content, tmp_path, "discard",
+                                               THROTTLE_S, T_BUFFER_MS, T_RESUME_MS)
+    s = r.summary
+    assert r.code == 0, s
+    bps = content.file_bitrate_bps
+    low = B / 4 * GOODPUT
+    behind = (tb0 - ta1) * (1 - low / bps) - _ahead_max_s(T_BUFFER_MS, bps)
+    assert behind > 0.5, "test parameters must force an underflow"
+    assert s["underflows"] >= 1
+    # The clock never stops: frames that arrive too late are dropped, so at least
+    # `behind` seconds of frames are discarded (less the late frames basesink renders
+    # anyway, at most one per second without a rendered frame), and playback ends on
+    # schedule.
+    late = s["frames_rendered_late"]
+    assert late == len([e for e in r.events if e["type"] == "late_render"])
+    assert late <= s["underflow_total_s"] + 1
+    net_discards = s["picture_discards"] - s["picture_discards_no_underflow"]
+    assert net_discards >= behind * FPS - late, (s, behind * FPS)
+    assert s["frames_rendered"] + s["picture_discards"] == s["frames_expected"] == content.frames
+    assert abs(s["playback_s"] - s["video_length_s"]) <= 0.5
+    # After the restore the late frames arrive at hi/bps x real time and are dropped
+    # until the download catches up with the clock: at most (tb - ta) behind, caught
+    # up at (hi/bps - 1) s of video per second; 1.0 s for TCP recovery and noise.
+    hi = R_HI * GOODPUT
+    catch_up = (tb1 - ta0) / (hi / bps - 1)
+    for a, b in s["underflow_episodes"]:
+        assert ta0 <= a < b <= tb1 + catch_up + 1.0, (a, b, ta0, tb1, catch_up)
+    disc = [e for e in r.events if e["type"] == "discard"]
+    assert len(disc) == s["picture_discards"]
+    assert len([e for e in disc if not e["underflow"]]) == s["picture_discards_no_underflow"]
+    # Dropped means later than the frame's end (PTS + 1/FPS) plus max-lateness (20 ms).
+    assert all(e["late_ms"] > 20 + 1000 / FPS for e in disc), min(e["late_ms"] for e in disc)
+
+
+# ---------------------------------------------------------------------------------------
+@pytest.mark.netns
+def test_http_404(testbed: tuple[Net, Apache], tmp_path: Path) -> None:
+    net, apache = testbed
+    net.set_rate(None)
+    r = finish_player(start_player(net, apache.url("no_such_file.mp4"), tmp_path,
+                                   time.monotonic_ns(), "--timeout-s", "10"), tmp_path, 20)
+    assert r.code == 2
+    assert r.summary["status"] == "error" and "not found" in r.summary["reason"].lower()
+
+
+@pytest.mark.netns
+def test_connection_refused(testbed: tuple[Net, Apache], tmp_path: Path) -> None:
+    net, apache = testbed
+    url = f"http://{net.srv_ip}:8099/x.mp4"      # nothing listens there
+    r = finish_player(start_player(net, url, tmp_path, time.monotonic_ns(), "--timeout-s", "10"),
+                      tmp_path, 20)
+    assert r.code == 2
+    assert "connection refused" in r.summary["reason"].lower()
+
+
+@pytest.mark.netns
+def test_decode_error(testbed: tuple[Net, Apache], tmp_path: Path) -> None:
+    net, apache = testbed
+    net.set_rate(None)
+    r = finish_player(start_player(net, apache.url("hpl_not_a_video.mp4"), tmp_path,
+                                   time.monotonic_ns(), "--timeout-s", "10"), tmp_path, 20)
+    assert r.code == 2
+    assert r.summary["status"] == "error"
+
+
+@pytest.mark.netns
+def test_timeout(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> None:
+    net, apache = testbed
+    net.set_rate(200_000)     # 1/10 of the video rate: cannot finish in 3 s
+    t0 = time.monotonic_ns()
+    r = finish_player(start_player(net, apache.url(content.path.name), tmp_path, t0,
+                                   "--timeout-s", "3"), tmp_path, 20)
+    net.set_rate(None)
+    assert r.code == 3
+    assert r.summary["status"] == "timeout"
+    # Bytes received cannot exceed what 200 kbit/s (+ the tbf burst) delivers in the run.
+    t_end = r.events[-1]["t"]
+    assert r.summary["bytes_received"] <= 200_000 / 8 * t_end * GOODPUT + TBF_BURST + 1500
+
+
+# ---------------------------------------------------------------------------------------
+def _load_player_module() -> Any:
+    spec = importlib.util.spec_from_file_location("hpl_mpvlab_player", PLAYER)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod        # dataclasses look their module up by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_underflow_grouping() -> None:
+    U = _load_player_module().Underflows
+    u = U(merge_s=0.2)
+    # starving trickle: empty 1.0-1.1, data 1.1-1.13, empty 1.13-1.3, data from 1.3 on
+    assert u.on_underrun(1.0) is True
+    u.on_running(1.1)
+    assert u.on_underrun(1.13) is False      # 30 ms of data: same episode
+    u.on_running(1.3)
+    assert u.due_close(1.45) is None         # not yet 200 ms of data
+    assert u.due_close(1.51) == 1.3
+    assert u.episodes == [[1.0, 1.3]]
+    assert abs(u.empty_s - (0.1 + 0.17)) < 1e-9
+    # second episode, still empty at the end of the run
+    assert u.on_underrun(5.0) is True
+    assert u.force_close(6.0) == 6.0
+    assert u.episodes == [[1.0, 1.3], [5.0, 6.0]]
+    assert abs(u.total_s - 1.3) < 1e-9
+    # an underrun after a long non-empty gap closes the old episode first
+    u2 = U(merge_s=0.2)
+    u2.on_underrun(0.0)
+    u2.on_running(0.1)
+    assert u2.on_underrun(1.0) is True
+    assert u2.episodes == [[0.0, 0.1]]
+
+
+@pytest.mark.netns
+def test_sigterm_writes_summary(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> None:
+    net, apache = testbed
+    net.set_rate(None)
+    t0 = time.monotonic_ns()
+    proc = start_player(net, apache.url(content.path.name), tmp_path, t0, "--timeout-s", "30")
+    ff = wait_event(tmp_path, "first_frame", 10)
+    time.sleep(max(0.0, ff["t"] + 1.0 - t_now(t0)))
+    proc.send_signal(signal.SIGTERM)        # `ip netns exec` execs: this is the player
+    r = finish_player(proc, tmp_path, 10)
+    assert r.code == 4
+    s = r.summary
+    assert s["status"] == "interrupted" and s["frames_accounted"] is False
+    # ~1 s of 30 fps video was rendered before the signal.
+    assert 20 <= s["frames_rendered"] <= 45, s["frames_rendered"]
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_ample_study_format(testbed: tuple[Net, Apache], tmp_path: Path) -> None:
+    """The study's format (720p, 5.24 Mbit/s) for 60 s; short variant: test_ample_bandwidth."""
+    net, apache = testbed
+    net.set_rate(None)
+    info = ensure_progressive(CACHE, 60.0, 5_240_000)
+    r = finish_player(start_player(net, apache.url(info.path.name), tmp_path,
+                                   time.monotonic_ns(), "--timeout-s", "120"), tmp_path, 150)
+    s = r.summary
+    assert r.code == 0, s
+    assert s["frames_expected"] == info.frames == 1800
+    assert s["frames_rendered"] == 1800 and s["picture_discards"] == 0
+    assert s["underflows"] == 0 and s["startup_delay_s"] < 1.0
+    assert abs(s["playback_s"] - 60.0) <= 0.5
+    assert s["bytes_received"] == info.size_bytes
