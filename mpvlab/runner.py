@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 from links.emulator import DirectionHandle, DirectionPlan, apply_direction, stop_direction
 from links.schedule import Schedule, read_trace
 import collectors
+from collectors import qdiscstat
 from mpvlab import content, fidelity, ledger, naming, proc, provenance, results, sampling, server, transport
 from mpvlab.scenario import (
     ConstantDelay, LinkDirection, PiecewiseDelay, Scenario, SquareDelay, TraceDelay, dump_yaml, resolved_dict,
@@ -195,6 +196,11 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
         trace_proc = trace.enter_context(
             collectors.trace_scheduler(topo.server.ns.name, trace_dir, ctx.t0_ns, sc.observe.sample_hz))
         ctx.ledger.add_proc(proc.ProcRef.of(trace_proc.pid, "schedtrace"))
+        # Bottleneck queues and interface counters of every router, on the same t0 grid.
+        for p in topo.paths:
+            qp = trace.enter_context(qdiscstat.sample_queues(p.router.ns.name, ctx.data / "queues" / p.name,
+                                                              ctx.t0_ns, sc.observe.sample_hz))
+            ctx.ledger.add_proc(proc.ProcRef.of(qp.pid, f"qdiscstat {p.name}"))
         counters_before = sampling.read_net_dev(topo.client.pid)
         player = _start_player(ctx, topo, video_name, video.frames)
         ctx.ledger.add_proc(player[1])
@@ -337,8 +343,13 @@ def _start_player(ctx: RunContext, topo: dual_path.DualPath, video_name: str,
             "--events", str(ctx.logs / "player-events.jsonl"), "--summary", str(ctx.logs / "player-summary.json"),
             "--mode", sc.player.mode, "--max-lateness-ms", f"{sc.player.max_lateness / 1e6:g}",
             "--buffer-ms", f"{sc.player.buffer / 1e6:g}", "--rebuffer-resume-ms", f"{sc.player.rebuffer_resume / 1e6:g}",
+            "--startup-buffer-ms", f"{sc.player.startup_buffer / 1e6:g}",
             "--t0-ns", str(ctx.t0_ns), "--timeout-s", f"{sc.video.duration / 1e9 * sc.player.timeout_factor + 30:g}",
             "--frames-expected", str(frames)]
+    if sc.player.cpu is not None:
+        if sc.player.cpu >= (os.cpu_count() or 1):
+            raise RunFailed(f"player.cpu = {sc.player.cpu}, but this machine has CPUs 0..{(os.cpu_count() or 1) - 1}")
+        argv = ["taskset", "-c", str(sc.player.cpu), *argv]
     with (ctx.logs / "player.log").open("wb") as out:
         p = topo.client.ns.popen(argv, stdout=out, stderr=subprocess.STDOUT)
     return p, proc.ProcRef.of(p.pid, "player")
@@ -393,6 +404,22 @@ def _scheduler_view(topo: dual_path.DualPath, sched: dict[str, Any]) -> dict[str
             "definition": sched["definitions"].get("path_switch")}
 
 
+def _queue_view(out_dir: Path) -> dict[str, Any]:
+    """Peak and mean backlog and the drops of each shaping qdisc (tbf) on a router during playback."""
+    rows, _links = qdiscstat.load_samples(out_dir)
+    out: dict[str, Any] = {}
+    by_dev: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["kind"] == "tbf":
+            by_dev.setdefault(str(r["dev"]), []).append(r)
+    for dev, rs in by_dev.items():
+        backlog = [int(r["backlog_bytes"]) for r in rs]
+        out[dev] = {"samples": len(rs), "backlog_bytes_max": max(backlog),
+                    "backlog_bytes_mean": round(sum(backlog) / len(backlog)),
+                    "drops": int(rs[-1]["drops"]) - int(rs[0]["drops"])}
+    return out
+
+
 # Per data segment on the wire beyond its payload: Ethernet 14 + IPv4 20 + TCP 20 + options 36
 # (timestamps 12 + MPTCP DSS 24), measured in collectors/README.md.
 SEGMENT_OVERHEAD = 90
@@ -414,6 +441,8 @@ def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], be
         v["share"] = round(v["rx_bytes"] / total, 4) if total else 0.0
         v["mean_throughput_bps"] = round(v["rx_bytes"] * 8 / playback_s) if playback_s else None
     view = _scheduler_view(topo, sched)
+    for p in topo.paths:
+        per_path[p.name]["bottleneck"] = _queue_view(ctx.data / "queues" / p.name)
     checks: dict[str, Any] = {}
     warnings: list[str] = []
     for name, v in per_path.items():
@@ -430,6 +459,9 @@ def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], be
                                                 "ok": view["connections"] >= requests}
     checks["collector_lost_events"] = {"lost": view["lost_events"], "ok": view["lost_events"] == 0}
     warnings += [f"cross-check {k} failed: {v}" for k, v in checks.items() if not v["ok"]]
+    if ps.get("picture_discards_no_underflow"):
+        warnings.append(f"{ps['picture_discards_no_underflow']} picture discard(s) happened while the playout buffer "
+                        "had data: the CPU was late, not the network (set player.cpu to reserve a core)")
     subflows = [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(sampler.subflows_seen.items())]
     expected_cc = ctx.extra_prov["cc"]["kernel_name"]
     wrong_cc = [s for s in subflows if s["cc"] != expected_cc]
@@ -459,6 +491,11 @@ def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], be
         "underflows": ps.get("underflows"),
         "underflow_total_s": ps.get("underflow_total_s"),
         "picture_discards": ps.get("picture_discards"),
+        # discards while the playout buffer had data: the CPU, not the network, was late
+        "picture_discards_no_underflow": ps.get("picture_discards_no_underflow"),
+        "frames_rendered_late": ps.get("frames_rendered_late"),
+        "frames_accounted": ps.get("frames_accounted"),
+        "underflow_episodes": ps.get("underflow_episodes"),
         "frames_expected": ps.get("frames_expected"),
         "frames_rendered": ps.get("frames_rendered"),
         "startup_delay_s": ps.get("startup_delay_s"),

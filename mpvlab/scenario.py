@@ -191,6 +191,8 @@ class PlayerSpec(Strict):
     max_lateness: Duration = 20 * 10**6
     buffer: Duration = 2 * 10**9
     rebuffer_resume: Duration = 1 * 10**9
+    startup_buffer: Duration = Field(1 * 10**9, description="playback starts once this much video is buffered")
+    cpu: int | None = Field(None, ge=0, le=1023, description="pin the player to this CPU (taskset); None: any")
     timeout_factor: float = Field(3.0, ge=1.2, le=20.0, description="give up after this × video length + 30 s")
 
 
