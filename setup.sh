@@ -66,7 +66,7 @@ fi
   || die "the Python environment is incomplete"
 
 # --- 3. native parts -------------------------------------------------------------------------
-for dir in links/delayline cc cc/preload collectors; do
+for dir in links/delayline cc cc/preload collectors schedulers; do
   if [ -f "$dir/Makefile" ]; then
     say "building $dir"
     make -s -C "$dir"

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 from links.emulator import DirectionHandle, DirectionPlan, apply_direction, stop_direction
 from links.schedule import Schedule, read_trace
 import collectors
+import schedulers
 from collectors import qdiscstat
 from mpvlab import content, fidelity, ledger, naming, proc, provenance, results, sampling, server, transport
 from mpvlab.scenario import (
@@ -150,9 +151,8 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
     run_started = time.monotonic()
 
     phase("content")
-    video = content.ensure_progressive(CONTENT_DIR, sc.video.duration / 1e9, sc.video.bitrate,
-                                       sc.video.width, sc.video.height, sc.video.fps)
-    ctx.extra_prov["content"] = video.to_json()
+    video = ensure_content(sc)
+    ctx.extra_prov["content"] = _content_provenance(video)
 
     with contextlib.ExitStack() as stack:
         # Run time zero is fixed before the links come up, ahead of the probes, so the delay lines
@@ -173,9 +173,15 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
 
         phase("server")
         docroot = ledger.docroot(ctx.run_id)
-        video_name = "video.mp4"
-        os.symlink(video.path, docroot / video_name)
-        apache = server.start_apache(topo.server.ns, ctx.logs / "apache", docroot, cc=cc_name)
+        # The file (progressive) or the ladder's folder (DASH) is linked into the run's web root.
+        if isinstance(video, content.DashInfo):
+            os.symlink(video.dir, docroot / video.dir.name)
+            video_name = f"{video.dir.name}/{video.mpd.name}"
+        else:
+            video_name = "video.mp4"
+            os.symlink(video.path, docroot / video_name)
+        apache = server.start_apache(topo.server.ns, ctx.logs / "apache", docroot, cc=cc_name,
+                                     extra_env=net.server_env)
         ctx.ledger.add_proc(apache.ref)
         stack.callback(apache.stop)
         url_local = f"http://127.0.0.1:{server.PORT}/{video_name}"
@@ -201,8 +207,13 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
             qp = trace.enter_context(qdiscstat.sample_queues(p.router.ns.name, ctx.data / "queues" / p.name,
                                                               ctx.t0_ns, sc.observe.sample_hz))
             ctx.ledger.add_proc(proc.ProcRef.of(qp.pid, f"qdiscstat {p.name}"))
+        sched = trace.enter_context(schedulers.start_scheduler(
+            sc.transport.scheduler, sc.transport.scheduler_params, topo.server.ns.name, ctx.data / "scheduler",
+            ctx.t0_ns))
+        if sched.pid is not None:
+            ctx.ledger.add_proc(proc.ProcRef.of(sched.pid, f"scheduler {sc.transport.scheduler}"))
         counters_before = sampling.read_net_dev(topo.client.pid)
-        player = _start_player(ctx, topo, video_name, video.frames)
+        player = _start_player(ctx, topo, video_name, _frames_of(sc))
         ctx.ledger.add_proc(player[1])
         sampler.start()
         stack.callback(sampler.stop)
@@ -221,15 +232,17 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
             time.sleep(0.2)
         counters_after = sampling.read_net_dev(topo.client.pid)
         sampler.stop()
-        trace.close()  # stops the collector, which writes its summary
-        sched = collectors.load_summary(trace_dir)
+        trace.close()  # stops the collectors and the scheduler, which write their summaries
+        trace_summary = collectors.load_summary(trace_dir)
+        ctx.extra_prov["scheduler"] = _read_json(ctx.data / "scheduler" / "scheduler.json")
 
         phase("checks")
         player_summary = _read_json(ctx.logs / "player-summary.json")
         if player[0].returncode != 0:
             reason = player_summary.get("reason") or player_summary.get("error") if player_summary else None
             raise RunFailed(f"player exited with code {player[0].returncode}: {reason or 'see logs/player.log'}")
-        summary = _summarise(ctx, topo, player_summary, counters_before, counters_after, sampler, fid, sched)
+        summary = _summarise(ctx, topo, player_summary, counters_before, counters_after, sampler, fid,
+                             trace_summary, sched.summary)
         summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
     return summary
 
@@ -243,6 +256,7 @@ class Network:
     schedules: dict[str, fidelity.PathSchedules]
     cc_name: str
     check_links: Callable[[], None]
+    server_env: dict[str, str]
 
 
 def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float) -> Network:
@@ -266,8 +280,10 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
     ctx.extra_prov["server_routes"] = transport.set_server_cc(topo, cc_name)
     ctx.extra_prov["cc"] = {"requested": sc.transport.cc, "kernel_name": cc_name,
                             "params": sc.transport.cc_params.model_dump() if sc.transport.cc == "bbr-s" else {}}
-    ctx.extra_prov["scheduler"] = {"requested": sc.transport.scheduler, "mechanism": "kernel default scheduler",
-                                   "kernel_available": _read("/proc/sys/net/mptcp/available_schedulers")}
+    # The scheduler's server-side needs (userspace path manager for the steering policies) must be
+    # in place before any MPTCP connection; it returns environment for Apache (send-buffer bound).
+    sched_params = schedulers.parse_params(sc.transport.scheduler, sc.transport.scheduler_params)
+    server_env = schedulers.prepare_server(sc.transport.scheduler, sched_params, topo.server.ns.name)
 
     ctx.t0_ns = time.monotonic_ns() + int(lead_s * 1e9)
 
@@ -307,7 +323,7 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
             if not h.alive():
                 raise RunFailed(h.describe_death() + " — the path lost all packets from then on")
 
-    return Network(topo, handles, schedules, cc_name, check_links)
+    return Network(topo, handles, schedules, cc_name, check_links, server_env)
 
 
 
@@ -318,6 +334,28 @@ def _netem_available(ns: Any) -> bool:
     if cp.returncode == 0:
         ns.run(["tc", "qdisc", "del", "dev", "lo", "root"], check=False)
     return cp.returncode == 0
+
+
+def ensure_content(sc: Scenario) -> "content.ContentInfo | content.DashInfo":
+    """The scenario's video, generated once and cached by its parameters (also `mpvlab prepare`)."""
+    v = sc.video
+    if v.kind == "dash":
+        return content.ensure_dash(CONTENT_DIR, v.duration / 1e9, sc.dash_ladder, v.segment / 1e9,
+                                   v.width, v.height, v.fps)
+    return content.ensure_progressive(CONTENT_DIR, v.duration / 1e9, v.bitrate, v.width, v.height, v.fps)
+
+
+def _content_provenance(video: "content.ContentInfo | content.DashInfo") -> dict[str, Any]:
+    if isinstance(video, content.DashInfo):
+        # The full per-segment listing stays in the ladder's sidecar; provenance names it and its hash.
+        return {"kind": "dash", "sidecar": str(video.sidecar), "mpd_sha256": video.mpd_sha256,
+                "params": video.params, "n_segments": video.n_segments, "bitrates_bps": video.bitrates_bps,
+                "total_bytes": video.total_bytes, "ffmpeg_version": video.ffmpeg_version, "cached": video.cached}
+    return {"kind": "progressive", **video.to_json()}
+
+
+def _frames_of(sc: Scenario) -> int:
+    return round(sc.video.duration / 1e9 * sc.video.fps)
 
 
 def _setup_cc(ctx: RunContext, stack: contextlib.ExitStack) -> str:
@@ -342,10 +380,15 @@ def _start_player(ctx: RunContext, topo: dual_path.DualPath, video_name: str,
     argv = ["mptcpize", "run", sys.executable, str(PLAYER), "--url", url,
             "--events", str(ctx.logs / "player-events.jsonl"), "--summary", str(ctx.logs / "player-summary.json"),
             "--mode", sc.player.mode, "--max-lateness-ms", f"{sc.player.max_lateness / 1e6:g}",
-            "--buffer-ms", f"{sc.player.buffer / 1e6:g}", "--rebuffer-resume-ms", f"{sc.player.rebuffer_resume / 1e6:g}",
+            "--buffer-ms", f"{sc.playout_buffer_ns / 1e6:g}",
+            "--rebuffer-resume-ms", f"{sc.player.rebuffer_resume / 1e6:g}",
             "--startup-buffer-ms", f"{sc.player.startup_buffer / 1e6:g}",
             "--t0-ns", str(ctx.t0_ns), "--timeout-s", f"{sc.video.duration / 1e9 * sc.player.timeout_factor + 30:g}",
             "--frames-expected", str(frames)]
+    if sc.video.kind == "dash":
+        argv += ["--dash", "--abr", sc.player.abr, "--bba-reservoir-s", f"{sc.player.bba_reservoir / 1e9:g}",
+                 "--bba-cushion-s", f"{sc.player.bba_cushion / 1e9:g}",
+                 "--gst-bitrate-limit", f"{sc.player.gst_bitrate_limit:g}"]
     if sc.player.cpu is not None:
         if sc.player.cpu >= (os.cpu_count() or 1):
             raise RunFailed(f"player.cpu = {sc.player.cpu}, but this machine has CPUs 0..{(os.cpu_count() or 1) - 1}")
@@ -404,6 +447,24 @@ def _scheduler_view(topo: dual_path.DualPath, sched: dict[str, Any]) -> dict[str
             "definition": sched["definitions"].get("path_switch")}
 
 
+def _dash_view(ps: dict[str, Any]) -> dict[str, Any]:
+    """experiments.md §2: average quality level over downloaded segments, stall rate, switches."""
+    return {k: ps.get(k) for k in ("abr", "representations", "segment_s", "quality_avg", "bitrate_avg_bps",
+                                   "bitrate_switches", "stall_rate", "abr_policy_mismatches")} | {
+        "segments": len(ps.get("segments") or [])}
+
+
+def _steering_view(steer: dict[str, Any]) -> dict[str, Any] | None:
+    """How far to trust a steered scheduler: conformance of the kernel's data assignments to the policy
+    and steering latency (schedulers/README.md). None for the kernel's own scheduler."""
+    if not steer:
+        return None
+    return {"policy": steer.get("policy"), "conformance": steer.get("conformance"),
+            "steering_latency_ms": steer.get("steering_latency_ms"), "set_flags": steer.get("set_flags"),
+            "priority_changes": sum(c.get("priority_changes", 0) for c in steer.get("connections", [])),
+            "lost_events": steer.get("lost_events")}
+
+
 def _queue_view(out_dir: Path) -> dict[str, Any]:
     """Peak and mean backlog and the drops of each shaping qdisc (tbf) on a router during playback."""
     rows, _links = qdiscstat.load_samples(out_dir)
@@ -427,7 +488,7 @@ SEGMENT_OVERHEAD = 90
 
 def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], before: dict[str, dict[str, int]],
                after: dict[str, dict[str, int]], sampler: sampling.Sampler, fid: dict[str, Any],
-               sched: dict[str, Any]) -> dict[str, Any]:
+               sched: dict[str, Any], steer: dict[str, Any]) -> dict[str, Any]:
     sc = ctx.scenario
     per_path: dict[str, dict[str, Any]] = {}
     total = 0
@@ -500,8 +561,10 @@ def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], be
         "frames_rendered": ps.get("frames_rendered"),
         "startup_delay_s": ps.get("startup_delay_s"),
         "stall_ratio": ps.get("stall_ratio"),
+        "dash": _dash_view(ps) if ps.get("dash") else None,
         "player_mode": sc.player.mode,
         "path_switches": view["path_switches"],
+        "steering": _steering_view(steer),
         "scheduler_decisions": view["decisions"],
         "path_switch_definition": view["definition"],
         "cross_checks": checks,

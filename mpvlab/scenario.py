@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from mpvlab import units
+from schedulers.params import PARAMS, parse_params
 
 # ---------------------------------------------------------------------------------------------
 # Quantity types: parsed to integers (bit/s, bytes, ns), written back in canonical unit form.
@@ -164,16 +165,51 @@ class CCParams(Strict):
 
 
 class TransportSpec(Strict):
+    """scheduler: `default` is the kernel's own; `minrtt` and `bdp` are steering policies on the
+    sender (schedulers/README.md). scheduler_params are that scheduler's (schedulers/params.py), with
+    every default filled in when resolved."""
+
     cc: Literal["cubic", "bbr", "bbr-s"] = "cubic"
     cc_params: CCParams = CCParams()
-    scheduler: Literal["default"] = "default"
+    scheduler: Literal["default", "minrtt", "bdp"] = "default"
+    scheduler_params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_scheduler_params(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        name = data.get("scheduler", "default")
+        if name not in PARAMS:
+            return data  # the Literal check reports it
+        values = data.get("scheduler_params") or {}
+        if not isinstance(values, dict):
+            raise ValueError("scheduler_params must be a mapping")
+        try:
+            params = parse_params(name, values)
+        except ValidationError as e:
+            problems = "; ".join(
+                f"scheduler_params.{'.'.join(str(x) for x in err['loc'])}: "
+                + ("unknown key for scheduler " + repr(name) + "; allowed: " + ", ".join(sorted(PARAMS[name].model_fields))
+                   if err["type"] == "extra_forbidden" else err["msg"])
+                for err in e.errors())
+            raise ValueError(problems) from None
+        return {**data, "scheduler_params": params.model_dump()}
     subflows: int | None = Field(None, ge=1, le=2, description="MPTCP subflows expected; default: one per path")
 
 
+STUDY_DASH_LADDER = [1_000_000] + [2_500_000 * i for i in range(1, 11)]  # experiments.md §2: 1 … 25 Mbit/s
+
+
 class VideoSpec(Strict):
-    kind: Literal["progressive"] = "progressive"
+    """progressive: one H.264 MP4 at `bitrate`. dash: a ladder of representations at `bitrates`
+    (default: the BBR-S study's 11 levels, 1 … 25 Mbit/s), `segment` long each."""
+
+    kind: Literal["progressive", "dash"] = "progressive"
     duration: Duration = 30 * 10**9
     bitrate: Rate = 5_240_000
+    bitrates: list[Rate] | None = Field(None, min_length=1, max_length=16)
+    segment: Duration = 5 * 10**9
     width: int = Field(1280, ge=64, le=3840)
     height: int = Field(720, ge=64, le=2160)
     fps: int = Field(30, ge=1, le=120)
@@ -187,9 +223,16 @@ class VideoSpec(Strict):
 
 
 class PlayerSpec(Strict):
+    """buffer: the playout buffer (default 2 s progressive, 30 s DASH). abr (DASH only): `gst` is
+    dashdemux's own rate adaptation, `bba` a buffer-based BBA-0 map (reservoir, cushion)."""
+
     mode: Literal["discard", "rebuffer"] = "discard"
     max_lateness: Duration = 20 * 10**6
-    buffer: Duration = 2 * 10**9
+    buffer: Duration | None = None
+    abr: Literal["gst", "bba"] = "gst"
+    bba_reservoir: Duration = 5 * 10**9
+    bba_cushion: Duration = 15 * 10**9
+    gst_bitrate_limit: float = Field(0.8, gt=0.0, le=1.0)
     rebuffer_resume: Duration = 1 * 10**9
     startup_buffer: Duration = Field(1 * 10**9, description="playback starts once this much video is buffered")
     cpu: int | None = Field(None, ge=0, le=1023, description="pin the player to this CPU (taskset); None: any")
@@ -230,6 +273,28 @@ class Scenario(Strict):
         if self.transport.subflows is not None and self.transport.subflows > len(self.paths):
             raise ValueError("transport.subflows cannot exceed the number of paths")
         return self
+
+    @model_validator(mode="after")
+    def _dash_fits(self) -> "Scenario":
+        v, p = self.video, self.player
+        if v.kind == "dash" and v.segment <= 0:
+            raise ValueError("video.segment must be positive")
+        if v.kind == "dash" and p.abr == "bba" and p.bba_reservoir + p.bba_cushion >= self.playout_buffer_ns:
+            raise ValueError("player.bba_reservoir + player.bba_cushion must be smaller than player.buffer "
+                             f"({self.playout_buffer_ns / 1e9:g} s)")
+        if v.kind == "progressive" and v.bitrates is not None:
+            raise ValueError("video.bitrates is for kind: dash; a progressive video has one `bitrate`")
+        return self
+
+    @property
+    def playout_buffer_ns(self) -> int:
+        if self.player.buffer is not None:
+            return self.player.buffer
+        return 30 * 10**9 if self.video.kind == "dash" else 2 * 10**9
+
+    @property
+    def dash_ladder(self) -> list[int]:
+        return list(self.video.bitrates or STUDY_DASH_LADDER)
 
     @property
     def expected_subflows(self) -> int:

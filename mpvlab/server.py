@@ -88,8 +88,9 @@ CCWRAP = Path(__file__).resolve().parent.parent / "cc" / "preload" / "build" / "
 
 
 def start_apache(ns: Netns, root: Path, docroot: Path, *, cc: str, http2: bool = False,
-                 mptcp: bool = True) -> ApacheServer:
-    """Start Apache with congestion control `cc` on its listener (and so on every subflow)."""
+                 mptcp: bool = True, extra_env: dict[str, str] | None = None) -> ApacheServer:
+    """Start Apache with congestion control `cc` on its listener (and so on every subflow).
+    extra_env: e.g. MPVLAB_SNDBUF (a scheduler's send-buffer bound, applied by the same shim)."""
     if mptcp and not MPTCPWRAP.exists():
         raise RuntimeError(f"{MPTCPWRAP} is missing: install the mptcpize package (./setup.sh does)")
     if not CCWRAP.exists():
@@ -105,7 +106,7 @@ def start_apache(ns: Netns, root: Path, docroot: Path, *, cc: str, http2: bool =
     # done by hand because mptcpize replaces LD_PRELOAD and would drop our congestion-control shim.
     preload = [str(MPTCPWRAP)] if mptcp else []
     env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "LANG": "C",
-           "LD_PRELOAD": " ".join(preload + [str(CCWRAP)]), "MPVLAB_CC": cc}
+           "LD_PRELOAD": " ".join(preload + [str(CCWRAP)]), "MPVLAB_CC": cc, **(extra_env or {})}
     with (root / "stdout.log").open("wb") as out:
         p = ns.popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
     return ApacheServer(ns, root, p, proc.ProcRef.of(p.pid, "apache"))

@@ -46,6 +46,10 @@ import gi
 gi.require_version("Gst", "1.0")
 from gi.repository import GLib, Gst  # noqa: E402
 
+# DASH support lives next to this file (also when this module is loaded by path).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import mpvlab_dash  # noqa: E402
+
 EXIT_OK, EXIT_INTERNAL, EXIT_ERROR, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
 SAMPLE_PERIOD_MS = 100      # bytes/queue-level samples in the events file
 REBUFFER_POLL_MS = 10       # how often a paused (rebuffering) player checks the buffer level
@@ -113,9 +117,14 @@ class Underflows:
         return started
 
     def on_running(self, t: float) -> None:
-        if self.empty_since is not None:
-            self.empty_s += t - self.empty_since
-            self.empty_since = None
+        if self.empty_since is None:
+            # GstQueue also emits `running` after an *overrun*, once per buffer that
+            # frees room in a full queue.  That is plenty of data, not the end of an
+            # empty spell: counting it would keep an episode open for as long as the
+            # queue stays full (found with DASH: a 0.7 s underflow reported as 7.4 s).
+            return
+        self.empty_s += t - self.empty_since
+        self.empty_since = None
         if self.open_start is not None:
             self.last_running = t
 
@@ -178,6 +187,13 @@ class Player:
         self.reason = ""
         self.exit_code = EXIT_OK
         self.finished = False
+        self.dash: mpvlab_dash.DashSession | None = None
+        if args.dash:
+            self.dash = mpvlab_dash.DashSession(
+                abr=args.abr, t_of_ns=events.t, emit=events.emit, add_bytes=self._add_bytes,
+                queue_level_s=lambda: self._queue_ms() / 1000.0,
+                bba_reservoir_s=args.bba_reservoir_s, bba_cushion_s=args.bba_cushion_s,
+                gst_bitrate_limit=args.gst_bitrate_limit)
         self.pipeline = self._build()
 
     # ---- construction -------------------------------------------------------------
@@ -195,7 +211,8 @@ class Player:
         a = self.a
         p = Gst.Pipeline.new("mpvlab-player")
         self.src = self._make("souphttpsrc", "src", location=a.url, retries=a.http_retries)
-        self.demux = self._make("qtdemux", "demux")
+        if self.dash is None:
+            self.demux = self._make("qtdemux", "demux")
         self.queue = self._make("queue", "playout",
                                 max_size_time=int(a.buffer_ms * Gst.MSECOND),
                                 max_size_bytes=0, max_size_buffers=0)
@@ -208,10 +225,17 @@ class Player:
             self.dec = self._make("avdec_h264", "dec", qos=False)
             chain.append(self.dec)
         chain.append(self.sink)
-        for el in [self.src, self.demux, *chain]:
-            p.add(el)
-        if not self.src.link(self.demux):
-            raise RuntimeError("cannot link souphttpsrc to qtdemux")
+        if self.dash is not None:
+            # souphttpsrc(MPD) -> dashdemux -> qtdemux (see mpvlab_dash.py)
+            for el in [self.src, *chain]:
+                p.add(el)
+            self.dash.build(p, self.src, self._make)
+            self.demux = self.dash.qtdemux
+        else:
+            for el in [self.src, self.demux, *chain]:
+                p.add(el)
+            if not self.src.link(self.demux):
+                raise RuntimeError("cannot link souphttpsrc to qtdemux")
         for up, down in zip(chain, chain[1:]):
             if not up.link(down):
                 raise RuntimeError(f"cannot link {up.get_name()} to {down.get_name()}")
@@ -246,6 +270,10 @@ class Player:
         pad.link(extra.get_static_pad("sink"))
         self.ev.emit("ignored_stream", pad=pad.get_name(), caps=name)
 
+    def _add_bytes(self, n: int) -> None:
+        with self.lock:
+            self.bytes += n
+
     def _on_src_buffer(self, _pad: Gst.Pad, info: Gst.PadProbeInfo) -> Gst.PadProbeReturn:
         buf = info.get_buffer()
         if buf is not None:
@@ -270,6 +298,8 @@ class Player:
                 first = True
         if first:
             self.ev.emit("first_frame", t=self.t_first_frame, pts_s=_ns_to_s(buf.pts))
+        if self.dash is not None:
+            self.dash.on_render(buf.pts, self.t_first_frame if first else self.ev.t())
 
     def _counting_underflows(self) -> bool:
         # Underruns before playback started are startup (startup_delay_s), after
@@ -409,6 +439,8 @@ class Player:
                     bool(u.episodes) and now - u.episodes[-1][1] < DISCARD_UNDERFLOW_WINDOW_S)
                 if not near:
                     self.discards_no_underflow += 1
+            if self.dash is not None:
+                self.dash.on_discard(ts)
             self.ev.emit("discard", t=now, pts_s=_ns_to_s(ts), late_ms=round(jitter / 1e6, 3),
                          queue_ms=round(self._queue_ms(), 1), underflow=near)
         elif t == Gst.MessageType.EOS:
@@ -474,7 +506,8 @@ class Player:
                                     max_lateness_ms=self.a.max_lateness_ms,
                                     rebuffer_resume_ms=self.a.rebuffer_resume_ms,
                                     startup_buffer_ms=self.a.startup_buffer_ms,
-                                    decode=not self.a.no_decode)
+                                    decode=not self.a.no_decode, dash=self.a.dash,
+                                    abr=self.a.abr if self.a.dash else None)
         # Start PAUSED: the request goes out and the queue fills; the clock starts
         # (PLAYING) once --startup-buffer-ms is buffered (see _startup_poll).
         ret = self.pipeline.set_state(Gst.State.PAUSED)
@@ -505,7 +538,7 @@ class Player:
         if playback is not None and video_len:
             stall = (playback - video_len) / video_len
         eps = [[round(s, 6), round(e, 6)] for s, e in self.under.episodes]
-        return {
+        out = {
             "url": self.a.url,
             "mode": self.a.mode,
             "decode": not self.a.no_decode,
@@ -541,7 +574,12 @@ class Player:
             "stall_ratio": None if stall is None else round(stall, 6),
             "bytes_received": self.bytes,
             "download_complete": self.upstream_eos,
+            "dash": False,
         }
+        if self.dash is not None:
+            out.update(self.dash.summary())
+            out["stall_rate"] = out["stall_ratio"]      # Vargas et al.'s name
+        return out
 
 
 def _diagnose_connect(url: str) -> str:
@@ -563,14 +601,16 @@ def _ns_to_s(ns: int | None) -> float | None:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description="mpvlab headless player with QoE counters")
-    ap.add_argument("--url", required=True, help="http:// URL of a progressive MP4 (H.264)")
+    ap.add_argument("--url", required=True,
+                    help="http:// URL of a progressive MP4 (H.264) or of a DASH MPD")
     ap.add_argument("--events", required=True, type=Path, help="events output (JSON lines)")
     ap.add_argument("--summary", required=True, type=Path, help="summary output (JSON)")
     ap.add_argument("--mode", choices=("discard", "rebuffer"), default="discard")
     ap.add_argument("--max-lateness-ms", type=float, default=20.0,
                     help="sink drops frames later than this (picture discards)")
-    ap.add_argument("--buffer-ms", type=float, default=2000.0,
-                    help="playout buffer: max media time held in the queue before the decoder")
+    ap.add_argument("--buffer-ms", type=float, default=None,
+                    help="playout buffer: max media time held in the queue before the decoder "
+                         "(default 2000; DASH: 30000)")
     ap.add_argument("--rebuffer-resume-ms", type=float, default=1000.0,
                     help="rebuffer mode: resume once this much media is buffered")
     ap.add_argument("--startup-buffer-ms", type=float, default=1000.0,
@@ -586,7 +626,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="souphttpsrc retries (default 0: a failed request is an error)")
     ap.add_argument("--no-decode", action="store_true",
                     help="light mode: no decoder; compressed frames are synced and counted")
+    ap.add_argument("--dash", action="store_true",
+                    help="the URL is a DASH MPD (implied when its path ends in .mpd)")
+    ap.add_argument("--abr", choices=("gst", "bba"), default="gst",
+                    help="DASH rate adaptation: dashdemux's own (gst) or buffer-based BBA-0 (bba)")
+    ap.add_argument("--bba-reservoir-s", type=float, default=5.0,
+                    help="BBA: buffer level (s) up to which the lowest rate is chosen")
+    ap.add_argument("--bba-cushion-s", type=float, default=15.0,
+                    help="BBA: buffer span (s) above the reservoir over which the rate map "
+                         "climbs to the highest rate")
+    ap.add_argument("--gst-bitrate-limit", type=float, default=0.8,
+                    help="gst ABR: dashdemux bitrate-limit (share of the measured rate to use)")
     a = ap.parse_args(argv)
+    if urllib.parse.urlsplit(a.url).path.endswith(".mpd"):
+        a.dash = True
+    if a.buffer_ms is None:
+        a.buffer_ms = 30000.0 if a.dash else 2000.0
+    if a.dash and a.abr == "bba":
+        if a.bba_reservoir_s < 0 or a.bba_cushion_s <= 0:
+            ap.error("--bba-reservoir-s must be >= 0 and --bba-cushion-s > 0")
+        if a.bba_reservoir_s + a.bba_cushion_s >= a.buffer_ms / 1000:
+            ap.error(f"BBA reservoir + cushion ({a.bba_reservoir_s + a.bba_cushion_s:g} s) must be "
+                     f"below the playout buffer ({a.buffer_ms / 1000:g} s, --buffer-ms), "
+                     "or the top rate is never reached")
+    if not 0 < a.gst_bitrate_limit <= 1:
+        ap.error("--gst-bitrate-limit must be in (0, 1]")
     if a.buffer_ms <= 0 or a.max_lateness_ms < 0 or a.rebuffer_resume_ms < 0 \
             or a.underflow_merge_ms < 0 or a.startup_buffer_ms < 0:
         ap.error("buffer/lateness/resume/merge values must be non-negative (buffer > 0)")

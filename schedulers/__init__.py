@@ -1,0 +1,204 @@
+"""MPTCP packet schedulers behind one interface.
+
+    default  the kernel's own scheduler (`net.mptcp.scheduler`), recorded as such
+    minrtt   lowest smoothed RTT among subflows with window space; the next one too while it is limited
+    bdp      largest bandwidth-delay-product estimate, sticky with hysteresis
+
+This kernel has only `default` and no bpf_struct_ops for MPTCP schedulers, so `minrtt` and `bdp` run as a
+steering controller on the sender (`build/mpvlab-steer`): BPF observes every subflow at each of the
+kernel's scheduling decisions, the policy (policy.c) picks the allowed subflows, and per-subflow backup
+flags (mptcp_pm SET_FLAGS, userspace path manager) exclude the others. See README.md.
+
+Runner sequence for minrtt/bdp (server namespace S):
+    env = prepare_server(name, params, S)        # before Apache starts and before any MPTCP connection
+    start Apache with env (MPVLAB_SNDBUF when a send-buffer bound is set)
+    with start_scheduler(name, params, S, out_dir, t0_ns) as h:   # before the client connects
+        ... play ...
+    h.summary                                    # steer_summary.json, also on disk
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from schedulers.params import (
+    AnyParams, BdpParams, DefaultParams, MinRttParams, PARAMS, SteerParams, parse_params, sndbuf_for_paths,
+)
+
+__all__ = ["available", "parse_params", "prepare_server", "start_scheduler", "load_summary", "sndbuf_for_paths",
+           "SchedulerError", "SchedulerHandle", "DefaultParams", "MinRttParams", "BdpParams", "PARAMS",
+           "kernel_bpf_scheduler_support"]
+
+HERE = Path(__file__).resolve().parent
+STEER_BIN = HERE / "build" / "mpvlab-steer"
+BTF = Path("/sys/kernel/btf/vmlinux")
+SUMMARY = "steer_summary.json"
+RECORD = "scheduler.json"
+
+
+class SchedulerError(RuntimeError):
+    pass
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def kernel_bpf_scheduler_support() -> bool:
+    """True when the kernel can load MPTCP schedulers written in BPF (struct_ops mptcp_sched_ops):
+    its BTF then has the struct_ops wrapper type. Not the case on the 6.18 this project runs on."""
+    try:
+        return b"bpf_struct_ops_mptcp_sched_ops\x00" in BTF.read_bytes()
+    except OSError:
+        return False
+
+
+def _netns_path(netns: str) -> str:
+    return netns if netns.startswith("/") else f"/run/netns/{netns}"
+
+
+def available() -> dict[str, dict[str, Any]]:
+    """Each scheduler: can it run here, by which mechanism, what it needs, and if not, why."""
+    kernel = _read("/proc/sys/net/mptcp/available_schedulers").split()
+    bpf_sched = kernel_bpf_scheduler_support()
+    steer_needs = ["CONFIG_MPTCP with the userspace path manager (net.mptcp.pm_type=1)",
+                   "generic netlink family mptcp_pm (SET_FLAGS, event group)",
+                   "BPF tp_btf on mptcp_subflow_get_send, inet_sock_set_state, net_dev_xmit (BTF)",
+                   f"{STEER_BIN} (make -C schedulers)", "root"]
+    out: dict[str, dict[str, Any]] = {
+        "default": {"available": "default" in kernel or not kernel, "mechanism": "kernel default scheduler",
+                    "needs": [], "reason": "" if "default" in kernel or not kernel else
+                    f"kernel lists schedulers {kernel}"},
+    }
+    missing = []
+    if not STEER_BIN.exists():
+        missing.append(f"{STEER_BIN} not built (make -C schedulers)")
+    if not Path("/proc/sys/net/mptcp/pm_type").exists():
+        missing.append("kernel has no net.mptcp.pm_type (no userspace path manager)")
+    if os.geteuid() != 0:
+        missing.append("needs root")
+    for name in ("minrtt", "bdp"):
+        out[name] = {"available": not missing,
+                     "mechanism": "steering controller (per-subflow backup flags on the kernel default scheduler)",
+                     "kernel_native": name in kernel,
+                     "kernel_bpf_struct_ops_mptcp_sched": bpf_sched,
+                     "needs": steer_needs, "reason": "; ".join(missing)}
+    return out
+
+
+def _sysctl_in(netns: str, key: str, value: str | None = None) -> str:
+    base = ["ip", "netns", "exec", netns] if not netns.startswith("/") else ["nsenter", f"--net={netns}"]
+    if value is not None:
+        subprocess.run([*base, "sysctl", "-q", "-w", f"{key}={value}"], check=True, capture_output=True, text=True)
+    return subprocess.run([*base, "sysctl", "-n", key], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def prepare_server(name: str, params: AnyParams, server_netns: str) -> dict[str, str]:
+    """What must be in place before the server accepts connections. For minrtt/bdp: the userspace path
+    manager in the server namespace (joins from the client are then accepted only while the controller
+    runs). Returns environment variables for the server process (the cc/preload shim reads
+    MPVLAB_SNDBUF and sets SO_SNDBUF on the listener; the kernel doubles the value, so we pass half)."""
+    if name == "default":
+        return {}
+    if name not in ("minrtt", "bdp"):
+        raise SchedulerError(f"unknown scheduler {name!r}")
+    got = _sysctl_in(server_netns, "net.mptcp.pm_type", "1")
+    if got != "1":
+        raise SchedulerError(f"net.mptcp.pm_type reads back {got!r} in {server_netns}, wanted 1")
+    env: dict[str, str] = {}
+    assert isinstance(params, SteerParams)
+    if params.sndbuf_bytes:
+        env["MPVLAB_SNDBUF"] = str(params.sndbuf_bytes // 2)
+    return env
+
+
+@dataclass
+class SchedulerHandle:
+    name: str
+    params: AnyParams
+    out_dir: Path
+    process: subprocess.Popen[bytes] | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+
+def _record(h: SchedulerHandle, server_netns: str, extra: dict[str, Any]) -> None:
+    rec = {"scheduler": h.name, "params": h.params.model_dump(), "server_netns": server_netns,
+           "kernel_available_schedulers": _read("/proc/sys/net/mptcp/available_schedulers"),
+           "kernel_bpf_struct_ops_mptcp_sched": kernel_bpf_scheduler_support(), **extra}
+    (h.out_dir / RECORD).write_text(json.dumps(rec, indent=2) + "\n")
+
+
+@contextlib.contextmanager
+def start_scheduler(name: str, params: AnyParams | dict[str, Any] | None, server_netns: str, out_dir: Path,
+                    t0_ns: int, ready_timeout: float = 5.0) -> Iterator[SchedulerHandle]:
+    """Run scheduler `name` for the MPTCP connections of `server_netns` (an `ip netns` name or a handle
+    path) until the block exits. Call prepare_server() first. Writes into out_dir: scheduler.json, and
+    for minrtt/bdp (or default with observe) priority_changes.csv, steering.csv, controller_samples.csv,
+    pm_events.csv, steer_summary.json (loaded into handle.summary on exit)."""
+    p = params if isinstance(params, (DefaultParams, MinRttParams, BdpParams)) else parse_params(name, params)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    h = SchedulerHandle(name, p, out_dir)
+    if name == "default" and not (isinstance(p, DefaultParams) and p.observe):
+        _record(h, server_netns, {"mechanism": "kernel default scheduler", "controller": None})
+        yield h
+        return
+    if not STEER_BIN.exists():
+        raise SchedulerError(f"{STEER_BIN} is missing: run make -C schedulers (setup.sh)")
+    policy = "observe" if name == "default" else name
+    argv = [str(STEER_BIN), "--netns", _netns_path(server_netns), "--out-dir", str(out_dir), "--policy", policy,
+            "--t0-ns", str(t0_ns), "--ready-file", str(out_dir / "steer.ready")]
+    if isinstance(p, SteerParams):
+        argv += ["--period-us", str(p.period_us), "--release-ms", repr(p.release_ms), "--backlog-ms", repr(p.backlog_ms),
+                 "--probe-interval-ms", repr(p.probe_interval_ms), "--probe-ms", repr(p.probe_ms),
+                 "--sample-hz", repr(p.sample_hz)]
+    if isinstance(p, BdpParams):
+        argv += ["--hysteresis", repr(p.hysteresis), "--bw-window-ms", repr(p.bw_window_ms),
+                 "--dwell-ms", repr(p.dwell_ms)]
+    (out_dir / "steer.ready").unlink(missing_ok=True)
+    _record(h, server_netns, {"mechanism": "steering controller" if policy != "observe" else "kernel default "
+                              "scheduler (observed)", "controller": argv})
+    with (out_dir / "steer.stderr").open("wb") as err:
+        h.process = subprocess.Popen(argv, stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+    try:
+        deadline = time.monotonic() + ready_timeout
+        while not (out_dir / "steer.ready").exists():
+            if h.process.poll() is not None:
+                raise SchedulerError(f"mpvlab-steer exited with {h.process.returncode}: "
+                                     f"{(out_dir / 'steer.stderr').read_text().strip()}")
+            if time.monotonic() > deadline:
+                raise SchedulerError(f"mpvlab-steer not ready within {ready_timeout} s")
+            time.sleep(0.005)
+        yield h
+    finally:
+        if h.process.poll() is None:
+            h.process.send_signal(signal.SIGTERM)
+            try:
+                h.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                h.process.kill()
+                h.process.wait()
+        if (out_dir / SUMMARY).exists():
+            h.summary = load_summary(out_dir)
+
+
+def load_summary(out_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out_dir / SUMMARY).read_text())
+    if data.get("schema") != "mpvlab.steer/1":
+        raise SchedulerError(f"{out_dir / SUMMARY}: unexpected schema {data.get('schema')!r}")
+    return data

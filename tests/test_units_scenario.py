@@ -121,3 +121,20 @@ def test_shipped_scenarios_validate() -> None:
     assert files
     for f in files:
         load_scenario(f)
+
+
+def test_dash_fields() -> None:
+    sc = parse_scenario({**MINIMAL, "video": {"kind": "dash"}})
+    assert sc.dash_ladder[0] == 1_000_000 and sc.dash_ladder[-1] == 25_000_000 and len(sc.dash_ladder) == 11
+    assert sc.playout_buffer_ns == 30 * 10**9
+    with pytest.raises(ScenarioError, match="bba_reservoir"):
+        parse_scenario({**MINIMAL, "video": {"kind": "dash"}, "player": {"abr": "bba", "buffer": "10s"}})
+    with pytest.raises(ScenarioError, match="kind: dash"):
+        parse_scenario({**MINIMAL, "video": {"bitrates": ["1mbit"]}})
+
+
+def test_scheduler_params_resolved_and_checked() -> None:
+    sc = parse_scenario({**MINIMAL, "transport": {"scheduler": "bdp", "scheduler_params": {"hysteresis": 0.5}}})
+    assert sc.transport.scheduler_params["hysteresis"] == 0.5 and "dwell_ms" in sc.transport.scheduler_params
+    with pytest.raises(ScenarioError, match="unknown key for scheduler 'minrtt'"):
+        parse_scenario({**MINIMAL, "transport": {"scheduler": "minrtt", "scheduler_params": {"hysteresis": 1}}})

@@ -1,0 +1,244 @@
+"""Two emulated paths built with the platform's own code, plus a paced or bulk MPTCP sender, for the
+scheduler tests and benchmark (not platform API).
+
+topologies.dual_path.build (client, server, one router per path; server 10.0.100.1 on lo reached over
+both paths) + mpvlab.transport (MPTCP limits/endpoints, offloads off, server route congctl) +
+links.emulator.apply_direction (tbf on an IFB at the router's ingress, then the C delay line). The
+testbed registers a run ledger (/run/mpvlab/runs/<id>.json) like a real run, so another engineer's
+`mpvlab run` never takes its namespaces for orphans, and removes everything on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from links.emulator import DirectionPlan, apply_direction, stop_direction
+from links.schedule import Schedule
+from mpvlab import ledger, naming, transport
+from mpvlab.netns import Netns
+from mpvlab.scenario import parse_scenario
+from topologies import dual_path
+
+PORT = 5201
+PY = sys.executable
+
+# Sender (server namespace): MPTCP listener; SO_SNDBUF on the listener like the preload shim does for
+# Apache (the kernel doubles it); then either bulk (rate 0) or paced writes of rate*10ms every 10 ms.
+SENDER = r"""
+import socket, sys, time
+port, rate, dur, sndbuf = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+rate_hi, period, cc = float(sys.argv[5]), float(sys.argv[6]), sys.argv[7]
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+if cc != "-":  # on the listener, as cc/preload does for Apache: every subflow then runs it
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+if sndbuf:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+s.bind(("0.0.0.0", port)); s.listen(1)
+print("listening", flush=True)
+c, _ = s.accept()
+buf = memoryview(b"x" * (1 << 20))
+t0 = time.monotonic(); sent = 0; target = 0.0; step = 0.01
+while True:
+    now = time.monotonic() - t0
+    if now >= dur:
+        break
+    if rate <= 0:
+        sent += c.send(buf[:65536])
+        continue
+    # demand: `rate` bit/s, or `rate_hi` in the second half of every `period` s
+    r = rate_hi if period > 0 and (now % period) >= period / 2 else rate
+    target += r / 8 * step
+    due = int(target) - sent
+    while due > 0:
+        n = c.send(buf[:min(due, len(buf))]); sent += n; due -= n
+    time.sleep(max(0.0, step - ((time.monotonic() - t0) - now)))
+c.shutdown(socket.SHUT_WR)
+c.recv(1)
+print(sent, flush=True)
+c.close()
+"""
+
+RECEIVER = r"""
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)
+s.connect((sys.argv[1], int(sys.argv[2])))
+t = time.monotonic(); n = 0
+while True:
+    b = s.recv(1 << 18)
+    if not b:
+        break
+    n += len(b)
+print(n, time.monotonic() - t, flush=True)
+s.close()
+"""
+
+
+@dataclass
+class PathCfg:
+    rate_mbit: float
+    delay: Schedule            # one-way, applied in both directions
+    buffer_bytes: int = 100_000
+
+
+@dataclass
+class Bed:
+    run_id: str
+    topo: dual_path.DualPath
+    workdir: Path
+    t0_ns: int
+    paths: list[PathCfg]
+    handles: list[Any] = field(default_factory=list)
+
+    @property
+    def server(self) -> Netns:
+        return self.topo.server.ns
+
+    @property
+    def client(self) -> Netns:
+        return self.topo.client.ns
+
+    def rx_bytes(self) -> dict[str, int]:
+        out = {}
+        for p in self.topo.paths:
+            cp = self.client.run(["cat", f"/sys/class/net/{p.client_if}/statistics/rx_bytes"])
+            out[p.name] = int(cp.stdout)
+        return out
+
+
+def new_run_id() -> str:
+    return "hsc" + "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(3))
+
+
+@contextlib.contextmanager
+def testbed(paths: list[PathCfg], cc: str = "cubic", run_id: str | None = None,
+            workdir: Path | None = None) -> Iterator[Bed]:
+    run_id = naming.check_run_id(run_id or new_run_id())
+    tmp = None
+    if workdir is None:
+        tmp = tempfile.TemporaryDirectory(prefix=f"{run_id}-")
+        workdir = Path(tmp.name)
+    workdir.mkdir(parents=True, exist_ok=True)
+    sc = parse_scenario({
+        "name": "hsc-testbed",
+        "paths": {name: {"down": {"rate": f"{p.rate_mbit}mbit", "buffer": f"{p.buffer_bytes}B"},
+                         "up": {}} for name, p in zip(("a", "b"), paths)},
+        "transport": {"cc": cc if cc in ("cubic", "bbr") else "cubic"},
+        "fidelity": {"probe": False},
+    }, "<schedulers testbed>")
+    led = ledger.Ledger.create(run_id, workdir)
+    topo = None
+    handles = []
+    try:
+        topo = dual_path.build(sc, run_id, led.add_netns)
+        transport.configure_hosts(topo, sc)
+        transport.set_offloads(topo, False)
+        transport.set_server_cc(topo, cc)
+        t0 = time.monotonic_ns()
+        for p, cfg in zip(topo.paths, paths):
+            spec = sc.paths[p.name]
+            letter = "ab"[p.index]
+            for direction, d, in_if, out_if, qnum in (
+                ("down", spec.down, p.router_server_if, p.router_client_if, 0),
+                ("up", spec.up, p.router_client_if, p.router_server_if, 1),
+            ):
+                plan = DirectionPlan(p.name, direction, p.router.ns, in_if, out_if,
+                                     naming.ifname(run_id, f"{letter}i{qnum}"), qnum, d, cfg.delay, seed=1)
+                handles.append(apply_direction(plan, workdir, t0, led.add_proc))
+        yield Bed(run_id, topo, workdir, t0, paths, handles)
+    finally:
+        for h in handles:
+            with contextlib.suppress(Exception):
+                stop_direction(h)
+        if topo is not None:
+            with contextlib.suppress(Exception):
+                dual_path.teardown(topo)
+        ledger.cleanup_run(led)
+        if tmp is not None:
+            tmp.cleanup()
+
+
+@dataclass
+class Transfer:
+    sent: int
+    received: int
+    seconds: float
+    path_rx_bytes: dict[str, int]
+
+
+def transfer(bed: Bed, rate_bps: float, duration_s: float, sndbuf_setsockopt: int = 0,
+             during: Any = None, rate_hi_bps: float = 0.0, period_s: float = 0.0, cc: str = "-") -> Transfer:
+    """Run the sender in the server namespace and the receiver in the client namespace. `rate_bps`
+    0 = bulk; with period_s > 0 the demand is rate_hi_bps in the second half of every period. `during` (a context manager factory) is entered after the listener is up and before
+    the client connects: the scheduler must be running before the join arrives."""
+    srv = bed.server.popen([PY, "-c", SENDER, str(PORT), repr(rate_bps), repr(duration_s), str(sndbuf_setsockopt),
+                            repr(rate_hi_bps), repr(period_s), cc],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert srv.stdout is not None
+        line = srv.stdout.readline().decode().strip()
+        if line != "listening":
+            raise RuntimeError(f"sender did not start: {line} {srv.stderr.read().decode() if srv.stderr else ''}")
+        before = bed.rx_bytes()
+        with (during() if during else contextlib.nullcontext()):
+            cli = bed.client.run([PY, "-c", RECEIVER, bed.topo.server_addr, str(PORT)], timeout=duration_s + 60)
+            out, err = srv.communicate(timeout=30)
+        after = bed.rx_bytes()
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
+    received, secs = cli.stdout.split()
+    return Transfer(int(out.decode().split()[-1]), int(received), float(secs),
+                    {k: after[k] - before[k] for k in after})
+
+
+@dataclass
+class CaseResult:
+    scheduler: str
+    transfer: Transfer
+    summary: dict[str, Any]
+    out_dir: Path
+    duration_s: float
+
+    def share(self, path: str) -> float:
+        total = sum(self.transfer.path_rx_bytes.values())
+        return self.transfer.path_rx_bytes[path] / total if total else 0.0
+
+    def rx_rate_bps(self, path: str) -> float:
+        """Bits per second of frames received on a path's client interface (tbf shapes frame bytes)."""
+        return self.transfer.path_rx_bytes[path] * 8 / self.transfer.seconds
+
+    def conn(self) -> dict[str, Any]:
+        conns = self.summary.get("connections", [])
+        # the one data connection: the one that carried the most bytes
+        return max(conns, key=lambda c: sum(s["bytes_handed"] for s in c["subflows"]))
+
+
+def run_case(scheduler: str, params: dict[str, Any], paths: list[PathCfg], rate_bps: float, duration_s: float,
+             out_dir: Path, *, cc: str = "cubic", rate_hi_bps: float = 0.0, period_s: float = 0.0) -> CaseResult:
+    """One transfer under one scheduler on a fresh testbed. `default` runs the controller in observe mode
+    so that the same counters exist for comparison."""
+    import schedulers  # local: the package imports nothing from here
+
+    if scheduler == "default":
+        params = {"observe": True, **params}
+    p = schedulers.parse_params(scheduler, params)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with testbed(paths, cc=cc) as bed:
+        env = schedulers.prepare_server(scheduler, p, bed.server.name)
+        sndbuf = int(env.get("MPVLAB_SNDBUF", "0"))  # what the preload shim would pass to setsockopt
+
+        def during() -> Any:
+            return schedulers.start_scheduler(scheduler, p, bed.server.name, out_dir, bed.t0_ns)
+
+        t = transfer(bed, rate_bps, duration_s, sndbuf, during, rate_hi_bps, period_s, cc)
+    return CaseResult(scheduler, t, schedulers.load_summary(out_dir), out_dir, duration_s)

@@ -1,0 +1,228 @@
+"""Tests of the MPTCP schedulers (schedulers/): `default`, and `minrtt`/`bdp` as a steering controller.
+
+Testbed (schedulers/_testbed.py): the platform's dual-path topology (client, server, one router per path,
+server address on lo reached over both paths), tbf at each router's ingress, the project's NFQUEUE delay
+line in both directions, cubic; a Python MPTCP sender in the server namespace writes at a set demand
+(paced every 10 ms) or in bulk; the receiver reads to EOF in the client namespace.
+
+Independent references:
+- bytes per path: the client interfaces' rx counters (frames as tbf shaped them), not the controller;
+- capacity: tbf shapes frame bytes, so a saturated 3 Mbit/s path shows 3e6 bit/s of received frames
+  (minus ACK-direction nothing: the counters are the data direction);
+- demand: the sender's own byte count, received to the byte;
+- conformance and steering are the controller's own records; their consistency with the kernel is
+  checked through the bytes it saw handed (sum == bytes sent).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import schedulers  # noqa: E402
+from links.schedule import Schedule  # noqa: E402
+from schedulers import _testbed as tb  # noqa: E402
+
+MS = 10**6
+LINE_RATE_3M = 3e6
+
+
+@pytest.fixture(scope="session")
+def built() -> Path:
+    subprocess.run(["make", "-s", "-C", str(ROOT / "schedulers")], check=True)
+    subprocess.run(["make", "-s", "-C", str(ROOT / "links" / "delayline")], check=True)
+    return schedulers.STEER_BIN
+
+
+def _paths_10_50(rate_mbit: float = 3) -> list[tb.PathCfg]:
+    return [tb.PathCfg(rate_mbit, Schedule.constant(10 * MS)), tb.PathCfg(rate_mbit, Schedule.constant(50 * MS))]
+
+
+def _sent_equals_handed(r: tb.CaseResult) -> None:
+    c = r.conn()
+    handed = sum(s["bytes_handed"] for s in c["subflows"])
+    # every byte the sender wrote was handed to some subflow by the kernel's scheduler; the controller
+    # misses only what was queued after the last decision it saw (the tail) — at most one burst (64 KiB)
+    assert r.transfer.sent - 65536 <= handed <= r.transfer.sent, (handed, r.transfer.sent)
+
+
+def _clean_controller(r: tb.CaseResult) -> None:
+    s = r.summary
+    assert s["lost_events"] == {"ringbuf": 0, "map_full": 0, "userspace": 0}
+    assert s["set_flags"]["errors"] == 0
+
+
+# ------------------------------------------------------------------------------------------- no root
+
+def test_params_defaults_and_ranges() -> None:
+    p = schedulers.parse_params("bdp")
+    assert p.hysteresis == 0.25 and p.release_ms == 250.0 and p.sndbuf_bytes is None
+    with pytest.raises(Exception):
+        schedulers.parse_params("bdp", {"hysteresis": -0.1})
+    with pytest.raises(Exception):
+        schedulers.parse_params("minrtt", {"hysteresis": 0.1})   # not a minrtt parameter
+    with pytest.raises(ValueError):
+        schedulers.parse_params("blest")
+    # 2 x the larger BDP of (3 Mbit/s, 20 ms) and (3 Mbit/s, 100 ms): 2 x 37500 B of payload, in truesize
+    assert schedulers.sndbuf_for_paths([(3e6, 0.02), (3e6, 0.1)]) == int(75_000 * schedulers.params.TRUESIZE_RATIO)
+
+
+def test_available_reports_kernel_facts() -> None:
+    av = schedulers.available()
+    kernel = Path("/proc/sys/net/mptcp/available_schedulers").read_text().split()
+    assert av["default"]["available"] == ("default" in kernel)
+    bpf = schedulers.kernel_bpf_scheduler_support()
+    for name in ("minrtt", "bdp"):
+        assert av[name]["kernel_native"] == (name in kernel)
+        assert av[name]["kernel_bpf_struct_ops_mptcp_sched"] == bpf
+    # the BTF check must agree with bpftool's view of the kernel's types
+    out = subprocess.run(["bpftool", "btf", "dump", "file", "/sys/kernel/btf/vmlinux"], capture_output=True,
+                         text=True, check=True).stdout
+    assert bpf == ("'bpf_struct_ops_mptcp_sched_ops'" in out)
+
+
+# ------------------------------------------------------------------------------------------- netns
+
+
+
+@pytest.mark.netns
+def test_controller_refuses_kernel_pm(built: Path, tmp_path: Path) -> None:
+    """Without the userspace path manager SET_FLAGS cannot address one subflow: clear error, exit 1."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    with tb.testbed(_paths_10_50()) as bed:
+        cp = subprocess.run([str(built), "--netns", f"/run/netns/{bed.server.name}", "--out-dir", str(tmp_path),
+                             "--policy", "minrtt"], capture_output=True, text=True, timeout=10)
+    assert cp.returncode == 1
+    assert "pm_type" in cp.stderr
+
+
+@pytest.mark.netns
+def test_minrtt_low_demand_stays_on_low_rtt_path(built: Path, tmp_path: Path) -> None:
+    """2 Mbit/s of demand, paths of 3 Mbit/s with 10 and 50 ms one-way delay: >= 90 % of the bytes on
+    the 10 ms path (probes of the other path every 2 s for 200 ms are the policy's own)."""
+    r = tb.run_case("minrtt", {}, _paths_10_50(), 2e6, 8.0, tmp_path / "minrtt")
+    assert r.transfer.received == r.transfer.sent
+    # demand-limited: 2e6/8 B/s for 8 s (the sender's pacing), within 2 %
+    assert abs(r.transfer.sent - 2e6 / 8 * 8.0) / (2e6 / 8 * 8.0) < 0.02
+    assert r.share("a") >= 0.90, r.transfer.path_rx_bytes
+    _sent_equals_handed(r)
+    _clean_controller(r)
+    assert r.summary["conformance"]["by_bytes"] >= 0.99
+
+
+@pytest.mark.netns
+def test_default_low_demand_for_comparison(built: Path, tmp_path: Path) -> None:
+    """The kernel's default (linger-time) scheduler on the same case, observed only: no flag is
+    touched (both subflows end non-backup), no policy runs, every byte is counted as unmanaged.
+    (Measured: it also keeps ~90 % on the 10 ms path here — the lower-RTT subflow has the higher
+    pacing rate, hence the shorter linger time; see bench_schedulers.py for the comparison.)"""
+    r = tb.run_case("default", {}, _paths_10_50(), 2e6, 8.0, tmp_path / "default")
+    assert r.transfer.received == r.transfer.sent
+    assert r.summary["policy"] == "observe" and r.summary["set_flags"]["calls"] == 0
+    c = r.conn()
+    assert len(c["subflows"]) == 2 and all(s["backup_at_end"] == 0 for s in c["subflows"])
+    assert r.summary["conformance"]["by_bytes"] is None
+    assert sum(s["bytes_unmanaged"] for s in c["subflows"]) == sum(s["bytes_handed"] for s in c["subflows"])
+    assert r.share("a") + r.share("b") == pytest.approx(1.0)
+    _sent_equals_handed(r)
+
+
+@pytest.mark.netns
+def test_minrtt_high_demand_fills_low_rtt_path_and_uses_both(built: Path, tmp_path: Path) -> None:
+    r = tb.run_case("minrtt", {}, _paths_10_50(), 0, 6.0, tmp_path / "minrtt-bulk")
+    assert r.share("a") > 0.05 and r.share("b") > 0.05, r.transfer.path_rx_bytes
+    # the 10 ms path stays full: its received frame rate is its tbf rate (connection setup and the
+    # first slow start cost a few hundred ms of the 6 s)
+    assert 0.88 * LINE_RATE_3M <= r.rx_rate_bps("a") <= 1.02 * LINE_RATE_3M, r.rx_rate_bps("a")
+    _clean_controller(r)
+
+
+@pytest.mark.netns
+def test_bdp_prefers_larger_bdp_path(built: Path, tmp_path: Path) -> None:
+    """Same paths and demand as the minrtt test: equal rates, so the 50 ms path has the 5x larger
+    bandwidth-delay product; bdp puts >= 90 % there, minrtt (above) >= 90 % on the other."""
+    r = tb.run_case("bdp", {}, _paths_10_50(), 2e6, 8.0, tmp_path / "bdp")
+    assert r.share("b") >= 0.90, r.transfer.path_rx_bytes
+    _sent_equals_handed(r)
+    _clean_controller(r)
+    assert r.summary["conformance"]["by_bytes"] >= 0.99
+
+
+@pytest.mark.netns
+def test_bdp_uses_bbr_model_when_cc_is_bbr(built: Path, tmp_path: Path) -> None:
+    """With BBR on every subflow the estimate is BBR's own bw x min_rtt (est_src 1): the 50 ms path's
+    estimate is about its delivery rate x 100 ms, and bdp keeps >= 90 % there."""
+    r = tb.run_case("bdp", {}, _paths_10_50(), 2e6, 8.0, tmp_path / "bbr", cc="bbr")
+    c = r.conn()
+    assert all(s["ca_is_bbr"] == 1 for s in c["subflows"])
+    assert r.share("b") >= 0.90, r.transfer.path_rx_bytes
+    rows = [line.split(",") for line in (tmp_path / "bbr" / "controller_samples.csv").read_text().splitlines()[1:]]
+    b_rows = [x for x in rows if x[1] == c["token"] and x[12] == "1" and int(x[4]) >= 90_000]
+    assert b_rows, "no BBR-model estimate for the 100 ms-RTT subflow"
+    est = int(b_rows[-1][11])
+    # BBR's bw lies between the demand (2 Mbit/s) and the path rate (3 Mbit/s); min RTT 100 ms (+1 ms)
+    assert 2e6 / 8 * 0.100 * 0.9 <= est <= 3e6 / 8 * 0.101 * 1.05, est
+    _clean_controller(r)
+
+
+@pytest.mark.netns
+def test_steering_latency_on_demand_steps(built: Path, tmp_path: Path) -> None:
+    """Demand 2 -> 5 Mbit/s every 2 s: the 10 ms path saturates and minrtt opens the 50 ms path.
+    Opening is fast on this kernel (new data on the chosen subflow within a few ms): decision -> wire
+    median <= 1 tick + the sender's 10 ms write period + 20 ms slack."""
+    r = tb.run_case("minrtt", {}, _paths_10_50(), 2e6, 8.0, tmp_path / "steps", rate_hi_bps=5e6, period_s=4.0)
+    lat = r.summary["steering_latency_ms"]
+    assert lat["decision_to_assignment"]["n"] >= 1
+    assert lat["decision_to_wire"]["n"] >= 1
+    assert lat["decision_to_wire"]["p50"] <= 31.0, lat
+    assert 0 <= lat["decision_to_assignment"]["min"]
+    assert r.summary["conformance"]["by_bytes"] >= 0.95
+    # on the wire: what left while the policy excluded a subflow is the data queued there before the
+    # flip; at <= 5 Mbit/s of demand that is a few segments per flip
+    assert r.summary["conformance"]["on_wire"] >= 0.95
+    # every priority change is logged with its time, and flips happen only on state changes
+    rows = (tmp_path / "steps" / "priority_changes.csv").read_text().splitlines()[1:]
+    assert len(rows) == r.conn()["priority_changes"] >= 2
+    flags = [(row.split(",")[2], row.split(",")[4]) for row in rows]
+    for sf in {f[0] for f in flags}:
+        seq = [b for s, b in flags if s == sf]
+        assert all(x != y for x, y in zip(seq, seq[1:])), "a flag was re-sent without a change"
+
+
+def _cycle_paths(period_s: float) -> list[tb.PathCfg]:
+    # path a: 70 ms one-way for the first half of every period, 10 ms otherwise; path b: 40 ms
+    return [tb.PathCfg(3, Schedule.square(10 * MS, 60 * MS, int(period_s * 1e9), 0.5, 0)),
+            tb.PathCfg(3, Schedule.constant(40 * MS))]
+
+
+def _cycle(tmp_path: Path, seconds: float, period_s: float) -> tuple[tb.CaseResult, tb.CaseResult]:
+    m = tb.run_case("minrtt", {}, _cycle_paths(period_s), 1e6, seconds, tmp_path / "minrtt")
+    b = tb.run_case("bdp", {}, _cycle_paths(period_s), 1e6, seconds, tmp_path / "bdp")
+    return m, b
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_bdp_switches_less_than_minrtt_under_delay_cycle(built: Path, tmp_path: Path) -> None:
+    """20 s = two 10 s delay cycles: minrtt follows the RTT order (4 changes ideally: 5, 10, 15 s and
+    the probe-detected drop); bdp keeps the path with the larger BDP estimate (min RTT windowed)."""
+    m, b = _cycle(tmp_path, 20.0, 10.0)
+    assert m.conn()["preferred_changes"] >= 3
+    assert b.conn()["preferred_changes"] < m.conn()["preferred_changes"]
+
+
+@pytest.mark.netns
+def test_bdp_switches_less_than_minrtt_under_delay_cycle_short(built: Path, tmp_path: Path) -> None:
+    """Same with a 6 s cycle for 12 s (minrtt: ~3 changes at 3-5, 6, 9-11 s)."""
+    m, b = _cycle(tmp_path, 12.0, 6.0)
+    assert m.conn()["preferred_changes"] >= 2
+    assert b.conn()["preferred_changes"] < m.conn()["preferred_changes"]
