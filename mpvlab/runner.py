@@ -385,6 +385,8 @@ def _start_player(ctx: RunContext, topo: dual_path.DualPath, video_name: str,
             "--startup-buffer-ms", f"{sc.player.startup_buffer / 1e6:g}",
             "--t0-ns", str(ctx.t0_ns), "--timeout-s", f"{sc.video.duration / 1e9 * sc.player.timeout_factor + 30:g}",
             "--frames-expected", str(frames)]
+    if not sc.player.decode:
+        argv.append("--no-decode")
     if sc.video.kind == "dash":
         argv += ["--dash", "--abr", sc.player.abr, "--bba-reservoir-s", f"{sc.player.bba_reservoir / 1e9:g}",
                  "--bba-cushion-s", f"{sc.player.bba_cushion / 1e9:g}",

@@ -236,6 +236,8 @@ class PlayerSpec(Strict):
     rebuffer_resume: Duration = 1 * 10**9
     startup_buffer: Duration = Field(1 * 10**9, description="playback starts once this much video is buffered")
     cpu: int | None = Field(None, ge=0, le=1023, description="pin the player to this CPU (taskset); None: any")
+    decode: bool = Field(True, description="False: count bytes and underflows without decoding (light; no "
+                                           "picture discards then)")
     timeout_factor: float = Field(3.0, ge=1.2, le=20.0, description="give up after this × video length + 30 s")
 
 
