@@ -16,6 +16,8 @@ command -v apt-get >/dev/null || die "needs a Debian-based system (apt-get)"
 DEB_PACKAGES=(
   # emulation: namespaces, routing, shaping, firewall/NFQUEUE, Mininet
   iproute2 iptables ethtool mininet net-tools procps tcpdump curl iputils-ping
+  # physical hosts over SSH (the tests run a real sshd in a namespace)
+  openssh-server openssh-client
   # MPTCP for unmodified programs
   mptcpize libmptcpwrap0
   # server and player
