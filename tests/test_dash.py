@@ -26,23 +26,21 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PY = str(REPO / ".venv" / "bin" / "python")
-PLAYER = str(REPO / "player" / "mpvlab_player.py")
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "player"))
-from mpvlab.content import ContentError, ensure_dash, sha256_file  # noqa: E402
+from mpvlab.content import ensure_dash, sha256_file  # noqa: E402
+from player.testbed import (  # noqa: E402
+    PY, Apache, Net, finish_player, run_cmd as _run, start_player, t_now, wait_event,
+)
 
 CACHE = Path(os.environ.get("MPVLAB_TEST_CONTENT_DIR", "/tmp/hda-content-cache"))
 W, H, FPS = 640, 360, 30
@@ -60,9 +58,6 @@ FRAME_S = 1 / FPS
 
 netns_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, tc)")
 
-
-def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, check=check)
 
 
 # ---------------------------------------------------------------------------------------
@@ -169,120 +164,6 @@ def test_bba_policy_map() -> None:
 
 # ---------------------------------------------------------------------------------------
 # Testbed
-@dataclass
-class Net:
-    srv: str
-    cli: str
-    srv_if: str
-    cli_if: str
-    srv_ip: str = "10.78.0.1"
-    cli_ip: str = "10.78.0.2"
-
-    def ns(self, ns: str, argv: list[str]) -> list[str]:
-        return ["ip", "netns", "exec", ns, *argv]
-
-    def up(self) -> None:
-        _run(["ip", "netns", "add", self.srv])
-        _run(["ip", "netns", "add", self.cli])
-        _run(["ip", "link", "add", self.srv_if, "netns", self.srv, "type", "veth",
-              "peer", "name", self.cli_if, "netns", self.cli])
-        for ns, dev, ip in ((self.srv, self.srv_if, self.srv_ip), (self.cli, self.cli_if, self.cli_ip)):
-            _run(self.ns(ns, ["ip", "link", "set", "lo", "up"]))
-            _run(self.ns(ns, ["ip", "addr", "add", f"{ip}/24", "dev", dev]))
-            _run(self.ns(ns, ["ip", "link", "set", dev, "up"]))
-            _run(self.ns(ns, ["ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"]),
-                 check=False)
-            _run(self.ns(ns, ["sysctl", "-q", "-w", "net.ipv4.tcp_no_metrics_save=1"]))
-        _run(self.ns(self.cli, ["sysctl", "-q", "-w", "net.ipv4.tcp_rmem=" + " ".join(map(str, RMEM))]))
-        _run(self.ns(self.srv, ["sysctl", "-q", "-w", "net.ipv4.tcp_wmem=" + " ".join(map(str, WMEM))]))
-        # Reno: returns to the link rate within a few RTTs after a throttle (see test_player.py).
-        _run(self.ns(self.srv, ["sysctl", "-q", "-w", "net.ipv4.tcp_congestion_control=reno"]))
-
-    def set_rate(self, bps: int | None) -> None:
-        if bps is None:
-            _run(self.ns(self.srv, ["tc", "qdisc", "del", "dev", self.srv_if, "root"]), check=False)
-            return
-        _run(self.ns(self.srv, ["tc", "qdisc", "replace", "dev", self.srv_if, "root", "tbf",
-                                "rate", f"{bps}bit", "burst", str(TBF_BURST), "limit", str(TBF_LIMIT)]))
-
-    def down(self) -> None:
-        for ns in (self.srv, self.cli):
-            _run(["ip", "netns", "del", ns], check=False)
-
-
-class Apache:
-    def __init__(self, net: Net, docroot: Path, root: Path, port: int = 8080) -> None:
-        self.net, self.port, self.root = net, port, root
-        root.mkdir(parents=True, exist_ok=True)
-        mods = "/usr/lib/apache2/modules"
-        conf = root / "httpd.conf"
-        # %D: request duration in microseconds, the server's view of each segment download.
-        conf.write_text(f"""
-ServerRoot {root}
-PidFile {root}/httpd.pid
-DefaultRuntimeDir {root}
-Mutex pthread default
-ServerName localhost
-LoadModule mpm_event_module {mods}/mod_mpm_event.so
-LoadModule authz_core_module {mods}/mod_authz_core.so
-LoadModule mime_module {mods}/mod_mime.so
-TypesConfig /etc/mime.types
-AddType application/dash+xml .mpd
-AddType video/iso.segment .m4s
-AcceptFilter http none
-User www-data
-Group www-data
-Listen {port}
-KeepAlive On
-MaxKeepAliveRequests 0
-DocumentRoot {docroot}
-<Directory {docroot}>
-    Require all granted
-</Directory>
-EnableSendfile On
-FlushMaxThreshold {FLUSH_MAX}
-ErrorLog {root}/error.log
-LogFormat "%h %t \\"%r\\" %>s %B %D" timed
-CustomLog {root}/access.log timed
-""")
-        self.proc = subprocess.Popen(net.ns(net.srv, ["apache2", "-f", str(conf), "-DFOREGROUND"]),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            r = _run(net.ns(net.srv, ["ss", "-Htln", f"sport = :{port}"]), check=False)
-            if r.stdout.strip():
-                return
-            if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                raise RuntimeError(f"apache2 exited: {err}")
-            time.sleep(0.02)
-        self.stop()
-        raise RuntimeError("apache2 did not start listening within 5 s")
-
-    def url(self, path: str) -> str:
-        return f"http://{self.net.srv_ip}:{self.port}/{path}"
-
-    def log(self) -> list[tuple[str, int, int, int]]:
-        """(path, status, bytes, duration_us) per request, in log order."""
-        out = []
-        rx = re.compile(r'"GET (\S+) HTTP/[\d.]+" (\d+) (\d+|-) (\d+)$')
-        for line in (self.root / "access.log").read_text().splitlines():
-            m = rx.search(line)
-            if m:
-                out.append((m.group(1), int(m.group(2)),
-                            0 if m.group(3) == "-" else int(m.group(3)), int(m.group(4))))
-        return out
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 @pytest.fixture(scope="module")
 def content() -> Any:
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -295,10 +176,11 @@ def testbed(tmp_path_factory: pytest.TempPathFactory, content: Any) -> Iterator[
     if os.geteuid() != 0:
         pytest.skip("needs root (netns, tc)")
     n = os.getpid() % 100000
-    net = Net(srv=f"hda{n}s", cli=f"hda{n}c", srv_if=f"hda{n}s", cli_if=f"hda{n}c")
+    net = Net(srv=f"hda{n}s", cli=f"hda{n}c", srv_if=f"hda{n}s", cli_if=f"hda{n}c", srv_ip="10.78.0.1",
+              cli_ip="10.78.0.2", rmem=RMEM, wmem=WMEM, tbf_burst=TBF_BURST, tbf_limit=TBF_LIMIT)
     try:
         net.up()
-        apache = Apache(net, CACHE, tmp_path_factory.mktemp("hda_apache"))
+        apache = Apache(net, CACHE, tmp_path_factory.mktemp("hda_apache"), flush_max=FLUSH_MAX)
     except BaseException:
         net.down()
         raise
@@ -307,52 +189,6 @@ def testbed(tmp_path_factory: pytest.TempPathFactory, content: Any) -> Iterator[
     finally:
         apache.stop()
         net.down()
-
-
-@dataclass
-class Result:
-    code: int
-    summary: dict[str, Any]
-    events: list[dict[str, Any]]
-
-
-def start_player(net: Net, url: str, out: Path, t0_ns: int, *extra: str) -> subprocess.Popen[bytes]:
-    argv = [PY, PLAYER, "--url", url, "--events", str(out / "events.jsonl"),
-            "--summary", str(out / "summary.json"), "--t0-ns", str(t0_ns), "--timeout-s", "45",
-            *extra]
-    return subprocess.Popen(net.ns(net.cli, argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def finish_player(proc: subprocess.Popen[bytes], out: Path, timeout: float = 60) -> Result:
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise AssertionError("player hung past the test's own timeout")
-    summ = json.loads((out / "summary.json").read_text())
-    evs = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines() if x]
-    return Result(proc.returncode, summ, evs)
-
-
-def wait_event(out: Path, type_: str, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    p = out / "events.jsonl"
-    while time.monotonic() < deadline:
-        if p.exists():
-            for line in p.read_text().splitlines():
-                try:
-                    e = json.loads(line)
-                except ValueError:
-                    continue
-                if e.get("type") == type_:
-                    return e
-        time.sleep(0.02)
-    raise AssertionError(f"no {type_} event within {timeout} s")
-
-
-def t_now(t0_ns: int) -> float:
-    return (time.monotonic_ns() - t0_ns) / 1e9
 
 
 def mpd_url(apache: Apache, content: Any) -> str:

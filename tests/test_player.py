@@ -20,24 +20,22 @@ Numbers asserted come from first principles:
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PY = str(REPO / ".venv" / "bin" / "python")
-PLAYER = str(REPO / "player" / "mpvlab_player.py")
 sys.path.insert(0, str(REPO))
 from mpvlab.content import ensure_progressive  # noqa: E402
+from player.testbed import (  # noqa: E402
+    PLAYER, Apache, Net, Result, finish_player, start_player, t_now, wait_event,
+)
 
 # A world-readable cache: Apache serves as www-data, and pytest's tmp dirs are 0700.
 CACHE = Path(os.environ.get("MPVLAB_TEST_CONTENT_DIR", "/tmp/hpl-content-cache"))
@@ -57,114 +55,6 @@ DECODER_FRAMES = 4       # frames held inside avdec_h264 (frame threads) + sink
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, tc)")
 
 
-def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, check=check)
-
-
-@dataclass
-class Net:
-    tag: str
-    srv: str
-    cli: str
-    srv_if: str
-    cli_if: str
-    srv_ip: str = "10.77.0.1"
-    cli_ip: str = "10.77.0.2"
-
-    def ns(self, ns: str, argv: list[str]) -> list[str]:
-        return ["ip", "netns", "exec", ns, *argv]
-
-    def up(self) -> None:
-        _run(["ip", "netns", "add", self.srv])
-        _run(["ip", "netns", "add", self.cli])
-        _run(["ip", "link", "add", self.srv_if, "netns", self.srv, "type", "veth",
-              "peer", "name", self.cli_if, "netns", self.cli])
-        for ns, dev, ip in ((self.srv, self.srv_if, self.srv_ip), (self.cli, self.cli_if, self.cli_ip)):
-            _run(self.ns(ns, ["ip", "link", "set", "lo", "up"]))
-            _run(self.ns(ns, ["ip", "addr", "add", f"{ip}/24", "dev", dev]))
-            _run(self.ns(ns, ["ip", "link", "set", dev, "up"]))
-            # Full-size frames only, so tbf shapes what TCP actually sends.
-            _run(self.ns(ns, ["ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"]),
-                 check=False)
-            _run(self.ns(ns, ["sysctl", "-q", "-w", "net.ipv4.tcp_no_metrics_save=1"]))
-        _run(self.ns(self.cli, ["sysctl", "-q", "-w",
-                                "net.ipv4.tcp_rmem=" + " ".join(map(str, RMEM))]))
-        # Reno on the server: these tests check the player, and Reno returns to the
-        # link rate within a few RTTs after the throttle, whereas BBR (the host
-        # default) keeps its low-rate bandwidth estimate for ~10 (long) round trips
-        # and then probes up by 1.25x per cycle (measured: ~2 s at 3 of 8 Mbit/s).
-        _run(self.ns(self.srv, ["sysctl", "-q", "-w", "net.ipv4.tcp_congestion_control=reno"]))
-
-    def set_rate(self, bps: int | None) -> None:
-        if bps is None:
-            _run(self.ns(self.srv, ["tc", "qdisc", "del", "dev", self.srv_if, "root"]), check=False)
-            return
-        _run(self.ns(self.srv, ["tc", "qdisc", "replace", "dev", self.srv_if, "root", "tbf",
-                                "rate", f"{bps}bit", "burst", str(TBF_BURST),
-                                "limit", str(TBF_LIMIT)]))
-
-    def down(self) -> None:
-        # Deleting the namespaces removes the veth pair and its qdisc with them.
-        for ns in (self.srv, self.cli):
-            _run(["ip", "netns", "del", ns], check=False)
-
-
-class Apache:
-    """apache2 in the foreground in its own ServerRoot, inside the server namespace."""
-
-    def __init__(self, net: Net, docroot: Path, root: Path, port: int = 8080) -> None:
-        self.net, self.port, self.root = net, port, root
-        root.mkdir(parents=True, exist_ok=True)
-        mods = "/usr/lib/apache2/modules"
-        conf = root / "httpd.conf"
-        conf.write_text(f"""
-ServerRoot {root}
-PidFile {root}/httpd.pid
-DefaultRuntimeDir {root}
-ServerName localhost
-LoadModule mpm_event_module {mods}/mod_mpm_event.so
-LoadModule authz_core_module {mods}/mod_authz_core.so
-LoadModule mime_module {mods}/mod_mime.so
-TypesConfig /etc/mime.types
-User www-data
-Group www-data
-# Wildcard Listen: MPTCP joins to a second server address need it (platform-facts.md).
-Listen {port}
-DocumentRoot {docroot}
-<Directory {docroot}>
-    Require all granted
-</Directory>
-EnableSendfile On
-ErrorLog {root}/error.log
-LogFormat "%h %t \\"%r\\" %>s %b %D" timed
-CustomLog {root}/access.log timed
-""")
-        self.proc = subprocess.Popen(net.ns(net.srv, ["apache2", "-f", str(conf), "-DFOREGROUND"]),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            r = _run(net.ns(net.srv, ["ss", "-Htln", f"sport = :{port}"]), check=False)
-            if r.stdout.strip():
-                return
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"apache2 exited: {self.proc.stderr.read().decode() if self.proc.stderr else ''}")
-            time.sleep(0.02)
-        self.stop()
-        raise RuntimeError("apache2 did not start listening within 5 s")
-
-    def url(self, name: str) -> str:
-        return f"http://{self.net.srv_ip}:{self.port}/{name}"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 @pytest.fixture(scope="session")
 def content() -> Any:
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -175,7 +65,8 @@ def content() -> Any:
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Net, Apache]]:
     n = os.getpid() % 100000
-    net = Net(tag=f"hpl{n}", srv=f"hpl{n}s", cli=f"hpl{n}c", srv_if=f"hpl{n}s", cli_if=f"hpl{n}c")
+    net = Net(srv=f"hpl{n}s", cli=f"hpl{n}c", srv_if=f"hpl{n}s", cli_if=f"hpl{n}c", srv_ip="10.77.0.1",
+              cli_ip="10.77.0.2", rmem=RMEM, tbf_burst=TBF_BURST, tbf_limit=TBF_LIMIT)
     CACHE.mkdir(parents=True, exist_ok=True)
     os.chmod(CACHE, 0o755)
     bad = CACHE / "hpl_not_a_video.mp4"      # for the decode-error test
@@ -195,49 +86,6 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Net, Apa
         bad.unlink(missing_ok=True)
 
 
-@dataclass
-class Result:
-    code: int
-    summary: dict[str, Any]
-    events: list[dict[str, Any]]
-
-
-def start_player(net: Net, url: str, out: Path, t0_ns: int, *extra: str) -> subprocess.Popen[bytes]:
-    argv = [PY, PLAYER, "--url", url, "--events", str(out / "events.jsonl"),
-            "--summary", str(out / "summary.json"), "--t0-ns", str(t0_ns), *extra]
-    return subprocess.Popen(net.ns(net.cli, argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def finish_player(proc: subprocess.Popen[bytes], out: Path, timeout: float = 60) -> Result:
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise AssertionError("player hung past the test's own timeout")
-    summ = json.loads((out / "summary.json").read_text())
-    evs = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines() if line]
-    return Result(proc.returncode, summ, evs)
-
-
-def wait_event(out: Path, type_: str, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    p = out / "events.jsonl"
-    while time.monotonic() < deadline:
-        if p.exists():
-            for line in p.read_text().splitlines():
-                try:
-                    e = json.loads(line)
-                except ValueError:
-                    continue        # a line still being written
-                if e.get("type") == type_:
-                    return e
-        time.sleep(0.02)
-    raise AssertionError(f"no {type_} event within {timeout} s")
-
-
-def t_now(t0_ns: int) -> float:
-    return (time.monotonic_ns() - t0_ns) / 1e9
 
 
 # ---------------------------------------------------------------------------------------
