@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -215,9 +216,9 @@ STEER = """\
 name: {name}
 paths:
   wifi:
-    down: {{rate: 3mbit, buffer: 100KB, delay: 50ms}}
+    down: {{rate: 3mbit, buffer: 20KB, delay: 50ms}}
   lte:
-    down: {{rate: 3mbit, buffer: 100KB, delay: 10ms}}
+    down: {{rate: 3mbit, buffer: 20KB, delay: 10ms}}
 transport: {{cc: cubic, scheduler: {scheduler}}}
 hosts: {{client_tcp_rmem: [4KiB, 64KiB, 128KiB]}}
 video: {{duration: 20s, bitrate: 1.5mbit, width: 640, height: 360}}
@@ -227,33 +228,42 @@ fidelity: {{probe_duration: 2s}}
 """
 
 
-@pytest.mark.parametrize("scheduler", ["minrtt", "bdp"])
-def test_steered_scheduler_in_a_run(tmp_path: Path, scheduler: str) -> None:
-    """Mean demand (1.5 Mbit/s) below one path's capacity (3 Mbit/s × 1448/1514 = 2.87 Mbit/s), the
-    initial subflow on the 50 ms path. minrtt moves most bytes to the 10 ms path; bdp keeps most on
-    the 50 ms path, whose bandwidth-delay product is 5× larger at equal rates. A player reads in
-    bursts: each time its buffer drains, the receive window reopens and ~80 KB are handed at once,
-    more than the fast path's window, so minRTT (by its definition: the next subflow when the
-    lowest-RTT one has no window space) spills part of each burst onto the slow path. Hence
-    majority bounds here; the >= 90 % bound for smooth demand is in tests/test_schedulers.py."""
+def _steered_share(tmp_path: Path, scheduler: str) -> tuple[float, dict[str, Any]]:
     f = tmp_path / f"{scheduler}.yaml"
     f.write_text(STEER.format(name=scheduler, scheduler=scheduler))
     cp = mpvlab("run", str(f), "--results", str(tmp_path / "r"))
     assert cp.returncode == 0, cp.stdout
     run = only_run_dir(tmp_path / "r", scheduler)
     s = json.loads((run / "summary.json").read_text())
-    handed = {n: p["payload_bytes_handed"] for n, p in s["paths"].items()}
-    share_fast = handed["lte"] / sum(handed.values())
-    if scheduler == "minrtt":
-        assert share_fast >= 0.65, handed
-    else:
-        assert share_fast <= 0.45, handed
-    steer = s["steering"]
-    assert steer["policy"] == scheduler and steer["conformance"]["by_bytes"] >= 0.99
-    assert steer["lost_events"] == {"ringbuf": 0, "map_full": 0, "userspace": 0}
-    prov = json.loads((run / "provenance.json").read_text())
-    assert prov["scheduler"]["scheduler"] == scheduler and prov["scheduler"]["kernel_bpf_struct_ops_mptcp_sched"] is False
     assert s["underflows"] == 0 and s["frames_rendered"] == s["frames_expected"]
+    handed = {n: p["payload_bytes_handed"] for n, p in s["paths"].items()}
+    s["provenance"] = json.loads((run / "provenance.json").read_text())
+    return handed["lte"] / sum(handed.values()), s
+
+
+def test_steered_schedulers_in_runs(tmp_path: Path) -> None:
+    """Mean demand (1.5 Mbit/s) below one path's capacity (3 Mbit/s × 1448/1514 = 2.87 Mbit/s), the
+    initial subflow on the 50 ms path, the 10 ms path second. Against the kernel's default in the
+    same conditions, minrtt moves bytes to the 10 ms path and bdp to the 50 ms path (5× the BDP at
+    equal rates). A player reads in bursts: each time its buffer drains the receive window reopens
+    and ~80 KB are handed at once, more than the fast path's window, so minRTT by its definition
+    (the next subflow when the lowest-RTT one has no window space) spills part of each burst onto
+    the slow path; the >= 90 % bound for smooth demand is in tests/test_schedulers.py. Buffers are
+    20 KB (53 ms at 3 Mbit/s) so queueing cannot lift the 10 ms path's RTT (<= 73 ms) above the
+    50 ms path's (>= 100 ms). Measured here: default 0.46-0.54, minrtt 0.64-0.78, bdp 0.28-0.39."""
+    shares = {}
+    for scheduler in ("default", "minrtt", "bdp"):
+        shares[scheduler], s = _steered_share(tmp_path, scheduler)
+        steer = s["steering"]
+        if scheduler == "default":
+            assert steer is None and s["provenance"]["scheduler"]["mechanism"] == "kernel default scheduler"
+            continue
+        # Data the kernel assigns between a policy change and the flag call is non-conformant.
+        assert steer["policy"] == scheduler and steer["conformance"]["by_bytes"] >= 0.95, steer
+        assert steer["lost_events"] == {"ringbuf": 0, "map_full": 0, "userspace": 0}
+        assert s["provenance"]["scheduler"]["kernel_bpf_struct_ops_mptcp_sched"] is False
+    assert shares["minrtt"] >= shares["default"] + 0.10, shares
+    assert shares["bdp"] < 0.5 and shares["bdp"] <= shares["minrtt"] - 0.15, shares
 
 
 def test_dash_run_with_bba(tmp_path: Path) -> None:
@@ -275,3 +285,22 @@ fidelity: {probe_duration: 2s}
     assert 0 <= d["quality_avg"] <= 2 and abs(d["stall_rate"]) < 0.05
     assert s["frames_rendered"] == s["frames_expected"] == 360 and s["underflows"] == 0
     assert_nothing_left(s["run_id"])
+
+
+def test_bottleneck_buffer_fills_and_stall_accounting(tmp_path: Path) -> None:
+    """A 4 Mbit/s video over a 3 Mbit/s path: CUBIC fills the 100 KB tbf queue (the edge hop keeps
+    TCP Small Queues from capping it at a few packets) and tail-drops; in rebuffer mode the player
+    stalls, and playback time − video length equals the total underflow time."""
+    f = tmp_path / "fill.yaml"
+    f.write_text("name: fill\ntopology: {kind: dumbbell}\npaths:\n  path:\n    down: {rate: 3mbit, buffer: 100KB, "
+                 "delay: 20ms}\nvideo: {duration: 8s, bitrate: 4mbit, width: 640, height: 360}\n"
+                 "player: {mode: rebuffer}\nfidelity: {probe_duration: 2s}\n")
+    cp = mpvlab("run", str(f), "--results", str(tmp_path / "r"))
+    assert cp.returncode == 0, cp.stdout
+    s = json.loads((only_run_dir(tmp_path / "r", "fill") / "summary.json").read_text())
+    (q,) = s["paths"]["path"]["bottleneck"].values()
+    assert 0.9 * 100_000 <= q["backlog_bytes_max"] <= 100_000 and q["drops"] >= 1, q
+    # 8 s × 4 Mbit/s = 4 MB at 3e6 × 1448/1514 bit/s ≈ 11.2 s of transfer: at least ~2 s of stalls.
+    assert s["underflows"] >= 1 and s["underflow_total_s"] > 1.5
+    assert s["duration_s"] - 8.0 == pytest.approx(s["underflow_total_s"], abs=0.1)
+    assert s["frames_rendered"] == s["frames_expected"] == 240 and s["picture_discards"] == 0

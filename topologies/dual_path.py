@@ -1,14 +1,21 @@
 """dual-path: a client with one interface per path (e.g. wifi, lte), one router node per path (the
 "emulator box" of the published testbed), and a server.
 
-    client c0 ──── a0 [router path 0] a1 ──── s0
-           c1 ──── b0 [router path 1] b1 ──── s1        server
+    client c0 ──── a0 [router path 0] a1 ──── e1 [edge] e0 ──── s0 server
+           c1 ──── b0 [router path 1] b1 ──── e2
 
 Addressing (`single`): the server's one address lives on its loopback (10.0.100.1/32) and is reached
 over every path; the client picks the path by source address (one policy-routing table per path).
 The first path listed in the scenario carries the initial MPTCP subflow (client default route); the
 in-kernel path manager adds one subflow per further path from a `subflow` endpoint on its address.
 Addresses are the same in every run: each run has its own namespaces, so they never meet.
+
+Why the `edge` hop between the server and the routers: a packet the server sends stays charged to
+its socket (TCP Small Queues) across a veth until the next namespace's IP layer receives it. The
+routers shape at their ingress (IFB, before IP receive), so with the server attached directly TSQ
+would hold each flow to a few packets in the bottleneck queue and the configured `buffer` would
+never fill (measured: 5 packets in a 256-packet tbf). The edge's IP receive releases the socket's
+charge first, so the bottleneck queue behaves like a router's.
 """
 
 from __future__ import annotations
@@ -33,8 +40,8 @@ class PathPlumbing:
     router_client_addr: str
     router_server_if: str       # router side facing the server
     router_server_addr: str
-    server_if: str
-    server_link_addr: str
+    edge_if: str                # edge side facing this path's router
+    edge_addr: str
     table: int
 
 
@@ -43,16 +50,22 @@ class DualPath:
     run_id: str
     client: EmuNode
     server: EmuNode
+    edge: EmuNode
     paths: list[PathPlumbing]
+    server_if: str
+    server_link_addr: str = "10.0.10.2"
+    edge_server_if: str = ""
+    edge_server_addr: str = "10.0.10.1"
     server_addr: str = SERVER_ADDR
     nodes: list[EmuNode] = field(default_factory=list)
 
     def interfaces(self) -> dict[str, list[str]]:
         """netns name -> its interfaces (for offload settings and counters)."""
-        out: dict[str, list[str]] = {self.client.ns.name: [], self.server.ns.name: []}
+        out: dict[str, list[str]] = {self.client.ns.name: [], self.server.ns.name: [self.server_if],
+                                     self.edge.ns.name: [self.edge_server_if]}
         for p in self.paths:
             out[self.client.ns.name].append(p.client_if)
-            out[self.server.ns.name].append(p.server_if)
+            out[self.edge.ns.name].append(p.edge_if)
             out[p.router.ns.name] = [p.router_client_if, p.router_server_if]
         return out
 
@@ -69,7 +82,9 @@ def build(scenario: Scenario, run_id: str, on_netns: "callable[[str], None]") ->
         created.append(n)
         return n
 
-    client, server = node("client"), node("server")
+    client, server, edge = node("client"), node("server"), node("edge")
+    server_if, edge_server_if = naming.ifname(run_id, "s0"), naming.ifname(run_id, "e0")
+    add_link(server, edge, server_if, edge_server_if)
     paths: list[PathPlumbing] = []
     for i, pname in enumerate(scenario.paths):
         router = node(f"router{i}")
@@ -79,20 +94,28 @@ def build(scenario: Scenario, run_id: str, on_netns: "callable[[str], None]") ->
             client_if=naming.ifname(run_id, f"c{i}"), client_addr=f"10.0.{i + 1}.2",
             router_client_if=naming.ifname(run_id, f"{letter}0"), router_client_addr=f"10.0.{i + 1}.1",
             router_server_if=naming.ifname(run_id, f"{letter}1"), router_server_addr=f"10.0.{i + 11}.1",
-            server_if=naming.ifname(run_id, f"s{i}"), server_link_addr=f"10.0.{i + 11}.2",
+            edge_if=naming.ifname(run_id, f"e{i + 1}"), edge_addr=f"10.0.{i + 11}.2",
             table=100 + i,
         )
         add_link(client, router, p.client_if, p.router_client_if)
-        add_link(router, server, p.router_server_if, p.server_if)
+        add_link(router, edge, p.router_server_if, p.edge_if)
         paths.append(p)
-    topo = DualPath(run_id, client, server, paths, nodes=created)
+    topo = DualPath(run_id, client, server, edge, paths, server_if=server_if, edge_server_if=edge_server_if,
+                    nodes=created)
     _configure(topo)
     return topo
 
 
 def _configure(t: DualPath) -> None:
-    c, s = t.client.ns, t.server.ns
+    c, s, e = t.client.ns, t.server.ns, t.edge.ns
     s.run(["ip", "addr", "add", f"{t.server_addr}/32", "dev", "lo"])
+    s.run(["ip", "addr", "add", f"{t.server_link_addr}/24", "dev", t.server_if])
+    s.run(["ip", "link", "set", t.server_if, "up"])
+    e.run(["ip", "addr", "add", f"{t.edge_server_addr}/24", "dev", t.edge_server_if])
+    e.run(["ip", "link", "set", t.edge_server_if, "up"])
+    e.sysctl("net.ipv4.ip_forward", "1")
+    e.sysctl("net.ipv4.conf.all.rp_filter", "0")
+    e.run(["ip", "route", "add", f"{t.server_addr}/32", "via", t.server_link_addr])
     for p in t.paths:
         r = p.router.ns
         c.run(["ip", "addr", "add", f"{p.client_addr}/24", "dev", p.client_if])
@@ -103,9 +126,10 @@ def _configure(t: DualPath) -> None:
         r.run(["ip", "link", "set", p.router_server_if, "up"])
         r.sysctl("net.ipv4.ip_forward", "1")
         r.sysctl("net.ipv4.conf.all.rp_filter", "0")
-        r.run(["ip", "route", "add", f"{t.server_addr}/32", "via", p.server_link_addr])
-        s.run(["ip", "addr", "add", f"{p.server_link_addr}/24", "dev", p.server_if])
-        s.run(["ip", "link", "set", p.server_if, "up"])
+        r.run(["ip", "route", "add", f"{t.server_addr}/32", "via", p.edge_addr])
+        e.run(["ip", "addr", "add", f"{p.edge_addr}/24", "dev", p.edge_if])
+        e.run(["ip", "link", "set", p.edge_if, "up"])
+        e.run(["ip", "route", "add", f"10.0.{p.index + 1}.0/24", "via", p.router_server_addr])
         # Client policy routing: traffic from this path's address leaves through this path.
         c.run(["ip", "rule", "add", "from", p.client_addr, "table", str(p.table)])
         c.run(["ip", "route", "add", "default", "via", p.router_client_addr, "dev", p.client_if,
@@ -117,7 +141,7 @@ def _configure(t: DualPath) -> None:
 def server_routes(t: DualPath) -> list[tuple[str, str, str]]:
     """(client subnet, via, dev) of each path as seen from the server; the transport layer installs
     them, because the route also selects the congestion control (`congctl`)."""
-    return [(f"10.0.{p.index + 1}.0/24", p.router_server_addr, p.server_if) for p in t.paths]
+    return [(f"10.0.{p.index + 1}.0/24", t.edge_server_addr, t.server_if) for p in t.paths]
 
 
 def teardown(t: DualPath) -> None:
