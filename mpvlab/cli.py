@@ -1,4 +1,4 @@
-"""The `mpvlab` command: validate, run, cleanup."""
+"""The `mpvlab` command: validate, run, prepare, shell, cleanup."""
 
 from __future__ import annotations
 
@@ -81,25 +81,47 @@ def _print_summary(console: Console, run_dir: Path) -> None:
 
 def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
     """Generate (or find cached) the video each scenario needs, so a run never waits on an encode."""
-    from mpvlab import content
-    from mpvlab.runner import CONTENT_DIR
+    from mpvlab.runner import ensure_content
 
-    seen: set[tuple[int, int, int, int, int]] = set()
+    seen: set[str] = set()
     for f in args.files:
         try:
             sc, _ = load_scenario(Path(f))
         except ScenarioError as e:
             console.print(Text(str(e), style="red"))
             return 2
-        v = sc.video
-        key = (v.duration, v.bitrate, v.width, v.height, v.fps)
+        key = sc.video.model_dump_json()
         if key in seen:
             continue
         seen.add(key)
         t = time.monotonic()
-        info = content.ensure_progressive(CONTENT_DIR, v.duration / 1e9, v.bitrate, v.width, v.height, v.fps)
-        console.print(f"{f}: {info.path.name} ({info.size_bytes / 1e6:.1f} MB, {info.frames} frames, "
-                      f"{'cached' if info.cached else f'encoded in {time.monotonic() - t:.1f} s'})")
+        info = ensure_content(sc)
+        how = "cached" if info.cached else f"encoded in {time.monotonic() - t:.1f} s"
+        if hasattr(info, "mpd"):
+            console.print(f"{f}: DASH {info.dir.name} ({info.total_bytes / 1e6:.1f} MB, "
+                          f"{len(info.bitrates_bps)} levels, {info.n_segments} segments, {how})")
+        else:
+            console.print(f"{f}: {info.path.name} ({info.size_bytes / 1e6:.1f} MB, {info.frames} frames, {how})")
+    return 0
+
+
+def cmd_shell(args: argparse.Namespace, console: Console) -> int:
+    """The scenario's network, up, in Mininet's CLI (mpvlab/shell.py)."""
+    import os
+
+    from mpvlab.shell import open_shell
+
+    if os.geteuid() != 0:
+        console.print(Text("mpvlab shell needs root (network namespaces, tc, iptables)", style="red"))
+        return 2
+    path = Path(args.scenario)
+    try:
+        sc, text = load_scenario(path)
+    except ScenarioError as e:
+        console.print(Text(str(e), style="red"))
+        return 2
+    commands = Path(args.commands).read_text() if args.commands else None
+    open_shell(sc, path, text, commands=commands, log=lambda m: console.print(m))
     return 0
 
 
@@ -120,10 +142,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="results root (default: ./results)")
     pr = sub.add_parser("prepare", help="generate the video content scenarios need (cached)")
     pr.add_argument("files", nargs="+")
+    sh = sub.add_parser("shell", help="bring a scenario's network up and open Mininet's CLI on it (root)")
+    sh.add_argument("scenario")
+    sh.add_argument("--commands", help="run the Mininet CLI commands in this file instead of interactively")
     sub.add_parser("cleanup", help="remove what killed runs left behind (only runs whose runner is dead)")
     args = ap.parse_args(argv)
     console = Console(soft_wrap=True)  # never fold an error message mid-path
-    handler = {"validate": cmd_validate, "run": cmd_run, "prepare": cmd_prepare, "cleanup": cmd_cleanup}[args.cmd]
+    handler = {"validate": cmd_validate, "run": cmd_run, "prepare": cmd_prepare, "shell": cmd_shell,
+               "cleanup": cmd_cleanup}[args.cmd]
     return handler(args, console)
 
 

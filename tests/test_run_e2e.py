@@ -304,3 +304,13 @@ def test_bottleneck_buffer_fills_and_stall_accounting(tmp_path: Path) -> None:
     assert s["underflows"] >= 1 and s["underflow_total_s"] > 1.5
     assert s["duration_s"] - 8.0 == pytest.approx(s["underflow_total_s"], abs=0.1)
     assert s["frames_rendered"] == s["frames_expected"] == 240 and s["picture_discards"] == 0
+
+
+def test_shell_brings_the_network_up_and_down(tmp_path: Path) -> None:
+    cmds = tmp_path / "cmds.mn"
+    cmds.write_text("client ping -c 3 -i 0.2 10.0.100.1\n")
+    cp = mpvlab("shell", "scenarios/smoke.yaml", "--commands", str(cmds), timeout=120)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "3 packets transmitted, 3 received" in cp.stdout
+    run_id = cp.stdout.split("run ", 1)[1].split(":", 1)[0]
+    assert_nothing_left(run_id)
