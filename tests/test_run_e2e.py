@@ -311,6 +311,6 @@ def test_shell_brings_the_network_up_and_down(tmp_path: Path) -> None:
     cmds.write_text("client ping -c 3 -i 0.2 10.0.100.1\n")
     cp = mpvlab("shell", "scenarios/smoke.yaml", "--commands", str(cmds), timeout=120)
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    assert "3 packets transmitted, 3 received" in cp.stdout
+    assert "3 packets transmitted, 3 received" in cp.stdout + cp.stderr  # Mininet prints to stderr
     run_id = cp.stdout.split("run ", 1)[1].split(":", 1)[0]
     assert_nothing_left(run_id)
