@@ -125,6 +125,17 @@ def cmd_shell(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_plot(args: argparse.Namespace, console: Console) -> int:
+    from mpvlab.plots import plot_run
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "summary.json").exists():
+        console.print(Text(f"{run_dir}: not a complete run directory (no summary.json)", style="red"))
+        return 2
+    console.print(f"wrote {plot_run(run_dir)}")
+    return 0
+
+
 def cmd_cleanup(_args: argparse.Namespace, console: Console) -> int:
     removed = ledger.reap_stale(lambda m: console.print(m))
     console.print(f"removed {len(removed)} leftover object(s) of dead runs" if removed else "nothing to clean")
@@ -145,11 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     sh = sub.add_parser("shell", help="bring a scenario's network up and open Mininet's CLI on it (root)")
     sh.add_argument("scenario")
     sh.add_argument("--commands", help="run the Mininet CLI commands in this file instead of interactively")
+    pl = sub.add_parser("plot", help="cwnd and throughput per path over time for one run (RUN_DIR/plots/)")
+    pl.add_argument("run_dir")
     sub.add_parser("cleanup", help="remove what killed runs left behind (only runs whose runner is dead)")
     args = ap.parse_args(argv)
     console = Console(soft_wrap=True)  # never fold an error message mid-path
     handler = {"validate": cmd_validate, "run": cmd_run, "prepare": cmd_prepare, "shell": cmd_shell,
-               "cleanup": cmd_cleanup}[args.cmd]
+               "plot": cmd_plot, "cleanup": cmd_cleanup}[args.cmd]
     return handler(args, console)
 
 

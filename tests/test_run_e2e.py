@@ -112,6 +112,15 @@ def test_smoke_run_is_complete_and_correct(smoke: tuple[subprocess.CompletedProc
     assert_nothing_left(s["run_id"])
 
 
+def test_plot_of_a_run(smoke: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    _cp, results = smoke
+    run = only_run_dir(results, "smoke")
+    cp = mpvlab("plot", str(run))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    png = run / "plots" / "cwnd_throughput.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+
+
 def test_concurrent_runs_do_not_interfere(tmp_path: Path) -> None:
     results = tmp_path / "results"
     procs = [subprocess.Popen([sys.executable, "-m", "mpvlab", "run", str(write_short(tmp_path, f"conc{i}")),
