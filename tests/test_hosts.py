@@ -228,7 +228,13 @@ def _remote_tree(lab: Lab, argv: list[str]) -> RemoteProcess:
 @pytest.mark.netns
 def test_popen_stop_terminates_remote_process(lab: Lab) -> None:
     p = _remote_tree(lab, ["sleep", "300"])
-    assert Path(f"/proc/{p.remote_pid}/cmdline").read_bytes() == b"sleep\x00300\x00"
+    # The pid is printed by the remote shell just before it execs the command, so the cmdline
+    # becomes the command's a moment later (empty while the exec is in progress).
+    cmdline = Path(f"/proc/{p.remote_pid}/cmdline")
+    deadline = time.monotonic() + 5
+    while cmdline.read_bytes() != b"sleep\x00300\x00" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert cmdline.read_bytes() == b"sleep\x00300\x00"
     assert p.remote_alive()
     t0 = time.monotonic()
     rc = p.stop(grace=5)
