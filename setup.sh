@@ -31,6 +31,8 @@ DEB_PACKAGES=(
   python3 python3-venv python3-dev
   # cross traffic / comparisons
   iperf3
+  # checking the HTML report in a headless browser (tests/test_report.py)
+  chromium
 )
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
@@ -76,7 +78,9 @@ for dir in links/delayline cc cc/preload collectors schedulers; do
 done
 
 # --- 4. video content for the shipped scenarios (deterministic, cached under .cache/content) --
-say "preparing video content for scenarios/*.yaml (cache: /var/cache/mpvlab/content)"
-"$VENV/bin/mpvlab" prepare scenarios/*.yaml
+# Only what the README's run command and the tests play; other scenarios' content (e.g. the DASH
+# study's 11 × 10 min ladder, minutes to encode) is made on first use by `mpvlab run` / `sweep`.
+say "preparing video content for the smoke and Wi-Fi/LTE scenarios (cache: /var/cache/mpvlab/content)"
+"$VENV/bin/mpvlab" prepare scenarios/smoke.yaml scenarios/wifi-lte-*.yaml
 
 say "done. Try: .venv/bin/mpvlab run scenarios/smoke.yaml"

@@ -20,13 +20,13 @@ from __future__ import annotations
 import json
 import math
 import re
-import signal
 import subprocess
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Literal
+
+from mpvlab import proc as proc_mod
 
 CC_DIR = Path(__file__).resolve().parent
 LOADER = CC_DIR / "build" / "bbrs-loader"
@@ -140,28 +140,14 @@ def load_bbrs(name: str, window: int = 100, percentile: float = 85.0, factor: fl
     with open(log, "w") as logf:
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
     try:
-        deadline = time.monotonic() + timeout
-        while not ready.exists():
-            if proc.poll() is not None:
-                raise RuntimeError(f"bbrs-loader exited with {proc.returncode} before registering "
-                                   f"{name!r}:\n{log.read_text().strip()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"bbrs-loader did not register {name!r} within {timeout} s:\n"
-                                   f"{log.read_text().strip()}")
-            time.sleep(0.02)
+        proc_mod.wait_ready(proc, ready, f"bbrs-loader ({name!r})", timeout, log=log, error=RuntimeError, poll_s=0.02)
         info = json.loads(ready.read_text())
         yield BbrsLoad(name=name, pid=proc.pid, link_id=int(info["link_id"]),
                        map_ids=tuple(info["map_ids"]), prog_ids=tuple(info["prog_ids"]),
                        state_csv=state_csv, log=log)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                # Killing is still clean: the struct_ops link dies with the process.
-                proc.kill()
-                proc.wait()
+        # SIGTERM; SIGKILL after 10 s is still clean: the struct_ops link dies with the process.
+        proc_mod.stop_child(proc, grace=10)
     if proc.returncode != 0:
         raise RuntimeError(f"bbrs-loader for {name!r} exited with {proc.returncode}:\n"
                            f"{log.read_text().strip()}")

@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any, Iterator
+
+from mpvlab import proc as proc_mod
 
 COLLECTORS_DIR = Path(__file__).resolve().parent
 SCHEDTRACE_BIN = COLLECTORS_DIR / "build" / "mpvlab-schedtrace"
@@ -101,22 +101,8 @@ def trace_scheduler(
     with open(err_path, "wb") as err_f:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=err_f)
-    try:
-        deadline = time.monotonic() + ready_timeout_s
-        while not ready.exists():
-            rc = proc.poll()
-            if rc is not None:
-                raise CollectorError(f"mpvlab-schedtrace exited with {rc} before it was ready: "
-                                     f"{_stderr_text(err_path)}")
-            if time.monotonic() > deadline:
-                raise CollectorError(f"mpvlab-schedtrace not ready after {ready_timeout_s:g} s: "
-                                     f"{_stderr_text(err_path)}")
-            time.sleep(0.01)
-    except BaseException:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        raise
+    proc_mod.wait_ready(proc, ready, "mpvlab-schedtrace", ready_timeout_s, log=err_path, error=CollectorError,
+                        poll_s=0.01)
 
     body_failed = False
     try:
@@ -125,15 +111,8 @@ def trace_scheduler(
         body_failed = True
         raise
     finally:
-        rc = proc.poll()
-        if rc is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                rc = proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                rc = None
+        # SIGTERM: it detaches and writes its summary; SIGKILL after 30 s (then rc is -9, an error)
+        rc = proc_mod.stop_child(proc, grace=30)
         ready.unlink(missing_ok=True)
         if not body_failed:
             if rc != 0:

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Iterator
 
 from collectors import COLLECTORS_DIR, CollectorError, _stderr_text, netns_handle
+from mpvlab import proc as proc_mod
 
 QDISCSTAT_BIN = COLLECTORS_DIR / "build" / "mpvlab-qdiscstat"
 QDISC_FILE = "qdisc.csv"
@@ -95,22 +94,7 @@ def sample_queues(
     with open(err_path, "wb") as err_f:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=err_f)
-    try:
-        deadline = time.monotonic() + ready_timeout_s
-        while not ready.exists():
-            rc = proc.poll()
-            if rc is not None:
-                raise CollectorError(f"mpvlab-qdiscstat exited with {rc} before it was ready: "
-                                     f"{_stderr_text(err_path)}")
-            if time.monotonic() > deadline:
-                raise CollectorError(f"mpvlab-qdiscstat not ready after {ready_timeout_s:g} s: "
-                                     f"{_stderr_text(err_path)}")
-            time.sleep(0.005)
-    except BaseException:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        raise
+    proc_mod.wait_ready(proc, ready, "mpvlab-qdiscstat", ready_timeout_s, log=err_path, error=CollectorError)
 
     body_failed = False
     try:
@@ -119,15 +103,7 @@ def sample_queues(
         body_failed = True
         raise
     finally:
-        rc = proc.poll()
-        if rc is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                rc = proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                rc = None
+        rc = proc_mod.stop_child(proc, grace=10)
         ready.unlink(missing_ok=True)
         if not body_failed and rc != 0:
             raise CollectorError(f"mpvlab-qdiscstat failed (exit {rc}): {_stderr_text(err_path)}")

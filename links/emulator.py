@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -134,13 +133,7 @@ def _start_delay_line(handle: DirectionHandle, workdir: Path, t0_ns: int,
     handle.ref = proc.ProcRef.of(handle.process.pid, f"delayline {label}")
     on_process(handle.ref)
     handle.files = files
-    deadline = time.monotonic() + 5.0
-    while not files["ready"].exists():
-        if handle.process.poll() is not None:
-            raise LinkError(handle.describe_death())
-        if time.monotonic() > deadline:
-            raise LinkError(f"delay line {label} did not become ready within 5 s (see {files['stderr']})")
-        time.sleep(0.005)
+    proc.wait_ready(handle.process, files["ready"], f"delay line {label}", 5.0, log=files["stderr"], error=LinkError)
 
 
 def stop_direction(handle: DirectionHandle) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The `mpvlab` command: validate, run, prepare, shell, cleanup."""
+"""The `mpvlab` command: validate, run, prepare, shell, plot, cleanup, sweep, report."""
 
 from __future__ import annotations
 
@@ -142,6 +142,89 @@ def cmd_cleanup(_args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    """Expand a sweep spec into runs and make them (resumable; see mpvlab/sweep.py)."""
+    import os
+
+    from mpvlab.runner import ensure_content
+    from mpvlab.sweep import Sweeper, SweepError, estimate_run_s, expand, load_spec
+    from mpvlab.sweep_display import SweepDisplay
+
+    try:
+        plan = expand(load_spec(Path(args.spec)), Path(args.spec), quick=args.quick)
+    except SweepError as e:
+        console.print(Text(str(e), style="red"))
+        return 2
+    if not 1 <= args.parallel <= 8:
+        console.print(Text("--parallel: allowed 1..8 (see README for what this machine holds)", style="red"))
+        return 2
+    console.print(f"sweep [cyan]{plan.sweep}[/cyan]: {len(plan.configs)} configuration(s) × {plan.trials} "
+                  f"trial(s) = {len(plan.runs)} runs → {Path(args.results) / plan.sweep}")
+    if args.dry_run:
+        for r in plan.runs:
+            console.print(f"  {r.key}  seed {r.seed}  (video {r.scenario.video.duration / 1e9:g} s)")
+        return 0
+    if os.geteuid() != 0:
+        console.print(Text("mpvlab sweep needs root (each run builds network namespaces, tc, BPF)", style="red"))
+        return 2
+    seen: set[str] = set()
+    for r in plan.runs:                       # encode each video once, before any run starts
+        if (k := r.scenario.video.model_dump_json()) not in seen:
+            seen.add(k)
+            ensure_content(r.scenario)
+    display = SweepDisplay(console, len(plan.runs), args.parallel,
+                           {r.key: estimate_run_s(r.scenario) for r in plan.runs})
+    sweeper = Sweeper(plan, Path(args.results), parallel=args.parallel, retry_failed=args.retry_failed,
+                      on_event=display.event)
+    try:
+        with display.live():
+            counts = sweeper.run()
+    except SweepError as e:
+        console.print(Text(str(e), style="red"))
+        return 2
+    except KeyboardInterrupt as e:
+        console.print(Text(f"sweep stopped ({e}); run the same command again to resume", style="yellow"))
+        return 130
+    console.print(f"sweep {plan.sweep}: {counts['complete']} complete, {counts['failed']} failed"
+                  f"{'' if not counts['failed'] else ' (listed in sweep.json; --retry-failed redoes them)'}; "
+                  f"manifest {sweeper.manifest_path}")
+    if args.no_report or not counts["complete"]:
+        console.print(f"report: mpvlab report {sweeper.root}")
+    else:
+        from mpvlab.report import build_report
+        t = time.monotonic()
+        rep = build_report(sweeper.root, sweeper.root / "report")
+        console.print(f"report of {rep.n_complete} complete run(s) in {rep.n_configs} configuration(s) "
+                      f"({time.monotonic() - t:.1f} s): {rep.html}")
+    return 0 if counts["failed"] == 0 and counts["complete"] == len(plan.runs) else 1
+
+
+def cmd_report(args: argparse.Namespace, console: Console) -> int:
+    from mpvlab.report import build_report
+
+    src = Path(args.results_dir)
+    if not src.is_dir():
+        console.print(Text(f"{src}: no such results directory", style="red"))
+        return 2
+    out = Path(args.out) if args.out else src / "report"
+    t = time.monotonic()
+    rep = build_report(src, out)
+    console.print(f"report of {rep.n_complete} complete run(s) in {rep.n_configs} configuration(s), "
+                  f"{rep.n_failed} failed/incomplete run(s) listed, in {time.monotonic() - t:.1f} s")
+    console.print(f"  {rep.html}")
+    for f in rep.tables:
+        console.print(f"  {f}")
+    if args.screenshot:
+        from mpvlab.report import browser
+        try:
+            shot = browser.screenshot(rep.html, rep.html.with_suffix(".png"))
+        except browser.BrowserError as e:
+            console.print(Text(f"screenshot: {e}", style="red"))
+            return 1
+        console.print(f"  {shot} (headless chromium, {browser.ink_fraction(shot):.1%} of the top 3000 px inked)")
+    return 0 if rep.n_complete else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mpvlab", description="MPTCP video streaming evaluation platform")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -159,10 +242,23 @@ def main(argv: list[str] | None = None) -> int:
     pl = sub.add_parser("plot", help="cwnd and throughput per path over time for one run (RUN_DIR/plots/)")
     pl.add_argument("run_dir")
     sub.add_parser("cleanup", help="remove what killed runs left behind (only runs whose runner is dead)")
+    sw = sub.add_parser("sweep", help="run a sweep spec: scenarios × parameter grid × trials (root; resumable)")
+    sw.add_argument("spec")
+    sw.add_argument("--quick", action="store_true", help="the spec's short variant (quick: block), for CI")
+    sw.add_argument("--results", default=str(Path(__file__).resolve().parent.parent / "results"),
+                    help="results root; the sweep writes <results>/<sweep-name>/ (default: ./results)")
+    sw.add_argument("--parallel", type=int, default=1, help="runs at once (default 1; see README for this machine)")
+    sw.add_argument("--retry-failed", action="store_true", help="redo runs that failed in an earlier invocation")
+    sw.add_argument("--dry-run", action="store_true", help="list the planned runs and seeds, run nothing")
+    sw.add_argument("--no-report", action="store_true", help="do not build RESULTS/<sweep>/report/ at the end")
+    rp = sub.add_parser("report", help="statistics, tables, figures and an HTML report from result directories")
+    rp.add_argument("results_dir")
+    rp.add_argument("--out", help="output folder (default: RESULTS_DIR/report)")
+    rp.add_argument("--screenshot", action="store_true", help="also render report.png in headless chromium")
     args = ap.parse_args(argv)
     console = Console(soft_wrap=True)  # never fold an error message mid-path
     handler = {"validate": cmd_validate, "run": cmd_run, "prepare": cmd_prepare, "shell": cmd_shell,
-               "plot": cmd_plot, "cleanup": cmd_cleanup}[args.cmd]
+               "plot": cmd_plot, "cleanup": cmd_cleanup, "sweep": cmd_sweep, "report": cmd_report}[args.cmd]
     return handler(args, console)
 
 

@@ -87,3 +87,34 @@ def stop_child(p: "subprocess.Popen[bytes]", grace: float = 5.0) -> int:
             p.kill()
             p.wait()
     return p.returncode
+
+
+def _tail(path: Path | None, limit: int = 2000) -> str:
+    if path is None:
+        return ""
+    try:
+        return path.read_text(errors="replace").strip()[-limit:]
+    except OSError:
+        return ""
+
+
+def wait_ready(p: "subprocess.Popen[bytes]", ready: Path, label: str, timeout_s: float, *,
+               log: Path | None = None, error: type[Exception] = CommandError, poll_s: float = 0.005) -> None:
+    """Wait until a daemon we started creates its ready file (the platform's native daemons — delay
+    line, BPF loaders and collectors, steering controller — write one once they are attached and
+    working). If it exits first, or `timeout_s` passes, it is killed and reaped and `error` is raised
+    with the tail of its log: a daemon that is not working never goes unnoticed."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not ready.exists():
+            rc = p.poll()
+            if rc is not None or time.monotonic() > deadline:
+                why = f"exited with {rc} before it was ready" if rc is not None else f"not ready after {timeout_s:g} s"
+                tail = _tail(log)
+                raise error(f"{label} {why}" + (f": {tail}" if tail else (f" (see {log})" if log else "")))
+            time.sleep(poll_s)
+    except BaseException:   # also Ctrl-C while waiting: never leave a half-started daemon behind
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        raise

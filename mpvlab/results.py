@@ -27,6 +27,7 @@ def write_json(path: Path, data: Any) -> None:
     """Atomic: a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are for every user of the machine to read
     with os.fdopen(fd, "w") as f:
         json.dump(data, f, indent=2, sort_keys=False, default=str)
         f.write("\n")
@@ -36,6 +37,7 @@ def write_json(path: Path, data: Any) -> None:
 def write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.fchmod(fd, 0o644)
     with os.fdopen(fd, "w") as f:
         f.write(text)
     os.replace(tmp, path)

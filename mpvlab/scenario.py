@@ -402,6 +402,12 @@ def dump_yaml(data: dict[str, Any]) -> str:
 def override(scenario: Scenario, assignments: dict[str, Any], source: str = "<override>") -> Scenario:
     """Apply dotted-path overrides (e.g. {'transport.cc': 'bbr'}) and re-validate: how sweeps vary a scenario."""
     data = resolved_dict(scenario)
+    if "transport.scheduler" in assignments and not any(k.startswith("transport.scheduler_params")
+                                                        for k in assignments):
+        # The resolved parameters belong to the old scheduler (each has its own set): a changed
+        # scheduler starts from its own defaults unless the same override gives its parameters.
+        if assignments["transport.scheduler"] != data["transport"]["scheduler"]:
+            data["transport"]["scheduler_params"] = {}
     for dotted, value in assignments.items():
         if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z0-9_-]+)*", dotted):
             raise ScenarioError(f"{source}: bad parameter path {dotted!r}")

@@ -22,13 +22,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from mpvlab import proc as proc_mod
 from schedulers.params import (
     AnyParams, BdpParams, DefaultParams, MinRttParams, PARAMS, SteerParams, parse_params, sndbuf_for_paths,
 )
@@ -176,23 +175,11 @@ def start_scheduler(name: str, params: AnyParams | dict[str, Any] | None, server
         h.process = subprocess.Popen(argv, stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
     try:
-        deadline = time.monotonic() + ready_timeout
-        while not (out_dir / "steer.ready").exists():
-            if h.process.poll() is not None:
-                raise SchedulerError(f"mpvlab-steer exited with {h.process.returncode}: "
-                                     f"{(out_dir / 'steer.stderr').read_text().strip()}")
-            if time.monotonic() > deadline:
-                raise SchedulerError(f"mpvlab-steer not ready within {ready_timeout} s")
-            time.sleep(0.005)
+        proc_mod.wait_ready(h.process, out_dir / "steer.ready", "mpvlab-steer", ready_timeout,
+                            log=out_dir / "steer.stderr", error=SchedulerError)
         yield h
     finally:
-        if h.process.poll() is None:
-            h.process.send_signal(signal.SIGTERM)
-            try:
-                h.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                h.process.kill()
-                h.process.wait()
+        proc_mod.stop_child(h.process, grace=10)
         if (out_dir / SUMMARY).exists():
             h.summary = load_summary(out_dir)
 

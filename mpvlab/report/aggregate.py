@@ -1,0 +1,274 @@
+"""Collect run directories and aggregate their headline metrics per configuration.
+
+Works from result directories alone (another machine, no kernel needed): every folder below the
+given one that holds a `status.json` is a run. Only runs whose status is `complete` and that have a
+`summary.json` are aggregated; every other one is listed with its state and reason.
+
+A *configuration* is scenario name × congestion control × scheduler × every other resolved scenario
+field that differs between the runs of that scenario (read from each run's `resolved.yaml`, so a grid
+value, a hand edit of the scenario file or a `--quick` override each make their own configuration;
+the seed, name and description never do). Runs of one configuration are its trials.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from mpvlab.report.stats import CONFIDENCE, Summary, summarise
+from mpvlab.sweep import read_header
+
+try:  # libyaml: ~10x faster on the 1,000-run bench
+    _Loader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover
+    _Loader = yaml.SafeLoader
+
+# Headline metrics of summary.json: key, label, unit. Per-path metrics are added per path name.
+METRICS: list[tuple[str, str, str]] = [
+    ("underflows", "buffer underflows", "events"),
+    ("underflow_total_s", "time in underflow", "s"),
+    ("picture_discards", "picture discards", "frames"),
+    ("frames_rendered", "frames rendered", "frames"),
+    ("frames_expected", "frames expected", "frames"),
+    ("startup_delay_s", "startup delay", "s"),
+    ("stall_ratio", "stall ratio", "(playback − video) / video"),
+    ("path_switches", "path switches", "switches"),
+    ("scheduler_decisions", "scheduler decisions", "decisions"),
+    ("duration_s", "playback duration", "s"),
+    ("bytes_total", "bytes received (all paths)", "B"),
+    ("fidelity_ok", "fidelity check passed", "fraction of runs"),
+    ("run_wall_s", "run wall time", "s"),
+    # DASH runs (summary.json `dash`; experiments.md §2): absent for progressive runs
+    ("dash.quality_avg", "DASH average quality level", "level (0 = lowest)"),
+    ("dash.stall_rate", "DASH stall rate", "(playback − video) / video"),
+    ("dash.bitrate_avg_bps", "DASH average bitrate", "bit/s"),
+    ("dash.bitrate_switches", "DASH bitrate switches", "switches"),
+]
+PATH_METRICS: list[tuple[str, str, str]] = [
+    ("rx_bytes", "bytes received", "B"),
+    ("share", "share of bytes", "fraction"),
+    ("mean_throughput_bps", "mean throughput", "bit/s"),
+    ("payload_bytes_handed", "payload handed by the scheduler", "B"),
+]
+# Resolved fields that never define a configuration (or are named explicitly in it).
+IDENTITY_FIELDS = {"name", "description", "seed", "transport.cc", "transport.scheduler"}
+
+
+def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+    else:
+        out[prefix[:-1]] = json.dumps(d, sort_keys=True) if isinstance(d, list) else d
+    return out
+
+
+def _read_json(p: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(p.read_text())
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass
+class Run:
+    run_dir: Path
+    rel: str                      # relative to the report's source dir
+    summary: dict[str, Any]
+    resolved: dict[str, Any]      # flattened
+    provenance: dict[str, Any]
+    sweep: dict[str, Any] | None  # the `# mpvlab-sweep:` header, if a sweep made it
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    config: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scenario(self) -> str:
+        return str(self.summary.get("scenario") or self.resolved.get("name") or "?")
+
+    @property
+    def cc(self) -> str:
+        return str(self.summary.get("cc") or self.resolved.get("transport.cc") or "?")
+
+    @property
+    def scheduler(self) -> str:
+        return str(self.summary.get("scheduler") or self.resolved.get("transport.scheduler") or "?")
+
+    @property
+    def run_id(self) -> str:
+        return str(self.summary.get("run_id") or self.run_dir.name)
+
+    @property
+    def paths(self) -> list[str]:
+        return list((self.summary.get("paths") or {}).keys())
+
+    @property
+    def warnings(self) -> list[str]:
+        return [*(self.summary.get("fidelity_warnings") or []), *(self.summary.get("warnings") or []),
+                *(f"sampler: {e}" for e in self.summary.get("sampler_errors") or [])]
+
+
+@dataclass
+class NotAggregated:
+    rel: str
+    state: str
+    reason: str
+
+
+@dataclass
+class Config:
+    key: str
+    scenario: str
+    cc: str
+    scheduler: str
+    extra: dict[str, Any]
+    runs: list[Run]
+    stats: dict[str, Summary] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        parts = [self.scenario, self.cc, self.scheduler, *(f"{k}={v}" for k, v in self.extra.items())]
+        return " · ".join(parts)
+
+    @property
+    def extra_label(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.extra.items())
+
+    def representative(self) -> Run:
+        """The trial closest to the configuration's median picture discards, then underflows, then path
+        switches (ties: lowest run id) — a typical run, not the best or the worst."""
+        def dist(r: Run) -> tuple[float, ...]:
+            out = []
+            for m in ("picture_discards", "underflows", "path_switches"):
+                v, med = r.metrics.get(m), self.stats[m].median if m in self.stats else float("nan")
+                out.append(abs(v - med) if v is not None and not math.isnan(med) else math.inf)
+            return tuple(out)
+        return min(self.runs, key=lambda r: (*dist(r), r.run_id))
+
+
+@dataclass
+class Collection:
+    source: Path
+    runs: list[Run]
+    not_aggregated: list[NotAggregated]
+    configs: list[Config]
+    metric_info: dict[str, tuple[str, str]]   # key → (label, unit)
+    confidence: float = CONFIDENCE
+
+
+def find_run_dirs(source: Path, exclude: Iterable[Path] = ()) -> list[Path]:
+    excl = [e.resolve() for e in exclude]
+    out = []
+    for st in source.rglob("status.json"):
+        d = st.parent
+        rd = d.resolve()
+        if any(rd == e or rd.is_relative_to(e) for e in excl):
+            continue
+        out.append(d)
+    return sorted(out)
+
+
+def load_run(d: Path, source: Path) -> Run | NotAggregated:
+    rel = str(d.relative_to(source)) if d != source else d.name
+    status = _read_json(d / "status.json")
+    if status is None:
+        return NotAggregated(rel, "unreadable", "status.json missing or not JSON")
+    if status.get("state") != "complete":
+        return NotAggregated(rel, str(status.get("state")), str(status.get("reason") or ""))
+    summary = _read_json(d / "summary.json")
+    if summary is None:
+        return NotAggregated(rel, "complete-without-summary", "status says complete but summary.json is unreadable")
+    try:
+        resolved = flatten(yaml.load((d / "resolved.yaml").read_text(), Loader=_Loader) or {})
+    except (OSError, yaml.YAMLError):
+        resolved = {}
+    header = None
+    try:
+        with (d / "scenario.yaml").open() as f:
+            head = f.read(4096)
+        header = read_header(head)
+    except OSError:
+        pass
+    prov = _read_json(d / "provenance.json") or {}
+    run = Run(d, rel, summary, resolved, prov, header)
+    run.metrics = run_metrics(summary)
+    return run
+
+
+def run_metrics(s: dict[str, Any]) -> dict[str, float | None]:
+    def num(v: Any) -> float | None:
+        if isinstance(v, bool):
+            return 1.0 if v else 0.0
+        if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
+            return float(v)
+        return None
+    def get(key: str) -> Any:
+        v: Any = s
+        for part in key.split("."):
+            v = v.get(part) if isinstance(v, dict) else None
+        return v
+    out = {k: num(get(k)) for k, _, _ in METRICS}
+    for pname, pv in (s.get("paths") or {}).items():
+        for k, _, _ in PATH_METRICS:
+            out[f"paths.{pname}.{k}"] = num((pv or {}).get(k))
+    return out
+
+
+def _config_extras(runs: list[Run]) -> dict[str, list[str]]:
+    """Per scenario: the resolved fields whose values differ among its runs."""
+    by_scenario: dict[str, list[Run]] = {}
+    for r in runs:
+        by_scenario.setdefault(r.scenario, []).append(r)
+    out: dict[str, list[str]] = {}
+    for name, rs in by_scenario.items():
+        keys = sorted({k for r in rs for k in r.resolved} - IDENTITY_FIELDS)
+        out[name] = [k for k in keys if len({json.dumps(r.resolved.get(k), default=str) for r in rs}) > 1]
+    return out
+
+
+def aggregate(source: Path, exclude: Iterable[Path] = ()) -> Collection:
+    runs: list[Run] = []
+    bad: list[NotAggregated] = []
+    for d in find_run_dirs(source, exclude):
+        r = load_run(d, source)
+        (runs if isinstance(r, Run) else bad).append(r)  # type: ignore[arg-type]
+    extras = _config_extras(runs)
+    configs: dict[str, Config] = {}
+    for r in runs:
+        r.extra = {k: r.resolved.get(k) for k in extras.get(r.scenario, [])}
+        key = "|".join([r.scenario, r.cc, r.scheduler, *(f"{k}={v}" for k, v in r.extra.items())])
+        r.config = key
+        if key not in configs:
+            configs[key] = Config(key, r.scenario, r.cc, r.scheduler, r.extra, [])
+        configs[key].runs.append(r)
+    info = {k: (label, unit) for k, label, unit in METRICS}
+    for r in runs:
+        for p in r.paths:
+            for k, label, unit in PATH_METRICS:
+                info[f"paths.{p}.{k}"] = (f"{p}: {label}", unit)
+    for c in configs.values():
+        c.runs.sort(key=lambda r: ((r.sweep or {}).get("trial", 0), r.run_id))
+        for m in info:
+            c.stats[m] = summarise(r.metrics.get(m) for r in c.runs)
+    ordered = sorted(configs.values(), key=lambda c: (c.scenario, c.extra_label, cc_order(c.cc), c.scheduler))
+    return Collection(source, runs, bad, ordered, info)
+
+
+# Congestion controls and schedulers in a fixed order (and thus fixed colours); unknown ones after.
+CC_ORDER = ["cubic", "bbr", "bbr-s"]
+SCHED_ORDER = ["default", "minrtt", "bdp"]
+
+
+def cc_order(cc: str) -> tuple[int, str]:
+    return (CC_ORDER.index(cc) if cc in CC_ORDER else len(CC_ORDER), cc)
+
+
+def sched_order(s: str) -> tuple[int, str]:
+    return (SCHED_ORDER.index(s) if s in SCHED_ORDER else len(SCHED_ORDER), s)

@@ -1,0 +1,121 @@
+"""Synthetic result directories in the exact layout the runner writes (mpvlab/results.py), for the
+report's tests and its benchmark (bench/bench_report.py). Never used by a run.
+
+Each configuration's metrics come from a seeded generator, and the values written are returned
+(`SyntheticSet.values`), so a test can recompute means and confidence intervals independently of
+the report code. Runs are marked as synthetic in their provenance (`"synthetic": true`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mpvlab import results
+from mpvlab.sweep import HEADER_TAG
+
+PATHS = {"wifi": "10.0.1.2", "lte": "10.0.2.2"}
+
+
+@dataclass
+class SyntheticSet:
+    root: Path
+    # (scenario, cc, scheduler) → one dict of summary metrics per trial, as written
+    values: dict[Any, list[dict[str, float]]] = field(default_factory=dict)
+    failed: list[Path] = field(default_factory=list)
+
+
+def _resolved(scenario: str, cc: str, scheduler: str, seed: int, period_s: int, buffer: str) -> str:
+    # The fields the report reads (delay schedule for shading, cc, scheduler); the rest of a real
+    # resolved.yaml is irrelevant to it.
+    return (f"name: {scenario}\nseed: {seed}\n"
+            "paths:\n"
+            f"  wifi:\n    down:\n      rate: 3mbit\n      buffer: {buffer}\n"
+            f"      delay: {{kind: square, base: 5ms, amplitude: 60ms, period: {period_s}s, duty: 0.5, phase: 0s}}\n"
+            "  lte:\n    down:\n      rate: 3mbit\n      buffer: 100KB\n      delay: {kind: constant, value: 20ms}\n"
+            f"transport: {{cc: {cc}, scheduler: {scheduler}}}\n"
+            "video: {kind: progressive, duration: 20s}\n")
+
+
+def _series(run_dir: Path, rng: random.Random, seconds: int, hz: int) -> None:
+    links = ["t_s,path,interface,rx_bytes,rx_packets,tx_bytes,tx_packets"]
+    subs = ["t_s,local,peer,cc,mptcp,cwnd,srtt_ms,rttvar_ms,delivery_rate_bps,pacing_rate_bps,bytes_acked,retrans,"
+            "bbr_bw_bps"]
+    cum = {p: 0 for p in PATHS}
+    for i in range(seconds * hz):
+        t = i / hz
+        for n, (p, addr) in enumerate(PATHS.items()):
+            cum[p] += int(3e6 / 8 / hz * rng.uniform(0.8, 1.2))
+            links.append(f"{t:.4f},{p},sx{n},{cum[p]},{cum[p] // 1514},0,0")
+            subs.append(f"{t:.4f},10.0.100.1:80,{addr}:4{n}000,cubic,1,{rng.randint(5, 40)},{rng.uniform(20, 90):.3f},"
+                        f"5.0,3e6,3.6e6,{cum[p]},,")
+    results.write_text(run_dir / "data" / "links.csv", "\n".join(links) + "\n")
+    results.write_text(run_dir / "data" / "subflows.csv", "\n".join(subs) + "\n")
+
+
+def write_run(run_dir: Path, scenario: str, cc: str, scheduler: str, trial: int, seed: int, rng: random.Random,
+              series_s: int = 0, period_s: int = 10, buffer: str = "100KB", dash: bool = False) -> dict[str, float]:
+    """One complete synthetic run; returns the headline metrics written to its summary.json (with
+    `dash.quality_avg` and `dash.stall_rate` when `dash`)."""
+    run_dir.mkdir(parents=True, exist_ok=False)
+    metrics = {"underflows": float(rng.randint(0, 12)), "picture_discards": float(rng.randint(0, 400)),
+               "path_switches": float(rng.randint(50, 900)), "startup_delay_s": round(rng.uniform(1.0, 3.0), 3),
+               "underflow_total_s": round(rng.uniform(0, 5), 3), "stall_ratio": round(rng.uniform(0, 0.2), 4)}
+    share = round(rng.uniform(0.3, 0.7), 4)
+    header = {"sweep": "synthetic", "key": f"{scenario}|{cc}|{scheduler}|trial={trial}", "trial": trial, "seed": seed,
+              "params": {"transport.cc": cc, "transport.scheduler": scheduler}, "token": f"{seed:012x}"}
+    results.write_text(run_dir / "scenario.yaml", f"# synthetic\n{HEADER_TAG}{json.dumps(header)}\nname: {scenario}\n")
+    results.write_text(run_dir / "resolved.yaml", _resolved(scenario, cc, scheduler, seed, period_s, buffer))
+    results.write_json(run_dir / "provenance.json", {
+        "synthetic": True, "run_id": run_dir.name, "seed": seed,
+        "git": {"commit": "0" * 40, "dirty": False},
+        "host": {"hostname": "synthetic", "kernel": "6.18.0-synthetic", "os": "Debian GNU/Linux 12", "cpus": 2},
+        "packages": {"python": {"pandas": "3.1.1"}},
+        "topology": {"kind": "dual-path", "paths": {p: {"client_addr": a} for p, a in PATHS.items()}}})
+    summary: dict[str, Any] = {
+        "run_id": run_dir.name, "scenario": scenario, "cc": cc, "scheduler": scheduler, "seed": seed,
+        "video_length_s": 20.0, "duration_s": 20.0 + metrics["underflow_total_s"], "frames_expected": 600,
+        "frames_rendered": 600 - metrics["picture_discards"], "bytes_total": 14_000_000,
+        "paths": {"wifi": {"rx_bytes": int(14e6 * share), "share": share, "mean_throughput_bps": 3e6 * share},
+                  "lte": {"rx_bytes": int(14e6 * (1 - share)), "share": round(1 - share, 4),
+                          "mean_throughput_bps": 3e6 * (1 - share)}},
+        "fidelity_ok": True, "fidelity_warnings": [], "warnings": [], "sampler_errors": [], "run_wall_s": 33.0,
+        **metrics}
+    if dash:
+        d = {"quality_avg": round(rng.uniform(2, 10), 3), "stall_rate": round(rng.uniform(0, 0.3), 4)}
+        summary["dash"] = {**d, "bitrate_switches": rng.randint(0, 20), "segments": 24}
+        metrics.update({f"dash.{k}": v for k, v in d.items()})
+    results.write_json(run_dir / "summary.json", summary)
+    if series_s:
+        _series(run_dir, rng, series_s, hz=5)
+    results.write_status(run_dir, "complete")
+    return metrics
+
+
+def make_set(root: Path, scenarios: list[str], ccs: list[str], schedulers: list[str], trials: int, seed: int = 1,
+             series_s: int = 0, n_failed: int = 0, dash_buffers: list[str] | None = None) -> SyntheticSet:
+    """scenarios × ccs × schedulers (× dash_buffers: DASH runs with that Wi-Fi buffer) × trials complete
+    runs under root/<scenario>/<run id>/, plus `n_failed` failed runs (status `failed`, no summary).
+    `values` is keyed (scenario, cc, scheduler) or, with dash_buffers, (scenario, cc, scheduler, buffer)."""
+    rng = random.Random(seed)
+    out = SyntheticSet(root)
+    n = 0
+    for sc in scenarios:
+        for cc in ccs:
+            for sched in schedulers:
+                for buf in dash_buffers or [None]:
+                    key: Any = (sc, cc, sched) if buf is None else (sc, cc, sched, buf)
+                    vals = out.values.setdefault(key, [])
+                    for trial in range(trials):
+                        n += 1
+                        vals.append(write_run(root / sc / f"s{n:06d}", sc, cc, sched, trial, seed * 100_000 + n, rng,
+                                              series_s=series_s, buffer=buf or "100KB", dash=buf is not None))
+    for i in range(n_failed):
+        d = root / scenarios[0] / f"f{i:06d}"
+        d.mkdir(parents=True)
+        results.write_status(d, "failed", f"synthetic failure {i}: the player timed out")
+        out.failed.append(d)
+    return out

@@ -1,0 +1,81 @@
+"""Tables of a report, as CSV and Parquet: runs (one row per complete run), stats (long: one row per
+configuration × metric), configs (wide: the headline means and CIs per configuration), not_aggregated
+(failed or incomplete runs and why)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from mpvlab.report.aggregate import Collection
+
+HEADLINE = ["underflows", "underflow_total_s", "picture_discards", "path_switches", "startup_delay_s", "stall_ratio",
+            "frames_rendered"]
+
+
+def _extra_json(extra: dict[str, object]) -> str:
+    return json.dumps(extra, sort_keys=True, default=str) if extra else ""
+
+
+def runs_frame(c: Collection) -> pd.DataFrame:
+    rows = []
+    for cfg in c.configs:
+        for r in cfg.runs:
+            row: dict[str, object] = {
+                "config": cfg.label, "scenario": cfg.scenario, "cc": cfg.cc, "scheduler": cfg.scheduler,
+                "params": _extra_json(cfg.extra), "trial": (r.sweep or {}).get("trial"),
+                "seed": r.summary.get("seed"), "run_id": r.run_id, "run_dir": r.rel,
+                "n_warnings": len(r.warnings), "warnings": " | ".join(r.warnings)}
+            row.update(r.metrics)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def stats_frame(c: Collection) -> pd.DataFrame:
+    rows = []
+    for cfg in c.configs:
+        for m, s in cfg.stats.items():
+            if s.n == 0:
+                continue
+            label, unit = c.metric_info[m]
+            rows.append({"config": cfg.label, "scenario": cfg.scenario, "cc": cfg.cc, "scheduler": cfg.scheduler,
+                         "params": _extra_json(cfg.extra), "metric": m, "label": label, "unit": unit,
+                         "runs": len(cfg.runs), "n": s.n, "mean": s.mean, "median": s.median, "std": s.std,
+                         "ci95_low": s.ci_low, "ci95_high": s.ci_high, "ci95_half": s.ci_half,
+                         "min": s.min, "max": s.max})
+    return pd.DataFrame(rows)
+
+
+def configs_frame(c: Collection) -> pd.DataFrame:
+    rows = []
+    paths = sorted({p for r in c.runs for p in r.paths})
+    for cfg in c.configs:
+        row: dict[str, object] = {"config": cfg.label, "scenario": cfg.scenario, "cc": cfg.cc,
+                                  "scheduler": cfg.scheduler, "params": _extra_json(cfg.extra), "n": len(cfg.runs)}
+        for m in [*HEADLINE, *(f"paths.{p}.share" for p in paths)]:
+            s = cfg.stats.get(m)
+            if s is None:
+                continue
+            row[f"{m}_mean"], row[f"{m}_median"], row[f"{m}_ci95_half"] = s.mean, s.median, s.ci_half
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def not_aggregated_frame(c: Collection) -> pd.DataFrame:
+    return pd.DataFrame([{"run_dir": b.rel, "state": b.state, "reason": b.reason} for b in c.not_aggregated],
+                        columns=["run_dir", "state", "reason"])
+
+
+def write_tables(c: Collection, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, df in (("runs", runs_frame(c)), ("stats", stats_frame(c)), ("configs", configs_frame(c)),
+                     ("not_aggregated", not_aggregated_frame(c))):
+        csv = out / f"{name}.csv"
+        df.to_csv(csv, index=False)
+        pq = out / f"{name}.parquet"
+        df.to_parquet(pq, index=False)
+        written += [csv, pq]
+    return written

@@ -1,0 +1,55 @@
+"""The Wi-Fi/LTE study's quick reproduction (experiments.md §1; sweeps/wifi-lte-study.yaml --quick):
+scenarios A, B, C × CUBIC, BBR, BBR-S × minRTT, BDP, default, one trial of 20 s video each — 27 real
+runs — then the report, opened in headless chromium. About 15 minutes: the longest test in the suite,
+and the one that shows the whole product works together."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mpvlab.report import browser
+
+REPO = Path(__file__).resolve().parent.parent
+MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_quick_wifi_lte_study_and_report(tmp_path: Path) -> None:
+    res = tmp_path / "results"
+    cp = subprocess.run([str(MPVLAB), "sweep", str(REPO / "sweeps" / "wifi-lte-study.yaml"), "--quick",
+                         "--results", str(res)], capture_output=True, text=True, timeout=2400,
+                        stdin=subprocess.DEVNULL)
+    root = res / "wifi-lte-study-quick"
+    man = json.loads((root / "sweep.json").read_text())
+    states = {r["key"]: (r["state"], r["reason"]) for r in man["runs"]}
+    assert len(states) == 27
+    failed = {k: v for k, v in states.items() if v[0] != "complete"}
+    assert not failed and cp.returncode == 0, f"{failed}\n{cp.stdout[-3000:]}\n{cp.stderr[-2000:]}"
+    for r in man["runs"]:
+        s = json.loads((root / r["run_dir"] / "summary.json").read_text())
+        p = r["params"]
+        assert (s["cc"], s["scheduler"]) == (p["transport.cc"], p["transport.scheduler"])
+        assert s["frames_rendered"] + s["picture_discards"] == s["frames_expected"] == 600
+        # Two 3 Mbit/s paths carry a 5.24 Mbit/s video: both must carry data, and together they cannot
+        # deliver more than 2 × 3 Mbit/s × 1448/1514 of payload over the playback time (+ 10 % for the
+        # startup burst the 100 KB queues and the lead-in allow).
+        assert all(v["share"] >= 0.05 for v in s["paths"].values()), s["paths"]
+        wire_bps = sum(v["mean_throughput_bps"] for v in s["paths"].values())
+        assert wire_bps <= 2 * 3e6 * 1.10, wire_bps
+    # One command: the sweep ends by building the report.
+    assert "report of 27 complete run(s) in 27 configuration(s)" in cp.stdout, cp.stdout[-2000:]
+    html = root / "report" / "report.html"
+    page = html.read_text()
+    # 3 bar figures + cwnd and throughput for each of the 3 scenarios
+    assert page.count('src="data:image/png;base64,') == 9
+    for sc in ("wifi-lte-a", "wifi-lte-b", "wifi-lte-c"):
+        for cc in ("cubic", "bbr", "bbr-s"):
+            for sched in ("minrtt", "bdp", "default"):
+                assert f"{sc} · {cc} · {sched}" in page
+    shot = browser.screenshot(html, root / "report" / "report.png")
+    assert browser.ink_fraction(shot) > 0.03, "the report renders nearly blank"
