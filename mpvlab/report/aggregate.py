@@ -222,15 +222,18 @@ def run_metrics(s: dict[str, Any]) -> dict[str, float | None]:
 
 
 def _config_extras(runs: list[Run]) -> dict[str, list[str]]:
-    """Per scenario: the resolved fields whose values differ among its runs."""
-    by_scenario: dict[str, list[Run]] = {}
+    """Per scenario: the resolved fields whose values differ among its runs of one congestion control
+    and scheduler. Fields that differ only *between* CCs or schedulers (each scheduler's own resolved
+    parameters) follow from the CC/scheduler and would only clutter the configuration's name."""
+    groups: dict[tuple[str, str, str], list[Run]] = {}
     for r in runs:
-        by_scenario.setdefault(r.scenario, []).append(r)
-    out: dict[str, list[str]] = {}
-    for name, rs in by_scenario.items():
-        keys = sorted({k for r in rs for k in r.resolved} - IDENTITY_FIELDS)
-        out[name] = [k for k in keys if len({json.dumps(r.resolved.get(k), default=str) for r in rs}) > 1]
-    return out
+        groups.setdefault((r.scenario, r.cc, r.scheduler), []).append(r)
+    out: dict[str, set[str]] = {}
+    for (name, _, _), rs in groups.items():
+        keys = {k for r in rs for k in r.resolved} - IDENTITY_FIELDS
+        out.setdefault(name, set()).update(
+            k for k in keys if len({json.dumps(r.resolved.get(k), default=str) for r in rs}) > 1)
+    return {name: sorted(keys) for name, keys in out.items()}
 
 
 def aggregate(source: Path, exclude: Iterable[Path] = ()) -> Collection:
@@ -257,7 +260,8 @@ def aggregate(source: Path, exclude: Iterable[Path] = ()) -> Collection:
         c.runs.sort(key=lambda r: ((r.sweep or {}).get("trial", 0), r.run_id))
         for m in info:
             c.stats[m] = summarise(r.metrics.get(m) for r in c.runs)
-    ordered = sorted(configs.values(), key=lambda c: (c.scenario, c.extra_label, cc_order(c.cc), c.scheduler))
+    ordered = sorted(configs.values(),
+                     key=lambda c: (c.scenario, c.extra_label, cc_order(c.cc), sched_order(c.scheduler)))
     return Collection(source, runs, bad, ordered, info)
 
 
