@@ -24,6 +24,9 @@ DEB_PACKAGES=(
   apache2 gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav python3-gi
   gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0 ffmpeg
+  # HTTPS / HTTP/2 (scenario `server:`): per-run certificates (openssl); the player's HTTP client is
+  # souphttpsrc over libsoup 3 (the one that speaks HTTP/2) with GLib's TLS backend (glib-networking)
+  openssl libsoup-3.0-0 glib-networking
   # native builds: delay line (libnetfilter-queue), BPF (clang, libbpf, bpftool)
   build-essential pkg-config clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
   libnetfilter-queue-dev libmnl-dev

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from mpvlab import naming, netns, proc
+from mpvlab import naming, netns, proc, tls
 
 RUNTIME_DIR = Path(os.environ.get("MPVLAB_RUNTIME_DIR", "/run/mpvlab"))
 LEDGER_DIR = RUNTIME_DIR / "runs"
@@ -113,6 +113,8 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None) ->
     if www.exists():
         shutil.rmtree(www)
         removed.append(f"web root {www}")
+    if tls.discard_run_key(Path(ledger.result_dir)):
+        removed.append("TLS key")
     mark_interrupted(Path(ledger.result_dir))
     ledger.remove()
     for r in removed:

@@ -13,7 +13,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 DEBIAN_PACKAGES = ("iproute2", "iptables", "mininet", "mptcpize", "apache2", "gstreamer1.0-tools",
                    "gstreamer1.0-plugins-good", "gstreamer1.0-libav", "ffmpeg", "libbpf1", "bpftool", "clang",
-                   "libnetfilter-queue1")
+                   "libnetfilter-queue1", "openssl", "curl", "libsoup-3.0-0", "glib-networking", "libnghttp2-14")
 PY_PACKAGES = ("pydantic", "PyYAML", "rich", "pandas", "pyarrow", "matplotlib", "numpy")
 
 

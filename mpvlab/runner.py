@@ -25,7 +25,7 @@ from links.schedule import Schedule, read_trace
 import collectors
 import schedulers
 from collectors import qdiscstat
-from mpvlab import content, fidelity, ledger, naming, proc, provenance, results, sampling, server, transport
+from mpvlab import content, fidelity, ledger, naming, proc, provenance, results, sampling, server, tls, transport
 from mpvlab.scenario import (
     ConstantDelay, LinkDirection, PiecewiseDelay, Scenario, SquareDelay, TraceDelay, dump_yaml, resolved_dict,
 )
@@ -180,12 +180,21 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
         else:
             video_name = "video.mp4"
             os.symlink(video.path, docroot / video_name)
+        http = _http_setup(ctx, topo, stack)
         apache = server.start_apache(topo.server.ns, ctx.logs / "apache", docroot, cc=cc_name,
-                                     extra_env=net.server_env)
+                                     http=http, extra_env=net.server_env)
         ctx.ledger.add_proc(apache.ref)
         stack.callback(apache.stop)
-        url_local = f"http://127.0.0.1:{server.PORT}/{video_name}"
-        ctx.extra_prov["apache_ready_s"] = round(server.wait_serving(apache, url_local), 4)
+        ctx.extra_prov["http"] = http.describe()
+        ctx.extra_prov["apache_ready_s"] = round(
+            server.wait_serving(apache, http.url("127.0.0.1", video_name), http=http), 4)
+        # Before time zero: the server must speak the scenario's protocol to the client, over the path.
+        phase("protocol check")
+        try:
+            ctx.extra_prov["http"]["preflight"] = server.verify_protocol(
+                topo.client.ns, http, http.url(topo.server_addr, video_name))
+        except server.ProtocolMismatch as e:
+            raise RunFailed(str(e)) from None
 
         phase("waiting for time zero")
         while (wait := ctx.t0_ns - time.monotonic_ns()) > 0:
@@ -195,7 +204,7 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
 
         phase("playing")
         sampler = sampling.Sampler(ctx.t0_ns, topo.client.pid, {p.name: p.client_if for p in topo.paths},
-                                   topo.server.ns, server.PORT, ctx.data, sc.observe.sample_hz)
+                                   topo.server.ns, http.port, ctx.data, sc.observe.sample_hz)
         trace_dir = ctx.data / "schedtrace"
         trace = contextlib.ExitStack()
         stack.enter_context(trace)
@@ -213,7 +222,7 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
         if sched.pid is not None:
             ctx.ledger.add_proc(proc.ProcRef.of(sched.pid, f"scheduler {sc.transport.scheduler}"))
         counters_before = sampling.read_net_dev(topo.client.pid)
-        player = _start_player(ctx, topo, video_name, _frames_of(sc))
+        player = _start_player(ctx, topo, http, video_name, _frames_of(sc))
         ctx.ledger.add_proc(player[1])
         sampler.start()
         stack.callback(sampler.stop)
@@ -242,7 +251,7 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
             reason = player_summary.get("reason") or player_summary.get("error") if player_summary else None
             raise RunFailed(f"player exited with code {player[0].returncode}: {reason or 'see logs/player.log'}")
         summary = _summarise(ctx, topo, player_summary, counters_before, counters_after, sampler, fid,
-                             trace_summary, sched.summary)
+                             trace_summary, sched.summary, http)
         summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
     return summary
 
@@ -373,10 +382,21 @@ def _setup_cc(ctx: RunContext, stack: contextlib.ExitStack) -> str:
     return name
 
 
-def _start_player(ctx: RunContext, topo: dual_path.DualPath, video_name: str,
+def _http_setup(ctx: RunContext, topo: dual_path.DualPath, stack: contextlib.ExitStack) -> server.HttpSetup:
+    """The scenario's HTTP version; with TLS a fresh certificate for the server's address (and loopback,
+    for the readiness check) in the run directory, whose key is deleted when the run ends."""
+    spec = ctx.scenario.server
+    if not spec.tls_enabled:
+        return server.HttpSetup(spec.protocol)
+    material = tls.make_self_signed(ctx.run_dir / tls.RUN_TLS_DIR, [topo.server_addr, "127.0.0.1"])
+    stack.callback(material.discard_key)   # registered before Apache's stop, so it runs after it
+    return server.HttpSetup(spec.protocol, material)
+
+
+def _start_player(ctx: RunContext, topo: dual_path.DualPath, http: server.HttpSetup, video_name: str,
                   frames: int) -> tuple[subprocess.Popen[bytes], Any]:
     sc = ctx.scenario
-    url = f"http://{topo.server_addr}:{server.PORT}/{video_name}"
+    url = http.url(topo.server_addr, video_name)
     argv = ["mptcpize", "run", sys.executable, str(PLAYER), "--url", url,
             "--events", str(ctx.logs / "player-events.jsonl"), "--summary", str(ctx.logs / "player-summary.json"),
             "--mode", sc.player.mode, "--max-lateness-ms", f"{sc.player.max_lateness / 1e6:g}",
@@ -385,6 +405,8 @@ def _start_player(ctx: RunContext, topo: dual_path.DualPath, video_name: str,
             "--startup-buffer-ms", f"{sc.player.startup_buffer / 1e6:g}",
             "--t0-ns", str(ctx.t0_ns), "--timeout-s", f"{sc.video.duration / 1e9 * sc.player.timeout_factor + 30:g}",
             "--frames-expected", str(frames)]
+    if http.tls is not None:
+        argv += ["--ca-file", str(http.tls.cert)]
     if not sc.player.decode:
         argv.append("--no-decode")
     if sc.video.kind == "dash":
@@ -406,7 +428,7 @@ def _apache_requests(access_log: Path) -> int:
     try:
         for line in access_log.read_text().splitlines():
             parts = line.split()
-            if len(parts) > 2 and not parts[0].startswith("127."):
+            if len(parts) > 2 and not parts[0].startswith("127.") and server.PREFLIGHT_QUERY not in line:
                 conns.add((parts[0], parts[1]))
     except OSError:
         pass
@@ -490,8 +512,14 @@ SEGMENT_OVERHEAD = 90
 
 def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], before: dict[str, dict[str, int]],
                after: dict[str, dict[str, int]], sampler: sampling.Sampler, fid: dict[str, Any],
-               sched: dict[str, Any], steer: dict[str, Any]) -> dict[str, Any]:
+               sched: dict[str, Any], steer: dict[str, Any], http: server.HttpSetup) -> dict[str, Any]:
     sc = ctx.scenario
+    # Every request the player made must have used the scenario's protocol (and TLS), or the run
+    # measured something else than it claims.
+    http_tally = server.tally_access_log(ctx.logs / "apache" / "access.log", http)
+    if not http_tally["ok"]:
+        raise RunFailed(f"not every player request used {http_tally['expected']}"
+                        f"{' over TLS' if http.tls else ''}: {http_tally}")
     per_path: dict[str, dict[str, Any]] = {}
     total = 0
     for p in topo.paths:
@@ -565,6 +593,11 @@ def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], be
         "stall_ratio": ps.get("stall_ratio"),
         "dash": _dash_view(ps) if ps.get("dash") else None,
         "player_mode": sc.player.mode,
+        "http": {"protocol": http.protocol, "tls": http.tls is not None, "port": http.port,
+                 "player_libsoup": ps.get("libsoup"),
+                 **{k: http_tally[k] for k in ("requests", "by_protocol", "by_tls_version", "by_cipher",
+                                              "excluded")},
+                 "preflight": ctx.extra_prov.get("http", {}).get("preflight")},
         "path_switches": view["path_switches"],
         "steering": _steering_view(steer),
         "scheduler_decisions": view["decisions"],

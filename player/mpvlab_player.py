@@ -10,6 +10,11 @@ Pipeline (built by hand so every element's QoS/sync setting is explicit):
 Why each choice (see player/README.md for the counter definitions):
   * souphttpsrc only: the player runs under ``mptcpize run`` in the client
     namespace, which makes libsoup's plain TCP socket an MPTCP socket.
+  * https:// with ``--ca-file``: every souphttpsrc (also dashdemux's internal
+    ones) gets a ``tls-database`` holding exactly that certificate.  The
+    ``ssl-ca-file`` property is not used: souphttpsrc 1.22 applies it only
+    with libsoup 2, and GStreamer loads libsoup 3 here (which is also what
+    negotiates HTTP/2, via TLS ALPN).  Verification stays on (ssl-strict).
   * the playout buffer is a plain ``queue`` before the decoder holding
     compressed frames, bounded in time only (``--buffer-ms``); its
     ``underrun``/``running`` signals are the buffer-underflow source.
@@ -33,6 +38,7 @@ import argparse
 import json
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -44,7 +50,7 @@ from typing import Any, TextIO
 import gi
 
 gi.require_version("Gst", "1.0")
-from gi.repository import GLib, Gst  # noqa: E402
+from gi.repository import Gio, GLib, Gst  # noqa: E402
 
 # DASH support lives next to this file (also when this module is loaded by path).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -187,6 +193,14 @@ class Player:
         self.reason = ""
         self.exit_code = EXIT_OK
         self.finished = False
+        # One trust store for every HTTP source: exactly the server's certificate.
+        self.tls_db: Gio.TlsDatabase | None = None
+        if args.ca_file is not None:
+            try:
+                self.tls_db = Gio.TlsFileDatabase.new(str(args.ca_file))
+            except GLib.Error as e:
+                raise RuntimeError(f"--ca-file {args.ca_file}: {e.message}") from None
+        self.http_sources = 0                  # souphttpsrc elements given the trust store
         self.dash: mpvlab_dash.DashSession | None = None
         if args.dash:
             self.dash = mpvlab_dash.DashSession(
@@ -211,6 +225,10 @@ class Player:
         a = self.a
         p = Gst.Pipeline.new("mpvlab-player")
         self.src = self._make("souphttpsrc", "src", location=a.url, retries=a.http_retries)
+        self._trust(self.src)
+        # dashdemux creates its segment sources itself: give each the same trust store
+        # when it joins the pipeline (before it starts, so before its session opens).
+        p.connect("deep-element-added", self._on_deep_element)
         if self.dash is None:
             self.demux = self._make("qtdemux", "demux")
         self.queue = self._make("queue", "playout",
@@ -250,6 +268,17 @@ class Player:
         bus.add_signal_watch()
         bus.connect("message", self._on_message)
         return p
+
+    def _trust(self, el: Gst.Element) -> None:
+        if self.tls_db is not None:
+            el.set_property("tls-database", self.tls_db)
+            with self.lock:
+                self.http_sources += 1
+
+    def _on_deep_element(self, _bin: Gst.Bin, _sub: Gst.Bin, el: Gst.Element) -> None:
+        fac = el.get_factory()
+        if fac is not None and fac.get_name() == "souphttpsrc" and el is not self.src:
+            self._trust(el)
 
     # ---- streaming-thread callbacks (keep them short) -----------------------------
     def _on_pad_added(self, _demux: Gst.Element, pad: Gst.Pad) -> None:
@@ -458,7 +487,7 @@ class Player:
             if msg.src == self.src and self.bytes == 0:
                 # souphttpsrc 1.22 reports a refused/unreachable connection only as a
                 # generic "Internal data stream error": name the real cause.
-                reason += f" [{_diagnose_connect(self.a.url)}]"
+                reason += f" [{_diagnose_connect(self.a.url, self.a.ca_file)}]"
             self.ev.emit("error", element=src, reason=err.message, debug=dbg or "")
             self._finish("error", reason, EXIT_ERROR)
         elif t == Gst.MessageType.WARNING:
@@ -574,6 +603,9 @@ class Player:
             "stall_ratio": None if stall is None else round(stall, 6),
             "bytes_received": self.bytes,
             "download_complete": self.upstream_eos,
+            "libsoup": _libsoup_loaded(),
+            "tls_ca_file": None if self.a.ca_file is None else str(self.a.ca_file),
+            "tls_sources": self.http_sources,
             "dash": False,
         }
         if self.dash is not None:
@@ -582,15 +614,39 @@ class Player:
         return out
 
 
-def _diagnose_connect(url: str) -> str:
-    """One plain TCP connect to the URL's host:port, to name a connection failure."""
+def _diagnose_connect(url: str, ca_file: Path | None = None) -> str:
+    """One plain TCP connect to the URL's host:port (and for https:// a TLS handshake that trusts
+    the same certificate file), to name a connection failure: souphttpsrc reports a refused
+    connection and a rejected certificate alike as "Internal data stream error"."""
     u = urllib.parse.urlsplit(url)
     port = u.port or (443 if u.scheme == "https" else 80)
     try:
-        with socket.create_connection((u.hostname or "", port), timeout=2.0):
-            return f"TCP connect to {u.hostname}:{port} succeeded; HTTP request failed"
+        with socket.create_connection((u.hostname or "", port), timeout=2.0) as sock:
+            if u.scheme != "https":
+                return f"TCP connect to {u.hostname}:{port} succeeded; HTTP request failed"
+            ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+            ctx.set_alpn_protocols(["h2", "http/1.1"])
+            with ctx.wrap_socket(sock, server_hostname=u.hostname) as tls:
+                return (f"TCP connect and TLS handshake to {u.hostname}:{port} succeeded "
+                        f"({tls.version()}, ALPN {tls.selected_alpn_protocol()}); HTTP request failed")
+    except ssl.SSLError as e:
+        return f"TLS handshake with {u.hostname}:{port} failed: {e.reason or e}"
     except OSError as e:
         return f"TCP connect to {u.hostname}:{port}: {e.strerror or e}"
+
+
+def _libsoup_loaded() -> str | None:
+    """The libsoup that souphttpsrc loaded at run time (it prefers 3, falls back to 2.4): read
+    from this process's mappings, since GStreamer does not expose it.  Only libsoup 3 speaks
+    HTTP/2."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return None
+    for name, ver in (("libsoup-3.0.so", "3"), ("libsoup-2.4.so", "2.4")):
+        if name in maps:
+            return ver
+    return None
 
 
 def _ns_to_s(ns: int | None) -> float | None:
@@ -622,6 +678,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--timeout-s", type=float, default=None, help="give up after this (exit 3)")
     ap.add_argument("--frames-expected", type=int, default=None,
                     help="override the frame count derived from duration x framerate")
+    ap.add_argument("--ca-file", type=Path, default=None,
+                    help="https:// only: trust exactly the certificate(s) in this PEM file "
+                         "(souphttpsrc tls-database); verification is never disabled")
     ap.add_argument("--http-retries", type=int, default=0,
                     help="souphttpsrc retries (default 0: a failed request is an error)")
     ap.add_argument("--no-decode", action="store_true",
@@ -658,6 +717,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error("--timeout-s must be > 0")
     if not a.url.startswith(("http://", "https://")):
         ap.error("--url must be http:// or https://")
+    if a.ca_file is not None:
+        if not a.url.startswith("https://"):
+            ap.error("--ca-file is for https:// URLs")
+        if not a.ca_file.is_absolute() or not a.ca_file.is_file():
+            # GTlsFileDatabase needs an absolute path; a missing file would only show up as
+            # "Unacceptable TLS certificate" at the first request.
+            ap.error(f"--ca-file {a.ca_file}: not an absolute path to an existing file")
     return a
 
 
