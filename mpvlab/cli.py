@@ -71,10 +71,32 @@ def _print_summary(console: Console, run_dir: Path) -> None:
     import json
     s = json.loads((run_dir / "summary.json").read_text())
     console.print(f"[green]complete[/green]: {run_dir}")
+    if s.get("topology") == "shared-bottleneck":
+        _print_shared_summary(console, s)
+        return
     paths = ", ".join(f"{n} {v['rx_bytes'] / 1e6:.2f} MB ({v['share']:.0%})" for n, v in s["paths"].items())
     console.print(f"  bytes per path: {paths}")
     console.print(f"  underflows {s['underflows']} ({s['underflow_total_s']} s), picture discards "
                   f"{s['picture_discards']}, startup {s['startup_delay_s']} s, playback {s['duration_s']} s")
+    if s.get("fidelity_warnings"):
+        console.print("[yellow]  fidelity warnings:[/yellow] " + "; ".join(s["fidelity_warnings"]))
+
+
+def _print_shared_summary(console: Console, s: dict) -> None:  # type: ignore[type-arg]
+    for role, p in s["players"].items():
+        console.print(f"  {role}: {p['bytes_received'] / 1e6:.2f} MB, underflows {p['underflows']} "
+                      f"({p['underflow_total_s']} s), picture discards {p['picture_discards']}, "
+                      f"startup {p['startup_delay_s']} s, playback {p['playback_s']} s")
+    b = s["bottleneck"]
+    if "utilisation" in b:
+        console.print(f"  bottleneck utilisation {b['utilisation']:.1%}, drops {b['tbf']['drops']}")
+    x = s["cross_traffic"]
+    if x.get("bulk", {}).get("goodput_bps"):
+        console.print(f"  bulk {x['bulk']['cc_requested']}: {x['bulk']['goodput_bps'] / 1e6:.3f} Mbit/s")
+    if "voip" in x:
+        q = x["voip"]["queuing_delay_ms"]
+        console.print(f"  voip: {x['voip']['delivered_bps'] / 1e3:.1f} kbit/s delivered, loss "
+                      f"{x['voip']['loss_rate']:.2%}, queuing delay p50 {q['p50']} p95 {q['p95']} p99 {q['p99']} ms")
     if s.get("fidelity_warnings"):
         console.print("[yellow]  fidelity warnings:[/yellow] " + "; ".join(s["fidelity_warnings"]))
 
@@ -120,6 +142,10 @@ def cmd_shell(args: argparse.Namespace, console: Console) -> int:
     except ScenarioError as e:
         console.print(Text(str(e), style="red"))
         return 2
+    if sc.topology.kind == "shared-bottleneck":
+        console.print(Text(f"{path}: topology.kind shared-bottleneck: mpvlab shell supports dual-path and "
+                           "dumbbell only (run it with `mpvlab run`)", style="red"))
+        return 2
     commands = Path(args.commands).read_text() if args.commands else None
     open_shell(sc, path, text, commands=commands, log=lambda m: console.print(m))
     return 0
@@ -131,6 +157,11 @@ def cmd_plot(args: argparse.Namespace, console: Console) -> int:
     run_dir = Path(args.run_dir)
     if not (run_dir / "summary.json").exists():
         console.print(Text(f"{run_dir}: not a complete run directory (no summary.json)", style="red"))
+        return 2
+    import json
+    if json.loads((run_dir / "summary.json").read_text()).get("topology") == "shared-bottleneck":
+        console.print(Text(f"{run_dir}: mpvlab plot draws per-path figures of dual-path/dumbbell runs; a "
+                           "shared-bottleneck run has its data in data/ (no plots yet)", style="red"))
         return 2
     console.print(f"wrote {plot_run(run_dir)}")
     return 0

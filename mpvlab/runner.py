@@ -4,6 +4,8 @@ Data flow: scenario → resolved plan → topology (Mininet nodes) → links (tb
 transport (MPTCP, congestion control) → fidelity probes → server (Apache) → time zero → player +
 samplers → checks → results. Everything the run creates is listed in its ledger first, and removed
 in `finally` — on success, on error, on Ctrl-C or SIGTERM; after a SIGKILL the next run removes it.
+This module runs dual-path and dumbbell scenarios; shared-bottleneck ones (N players and cross
+traffic behind one router) run through mpvlab/run_shared.py, which reuses the pieces below.
 """
 
 from __future__ import annotations
@@ -149,6 +151,9 @@ def _write_provenance(ctx: RunContext) -> None:
 def _execute(ctx: RunContext) -> dict[str, Any]:
     sc, log, phase = ctx.scenario, ctx.opts.log, ctx.opts.progress
     run_started = time.monotonic()
+    if sc.topology.kind == "shared-bottleneck":
+        from mpvlab import run_shared  # imports this module: bound late
+        return run_shared.execute(ctx)
 
     phase("content")
     video = ensure_content(sc)
@@ -172,29 +177,8 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
             log(f"fidelity warning: {w}")
 
         phase("server")
-        docroot = ledger.docroot(ctx.run_id)
-        # The file (progressive) or the ladder's folder (DASH) is linked into the run's web root.
-        if isinstance(video, content.DashInfo):
-            os.symlink(video.dir, docroot / video.dir.name)
-            video_name = f"{video.dir.name}/{video.mpd.name}"
-        else:
-            video_name = "video.mp4"
-            os.symlink(video.path, docroot / video_name)
-        http = _http_setup(ctx, topo, stack)
-        apache = server.start_apache(topo.server.ns, ctx.logs / "apache", docroot, cc=cc_name,
-                                     http=http, extra_env=net.server_env)
-        ctx.ledger.add_proc(apache.ref)
-        stack.callback(apache.stop)
-        ctx.extra_prov["http"] = http.describe()
-        ctx.extra_prov["apache_ready_s"] = round(
-            server.wait_serving(apache, http.url("127.0.0.1", video_name), http=http), 4)
-        # Before time zero: the server must speak the scenario's protocol to the client, over the path.
-        phase("protocol check")
-        try:
-            ctx.extra_prov["http"]["preflight"] = server.verify_protocol(
-                topo.client.ns, http, http.url(topo.server_addr, video_name))
-        except server.ProtocolMismatch as e:
-            raise RunFailed(str(e)) from None
+        apache, video_name, http = start_server(ctx, stack, video, topo.server.ns, cc_name, net.server_env,
+                                                topo.server_addr, topo.client.ns)
 
         phase("waiting for time zero")
         while (wait := ctx.t0_ns - time.monotonic_ns()) > 0:
@@ -222,7 +206,7 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
         if sched.pid is not None:
             ctx.ledger.add_proc(proc.ProcRef.of(sched.pid, f"scheduler {sc.transport.scheduler}"))
         counters_before = sampling.read_net_dev(topo.client.pid)
-        player = _start_player(ctx, topo, http, video_name, _frames_of(sc))
+        player = start_player(ctx, topo.client.ns, topo.server_addr, video_name, _frames_of(sc), ctx.logs, http)
         ctx.ledger.add_proc(player[1])
         sampler.start()
         stack.callback(sampler.stop)
@@ -272,6 +256,9 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
     """Topology, host settings, congestion control and link emulation, each undone by `stack`.
     Run time zero is set to now + lead_s."""
     sc, phase = ctx.scenario, ctx.opts.progress
+    if sc.topology.kind == "shared-bottleneck":
+        raise RunFailed("topology shared-bottleneck is brought up by mpvlab.run_shared (runs only; "
+                        "`mpvlab shell` does not support it yet)")
     phase("topology")
     topo = topologies.build(sc, ctx.run_id, ctx.ledger.add_netns)
     stack.callback(dual_path.teardown, topo)
@@ -382,23 +369,55 @@ def _setup_cc(ctx: RunContext, stack: contextlib.ExitStack) -> str:
     return name
 
 
-def _http_setup(ctx: RunContext, topo: dual_path.DualPath, stack: contextlib.ExitStack) -> server.HttpSetup:
+def _http_setup(ctx: RunContext, server_addr: str, stack: contextlib.ExitStack) -> server.HttpSetup:
     """The scenario's HTTP version; with TLS a fresh certificate for the server's address (and loopback,
     for the readiness check) in the run directory, whose key is deleted when the run ends."""
     spec = ctx.scenario.server
     if not spec.tls_enabled:
         return server.HttpSetup(spec.protocol)
-    material = tls.make_self_signed(ctx.run_dir / tls.RUN_TLS_DIR, [topo.server_addr, "127.0.0.1"])
+    material = tls.make_self_signed(ctx.run_dir / tls.RUN_TLS_DIR, [server_addr, "127.0.0.1"])
     stack.callback(material.discard_key)   # registered before Apache's stop, so it runs after it
     return server.HttpSetup(spec.protocol, material)
 
 
-def _start_player(ctx: RunContext, topo: dual_path.DualPath, http: server.HttpSetup, video_name: str,
-                  frames: int) -> tuple[subprocess.Popen[bytes], Any]:
+def start_server(ctx: RunContext, stack: contextlib.ExitStack, video: "content.ContentInfo | content.DashInfo",
+                 ns: Any, cc_name: str, server_env: dict[str, str], server_addr: str,
+                 client_ns: Any) -> tuple[server.ApacheServer, str, server.HttpSetup]:
+    """Apache in `ns` serving the run's video with the scenario's HTTP version, stopped by `stack`.
+    Before returning it has checked, from `client_ns` over the emulated path, that the server speaks
+    that protocol. Returns the server, the video's URL path and the HTTP setup."""
+    docroot = ledger.docroot(ctx.run_id)
+    # The file (progressive) or the ladder's folder (DASH) is linked into the run's web root.
+    if isinstance(video, content.DashInfo):
+        os.symlink(video.dir, docroot / video.dir.name)
+        video_name = f"{video.dir.name}/{video.mpd.name}"
+    else:
+        video_name = "video.mp4"
+        os.symlink(video.path, docroot / video_name)
+    http = _http_setup(ctx, server_addr, stack)
+    apache = server.start_apache(ns, ctx.logs / "apache", docroot, cc=cc_name, http=http, extra_env=server_env)
+    ctx.ledger.add_proc(apache.ref)
+    stack.callback(apache.stop)
+    ctx.extra_prov["http"] = http.describe()
+    ctx.extra_prov["apache_ready_s"] = round(
+        server.wait_serving(apache, http.url("127.0.0.1", video_name), http=http), 4)
+    ctx.opts.progress("protocol check")
+    try:
+        ctx.extra_prov["http"]["preflight"] = server.verify_protocol(client_ns, http,
+                                                                     http.url(server_addr, video_name))
+    except server.ProtocolMismatch as e:
+        raise RunFailed(str(e)) from None
+    return apache, video_name, http
+
+
+def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, frames: int, out_dir: Path,
+                 http: server.HttpSetup, label: str = "player") -> tuple[subprocess.Popen[bytes], Any]:
+    """One player in namespace `ns`, writing player-events.jsonl, player-summary.json and player.log
+    into out_dir."""
     sc = ctx.scenario
-    url = http.url(topo.server_addr, video_name)
+    url = http.url(server_addr, video_name)
     argv = ["mptcpize", "run", sys.executable, str(PLAYER), "--url", url,
-            "--events", str(ctx.logs / "player-events.jsonl"), "--summary", str(ctx.logs / "player-summary.json"),
+            "--events", str(out_dir / "player-events.jsonl"), "--summary", str(out_dir / "player-summary.json"),
             "--mode", sc.player.mode, "--max-lateness-ms", f"{sc.player.max_lateness / 1e6:g}",
             "--buffer-ms", f"{sc.playout_buffer_ns / 1e6:g}",
             "--rebuffer-resume-ms", f"{sc.player.rebuffer_resume / 1e6:g}",
@@ -417,9 +436,9 @@ def _start_player(ctx: RunContext, topo: dual_path.DualPath, http: server.HttpSe
         if sc.player.cpu >= (os.cpu_count() or 1):
             raise RunFailed(f"player.cpu = {sc.player.cpu}, but this machine has CPUs 0..{(os.cpu_count() or 1) - 1}")
         argv = ["taskset", "-c", str(sc.player.cpu), *argv]
-    with (ctx.logs / "player.log").open("wb") as out:
-        p = topo.client.ns.popen(argv, stdout=out, stderr=subprocess.STDOUT)
-    return p, proc.ProcRef.of(p.pid, "player")
+    with (out_dir / "player.log").open("wb") as out:
+        p = ns.popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    return p, proc.ProcRef.of(p.pid, label)
 
 
 def _apache_requests(access_log: Path) -> int:

@@ -81,13 +81,16 @@ class Sampler:
     out_dir: Path
     hz: int
     ss_hz: float = 5.0
+    # Which series to take: a run with several clients takes links per client and subflows once.
+    links: bool = True
+    subflows: bool = True
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     subflows_seen: dict[tuple[str, str], str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
     def start(self) -> None:
-        for target in (self._links_loop, self._ss_loop):
+        for target in [f for f, on in ((self._links_loop, self.links), (self._ss_loop, self.subflows)) if on]:
             t = threading.Thread(target=target, daemon=True)
             t.start()
             self._threads.append(t)

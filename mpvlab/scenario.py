@@ -138,9 +138,13 @@ class PathSpec(Strict):
 
 class TopologySpec(Strict):
     """dual-path: client with one interface per path, one router per path, server (2 paths).
-    dumbbell: server — router — client (1 path): the single-bottleneck studies."""
+    dumbbell: server — router — client (1 path): the single-bottleneck studies.
+    shared-bottleneck: `clients` players (and the cross-traffic host, if any) behind ONE router whose
+    one path (`paths:` has exactly one entry) is the bottleneck they all share (topologies/README.md)."""
 
-    kind: Literal["dual-path", "dumbbell"] = "dual-path"
+    kind: Literal["dual-path", "dumbbell", "shared-bottleneck"] = "dual-path"
+    clients: int | None = Field(None, ge=1, le=8, description="shared-bottleneck only: players, each in "
+                                                              "its own client namespace (default 2)")
     # `single`: the server has one address, reached over every path (client policy routing picks the path
     # by source address); the MPTCP subflows differ in their client address only.
     server_addressing: Literal["single"] = "single"
@@ -263,6 +267,51 @@ class PlayerSpec(Strict):
     timeout_factor: float = Field(3.0, ge=1.2, le=20.0, description="give up after this × video length + 30 s")
 
 
+class BulkTrafficSpec(Strict):
+    """A competing bulk TCP flow (iperf3) from the server to the cross-traffic host through the
+    bottleneck. start: run time at which it begins; duration: None = until the last player finishes."""
+
+    cc: Literal["cubic", "bbr", "reno"] = "cubic"
+    start: Duration = 0
+    duration: Duration | None = None
+
+    @field_validator("duration")
+    @classmethod
+    def _duration_positive(cls, v: int | None) -> int | None:
+        if v is not None and v <= 0:
+            raise ValueError("duration must be positive (leave it out to run until the last player finishes)")
+        return v
+
+
+class VoipTrafficSpec(Strict):
+    """A VoIP-like constant-bit-rate UDP probe from the server to the cross-traffic host, whose
+    one-way queuing delay is recorded per packet (SABRE, experiments.md §4)."""
+
+    rate: Rate = 80_000
+    packet_size: Size = Field(150, description="IP packet size; 36 B (IP+UDP+probe header) … 1500 B (one MTU)")
+
+    @field_validator("rate")
+    @classmethod
+    def _rate_range(cls, v: int) -> int:
+        if not 1_000 <= v <= 10_000_000:
+            raise ValueError("rate must lie between 1kbit and 10mbit")
+        return v
+
+    @field_validator("packet_size")
+    @classmethod
+    def _size_range(cls, v: int) -> int:
+        if not 36 <= v <= 1500:
+            raise ValueError("packet_size must lie between 36B and 1500B (one packet per MTU, no fragments)")
+        return v
+
+
+class CrossTrafficSpec(Strict):
+    """shared-bottleneck only. Either or both; each starts at run time zero (bulk: at `start`)."""
+
+    bulk: BulkTrafficSpec | None = None
+    voip: VoipTrafficSpec | None = None
+
+
 class FidelitySpec(Strict):
     probe: bool = True
     rtt_tolerance: Duration = 2 * 10**6
@@ -286,18 +335,48 @@ class Scenario(Strict):
     video: VideoSpec = VideoSpec()
     server: ServerSpec = ServerSpec()
     player: PlayerSpec = PlayerSpec()
+    cross_traffic: CrossTrafficSpec | None = None
     fidelity: FidelitySpec = FidelitySpec()
     observe: ObserveSpec = ObserveSpec()
 
     @model_validator(mode="after")
     def _paths_fit_topology(self) -> "Scenario":
-        want = {"dual-path": 2, "dumbbell": 1}[self.topology.kind]
+        want = {"dual-path": 2, "dumbbell": 1, "shared-bottleneck": 1}[self.topology.kind]
         if len(self.paths) != want:
             raise ValueError(f"topology {self.topology.kind} needs exactly {want} path{'s' if want > 1 else ''}, "
                              f"got {len(self.paths)}: {list(self.paths)}")
         if self.transport.subflows is not None and self.transport.subflows > len(self.paths):
             raise ValueError("transport.subflows cannot exceed the number of paths")
         return self
+
+    @model_validator(mode="after")
+    def _shared_fits(self) -> "Scenario":
+        """What only the shared-bottleneck topology has, and what it cannot do (yet)."""
+        kind = self.topology.kind
+        if kind != "shared-bottleneck":
+            if self.topology.clients is not None:
+                raise ValueError(f"topology.clients is only for kind shared-bottleneck (this is {kind}: one client)")
+            if self.cross_traffic is not None:
+                raise ValueError(f"cross_traffic is only for topology kind shared-bottleneck (this is {kind})")
+            return self
+        if self.transport.scheduler != "default":
+            raise ValueError("transport.scheduler: shared-bottleneck players use MPTCP with one subflow, so only "
+                             f"'default' is allowed (got {self.transport.scheduler!r})")
+        (pname, path), = self.paths.items()
+        if path.down.rate is not None and path.down.order != "shape-then-delay":
+            raise ValueError(f"paths.{pname}.down.order: shared-bottleneck allows only shape-then-delay when "
+                             "down has a rate (one tbf where all flows enter the router is the shared queue)")
+        if path.up.rate is not None and path.up.order != "delay-then-shape":
+            raise ValueError(f"paths.{pname}.up.order: shared-bottleneck allows only delay-then-shape when up "
+                             "has a rate (the up flows enter the router through one interface per client)")
+        return self
+
+    @property
+    def n_clients(self) -> int:
+        """Players: topology.clients for shared-bottleneck (default 2), else 1."""
+        if self.topology.kind != "shared-bottleneck":
+            return 1
+        return self.topology.clients or 2
 
     @model_validator(mode="after")
     def _dash_fits(self) -> "Scenario":

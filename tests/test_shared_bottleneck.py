@@ -23,7 +23,7 @@ import pytest
 from links.emulator import DELAYLINE_BIN, FRAME_BYTES, apply_direction, stop_direction
 from links.schedule import Schedule
 from mpvlab import netns as mnetns
-from mpvlab import proc
+from mpvlab import ledger, proc
 from mpvlab.netns import Netns
 from mpvlab.scenario import LinkDirection
 from topologies import cross_traffic as ct
@@ -59,22 +59,30 @@ def _leftovers(run_id: str, refs: list[proc.ProcRef]) -> list[str]:
 
 
 @pytest.fixture
-def run() -> Iterator[tuple[str, list[str], list[proc.ProcRef], ExitStack]]:
+def run(tmp_path: Path) -> Iterator[tuple[str, list[str], list[proc.ProcRef], ExitStack]]:
     """(run id, netns ledger, process ledger, exit stack). The stack unwinds first; then anything a
-    failed build or test left under the ledger's names is removed, and the test fails if that was needed."""
+    failed build or test left under the ledger's names is removed, and the test fails if that was needed.
+
+    A run ledger owned by this (live) process is written for the run id: any `mpvlab run` starting
+    meanwhile on this machine reaps every `mpv-<id>-*` namespace that has no ledger as an orphan —
+    it deleted this test's router mid-test once."""
     run_id, names, refs = _run_id(), [], []
+    led = ledger.Ledger.create(run_id, tmp_path)
     with ExitStack() as stack:
         try:
             yield run_id, names, refs, stack
         finally:
-            stack.close()
-            left = _leftovers(run_id, refs)
-            for r in refs:
-                proc.terminate(r, grace=1.0)
-            for n in names:
-                mnetns.delete_netns(n)
-            assert not left, f"left behind after teardown: {left}"
-            assert not _leftovers(run_id, refs)
+            try:
+                stack.close()
+                left = _leftovers(run_id, refs)
+                for r in refs:
+                    proc.terminate(r, grace=1.0)
+                for n in names:
+                    mnetns.delete_netns(n)
+                assert not left, f"left behind after teardown: {left}"
+                assert not _leftovers(run_id, refs)
+            finally:
+                led.remove()
 
 
 def _build(run: tuple[str, list[str], list[proc.ProcRef], ExitStack], n: int) -> sb.SharedBottleneck:

@@ -138,3 +138,72 @@ def test_scheduler_params_resolved_and_checked() -> None:
     assert sc.transport.scheduler_params["hysteresis"] == 0.5 and "dwell_ms" in sc.transport.scheduler_params
     with pytest.raises(ScenarioError, match="unknown key for scheduler 'minrtt'"):
         parse_scenario({**MINIMAL, "transport": {"scheduler": "minrtt", "scheduler_params": {"hysteresis": 1}}})
+
+
+SHARED = {"name": "t", "topology": {"kind": "shared-bottleneck", "clients": 3},
+          "paths": {"shared": {"down": {"rate": "6mbit", "buffer": "256pkt", "delay": "50ms"}, "up": {"delay": "50ms"}}},
+          "cross_traffic": {"bulk": {"cc": "reno", "start": "2s"}, "voip": {}}}
+
+
+def _shared(**changes: object) -> dict[str, object]:
+    import copy
+    d = copy.deepcopy(SHARED)
+    for dotted, value in changes.items():
+        node: dict[str, object] = d
+        *head, last = dotted.split("__")
+        for k in head:
+            node = node.setdefault(k, {})  # type: ignore[assignment]
+        node[last] = value
+    return d
+
+
+def test_shared_bottleneck_defaults_and_round_trip() -> None:
+    sc = parse_scenario(SHARED)
+    assert sc.n_clients == 3 and sc.expected_subflows == 1
+    data = resolved_dict(sc)
+    assert data["cross_traffic"] == {"bulk": {"cc": "reno", "start": "2s", "duration": None},
+                                     "voip": {"rate": "80kbit", "packet_size": "150B"}}
+    assert resolved_dict(parse_scenario(data)) == data
+    # clients default to 2; no cross traffic at all is fine
+    sc2 = parse_scenario({**SHARED, "topology": {"kind": "shared-bottleneck"}, "cross_traffic": None})
+    assert sc2.n_clients == 2 and sc2.cross_traffic is None
+    assert parse_scenario(MINIMAL).n_clients == 1
+
+
+@pytest.mark.parametrize("changes,expect", [
+    ({"topology__clients": 9}, "topology.clients: Input should be less than or equal to 8"),
+    ({"topology__clients": 0}, "topology.clients: Input should be greater than or equal to 1"),
+    ({"cross_traffic__bulk__cc": "vegas"}, "cross_traffic.bulk.cc: Input should be 'cubic', 'bbr' or 'reno' (got 'vegas')"),
+    ({"cross_traffic__bulk__duration": "0s"}, "cross_traffic.bulk.duration: duration must be positive"),
+    ({"cross_traffic__bulk__start": "-1s"}, "cross_traffic.bulk.start: duration '-1s' must not be negative"),
+    ({"cross_traffic__bulk__rate": "1mbit"}, "cross_traffic.bulk.rate: unknown key; allowed here: cc, duration, start"),
+    ({"cross_traffic__voip__packet_size": "1501B"}, "cross_traffic.voip.packet_size: packet_size must lie between 36B and 1500B"),
+    ({"cross_traffic__voip__packet_size": "20B"}, "cross_traffic.voip.packet_size: packet_size must lie between 36B and 1500B"),
+    ({"cross_traffic__voip__rate": "80kbps"}, "cross_traffic.voip.rate: rate '80kbps'"),
+    ({"cross_traffic__tcp": {}}, "cross_traffic.tcp: unknown key; allowed here: bulk, voip"),
+    ({"paths__lte": {}}, "topology shared-bottleneck needs exactly 1 path, got 2"),
+    ({"paths__shared__down__order": "delay-then-shape"},
+     "paths.shared.down.order: shared-bottleneck allows only shape-then-delay"),
+    ({"paths__shared__up__rate": "1mbit"}, "paths.shared.up.order: shared-bottleneck allows only delay-then-shape"),
+    ({"transport__scheduler": "bdp"}, "transport.scheduler: shared-bottleneck players use MPTCP with one subflow, "
+                                      "so only 'default' is allowed (got 'bdp')"),
+    ({"transport__subflows": 2}, "transport.subflows cannot exceed the number of paths"),
+    ({"topology__kind": "star"}, "'dual-path', 'dumbbell' or 'shared-bottleneck' (got 'star')"),
+])
+def test_shared_bottleneck_errors(changes: dict[str, object], expect: str) -> None:
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario(_shared(**changes), "s.yaml")
+    assert str(e.value).startswith("s.yaml: invalid scenario"), str(e.value)
+    assert expect in str(e.value), str(e.value)
+
+
+def test_shared_only_fields_refused_elsewhere() -> None:
+    with pytest.raises(ScenarioError, match="topology.clients is only for kind shared-bottleneck"):
+        parse_scenario({**MINIMAL, "topology": {"clients": 2}})
+    with pytest.raises(ScenarioError, match="cross_traffic is only for topology kind shared-bottleneck"):
+        parse_scenario({**MINIMAL, "cross_traffic": {"voip": {}}})
+
+
+def test_up_rate_with_delay_then_shape_is_allowed() -> None:
+    sc = parse_scenario(_shared(paths__shared__up={"rate": "1mbit", "order": "delay-then-shape"}))
+    assert sc.paths["shared"].up.rate == 1_000_000

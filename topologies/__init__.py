@@ -2,7 +2,9 @@
 
 Both kinds today are built by `dual_path.build`: one router node ("emulator box") per path between a
 client with one interface per path and a server — two paths for `dual-path`, one for `dumbbell`
-(server — router — client). Mininet glue (nodes, links) is in `nodes.py`.
+(server — router — client). Mininet glue (nodes, links) is in `nodes.py`. `shared-bottleneck`
+(N clients behind one router) has a different shape and its own run (`shared_bottleneck.build`,
+brought up by mpvlab/run_shared.py), so it is not in BUILDERS.
 """
 
 from __future__ import annotations

@@ -1,0 +1,202 @@
+"""A whole shared-bottleneck run through the CLI (scenarios/sabre-shared-short.yaml): two players, a
+bulk CUBIC flow and the VoIP probe on one 6 Mbit/s, 256-packet, 100 ms RTT bottleneck — checked
+against first principles, then the teardown.
+
+The numbers (experiments.md §4):
+- tbf passes at most rate × window + burst bytes of Ethernet frames; a full TCP frame (1514 B)
+  carries 1448 B of payload, so everything delivered (HTTP bodies + bulk goodput + probe payload)
+  is ≤ rate/8 × window × 1448/1514 + burst.
+- The bulk flow runs from t0 to the end, so the link idles only during its first round trips:
+  tbf ≥ 90 % busy. Delivered payload ≥ 85 % of the ideal: besides that start, at the end up to
+  a full queue + one BDP (387.6 KB + 75 KB ≈ 2.9 % of 21 s × 6 Mbit/s) is still on its way, the
+  players' frames carry MPTCP's DSS option, and retransmissions use link time too.
+- The probe sends 150-byte packets at 80 kbit/s (66.7 /s): delivered ≈ 80 kbit/s ± 5 %. Its
+  queuing delay cannot exceed a full queue's drain time, 256 × 1514 B × 8 / 6 Mbit/s = 516.8 ms
+  (+ its own 0.2 ms serialisation + a few ms of delay-line and receiver wake-up jitter). With CUBIC
+  filling the drop-tail queue, and cutting it only by β = 0.3 at a loss, the queue stays above
+  ~0.6 × drain time most of the time (tests/test_shared_bottleneck.py): p95 ≥ 0.6 × 516.8 ms.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mpvlab import ledger, netns, proc
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.netns, pytest.mark.e2e]
+
+if os.geteuid() != 0:
+    pytest.skip("end-to-end runs need root", allow_module_level=True)
+
+RATE = 6_000_000
+LIMIT = 256 * 1514
+DRAIN_MS = LIMIT * 8 / RATE * 1e3          # 516.8 ms
+GOODPUT = 1448 / 1514
+FRAMES = 20 * 30
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    ys = sorted(xs)
+    return ys[min(len(ys) - 1, max(0, math.ceil(q * len(ys)) - 1))]
+
+
+@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed (./setup.sh)")
+def test_shared_bottleneck_two_players_bulk_and_voip(tmp_path: Path) -> None:
+    t = time.monotonic()
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", "scenarios/sabre-shared-short.yaml",
+                         "--results", str(tmp_path)], capture_output=True, text=True, timeout=150, cwd=REPO)
+    wall = time.monotonic() - t
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    (run,) = [d for d in (tmp_path / "sabre-shared-short").iterdir() if d.is_dir()]
+    assert json.loads((run / "status.json").read_text())["state"] == "complete"
+    s = json.loads((run / "summary.json").read_text())
+    b, x = s["bottleneck"], s["cross_traffic"]
+    v = x["voip"]
+    print(f"\nwall {wall:.1f} s; window {b['window_s']} s, utilisation {b['utilisation']}, tbf {b['tbf']}; "
+          f"payload {b['payload_bytes']} of ideal {b['payload_ideal_bytes']} "
+          f"({b['payload_bytes'] / b['payload_ideal_bytes']:.3f}); bulk {x['bulk']['goodput_bps']} bit/s; "
+          f"voip {v['delivered_bps']} bit/s, qd {v['queuing_delay_ms']}, d_study {v['d_study_ms']}; "
+          f"players {[(r, p['bytes_received'], p['underflows']) for r, p in s['players'].items()]}")
+
+    # Both players played the whole video: every frame rendered or discarded.
+    assert set(s["players"]) == {"client0", "client1"}
+    for role, p in s["players"].items():
+        assert p["frames_expected"] == FRAMES, role
+        assert p["frames_rendered"] + p["picture_discards"] == FRAMES, (role, p)
+        assert p["download_complete"] is True
+        # Per-client bytes: the interface saw the HTTP body plus headers (≤ 10 % overhead at 1514 B).
+        assert p["bytes_received"] <= p["interface_rx_bytes"] <= 1.1 * p["bytes_received"] + 50_000, (role, p)
+        assert (run / "logs" / role / "player-summary.json").exists() and (run / "data" / role / "links.csv").exists()
+    assert s["aggregate"]["frames_rendered"] + s["aggregate"]["picture_discards"] == 2 * FRAMES
+    assert {sf["cc"] for sf in s["subflows"]} == {"cubic"} and len(s["subflows"]) >= 2
+
+    # The shared bottleneck: never more than the token bucket allows, and kept busy.
+    w = b["window_s"]
+    assert b["tbf"]["bytes"] <= RATE / 8 * w + b["burst_bytes"] + 1514
+    assert b["tbf"]["bytes"] >= 0.9 * RATE / 8 * w
+    ideal = RATE / 8 * w * GOODPUT
+    assert b["payload_ideal_bytes"] == pytest.approx(ideal, rel=1e-3)
+    assert b["payload_bytes"] <= ideal + b["burst_bytes"]
+    assert b["payload_bytes"] >= 0.85 * ideal
+    assert sum(b["leaf_rx_bytes"].values()) <= b["tbf"]["bytes"] + 100_000   # up direction is unshaped ACKs only
+
+    # Bulk: CUBIC really, and it got a real share.
+    assert x["bulk"]["cc_seen"] == "cubic"
+    assert x["bulk"]["goodput_bps"] > 0.1 * RATE
+
+    # VoIP probe: rate as configured, delay within what the queue can hold, and the queue was full.
+    assert v["rate_configured_bps"] == 80_000 and v["packet_size"] == 150
+    assert abs(v["delivered_bps"] / 80_000 - 1) <= 0.05, v
+    assert abs(v["sent"] - v["send_s"] * 80_000 / 8 / 150) <= 2, v
+    assert v["received"] + v["lost"] == v["sent"] and v["duplicates"] == 0
+    assert 50.0 <= v["owd_min_ms"] <= 52.0                      # the configured one-way delay
+    qd = v["queuing_delay_ms"]
+    assert qd["max"] <= DRAIN_MS + 0.2 + 5.0, qd
+    assert qd["p95"] >= 0.6 * DRAIN_MS, qd
+    # The summary's percentiles are those of the CSV in data/.
+    with (run / "data" / "cross" / "voip-probe.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == v["received"]
+    got = [int(r["queuing_delay_ns"]) / 1e6 for r in rows]
+    assert round(_quantile(got, 0.95), 3) == qd["p95"]
+    assert min(got) == 0.0
+
+    # Teardown to nothing.
+    rid = s["run_id"]
+    assert not [n for n in netns.list_netns() if rid in n]
+    assert not (ledger.LEDGER_DIR / f"{rid}.json").exists()
+    assert not (ledger.WWW_DIR / rid).exists()
+    assert f"mv{rid}" not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert wall < 90
+
+
+@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed (./setup.sh)")
+def test_shared_run_interrupted_stops_everything(tmp_path: Path) -> None:
+    """Ctrl-C during playback: the run's own teardown stops every process it started (players, Apache,
+    iperf3, probe, delay lines, samplers) — the ledger's fallback finds nothing left — and removes
+    every namespace and interface."""
+    p = subprocess.Popen([sys.executable, "-m", "mpvlab", "run", "scenarios/sabre-shared-short.yaml",
+                          "--results", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, cwd=REPO)
+    results = tmp_path / "sabre-shared-short"
+    deadline = time.monotonic() + 60
+    run: Path | None = None
+    while time.monotonic() < deadline and run is None:
+        hits = list(results.glob("*/logs/client1/player-events.jsonl")) if results.exists() else []
+        run = hits[0].parent.parent.parent if hits else None
+        time.sleep(0.2)
+    if run is None:
+        p.kill()
+        raise AssertionError("run never reached playback: " + (p.communicate()[0] or ""))
+    time.sleep(2.0)
+    led = json.loads((ledger.LEDGER_DIR / f"{run.name}.json").read_text())
+    labels = {x["label"] for x in led["procs"]}
+    assert {"player client0", "player client1", "apache", "iperf3 client bulk", "voip sender probe",
+            "delayline shared-down", "delayline shared-up"} <= labels, labels
+    p.send_signal(signal.SIGINT)
+    out = p.communicate(timeout=60)[0]
+    assert p.returncode == 1, out
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "failed" and "interrupt" in status["reason"].lower()
+    prov = json.loads((run / "provenance.json").read_text())
+    # (the web root is always the ledger's to remove)
+    left = [x for x in prov["teardown_leftovers_removed_by_ledger"] if not x.startswith("web root")]
+    assert left == [], left
+    assert not [x for x in led["procs"] if proc.ProcRef(int(x["pid"]), int(x["start"]), x["label"]).alive()]
+    assert not (ledger.WWW_DIR / run.name).exists()
+    assert not [n for n in netns.list_netns() if run.name in n]
+    assert not (ledger.LEDGER_DIR / f"{run.name}.json").exists()
+    assert f"mv{run.name}" not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+
+
+def test_shell_and_plot_refuse_shared_bottleneck_clearly(tmp_path: Path) -> None:
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "shell", "scenarios/sabre-shared-short.yaml"],
+                        capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert cp.returncode == 2 and "supports dual-path and dumbbell only" in cp.stdout, cp.stdout + cp.stderr
+    (tmp_path / "summary.json").write_text(json.dumps({"topology": "shared-bottleneck"}))
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "plot", str(tmp_path)],
+                        capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert cp.returncode == 2 and "shared-bottleneck run" in cp.stdout, cp.stdout + cp.stderr
+
+
+@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed (./setup.sh)")
+def test_one_player_timed_reno_bulk_no_probe(tmp_path: Path) -> None:
+    """clients: 1, players on BBR, a Reno bulk flow from 3 s for 5 s, no probe. The bulk flow's
+    goodput (iperf3's own count over its receive interval) cannot beat the bottleneck's ideal
+    6 Mbit/s × 1448/1514 = 5.738 Mbit/s; with a 1 Mbit/s player beside it, it gets most of it."""
+    f = tmp_path / "one.yaml"
+    f.write_text("name: one\ntopology: {kind: shared-bottleneck, clients: 1}\n"
+                 "paths:\n  shared:\n    down: {rate: 6mbit, buffer: 256pkt, delay: 20ms}\n    up: {delay: 20ms}\n"
+                 "transport: {cc: bbr}\ncross_traffic:\n  bulk: {cc: reno, start: 3s, duration: 5s}\n"
+                 "video: {duration: 12s, bitrate: 1mbit, width: 640, height: 360}\nfidelity: {probe_duration: 2s}\n")
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(tmp_path / "r")],
+                        capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    (run,) = [d for d in (tmp_path / "r" / "one").iterdir() if d.is_dir()]
+    s = json.loads((run / "summary.json").read_text())
+    bulk = s["cross_traffic"]["bulk"]
+    print(f"\nbulk {bulk}")
+    assert list(s["players"]) == ["client0"]
+    p = s["players"]["client0"]
+    assert p["frames_rendered"] + p["picture_discards"] == 12 * 30
+    assert {sf["cc"] for sf in s["subflows"]} == {"bbr"}
+    assert "voip" not in s["cross_traffic"]
+    assert bulk["cc_seen"] == "reno" and bulk["iperf3"]["cc_used"] == "reno"
+    assert 3.0 <= bulk["start_s"] <= 3.5
+    assert 5.0 <= bulk["seconds"] <= 5.0 + 0.6          # + at most the queue's drain (517 ms) + slack
+    ideal = RATE * GOODPUT
+    assert bulk["goodput_bps"] <= ideal * 1.005
+    assert bulk["goodput_bps"] >= 0.6 * ideal
+    assert not [n for n in netns.list_netns() if s["run_id"] in n]
