@@ -58,7 +58,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
         try:
             run_dir = run_scenario(sc, path, text, RunOptions(results_root=Path(args.results), progress=progress,
-                                                              log=log))
+                                                              log=log, key_dir=Path(args.key_dir) if args.key_dir
+                                                              else None))
         except RunFailed as e:
             live.update(status)
             console.print(Text(str(e), style="red"))
@@ -145,6 +146,10 @@ def cmd_shell(args: argparse.Namespace, console: Console) -> int:
     if sc.topology.kind == "shared-bottleneck":
         console.print(Text(f"{path}: topology.kind shared-bottleneck: mpvlab shell supports dual-path and "
                            "dumbbell only (run it with `mpvlab run`)", style="red"))
+        return 2
+    if sc.topology.kind == "physical":
+        console.print(Text(f"{path}: topology.kind physical has no emulated network to open a shell on "
+                           "(log in to its hosts instead)", style="red"))
         return 2
     commands = Path(args.commands).read_text() if args.commands else None
     open_shell(sc, path, text, commands=commands, log=lambda m: console.print(m))
@@ -265,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("scenario")
     r.add_argument("--results", default=str(Path(__file__).resolve().parent.parent / "results"),
                    help="results root (default: ./results)")
+    r.add_argument("--key-dir", help="topology physical: the only folder SSH identity/known_hosts files may be "
+                                     "in (default: $MPVLAB_KEY_DIR or /etc/mpvlab/keys)")
     pr = sub.add_parser("prepare", help="generate the video content scenarios need (cached)")
     pr.add_argument("files", nargs="+")
     sh = sub.add_parser("shell", help="bring a scenario's network up and open Mininet's CLI on it (root)")

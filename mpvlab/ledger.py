@@ -44,6 +44,10 @@ class Ledger:
     netns: list[str] = field(default_factory=list)
     procs: list[dict[str, object]] = field(default_factory=list)
     bpf_ccs: list[str] = field(default_factory=list)
+    # Physical runs (mpvlab/run_physical.py): processes on other hosts and the commands that undo each
+    # change made on a host, both with a host record (topologies.physical.host_record) to reach it.
+    remote_procs: list[dict[str, object]] = field(default_factory=list)
+    undo: list[dict[str, object]] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -75,6 +79,20 @@ class Ledger:
         self.bpf_ccs.append(name)
         self.save()
 
+    def add_remote_proc(self, host: dict[str, object], pid: int, start: int, label: str) -> None:
+        self.remote_procs.append({"host": host, "pid": pid, "start": start, "label": label})
+        self.save()
+
+    def add_undo(self, host: dict[str, object], argv: list[str], what: str) -> None:
+        """Written BEFORE the change is made: a crash right after the change still gets it undone
+        (every undo command is harmless when the change was never made)."""
+        self.undo.append({"host": host, "argv": list(argv), "what": what})
+        self.save()
+
+    def clear_undo(self) -> None:
+        self.undo = []
+        self.save()
+
     def owner_alive(self) -> bool:
         return proc.ProcRef(self.owner_pid, self.owner_start, "owner").alive()
 
@@ -98,6 +116,7 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None) ->
         if ref.alive():
             proc.terminate(ref, grace=2.0)
             removed.append(f"process {ref.pid} ({ref.label})")
+    removed += _cleanup_remote(ledger)
     for cc in ledger.bpf_ccs:
         if cc in Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split():
             # The loader owns the struct_ops link; if it is gone but the CC is still there, it was
@@ -119,6 +138,50 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None) ->
     ledger.remove()
     for r in removed:
         log(f"cleaned {ledger.run_id}: {r}")
+    return removed
+
+
+def _cleanup_remote(ledger: Ledger) -> list[str]:
+    """Processes a physical run started on other hosts (signalled only if pid AND start time still
+    match), then its undo commands in reverse order. Best effort: an unreachable host is reported."""
+    if not ledger.remote_procs and not ledger.undo:
+        return []
+    from topologies.physical import host_from_record  # local import: only physical runs need it
+    from topologies.hosts import SshHost
+
+    removed: list[str] = []
+    unreachable: set[str] = set()   # one failed connection per host is enough: do not wait on it again
+    for p in ledger.remote_procs:
+        host = host_from_record(p["host"])  # type: ignore[arg-type]
+        if host.name in unreachable:
+            continue
+        try:
+            if isinstance(host, SshHost):
+                if host.signal_remote(int(p["pid"]), int(p["start"]), "TERM"):  # type: ignore[arg-type]
+                    removed.append(f"process {p['pid']} ({p['label']}) on {host.name}")
+            else:
+                ref = proc.ProcRef(int(p["pid"]), int(p["start"]), str(p["label"]))  # type: ignore[arg-type]
+                if ref.alive():
+                    proc.terminate(ref, grace=2.0)
+                    removed.append(f"process {ref.pid} ({ref.label})")
+        except proc.CommandError as e:
+            unreachable.add(host.name)
+            removed.append(f"could not reach {host.name} to stop process {p['pid']}: {e}")
+    for u in reversed(ledger.undo):
+        host = host_from_record(u["host"])  # type: ignore[arg-type]
+        if host.name in unreachable:
+            removed.append(f"not undone (host unreachable): {u['what']} on {host.name}")
+            continue
+        try:
+            cp = host.run([str(a) for a in u["argv"]], check=False, timeout=20)  # type: ignore[union-attr]
+            if cp.returncode == 0:
+                removed.append(f"{u['what']} on {host.name}")
+            elif cp.returncode == 255 and isinstance(host, SshHost):
+                unreachable.add(host.name)
+                removed.append(f"not undone (ssh failed: {cp.stderr.strip()[-200:]}): {u['what']} on {host.name}")
+        except proc.CommandError as e:
+            unreachable.add(host.name)
+            removed.append(f"could not reach {host.name} to undo {u['what']}: {e}")
     return removed
 
 

@@ -67,6 +67,7 @@ class RunOptions:
     results_root: Path = DEFAULT_RESULTS
     progress: Callable[[str], None] = lambda _phase: None
     log: Callable[[str], None] = lambda _msg: None
+    key_dir: Path | None = None   # topology physical: where SSH key files must lie (default: MPVLAB_KEY_DIR)
 
 
 @dataclass
@@ -149,6 +150,9 @@ def _write_provenance(ctx: RunContext) -> None:
 
 
 def _execute(ctx: RunContext) -> dict[str, Any]:
+    if ctx.scenario.topology.kind == "physical":
+        from mpvlab import run_physical  # real hosts: its own module (no emulated topology)
+        return run_physical.execute(ctx, ctx.opts.key_dir)
     sc, log, phase = ctx.scenario, ctx.opts.log, ctx.opts.progress
     run_started = time.monotonic()
     if sc.topology.kind == "shared-bottleneck":

@@ -7,6 +7,7 @@ scenario with every default filled in, which is what each run stores next to the
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -19,6 +20,7 @@ from pydantic import (
 
 from mpvlab import units
 from schedulers.params import PARAMS, parse_params
+from topologies import hosts as hostval
 
 # ---------------------------------------------------------------------------------------------
 # Quantity types: parsed to integers (bit/s, bytes, ns), written back in canonical unit form.
@@ -129,25 +131,109 @@ class LinkDirection(Strict):
         return max(3028, self.rate // 8 // 1000)
 
 
+def _hostcheck(fn: Any) -> Any:
+    """A topologies/hosts.py validator as a pydantic one (its message names what is allowed)."""
+    def check(v: Any) -> Any:
+        try:
+            return fn(v)
+        except hostval.HostConfigError as e:
+            raise ValueError(str(e)) from None
+    return check
+
+
+IfName = Annotated[str, BeforeValidator(_hostcheck(hostval.validate_ifname))]
+HostAddr = Annotated[str, BeforeValidator(_hostcheck(hostval.validate_host))]
+PortNum = Annotated[int, BeforeValidator(_hostcheck(hostval.validate_port))]
+UserName = Annotated[str, BeforeValidator(_hostcheck(hostval.validate_user))]
+HOST_NAME_RE = r"^[a-z][a-z0-9-]{0,31}$"
+KEY_FILE_RE = r"^[A-Za-z0-9_./-]{1,255}$"
+
+
+def _ipv4(v: Any) -> str:
+    try:
+        return str(ipaddress.IPv4Address(v))
+    except (ipaddress.AddressValueError, ValueError, TypeError):
+        raise ValueError(f"{v!r} is not an IPv4 address (give e.g. 192.0.2.10)") from None
+
+
+IPv4 = Annotated[str, BeforeValidator(_ipv4)]
+
+
+class PhysicalPath(Strict):
+    """topology.kind physical: where a path is on real hosts. `client_if` is the client's NIC of the
+    path (its IPv4 address is the subflow's source); `server_address` the server address reached over
+    it; `gateway` the next hop on that NIC (omit when the server or the emulator is on-link there).
+    With an emulator on this path (topology.roles.emulator.<path>): `emulator_server_if` faces the
+    server (the video enters here: `down` shaping sits at its ingress), `emulator_client_if` faces the
+    client (`up` enters here)."""
+
+    client_if: IfName
+    server_address: IPv4
+    gateway: IPv4 | None = None
+    emulator_server_if: IfName | None = None
+    emulator_client_if: IfName | None = None
+
+
 class PathSpec(Strict):
-    """A path between the client and the server: `down` is server → client (the video), `up` the ACKs."""
+    """A path between the client and the server: `down` is server → client (the video), `up` the ACKs.
+    `physical` only with topology.kind physical (which interfaces carry the path)."""
 
     down: LinkDirection = LinkDirection()
     up: LinkDirection = LinkDirection()
+    physical: PhysicalPath | None = None
+
+    def emulated(self) -> bool:
+        """Anything for an emulator to do on this path (shaping, delay or loss in either direction)?"""
+        return any(d.rate is not None or d.loss > 0 or d.delay != ConstantDelay() for d in (self.down, self.up))
+
+
+class LocalHostSpec(Strict):
+    """This machine's root network namespace (where `mpvlab run` runs)."""
+
+    kind: Literal["local"]
+
+
+class SshHostSpec(Strict):
+    """A remote machine over SSH (key only, strict host-key checking). identity_file / known_hosts:
+    file names inside the key directory (default /etc/mpvlab/keys; set only with `mpvlab run
+    --key-dir` or MPVLAB_KEY_DIR, never by a scenario), or absolute paths that lie inside it."""
+
+    kind: Literal["ssh"]
+    address: HostAddr
+    user: UserName = "root"
+    port: PortNum = 22
+    identity_file: str = Field(pattern=KEY_FILE_RE)
+    known_hosts: str = Field(pattern=KEY_FILE_RE)
+
+
+HostEntry = Annotated[Union[LocalHostSpec, SshHostSpec], Field(discriminator="kind")]
+HostRef = Annotated[str, Field(pattern=HOST_NAME_RE)]
+
+
+class RolesSpec(Strict):
+    """Which host (a name from topology.hosts) plays which role. `emulator`: path name → host; a path
+    without an emulator is used as it is (no shaping, delay or loss may be configured on it)."""
+
+    client: HostRef
+    server: HostRef
+    emulator: dict[Annotated[str, Field(pattern=PATH_NAME_RE)], HostRef] = Field(default_factory=dict)
 
 
 class TopologySpec(Strict):
     """dual-path: client with one interface per path, one router per path, server (2 paths).
     dumbbell: server — router — client (1 path): the single-bottleneck studies.
     shared-bottleneck: `clients` players (and the cross-traffic host, if any) behind ONE router whose
-    one path (`paths:` has exactly one entry) is the bottleneck they all share (topologies/README.md)."""
+    one path (`paths:` has exactly one entry) is the bottleneck they all share (topologies/README.md).
+    physical: real hosts (`hosts`, `roles`) and interfaces (`paths.<name>.physical`), 1 or 2 paths."""
 
-    kind: Literal["dual-path", "dumbbell", "shared-bottleneck"] = "dual-path"
+    kind: Literal["dual-path", "dumbbell", "shared-bottleneck", "physical"] = "dual-path"
     clients: int | None = Field(None, ge=1, le=8, description="shared-bottleneck only: players, each in "
                                                               "its own client namespace (default 2)")
     # `single`: the server has one address, reached over every path (client policy routing picks the path
     # by source address); the MPTCP subflows differ in their client address only.
     server_addressing: Literal["single"] = "single"
+    hosts: dict[HostRef, HostEntry] = Field(default_factory=dict)
+    roles: RolesSpec | None = None
 
 
 class HostSpec(Strict):
@@ -341,7 +427,19 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _paths_fit_topology(self) -> "Scenario":
-        want = {"dual-path": 2, "dumbbell": 1, "shared-bottleneck": 1}[self.topology.kind]
+        if self.topology.kind == "physical":
+            _check_physical(self)
+        else:
+            if self.topology.hosts or self.topology.roles is not None:
+                raise ValueError(f"topology.hosts and topology.roles are for kind: physical, not {self.topology.kind}")
+            named = [n for n, p in self.paths.items() if p.physical is not None]
+            if named:
+                raise ValueError(f"paths.{named[0]}.physical is for topology.kind: physical, "
+                                 f"not {self.topology.kind}")
+        want = {"dual-path": 2, "dumbbell": 1, "shared-bottleneck": 1,
+                "physical": len(self.paths)}[self.topology.kind]
+        if self.topology.kind == "physical" and not 1 <= len(self.paths) <= 2:
+            raise ValueError(f"topology physical takes 1 or 2 paths, got {len(self.paths)}: {list(self.paths)}")
         if len(self.paths) != want:
             raise ValueError(f"topology {self.topology.kind} needs exactly {want} path{'s' if want > 1 else ''}, "
                              f"got {len(self.paths)}: {list(self.paths)}")
@@ -417,6 +515,77 @@ class Scenario(Strict):
     @property
     def expected_subflows(self) -> int:
         return self.transport.subflows or len(self.paths)
+
+
+def _check_physical(sc: "Scenario") -> None:
+    """Cross-field rules of a physical topology; each message names the field and what is allowed."""
+    topo = sc.topology
+    if not topo.hosts:
+        raise ValueError("topology.hosts: a physical topology needs at least one host "
+                         "(kind: local, or kind: ssh with address, user, port, identity_file, known_hosts)")
+    if topo.roles is None:
+        raise ValueError("topology.roles: required for kind: physical (client, server, optional emulator per path)")
+    defined = ", ".join(sorted(topo.hosts))
+    locals_ = [n for n, h in topo.hosts.items() if isinstance(h, LocalHostSpec)]
+    if len(locals_) > 1:
+        raise ValueError(f"topology.hosts: {locals_} are all kind: local (this machine); name it once")
+    seen: dict[tuple[str, int], str] = {}
+    for n, h in topo.hosts.items():
+        if isinstance(h, SshHostSpec):
+            if (h.address, h.port) in seen:
+                raise ValueError(f"topology.hosts.{n}: same address and port as {seen[(h.address, h.port)]}")
+            seen[(h.address, h.port)] = n
+    r = topo.roles
+    for field_, name in (("client", r.client), ("server", r.server),
+                         *((f"emulator.{p}", h) for p, h in r.emulator.items())):
+        if name not in topo.hosts:
+            raise ValueError(f"topology.roles.{field_}: host {name!r} is not in topology.hosts (defined: {defined})")
+    for p in r.emulator:
+        if p not in sc.paths:
+            raise ValueError(f"topology.roles.emulator.{p}: no such path (paths: {', '.join(sc.paths)})")
+    used: dict[tuple[str, str], str] = {}   # (host, interface) -> field that named it
+
+    def claim(host: str, ifname: str, where: str) -> None:
+        if (host, ifname) in used:
+            raise ValueError(f"{where}: interface {ifname!r} on host {host!r} is already named by "
+                             f"{used[(host, ifname)]}; every path needs its own interfaces")
+        used[(host, ifname)] = where
+
+    for name, p in sc.paths.items():
+        ph = p.physical
+        if ph is None:
+            raise ValueError(f"paths.{name}.physical: required for topology.kind physical "
+                             "(client_if, server_address; emulator_server_if/emulator_client_if with an emulator)")
+        claim(r.client, ph.client_if, f"paths.{name}.physical.client_if")
+        emu = r.emulator.get(name)
+        ifs = (ph.emulator_server_if, ph.emulator_client_if)
+        if emu is None:
+            if any(ifs):
+                raise ValueError(f"paths.{name}.physical: emulator interfaces given but topology.roles.emulator "
+                                 f"has no host for path {name!r}")
+            if p.emulated():
+                raise ValueError(f"paths.{name}: rate/delay/loss configured but no emulator for this path: add "
+                                 f"topology.roles.emulator.{name}, or remove them to use the real path as it is")
+            continue
+        if not all(ifs):
+            raise ValueError(f"paths.{name}.physical: emulator_server_if and emulator_client_if are required "
+                             f"(path {name!r} has emulator host {emu!r})")
+        if ph.emulator_server_if == ph.emulator_client_if:
+            raise ValueError(f"paths.{name}.physical: emulator_server_if and emulator_client_if must differ")
+        claim(emu, ph.emulator_server_if or "", f"paths.{name}.physical.emulator_server_if")
+        claim(emu, ph.emulator_client_if or "", f"paths.{name}.physical.emulator_client_if")
+    # What needs a local BPF object or namespace on the server cannot run on a remote host (yet).
+    if sc.transport.cc == "bbr-s":
+        raise ValueError("transport.cc: bbr-s is not available with topology.kind physical (its BPF loader runs "
+                         "on this machine); allowed: cubic, bbr")
+    if sc.transport.scheduler != "default":
+        raise ValueError("transport.scheduler: only default is available with topology.kind physical "
+                         "(the steering schedulers run a BPF observer in the server's namespace)")
+    if sc.video.kind != "progressive":
+        raise ValueError("video.kind: only progressive is available with topology.kind physical")
+    if sc.server.protocol != "http/1.1" or sc.server.tls is True:
+        raise ValueError("server: only plain HTTP/1.1 (protocol: http/1.1, tls: auto or false) is available with "
+                         "topology.kind physical (its remote Apache has no per-run certificate yet)")
 
 
 # ---------------------------------------------------------------------------------------------

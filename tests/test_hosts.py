@@ -1,6 +1,6 @@
 """Tests of topologies/hosts.py against a real sshd.
 
-Lab (module fixture, removed even on failure): two namespaces `hph-<id>-srv` and `hph-<id>-cli`
+Lab (module fixture, removed even on failure; sshd via tests/sshlab.py): two namespaces `hph-<id>-srv` and `hph-<id>-cli`
 joined by a veth pair standing in for the NIC (10.203.0.1/24 on the server side); an OpenSSH sshd
 runs in srv with its own host key, one authorized client key, root login by key only, UsePAM no,
 listening only on 10.203.0.1:2222. The ssh client runs in cli (SshHost(via=Netns(cli))), so every
@@ -24,13 +24,13 @@ import pytest
 
 from mpvlab import proc
 from mpvlab.netns import Netns, delete_netns
+from sshlab import SSHD, ensure_privsep_dir, make_client_key, release_privsep_dir, start_sshd
 from topologies.hosts import (
     Host, HostConfigError, InterfaceError, InterfaceLeftoverError, LocalHost, RemoteProcess, SshHost,
     check_interface, interface_guard, ssh_master, validate_host, validate_ifname, validate_key_path, validate_port,
     validate_user,
 )
 
-SSHD = "/usr/sbin/sshd"
 SRV_ADDR = "10.203.0.1"
 CLI_ADDR = "10.203.0.2"
 PORT = 2222
@@ -62,35 +62,10 @@ class Lab:
         for ns, dev in ((self.srv, self.nic), (self.cli, self.cli_nic), (self.srv, self.other),
                         (self.srv, self.other_peer)):
             ns.run(["ip", "link", "set", dev, "up"])
+        make_client_key(self.dir)
+        self.made_privsep_dir = ensure_privsep_dir()
+        self.sshd = start_sshd(self.srv, SRV_ADDR, PORT, self.dir, "srv")
         d = self.dir
-        for key in ("host_key", "client_key"):
-            proc.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"hph-{key}", "-f", str(d / key)])
-        (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
-        (d / "authorized_keys").chmod(0o600)
-        host_pub = " ".join((d / "host_key.pub").read_text().split()[:2])
-        (d / "known_hosts").write_text(f"[{SRV_ADDR}]:{PORT} {host_pub}\n")
-        (d / "sshd_config").write_text("\n".join([
-            f"Port {PORT}", f"ListenAddress {SRV_ADDR}", f"HostKey {d / 'host_key'}", f"PidFile {d / 'sshd.pid'}",
-            f"AuthorizedKeysFile {d / 'authorized_keys'}", "PermitRootLogin prohibit-password",
-            "AllowUsers root", "PubkeyAuthentication yes", "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes yes", "X11Forwarding no",
-            "AllowTcpForwarding no", "PermitTunnel no", "PrintMotd no", "PrintLastLog no",
-            "MaxStartups 50", "LogLevel VERBOSE", "",
-        ]))
-        # sshd's privilege-separation directory is compiled in (/run/sshd); make it only if absent.
-        if not Path("/run/sshd").exists():
-            Path("/run/sshd").mkdir(mode=0o755)
-            self.made_privsep_dir = True
-        proc.run([SSHD, "-t", "-f", str(d / "sshd_config")])
-        log = (d / "sshd.log").open("wb")
-        self.sshd = self.srv.popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stdout=log,
-                                   stderr=subprocess.STDOUT)
-        log.close()
-        deadline = time.monotonic() + 10
-        while f"{SRV_ADDR}:{PORT}" not in self.srv.run(["ss", "-ltnH"]).stdout:
-            if self.sshd.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"sshd did not start: {(d / 'sshd.log').read_text()}")
-            time.sleep(0.02)
         self.remote = SshHost("root", SRV_ADDR, PORT, d / "client_key", d / "known_hosts", key_dir=d, via=self.cli)
 
     def down(self) -> None:
@@ -99,11 +74,7 @@ class Lab:
         for ns in (self.srv, self.cli):
             delete_netns(ns.name)   # also ends any session process still inside srv
         shutil.rmtree(self.dir, ignore_errors=True)
-        if self.made_privsep_dir:
-            try:
-                Path("/run/sshd").rmdir()
-            except OSError:
-                pass
+        release_privsep_dir(self.made_privsep_dir)
 
 
 @pytest.fixture(scope="module")
