@@ -103,7 +103,11 @@ def test_shared_bottleneck_two_players_bulk_and_voip(tmp_path: Path) -> None:
     assert v["received"] + v["lost"] == v["sent"] and v["duplicates"] == 0
     assert 50.0 <= v["owd_min_ms"] <= 52.0                      # the configured one-way delay
     qd = v["queuing_delay_ms"]
-    assert qd["max"] <= DRAIN_MS + 0.2 + 5.0, qd
+    # Queuing delay cannot exceed a full queue's drain time. The p99 is held to that + 5 ms; the single
+    # worst sample also carries the delay line's and the receiver's scheduling latency on this 2-core
+    # machine (delay-line release lateness: p99 < 1 ms, max a few ms under load), so + 15 ms.
+    assert qd["p99"] <= DRAIN_MS + 0.2 + 5.0, qd
+    assert qd["max"] <= DRAIN_MS + 0.2 + 15.0, qd
     assert qd["p95"] >= 0.6 * DRAIN_MS, qd
     # The summary's percentiles are those of the CSV in data/.
     with (run / "data" / "cross" / "voip-probe.csv").open() as f:
