@@ -179,12 +179,12 @@ def cmd_cleanup(_args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
-    """Expand a sweep spec into runs and make them (resumable; see mpvlab/sweep.py)."""
+    """Expand a sweep spec into runs and make them (resumable; see mpvlab/sweep/)."""
     import os
 
     from mpvlab.runner import ensure_content
     from mpvlab.sweep import Sweeper, SweepError, estimate_run_s, expand, load_spec
-    from mpvlab.sweep_display import SweepDisplay
+    from mpvlab.sweep.display import SweepDisplay
 
     try:
         plan = expand(load_spec(Path(args.spec)), Path(args.spec), quick=args.quick)
