@@ -44,7 +44,7 @@ class Ledger:
     netns: list[str] = field(default_factory=list)
     procs: list[dict[str, object]] = field(default_factory=list)
     bpf_ccs: list[str] = field(default_factory=list)
-    # Physical runs (mpvlab/run_physical.py): processes on other hosts and the commands that undo each
+    # Physical runs (mpvlab/physical/): processes on other hosts and the commands that undo each
     # change made on a host, both with a host record (topologies.physical.host_record) to reach it.
     remote_procs: list[dict[str, object]] = field(default_factory=list)
     undo: list[dict[str, object]] = field(default_factory=list)

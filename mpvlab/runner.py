@@ -151,8 +151,8 @@ def _write_provenance(ctx: RunContext) -> None:
 
 def _execute(ctx: RunContext) -> dict[str, Any]:
     if ctx.scenario.topology.kind == "physical":
-        from mpvlab import run_physical  # real hosts: its own module (no emulated topology)
-        return run_physical.execute(ctx, ctx.opts.key_dir)
+        from mpvlab import physical  # real hosts: its own package (no emulated topology)
+        return physical.execute(ctx, ctx.opts.key_dir)
     sc, log, phase = ctx.scenario, ctx.opts.log, ctx.opts.progress
     run_started = time.monotonic()
     if sc.topology.kind == "shared-bottleneck":
@@ -533,6 +533,26 @@ def _queue_view(out_dir: Path) -> dict[str, Any]:
 SEGMENT_OVERHEAD = 90
 
 
+def check_subflows(sc: Scenario, subflows: list[dict[str, Any]], expected_cc: str,
+                   per_path: dict[str, dict[str, Any]]) -> None:
+    """What every MPTCP run must have seen (emulated or physical hosts): each subflow on the expected
+    congestion control, a subflow per path, and — when the scenario expects every path — each path
+    carrying at least observe.min_path_share of the bytes; otherwise the run measured something else."""
+    wrong_cc = [s for s in subflows if s["cc"] != expected_cc]
+    if wrong_cc:
+        raise RunFailed(f"subflows not running {expected_cc}: {wrong_cc}")
+    if len(subflows) < sc.expected_subflows:
+        raise RunFailed(f"expected {sc.expected_subflows} MPTCP subflows (one per path), saw {len(subflows)}: "
+                        f"{subflows}")
+    if sc.expected_subflows > 1:
+        thin = {n: v["share"] for n, v in per_path.items() if v["share"] < sc.observe.min_path_share}
+        if thin:
+            raise RunFailed(
+                "path(s) carried less than {:.0%} of the bytes although the scenario expects every path: {} "
+                "(per path: {})".format(sc.observe.min_path_share, thin,
+                                        {n: v["rx_bytes"] for n, v in per_path.items()}))
+
+
 def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], before: dict[str, dict[str, int]],
                after: dict[str, dict[str, int]], sampler: sampling.Sampler, fid: dict[str, Any],
                sched: dict[str, Any], steer: dict[str, Any], http: server.HttpSetup) -> dict[str, Any]:
@@ -578,19 +598,7 @@ def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], be
                         "had data: the CPU was late, not the network (set player.cpu to reserve a core)")
     subflows = [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(sampler.subflows_seen.items())]
     expected_cc = ctx.extra_prov["cc"]["kernel_name"]
-    wrong_cc = [s for s in subflows if s["cc"] != expected_cc]
-    if wrong_cc:
-        raise RunFailed(f"subflows not running {expected_cc}: {wrong_cc}")
-    if len(subflows) < sc.expected_subflows:
-        raise RunFailed(f"expected {sc.expected_subflows} MPTCP subflows (one per path), saw {len(subflows)}: "
-                        f"{subflows}")
-    if sc.expected_subflows > 1:
-        thin = {n: v["share"] for n, v in per_path.items() if v["share"] < sc.observe.min_path_share}
-        if thin:
-            raise RunFailed(
-                "path(s) carried less than {:.0%} of the bytes although the scenario expects every path: {} "
-                "(per path: {})".format(sc.observe.min_path_share, thin,
-                                        {n: v["rx_bytes"] for n, v in per_path.items()}))
+    check_subflows(sc, subflows, expected_cc, per_path)
     return {
         "run_id": ctx.run_id,
         "scenario": sc.name,

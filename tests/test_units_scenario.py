@@ -188,7 +188,7 @@ def test_shared_bottleneck_defaults_and_round_trip() -> None:
     ({"transport__scheduler": "bdp"}, "transport.scheduler: shared-bottleneck players use MPTCP with one subflow, "
                                       "so only 'default' is allowed (got 'bdp')"),
     ({"transport__subflows": 2}, "transport.subflows cannot exceed the number of paths"),
-    ({"topology__kind": "star"}, "'dual-path', 'dumbbell' or 'shared-bottleneck' (got 'star')"),
+    ({"topology__kind": "star"}, "'dual-path', 'dumbbell', 'shared-bottleneck' or 'physical' (got 'star')"),
 ])
 def test_shared_bottleneck_errors(changes: dict[str, object], expect: str) -> None:
     with pytest.raises(ScenarioError) as e:

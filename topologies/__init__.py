@@ -5,7 +5,7 @@ client with one interface per path and a server — two paths for `dual-path`, o
 (server — router — client). Mininet glue (nodes, links) is in `nodes.py`. `shared-bottleneck`
 (N clients behind one router) has a different shape and its own run (`shared_bottleneck.build`,
 brought up by mpvlab/run_shared.py), so it is not in BUILDERS. `physical` builds nothing: it names
-real hosts and interfaces (`physical.py`, run by mpvlab/run_physical.py); `hosts.py` is how commands
+real hosts and interfaces (`physical.py`, run by mpvlab/physical/); `hosts.py` is how commands
 reach them.
 
 Imports are inside build(): mpvlab.scenario uses the validators of topologies.hosts, so this package
