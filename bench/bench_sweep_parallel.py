@@ -60,6 +60,7 @@ def main() -> int:
     ap.add_argument("--keep", help="keep the results here")
     a = ap.parse_args()
     base = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="bench-parallel-"))
+    base.mkdir(parents=True, exist_ok=True)
     spec = base / "spec.yaml"
     spec.write_text(yaml.safe_dump({"name": "parallel-bench", "scenarios": [a.scenario],
                                     "grid": {"transport.cc": ["cubic", "bbr", "bbr-s"]}, "trials": a.trials,
