@@ -223,7 +223,7 @@ def _set_server_cc(topo: sb.SharedBottleneck, cc_name: str) -> list[str]:
 
 
 def execute(ctx: RunContext) -> dict[str, Any]:
-    sc, log, phase = ctx.scenario, ctx.opts.log, ctx.opts.progress
+    sc, phase = ctx.scenario, ctx.opts.progress
     run_started = time.monotonic()
     (pname, spec), = sc.paths.items()
     cross_spec = sc.cross_traffic
@@ -290,10 +290,8 @@ def execute(ctx: RunContext) -> dict[str, Any]:
             fid["probed_from"] = topo.clients[0].role
             check_links()
         else:
-            fid = {"ok": None, "skipped": True, "warnings": []}
-        ctx.extra_prov["fidelity"] = fid
-        for w in fid.get("warnings", []):
-            log(f"fidelity warning: {w}")
+            fid = dict(runner.NO_FIDELITY_PROBE)
+        runner.record_fidelity(ctx, fid)
 
         phase("server")
         apache, video_name, http = runner.start_server(ctx, stack, video, topo.server.ns, cc_name, {},

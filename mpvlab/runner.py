@@ -153,7 +153,7 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
     if ctx.scenario.topology.kind == "physical":
         from mpvlab import physical  # real hosts: its own package (no emulated topology)
         return physical.execute(ctx, ctx.opts.key_dir)
-    sc, log, phase = ctx.scenario, ctx.opts.log, ctx.opts.progress
+    sc, phase = ctx.scenario, ctx.opts.progress
     run_started = time.monotonic()
     if sc.topology.kind == "shared-bottleneck":
         from mpvlab import run_shared  # imports this module: bound late
@@ -175,10 +175,8 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
             fid = fidelity.run_probes(topo, sc, schedules, ctx.t0_ns, ctx.logs)
             check_links()
         else:
-            fid = {"ok": None, "skipped": True, "warnings": []}
-        ctx.extra_prov["fidelity"] = fid
-        for w in fid.get("warnings", []):
-            log(f"fidelity warning: {w}")
+            fid = dict(NO_FIDELITY_PROBE)
+        record_fidelity(ctx, fid)
 
         phase("server")
         apache, video_name, http = start_server(ctx, stack, video, topo.server.ns, cc_name, net.server_env,
@@ -382,6 +380,16 @@ def _http_setup(ctx: RunContext, server_addr: str, stack: contextlib.ExitStack) 
     material = tls.make_self_signed(ctx.run_dir / tls.RUN_TLS_DIR, [server_addr, "127.0.0.1"])
     stack.callback(material.discard_key)   # registered before Apache's stop, so it runs after it
     return server.HttpSetup(spec.protocol, material)
+
+
+NO_FIDELITY_PROBE: dict[str, Any] = {"ok": None, "skipped": True, "warnings": []}
+
+
+def record_fidelity(ctx: RunContext, fid: dict[str, Any]) -> None:
+    """The fidelity check goes into provenance; its warnings are shown as the run goes."""
+    ctx.extra_prov["fidelity"] = fid
+    for w in fid.get("warnings", []):
+        ctx.opts.log(f"fidelity warning: {w}")
 
 
 def start_server(ctx: RunContext, stack: contextlib.ExitStack, video: "content.ContentInfo | content.DashInfo",
