@@ -54,15 +54,18 @@ def run_probes(topo: DualPath, scenario: Scenario, schedules: dict[str, PathSche
     dur_s = f.probe_duration / 1e9
     rtt_count = 100
     py = sys.executable
-    server = topo.server.ns.popen([py, "-m", "mpvlab.probe", "serve", "--bind", topo.server_addr, "--port", str(PROBE_PORT),
-                                   "--duration", str(dur_s + 4.0)], cwd=Path(__file__).resolve().parent.parent)
+    # One probe server per server address, bound to it, so replies come from the address probed
+    # (under `per-path` addressing each path's probes go to that path's own server address).
+    servers = [topo.server.ns.popen([py, "-m", "mpvlab.probe", "serve", "--bind", addr, "--port", str(PROBE_PORT),
+                                     "--duration", str(dur_s + 4.0)], cwd=Path(__file__).resolve().parent.parent)
+               for addr in topo.server_addrs()]
     try:
         _wait_listening(topo)
         procs = []
         for p in topo.paths:
             out = workdir / f"probe-rtt-{p.name}.csv"
             procs.append(topo.client.ns.popen(
-                [py, "-m", "mpvlab.probe", "rtt", "--src", p.client_addr, "--dst", topo.server_addr,
+                [py, "-m", "mpvlab.probe", "rtt", "--src", p.client_addr, "--dst", p.server_addr,
                  "--port", str(PROBE_PORT), "--count", str(rtt_count), "--interval-ms", "10", "--out", str(out)],
                 cwd=Path(__file__).resolve().parent.parent))
         for pr in procs:
@@ -71,22 +74,26 @@ def run_probes(topo: DualPath, scenario: Scenario, schedules: dict[str, PathSche
         for p in topo.paths:
             out = workdir / f"probe-rate-{p.name}.csv"
             procs.append(topo.client.ns.popen(
-                [py, "-m", "mpvlab.probe", "bulk", "--src", p.client_addr, "--dst", topo.server_addr,
+                [py, "-m", "mpvlab.probe", "bulk", "--src", p.client_addr, "--dst", p.server_addr,
                  "--port", str(PROBE_PORT), "--duration", str(dur_s), "--out", str(out)],
                 cwd=Path(__file__).resolve().parent.parent))
         for pr in procs:
             pr.wait(timeout=dur_s + 30)
     finally:
-        server.terminate()
-        server.wait(timeout=5)
+        for server in servers:
+            server.terminate()
+        for server in servers:
+            server.wait(timeout=5)
     return evaluate(topo, scenario, schedules, t0_ns, workdir)
 
 
 def _wait_listening(topo: DualPath) -> None:
     import time
+    want = set(topo.server_addrs())
     for _ in range(200):
         ss = topo.server.ns.run(["ss", "-Htln", f"sport = :{PROBE_PORT}"]).stdout
-        if ss.strip():
+        bound = {line.split()[3].rsplit(":", 1)[0] for line in ss.splitlines() if len(line.split()) > 3}
+        if want <= bound:
             return
         time.sleep(0.01)
     raise RuntimeError("fidelity probe server did not start listening")

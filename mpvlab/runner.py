@@ -265,9 +265,9 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
     topo = topologies.build(sc, ctx.run_id, ctx.ledger.add_netns)
     stack.callback(dual_path.teardown, topo)
     ctx.extra_prov["topology"] = {
-        "kind": sc.topology.kind, "server_addr": topo.server_addr,
+        "kind": sc.topology.kind, "server_addr": topo.server_addr, "server_addressing": topo.addressing,
         "netns": [n.ns.name for n in topo.nodes],
-        "paths": {p.name: {"client_if": p.client_if, "client_addr": p.client_addr,
+        "paths": {p.name: {"client_if": p.client_if, "client_addr": p.client_addr, "server_addr": p.server_addr,
                            "router": p.router.ns.name} for p in topo.paths},
     }
     ctx.extra_prov["hosts"] = transport.configure_hosts(topo, sc)
@@ -561,6 +561,19 @@ def check_subflows(sc: Scenario, subflows: list[dict[str, Any]], expected_cc: st
                                         {n: v["rx_bytes"] for n, v in per_path.items()}))
 
 
+def subflow_address_check(topo: dual_path.DualPath, subflows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each subflow must join a path's client address to that path's server address (under `per-path`
+    addressing the server address names the path; under `single` it is the same for every path)."""
+    def host(endpoint: str) -> str:
+        return endpoint.rsplit(":", 1)[0].strip("[]").removeprefix("::ffff:")
+    expected = {p.name: [p.client_addr, p.server_addr] for p in topo.paths}
+    allowed = {(c, s) for c, s in expected.values()}
+    seen = sorted({(host(sf["peer"]), host(sf["local"])) for sf in subflows})
+    stray = [list(x) for x in seen if x not in allowed]
+    return {"addressing": topo.addressing, "expected": expected, "seen": [list(x) for x in seen],
+            "stray": stray, "ok": not stray}
+
+
 def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], before: dict[str, dict[str, int]],
                after: dict[str, dict[str, int]], sampler: sampling.Sampler, fid: dict[str, Any],
                sched: dict[str, Any], steer: dict[str, Any], http: server.HttpSetup) -> dict[str, Any]:
@@ -607,6 +620,9 @@ def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], be
     subflows = [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(sampler.subflows_seen.items())]
     expected_cc = ctx.extra_prov["cc"]["kernel_name"]
     check_subflows(sc, subflows, expected_cc, per_path)
+    checks["subflow_addresses"] = subflow_address_check(topo, subflows)
+    if not checks["subflow_addresses"]["ok"]:
+        raise RunFailed(f"MPTCP subflows on unexpected (client, server) address pairs: {checks['subflow_addresses']}")
     return {
         "run_id": ctx.run_id,
         "scenario": sc.name,

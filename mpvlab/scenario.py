@@ -231,7 +231,10 @@ class TopologySpec(Strict):
                                                               "its own client namespace (default 2)")
     # `single`: the server has one address, reached over every path (client policy routing picks the path
     # by source address); the MPTCP subflows differ in their client address only.
-    server_addressing: Literal["single"] = "single"
+    # `per-path` (dual-path only): the server has one address per path, each routed over its path only
+    # (as in the published testbed, server behind two L3 switches), so a subflow's server address names
+    # its path too; the server's in-kernel path manager signals the second address (ADD_ADDR).
+    server_addressing: Literal["single", "per-path"] = "single"
     hosts: dict[HostRef, HostEntry] = Field(default_factory=dict)
     roles: RolesSpec | None = None
 
@@ -445,7 +448,21 @@ class Scenario(Strict):
                              f"got {len(self.paths)}: {list(self.paths)}")
         if self.transport.subflows is not None and self.transport.subflows > len(self.paths):
             raise ValueError("transport.subflows cannot exceed the number of paths")
+        self._addressing_fits()
         return self
+
+    def _addressing_fits(self) -> None:
+        if self.topology.server_addressing == "single":
+            return
+        if self.topology.kind != "dual-path":
+            raise ValueError("topology.server_addressing: per-path is only for kind dual-path "
+                             f"(this is {self.topology.kind}; allowed here: single)")
+        if self.transport.scheduler != "default":
+            # The steering controllers run the server's userspace path manager, which announces no
+            # address (schedulers/README.md): the client would never learn path 1's server address.
+            raise ValueError("topology.server_addressing: per-path works only with transport.scheduler default "
+                             f"(got {self.transport.scheduler!r}: the steering schedulers' userspace path manager "
+                             "does not announce the second server address yet); use server_addressing: single")
 
     @model_validator(mode="after")
     def _shared_fits(self) -> "Scenario":

@@ -39,8 +39,8 @@ def open_shell(scenario: Scenario, scenario_file: Path, scenario_text: str, comm
                 mn.hosts.append(node.mn)
                 mn.nameToNode[node.mn.name] = node.mn
             log(f"run {run_id}: nodes {', '.join(n.mn.name for n in topo.nodes)}; server address "
-                f"{topo.server_addr}; paths " + ", ".join(f"{p.name} via {p.client_if} ({p.client_addr})"
-                                                           for p in topo.paths))
+                f"{topo.server_addr} ({topo.addressing}); paths "
+                + ", ".join(f"{p.name} via {p.client_if} ({p.client_addr} -> {p.server_addr})" for p in topo.paths))
             log(f"delay-line logs in {workdir / 'logs'}; type 'exit' to tear everything down")
             if commands is None:
                 CLI(mn)

@@ -34,9 +34,17 @@ def configure_hosts(topo: DualPath, scenario: Scenario) -> dict[str, Any]:
         ns.run(["ip", "mptcp", "limits", "set", "subflow", "2", "add_addr_accepted", "2"])
     c.sysctl("net.ipv4.tcp_rmem", _rmem(h.client_tcp_rmem))
     s.sysctl("net.ipv4.tcp_wmem", _rmem(h.server_tcp_wmem))
-    # One extra subflow per further path, from that path's client address.
-    for p in topo.paths[1:scenario.expected_subflows]:
-        c.run(["ip", "mptcp", "endpoint", "add", p.client_addr, "dev", p.client_if, "subflow"])
+    further = topo.paths[1:scenario.expected_subflows]
+    if topo.addressing == "per-path":
+        # The server signals each further path's own address; the client joins it from the source its
+        # route to that address picks (topologies/dual_path.py). A client `subflow` endpoint would also
+        # try (path address -> path 0's server address), which no router forwards.
+        for p in further:
+            s.run(["ip", "mptcp", "endpoint", "add", p.server_addr, "signal"])
+    else:
+        # One extra subflow per further path, from that path's client address.
+        for p in further:
+            c.run(["ip", "mptcp", "endpoint", "add", p.client_addr, "dev", p.client_if, "subflow"])
     for ns in (c, s):
         record[ns.name] = {
             key: ns.read_sysctl(key)

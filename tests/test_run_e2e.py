@@ -323,3 +323,58 @@ def test_shell_brings_the_network_up_and_down(tmp_path: Path) -> None:
     assert "3 packets transmitted, 3 received" in cp.stdout + cp.stderr  # Mininet prints to stderr
     run_id = cp.stdout.split("run ", 1)[1].split(":", 1)[0]
     assert_nothing_left(run_id)
+
+
+PER_PATH = """\
+name: per-path
+seed: 2
+topology: {server_addressing: per-path}
+paths:
+  wifi:
+    down: {rate: 3mbit, buffer: 100KB, delay: {kind: square, base: 5ms, amplitude: 60ms, period: 10s, duty: 0.5}}
+  lte:
+    down: {rate: 3mbit, buffer: 100KB, delay: 20ms}
+transport: {cc: cubic, scheduler: default}
+video: {duration: 10s, bitrate: 5.24mbit}
+player: {mode: discard}
+fidelity: {probe_duration: 2s}
+"""
+
+
+def test_per_path_server_addressing(tmp_path: Path) -> None:
+    """One server address per path: the client connects to path 0's address, the server signals path 1's,
+    and the join goes lte address -> path 1's server address; nothing else (routers forward only their
+    own path's server address, so a wrong pair could not carry data and would fail the run)."""
+    f = tmp_path / "per-path.yaml"
+    f.write_text(PER_PATH)
+    cp = mpvlab("run", str(f), "--results", str(tmp_path / "results"), timeout=240)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    run = only_run_dir(tmp_path / "results", "per-path")
+    s = json.loads((run / "summary.json").read_text())
+    prov = json.loads((run / "provenance.json").read_text())
+    topo = prov["topology"]
+    assert topo["server_addressing"] == "per-path" and topo["server_addr"] == "10.0.101.1"
+    assert {n: (p["client_addr"], p["server_addr"]) for n, p in topo["paths"].items()} == {
+        "wifi": ("10.0.1.2", "10.0.101.1"), "lte": ("10.0.2.2", "10.0.102.1")}
+    # The server's in-kernel PM signals path 1's address; the client has no subflow endpoint.
+    hosts = {ns.rsplit("-", 1)[1]: v for ns, v in prov["hosts"].items()}
+    assert hosts["server"]["mptcp_endpoints"] == "10.0.102.1 id 1 signal"
+    assert hosts["client"]["mptcp_endpoints"] == ""
+    # Exactly the two subflows, each (client address, server address) of its own path, both cubic.
+    pairs = sorted((x["peer"].rsplit(":", 1)[0], x["local"].rsplit(":", 1)[0], x["cc"]) for x in s["subflows"])
+    assert pairs == [("10.0.1.2", "10.0.101.1", "cubic"), ("10.0.2.2", "10.0.102.1", "cubic")]
+    assert s["cross_checks"]["subflow_addresses"]["stray"] == []
+    assert all(c["ok"] for c in s["cross_checks"].values()), s["cross_checks"]
+    # 5.24 Mbit/s needs both 3 Mbit/s paths: each carries a real share; every frame is accounted for.
+    assert all(p["share"] >= 0.05 for p in s["paths"].values()), s["paths"]
+    size = prov["content"]["size_bytes"]
+    handed = sum(p["payload_bytes_handed"] for p in s["paths"].values())
+    assert size < handed < size + 1000
+    assert s["frames_rendered"] == s["frames_expected"] == 300
+    assert s["frames_accounted"] is True
+    # Fidelity probes went to each path's own server address: goodput of each 3 Mbit/s path.
+    for path in ("wifi", "lte"):
+        rate = prov["fidelity"]["paths"][path]["rate_down"]
+        assert rate["achieved_goodput_bps"] == pytest.approx(3e6 * 1448 / 1514, rel=0.03)
+        assert abs(prov["fidelity"]["paths"][path]["rtt"]["error_ms_p50"]) < 1.0
+    assert_nothing_left(s["run_id"])

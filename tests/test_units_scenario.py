@@ -207,3 +207,23 @@ def test_shared_only_fields_refused_elsewhere() -> None:
 def test_up_rate_with_delay_then_shape_is_allowed() -> None:
     sc = parse_scenario(_shared(paths__shared__up={"rate": "1mbit", "order": "delay-then-shape"}))
     assert sc.paths["shared"].up.rate == 1_000_000
+
+
+def test_server_addressing_per_path() -> None:
+    assert parse_scenario(MINIMAL).topology.server_addressing == "single"
+    sc = parse_scenario({**MINIMAL, "topology": {"server_addressing": "per-path"}})
+    assert sc.topology.server_addressing == "per-path"
+    assert resolved_dict(sc)["topology"]["server_addressing"] == "per-path"
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario({**MINIMAL, "topology": {"server_addressing": "both"}}, "a.yaml")
+    assert "topology.server_addressing" in str(e.value) and "'single' or 'per-path'" in str(e.value), str(e.value)
+    # The steering schedulers' userspace path manager announces no second address: refused.
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario({**MINIMAL, "topology": {"server_addressing": "per-path"},
+                        "transport": {"scheduler": "minrtt"}}, "b.yaml")
+    assert "per-path works only with transport.scheduler default (got 'minrtt'" in str(e.value), str(e.value)
+    with pytest.raises(ScenarioError, match="per-path"):
+        override(sc, {"transport.scheduler": "bdp"})
+    with pytest.raises(ScenarioError, match="per-path is only for kind dual-path .this is dumbbell"):
+        parse_scenario({"name": "t", "paths": {"p": {}},
+                        "topology": {"kind": "dumbbell", "server_addressing": "per-path"}})

@@ -10,6 +10,15 @@ The first path listed in the scenario carries the initial MPTCP subflow (client 
 in-kernel path manager adds one subflow per further path from a `subflow` endpoint on its address.
 Addresses are the same in every run: each run has its own namespaces, so they never meet.
 
+Addressing (`per-path`, dual-path only): the server has one address per path on its loopback
+(10.0.101.1 for path 0, 10.0.102.1 for path 1). Each router routes only its own path's server address,
+so the destination address alone determines the path. The client connects to path 0's address (main
+table route) and has a host route to each further server address through that path with `src` its
+path address. The server's in-kernel path manager signals path 1's address (`ip mptcp endpoint add
+ADDR signal`); the client, with no subflow endpoint, accepts the ADD_ADDR and opens the join from the
+source address its route picks: (10.0.2.2 → 10.0.102.1). Measured on kernel 6.18: exactly those two
+subflows, (10.0.1.2, 10.0.101.1) and (10.0.2.2, 10.0.102.1).
+
 Why the `edge` hop between the server and the routers: a packet the server sends stays charged to
 its socket (TCP Small Queues) across a veth until the next namespace's IP layer receives it. The
 routers shape at their ingress (IFB, before IP receive), so with the server attached directly TSQ
@@ -29,6 +38,11 @@ from topologies.nodes import EmuNode, add_link, add_node, stop_node
 SERVER_ADDR = "10.0.100.1"
 
 
+def per_path_server_addr(index: int) -> str:
+    """The server's address reached over path `index` under `per-path` addressing."""
+    return f"10.0.{101 + index}.1"
+
+
 @dataclass
 class PathPlumbing:
     name: str
@@ -43,6 +57,7 @@ class PathPlumbing:
     edge_if: str                # edge side facing this path's router
     edge_addr: str
     table: int
+    server_addr: str = SERVER_ADDR   # the server address this path reaches (differs per path in `per-path`)
 
 
 @dataclass
@@ -56,8 +71,13 @@ class DualPath:
     server_link_addr: str = "10.0.10.2"
     edge_server_if: str = ""
     edge_server_addr: str = "10.0.10.1"
-    server_addr: str = SERVER_ADDR
+    server_addr: str = SERVER_ADDR   # the address the client connects to (path 0's in `per-path`)
+    addressing: str = "single"
     nodes: list[EmuNode] = field(default_factory=list)
+
+    def server_addrs(self) -> list[str]:
+        """Every distinct server address, path order."""
+        return list(dict.fromkeys(p.server_addr for p in self.paths))
 
     def interfaces(self) -> dict[str, list[str]]:
         """netns name -> its interfaces (for offload settings and counters)."""
@@ -86,6 +106,7 @@ def build(scenario: Scenario, run_id: str, on_netns: "callable[[str], None]") ->
     server_if, edge_server_if = naming.ifname(run_id, "s0"), naming.ifname(run_id, "e0")
     add_link(server, edge, server_if, edge_server_if)
     paths: list[PathPlumbing] = []
+    addressing = scenario.topology.server_addressing
     for i, pname in enumerate(scenario.paths):
         router = node(f"router{i}")
         letter = "ab"[i]
@@ -96,26 +117,29 @@ def build(scenario: Scenario, run_id: str, on_netns: "callable[[str], None]") ->
             router_server_if=naming.ifname(run_id, f"{letter}1"), router_server_addr=f"10.0.{i + 11}.1",
             edge_if=naming.ifname(run_id, f"e{i + 1}"), edge_addr=f"10.0.{i + 11}.2",
             table=100 + i,
+            server_addr=per_path_server_addr(i) if addressing == "per-path" else SERVER_ADDR,
         )
         add_link(client, router, p.client_if, p.router_client_if)
         add_link(router, edge, p.router_server_if, p.edge_if)
         paths.append(p)
     topo = DualPath(run_id, client, server, edge, paths, server_if=server_if, edge_server_if=edge_server_if,
-                    nodes=created)
+                    server_addr=paths[0].server_addr, addressing=addressing, nodes=created)
     _configure(topo)
     return topo
 
 
 def _configure(t: DualPath) -> None:
     c, s, e = t.client.ns, t.server.ns, t.edge.ns
-    s.run(["ip", "addr", "add", f"{t.server_addr}/32", "dev", "lo"])
+    for addr in t.server_addrs():
+        s.run(["ip", "addr", "add", f"{addr}/32", "dev", "lo"])
     s.run(["ip", "addr", "add", f"{t.server_link_addr}/24", "dev", t.server_if])
     s.run(["ip", "link", "set", t.server_if, "up"])
     e.run(["ip", "addr", "add", f"{t.edge_server_addr}/24", "dev", t.edge_server_if])
     e.run(["ip", "link", "set", t.edge_server_if, "up"])
     e.sysctl("net.ipv4.ip_forward", "1")
     e.sysctl("net.ipv4.conf.all.rp_filter", "0")
-    e.run(["ip", "route", "add", f"{t.server_addr}/32", "via", t.server_link_addr])
+    for addr in t.server_addrs():
+        e.run(["ip", "route", "add", f"{addr}/32", "via", t.server_link_addr])
     for p in t.paths:
         r = p.router.ns
         c.run(["ip", "addr", "add", f"{p.client_addr}/24", "dev", p.client_if])
@@ -126,7 +150,8 @@ def _configure(t: DualPath) -> None:
         r.run(["ip", "link", "set", p.router_server_if, "up"])
         r.sysctl("net.ipv4.ip_forward", "1")
         r.sysctl("net.ipv4.conf.all.rp_filter", "0")
-        r.run(["ip", "route", "add", f"{t.server_addr}/32", "via", p.edge_addr])
+        # Only this path's server address: under `per-path` the other one is unreachable here.
+        r.run(["ip", "route", "add", f"{p.server_addr}/32", "via", p.edge_addr])
         e.run(["ip", "addr", "add", f"{p.edge_addr}/24", "dev", p.edge_if])
         e.run(["ip", "link", "set", p.edge_if, "up"])
         e.run(["ip", "route", "add", f"10.0.{p.index + 1}.0/24", "via", p.router_server_addr])
@@ -136,6 +161,12 @@ def _configure(t: DualPath) -> None:
                "table", str(p.table)])
     first = t.paths[0]
     c.run(["ip", "route", "add", "default", "via", first.router_client_addr, "dev", first.client_if])
+    if t.addressing == "per-path":
+        # A join to a signalled address takes its source from the route (no subflow endpoint on the
+        # client), so each further server address leaves through its path from that path's address.
+        for p in t.paths[1:]:
+            c.run(["ip", "route", "add", f"{p.server_addr}/32", "via", p.router_client_addr, "dev", p.client_if,
+                   "src", p.client_addr])
 
 
 def server_routes(t: DualPath) -> list[tuple[str, str, str]]:
