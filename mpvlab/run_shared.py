@@ -53,6 +53,7 @@ TCP_PAYLOAD = 1448          # per full frame: 1500 − IP 20 − TCP 20 − time
 class _ProbePath:
     name: str
     client_addr: str
+    server_addr: str
 
 
 @dataclass
@@ -61,6 +62,9 @@ class _ProbeView:
     client: Any
     server_addr: str
     paths: list[_ProbePath]
+
+    def server_addrs(self) -> list[str]:
+        return [self.server_addr]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,7 +289,7 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         if sc.fidelity.probe:
             phase("fidelity probe")
             view = _ProbeView(topo.server, topo.clients[0].node, topo.server_addr,
-                              [_ProbePath(pname, topo.clients[0].addr)])
+                              [_ProbePath(pname, topo.clients[0].addr, topo.server_addr)])
             fid = fidelity.run_probes(view, sc, {pname: sched}, ctx.t0_ns, ctx.logs)  # type: ignore[arg-type]
             fid["probed_from"] = topo.clients[0].role
             check_links()
