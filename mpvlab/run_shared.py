@@ -310,10 +310,7 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         stack.callback(xt.stop)
 
         phase("waiting for time zero")
-        while (wait := ctx.t0_ns - time.monotonic_ns()) > 0:
-            check_links()
-            time.sleep(min(wait / 1e9, 0.1))
-        late_ms = (time.monotonic_ns() - ctx.t0_ns) / 1e6
+        late_ms = runner.wait_for_t0(ctx, check_links)
 
         phase("playing")
         trace = contextlib.ExitStack()

@@ -183,10 +183,7 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
                                                 topo.server_addr, topo.client.ns)
 
         phase("waiting for time zero")
-        while (wait := ctx.t0_ns - time.monotonic_ns()) > 0:
-            check_links()
-            time.sleep(min(wait / 1e9, 0.1))
-        late_ms = (time.monotonic_ns() - ctx.t0_ns) / 1e6
+        late_ms = wait_for_t0(ctx, check_links)
 
         phase("playing")
         sampler = sampling.Sampler(ctx.t0_ns, topo.client.pid, {p.name: p.client_if for p in topo.paths},
@@ -380,6 +377,14 @@ def _http_setup(ctx: RunContext, server_addr: str, stack: contextlib.ExitStack) 
     material = tls.make_self_signed(ctx.run_dir / tls.RUN_TLS_DIR, [server_addr, "127.0.0.1"])
     stack.callback(material.discard_key)   # registered before Apache's stop, so it runs after it
     return server.HttpSetup(spec.protocol, material)
+
+
+def wait_for_t0(ctx: RunContext, check_links: Callable[[], None]) -> float:
+    """Until run time zero, checking that the delay lines live; returns how late we woke (ms)."""
+    while (wait := ctx.t0_ns - time.monotonic_ns()) > 0:
+        check_links()
+        time.sleep(min(wait / 1e9, 0.1))
+    return (time.monotonic_ns() - ctx.t0_ns) / 1e6
 
 
 NO_FIDELITY_PROBE: dict[str, Any] = {"ok": None, "skipped": True, "warnings": []}
