@@ -388,7 +388,7 @@ def execute(ctx: RunContext) -> dict[str, Any]:
 PLAYER_KEYS = ("underflows", "underflow_total_s", "picture_discards", "picture_discards_no_underflow",
                "frames_rendered_late", "frames_accounted", "underflow_episodes", "frames_expected",
                "frames_rendered", "startup_delay_s", "stall_ratio", "playback_s", "bytes_received",
-               "download_complete")
+               "download_complete", "cpu")
 
 
 def _sum(vals: list[Any]) -> Any:

@@ -201,7 +201,7 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
             ctx.ledger.add_proc(proc.ProcRef.of(qp.pid, f"qdiscstat {p.name}"))
         sched = trace.enter_context(schedulers.start_scheduler(
             sc.transport.scheduler, sc.transport.scheduler_params, topo.server.ns.name, ctx.data / "scheduler",
-            ctx.t0_ns))
+            ctx.t0_ns, announce=transport.announce_addresses(topo, sc)))
         if sched.pid is not None:
             ctx.ledger.add_proc(proc.ProcRef.of(sched.pid, f"scheduler {sc.transport.scheduler}"))
         counters_before = sampling.read_net_dev(topo.client.pid)
@@ -653,6 +653,7 @@ def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], be
         "stall_ratio": ps.get("stall_ratio"),
         "dash": _dash_view(ps) if ps.get("dash") else None,
         "player_mode": sc.player.mode,
+        "player_cpu": ps.get("cpu"),
         "http": {"protocol": http.protocol, "tls": http.tls is not None, "port": http.port,
                  "player_libsoup": ps.get("libsoup"),
                  **{k: http_tally[k] for k in ("requests", "by_protocol", "by_tls_version", "by_cipher",

@@ -233,7 +233,8 @@ class TopologySpec(Strict):
     # by source address); the MPTCP subflows differ in their client address only.
     # `per-path` (dual-path only): the server has one address per path, each routed over its path only
     # (as in the published testbed, server behind two L3 switches), so a subflow's server address names
-    # its path too; the server's in-kernel path manager signals the second address (ADD_ADDR).
+    # its path too; the server's path manager signals the second address (ADD_ADDR): the in-kernel PM
+    # under `default`, the steering controller (userspace PM) under minrtt/bdp.
     server_addressing: Literal["single", "per-path"] = "single"
     hosts: dict[HostRef, HostEntry] = Field(default_factory=dict)
     roles: RolesSpec | None = None
@@ -457,12 +458,6 @@ class Scenario(Strict):
         if self.topology.kind != "dual-path":
             raise ValueError("topology.server_addressing: per-path is only for kind dual-path "
                              f"(this is {self.topology.kind}; allowed here: single)")
-        if self.transport.scheduler != "default":
-            # The steering controllers run the server's userspace path manager, which announces no
-            # address (schedulers/README.md): the client would never learn path 1's server address.
-            raise ValueError("topology.server_addressing: per-path works only with transport.scheduler default "
-                             f"(got {self.transport.scheduler!r}: the steering schedulers' userspace path manager "
-                             "does not announce the second server address yet); use server_addressing: single")
 
     @model_validator(mode="after")
     def _shared_fits(self) -> "Scenario":

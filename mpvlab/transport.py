@@ -38,9 +38,12 @@ def configure_hosts(topo: DualPath, scenario: Scenario) -> dict[str, Any]:
     if topo.addressing == "per-path":
         # The server signals each further path's own address; the client joins it from the source its
         # route to that address picks (topologies/dual_path.py). A client `subflow` endpoint would also
-        # try (path address -> path 0's server address), which no router forwards.
-        for p in further:
-            s.run(["ip", "mptcp", "endpoint", "add", p.server_addr, "signal"])
+        # try (path address -> path 0's server address), which no router forwards. Under a steering
+        # scheduler the server runs the userspace path manager, which ignores endpoints: the
+        # controller announces these addresses itself (announce_addresses()).
+        if scenario.transport.scheduler == "default":
+            for addr in _further_server_addresses(topo, scenario):
+                s.run(["ip", "mptcp", "endpoint", "add", addr, "signal"])
     else:
         # One extra subflow per further path, from that path's client address.
         for p in further:
@@ -54,6 +57,21 @@ def configure_hosts(topo: DualPath, scenario: Scenario) -> dict[str, Any]:
         record[ns.name]["mptcp_limits"] = ns.run(["ip", "mptcp", "limits", "show"]).stdout.strip()
         record[ns.name]["mptcp_endpoints"] = ns.run(["ip", "mptcp", "endpoint", "show"]).stdout.strip()
     return record
+
+
+def announce_addresses(topo: DualPath, scenario: Scenario) -> list[str]:
+    """Server addresses the steering scheduler's controller, the server's userspace path manager, must
+    announce on every connection: under `per-path` addressing, each further path's own server address
+    (what configure_hosts() gives the in-kernel PM as `signal` endpoints under `default`)."""
+    if topo.addressing != "per-path" or scenario.transport.scheduler == "default":
+        return []
+    return _further_server_addresses(topo, scenario)
+
+
+def _further_server_addresses(topo: DualPath, scenario: Scenario) -> list[str]:
+    """Under `per-path`, the server addresses of the paths after the first one the client connects to:
+    the ones a path manager must signal (in-kernel `signal` endpoints, or the controller's ANNOUNCE)."""
+    return [p.server_addr for p in topo.paths[1:scenario.expected_subflows]]
 
 
 def set_server_cc(topo: DualPath, cc_kernel_name: str) -> list[str]:

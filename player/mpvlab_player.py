@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import signal
 import socket
 import ssl
@@ -649,6 +650,15 @@ def _libsoup_loaded() -> str | None:
     return None
 
 
+def _cpu_use(t_start_ns: int) -> dict[str, float]:
+    """This process's CPU time (every thread: souphttpsrc, demuxer, decoder threads, sink) over its
+    wall time, as a share of one core: the cost of playing on a machine the emulation shares."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    wall = (time.monotonic_ns() - t_start_ns) / 1e9
+    return {"user_s": round(ru.ru_utime, 3), "system_s": round(ru.ru_stime, 3), "wall_s": round(wall, 3),
+            "share_of_core": round((ru.ru_utime + ru.ru_stime) / wall, 4) if wall > 0 else 0.0}
+
+
 def _ns_to_s(ns: int | None) -> float | None:
     if ns is None or ns == Gst.CLOCK_TIME_NONE or ns < 0:
         return None
@@ -748,6 +758,7 @@ def main(argv: list[str] | None = None) -> int:
         code = player.run()
         ev.flush()
     summ = player.summary()
+    summ["cpu"] = _cpu_use(t_proc)
     tmp = a.summary.with_suffix(a.summary.suffix + ".tmp")
     tmp.write_text(json.dumps(summ, indent=2) + "\n")
     tmp.replace(a.summary)

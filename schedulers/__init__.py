@@ -20,6 +20,7 @@ Runner sequence for minrtt/bdp (server namespace S):
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import subprocess
@@ -144,14 +145,23 @@ def _record(h: SchedulerHandle, server_netns: str, extra: dict[str, Any]) -> Non
 
 @contextlib.contextmanager
 def start_scheduler(name: str, params: AnyParams | dict[str, Any] | None, server_netns: str, out_dir: Path,
-                    t0_ns: int, ready_timeout: float = 5.0) -> Iterator[SchedulerHandle]:
+                    t0_ns: int, ready_timeout: float = 5.0,
+                    announce: list[str] | None = None) -> Iterator[SchedulerHandle]:
     """Run scheduler `name` for the MPTCP connections of `server_netns` (an `ip netns` name or a handle
     path) until the block exits. Call prepare_server() first. Writes into out_dir: scheduler.json, and
     for minrtt/bdp (or default with observe) priority_changes.csv, steering.csv, controller_samples.csv,
-    pm_events.csv, steer_summary.json (loaded into handle.summary on exit)."""
+    pm_events.csv, announces.csv, steer_summary.json (loaded into handle.summary on exit).
+
+    `announce`: server IPv4 addresses the controller, as the userspace path manager, announces
+    (ADD_ADDR, ids 1, 2, … in order) on every connection once it is established — the duty of the
+    in-kernel PM's `signal` endpoints. Only for minrtt/bdp; the kernel PM announces for `default`."""
     p = params if isinstance(params, (DefaultParams, MinRttParams, BdpParams)) else parse_params(name, params)
     out_dir.mkdir(parents=True, exist_ok=True)
     h = SchedulerHandle(name, p, out_dir)
+    announce = announce or []
+    if announce and name == "default":
+        raise SchedulerError("announce is the userspace path manager's duty (minrtt/bdp); with the default "
+                             "scheduler the in-kernel PM's signal endpoints announce")
     if name == "default" and not (isinstance(p, DefaultParams) and p.observe):
         _record(h, server_netns, {"mechanism": "kernel default scheduler", "controller": None})
         yield h
@@ -165,6 +175,8 @@ def start_scheduler(name: str, params: AnyParams | dict[str, Any] | None, server
         argv += ["--period-us", str(p.period_us), "--release-ms", repr(p.release_ms), "--backlog-ms", repr(p.backlog_ms),
                  "--probe-interval-ms", repr(p.probe_interval_ms), "--probe-ms", repr(p.probe_ms),
                  "--sample-hz", repr(p.sample_hz)]
+    for addr in announce:
+        argv += ["--announce", str(ipaddress.IPv4Address(addr))]
     if isinstance(p, BdpParams):
         argv += ["--hysteresis", repr(p.hysteresis), "--bw-window-ms", repr(p.bw_window_ms),
                  "--dwell-ms", repr(p.dwell_ms)]

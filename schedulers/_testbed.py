@@ -46,7 +46,17 @@ s.bind(("0.0.0.0", port)); s.listen(1)
 print("listening", flush=True)
 c, _ = s.accept()
 buf = memoryview(b"x" * (1 << 20))
-t0 = time.monotonic(); sent = 0; target = 0.0; step = 0.01
+
+def demand(t):
+    # bytes due by time t: `rate` bit/s, or `rate_hi` in the second half of every `period` s. A function
+    # of elapsed time, not of loop turns, so a late wake-up (loaded machine) sends more, never less.
+    if period <= 0:
+        return rate / 8 * t
+    cycles, rem = divmod(t, period)
+    half = period / 2
+    return (cycles * (rate + rate_hi) * half + rate * min(rem, half) + rate_hi * max(0.0, rem - half)) / 8
+
+t0 = time.monotonic(); sent = 0; step = 0.01
 while True:
     now = time.monotonic() - t0
     if now >= dur:
@@ -54,10 +64,7 @@ while True:
     if rate <= 0:
         sent += c.send(buf[:65536])
         continue
-    # demand: `rate` bit/s, or `rate_hi` in the second half of every `period` s
-    r = rate_hi if period > 0 and (now % period) >= period / 2 else rate
-    target += r / 8 * step
-    due = int(target) - sent
+    due = int(demand(min(now + step, dur))) - sent   # this step's data, written at its start
     while due > 0:
         n = c.send(buf[:min(due, len(buf))]); sent += n; due -= n
     time.sleep(max(0.0, step - ((time.monotonic() - t0) - now)))

@@ -176,10 +176,9 @@ static void put_addr(struct nlmsghdr *nlh, uint16_t type, uint32_t addr, uint16_
 	mnl_attr_nest_end(nlh, n);
 }
 
-int pm_set_backup(struct pm *pm, uint32_t token, uint32_t laddr, uint16_t lport, uint32_t raddr,
-		  uint16_t rport, bool backup)
+/* Start a mptcp_pm request `cmd` for connection `token` in buf. */
+static struct nlmsghdr *put_request(struct pm *pm, char *buf, uint8_t cmd, uint32_t token)
 {
-	char buf[MNL_SOCKET_BUFFER_SIZE];
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
 	struct genlmsghdr *g;
 
@@ -187,32 +186,67 @@ int pm_set_backup(struct pm *pm, uint32_t token, uint32_t laddr, uint16_t lport,
 	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
 	nlh->nlmsg_seq = ++pm->seq;
 	g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
-	g->cmd = MPTCP_PM_CMD_SET_FLAGS;
+	g->cmd = cmd;
 	g->version = MPTCP_PM_VER;
 	mnl_attr_put_u32(nlh, MPTCP_PM_ATTR_TOKEN, token);
-	put_addr(nlh, MPTCP_PM_ATTR_ADDR, laddr, lport, backup ? MPTCP_PM_ADDR_FLAG_BACKUP : 0, true);
-	put_addr(nlh, MPTCP_PM_ATTR_ADDR_REMOTE, raddr, rport, 0, false);
+	return nlh;
+}
+
+/* Send the request and wait for its ack: 0 or -errno (extack text in pm->err). */
+static int transact(struct pm *pm, struct nlmsghdr *nlh)
+{
 	pm->err[0] = 0;
 	if (mnl_socket_sendto(pm->cmd, nlh, nlh->nlmsg_len) < 0)
 		return -errno;
 	return wait_ack(pm, pm->cmd, nlh->nlmsg_seq, NULL, NULL);
 }
 
+int pm_set_backup(struct pm *pm, uint32_t token, uint32_t laddr, uint16_t lport, uint32_t raddr,
+		  uint16_t rport, bool backup)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct nlmsghdr *nlh = put_request(pm, buf, MPTCP_PM_CMD_SET_FLAGS, token);
+
+	put_addr(nlh, MPTCP_PM_ATTR_ADDR, laddr, lport, backup ? MPTCP_PM_ADDR_FLAG_BACKUP : 0, true);
+	put_addr(nlh, MPTCP_PM_ATTR_ADDR_REMOTE, raddr, rport, 0, false);
+	return transact(pm, nlh);
+}
+
+int pm_announce(struct pm *pm, uint32_t token, uint32_t addr, uint8_t id)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct nlmsghdr *nlh = put_request(pm, buf, MPTCP_PM_CMD_ANNOUNCE, token);
+	struct nlattr *n;
+
+	/* the userspace PM wants a non-zero id and the `signal` flag (newer kernels refuse others) */
+	n = mnl_attr_nest_start(nlh, MPTCP_PM_ATTR_ADDR);
+	mnl_attr_put_u16(nlh, MPTCP_PM_ADDR_ATTR_FAMILY, AF_INET);
+	mnl_attr_put_u8(nlh, MPTCP_PM_ADDR_ATTR_ID, id);
+	mnl_attr_put_u32(nlh, MPTCP_PM_ADDR_ATTR_ADDR4, addr);
+	mnl_attr_put_u32(nlh, MPTCP_PM_ADDR_ATTR_FLAGS, MPTCP_PM_ADDR_FLAG_SIGNAL);
+	mnl_attr_nest_end(nlh, n);
+	return transact(pm, nlh);
+}
+
 struct ev_ctx {
 	FILE *log;
 	uint64_t t0;
-	uint8_t type;
+	uint32_t token; /* of the event being parsed */
+	pm_event_cb cb;
+	void *cb_ctx;
 };
 
 static int ev_attr_cb(const struct nlattr *a, void *data)
 {
-	FILE *log = data;
+	struct ev_ctx *c = data;
+	FILE *log = c->log;
 	char ip[INET_ADDRSTRLEN];
 	uint32_t v4;
 
 	switch (mnl_attr_get_type(a)) {
 	case MPTCP_ATTR_TOKEN:
-		fprintf(log, " token=%08x", mnl_attr_get_u32(a));
+		c->token = mnl_attr_get_u32(a);
+		fprintf(log, " token=%08x", c->token);
 		break;
 	case MPTCP_ATTR_SADDR4:
 	case MPTCP_ATTR_DADDR4:
@@ -243,15 +277,18 @@ static int ev_cb(const struct nlmsghdr *nlh, void *data)
 	struct genlmsghdr *g = mnl_nlmsg_get_payload(nlh);
 
 	fprintf(c->log, "%.6f,%u,", (double)(mono_ns() - c->t0) / 1e9, g->cmd);
-	mnl_attr_parse(nlh, sizeof(*g), ev_attr_cb, c->log);
+	c->token = 0;
+	mnl_attr_parse(nlh, sizeof(*g), ev_attr_cb, c);
 	fputc('\n', c->log);
+	if (c->cb)
+		c->cb(c->cb_ctx, g->cmd, c->token);
 	return MNL_CB_OK;
 }
 
-int pm_drain_events(struct pm *pm, FILE *log, uint64_t t0_ns)
+int pm_drain_events(struct pm *pm, FILE *log, uint64_t t0_ns, pm_event_cb cb, void *ctx)
 {
 	char buf[MNL_SOCKET_BUFFER_SIZE];
-	struct ev_ctx c = {log, t0_ns, 0};
+	struct ev_ctx c = {log, t0_ns, 0, cb, ctx};
 	int n = 0;
 
 	for (;;) {

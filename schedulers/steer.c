@@ -10,10 +10,13 @@
  * wanted flag differs from the one applied. The kernel's default scheduler
  * then gives new data only to non-backup subflows. The same process keeps
  * the userspace path manager's join duty: it is subscribed to the
- * mptcp_pm_events group, without which the server refuses MP_JOINs.
+ * mptcp_pm_events group, without which the server refuses MP_JOINs — and
+ * its announce duty: with --announce ADDR (one per further server address,
+ * `per-path` addressing) it sends an ADD_ADDR for each on every connection
+ * as soon as the connection is established.
  *
  * Writes (in --out-dir): priority_changes.csv, steering.csv,
- * controller_samples.csv, pm_events.csv, steer_summary.json.
+ * controller_samples.csv, pm_events.csv, announces.csv, steer_summary.json.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -34,6 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/mptcp.h>
+
 #include "pm_genl.h"
 #include "policy.h"
 #include "steer.h"
@@ -42,6 +47,7 @@
 #define MAX_SF 4096
 #define MAX_CONN 256
 #define MAX_LAT 65536
+#define MAX_ANNOUNCE 8
 
 static volatile sig_atomic_t stop_flag;
 
@@ -66,6 +72,8 @@ struct opts {
 	uint64_t sample_period_ns;
 	struct pol_params pp;
 	bool observe; /* default scheduler: record only, never touch flags */
+	uint32_t announce[MAX_ANNOUNCE]; /* server addresses to ADD_ADDR (network order); id = index + 1 */
+	int nannounce;
 };
 
 struct sf_entry {
@@ -102,7 +110,8 @@ static struct lat lats[MAX_LAT];
 static int nlat;
 static struct sf_entry sfs[MAX_SF];
 static uint64_t set_calls, set_errs, set_ns_total, set_ns_max, lost_user;
-static FILE *f_prio, *f_steer, *f_samples, *f_ev;
+static uint64_t ann_calls, ann_errs;
+static FILE *f_prio, *f_steer, *f_samples, *f_ev, *f_ann;
 static uint64_t t0;
 
 static double rel_s(uint64_t ns)
@@ -412,6 +421,15 @@ static int write_summary(const struct opts *o, struct steer_bpf *skel, uint32_t 
 	fprintf(f, "  \"set_flags\": {\"calls\": %llu, \"errors\": %llu, \"mean_us\": %.1f, \"max_us\": %.1f},\n",
 		(unsigned long long)set_calls, (unsigned long long)set_errs,
 		set_calls ? (double)set_ns_total / (double)set_calls / 1e3 : 0.0, (double)set_ns_max / 1e3);
+	fprintf(f, "  \"announce\": {\"addresses\": [");
+	for (int i = 0; i < o->nannounce; i++) {
+		char ip[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &o->announce[i], ip, sizeof(ip));
+		fprintf(f, "%s\"%s\"", i ? ", " : "", ip);
+	}
+	fprintf(f, "], \"calls\": %llu, \"errors\": %llu},\n", (unsigned long long)ann_calls,
+		(unsigned long long)ann_errs);
 	fprintf(f, "  \"lost_events\": {\"ringbuf\": %llu, \"map_full\": %llu, \"userspace\": %llu},\n",
 		(unsigned long long)skel->bss->lost_ringbuf, (unsigned long long)skel->bss->lost_map_full,
 		(unsigned long long)lost_user);
@@ -520,12 +538,42 @@ static FILE *open_out(const char *dir, const char *name, const char *header)
 	return f;
 }
 
+struct announce_ctx {
+	const struct opts *o;
+	struct pm *pm;
+};
+
+/* The userspace PM's announce duty: once a connection is established (the
+ * peer can then take an ADD_ADDR), announce every further server address. */
+static void on_pm_event(void *data, uint8_t type, uint32_t token)
+{
+	struct announce_ctx *a = data;
+
+	if (type != MPTCP_EVENT_ESTABLISHED || !token)
+		return;
+	for (int i = 0; i < a->o->nannounce; i++) {
+		char ip[INET_ADDRSTRLEN];
+		uint64_t t_call = mono_ns();
+		int ret = pm_announce(a->pm, token, a->o->announce[i], (uint8_t)(i + 1));
+		uint64_t dt = mono_ns() - t_call;
+
+		ann_calls++;
+		if (ret)
+			ann_errs++;
+		inet_ntop(AF_INET, &a->o->announce[i], ip, sizeof(ip));
+		fprintf(f_ann, "%.6f,%08x,%s,%d,%s,%.1f\n", rel_s(t_call), token, ip, i + 1,
+			ret ? (a->pm->err[0] ? a->pm->err : strerror(-ret)) : "ok", (double)dt / 1e3);
+		fflush(f_ann);
+	}
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: mpvlab-steer --netns PATH --out-dir DIR --policy minrtt|bdp|observe\n"
 		"          [--t0-ns MONO_NS] [--period-us 1000] [--release-ms 50] [--hysteresis 0.25]\n"
-		"          [--backlog-ms 20] [--probe-interval-ms 2000] [--probe-ms 100] [--dwell-ms 1000] [--bw-window-ms 10000] [--sample-hz 20] [--ready-file PATH]\n");
+		"          [--backlog-ms 20] [--probe-interval-ms 2000] [--probe-ms 100] [--dwell-ms 1000] [--bw-window-ms 10000] [--sample-hz 20] [--ready-file PATH]\n"
+		"          [--announce IPV4]...   (server addresses to ADD_ADDR on every connection; id 1, 2, ... in order)\n");
 	exit(2);
 }
 
@@ -542,11 +590,12 @@ int main(int argc, char **argv)
 		{"hysteresis", 1, 0, 'h'}, {"bw-window-ms", 1, 0, 'w'}, {"sample-hz", 1, 0, 's'},
 		{"ready-file", 1, 0, 'R'}, {"backlog-ms", 1, 0, 'b'},
 		{"probe-interval-ms", 1, 0, 'I'}, {"probe-ms", 1, 0, 'D'},
-		{"dwell-ms", 1, 0, 'W'}, {0, 0, 0, 0}};
+		{"dwell-ms", 1, 0, 'W'}, {"announce", 1, 0, 'A'}, {0, 0, 0, 0}};
 	struct opts o = {0};
 	struct steer_bpf *skel;
 	struct ring_buffer *rb;
 	struct pm pm = {0};
+	struct announce_ctx actx = {&o, &pm};
 	struct stat st;
 	double sample_hz = 20;
 	uint64_t last_tick = 0, last_sample = 0;
@@ -577,11 +626,23 @@ int main(int argc, char **argv)
 		case 'I': o.pp.probe_interval_ns = (uint64_t)(atof(optarg) * 1e6); break;
 		case 'D': o.pp.probe_ns = (uint64_t)(atof(optarg) * 1e6); break;
 		case 'W': o.pp.dwell_ns = (uint64_t)(atof(optarg) * 1e6); break;
+		case 'A':
+			if (o.nannounce == MAX_ANNOUNCE || inet_pton(AF_INET, optarg, &o.announce[o.nannounce]) != 1) {
+				fprintf(stderr, "mpvlab-steer: --announce wants an IPv4 address (at most %d): %s\n",
+					MAX_ANNOUNCE, optarg);
+				usage();
+			}
+			o.nannounce++;
+			break;
 		default: usage();
 		}
 	}
 	if (!o.netns || !o.out_dir || !o.policy || o.period_ns < 100000 || o.pp.hysteresis < 0)
 		usage();
+	if (o.nannounce && !strcmp(o.policy, "observe")) {
+		fprintf(stderr, "mpvlab-steer: --announce needs the userspace path manager (minrtt|bdp), not observe\n");
+		usage();
+	}
 	if (!strcmp(o.policy, "minrtt"))
 		o.pp.kind = POL_MINRTT;
 	else if (!strcmp(o.policy, "bdp"))
@@ -645,6 +706,7 @@ int main(int argc, char **argv)
 			     "t,conn,subflow_id,srtt_us,min_rtt_us,cwnd,in_flight,unsent_bytes,wmem_queued,sndbuf,"
 			     "delivery_rate_bps,est_bdp_bytes,est_src,limited,allowed,backup,bytes_handed_cum");
 	f_ev = open_out(o.out_dir, "pm_events.csv", "t,event,attrs");
+	f_ann = open_out(o.out_dir, "announces.csv", "t,conn,addr,id,result,call_us");
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
 	if (o.ready_file) {
@@ -665,7 +727,7 @@ int main(int argc, char **argv)
 
 		ring_buffer__poll(rb, wait_ms > 0 ? wait_ms : 1);
 		if (!o.observe)
-			pm_drain_events(&pm, f_ev, t0);
+			pm_drain_events(&pm, f_ev, t0, on_pm_event, &actx);
 		now = mono_ns();
 		if (now - last_tick >= o.period_ns) {
 			bool sample = sample_hz > 0 && now - last_sample >= (uint64_t)(1e9 / sample_hz);
@@ -694,6 +756,7 @@ int main(int argc, char **argv)
 	fclose(f_steer);
 	fclose(f_samples);
 	fclose(f_ev);
+	fclose(f_ann);
 	ring_buffer__free(rb);
 	steer_bpf__destroy(skel);
 	pm_close(&pm);

@@ -115,6 +115,12 @@ def test_ample_bandwidth(testbed: tuple[Net, Apache], content: Any, tmp_path: Pa
     assert len(b) >= LEN_S / 0.1 * 0.8
     assert all(x["bytes"] <= y["bytes"] for x, y in zip(b, b[1:]))
     assert b[-1]["bytes"] == content.size_bytes
+    # CPU: some was used, and no more than every core for the whole wall time; the wall time covers
+    # at least the playback.
+    cpu = s["cpu"]
+    assert 0 < cpu["user_s"] + cpu["system_s"] <= cpu["wall_s"] * (os.cpu_count() or 1)
+    assert cpu["wall_s"] >= s["playback_s"]
+    assert cpu["share_of_core"] == pytest.approx((cpu["user_s"] + cpu["system_s"]) / cpu["wall_s"], abs=1e-3)
 
 
 @pytest.mark.netns
@@ -205,13 +211,17 @@ def test_throttle_rebuffer(testbed: tuple[Net, Apache], content: Any, tmp_path: 
     # tail drops of the 16x rate cut (a retransmission timeout may still be pending
     # at the restore) and scheduling noise on the shared machine.
     upper = (tb1 - ta0) + T_RESUME_MS / 1000 * bps / hi + 1.5
+    extra = s["playback_s"] - s["video_length_s"]
+    print(f"\nrebuffer: throttle to {B / 4 / 1e6:g} Mbit/s for {tb0 - ta1:.2f}..{tb1 - ta0:.2f} s; "
+          f"underflows {s['underflows']}, total {s['underflow_total_s']:.3f} s (bounds {lower:.2f}..{upper:.2f}); "
+          f"extra playback {extra:.3f} s; rendered {s['frames_rendered']} + discarded {s['picture_discards']} "
+          f"of {s['frames_expected']}")
     assert lower > 0.5, "test parameters must force an underflow"
     assert s["underflows"] >= 1
     assert lower <= s["underflow_total_s"] <= upper, (lower, s["underflow_total_s"], upper)
     for a, b in s["underflow_episodes"]:
         assert ta0 <= a < b <= ta0 + upper
     # Rebuffer mode pauses instead of dropping: the extra playback time is the stall.
-    extra = s["playback_s"] - s["video_length_s"]
     assert abs(extra - s["underflow_total_s"]) <= 0.3, (extra, s["underflow_total_s"])
     assert abs(s["stall_ratio"] - extra / s["video_length_s"]) < 1e-3
     assert s["frames_rendered"] + s["picture_discards"] == s["frames_expected"] == content.frames
@@ -229,6 +239,10 @@ def test_throttle_discard(testbed: tuple[Net, Apache], content: Any, tmp_path: P
     bps = content.file_bitrate_bps
     low = B / 4 * GOODPUT
     behind = (tb0 - ta1) * (1 - low / bps) - _ahead_max_s(T_BUFFER_MS, bps)
+    print(f"\ndiscard: throttle to {B / 4 / 1e6:g} Mbit/s for {tb0 - ta1:.2f}..{tb1 - ta0:.2f} s; "
+          f"underflows {s['underflows']}, total {s['underflow_total_s']:.3f} s; discards {s['picture_discards']} "
+          f"(>= {behind * FPS:.0f} expected); rendered {s['frames_rendered']} + discarded {s['picture_discards']} "
+          f"of {s['frames_expected']}; playback {s['playback_s']:.3f} s of {s['video_length_s']:.3f}")
     assert behind > 0.5, "test parameters must force an underflow"
     assert s["underflows"] >= 1
     # The clock never stops: frames that arrive too late are dropped, so at least

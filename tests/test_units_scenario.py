@@ -217,13 +217,8 @@ def test_server_addressing_per_path() -> None:
     with pytest.raises(ScenarioError) as e:
         parse_scenario({**MINIMAL, "topology": {"server_addressing": "both"}}, "a.yaml")
     assert "topology.server_addressing" in str(e.value) and "'single' or 'per-path'" in str(e.value), str(e.value)
-    # The steering schedulers' userspace path manager announces no second address: refused.
-    with pytest.raises(ScenarioError) as e:
-        parse_scenario({**MINIMAL, "topology": {"server_addressing": "per-path"},
-                        "transport": {"scheduler": "minrtt"}}, "b.yaml")
-    assert "per-path works only with transport.scheduler default (got 'minrtt'" in str(e.value), str(e.value)
-    with pytest.raises(ScenarioError, match="per-path"):
-        override(sc, {"transport.scheduler": "bdp"})
+    # The steering schedulers' controller announces the second address itself (userspace PM).
+    assert override(sc, {"transport.scheduler": "bdp"}).topology.server_addressing == "per-path"
     with pytest.raises(ScenarioError, match="per-path is only for kind dual-path .this is dumbbell"):
         parse_scenario({"name": "t", "paths": {"p": {}},
                         "topology": {"kind": "dumbbell", "server_addressing": "per-path"}})

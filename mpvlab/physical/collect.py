@@ -116,7 +116,7 @@ def summarise(run: PhysicalRun, sc: Scenario, ps: dict[str, Any], before: dict[s
         "picture_discards_no_underflow": ps.get("picture_discards_no_underflow"),
         "frames_expected": ps.get("frames_expected"), "frames_rendered": ps.get("frames_rendered"),
         "startup_delay_s": ps.get("startup_delay_s"), "stall_ratio": ps.get("stall_ratio"),
-        "player_mode": sc.player.mode,
+        "player_mode": sc.player.mode, "player_cpu": ps.get("cpu"),
         "path_switches": None, "not_collected": NOT_COLLECTED,
         "warnings": warnings, "fidelity_ok": fid.get("ok"), "fidelity_warnings": fid.get("warnings", []),
         "sampler_errors": poller.errors,
