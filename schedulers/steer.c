@@ -95,7 +95,19 @@ struct conn {
 	struct applied ap[POL_MAX_SF];
 	int nap;
 	uint64_t priority_changes, set_errors;
+	/* SET_FLAGS calls that failed because the kernel was tearing the subflow
+	 * down: see AT_CLOSE_WINDOW_NS. pending_* are failures not yet explained. */
+	uint64_t set_at_close, pending_errs, pending_since, closing_since;
 };
+
+/*
+ * A flag flip can race the connection's close: the tick reads a subflow from
+ * the BPF map, the kernel removes it, SET_FLAGS answers "subflow not found",
+ * and the CLOSED / SUB_CLOSED event arrives a millisecond later. Such a failure
+ * is not a steering error. A failure counts as at_close when that event comes
+ * within this window before or after it; every other failure is an error.
+ */
+#define AT_CLOSE_WINDOW_NS 200000000ull
 
 struct lat {
 	struct mps_key key;
@@ -109,7 +121,7 @@ static int nconn;
 static struct lat lats[MAX_LAT];
 static int nlat;
 static struct sf_entry sfs[MAX_SF];
-static uint64_t set_calls, set_errs, set_ns_total, set_ns_max, lost_user;
+static uint64_t set_calls, set_errs, set_at_close, set_ns_total, set_ns_max, lost_user;
 static uint64_t ann_calls, ann_errs;
 static FILE *f_prio, *f_steer, *f_samples, *f_ev, *f_ann;
 static uint64_t t0;
@@ -321,9 +333,17 @@ static void tick(const struct opts *o, struct steer_bpf *skel, struct pm *pm, ui
 				if (ret == 0) {
 					a->backup = want_backup;
 					c->priority_changes++;
+				} else if (c->closing_since && now - c->closing_since <= AT_CLOSE_WINDOW_NS) {
+					set_at_close++;
+					c->set_at_close++;
 				} else {
 					set_errs++;
 					c->set_errors++;
+					if (c->pending_errs && now - c->pending_since > AT_CLOSE_WINDOW_NS)
+						c->pending_errs = 0;
+					if (!c->pending_errs)
+						c->pending_since = now;
+					c->pending_errs++;
 				}
 				subflow_str(sfname, sizeof(sfname), &e->v);
 				fprintf(f_prio, "%.6f,%08x,%u,%s,%d,%s,%.1f,%u,%u,%d,%llu,\"%s\"\n", rel_s(now),
@@ -418,8 +438,8 @@ static int write_summary(const struct opts *o, struct steer_bpf *skel, uint32_t 
 		(double)o->pp.dwell_ns / 1e6);
 	fprintf(f, "  \"netns_inode\": %u,\n  \"t0_ns\": %llu,\n  \"controller_cpu_s\": %.3f,\n", inum,
 		(unsigned long long)t0, cpu_s);
-	fprintf(f, "  \"set_flags\": {\"calls\": %llu, \"errors\": %llu, \"mean_us\": %.1f, \"max_us\": %.1f},\n",
-		(unsigned long long)set_calls, (unsigned long long)set_errs,
+	fprintf(f, "  \"set_flags\": {\"calls\": %llu, \"errors\": %llu, \"at_close\": %llu, \"mean_us\": %.1f, \"max_us\": %.1f},\n",
+		(unsigned long long)set_calls, (unsigned long long)set_errs, (unsigned long long)set_at_close,
 		set_calls ? (double)set_ns_total / (double)set_calls / 1e3 : 0.0, (double)set_ns_max / 1e3);
 	fprintf(f, "  \"announce\": {\"addresses\": [");
 	for (int i = 0; i < o->nannounce; i++) {
@@ -449,13 +469,14 @@ static int write_summary(const struct opts *o, struct steer_bpf *skel, uint32_t 
 				if (conns[j].msk == sfs[i].v.msk && conns[j].token == sfs[i].key.token)
 					c = &conns[j];
 			fprintf(f, "%s\n    {\"token\": \"%08x\", \"data_decisions\": %llu, \"path_switches\": %llu, "
-				   "\"preferred_changes\": %llu, \"probes\": %llu, \"priority_changes\": %llu, \"set_flags_errors\": %llu, "
+				   "\"preferred_changes\": %llu, \"probes\": %llu, \"priority_changes\": %llu, \"set_flags_errors\": %llu, \"set_flags_at_close\": %llu, "
 				   "\"subflows\": [",
 				firstc ? "" : ",", sfs[i].key.token, (unsigned long long)hc.data_decisions,
 				(unsigned long long)hc.switches, c ? (unsigned long long)c->ps.preferred_changes : 0ull,
 				c ? (unsigned long long)c->ps.probes : 0ull,
 				c ? (unsigned long long)c->priority_changes : 0ull,
-				c ? (unsigned long long)c->set_errors : 0ull);
+				c ? (unsigned long long)c->set_errors : 0ull,
+				c ? (unsigned long long)c->set_at_close : 0ull);
 			firstc = false;
 			bool firsts = true;
 
@@ -538,6 +559,26 @@ static FILE *open_out(const char *dir, const char *name, const char *header)
 	return f;
 }
 
+/* The kernel is closing (a subflow of) this connection: failures just before
+ * this are the close race, not errors (AT_CLOSE_WINDOW_NS). */
+static void note_closing(uint32_t token, uint64_t now)
+{
+	for (int j = 0; j < nconn; j++) {
+		struct conn *c = &conns[j];
+
+		if (c->token != token)
+			continue;
+		c->closing_since = now;
+		if (c->pending_errs && now - c->pending_since <= AT_CLOSE_WINDOW_NS) {
+			c->set_errors -= c->pending_errs;
+			set_errs -= c->pending_errs;
+			c->set_at_close += c->pending_errs;
+			set_at_close += c->pending_errs;
+		}
+		c->pending_errs = 0;
+	}
+}
+
 struct announce_ctx {
 	const struct opts *o;
 	struct pm *pm;
@@ -549,6 +590,10 @@ static void on_pm_event(void *data, uint8_t type, uint32_t token)
 {
 	struct announce_ctx *a = data;
 
+	if ((type == MPTCP_EVENT_CLOSED || type == MPTCP_EVENT_SUB_CLOSED) && token) {
+		note_closing(token, mono_ns());
+		return;
+	}
 	if (type != MPTCP_EVENT_ESTABLISHED || !token)
 		return;
 	for (int i = 0; i < a->o->nannounce; i++) {
