@@ -9,6 +9,7 @@ A token bucket does not delay such sparse probes (142-byte frames every 10 ms): 
 even below that, so no serialization time is added.
 Rate: a TCP download per path from the server; goodput over the last (duration − 1 s) against the
 token bucket's ideal rate × 1448/1514 (TCP payload per full frame with timestamps).
+Host: the CPU time the hypervisor took during each probe phase is recorded beside the figures.
 """
 
 from __future__ import annotations
@@ -20,11 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from links.schedule import Schedule
+from mpvlab.hoststeal import StealMeter, StealWindow
 from mpvlab.scenario import Scenario
 from topologies.dual_path import DualPath
 
 PROBE_PORT = 5201
 GOODPUT_FACTOR = 1448 / 1514
+# Above this share of CPU time taken by the hypervisor during a probe phase, a fidelity warning
+# names it: such a stall alone can explain a shortfall of that size (mpvlab/hoststeal.py).
+HOST_STEAL_NOTE = 0.02
 
 
 @dataclass
@@ -59,32 +64,32 @@ def run_probes(topo: DualPath, scenario: Scenario, schedules: dict[str, PathSche
     servers = [topo.server.ns.popen([py, "-m", "mpvlab.probe", "serve", "--bind", addr, "--port", str(PROBE_PORT),
                                      "--duration", str(dur_s + 4.0)], cwd=Path(__file__).resolve().parent.parent)
                for addr in topo.server_addrs()]
+    steal: dict[str, StealWindow] = {}
     try:
         _wait_listening(topo)
-        procs = []
-        for p in topo.paths:
-            out = workdir / f"probe-rtt-{p.name}.csv"
-            procs.append(topo.client.ns.popen(
+        cwd = Path(__file__).resolve().parent.parent
+        with StealMeter() as rtt_meter:
+            procs = [topo.client.ns.popen(
                 [py, "-m", "mpvlab.probe", "rtt", "--src", p.client_addr, "--dst", p.server_addr,
-                 "--port", str(PROBE_PORT), "--count", str(rtt_count), "--interval-ms", "10", "--out", str(out)],
-                cwd=Path(__file__).resolve().parent.parent))
-        for pr in procs:
-            pr.wait(timeout=30)
-        procs = []
-        for p in topo.paths:
-            out = workdir / f"probe-rate-{p.name}.csv"
-            procs.append(topo.client.ns.popen(
+                 "--port", str(PROBE_PORT), "--count", str(rtt_count), "--interval-ms", "10",
+                 "--out", str(workdir / f"probe-rtt-{p.name}.csv")], cwd=cwd) for p in topo.paths]
+            for pr in procs:
+                pr.wait(timeout=30)
+        steal["rtt_probes"] = rtt_meter.window
+        with StealMeter() as rate_meter:
+            procs = [topo.client.ns.popen(
                 [py, "-m", "mpvlab.probe", "bulk", "--src", p.client_addr, "--dst", p.server_addr,
-                 "--port", str(PROBE_PORT), "--duration", str(dur_s), "--out", str(out)],
-                cwd=Path(__file__).resolve().parent.parent))
-        for pr in procs:
-            pr.wait(timeout=dur_s + 30)
+                 "--port", str(PROBE_PORT), "--duration", str(dur_s),
+                 "--out", str(workdir / f"probe-rate-{p.name}.csv")], cwd=cwd) for p in topo.paths]
+            for pr in procs:
+                pr.wait(timeout=dur_s + 30)
+        steal["rate_probes"] = rate_meter.window
     finally:
         for server in servers:
             server.terminate()
         for server in servers:
             server.wait(timeout=5)
-    return evaluate(topo, scenario, schedules, t0_ns, workdir)
+    return evaluate(topo, scenario, schedules, t0_ns, workdir, steal)
 
 
 def _wait_listening(topo: DualPath) -> None:
@@ -100,9 +105,20 @@ def _wait_listening(topo: DualPath) -> None:
 
 
 def evaluate(topo: DualPath, scenario: Scenario, schedules: dict[str, PathSchedules], t0_ns: int,
-             workdir: Path) -> dict[str, Any]:
+             workdir: Path, steal: dict[str, StealWindow] | None = None) -> dict[str, Any]:
+    """`steal`: CPU time the hypervisor took during each probe phase (mpvlab/hoststeal.py); it is
+    recorded, and a warning raised while the host stole more than HOST_STEAL_NOTE says so."""
     f = scenario.fidelity
-    result: dict[str, Any] = {"paths": {}, "warnings": []}
+    steal = steal or {}
+    result: dict[str, Any] = {"paths": {}, "warnings": [],
+                              "host_steal": {k: w.as_dict() for k, w in steal.items()}}
+
+    def host_note(phase: str) -> str:
+        w = steal.get(phase)
+        if w is None or w.lost <= HOST_STEAL_NOTE:
+            return ""
+        return (f"; the host stole {w.lost:.1%} of the CPU time during these probes, which alone can "
+                f"cost a tbf path that share of its rate and delay packets by the length of a stall")
     for p in topo.paths:
         spec = scenario.paths[p.name]
         errors: list[float] = []
@@ -127,7 +143,8 @@ def evaluate(topo: DualPath, scenario: Scenario, schedules: dict[str, PathSchedu
         expected_loss = 1 - (1 - spec.down.loss) * (1 - spec.up.loss)
         if not ok_rtt:
             result["warnings"].append(f"path {p.name}: RTT error beyond ±{f.rtt_tolerance / 1e6:g} ms "
-                                      f"(p99 {rtt_res['error_ms_p99']} ms, samples {len(errors)})")
+                                      f"(p99 {rtt_res['error_ms_p99']} ms, samples {len(errors)})"
+                                      + host_note("rtt_probes"))
         if lost and expected_loss == 0:
             result["warnings"].append(f"path {p.name}: {lost} RTT probes lost on a loss-free path")
         rows = list(csv.DictReader((workdir / f"probe-rate-{p.name}.csv").open()))
@@ -148,7 +165,8 @@ def evaluate(topo: DualPath, scenario: Scenario, schedules: dict[str, PathSchedu
                     if spec.down.loss == 0 and abs(achieved / ideal - 1) > f.rate_tolerance:
                         result["warnings"].append(
                             f"path {p.name}: goodput {achieved / 1e6:.3f} Mbit/s vs ideal {ideal / 1e6:.3f} Mbit/s "
-                            f"(ratio {achieved / ideal:.3f}, tolerance ±{f.rate_tolerance:.0%})")
+                            f"(ratio {achieved / ideal:.3f}, tolerance ±{f.rate_tolerance:.0%})"
+                            + host_note("rate_probes"))
         result["paths"][p.name] = {"rtt": rtt_res, "rate_down": rate_res}
     result["ok"] = not result["warnings"]
     return result

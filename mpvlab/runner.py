@@ -27,7 +27,7 @@ from links.schedule import Schedule, read_trace
 import collectors
 import schedulers
 from collectors import qdiscstat
-from mpvlab import content, fidelity, ledger, naming, proc, provenance, results, sampling, server, tls, transport
+from mpvlab import content, fidelity, hoststeal, ledger, naming, proc, provenance, results, sampling, server, tls, transport
 from mpvlab.scenario import (
     ConstantDelay, LinkDirection, PiecewiseDelay, Scenario, SquareDelay, TraceDelay, dump_yaml, resolved_dict,
 )
@@ -205,6 +205,8 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
         if sched.pid is not None:
             ctx.ledger.add_proc(proc.ProcRef.of(sched.pid, f"scheduler {sc.transport.scheduler}"))
         counters_before = sampling.read_net_dev(topo.client.pid)
+        mib_before = {"server": sampling.read_mptcp_mib(topo.server.pid),
+                      "client": sampling.read_mptcp_mib(topo.client.pid)}
         player = start_player(ctx, topo.client.ns, topo.server_addr, video_name, _frames_of(sc), ctx.logs, http)
         ctx.ledger.add_proc(player[1])
         sampler.start()
@@ -212,17 +214,21 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
         ctx.extra_prov["player_start_late_ms"] = round(late_ms, 3)
         timeout_s = sc.video.duration / 1e9 * sc.player.timeout_factor + 30
         deadline = time.monotonic() + timeout_s + 10
-        while player[0].poll() is None:
-            check_links()
-            if not apache.alive():
-                raise RunFailed(f"apache exited with code {apache.process.returncode} during playback")
-            if time.monotonic() > deadline:
-                player[0].kill()
-                raise RunFailed(f"player did not finish within {timeout_s:.0f} s")
-            phase(f"playing ({(time.monotonic_ns() - ctx.t0_ns) / 1e9:5.1f} s of "
-                  f"{sc.video.duration / 1e9:g} s video)")
-            time.sleep(0.2)
+        # CPU time the hypervisor took while the video played, recorded beside the results.
+        with hoststeal.StealMeter() as playing_steal:
+            while player[0].poll() is None:
+                check_links()
+                if not apache.alive():
+                    raise RunFailed(f"apache exited with code {apache.process.returncode} during playback")
+                if time.monotonic() > deadline:
+                    player[0].kill()
+                    raise RunFailed(f"player did not finish within {timeout_s:.0f} s")
+                phase(f"playing ({(time.monotonic_ns() - ctx.t0_ns) / 1e9:5.1f} s of "
+                      f"{sc.video.duration / 1e9:g} s video)")
+                time.sleep(0.2)
         counters_after = sampling.read_net_dev(topo.client.pid)
+        mib = {"server": sampling.mptcp_mib_delta(mib_before["server"], sampling.read_mptcp_mib(topo.server.pid)),
+               "client": sampling.mptcp_mib_delta(mib_before["client"], sampling.read_mptcp_mib(topo.client.pid))}
         sampler.stop()
         trace.close()  # stops the collectors and the scheduler, which write their summaries
         trace_summary = collectors.load_summary(trace_dir)
@@ -235,8 +241,22 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
             raise RunFailed(f"player exited with code {player[0].returncode}: {reason or 'see logs/player.log'}")
         summary = _summarise(ctx, topo, player_summary, counters_before, counters_after, sampler, fid,
                              trace_summary, sched.summary, http)
+        summary["mptcp"] = mptcp_view(mib)
+        summary["host_steal_during_playback"] = playing_steal.window.as_dict()
         summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
     return summary
+
+
+def mptcp_view(mib: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """MPTCP-level events during playback, from the kernel's MIB of each end's namespace.
+    Reinjections (the server re-sending, on another subflow, data a stalled subflow had taken) are
+    handed to a subflow twice, so the scheduler trace counts them twice: this is what explains
+    `payload_bytes_handed` above the file size. Every counter that moved is kept in `mib`."""
+    return {
+        "reinjected_segments": mib["server"].get("MPTCPRetrans", 0),
+        "duplicate_data_segments_received": mib["client"].get("DuplicateData", 0),
+        "mib": {side: {k: v for k, v in d.items() if v} for side, d in mib.items()},   # non-zero only
+    }
 
 
 @dataclass

@@ -28,6 +28,21 @@ def read_net_dev(pid: int) -> dict[str, dict[str, int]]:
     return out
 
 
+def read_mptcp_mib(pid: int) -> dict[str, int]:
+    """The MPTCP counters (`MPTcpExt*` of /proc/net/netstat, without the prefix) of the network
+    namespace `pid` lives in. A namespace made for a run starts at zero, but the run takes
+    differences anyway (fidelity probes run before the player)."""
+    lines = [ln.split() for ln in Path(f"/proc/{pid}/net/netstat").read_text().splitlines()]
+    for head, vals in zip(lines[::2], lines[1::2]):
+        if head and head[0] == "MPTcpExt:":
+            return {k: int(v) for k, v in zip(head[1:], vals[1:])}
+    return {}
+
+
+def mptcp_mib_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before.get(k, 0) for k in after}
+
+
 _SS_FIELDS = {
     "cwnd": re.compile(r"\bcwnd:(\d+)"),
     "rtt": re.compile(r"\brtt:([\d.]+)/([\d.]+)"),

@@ -22,6 +22,7 @@ if str(ROOT) not in sys.path:
 
 import cc  # noqa: E402
 from cc.testbed import Dumbbell  # noqa: E402
+from hostnoise import StealWindow, least_contended, lowered  # noqa: E402
 
 RATE = 25_000_000
 # Payload goodput of a tbf that counts whole 1514-byte frames carrying 1448-byte segments.
@@ -261,10 +262,21 @@ def _run_pair(tmp_path: Path, seconds: float, offloads: bool, window: int = 100,
     return out
 
 
-def _check_pair(m: dict, window: int) -> None:
-    assert m["bbr_goodput"] == pytest.approx(IDEAL_GOODPUT, rel=0.03)
-    assert m["bbrs_goodput"] == pytest.approx(IDEAL_GOODPUT, rel=0.03)
-    assert m["bbrs_goodput"] == pytest.approx(m["bbr_goodput"], rel=0.03)
+def _measure_pair(tmp_path: Path, seconds: float, offloads: bool) -> tuple[dict, StealWindow]:
+    """The pair on the least contended of up to 2 attempts (tests/hostnoise.py)."""
+    m = least_contended(lambda: _run_pair(tmp_path, seconds=seconds, offloads=offloads),
+                        what=f"bbr vs bbr-s {seconds:g} s", attempts=2)
+    return m.value, m.steal
+
+
+def _check_pair(measured: tuple[dict, StealWindow], window: int) -> None:
+    m, steal = measured
+    # A stall of the host loses tbf tokens: lower bounds give way by the stolen share f, and
+    # the two runs (one after the other) may differ by it too.
+    lo, hi = lowered(IDEAL_GOODPUT, 0.03, steal)
+    assert lo <= m["bbr_goodput"] <= hi, (m["bbr_goodput"], steal.describe())
+    assert lo <= m["bbrs_goodput"] <= hi, (m["bbrs_goodput"], steal.describe())
+    assert abs(m["bbrs_goodput"] / m["bbr_goodput"] - 1) <= 0.03 + steal.lost
     # The kernel BBR's own estimate (ss) is sane with these settings.
     assert m["bbr_bw"], "no bbr samples from ss"
     assert np.median(m["bbr_bw"]) == pytest.approx(IDEAL_GOODPUT, rel=0.10)
@@ -297,7 +309,7 @@ def _check_pair(m: dict, window: int) -> None:
 @pytest.mark.netns
 @needs_root
 def test_bbrs_vs_bbr_tbf_short(built: None, tmp_path: Path) -> None:
-    _check_pair(_run_pair(tmp_path, seconds=4, offloads=False), window=100)
+    _check_pair(_measure_pair(tmp_path, seconds=4, offloads=False), window=100)
 
 
 @pytest.mark.netns
@@ -305,4 +317,4 @@ def test_bbrs_vs_bbr_tbf_short(built: None, tmp_path: Path) -> None:
 @needs_root
 @pytest.mark.parametrize("offloads", [False, True])
 def test_bbrs_vs_bbr_tbf_long(built: None, tmp_path: Path, offloads: bool) -> None:
-    _check_pair(_run_pair(tmp_path, seconds=15, offloads=offloads), window=100)
+    _check_pair(_measure_pair(tmp_path, seconds=15, offloads=offloads), window=100)

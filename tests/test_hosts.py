@@ -24,6 +24,7 @@ import pytest
 
 from mpvlab import proc
 from mpvlab.netns import Netns, delete_netns
+from hostnoise import least_contended
 from sshlab import SSHD, ensure_privsep_dir, make_client_key, release_privsep_dir, start_sshd
 from topologies.hosts import (
     Host, HostConfigError, InterfaceError, InterfaceLeftoverError, LocalHost, RemoteProcess, SshHost,
@@ -428,10 +429,14 @@ def test_ssh_master_multiplexing(lab: Lab) -> None:
             ts.append(time.monotonic() - t)
         return statistics.median(ts)
 
-    direct = median_call(lab.remote, 5)
+    def medians() -> tuple[float, float]:
+        with ssh_master(lab.remote, lab.dir) as m:
+            return median_call(lab.remote, 5), median_call(m, 10)
+
+    # A key exchange is CPU work: judge the timing on the least contended of up to 3 tries.
+    direct, muxed = least_contended(medians, what="ssh direct vs multiplexed").value
     with ssh_master(lab.remote, lab.dir) as m:
         assert m.control_path is not None and m.control_path.exists()
-        muxed = median_call(m, 10)
         cp = m.run(["sh", "-c", "printf 'o'; printf 'e' >&2; exit 9"], check=False)
         assert (cp.stdout, cp.stderr, cp.returncode) == ("o", "e", 9)
         p = m.popen(["sleep", "300"], stdout=subprocess.DEVNULL)

@@ -27,8 +27,9 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -39,6 +40,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from collectors import CollectorError  # noqa: E402
+from hostnoise import StealWindow, least_contended, lowered  # noqa: E402
 from collectors.qdiscstat import (  # noqa: E402
     LINK_COLUMNS, QDISC_COLUMNS, build_qdiscstat, load_samples, sample_queues,
 )
@@ -206,12 +208,19 @@ class FloodRun:
     pid: int
     rc: int | None
     out: Path
+    steal: StealWindow = StealWindow(0.0, ())
 
 
 @pytest.fixture(scope="module")
 def flood(bed: Bed, tmp_path_factory: pytest.TempPathFactory) -> FloodRun:
-    """One ~7 s run: 0.5 s idle, 5 s UDP flood at 2x the tbf rate, 0.8 s to drain."""
-    out = tmp_path_factory.mktemp("qdiscstat_flood")
+    """One ~7 s run: 0.5 s idle, 5 s UDP flood at 2x the tbf rate, 0.8 s to drain; repeated if
+    the host stole CPU time during it (tbf's 2-frame bucket loses the tokens of a stall)."""
+    m = least_contended(lambda: flood_once(bed, tmp_path_factory.mktemp("qdiscstat_flood")),
+                        what="qdiscstat flood")
+    return replace(m.value, steal=m.steal)
+
+
+def flood_once(bed: Bed, out: Path) -> FloodRun:
     tc_before = sh("tc", "-n", bed.a, "qdisc", "show")
     rx = bed.spawn(bed.b, PY, "-c", RECEIVER)
     assert rx.stdout is not None and rx.stdout.readline().strip() == "ready"
@@ -257,8 +266,11 @@ def test_sent_rate_is_tbf_rate(flood: FloodRun, bed: Bed) -> None:
     w0, w1 = steady_window(flood)
     a, b = at(rows, w0), at(rows, w1)
     rate = (b["sent_bytes"] - a["sent_bytes"]) / (b["t_s"] - a["t_s"])
-    print(f"\nsent rate {rate:.0f} B/s vs tbf {RATE_BPS / 8:.0f} B/s (ratio {rate / (RATE_BPS / 8):.4f})")
-    assert rate == pytest.approx(RATE_BPS / 8, rel=0.02), f"sent {rate:.0f} B/s, tbf {RATE_BPS / 8:.0f}"
+    lo, hi = lowered(RATE_BPS / 8, 0.02, flood.steal)
+    print(f"\nsent rate {rate:.0f} B/s vs tbf {RATE_BPS / 8:.0f} B/s (ratio {rate / (RATE_BPS / 8):.4f}); "
+          f"bounds {lo:.0f}..{hi:.0f} for {flood.steal.describe()}")
+    # A stall longer than the 2-frame bucket (8 ms) loses its tokens: only the lower bound moves.
+    assert lo <= rate <= hi, f"sent {rate:.0f} B/s, tbf {RATE_BPS / 8:.0f}"
     # Every frame on this wire is 1514 bytes, so bytes and packets agree exactly.
     assert b["sent_bytes"] - a["sent_bytes"] == FRAME * (b["sent_pkts"] - a["sent_pkts"])
 
@@ -306,7 +318,11 @@ def test_drops_are_offered_minus_rate(flood: FloodRun, bed: Bed) -> None:
     print(f"\noffered {offered} sent {d_sent} dropped {d_drops} received {flood.received}; drop rate "
           f"{drop_fps:.1f}/s vs offered-rate {offered_fps - TBF_FPS:.1f}/s "
           f"(ratio {drop_fps / (offered_fps - TBF_FPS):.4f})")
-    assert drop_fps == pytest.approx(offered_fps - TBF_FPS, rel=0.05), (drop_fps, offered_fps)
+    # Tokens lost to host stalls become drops: the drop rate may exceed offered - rate by the
+    # share f of the rate that stalls cost (f x TBF_FPS); it cannot fall short of it.
+    ideal = offered_fps - TBF_FPS
+    assert ideal * 0.95 <= drop_fps <= ideal * 1.05 + flood.steal.lost * TBF_FPS, \
+        (drop_fps, offered_fps, flood.steal.describe())
     # what the qdisc sent is what B received
     assert flood.received == d_sent
 
@@ -317,7 +333,9 @@ def test_sample_count_and_grid(flood: FloodRun, bed: Bed) -> None:
         ts = [r["t_s"] for r in rows]
         assert ts == sorted(ts) and len(set(ts)) == len(ts)
         span = ts[-1] - ts[0]
-        assert len(ts) == pytest.approx(span * hz + 1, rel=0.02)
+        # The sampler skips the ticks a host stall swallowed (it does not catch up in a burst).
+        lo, hi = lowered(span * hz + 1, 0.02, flood.steal)
+        assert lo <= len(ts) <= hi, (len(ts), span * hz + 1, flood.steal.describe())
         gaps = [b - a for a, b in zip(ts, ts[1:])]
         assert statistics.median(gaps) == pytest.approx(1 / hz, rel=0.05)
         # Anchored to t0: the phase within the interval is the lateness (wake-up + dump),
@@ -369,17 +387,24 @@ def test_read_only_and_nothing_left(flood: FloodRun, bed: Bed) -> None:
 
 def test_1khz_grid(bed: Bed, tmp_path: Path) -> None:
     hz = 1000
-    t0 = time.monotonic_ns()
-    with sample_queues(bed.a, tmp_path, t0, hz=hz):
-        time.sleep(2.0)
-    qrows, lrows = load_samples(tmp_path)
+
+    def sample_2s() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        out = Path(tempfile.mkdtemp(dir=tmp_path))
+        with sample_queues(bed.a, out, time.monotonic_ns(), hz=hz):
+            time.sleep(2.0)
+        return load_samples(out)
+
+    # A tick the host stole is a sample the sampler (rightly) skips.
+    m = least_contended(sample_2s, what="1 kHz sampling")
+    qrows, lrows = m.value
     ts = sorted({r["t_s"] for r in qrows})
     span = ts[-1] - ts[0]
     assert span > 1.9
     gaps = [b - a for a, b in zip(ts, ts[1:])]
     print(f"\n1 kHz: {len(ts)} samples over {span:.3f} s (expected {span * hz + 1:.1f}), median gap "
           f"{statistics.median(gaps) * 1e3:.4f} ms")
-    assert len(ts) == pytest.approx(span * hz + 1, rel=0.02)
+    lo, hi = lowered(span * hz + 1, 0.02, m.steal)
+    assert lo <= len(ts) <= hi, (len(ts), span * hz + 1, m.steal.describe())
     assert statistics.median(gaps) == pytest.approx(1 / hz, rel=0.05)
     assert len({r["t_s"] for r in lrows}) == pytest.approx(len(ts), abs=1)
 

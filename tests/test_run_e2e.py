@@ -83,9 +83,12 @@ def test_smoke_run_is_complete_and_correct(smoke: tuple[subprocess.CompletedProc
     size = prov["content"]["size_bytes"]
 
     # Every byte of the file went to the player: the scheduler handed exactly the file plus the
-    # HTTP response header (a few hundred bytes) to the two subflows.
+    # HTTP response header (a few hundred bytes) to the two subflows, plus what MPTCP reinjected
+    # (at most one 1424-byte payload per reinjected segment, counted by the kernel's MIB).
     handed = sum(p["payload_bytes_handed"] for p in s["paths"].values())
-    assert size < handed < size + 1000
+    reinjected = s["mptcp"]["reinjected_segments"]
+    assert size < handed < size + 1000 + reinjected * 1424, (handed, size, s["mptcp"])
+    assert s["host_steal_during_playback"]["window_s"] >= 19.5
     # On the wire: one 90-byte header per <= 1424-byte payload, so between the ideal 1514/1424 and
     # +1 % for ACKs of the request and retransmissions.
     wire = sum(p["rx_bytes"] for p in s["paths"].values())
@@ -99,10 +102,14 @@ def test_smoke_run_is_complete_and_correct(smoke: tuple[subprocess.CompletedProc
     assert abs(s["duration_s"] - 20.0) < 0.5
     assert all(c["ok"] for c in s["cross_checks"].values()), s["cross_checks"]
     assert s["path_switches"] > 0
-    # Fidelity probes: goodput of each 3 Mbit/s path at 3e6 × 1448/1514 within 3 %.
+    # Fidelity probes: goodput of each 3 Mbit/s path at 3e6 × 1448/1514 within 3 %, less the share
+    # of CPU time the hypervisor took during the probes, which the run records (tests/hostnoise.py).
+    steal = prov["fidelity"]["host_steal"]["rate_probes"]
+    assert 0 <= steal["fraction"] and steal["window_s"] >= 2.0
     for path in ("wifi", "lte"):
         rate = prov["fidelity"]["paths"][path]["rate_down"]
-        assert rate["achieved_goodput_bps"] == pytest.approx(3e6 * 1448 / 1514, rel=0.03)
+        ideal = 3e6 * 1448 / 1514
+        assert ideal * (0.97 - steal["fraction"]) <= rate["achieved_goodput_bps"] <= ideal * 1.03, (rate, steal)
         assert abs(prov["fidelity"]["paths"][path]["rtt"]["error_ms_p50"]) < 1.0
     # Provenance
     assert prov["host"]["kernel"] == os.uname().release

@@ -20,6 +20,10 @@ from typing import Iterator
 
 import pytest
 
+from hostnoise import lowered, tail_quantile
+from mpvlab.hoststeal import StealMeter
+
+
 from links.emulator import DELAYLINE_BIN, FRAME_BYTES, apply_direction, stop_direction
 from links.schedule import Schedule
 from mpvlab import netns as mnetns
@@ -213,7 +217,8 @@ def test_shared_bottleneck_goodput_and_probe_delay(
     probe = ct.start_probe(s, topo.cross.node.ns, topo.cross.addr, 4000, tmp_path, "x", refs.append)
     probe_result: list[ct.ProbeResult] = []
     stack.callback(lambda: probe_result.append(ct.stop_probe(probe, drain_s=DRAIN_S + 0.3)) if not probe_result else None)
-    time.sleep(3.0)                                            # idle phase: probe alone
+    with StealMeter() as idle_steal:
+        time.sleep(3.0)                                        # idle phase: probe alone
     t_load = time.monotonic_ns()
     receivers = [*topo.clients, topo.cross]
     flows = [ct.start_bulk(s, lf.node.ns, lf.addr, 5201 + i, "cubic", 14, tmp_path, lf.role, refs.append)
@@ -222,12 +227,14 @@ def test_shared_bottleneck_goodput_and_probe_delay(
     for f in flows:
         stack.callback(lambda f=f: bulk_results.append(ct.stop_bulk(f)))
     time.sleep(4.0)                                            # slow start over, queue full
-    q1 = _qdisc_stats(topo.router.ns, ifb)
-    t1, b1 = ct.delivered_bytes(s)
-    first = [ct.bulk_bytes_received(lf.node.ns) for lf in receivers]
-    time.sleep(6.0)
-    t2, b2 = ct.delivered_bytes(s)
-    q2 = _qdisc_stats(topo.router.ns, ifb)
+    with StealMeter() as window_steal:   # host stalls in the window lower the rates (hostnoise.py)
+        q1 = _qdisc_stats(topo.router.ns, ifb)
+        t1, b1 = ct.delivered_bytes(s)
+        first = [ct.bulk_bytes_received(lf.node.ns) for lf in receivers]
+        time.sleep(6.0)
+        t2, b2 = ct.delivered_bytes(s)
+        q2 = _qdisc_stats(topo.router.ns, ifb)
+    steal = window_steal.window
     last = [ct.bulk_bytes_received(lf.node.ns) for lf in receivers]
     t_end = time.monotonic_ns()
     ccs = [ct.bulk_cc(s, lf.addr) for lf in receivers]
@@ -258,8 +265,10 @@ def test_shared_bottleneck_goodput_and_probe_delay(
 
     assert ccs == ["cubic"] * 3, ccs
     assert all(r > 0.1 * expected / 3 for r in rates), rates   # every flow really competed
-    assert abs(total / expected - 1) <= 0.03, (total, expected)
-    assert abs(tbf_bps / RATE - 1) <= 0.01, tbf_bps              # the bottleneck never idled
+    lo, hi = lowered(expected, 0.03, steal)
+    assert lo <= total <= hi, (total, expected, steal.describe())
+    lo, hi = lowered(RATE, 0.01, steal)
+    assert lo <= tbf_bps <= hi, (tbf_bps, steal.describe())     # the bottleneck never idled
     # Probe: rate as configured, every packet accounted, idle phase lossless and flat.
     dur = (t_end - t0) / 1e9
     assert 0.9 * PROBE_PPS * (dur - 1.0) <= res.sent <= PROBE_PPS * dur + 1
@@ -267,7 +276,8 @@ def test_shared_bottleneck_goodput_and_probe_delay(
     assert res.lost <= q["drops"]                              # probe losses are tail drops at the tbf
     assert len(idle) >= 0.9 * PROBE_PPS * 2.5
     assert [sq for sq in res.lost_seqs if sq <= idle_last_seq] == []
-    assert _quantile(idle, 0.99) <= 5.0
+    q_idle = tail_quantile(0.99, idle_steal.window)           # 0.99 on a quiet host (hostnoise.py)
+    assert _quantile(idle, q_idle) <= 5.0, (q_idle, idle_steal.window.describe())
     owd_min_ms = min(r["owd_ns"] for r in res.rows) / 1e6
     assert OWD_MS <= owd_min_ms <= OWD_MS + 2.0
     assert max(load) <= DRAIN_S * 1e3 + 0.2 + 15.0
