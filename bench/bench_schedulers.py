@@ -74,7 +74,7 @@ def main() -> None:
     print(f"\n== bulk: same paths, bulk sender, {d:g} s (rates are received frames / tbf rate 3 Mbit/s)")
     base = None
     for name, prm in (("default", {}), ("minrtt", {}), ("minrtt", {"sndbuf_bytes": bound(3)}),
-                      ("bdp", {"sndbuf_bytes": bound(3)})):
+                      ("bdp", {}), ("bdp", {"sndbuf_bytes": bound(3)})):
         r = tb.run_case(name, prm, paths_10_50(3), 0, d, out / f"bulk-{name}-{len(prm)}")
         tot = r.transfer.received / r.transfer.seconds
         base = base or tot

@@ -174,7 +174,7 @@ def start_scheduler(name: str, params: AnyParams | dict[str, Any] | None, server
     if isinstance(p, SteerParams):
         argv += ["--period-us", str(p.period_us), "--release-ms", repr(p.release_ms), "--backlog-ms", repr(p.backlog_ms),
                  "--probe-interval-ms", repr(p.probe_interval_ms), "--probe-ms", repr(p.probe_ms),
-                 "--sample-hz", repr(p.sample_hz)]
+                 "--exhaust-ms", repr(p.exhaust_ms), "--sample-hz", repr(p.sample_hz)]
     for addr in announce:
         argv += ["--announce", str(ipaddress.IPv4Address(addr))]
     if isinstance(p, BdpParams):

@@ -40,6 +40,10 @@ class SteerParams(_Strict):
         description="per-subflow send-buffer bound (the kernel's sk_sndbuf), set on the server's listener; "
                     "None: autotuned (flips then take 50-400 ms to show: queued data drains first). "
                     "Use sndbuf_for_paths() for 2 x the largest path BDP")
+    exhaust_ms: float = Field(
+        0.0, ge=0.0, le=10_000.0,
+        description="the preferred subflow opens the next one only after it has been limited without a break "
+                    "this long (0: at once, minrtt's definition)")
     sample_hz: float = Field(20.0, ge=0.0, le=1000.0, description="controller_samples.csv rows per subflow per s")
 
 
@@ -57,6 +61,10 @@ class BdpParams(SteerParams):
     dwell_ms: float = Field(1000.0, ge=0.0, le=600_000.0,
                             description="no switch within this time of the previous choice (early estimates "
                                         "from slow start are noisy)")
+    exhaust_ms: float = Field(
+        200.0, ge=0.0, le=10_000.0,
+        description="sticky until exhausted: the preferred path opens the next one only after it has been "
+                    "limited without a break this long; a burst it drains sooner stays on it")
     bw_window_ms: float = Field(10_000.0, ge=10.0, le=600_000.0,
                                 description="max filter window on delivery-rate samples (non-BBR CCs)")
 

@@ -25,6 +25,7 @@ struct pol_params {
 	uint64_t probe_interval_ns; /* an excluded subflow idle this long is opened for probe_ns (0 = never) */
 	uint64_t probe_ns;
 	uint64_t dwell_ns; /* bdp: no switch within this time of the previous choice (estimates settle) */
+	uint64_t exhaust_ns; /* a subflow opens the next one only once limited this long (breaks < 1/4 of it do not count) */
 };
 
 /* One subflow as the kernel shows it (filled by the mechanism). */
@@ -46,7 +47,9 @@ struct pol_sf_in {
 /* Per-subflow memory of a policy. */
 struct pol_sf_state {
 	uint64_t key;
-	uint64_t last_limited_ns;
+	uint64_t last_limited_ns; /* last time it counted as exhausted */
+	uint64_t limited_since_ns; /* start of the current limited stretch (0 = none yet) */
+	uint64_t limited_last_ns; /* last tick it was limited */
 	uint64_t bw_max_Bps, bw_max_t_ns; /* windowed max of delivery-rate samples */
 	uint64_t est_bytes; /* last BDP estimate */
 	int est_src; /* 0 none, 1 bbr, 2 delivery x min_rtt, 3 cwnd x mss (no sample yet) */
@@ -79,8 +82,8 @@ struct pol_out {
  * MPTCP layer already held the data back and minrtt kept 99.3 % on its path
  * with or without this test.)
  * Window- or buffer-limited otherwise: the subflow has unsent data it may not send
- * (in-flight reached cwnd), or the kernel would refuse it more data
- * (sk_stream_memory_free() false: wmem_queued >= sndbuf), or it holds more
+ * (in-flight reached cwnd), or the kernel would refuse it more data within two segments
+ * (wmem_queued + 3 MSS >= sndbuf; sk_stream_memory_free() is the exact test), or it holds more
  * unsent data than it sends in backlog_ns (measured here: with TCP small
  * queues and internal pacing a saturated subflow sits at in-flight < cwnd
  * with a standing backlog of unsent data, so the cwnd test alone never fires). */

@@ -100,6 +100,41 @@ def test_params_defaults_and_ranges() -> None:
     assert schedulers.sndbuf_for_paths([(3e6, 0.02), (3e6, 0.1)]) == int(75_000 * schedulers.params.TRUESIZE_RATIO)
 
 
+@pytest.fixture(scope="module")
+def policy_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/native/policy_driver.c linked against schedulers/policy.c (the controller's decision code)."""
+    exe = tmp_path_factory.mktemp("policy") / "policy_driver"
+    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-I", str(ROOT / "schedulers"), "-o", str(exe),
+                    str(ROOT / "tests" / "native" / "policy_driver.c"), str(ROOT / "schedulers" / "policy.c")],
+                   check=True)
+    return exe
+
+
+def _drive(exe: Path, policy: str, exhaust_ms: int, release_ms: int, *segments: str) -> dict[str, int]:
+    out = subprocess.run([str(exe), policy, str(exhaust_ms), str(release_ms), *segments], capture_output=True,
+                         text=True, check=True).stdout
+    return {k: int(v) for k, v in (f.split("=") for f in out.split())}
+
+
+def test_exhausted_means_limited_for_exhaust_ms(policy_driver: Path) -> None:
+    """One policy tick per ms; the preferred subflow's history is scripted; exhaust 200 ms tolerates
+    breaks up to 200 / 4 = 50 ms. Two 150 ms limited stretches 60 ms apart never open the second
+    subflow. 150 + 10 ms break + 100 ms is one stretch: opened at tick 200, open while limited
+    (ticks 200-259) and release_ms after the last exhausted tick (259): ticks 260-508, 249 more.
+    250 ms unbroken: open at 200, 50 + 249 ticks. With exhaust 0 (minrtt's definition) the first
+    limited tick opens it."""
+    assert _drive(policy_driver, "bdp", 200, 250, "L150", "U60", "L150") == \
+        {"first_open_ms": -1, "open_ticks": 0, "preferred": 0}
+    assert _drive(policy_driver, "bdp", 200, 250, "L150", "U10", "L100", "U300") == \
+        {"first_open_ms": 200, "open_ticks": 60 + 249, "preferred": 0}
+    assert _drive(policy_driver, "bdp", 200, 250, "L250", "U300") == \
+        {"first_open_ms": 200, "open_ticks": 50 + 249, "preferred": 0}
+    assert _drive(policy_driver, "bdp", 0, 250, "U20", "L150", "U10", "L150")["first_open_ms"] == 20
+    assert _drive(policy_driver, "minrtt", 0, 250, "U5", "L1", "U300") == \
+        {"first_open_ms": 5, "open_ticks": 1 + 249, "preferred": 0}
+    assert schedulers.parse_params("bdp").exhaust_ms == 200.0 and schedulers.parse_params("minrtt").exhaust_ms == 0.0
+
+
 def test_available_reports_kernel_facts() -> None:
     av = schedulers.available()
     kernel = Path("/proc/sys/net/mptcp/available_schedulers").read_text().split()
