@@ -175,6 +175,8 @@ def start_scheduler(name: str, params: AnyParams | dict[str, Any] | None, server
         argv += ["--period-us", str(p.period_us), "--release-ms", repr(p.release_ms), "--backlog-ms", repr(p.backlog_ms),
                  "--probe-interval-ms", repr(p.probe_interval_ms), "--probe-ms", repr(p.probe_ms),
                  "--exhaust-ms", repr(p.exhaust_ms), "--sample-hz", repr(p.sample_hz)]
+        if p.sndbuf_bytes:
+            argv.append("--sndbuf-bounded")   # the buffer test allows for a bound that cannot grow
     for addr in announce:
         argv += ["--announce", str(ipaddress.IPv4Address(addr))]
     if isinstance(p, BdpParams):

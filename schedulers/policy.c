@@ -7,10 +7,14 @@
 bool pol_limited_now(const struct pol_params *p, const struct pol_sf_in *in)
 {
 	bool window = in->in_flight >= in->cwnd && in->unsent > 0;
-	/* Full within two segments (in skb truesize, ~1.5 x payload): measured, a bulk sender with a
-	 * bounded send buffer kept its subflow at wmem_queued 109736 of sk_sndbuf 112500 — the rest of
-	 * the connection's (shared, equally bounded) buffer held — so the exact test rarely fired. */
-	uint64_t slack = 3ull * in->mss;
+	/* An autotuned sk_sndbuf grows while the subflow needs more (tcp_sndbuf_expand), so only the
+	 * kernel's own test (sk_stream_memory_free) means full: a small early buffer sits near full
+	 * all through slow start, and counting that as limited spilled the startup onto the other
+	 * path (measured: bdp's share on its path 0.87 instead of 0.94). A fixed bound cannot grow:
+	 * there a bulk sender kept its subflow at wmem_queued 109736 of sk_sndbuf 112500 (the rest of
+	 * the connection's equally bounded buffer held), the exact test fired in 37 % of samples and
+	 * bdp never opened the second path; within two segments (in skb truesize, ~3 MSS) is full. */
+	uint64_t slack = p->sndbuf_bounded ? 3ull * in->mss : 0;
 	bool buffer = in->sndbuf && (uint64_t)in->wmem_queued + slack >= in->sndbuf;
 	uint64_t rate = in->delivery_Bps;
 	uint64_t backlog;

@@ -26,6 +26,7 @@ struct pol_params {
 	uint64_t probe_ns;
 	uint64_t dwell_ns; /* bdp: no switch within this time of the previous choice (estimates settle) */
 	uint64_t exhaust_ns; /* a subflow opens the next one only once limited this long (breaks < 1/4 of it do not count) */
+	bool sndbuf_bounded; /* sk_sndbuf is a fixed bound (SO_SNDBUF), not autotuned: see pol_limited_now() */
 };
 
 /* One subflow as the kernel shows it (filled by the mechanism). */
@@ -83,7 +84,7 @@ struct pol_out {
  * with or without this test.)
  * Window- or buffer-limited otherwise: the subflow has unsent data it may not send
  * (in-flight reached cwnd), or the kernel would refuse it more data within two segments
- * (wmem_queued + 3 MSS >= sndbuf; sk_stream_memory_free() is the exact test), or it holds more
+ * (wmem_queued >= sndbuf, sk_stream_memory_free()'s test; within 3 MSS when the buffer is a fixed bound), or it holds more
  * unsent data than it sends in backlog_ns (measured here: with TCP small
  * queues and internal pacing a saturated subflow sits at in-flight < cwnd
  * with a standing backlog of unsent data, so the cwnd test alone never fires). */

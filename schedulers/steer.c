@@ -431,11 +431,12 @@ static int write_summary(const struct opts *o, struct steer_bpf *skel, uint32_t 
 	fprintf(f, "  \"mechanism\": \"%s\",\n",
 		o->observe ? "none: kernel default scheduler, observed only"
 			   : "userspace steering: per-subflow backup flags via mptcp_pm SET_FLAGS (userspace PM) on the kernel default scheduler");
-	fprintf(f, "  \"params\": {\"period_us\": %llu, \"release_ms\": %.3f, \"hysteresis\": %.4f, \"backlog_ms\": %.3f, \"bw_window_ms\": %.1f, \"probe_interval_ms\": %.1f, \"probe_ms\": %.1f, \"dwell_ms\": %.1f, \"exhaust_ms\": %.1f},\n",
+	fprintf(f, "  \"params\": {\"period_us\": %llu, \"release_ms\": %.3f, \"hysteresis\": %.4f, \"backlog_ms\": %.3f, \"bw_window_ms\": %.1f, \"probe_interval_ms\": %.1f, \"probe_ms\": %.1f, \"dwell_ms\": %.1f, \"exhaust_ms\": %.1f, \"sndbuf_bounded\": %s},\n",
 		(unsigned long long)(o->period_ns / 1000), (double)o->pp.release_ns / 1e6, o->pp.hysteresis,
 		(double)o->pp.backlog_ns / 1e6,
 		(double)o->pp.bw_window_ns / 1e6, (double)o->pp.probe_interval_ns / 1e6, (double)o->pp.probe_ns / 1e6,
-		(double)o->pp.dwell_ns / 1e6, (double)o->pp.exhaust_ns / 1e6);
+		(double)o->pp.dwell_ns / 1e6, (double)o->pp.exhaust_ns / 1e6,
+		o->pp.sndbuf_bounded ? "true" : "false");
 	fprintf(f, "  \"netns_inode\": %u,\n  \"t0_ns\": %llu,\n  \"controller_cpu_s\": %.3f,\n", inum,
 		(unsigned long long)t0, cpu_s);
 	fprintf(f, "  \"set_flags\": {\"calls\": %llu, \"errors\": %llu, \"at_close\": %llu, \"mean_us\": %.1f, \"max_us\": %.1f},\n",
@@ -617,7 +618,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: mpvlab-steer --netns PATH --out-dir DIR --policy minrtt|bdp|observe\n"
 		"          [--t0-ns MONO_NS] [--period-us 1000] [--release-ms 250] [--hysteresis 0.25]\n"
-		"          [--backlog-ms 20] [--probe-interval-ms 2000] [--probe-ms 100] [--dwell-ms 1000] [--exhaust-ms 0] [--bw-window-ms 10000] [--sample-hz 20] [--ready-file PATH]\n"
+		"          [--backlog-ms 20] [--probe-interval-ms 2000] [--probe-ms 100] [--dwell-ms 1000] [--exhaust-ms 0] [--sndbuf-bounded] [--bw-window-ms 10000] [--sample-hz 20] [--ready-file PATH]\n"
 		"          [--announce IPV4]...   (server addresses to ADD_ADDR on every connection; id 1, 2, ... in order)\n");
 	exit(2);
 }
@@ -635,7 +636,7 @@ int main(int argc, char **argv)
 		{"hysteresis", 1, 0, 'h'}, {"bw-window-ms", 1, 0, 'w'}, {"sample-hz", 1, 0, 's'},
 		{"ready-file", 1, 0, 'R'}, {"backlog-ms", 1, 0, 'b'},
 		{"probe-interval-ms", 1, 0, 'I'}, {"probe-ms", 1, 0, 'D'},
-		{"dwell-ms", 1, 0, 'W'}, {"exhaust-ms", 1, 0, 'E'}, {"announce", 1, 0, 'A'}, {0, 0, 0, 0}};
+		{"dwell-ms", 1, 0, 'W'}, {"exhaust-ms", 1, 0, 'E'}, {"sndbuf-bounded", 0, 0, 'S'}, {"announce", 1, 0, 'A'}, {0, 0, 0, 0}};
 	struct opts o = {0};
 	struct steer_bpf *skel;
 	struct ring_buffer *rb;
@@ -672,6 +673,7 @@ int main(int argc, char **argv)
 		case 'D': o.pp.probe_ns = (uint64_t)(atof(optarg) * 1e6); break;
 		case 'W': o.pp.dwell_ns = (uint64_t)(atof(optarg) * 1e6); break;
 		case 'E': o.pp.exhaust_ns = (uint64_t)(atof(optarg) * 1e6); break;
+		case 'S': o.pp.sndbuf_bounded = true; break;
 		case 'A':
 			if (o.nannounce == MAX_ANNOUNCE || inet_pton(AF_INET, optarg, &o.announce[o.nannounce]) != 1) {
 				fprintf(stderr, "mpvlab-steer: --announce wants an IPv4 address (at most %d): %s\n",

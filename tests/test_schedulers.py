@@ -110,9 +110,11 @@ def policy_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return exe
 
 
-def _drive(exe: Path, policy: str, exhaust_ms: int, release_ms: int, *segments: str) -> dict[str, int]:
-    out = subprocess.run([str(exe), policy, str(exhaust_ms), str(release_ms), *segments], capture_output=True,
-                         text=True, check=True).stdout
+def _drive(exe: Path, policy: str, exhaust_ms: int, release_ms: int, *segments: str,
+           sndbuf_bounded: bool = False) -> dict[str, int]:
+    flag = ["--sndbuf-bounded"] if sndbuf_bounded else []
+    out = subprocess.run([str(exe), *flag, policy, str(exhaust_ms), str(release_ms), *segments],
+                         capture_output=True, text=True, check=True).stdout
     return {k: int(v) for k, v in (f.split("=") for f in out.split())}
 
 
@@ -133,6 +135,15 @@ def test_exhausted_means_limited_for_exhaust_ms(policy_driver: Path) -> None:
     assert _drive(policy_driver, "minrtt", 0, 250, "U5", "L1", "U300") == \
         {"first_open_ms": 5, "open_ticks": 1 + 249, "preferred": 0}
     assert schedulers.parse_params("bdp").exhaust_ms == 200.0 and schedulers.parse_params("minrtt").exhaust_ms == 0.0
+
+
+def test_buffer_near_full_is_limited_only_under_a_fixed_bound(policy_driver: Path) -> None:
+    """A send buffer two MSS short of sk_sndbuf (nothing else limiting): with an autotuned buffer the
+    kernel would grow it, so it is not limited and the second subflow never opens; under a fixed bound
+    it is full (within 3 MSS), so minrtt opens the second subflow at that tick and bdp 200 ms later."""
+    assert _drive(policy_driver, "minrtt", 0, 250, "U5", "B300")["first_open_ms"] == -1
+    assert _drive(policy_driver, "minrtt", 0, 250, "U5", "B300", sndbuf_bounded=True)["first_open_ms"] == 5
+    assert _drive(policy_driver, "bdp", 200, 250, "U5", "B300", sndbuf_bounded=True)["first_open_ms"] == 205
 
 
 def test_available_reports_kernel_facts() -> None:

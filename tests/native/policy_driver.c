@@ -2,8 +2,9 @@
  * Drives schedulers/policy.c with a scripted limited / not-limited history of the preferred
  * subflow and reports when the policy opened the second one (tests/test_schedulers.py).
  *
- *   policy_driver minrtt|bdp EXHAUST_MS RELEASE_MS SEGMENT...
- *   SEGMENT: L<ms> (preferred subflow limited) or U<ms> (not limited), e.g. L150 U20 L250
+ *   policy_driver [--sndbuf-bounded] minrtt|bdp EXHAUST_MS RELEASE_MS SEGMENT...
+ *   SEGMENT: L<ms> (preferred subflow limited by its backlog), U<ms> (not limited), or B<ms> (its
+ *   send buffer two MSS short of sk_sndbuf, nothing else limiting), e.g. L150 U20 L250
  *
  * One policy tick per millisecond, as the controller's default period. Prints
  *   first_open_ms=<first tick at which subflow 1 was allowed, -1 never> open_ticks=<ticks allowed>
@@ -17,11 +18,12 @@
 
 #define MS 1000000ull
 
-static void set_limited(struct pol_sf_in *sf, int limited)
+static void set_state(struct pol_sf_in *sf, char kind)
 {
-	/* limited by its backlog: 100 KB unsent against 20 ms x 375 kB/s = 7.5 KB */
-	sf->unsent = limited ? 100000 : 0;
-	sf->in_flight = limited ? 20 : 2;
+	/* L: limited by its backlog, 100 KB unsent against 20 ms x 375 kB/s = 7.5 KB */
+	sf->unsent = kind == 'L' ? 100000 : 0;
+	sf->in_flight = kind == 'L' ? 20 : 2;
+	sf->wmem_queued = kind == 'B' ? sf->sndbuf - 2 * sf->mss : 0;
 }
 
 int main(int argc, char **argv)
@@ -32,8 +34,13 @@ int main(int argc, char **argv)
 	struct pol_out out;
 	long first_open = -1, open_ticks = 0, t = 0;
 
+	if (argc > 1 && !strcmp(argv[1], "--sndbuf-bounded")) {
+		p.sndbuf_bounded = true;
+		argv++;
+		argc--;
+	}
 	if (argc < 5 || (strcmp(argv[1], "minrtt") && strcmp(argv[1], "bdp"))) {
-		fprintf(stderr, "usage: policy_driver minrtt|bdp EXHAUST_MS RELEASE_MS SEGMENT...\n");
+		fprintf(stderr, "usage: policy_driver [--sndbuf-bounded] minrtt|bdp EXHAUST_MS RELEASE_MS SEGMENT...\n");
 		return 2;
 	}
 	p.kind = strcmp(argv[1], "bdp") ? POL_MINRTT : POL_BDP;
@@ -67,11 +74,11 @@ int main(int argc, char **argv)
 		char kind = argv[a][0];
 		long len = atol(argv[a] + 1);
 
-		if ((kind != 'L' && kind != 'U') || len <= 0) {
-			fprintf(stderr, "policy_driver: bad segment %s (L<ms> or U<ms>)\n", argv[a]);
+		if ((kind != 'L' && kind != 'U' && kind != 'B') || len <= 0) {
+			fprintf(stderr, "policy_driver: bad segment %s (L<ms>, U<ms> or B<ms>)\n", argv[a]);
 			return 2;
 		}
-		set_limited(&in[0], kind == 'L');
+		set_state(&in[0], kind);
 		for (long k = 0; k < len; k++, t++) {
 			pol_decide(&p, &st, in, 2, (uint64_t)(t + 1) * MS, &out);
 			if (out.allowed[1]) {
