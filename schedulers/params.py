@@ -42,8 +42,8 @@ class SteerParams(_Strict):
                     "Use sndbuf_for_paths() for 2 x the largest path BDP")
     exhaust_ms: float = Field(
         0.0, ge=0.0, le=10_000.0,
-        description="the preferred subflow opens the next one only after it has been limited without a break "
-                    "this long (0: at once, minrtt's definition)")
+        description="the preferred subflow opens the next one only after it has been limited this long, "
+                    "breaks under a quarter of it not counting (0: at once, minrtt's definition)")
     sample_hz: float = Field(20.0, ge=0.0, le=1000.0, description="controller_samples.csv rows per subflow per s")
 
 
@@ -64,7 +64,8 @@ class BdpParams(SteerParams):
     exhaust_ms: float = Field(
         200.0, ge=0.0, le=10_000.0,
         description="sticky until exhausted: the preferred path opens the next one only after it has been "
-                    "limited without a break this long; a burst it drains sooner stays on it")
+                    "limited this long (breaks under a quarter of it not counting); a burst it drains sooner "
+                    "stays on it")
     bw_window_ms: float = Field(10_000.0, ge=10.0, le=600_000.0,
                                 description="max filter window on delivery-rate samples (non-BBR CCs)")
 
