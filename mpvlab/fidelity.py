@@ -61,13 +61,13 @@ def run_probes(topo: DualPath, scenario: Scenario, schedules: dict[str, PathSche
     py = sys.executable
     # One probe server per server address, bound to it, so replies come from the address probed
     # (under `per-path` addressing each path's probes go to that path's own server address).
+    cwd = Path(__file__).resolve().parent.parent
     servers = [topo.server.ns.popen([py, "-m", "mpvlab.probe", "serve", "--bind", addr, "--port", str(PROBE_PORT),
-                                     "--duration", str(dur_s + 4.0)], cwd=Path(__file__).resolve().parent.parent)
+                                     "--duration", str(dur_s + 4.0)], cwd=cwd)
                for addr in topo.server_addrs()]
     steal: dict[str, StealWindow] = {}
     try:
         _wait_listening(topo)
-        cwd = Path(__file__).resolve().parent.parent
         with StealMeter() as rtt_meter:
             procs = [topo.client.ns.popen(
                 [py, "-m", "mpvlab.probe", "rtt", "--src", p.client_addr, "--dst", p.server_addr,

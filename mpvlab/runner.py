@@ -205,8 +205,8 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
         if sched.pid is not None:
             ctx.ledger.add_proc(proc.ProcRef.of(sched.pid, f"scheduler {sc.transport.scheduler}"))
         counters_before = sampling.read_net_dev(topo.client.pid)
-        mib_before = {"server": sampling.read_mptcp_mib(topo.server.pid),
-                      "client": sampling.read_mptcp_mib(topo.client.pid)}
+        mib_ends = {"server": topo.server.pid, "client": topo.client.pid}
+        mib_before = {end: sampling.read_mptcp_mib(pid) for end, pid in mib_ends.items()}
         player = start_player(ctx, topo.client.ns, topo.server_addr, video_name, _frames_of(sc), ctx.logs, http)
         ctx.ledger.add_proc(player[1])
         sampler.start()
@@ -227,8 +227,8 @@ def _execute(ctx: RunContext) -> dict[str, Any]:
                       f"{sc.video.duration / 1e9:g} s video)")
                 time.sleep(0.2)
         counters_after = sampling.read_net_dev(topo.client.pid)
-        mib = {"server": sampling.mptcp_mib_delta(mib_before["server"], sampling.read_mptcp_mib(topo.server.pid)),
-               "client": sampling.mptcp_mib_delta(mib_before["client"], sampling.read_mptcp_mib(topo.client.pid))}
+        mib = {end: sampling.mptcp_mib_delta(mib_before[end], sampling.read_mptcp_mib(pid))
+               for end, pid in mib_ends.items()}
         sampler.stop()
         trace.close()  # stops the collectors and the scheduler, which write their summaries
         trace_summary = collectors.load_summary(trace_dir)

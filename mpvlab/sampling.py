@@ -28,15 +28,21 @@ def read_net_dev(pid: int) -> dict[str, dict[str, int]]:
     return out
 
 
+def parse_counter_group(text: str, group: str) -> dict[str, int]:
+    """One group of /proc/net/netstat or /proc/net/snmp (a `Group: names` line followed by a
+    `Group: values` line), e.g. "MPTcpExt" or "Icmp"; {} if the kernel has no such group."""
+    lines = [ln.split() for ln in text.splitlines()]
+    for head, vals in zip(lines[::2], lines[1::2]):
+        if head and head[0] == f"{group}:":
+            return {k: int(v) for k, v in zip(head[1:], vals[1:])}
+    return {}
+
+
 def read_mptcp_mib(pid: int) -> dict[str, int]:
     """The MPTCP counters (`MPTcpExt*` of /proc/net/netstat, without the prefix) of the network
     namespace `pid` lives in. A namespace made for a run starts at zero, but the run takes
     differences anyway (fidelity probes run before the player)."""
-    lines = [ln.split() for ln in Path(f"/proc/{pid}/net/netstat").read_text().splitlines()]
-    for head, vals in zip(lines[::2], lines[1::2]):
-        if head and head[0] == "MPTcpExt:":
-            return {k: int(v) for k, v in zip(head[1:], vals[1:])}
-    return {}
+    return parse_counter_group(Path(f"/proc/{pid}/net/netstat").read_text(), "MPTcpExt")
 
 
 def mptcp_mib_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:

@@ -63,11 +63,12 @@ def least_contended(measure: Callable[[], T], *, what: str, attempts: int = ATTE
     return best
 
 
-def lowered(ideal: float, rel: float, steal: StealWindow) -> tuple[float, float]:
-    """Bounds for a quantity that host stalls can only lower: ideal x (1 - rel - f) .. x (1 + rel)."""
-    return ideal * (1 - rel - steal.lost), ideal * (1 + rel)
+def lowered(ideal: float, rel: float, stolen: float) -> tuple[float, float]:
+    """Bounds for a quantity that host stalls can only lower, the host having stolen a fraction
+    `stolen` of the window (`StealWindow.lost`): ideal x (1 - rel - stolen) .. ideal x (1 + rel)."""
+    return ideal * (1 - rel - stolen), ideal * (1 + rel)
 
 
-def tail_quantile(q: float, steal: StealWindow) -> float:
-    """The quantile to judge instead of q: at most a fraction f of events fell due in a stall."""
-    return max(0.5, q - steal.lost)
+def tail_quantile(q: float, stolen: float) -> float:
+    """The quantile to judge instead of q: at most a fraction `stolen` of events fell due in a stall."""
+    return max(0.5, q - stolen)

@@ -273,7 +273,7 @@ def _check_pair(measured: tuple[dict, StealWindow], window: int) -> None:
     m, steal = measured
     # A stall of the host loses tbf tokens: lower bounds give way by the stolen share f, and
     # the two runs (one after the other) may differ by it too.
-    lo, hi = lowered(IDEAL_GOODPUT, 0.03, steal)
+    lo, hi = lowered(IDEAL_GOODPUT, 0.03, steal.lost)
     assert lo <= m["bbr_goodput"] <= hi, (m["bbr_goodput"], steal.describe())
     assert lo <= m["bbrs_goodput"] <= hi, (m["bbrs_goodput"], steal.describe())
     assert abs(m["bbrs_goodput"] / m["bbr_goodput"] - 1) <= 0.03 + steal.lost

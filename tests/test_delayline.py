@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "links" / "delayline"))
 import hdl_harness as H  # noqa: E402
 from hostnoise import least_contended, lowered, tail_quantile  # noqa: E402
+from mpvlab.sampling import parse_counter_group  # noqa: E402
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for netns/NFQUEUE")
 
@@ -122,7 +123,7 @@ def test_constant_delay_rtt(line: H.Line) -> None:
     assert len(r) == 300
     assert min(r) >= d_ms, min(r)
     assert quantile(r, 0.5) <= d_ms + MEDIAN_SLACK_MS, quantile(r, 0.5)
-    q = tail_quantile(0.99, m.steal)   # 0.99 on a quiet host (hostnoise.py)
+    q = tail_quantile(0.99, m.steal.lost)   # 0.99 on a quiet host (hostnoise.py)
     assert quantile(r, q) <= d_ms + P99_SLACK_MS, (q, quantile(r, q), m.steal.describe())
     assert st["packets"] == 300 and st["accepted"] == 300
     assert st["drops_overflow"] == 0 and st["drops_local"] == 0
@@ -187,7 +188,7 @@ def test_square_wave_follows_schedule(line: H.Line) -> None:
             low += 1
     assert min(steady) >= -0.1, min(steady)
     assert quantile(steady, 0.5) <= MEDIAN_SLACK_MS, quantile(steady, 0.5)
-    q = tail_quantile(0.99, m.steal)   # 0.99 on a quiet host (hostnoise.py)
+    q = tail_quantile(0.99, m.steal.lost)   # 0.99 on a quiet host (hostnoise.py)
     assert quantile(steady, q) <= P99_SLACK_MS, (q, quantile(steady, q), m.steal.describe())
     assert high >= 150 and low >= 150, (high, low)
     logged = steps[1:]
@@ -247,9 +248,7 @@ def test_dead_daemon_means_total_loss(line: H.Line) -> None:
 
 def _icmp_counter(line: H.Line, ns: str, name: str) -> int:
     """One `Icmp:` counter of /proc/net/snmp in namespace `ns`."""
-    head, vals = [ln.split() for ln in line.nsx(ns, "cat", "/proc/net/snmp").stdout.splitlines()
-                  if ln.startswith("Icmp:")][:2]
-    return int(vals[head.index(name)])
+    return parse_counter_group(line.nsx(ns, "cat", "/proc/net/snmp").stdout, "Icmp")[name]
 
 
 @needs_root
@@ -350,6 +349,6 @@ def test_tcp_bulk_over_tbf_and_delay(line: H.Line) -> None:
     m = least_contended(once, what="TCP bulk over tbf and delay")
     bps, st = m.value
     ideal = 3e6 * 1448 / 1514
-    lo, hi = lowered(ideal, 0.03, m.steal)   # a stall loses tbf tokens, never adds any
+    lo, hi = lowered(ideal, 0.03, m.steal.lost)   # a stall loses tbf tokens, never adds any
     assert lo <= bps <= hi, (bps, ideal, m.steal.describe())
     assert st["drops_overflow"] == 0 and st["drops_netlink"] == 0

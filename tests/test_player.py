@@ -147,7 +147,7 @@ def test_bytes_rate_matches_tbf(testbed: tuple[Net, Apache], content: Any, tmp_p
     assert len(mid) >= 5
     (t1, x1), (t2, x2) = mid[0], mid[-1]
     measured = (x2 - x1) * 8 / (t2 - t1)
-    lo, hi = lowered(rate * GOODPUT, 0.03, steal)
+    lo, hi = lowered(rate * GOODPUT, 0.03, steal.lost)
     assert lo <= measured <= hi, (measured, rate * GOODPUT, steal.describe())
     s = r.summary
     # 4 Mbit/s is ~2x the video rate: no underflow, every frame in time.

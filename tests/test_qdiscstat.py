@@ -266,7 +266,7 @@ def test_sent_rate_is_tbf_rate(flood: FloodRun, bed: Bed) -> None:
     w0, w1 = steady_window(flood)
     a, b = at(rows, w0), at(rows, w1)
     rate = (b["sent_bytes"] - a["sent_bytes"]) / (b["t_s"] - a["t_s"])
-    lo, hi = lowered(RATE_BPS / 8, 0.02, flood.steal)
+    lo, hi = lowered(RATE_BPS / 8, 0.02, flood.steal.lost)
     print(f"\nsent rate {rate:.0f} B/s vs tbf {RATE_BPS / 8:.0f} B/s (ratio {rate / (RATE_BPS / 8):.4f}); "
           f"bounds {lo:.0f}..{hi:.0f} for {flood.steal.describe()}")
     # A stall longer than the 2-frame bucket (8 ms) loses its tokens: only the lower bound moves.
@@ -334,7 +334,7 @@ def test_sample_count_and_grid(flood: FloodRun, bed: Bed) -> None:
         assert ts == sorted(ts) and len(set(ts)) == len(ts)
         span = ts[-1] - ts[0]
         # The sampler skips the ticks a host stall swallowed (it does not catch up in a burst).
-        lo, hi = lowered(span * hz + 1, 0.02, flood.steal)
+        lo, hi = lowered(span * hz + 1, 0.02, flood.steal.lost)
         assert lo <= len(ts) <= hi, (len(ts), span * hz + 1, flood.steal.describe())
         gaps = [b - a for a, b in zip(ts, ts[1:])]
         assert statistics.median(gaps) == pytest.approx(1 / hz, rel=0.05)
@@ -403,7 +403,7 @@ def test_1khz_grid(bed: Bed, tmp_path: Path) -> None:
     gaps = [b - a for a, b in zip(ts, ts[1:])]
     print(f"\n1 kHz: {len(ts)} samples over {span:.3f} s (expected {span * hz + 1:.1f}), median gap "
           f"{statistics.median(gaps) * 1e3:.4f} ms")
-    lo, hi = lowered(span * hz + 1, 0.02, m.steal)
+    lo, hi = lowered(span * hz + 1, 0.02, m.steal.lost)
     assert lo <= len(ts) <= hi, (len(ts), span * hz + 1, m.steal.describe())
     assert statistics.median(gaps) == pytest.approx(1 / hz, rel=0.05)
     assert len({r["t_s"] for r in lrows}) == pytest.approx(len(ts), abs=1)

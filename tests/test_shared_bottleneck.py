@@ -265,9 +265,9 @@ def test_shared_bottleneck_goodput_and_probe_delay(
 
     assert ccs == ["cubic"] * 3, ccs
     assert all(r > 0.1 * expected / 3 for r in rates), rates   # every flow really competed
-    lo, hi = lowered(expected, 0.03, steal)
+    lo, hi = lowered(expected, 0.03, steal.lost)
     assert lo <= total <= hi, (total, expected, steal.describe())
-    lo, hi = lowered(RATE, 0.01, steal)
+    lo, hi = lowered(RATE, 0.01, steal.lost)
     assert lo <= tbf_bps <= hi, (tbf_bps, steal.describe())     # the bottleneck never idled
     # Probe: rate as configured, every packet accounted, idle phase lossless and flat.
     dur = (t_end - t0) / 1e9
@@ -276,7 +276,7 @@ def test_shared_bottleneck_goodput_and_probe_delay(
     assert res.lost <= q["drops"]                              # probe losses are tail drops at the tbf
     assert len(idle) >= 0.9 * PROBE_PPS * 2.5
     assert [sq for sq in res.lost_seqs if sq <= idle_last_seq] == []
-    q_idle = tail_quantile(0.99, idle_steal.window)           # 0.99 on a quiet host (hostnoise.py)
+    q_idle = tail_quantile(0.99, idle_steal.window.lost)           # 0.99 on a quiet host (hostnoise.py)
     assert _quantile(idle, q_idle) <= 5.0, (q_idle, idle_steal.window.describe())
     owd_min_ms = min(r["owd_ns"] for r in res.rows) / 1e6
     assert OWD_MS <= owd_min_ms <= OWD_MS + 2.0
