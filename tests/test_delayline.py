@@ -128,9 +128,10 @@ def test_constant_delay_rtt(line: H.Line) -> None:
     assert st["packets"] == 300 and st["accepted"] == 300
     assert st["drops_overflow"] == 0 and st["drops_local"] == 0
     assert st["lateness_us"]["p50"] <= 500
-    # The daemon reports its own p99 only: judge it when stalls could not have reached 1 %.
-    if q == 0.99:
-        assert st["lateness_us"]["p99"] <= 2000
+    # The daemon reports its own p99 only: judge it when stalls can have touched at most half of
+    # its 1 % tail. (Was `q == 0.99`, which any nonzero steal, even one 10 ms tick, turned off.)
+    if m.steal.lost <= 0.005:
+        assert st["lateness_us"]["p99"] <= 2000, (st["lateness_us"], m.steal.describe())
 
 
 @needs_root
