@@ -11,6 +11,7 @@ traffic behind one router) run through mpvlab/run_shared.py, which reuses the pi
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import os
 import signal
@@ -586,6 +587,24 @@ def check_subflows(sc: Scenario, subflows: list[dict[str, Any]], expected_cc: st
                                         {n: v["rx_bytes"] for n, v in per_path.items()}))
 
 
+def _retransmitted_segments_by_path(topo: dual_path.DualPath, subflows_csv: Path) -> dict[str, int]:
+    """Segments the server's subflows of each path retransmitted (tcpi_total_retrans in the last
+    `ss` sample of each subflow; a subflow's peer address names its path)."""
+    last: dict[tuple[str, str], int] = {}
+    if subflows_csv.exists():
+        with subflows_csv.open() as fh:
+            for row in csv.DictReader(fh):
+                if row["retrans"]:
+                    last[(row["local"], row["peer"])] = int(row["retrans"])
+    by_addr = {p.client_addr: p.name for p in topo.paths}
+    out: dict[str, int] = {}
+    for (_local, peer), n in last.items():
+        name = by_addr.get(peer.rsplit(":", 1)[0].strip("[]").removeprefix("::ffff:"))
+        if name is not None:
+            out[name] = out.get(name, 0) + n
+    return out
+
+
 def subflow_address_check(topo: dual_path.DualPath, subflows: list[dict[str, Any]]) -> dict[str, Any]:
     """Each subflow must join a path's client address to that path's server address (under `per-path`
     addressing the server address names the path; under `single` it is the same for every path)."""
@@ -625,15 +644,23 @@ def _summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], be
         per_path[p.name]["bottleneck"] = _queue_view(ctx.data / "queues" / p.name)
     checks: dict[str, Any] = {}
     warnings: list[str] = []
+    retrans = _retransmitted_segments_by_path(topo, ctx.data / "subflows.csv")
     for name, v in per_path.items():
         v["payload_bytes_handed"] = view["bytes_handed"][name]
         # Interface bytes less per-packet headers should equal the payload the scheduler handed
-        # to this path (within 1 %: pure ACKs, retransmissions and the HTTP header differ).
+        # to this path (within 1 %: pure ACKs and the HTTP header differ). A TCP retransmission
+        # whose original also arrived (an RTO, a spurious fast retransmit) crosses the interface
+        # twice but is handed once, so the upper bound also allows the path's retransmitted
+        # segments at a full payload each (measured: 1.2 % over with 59 retransmissions after 49
+        # tail drops on a 3 Mbit/s path).
         wire_payload = v["rx_bytes"] - v["rx_packets"] * SEGMENT_OVERHEAD
-        ratio = wire_payload / v["payload_bytes_handed"] if v["payload_bytes_handed"] else None
-        checks[f"bytes_{name}_interface_vs_collector"] = {"ratio": None if ratio is None else round(ratio, 5),
-                                                          "tolerance": 0.01,
-                                                          "ok": ratio is not None and abs(ratio - 1) <= 0.01}
+        handed = v["payload_bytes_handed"]
+        ratio = wire_payload / handed if handed else None
+        retrans_allow = retrans.get(name, 0) * (1514 - SEGMENT_OVERHEAD) / handed if handed else 0.0
+        checks[f"bytes_{name}_interface_vs_collector"] = {
+            "ratio": None if ratio is None else round(ratio, 5), "tolerance": 0.01,
+            "retransmitted_segments": retrans.get(name, 0), "retransmission_allowance": round(retrans_allow, 5),
+            "ok": ratio is not None and 0.99 <= ratio <= 1.01 + retrans_allow}
     requests = _apache_requests(ctx.logs / "apache" / "access.log")
     checks["collector_saw_every_connection"] = {"apache_connections": requests, "traced": view["connections"],
                                                 "ok": view["connections"] >= requests}

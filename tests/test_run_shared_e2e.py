@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from mpvlab import ledger, netns, proc
+from mpvlab.hoststeal import StealMeter
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.netns, pytest.mark.e2e]
@@ -55,9 +56,13 @@ def _quantile(xs: list[float], q: float) -> float:
 @pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed (./setup.sh)")
 def test_shared_bottleneck_two_players_bulk_and_voip(tmp_path: Path) -> None:
     t = time.monotonic()
-    cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", "scenarios/sabre-shared-short.yaml",
-                         "--results", str(tmp_path)], capture_output=True, text=True, timeout=150, cwd=REPO)
+    with StealMeter() as run_steal:
+        cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", "scenarios/sabre-shared-short.yaml",
+                             "--results", str(tmp_path)], capture_output=True, text=True, timeout=150, cwd=REPO)
     wall = time.monotonic() - t
+    # No single host stall can outlast what the host stole from its CPU over the whole run: the
+    # most a stall can add to one probe's measured delay (tests/hostnoise.py).
+    longest_stall_ms = max(run_steal.window.steal_s, default=0.0) * 1e3
     assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
     (run,) = [d for d in (tmp_path / "sabre-shared-short").iterdir() if d.is_dir()]
     assert json.loads((run / "status.json").read_text())["state"] == "complete"
@@ -107,7 +112,7 @@ def test_shared_bottleneck_two_players_bulk_and_voip(tmp_path: Path) -> None:
     # worst sample also carries the delay line's and the receiver's scheduling latency on this 2-core
     # machine (delay-line release lateness: p99 < 1 ms, max a few ms under load), so + 15 ms.
     assert qd["p99"] <= DRAIN_MS + 0.2 + 5.0, qd
-    assert qd["max"] <= DRAIN_MS + 0.2 + 15.0, qd
+    assert qd["max"] <= DRAIN_MS + 0.2 + 15.0 + longest_stall_ms, (qd, run_steal.window.describe())
     assert qd["p95"] >= 0.6 * DRAIN_MS, qd
     # The summary's percentiles are those of the CSV in data/.
     with (run / "data" / "cross" / "voip-probe.csv").open() as f:
