@@ -39,6 +39,14 @@ class StealWindow:
         stall the packet path, so this is the share of the window it may have been stalled."""
         return sum(self.steal_s) / self.wall_s if self.wall_s > 0 else 0.0
 
+    @property
+    def lost_at_most(self) -> float:
+        """`lost` plus the counter's resolution: /proc/stat prints whole ticks, so each CPU's
+        difference of two readings may fall short of the true steal by up to one tick."""
+        if self.wall_s <= 0:
+            return 0.0
+        return (sum(self.steal_s) + len(self.steal_s) * _TICK_S) / self.wall_s
+
     def describe(self) -> str:
         per_cpu = ", ".join(f"{s * 1e3:.0f}" for s in self.steal_s)
         return f"steal {self.lost:.1%} of the window over {self.wall_s:.1f} s (per CPU ms: {per_cpu})"
@@ -47,18 +55,31 @@ class StealWindow:
         return {"fraction": round(self.lost, 4), "window_s": round(self.wall_s, 3),
                 "per_cpu_s": [round(s, 2) for s in self.steal_s]}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StealWindow:
+        """The window a run recorded with `as_dict` (steal kept to the counter's 10 ms ticks)."""
+        return cls(wall_s=float(d["window_s"]), steal_s=tuple(float(x) for x in d["per_cpu_s"]))
+
 
 class StealMeter:
-    """`with StealMeter() as m: ...`, then `m.window`."""
+    """`with StealMeter() as m: ...`, then `m.window`; or `m = StealMeter().start()` ... `m.stop()`
+    where the measured span does not fit one block."""
 
     window: StealWindow
 
-    def __enter__(self) -> StealMeter:
+    def start(self) -> StealMeter:
         self._t0 = time.monotonic()
         self._s0 = read_steal_ticks()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> StealWindow:
         s1 = read_steal_ticks()
         self.window = StealWindow(wall_s=time.monotonic() - self._t0,
                                   steal_s=tuple((b - a) * _TICK_S for a, b in zip(self._s0, s1)))
+        return self.window
+
+    def __enter__(self) -> StealMeter:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

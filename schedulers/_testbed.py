@@ -23,6 +23,7 @@ from typing import Any, Iterator
 from links.emulator import DirectionPlan, apply_direction, stop_direction
 from links.schedule import Schedule
 from mpvlab import ledger, naming, transport
+from mpvlab.hoststeal import StealMeter, StealWindow
 from mpvlab.netns import Netns
 from mpvlab.scenario import parse_scenario
 from topologies import dual_path
@@ -215,6 +216,7 @@ class CaseResult:
     summary: dict[str, Any]
     out_dir: Path
     duration_s: float
+    steal: StealWindow   # CPU time the hypervisor took during the transfer (mpvlab/hoststeal.py)
 
     def share(self, path: str) -> float:
         total = sum(self.transfer.path_rx_bytes.values())
@@ -247,5 +249,6 @@ def run_case(scheduler: str, params: dict[str, Any], paths: list[PathCfg], rate_
         def during() -> Any:
             return schedulers.start_scheduler(scheduler, p, bed.server.name, out_dir, bed.t0_ns)
 
-        t = transfer(bed, rate_bps, duration_s, sndbuf, during, rate_hi_bps, period_s, cc)
-    return CaseResult(scheduler, t, schedulers.load_summary(out_dir), out_dir, duration_s)
+        with StealMeter() as meter:
+            t = transfer(bed, rate_bps, duration_s, sndbuf, during, rate_hi_bps, period_s, cc)
+    return CaseResult(scheduler, t, schedulers.load_summary(out_dir), out_dir, duration_s, meter.window)

@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "links" / "delayline"))
 import hdl_harness as H  # noqa: E402
-from hostnoise import least_contended, lowered, tail_quantile  # noqa: E402
+from hostnoise import Measured, least_contended, lowered, measured, tail_quantile  # noqa: E402
 from mpvlab.sampling import parse_counter_group  # noqa: E402
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for netns/NFQUEUE")
@@ -112,10 +112,10 @@ def test_constant_delay_rtt(line: H.Line) -> None:
     d_ms = 40.0
     line.add_queue("rs", 0)
 
-    def once() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def once() -> Measured[tuple[list[dict[str, Any]], dict[str, Any]]]:
         dl = line.delayline(H.constant(int(d_ms * 1000)))
-        smp = line.ping(300, 0.01)
-        return smp, dl.stop()
+        pings = measured(lambda: line.ping(300, 0.01))   # the stolen share of the pings' own span
+        return Measured((pings.value, dl.stop()), pings.steal)
 
     m = least_contended(once, what="constant 40 ms delay")
     smp, st = m.value
@@ -123,7 +123,7 @@ def test_constant_delay_rtt(line: H.Line) -> None:
     assert len(r) == 300
     assert min(r) >= d_ms, min(r)
     assert quantile(r, 0.5) <= d_ms + MEDIAN_SLACK_MS, quantile(r, 0.5)
-    q = tail_quantile(0.99, m.steal.lost)   # 0.99 on a quiet host (hostnoise.py)
+    q = tail_quantile(0.99, m.steal)   # 0.99 on a quiet host (hostnoise.py)
     assert quantile(r, q) <= d_ms + P99_SLACK_MS, (q, quantile(r, q), m.steal.describe())
     assert st["packets"] == 300 and st["accepted"] == 300
     assert st["drops_overflow"] == 0 and st["drops_local"] == 0
@@ -154,11 +154,11 @@ def test_square_wave_follows_schedule(line: H.Line) -> None:
     high_ns = 40_000_000
     line.add_queue("rs", 0)
 
-    def once() -> tuple[int, list[dict[str, Any]], dict[str, Any], list[tuple[int, int]]]:
+    def once() -> Measured[tuple[int, list[dict[str, Any]], dict[str, Any], list[tuple[int, int]]]]:
         t0 = time.monotonic_ns() + 200_000_000
         dl = line.delayline(sched, t0_ns=t0)
-        smp = line.ping(420, 0.01)
-        return t0, smp, dl.stop(), dl.steps()
+        pings = measured(lambda: line.ping(420, 0.01))
+        return Measured((t0, pings.value, dl.stop(), dl.steps()), pings.steal)
 
     m = least_contended(once, what="0/40 ms square wave")
     t0, smp, st, steps = m.value
@@ -189,7 +189,7 @@ def test_square_wave_follows_schedule(line: H.Line) -> None:
             low += 1
     assert min(steady) >= -0.1, min(steady)
     assert quantile(steady, 0.5) <= MEDIAN_SLACK_MS, quantile(steady, 0.5)
-    q = tail_quantile(0.99, m.steal.lost)   # 0.99 on a quiet host (hostnoise.py)
+    q = tail_quantile(0.99, m.steal)   # 0.99 on a quiet host (hostnoise.py)
     assert quantile(steady, q) <= P99_SLACK_MS, (q, quantile(steady, q), m.steal.describe())
     assert high >= 150 and low >= 150, (high, low)
     logged = steps[1:]

@@ -25,7 +25,9 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
+from hostnoise import assert_played_through
 from mpvlab import ledger
+from mpvlab.hoststeal import StealMeter
 from mpvlab.scenario import ScenarioError, load_scenario, parse_scenario
 from topologies.hosts import HostConfigError, LocalHost, SshHost, list_interfaces, snapshot_interface
 from topologies.physical import host_from_record, host_record, make_plan
@@ -241,7 +243,7 @@ def test_physical_run_over_ssh(physlab: Any, tmp_path: Path) -> None:
     f.write_text(lab.scenario("phys-e2e"))
     before = _all_state(lab)
     t = time.monotonic()
-    with Watcher(lab) as w:
+    with Watcher(lab) as w, StealMeter() as run_steal:
         cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(tmp_path),
                              "--key-dir", str(lab.dir)], capture_output=True, text=True, timeout=240, cwd=REPO)
     wall = time.monotonic() - t
@@ -253,7 +255,10 @@ def test_physical_run_over_ssh(physlab: Any, tmp_path: Path) -> None:
 
     # The video played, over both subflows.
     size = json.loads(Path(prov["content"]["sidecar"]).read_text())["size_bytes"]
-    assert summary["frames_rendered"] == summary["frames_expected"] == 600
+    # Every frame shown but for CPU-late discards the host's steal explains: the lab's "hosts" are
+    # namespaces on this VM, so its steal over the run is theirs (tests/hostnoise.py).
+    assert summary["frames_expected"] == 600
+    assert_played_through(summary, run_steal.window, 30)
     paths = summary["paths"]
     assert paths["wifi"]["client_address"] == "10.232.1.2" and paths["lte"]["client_address"] == "10.232.2.2"
     assert sum(p["rx_bytes"] for p in paths.values()) >= size                  # the whole file came in

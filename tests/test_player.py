@@ -30,7 +30,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from hostnoise import lowered
+from hostnoise import assert_played_through, lowered
 from mpvlab.hoststeal import StealMeter
 
 REPO = Path(__file__).resolve().parents[1]
@@ -100,15 +100,15 @@ def test_ample_bandwidth(testbed: tuple[Net, Apache], content: Any, tmp_path: Pa
     net.set_rate(None)                      # veth at memory speed
     t0 = time.monotonic_ns()
     extra = [] if decode else ["--no-decode"]
-    r = finish_player(start_player(net, apache.url(content.path.name), tmp_path, t0,
-                                   "--timeout-s", "40", *extra), tmp_path)
+    with StealMeter() as run_steal:   # CPU-late discards only as the host's steal explains (hostnoise.py)
+        r = finish_player(start_player(net, apache.url(content.path.name), tmp_path, t0,
+                                       "--timeout-s", "40", *extra), tmp_path)
     s = r.summary
     assert r.code == 0, s
     assert s["status"] == "eos"
     assert s["frames_expected"] == content.frames == int(LEN_S * FPS)
-    assert s["frames_rendered"] == content.frames
-    assert s["picture_discards"] == 0
-    assert s["underflows"] == 0 and s["underflow_episodes"] == []
+    assert_played_through(s, run_steal.window, FPS)
+    assert s["underflow_episodes"] == []
     assert s["startup_delay_s"] < 1.0
     assert abs(s["playback_s"] - s["video_length_s"]) <= 0.5
     assert abs(s["video_length_s"] - LEN_S) < 1e-6
@@ -150,9 +150,9 @@ def test_bytes_rate_matches_tbf(testbed: tuple[Net, Apache], content: Any, tmp_p
     lo, hi = lowered(rate * GOODPUT, 0.03, steal.lost)
     assert lo <= measured <= hi, (measured, rate * GOODPUT, steal.describe())
     s = r.summary
-    # 4 Mbit/s is ~2x the video rate: no underflow, every frame in time.
-    assert s["underflows"] == 0 and s["picture_discards"] == 0
-    assert s["frames_rendered"] == content.frames
+    # 4 Mbit/s is ~2x the video rate: no underflow, every frame in time (but for the host's stalls).
+    assert s["frames_expected"] == content.frames
+    assert_played_through(s, steal, FPS)
     # Start-up waits for --startup-buffer-ms (default 1 s) of media in the queue: at
     # least that many bytes must cross the bottleneck first (0.8: VBV variation).
     need_s = 1.0 * content.file_bitrate_bps / (rate * GOODPUT)
@@ -381,12 +381,13 @@ def test_ample_study_format(testbed: tuple[Net, Apache], tmp_path: Path) -> None
     net, apache = testbed
     net.set_rate(None)
     info = ensure_progressive(CACHE, 60.0, 5_240_000)
-    r = finish_player(start_player(net, apache.url(info.path.name), tmp_path,
-                                   time.monotonic_ns(), "--timeout-s", "120"), tmp_path, 150)
+    with StealMeter() as run_steal:
+        r = finish_player(start_player(net, apache.url(info.path.name), tmp_path,
+                                       time.monotonic_ns(), "--timeout-s", "120"), tmp_path, 150)
     s = r.summary
     assert r.code == 0, s
     assert s["frames_expected"] == info.frames == 1800
-    assert s["frames_rendered"] == 1800 and s["picture_discards"] == 0
-    assert s["underflows"] == 0 and s["startup_delay_s"] < 1.0
+    assert_played_through(s, run_steal.window, FPS)
+    assert s["startup_delay_s"] < 1.0
     assert abs(s["playback_s"] - 60.0) <= 0.5
     assert s["bytes_received"] == info.size_bytes

@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
-from hostnoise import lowered
+from hostnoise import assert_played_through, cpu_late_frames_allowed, lowered
 from mpvlab import ledger, netns
+from mpvlab.hoststeal import StealWindow
 
+FPS = 30
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.netns, pytest.mark.e2e]
 
@@ -45,6 +47,12 @@ def write_short(tmp: Path, name: str, wifi_rate: str = "3mbit", lte_rate: str = 
 def mpvlab(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mpvlab", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=REPO)
+
+
+def played_through(s: dict[str, Any]) -> None:
+    """Ample bandwidth: no underflow, every frame accounted for, CPU-late discards only as many as the
+    steal the run recorded during playback explains (tests/hostnoise.py). Our videos are 30 fps."""
+    assert_played_through(s, StealWindow.from_dict(s["host_steal_during_playback"]), FPS)
 
 
 def only_run_dir(results: Path, name: str) -> Path:
@@ -98,8 +106,8 @@ def test_smoke_run_is_complete_and_correct(smoke: tuple[subprocess.CompletedProc
     assert len(s["subflows"]) == 2 and {x["cc"] for x in s["subflows"]} == {"cubic"}
     assert all(p["share"] >= 0.05 for p in s["paths"].values())
     # 5.24 Mbit/s over 2 × 3 Mbit/s (5.74 Mbit/s of goodput): plays without a stall.
-    assert s["underflows"] == 0 and s["picture_discards"] == 0
-    assert s["frames_rendered"] == s["frames_expected"] == 600
+    assert s["frames_expected"] == 600
+    played_through(s)
     assert abs(s["duration_s"] - 20.0) < 0.5
     assert all(c["ok"] for c in s["cross_checks"].values()), s["cross_checks"]
     assert s["path_switches"] > 0
@@ -142,7 +150,8 @@ def test_concurrent_runs_do_not_interfere(tmp_path: Path) -> None:
         s = json.loads((run / "summary.json").read_text())
         ids.add(s["run_id"])
         # 2 Mbit/s video over 2 × 3 Mbit/s: no stall even with two runs sharing the CPU.
-        assert s["underflows"] == 0 and s["frames_rendered"] == s["frames_expected"] == 180
+        assert s["frames_expected"] == 180
+        played_through(s)
         assert all(c["ok"] for c in s["cross_checks"].values()), s["cross_checks"]
         assert_nothing_left(s["run_id"])
     assert len(ids) == 2
@@ -225,7 +234,8 @@ def test_dumbbell_single_path(tmp_path: Path) -> None:
     assert cp.returncode == 0, cp.stdout
     s = json.loads((only_run_dir(tmp_path / "r", "db") / "summary.json").read_text())
     assert len(s["subflows"]) == 1 and s["paths"]["path"]["share"] == 1.0
-    assert s["underflows"] == 0 and s["frames_rendered"] == s["frames_expected"] == 120
+    assert s["frames_expected"] == 120
+    played_through(s)
     assert s["path_switches"] == 0  # one subflow: nothing to switch between
 
 
@@ -252,13 +262,9 @@ def _steered_share(tmp_path: Path, scheduler: str) -> tuple[float, dict[str, Any
     assert cp.returncode == 0, cp.stdout
     run = only_run_dir(tmp_path / "r", scheduler)
     s = json.loads((run / "summary.json").read_text())
-    # The network never starved the player; every frame is accounted for. A frame discarded while
-    # the playout buffer had data was late for the CPU, not the network: allowed only when the host
-    # stole CPU time during playback (measured once: 8 of 600 frames at 66 % steal), else none.
-    assert s["underflows"] == 0 and s["frames_rendered"] + s["picture_discards"] == s["frames_expected"]
-    assert s["picture_discards_no_underflow"] == s["picture_discards"]
-    if s["host_steal_during_playback"]["fraction"] <= 0.02:
-        assert s["picture_discards"] == 0, (s["picture_discards"], s["host_steal_during_playback"])
+    # The network never starved the player; every frame is accounted for; CPU-late discards only as
+    # the host's steal explains (measured once: 8 of 600 frames at 66 % steal).
+    played_through(s)
     handed = {n: p["payload_bytes_handed"] for n, p in s["paths"].items()}
     s["provenance"] = json.loads((run / "provenance.json").read_text())
     return handed["lte"] / sum(handed.values()), s
@@ -311,7 +317,8 @@ fidelity: {probe_duration: 2s}
     d = s["dash"]
     assert d["segments"] == 6 and d["abr"]["name"] == "bba" and d["abr_policy_mismatches"] == 0
     assert 0 <= d["quality_avg"] <= 2 and abs(d["stall_rate"]) < 0.05
-    assert s["frames_rendered"] == s["frames_expected"] == 360 and s["underflows"] == 0
+    assert s["frames_expected"] == 360
+    played_through(s)
     assert_nothing_left(s["run_id"])
 
 
@@ -331,7 +338,10 @@ def test_bottleneck_buffer_fills_and_stall_accounting(tmp_path: Path) -> None:
     # 8 s × 4 Mbit/s = 4 MB at 3e6 × 1448/1514 bit/s ≈ 11.2 s of transfer: at least ~2 s of stalls.
     assert s["underflows"] >= 1 and s["underflow_total_s"] > 1.5
     assert s["duration_s"] - 8.0 == pytest.approx(s["underflow_total_s"], abs=0.1)
-    assert s["frames_rendered"] == s["frames_expected"] == 240 and s["picture_discards"] == 0
+    # Rebuffering pauses the clock, so no frame is late for the network; for the CPU only as steal explains.
+    assert s["frames_rendered"] + s["picture_discards"] == s["frames_expected"] == 240
+    steal = StealWindow.from_dict(s["host_steal_during_playback"])
+    assert s["picture_discards"] <= cpu_late_frames_allowed(steal, FPS), (s["picture_discards"], steal.describe())
 
 
 def test_shell_brings_the_network_up_and_down(tmp_path: Path) -> None:
@@ -389,12 +399,14 @@ def test_per_path_server_addressing(tmp_path: Path) -> None:
     size = prov["content"]["size_bytes"]
     handed = sum(p["payload_bytes_handed"] for p in s["paths"].values())
     assert size < handed < size + 1000
-    assert s["frames_rendered"] == s["frames_expected"] == 300
-    assert s["frames_accounted"] is True
+    assert s["frames_expected"] == 300 and s["frames_accounted"] is True
+    played_through(s)
     # Fidelity probes went to each path's own server address: goodput of each 3 Mbit/s path.
+    steal = prov["fidelity"]["host_steal"]["rate_probes"]
     for path in ("wifi", "lte"):
         rate = prov["fidelity"]["paths"][path]["rate_down"]
-        assert rate["achieved_goodput_bps"] == pytest.approx(3e6 * 1448 / 1514, rel=0.03)
+        lo, hi = lowered(3e6 * 1448 / 1514, 0.03, steal["fraction"])
+        assert lo <= rate["achieved_goodput_bps"] <= hi, (rate, steal)
         assert abs(prov["fidelity"]["paths"][path]["rtt"]["error_ms_p50"]) < 1.0
     assert_nothing_left(s["run_id"])
 
@@ -426,5 +438,6 @@ def test_per_path_addressing_with_steering_scheduler(tmp_path: Path) -> None:
     assert steer["set_flags"]["errors"] == 0
     assert steer["conformance"]["by_bytes"] >= 0.99
     assert all(p["share"] >= 0.05 for p in s["paths"].values()), s["paths"]
-    assert s["frames_rendered"] == s["frames_expected"] == 300
+    assert s["frames_expected"] == 300
+    played_through(s)
     assert_nothing_left(s["run_id"])

@@ -33,7 +33,8 @@ from pathlib import Path
 import pytest
 
 from mpvlab import ledger, netns, proc
-from mpvlab.hoststeal import StealMeter
+from hostnoise import cpu_late_frames_allowed, lowered, tail_quantile
+from mpvlab.hoststeal import StealMeter, StealWindow
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.netns, pytest.mark.e2e]
@@ -75,11 +76,16 @@ def test_shared_bottleneck_two_players_bulk_and_voip(tmp_path: Path) -> None:
           f"voip {v['delivered_bps']} bit/s, qd {v['queuing_delay_ms']}, d_study {v['d_study_ms']}; "
           f"players {[(r, p['bytes_received'], p['underflows']) for r, p in s['players'].items()]}")
 
-    # Both players played the whole video: every frame rendered or discarded.
+    # Both players played the whole video: every frame rendered or discarded, and discarded only
+    # after an underflow (the bottleneck is shared with bulk traffic) or for the CPU, as far as the
+    # host's steal during playback explains (tests/hostnoise.py).
+    steal = StealWindow.from_dict(s["host_steal_during_playback"])
+    assert steal.wall_s >= 0.9 * FRAMES / 30
     assert set(s["players"]) == {"client0", "client1"}
     for role, p in s["players"].items():
         assert p["frames_expected"] == FRAMES, role
         assert p["frames_rendered"] + p["picture_discards"] == FRAMES, (role, p)
+        assert p["picture_discards_no_underflow"] <= cpu_late_frames_allowed(steal, 30), (role, p, steal.describe())
         assert p["download_complete"] is True
         # Per-client bytes: the interface saw the HTTP body plus headers (≤ 10 % overhead at 1514 B).
         assert p["bytes_received"] <= p["interface_rx_bytes"] <= 1.1 * p["bytes_received"] + 50_000, (role, p)
@@ -87,14 +93,15 @@ def test_shared_bottleneck_two_players_bulk_and_voip(tmp_path: Path) -> None:
     assert s["aggregate"]["frames_rendered"] + s["aggregate"]["picture_discards"] == 2 * FRAMES
     assert {sf["cc"] for sf in s["subflows"]} == {"cubic"} and len(s["subflows"]) >= 2
 
-    # The shared bottleneck: never more than the token bucket allows, and kept busy.
+    # The shared bottleneck: never more than the token bucket allows, and kept busy but for the tokens
+    # host stalls cost (a stall longer than the bucket's 1.3 ms loses them).
     w = b["window_s"]
     assert b["tbf"]["bytes"] <= RATE / 8 * w + b["burst_bytes"] + 1514
-    assert b["tbf"]["bytes"] >= 0.9 * RATE / 8 * w
+    assert b["tbf"]["bytes"] >= lowered(RATE / 8 * w, 0.1, steal.lost)[0], (b["tbf"], steal.describe())
     ideal = RATE / 8 * w * GOODPUT
     assert b["payload_ideal_bytes"] == pytest.approx(ideal, rel=1e-3)
     assert b["payload_bytes"] <= ideal + b["burst_bytes"]
-    assert b["payload_bytes"] >= 0.85 * ideal
+    assert b["payload_bytes"] >= lowered(ideal, 0.15, steal.lost)[0], (b["payload_bytes"], steal.describe())
     assert sum(b["leaf_rx_bytes"].values()) <= b["tbf"]["bytes"] + 100_000   # up direction is unshaped ACKs only
 
     # Bulk: CUBIC really, and it got a real share.
@@ -108,18 +115,20 @@ def test_shared_bottleneck_two_players_bulk_and_voip(tmp_path: Path) -> None:
     assert v["received"] + v["lost"] == v["sent"] and v["duplicates"] == 0
     assert 50.0 <= v["owd_min_ms"] <= 52.0                      # the configured one-way delay
     qd = v["queuing_delay_ms"]
-    # Queuing delay cannot exceed a full queue's drain time. The p99 is held to that + 5 ms; the single
-    # worst sample also carries the delay line's and the receiver's scheduling latency on this 2-core
-    # machine (delay-line release lateness: p99 < 1 ms, max a few ms under load), so + 15 ms.
-    assert qd["p99"] <= DRAIN_MS + 0.2 + 5.0, qd
-    assert qd["max"] <= DRAIN_MS + 0.2 + 15.0 + longest_stall_ms, (qd, run_steal.window.describe())
-    assert qd["p95"] >= 0.6 * DRAIN_MS, qd
     # The summary's percentiles are those of the CSV in data/.
     with (run / "data" / "cross" / "voip-probe.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == v["received"]
     got = [int(r["queuing_delay_ns"]) / 1e6 for r in rows]
-    assert round(_quantile(got, 0.95), 3) == qd["p95"]
+    assert round(_quantile(got, 0.95), 3) == qd["p95"] and round(_quantile(got, 0.99), 3) == qd["p99"]
+    # Queuing delay cannot exceed a full queue's drain time. The p99 is held to that + 5 ms (judged
+    # at 0.99 less the share of playback the host stole: tests/hostnoise.py); the single worst sample
+    # also carries the delay line's and the receiver's scheduling latency on this 2-core machine
+    # (delay-line release lateness: p99 < 1 ms, max a few ms under load), so + 15 ms, and one stall.
+    q = tail_quantile(0.99, steal)
+    assert _quantile(got, q) <= DRAIN_MS + 0.2 + 5.0, (q, _quantile(got, q), qd, steal.describe())
+    assert qd["max"] <= DRAIN_MS + 0.2 + 15.0 + longest_stall_ms, (qd, run_steal.window.describe())
+    assert qd["p95"] >= 0.6 * DRAIN_MS, qd
     assert min(got) == 0.0
 
     # Teardown to nothing.
@@ -128,7 +137,7 @@ def test_shared_bottleneck_two_players_bulk_and_voip(tmp_path: Path) -> None:
     assert not (ledger.LEDGER_DIR / f"{rid}.json").exists()
     assert not (ledger.WWW_DIR / rid).exists()
     assert f"mv{rid}" not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    assert wall < 90
+    assert wall < 90 / (1 - run_steal.window.lost / 2), (wall, run_steal.window.describe())   # lost: both CPUs
 
 
 @pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed (./setup.sh)")

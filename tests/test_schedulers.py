@@ -79,6 +79,16 @@ def _steady_share(r: tb.CaseResult, join_after_s: float) -> dict[int, float]:
     return {sid: b / total for sid, b in handed.items()}
 
 
+def _stall_share(r: tb.CaseResult, path_rate_bps: float, demand_bps: float, window_s: float) -> float:
+    """The share of a `window_s` window's bytes that host stalls may move to the path the policy did
+    not prefer. The policy runs in userspace: a stall of its CPU leaves the last decision in force
+    (a probe of the other path, or the moment before a flip) for as long as the stall, during which
+    that path may carry up to its rate. Summed over every CPU's steal (tests/hostnoise.py); zero on
+    a quiet host, so the first-principles share stands."""
+    stolen_s = r.steal.lost_at_most * r.steal.wall_s if sum(r.steal.steal_s) > 0 else 0.0
+    return path_rate_bps / demand_bps * stolen_s / window_s
+
+
 def _clean_controller(r: tb.CaseResult) -> None:
     s = r.summary
     assert s["lost_events"] == {"ringbuf": 0, "map_full": 0, "userspace": 0}
@@ -184,7 +194,7 @@ def test_minrtt_low_demand_stays_on_low_rtt_path(built: Path, tmp_path: Path) ->
     assert r.transfer.received == r.transfer.sent
     # demand-limited: 2e6/8 B/s for 8 s (the sender's pacing), within 2 %
     assert abs(r.transfer.sent - 2e6 / 8 * 8.0) / (2e6 / 8 * 8.0) < 0.02
-    assert r.share("a") >= 0.90, r.transfer.path_rx_bytes
+    assert r.share("a") >= 0.90 - _stall_share(r, 3e6, 2e6, 8.0), (r.transfer.path_rx_bytes, r.steal.describe())
     _sent_equals_handed(r)
     _clean_controller(r)
     assert r.summary["conformance"]["by_bytes"] >= 0.99
@@ -226,10 +236,14 @@ def test_bdp_prefers_larger_bdp_path(built: Path, tmp_path: Path) -> None:
     path, 0.2 s), what spills while the new subflow's slow start leaves it `limited` (up to 4 of its
     RTTs, 0.4 s) and the policy's own probes (3 x 100 ms in 8 s): 0.9 s of the 8 s of demand, so
     share(b) >= 1 - 0.9/8 = 0.8875. Steady state (from 1.5 s after the join on): only the probes,
-    100 ms per 2 s = 5 % of the time, so >= 0.93 of the bytes handed go to b."""
+    100 ms per 2 s = 5 % of the time, so >= 0.93 of the bytes handed go to b. Both less what host
+    stalls can move to the 10 ms path (_stall_share; measured here: 0.8645 under 20 % of injected
+    stalls, tests/stalls.py)."""
     r = tb.run_case("bdp", {}, _paths_10_50(), 2e6, 8.0, tmp_path / "bdp")
-    assert r.share("b") >= 1 - 0.9 / 8.0, r.transfer.path_rx_bytes
-    assert _steady_share(r, join_after_s=1.5)[2] >= 0.93
+    assert r.share("b") >= 1 - 0.9 / 8.0 - _stall_share(r, 3e6, 2e6, 8.0), (r.transfer.path_rx_bytes,
+                                                                              r.steal.describe())
+    steady = 8.0 - 2.0   # at most: the join and 1.5 s after it come first
+    assert _steady_share(r, join_after_s=1.5)[2] >= 0.93 - _stall_share(r, 3e6, 2e6, steady), r.steal.describe()
     _sent_equals_handed(r)
     _clean_controller(r)
     assert r.summary["conformance"]["by_bytes"] >= 0.99
@@ -242,7 +256,7 @@ def test_bdp_uses_bbr_model_when_cc_is_bbr(built: Path, tmp_path: Path) -> None:
     r = tb.run_case("bdp", {}, _paths_10_50(), 2e6, 8.0, tmp_path / "bbr", cc="bbr")
     c = r.conn()
     assert all(s["ca_is_bbr"] == 1 for s in c["subflows"])
-    assert r.share("b") >= 0.90, r.transfer.path_rx_bytes
+    assert r.share("b") >= 0.90 - _stall_share(r, 3e6, 2e6, 8.0), (r.transfer.path_rx_bytes, r.steal.describe())
     rows = [line.split(",") for line in (tmp_path / "bbr" / "controller_samples.csv").read_text().splitlines()[1:]]
     b_rows = [x for x in rows if x[1] == c["token"] and x[12] == "1" and int(x[4]) >= 90_000]
     assert b_rows, "no BBR-model estimate for the 100 ms-RTT subflow"

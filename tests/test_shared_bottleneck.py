@@ -276,10 +276,12 @@ def test_shared_bottleneck_goodput_and_probe_delay(
     assert res.lost <= q["drops"]                              # probe losses are tail drops at the tbf
     assert len(idle) >= 0.9 * PROBE_PPS * 2.5
     assert [sq for sq in res.lost_seqs if sq <= idle_last_seq] == []
-    q_idle = tail_quantile(0.99, idle_steal.window.lost)           # 0.99 on a quiet host (hostnoise.py)
+    q_idle = tail_quantile(0.99, idle_steal.window)          # 0.99 on a quiet host (hostnoise.py)
     assert _quantile(idle, q_idle) <= 5.0, (q_idle, idle_steal.window.describe())
     owd_min_ms = min(r["owd_ns"] for r in res.rows) / 1e6
     assert OWD_MS <= owd_min_ms <= OWD_MS + 2.0
-    assert max(load) <= DRAIN_S * 1e3 + 0.2 + 15.0
+    # The worst sample may also carry one host stall, which cannot outlast a CPU's steal in the window.
+    longest_stall_ms = max(steal.steal_s, default=0.0) * 1e3 + 10.0   # + the counter's 10 ms tick
+    assert max(load) <= DRAIN_S * 1e3 + 0.2 + 15.0 + longest_stall_ms, (max(load), steal.describe())
     assert max(load) >= 0.9 * DRAIN_S * 1e3
     assert _quantile(load, 0.05) >= 0.6 * DRAIN_S * 1e3

@@ -33,6 +33,10 @@ METRICS: list[tuple[str, str, str]] = [
     ("underflows", "buffer underflows", "events"),
     ("underflow_total_s", "time in underflow", "s"),
     ("picture_discards", "picture discards", "frames"),
+    # Of those, the ones while the playout buffer held data: late for the CPU, not the network. Read
+    # them beside the CPU time the hypervisor took during playback (mpvlab/hoststeal.py).
+    ("picture_discards_no_underflow", "picture discards with data buffered (CPU-late)", "frames"),
+    ("host_steal_during_playback.fraction", "host CPU steal during playback", "fraction of all CPUs' time"),
     ("frames_rendered", "frames rendered", "frames"),
     ("frames_expected", "frames expected", "frames"),
     ("startup_delay_s", "startup delay", "s"),

@@ -191,8 +191,10 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
             for name, ver in (d or {}).items():
                 pkgs.setdefault(f"{name} ({kind})", []).append(str(ver))
     pkg_rows = [(k, _counted(v)) for k, v in sorted(pkgs.items())]
-    run_metrics = [("underflows", "underflows"), ("picture_discards", "discards"), ("path_switches", "switches"),
-                   ("startup_delay_s", "startup (s)")] + [(f"paths.{p}.share", f"{p} share") for p in paths]
+    run_metrics = [("underflows", "underflows"), ("picture_discards", "discards"),
+                   ("picture_discards_no_underflow", "of which CPU-late"), ("path_switches", "switches"),
+                   ("startup_delay_s", "startup (s)")] + [(f"paths.{p}.share", f"{p} share") for p in paths] + [
+                   ("host_steal_during_playback.fraction", "host steal")]
     run_rows = []
     for cfg in c.configs:
         for r in cfg.runs:
