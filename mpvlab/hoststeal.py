@@ -40,12 +40,17 @@ class StealWindow:
         return sum(self.steal_s) / self.wall_s if self.wall_s > 0 else 0.0
 
     @property
+    def tick_s(self) -> float:
+        """The counter's resolution (one USER_HZ tick)."""
+        return _TICK_S
+
+    @property
     def lost_at_most(self) -> float:
         """`lost` plus the counter's resolution: /proc/stat prints whole ticks, so each CPU's
         difference of two readings may fall short of the true steal by up to one tick."""
         if self.wall_s <= 0:
             return 0.0
-        return (sum(self.steal_s) + len(self.steal_s) * _TICK_S) / self.wall_s
+        return (sum(self.steal_s) + len(self.steal_s) * self.tick_s) / self.wall_s
 
     def describe(self) -> str:
         per_cpu = ", ".join(f"{s * 1e3:.0f}" for s in self.steal_s)

@@ -89,6 +89,15 @@ def tail_quantile(q: float, steal: StealWindow) -> float:
     return max(0.5, q - steal.lost_at_most)
 
 
+def longest_stall_s(steal: StealWindow) -> float:
+    """The longest single host stall the window can have held: no more than the most any one CPU
+    lost, plus the counter's one-tick resolution; none if nothing was stolen. What one event (a
+    probe's worst delay, a step's log time) may carry beyond its first-principles bound."""
+    if sum(steal.steal_s) <= 0:
+        return 0.0
+    return max(steal.steal_s) + steal.tick_s
+
+
 def cpu_late_frames_allowed(steal: StealWindow, fps: float) -> int:
     """How many frames a player may discard for want of CPU (its playout buffer holding data) when
     the host stole `steal` from its CPUs. A frame is decoded once the previous one was shown and

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from hostnoise import cpu_late_frames_allowed, lowered, tail_quantile
+from hostnoise import cpu_late_frames_allowed, longest_stall_s, lowered, tail_quantile
 from mpvlab.hoststeal import StealMeter, StealWindow, read_steal_ticks
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
@@ -50,3 +50,8 @@ def test_meter_reads_this_machine() -> None:
     m = StealMeter().start()
     w = m.stop()
     assert len(w.steal_s) == n_cpus and all(s >= 0 for s in w.steal_s) and w.wall_s >= 0
+
+
+def test_longest_stall_is_one_cpus_loss() -> None:
+    assert longest_stall_s(StealWindow(5.0, (0.0, 0.0))) == 0.0
+    assert longest_stall_s(StealWindow(5.0, (0.07, 0.12))) == pytest.approx(0.12 + TICK_S)
