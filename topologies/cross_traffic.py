@@ -173,6 +173,8 @@ class ProbeResult:
     lost_seqs: list[int]
     csv: Path
     rows: list[dict[str, int]]
+    rx_timestamp: str      # where t_recv_ns comes from (the kernel's rx stamp)
+    user_stamped: int      # packets that came without one and were stamped in user space (none expected)
 
     @property
     def loss_rate(self) -> float:
@@ -217,7 +219,8 @@ def stop_probe(pr: Probe, drain_s: float = 1.0) -> ProbeResult:
         proc.stop_child(pr.receiver)
     try:
         sent = int(json.loads(pr.files["send.json"].read_text())["sent"])
-        json.loads(pr.files["recv.json"].read_text())
+        recv = json.loads(pr.files["recv.json"].read_text())
+        rx_timestamp, user_stamped = str(recv["rx_timestamp"]), int(recv["user_stamped"])
     except (OSError, ValueError, KeyError) as e:
         raise CrossTrafficError(f"voip probe {pr.label} wrote no summary ({e}; see {pr.files['log']})") from None
     with pr.files["csv"].open() as f:
@@ -231,4 +234,5 @@ def stop_probe(pr: Probe, drain_s: float = 1.0) -> ProbeResult:
     if any(s >= sent for s in got):
         raise CrossTrafficError(f"voip probe {pr.label}: received a sequence number ≥ sent count {sent}")
     lost_seqs = [s for s in range(sent) if s not in got]
-    return ProbeResult(sent, len(got), len(lost_seqs), dups, lost_seqs, pr.files["csv"], rows)
+    return ProbeResult(sent, len(got), len(lost_seqs), dups, lost_seqs, pr.files["csv"], rows, rx_timestamp,
+                       user_stamped)

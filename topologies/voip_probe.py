@@ -6,7 +6,12 @@ send: constant-bit-rate UDP, by default 80 kbit/s of 150-byte IP packets (= 66.6
       schedule t0 + i/pps, so sleep overshoot never accumulates into a lower rate. On exit (end of
       --duration or SIGTERM) it writes {"sent": N, ...} to --summary.
 recv: records (seq, t_send, t_recv) for every probe packet until SIGTERM, then writes the CSV
-      seq,t_send_ns,t_recv_ns,owd_ns,queuing_delay_ns,d_study_ns and a summary JSON.
+      seq,t_send_ns,t_recv_ns,owd_ns,queuing_delay_ns,d_study_ns and a summary JSON. t_recv is the
+      kernel's receive timestamp (SO_TIMESTAMPNS), not the moment this process got the CPU: a clock
+      read after recv() adds the receiver's own scheduling delay (tens of ms on a loaded 2-core VM)
+      to the packet's. The kernel stamps CLOCK_REALTIME; it is moved to CLOCK_MONOTONIC by the
+      two clocks' offset read beside it (they tick together; only a clock step between the packet's
+      arrival and the read could skew it, by the step).
 
 All namespaces of one machine share CLOCK_MONOTONIC, so owd = t_recv - t_send is a true one-way
 delay and queuing_delay = owd - min(owd). d_study is the no-clock-sync form of the SABRE study,
@@ -28,6 +33,10 @@ import sys
 import time
 
 MAGIC = 0x766F6970  # "voip"
+# <asm-generic/socket.h> (x86_64, arm64): Python's socket module does not name them. The kernel's
+# control message carries a struct timespec of two 64-bit fields.
+SO_TIMESTAMPNS = SCM_TIMESTAMPNS = 35
+TIMESPEC = struct.Struct("qq")
 HEADER = struct.Struct("!IIQ")  # magic, seq, t_send_ns
 IP_UDP_HEADERS = 28
 
@@ -74,23 +83,51 @@ def send(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kernel_rx_monotonic_ns(ancdata: list[tuple[int, int, bytes]]) -> int | None:
+    """The packet's kernel receive time on CLOCK_MONOTONIC, or None if it carried no timestamp."""
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(data) >= TIMESPEC.size:
+            sec, nsec = TIMESPEC.unpack_from(data)
+            return sec * 1_000_000_000 + nsec - _realtime_minus_monotonic_ns()
+    return None
+
+
+def _realtime_minus_monotonic_ns(tries: int = 5) -> int:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC, read between two monotonic reads; of a few tries, the one
+    whose reads were closest (a preemption between them would skew the midpoint by half the gap)."""
+    best: tuple[int, int] | None = None
+    for _ in range(tries):
+        m1 = time.monotonic_ns()
+        real = time.clock_gettime_ns(time.CLOCK_REALTIME)
+        m2 = time.monotonic_ns()
+        if best is None or m2 - m1 < best[0]:
+            best = (m2 - m1, real - (m1 + m2) // 2)
+    assert best is not None
+    return best[1]
+
+
 def recv(args: argparse.Namespace) -> int:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.bind((args.bind, args.port))
     sock.settimeout(0.1)  # wake up to notice SIGTERM
     if args.ready:
         open(args.ready, "w").close()
     rows: list[tuple[int, int, int]] = []
     foreign = 0
+    user_stamped = 0   # packets that came without a kernel timestamp (none expected)
     while not _stop:
         try:
-            data = sock.recv(2048)
+            data, ancdata, _flags, _addr = sock.recvmsg(2048, socket.CMSG_SPACE(TIMESPEC.size))
         except socket.timeout:
             continue
         except InterruptedError:
             continue
-        t_recv = time.monotonic_ns()
+        t_recv = _kernel_rx_monotonic_ns(ancdata)
+        if t_recv is None:
+            user_stamped += 1
+            t_recv = time.monotonic_ns()
         if len(data) < HEADER.size:
             foreign += 1
             continue
@@ -120,7 +157,8 @@ def recv(args: argparse.Namespace) -> int:
                 w.writerow([seq, ts, tr, owd, owd - owd_min, (tr - tr0) - (ts - ts0)])
     with open(args.summary, "w") as f:
         json.dump({"received": len(rows), "unique": len(seen), "duplicates": dups, "reordered": reordered,
-                   "foreign": foreign, "max_seq": last, "owd_min_ns": owd_min}, f)
+                   "foreign": foreign, "max_seq": last, "owd_min_ns": owd_min,
+                   "rx_timestamp": "kernel SO_TIMESTAMPNS", "user_stamped": user_stamped}, f)
     return 0
 
 
