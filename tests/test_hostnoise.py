@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from hostnoise import cpu_late_frames_allowed, longest_stall_s, lowered, tail_quantile
+from hostnoise import assert_playback_accounted, cpu_late_frames_allowed, longest_stall_s, lowered, tail_quantile
 from mpvlab.hoststeal import StealMeter, StealWindow, read_steal_ticks
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
@@ -55,3 +55,18 @@ def test_meter_reads_this_machine() -> None:
 def test_longest_stall_is_one_cpus_loss() -> None:
     assert longest_stall_s(StealWindow(5.0, (0.0, 0.0))) == 0.0
     assert longest_stall_s(StealWindow(5.0, (0.07, 0.12))) == pytest.approx(0.12 + TICK_S)
+
+
+def test_playback_accounting_allows_network_stalls_not_cpu_ones() -> None:
+    # The clean-CI smoke run: 2 underflows (0.67 s), 2 discards both inside them, no steal.
+    s = {"frames_expected": 600, "frames_rendered": 598, "picture_discards": 2, "picture_discards_no_underflow": 0,
+         "underflows": 2, "underflow_episodes": [[5.982643, 6.02467], [6.349309, 6.976946]],
+         "underflow_total_s": 0.669664}
+    quiet = StealWindow(22.0, (0.0, 0.0))
+    assert_playback_accounted(s, quiet, 30)
+    with pytest.raises(AssertionError):      # a discard away from any underflow with nothing stolen
+        assert_playback_accounted({**s, "picture_discards_no_underflow": 1}, quiet, 30)
+    with pytest.raises(AssertionError):      # a frame neither rendered nor discarded
+        assert_playback_accounted({**s, "frames_rendered": 597}, quiet, 30)
+    with pytest.raises(AssertionError):      # episodes that do not add up to the total
+        assert_playback_accounted({**s, "underflow_total_s": 0.9}, quiet, 30)

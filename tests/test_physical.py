@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from hostnoise import assert_played_through
+from hostnoise import assert_playback_accounted
 from mpvlab import ledger
 from mpvlab.hoststeal import StealMeter
 from mpvlab.scenario import ScenarioError, load_scenario, parse_scenario
@@ -255,10 +255,11 @@ def test_physical_run_over_ssh(physlab: Any, tmp_path: Path) -> None:
 
     # The video played, over both subflows.
     size = json.loads(Path(prov["content"]["sidecar"]).read_text())["size_bytes"]
-    # Every frame shown but for CPU-late discards the host's steal explains: the lab's "hosts" are
-    # namespaces on this VM, so its steal over the run is theirs (tests/hostnoise.py).
+    # Every frame and stall accounted for (5.35 Mbit/s over 2 x 3 Mbit/s may stall for a moment), and
+    # CPU-late discards only as the host's steal explains: the lab's "hosts" are namespaces on this VM,
+    # so its steal over the run is theirs (tests/hostnoise.py).
     assert summary["frames_expected"] == 600
-    assert_played_through(summary, run_steal.window, 30)
+    assert_playback_accounted(summary, run_steal.window, 30)
     paths = summary["paths"]
     assert paths["wifi"]["client_address"] == "10.232.1.2" and paths["lte"]["client_address"] == "10.232.2.2"
     assert sum(p["rx_bytes"] for p in paths.values()) >= size                  # the whole file came in

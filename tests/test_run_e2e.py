@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from hostnoise import assert_played_through, cpu_late_frames_allowed, lowered
+from hostnoise import assert_playback_accounted, assert_played_through, cpu_late_frames_allowed, lowered
 from mpvlab import ledger, netns
 from mpvlab.hoststeal import StealWindow
 
@@ -53,6 +53,14 @@ def played_through(s: dict[str, Any]) -> None:
     """Ample bandwidth: no underflow, every frame accounted for, CPU-late discards only as many as the
     steal the run recorded during playback explains (tests/hostnoise.py). Our videos are 30 fps."""
     assert_played_through(s, StealWindow.from_dict(s["host_steal_during_playback"]), FPS)
+
+
+def played_accounted(s: dict[str, Any]) -> None:
+    """5.24 Mbit/s over 2 x 3 Mbit/s (5.74 Mbit/s of goodput) leaves 9.5 % of headroom, and the Wi-Fi
+    delay steps by 60 ms every 5 s: a 2 s playout buffer may then underflow for a moment (a clean CI
+    run: 2 underflows, 0.67 s in all, 1 s after the step at 5 s, 0 steal; most runs have none). So
+    these runs check that every frame and stall is accounted for, not that none happened."""
+    assert_playback_accounted(s, StealWindow.from_dict(s["host_steal_during_playback"]), FPS)
 
 
 def only_run_dir(results: Path, name: str) -> Path:
@@ -105,9 +113,8 @@ def test_smoke_run_is_complete_and_correct(smoke: tuple[subprocess.CompletedProc
     # Both subflows, one per path, both running the chosen CC; each path carried a real share.
     assert len(s["subflows"]) == 2 and {x["cc"] for x in s["subflows"]} == {"cubic"}
     assert all(p["share"] >= 0.05 for p in s["paths"].values())
-    # 5.24 Mbit/s over 2 × 3 Mbit/s (5.74 Mbit/s of goodput): plays without a stall.
     assert s["frames_expected"] == 600
-    played_through(s)
+    played_accounted(s)
     assert abs(s["duration_s"] - 20.0) < 0.5
     assert all(c["ok"] for c in s["cross_checks"].values()), s["cross_checks"]
     assert s["path_switches"] > 0
@@ -400,7 +407,7 @@ def test_per_path_server_addressing(tmp_path: Path) -> None:
     handed = sum(p["payload_bytes_handed"] for p in s["paths"].values())
     assert size < handed < size + 1000
     assert s["frames_expected"] == 300 and s["frames_accounted"] is True
-    played_through(s)
+    played_accounted(s)
     # Fidelity probes went to each path's own server address: goodput of each 3 Mbit/s path.
     steal = prov["fidelity"]["host_steal"]["rate_probes"]
     for path in ("wifi", "lte"):
@@ -439,5 +446,5 @@ def test_per_path_addressing_with_steering_scheduler(tmp_path: Path) -> None:
     assert steer["conformance"]["by_bytes"] >= 0.99
     assert all(p["share"] >= 0.05 for p in s["paths"].values()), s["paths"]
     assert s["frames_expected"] == 300
-    played_through(s)
+    played_accounted(s)
     assert_nothing_left(s["run_id"])

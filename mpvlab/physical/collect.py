@@ -112,6 +112,7 @@ def summarise(run: PhysicalRun, sc: Scenario, ps: dict[str, Any], before: dict[s
         "scheduler": sc.transport.scheduler, "seed": sc.seed, "video_length_s": sc.video.duration / 1e9,
         "duration_s": playback_s, "bytes_total": total, "paths": per_path, "subflows": subflows,
         "underflows": ps.get("underflows"), "underflow_total_s": ps.get("underflow_total_s"),
+        "underflow_episodes": ps.get("underflow_episodes"),
         "picture_discards": ps.get("picture_discards"),
         "picture_discards_no_underflow": ps.get("picture_discards_no_underflow"),
         "frames_expected": ps.get("frames_expected"), "frames_rendered": ps.get("frames_rendered"),
