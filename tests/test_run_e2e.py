@@ -181,8 +181,11 @@ def test_thin_path_fails_the_run_with_a_clear_message(tmp_path: Path) -> None:
 def _start_and_wait_for_playback(tmp_path: Path, name: str) -> tuple[subprocess.Popen[str], Path]:
     f = write_short(tmp_path, name, duration="30s")
     results = tmp_path / "r"
+    # SIGINT as a terminal would deliver it, also when pytest itself was started with SIGINT ignored
+    # (a background job of a shell without job control inherits SIG_IGN, and so would the run).
     p = subprocess.Popen([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(results)],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         runs = list((results / name).glob("*/logs/player-events.jsonl")) if (results / name).exists() else []

@@ -148,7 +148,8 @@ def test_shared_run_interrupted_stops_everything(tmp_path: Path) -> None:
     every namespace and interface."""
     p = subprocess.Popen([sys.executable, "-m", "mpvlab", "run", "scenarios/sabre-shared-short.yaml",
                           "--results", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         text=True, cwd=REPO)
+                         text=True, cwd=REPO,   # SIGINT delivered even if pytest inherited it ignored
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     results = tmp_path / "sabre-shared-short"
     deadline = time.monotonic() + 60
     run: Path | None = None
