@@ -30,6 +30,7 @@ if str(ROOT) not in sys.path:
 import schedulers  # noqa: E402
 from links.schedule import Schedule  # noqa: E402
 from schedulers import _testbed as tb  # noqa: E402
+from hostnoise import stolen_at_most_s  # noqa: E402
 
 MS = 10**6
 LINE_RATE_3M = 3e6
@@ -85,8 +86,7 @@ def _stall_share(r: tb.CaseResult, path_rate_bps: float, demand_bps: float, wind
     (a probe of the other path, or the moment before a flip) for as long as the stall, during which
     that path may carry up to its rate. Summed over every CPU's steal (tests/hostnoise.py); zero on
     a quiet host, so the first-principles share stands."""
-    stolen_s = r.steal.lost_at_most * r.steal.wall_s if sum(r.steal.steal_s) > 0 else 0.0
-    return path_rate_bps / demand_bps * stolen_s / window_s
+    return path_rate_bps / demand_bps * stolen_at_most_s(r.steal) / window_s
 
 
 def _clean_controller(r: tb.CaseResult) -> None:
