@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 
 from links.emulator import DirectionPlan, apply_direction, stop_direction  # noqa: E402
 from mpvlab import content, fidelity, naming, netns, transport  # noqa: E402
-from mpvlab.runner import CONTENT_DIR, schedule_for  # noqa: E402
+from mpvlab.run.steps import CONTENT_DIR, schedule_for  # noqa: E402
 from mpvlab.scenario import parse_scenario  # noqa: E402
 from topologies import dual_path  # noqa: E402
 
@@ -39,7 +39,7 @@ def scenario(rate: str | None, delay: str, buffer: str, probe_s: int) -> Any:
 
 def measure(sc: Any, run_id: str) -> dict[str, Any]:
     names: list[str] = []
-    topo = dual_path.build(sc, run_id, names.append)
+    topo = dual_path.build(list(sc.paths), sc.topology.server_addressing, run_id, names.append)
     handles = []
     try:
         transport.configure_hosts(topo, sc)

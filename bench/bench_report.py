@@ -21,7 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from mpvlab import results  # noqa: E402
+from core import rundir  # noqa: E402
 from mpvlab.report.aggregate import aggregate  # noqa: E402
 from mpvlab.report.figures import build_all  # noqa: E402
 from mpvlab.report.html import render  # noqa: E402
@@ -56,7 +56,7 @@ def main() -> int:
         sections = build_all(c)
         t3 = time.monotonic()
         page = render(c, sections, ["runs.csv"], "bench")
-        results.write_text(out / "report.html", page)
+        rundir.write_text(out / "report.html", page)
         t4 = time.monotonic()
         n_figs = sum(len(f) for _, f in sections)
         print(f"load + statistics : {t1 - t0:6.2f} s  ({n} runs, {len(c.configs)} configurations, "

@@ -19,7 +19,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
-from mpvlab import proc as proc_mod
+from core import proc as proc_mod
+from core.errors import MpvlabError
 
 COLLECTORS_DIR = Path(__file__).resolve().parent
 SCHEDTRACE_BIN = COLLECTORS_DIR / "build" / "mpvlab-schedtrace"
@@ -30,7 +31,7 @@ STDERR_FILE = "schedtrace.stderr"
 _NETNS_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
-class CollectorError(RuntimeError):
+class CollectorError(MpvlabError, RuntimeError):
     """The collector could not start, failed while running, or left bad output."""
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 from collectors import COLLECTORS_DIR, CollectorError, _stderr_text, netns_handle
-from mpvlab import proc as proc_mod
+from core import proc as proc_mod
 
 QDISCSTAT_BIN = COLLECTORS_DIR / "build" / "mpvlab-qdiscstat"
 QDISC_FILE = "qdisc.csv"

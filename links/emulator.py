@@ -23,16 +23,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from links.schedule import Schedule
-from mpvlab import proc
-from mpvlab.netns import Netns
-from mpvlab.scenario import LinkDirection
+from core import proc
+from core.netns import Netns
+from links.spec import LinkDirection
+from core.errors import MpvlabError
 
 REPO = Path(__file__).resolve().parent.parent
 DELAYLINE_BIN = REPO / "links" / "delayline" / "build" / "mpvlab-delayline"
 FRAME_BYTES = 1514  # Ethernet frame (no FCS) of a 1500-byte IP packet: what tbf counts on a veth
 
 
-class LinkError(RuntimeError):
+class LinkError(MpvlabError, RuntimeError):
     pass
 
 

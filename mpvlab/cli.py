@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from mpvlab import ledger
+from core import ledger
 from mpvlab.scenario import ScenarioError, load_scenario
 
 
@@ -30,7 +30,9 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from mpvlab.runner import RunFailed, RunOptions, run_scenario
+    from core.errors import RunFailed
+    from mpvlab.run.context import RunOptions
+    from mpvlab.run.session import run_scenario
 
     path = Path(args.scenario)
     try:
@@ -104,7 +106,7 @@ def _print_shared_summary(console: Console, s: dict) -> None:  # type: ignore[ty
 
 def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
     """Generate (or find cached) the video each scenario needs, so a run never waits on an encode."""
-    from mpvlab.runner import ensure_content
+    from mpvlab.run.steps import ensure_content
 
     seen: set[str] = set()
     for f in args.files:
@@ -182,7 +184,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     """Expand a sweep spec into runs and make them (resumable; see mpvlab/sweep/)."""
     import os
 
-    from mpvlab.runner import ensure_content
+    from mpvlab.run.steps import ensure_content
     from mpvlab.sweep import Sweeper, SweepError, estimate_run_s, expand, load_spec
     from mpvlab.sweep.display import SweepDisplay
 

@@ -40,6 +40,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from core.errors import MpvlabError
 
 # Bump when the encoding recipe changes: it is part of the file name and the
 # sidecar, so old cached files are never mistaken for new ones.
@@ -50,7 +51,7 @@ STUDY_DURATION_S = 180.0
 STUDY_BITRATE_BPS = 5_240_000
 
 
-class ContentError(RuntimeError):
+class ContentError(MpvlabError, RuntimeError):
     """Generation or verification of a content file failed."""
 
 

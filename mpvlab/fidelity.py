@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from links.schedule import Schedule
-from mpvlab.hoststeal import StealMeter, StealWindow
+from core.hoststeal import StealMeter, StealWindow
 from mpvlab.scenario import Scenario
 from topologies.dual_path import DualPath
 

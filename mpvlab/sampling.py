@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpvlab.netns import Netns
+from core.netns import Netns
 
 
 def read_net_dev(pid: int) -> dict[str, dict[str, int]]:

@@ -7,237 +7,20 @@ scenario with every default filled in, which is what each run stores next to the
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (
-    BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError, field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from mpvlab import units
+from core.quantities import Duration, Rate, Size, Strict
+from links.spec import ConstantDelay, PiecewiseDelay, SquareDelay, TraceDelay
 from schedulers.params import PARAMS, parse_params
-from topologies import hosts as hostval
-
-# ---------------------------------------------------------------------------------------------
-# Quantity types: parsed to integers (bit/s, bytes, ns), written back in canonical unit form.
-
-
-def _wrap(fn: Any) -> Any:
-    def parse(v: Any) -> Any:
-        try:
-            return fn(v)
-        except units.UnitError as e:
-            raise ValueError(str(e)) from None
-    return parse
-
-
-Rate = Annotated[int, BeforeValidator(_wrap(units.parse_rate)), PlainSerializer(units.format_rate, return_type=str)]
-Size = Annotated[int, BeforeValidator(_wrap(units.parse_size)), PlainSerializer(units.format_size, return_type=str)]
-Duration = Annotated[
-    int, BeforeValidator(_wrap(units.parse_duration_ns)), PlainSerializer(units.format_duration, return_type=str)
-]
-Probability = Annotated[float, BeforeValidator(_wrap(units.parse_probability))]
-QueueLimitT = Annotated[
-    units.QueueLimit, BeforeValidator(_wrap(units.parse_queue_limit)), PlainSerializer(str, return_type=str)
-]
+from topologies.spec import PATH_NAME_RE, LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
+from core.errors import InputError
 
 NAME_RE = r"^[a-z][a-z0-9-]{0,39}$"
-PATH_NAME_RE = r"^[a-z][a-z0-9]{0,7}$"
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# Delay schedules (the maths lives in links/schedule.py)
-
-
-class ConstantDelay(Strict):
-    kind: Literal["constant"] = "constant"
-    value: Duration = 0
-
-
-class SquareDelay(Strict):
-    """base + amplitude during the first duty·period of each cycle; cycles start at t = phase."""
-
-    kind: Literal["square"]
-    base: Duration = 0
-    amplitude: Duration
-    period: Duration
-    duty: float = Field(0.5, gt=0.0, lt=1.0)
-    phase: Duration = 0
-
-    @field_validator("period")
-    @classmethod
-    def _period_positive(cls, v: int) -> int:
-        if v <= 0:
-            raise ValueError("period must be positive")
-        return v
-
-
-class PiecewiseDelay(Strict):
-    """points: [[time, delay], ...] from time 0, strictly increasing; `repeat` makes it periodic."""
-
-    kind: Literal["piecewise"]
-    points: list[tuple[Duration, Duration]] = Field(min_length=1)
-    repeat: Duration = 0
-
-
-class TraceDelay(Strict):
-    """A file of `time_ms delay_ms` lines, relative to the scenario file's folder (and inside it)."""
-
-    kind: Literal["trace"]
-    file: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,200}$")
-    repeat: Duration = 0
-
-
-DelaySpec = Annotated[Union[ConstantDelay, SquareDelay, PiecewiseDelay, TraceDelay], Field(discriminator="kind")]
-
-
-def _delay_shorthand(v: Any) -> Any:
-    """`delay: 20ms` is shorthand for `delay: {kind: constant, value: 20ms}`."""
-    if isinstance(v, (str, int, float)) and not isinstance(v, bool):
-        return {"kind": "constant", "value": v}
-    return v
-
-
-class LinkDirection(Strict):
-    """One direction of one path, as applied in that path's router node.
-
-    rate/buffer/burst: a token bucket (tc tbf) — rate None means unshaped. delay: one-way delay added
-    by the delay line. order: which comes first inside the router; `shape-then-delay` (default) keeps
-    RTT steps clean because the bottleneck queue sits before the delay (platform-facts.md).
-    """
-
-    rate: Rate | None = None
-    buffer: QueueLimitT = units.QueueLimit(bytes=100_000)
-    burst: Size | None = None
-    delay: Annotated[DelaySpec, BeforeValidator(_delay_shorthand)] = ConstantDelay()
-    loss: Probability = 0.0
-    order: Literal["shape-then-delay", "delay-then-shape"] = "shape-then-delay"
-
-    def effective_burst(self) -> int:
-        """Default burst: the larger of one MTU frame + headroom and 1 ms at the rate (tbf needs
-        burst >= rate/HZ; a burst far above that lets BBR see delivery-rate spikes)."""
-        if self.burst is not None:
-            return self.burst
-        if self.rate is None:
-            return 0
-        return max(3028, self.rate // 8 // 1000)
-
-
-def _hostcheck(fn: Any) -> Any:
-    """A topologies/hosts.py validator as a pydantic one (its message names what is allowed)."""
-    def check(v: Any) -> Any:
-        try:
-            return fn(v)
-        except hostval.HostConfigError as e:
-            raise ValueError(str(e)) from None
-    return check
-
-
-IfName = Annotated[str, BeforeValidator(_hostcheck(hostval.validate_ifname))]
-HostAddr = Annotated[str, BeforeValidator(_hostcheck(hostval.validate_host))]
-PortNum = Annotated[int, BeforeValidator(_hostcheck(hostval.validate_port))]
-UserName = Annotated[str, BeforeValidator(_hostcheck(hostval.validate_user))]
-HOST_NAME_RE = r"^[a-z][a-z0-9-]{0,31}$"
-KEY_FILE_RE = r"^[A-Za-z0-9_./-]{1,255}$"
-
-
-def _ipv4(v: Any) -> str:
-    try:
-        return str(ipaddress.IPv4Address(v))
-    except (ipaddress.AddressValueError, ValueError, TypeError):
-        raise ValueError(f"{v!r} is not an IPv4 address (give e.g. 192.0.2.10)") from None
-
-
-IPv4 = Annotated[str, BeforeValidator(_ipv4)]
-
-
-class PhysicalPath(Strict):
-    """topology.kind physical: where a path is on real hosts. `client_if` is the client's NIC of the
-    path (its IPv4 address is the subflow's source); `server_address` the server address reached over
-    it; `gateway` the next hop on that NIC (omit when the server or the emulator is on-link there).
-    With an emulator on this path (topology.roles.emulator.<path>): `emulator_server_if` faces the
-    server (the video enters here: `down` shaping sits at its ingress), `emulator_client_if` faces the
-    client (`up` enters here)."""
-
-    client_if: IfName
-    server_address: IPv4
-    gateway: IPv4 | None = None
-    emulator_server_if: IfName | None = None
-    emulator_client_if: IfName | None = None
-
-
-class PathSpec(Strict):
-    """A path between the client and the server: `down` is server → client (the video), `up` the ACKs.
-    `physical` only with topology.kind physical (which interfaces carry the path)."""
-
-    down: LinkDirection = LinkDirection()
-    up: LinkDirection = LinkDirection()
-    physical: PhysicalPath | None = None
-
-    def emulated(self) -> bool:
-        """Anything for an emulator to do on this path (shaping, delay or loss in either direction)?"""
-        return any(d.rate is not None or d.loss > 0 or d.delay != ConstantDelay() for d in (self.down, self.up))
-
-
-class LocalHostSpec(Strict):
-    """This machine's root network namespace (where `mpvlab run` runs)."""
-
-    kind: Literal["local"]
-
-
-class SshHostSpec(Strict):
-    """A remote machine over SSH (key only, strict host-key checking). identity_file / known_hosts:
-    file names inside the key directory (default /etc/mpvlab/keys; set only with `mpvlab run
-    --key-dir` or MPVLAB_KEY_DIR, never by a scenario), or absolute paths that lie inside it."""
-
-    kind: Literal["ssh"]
-    address: HostAddr
-    user: UserName = "root"
-    port: PortNum = 22
-    identity_file: str = Field(pattern=KEY_FILE_RE)
-    known_hosts: str = Field(pattern=KEY_FILE_RE)
-
-
-HostEntry = Annotated[Union[LocalHostSpec, SshHostSpec], Field(discriminator="kind")]
-HostRef = Annotated[str, Field(pattern=HOST_NAME_RE)]
-
-
-class RolesSpec(Strict):
-    """Which host (a name from topology.hosts) plays which role. `emulator`: path name → host; a path
-    without an emulator is used as it is (no shaping, delay or loss may be configured on it)."""
-
-    client: HostRef
-    server: HostRef
-    emulator: dict[Annotated[str, Field(pattern=PATH_NAME_RE)], HostRef] = Field(default_factory=dict)
-
-
-class TopologySpec(Strict):
-    """dual-path: client with one interface per path, one router per path, server (2 paths).
-    dumbbell: server — router — client (1 path): the single-bottleneck studies.
-    shared-bottleneck: `clients` players (and the cross-traffic host, if any) behind ONE router whose
-    one path (`paths:` has exactly one entry) is the bottleneck they all share (topologies/README.md).
-    physical: real hosts (`hosts`, `roles`) and interfaces (`paths.<name>.physical`), 1 or 2 paths."""
-
-    kind: Literal["dual-path", "dumbbell", "shared-bottleneck", "physical"] = "dual-path"
-    clients: int | None = Field(None, ge=1, le=8, description="shared-bottleneck only: players, each in "
-                                                              "its own client namespace (default 2)")
-    # `single`: the server has one address, reached over every path (client policy routing picks the path
-    # by source address); the MPTCP subflows differ in their client address only.
-    # `per-path` (dual-path only): the server has one address per path, each routed over its path only
-    # (as in the published testbed, server behind two L3 switches), so a subflow's server address names
-    # its path too; the server's path manager signals the second address (ADD_ADDR): the in-kernel PM
-    # under `default`, the steering controller (userspace PM) under minrtt/bdp.
-    server_addressing: Literal["single", "per-path"] = "single"
-    hosts: dict[HostRef, HostEntry] = Field(default_factory=dict)
-    roles: RolesSpec | None = None
 
 
 class HostSpec(Strict):
@@ -604,7 +387,7 @@ def _check_physical(sc: "Scenario") -> None:
 # Loading, with errors that name the file, the field and what is allowed
 
 
-class ScenarioError(Exception):
+class ScenarioError(InputError):
     """A scenario that cannot be run; str() is the full, user-facing explanation."""
 
 

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpvlab import proc
-from mpvlab.netns import Netns
+from core import proc
+from core.netns import Netns
 from mpvlab.tls import TlsMaterial
+from core.errors import MpvlabError
 
 MODULES = Path("/usr/lib/apache2/modules")
 APACHE_BIN = "/usr/sbin/apache2"
@@ -227,7 +228,7 @@ def wait_serving(server: ApacheServer, url: str, timeout: float = 5.0, http: Htt
 
 
 
-class ProtocolMismatch(RuntimeError):
+class ProtocolMismatch(MpvlabError, RuntimeError):
     """The server did not speak the scenario's HTTP version (or TLS did not verify)."""
 
 

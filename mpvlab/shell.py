@@ -13,8 +13,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mpvlab import ledger, naming
-from mpvlab.runner import RunContext, RunOptions, bring_up_network
+from core import ledger, naming
+from mpvlab.run.context import RunContext, RunOptions
+from mpvlab.run.emulated import bring_up_network
 from mpvlab.scenario import Scenario
 
 

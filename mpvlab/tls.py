@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpvlab import proc
+from core import proc
 
 KEY_FILE, CERT_FILE = "server.key", "server.crt"
 RUN_TLS_DIR = Path("logs") / "apache" / "tls"     # inside a run's result directory

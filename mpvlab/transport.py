@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpvlab.netns import Netns
+from core.netns import Netns
 from mpvlab.scenario import Scenario
 from topologies.dual_path import DualPath, server_routes
 

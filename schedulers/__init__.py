@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from mpvlab import proc as proc_mod
+from core import proc as proc_mod
 from schedulers.params import (
     AnyParams, BdpParams, DefaultParams, MinRttParams, PARAMS, SteerParams, parse_params, sndbuf_for_paths,
 )
+from core.errors import MpvlabError
 
 __all__ = ["available", "parse_params", "prepare_server", "start_scheduler", "load_summary", "sndbuf_for_paths",
            "SchedulerError", "SchedulerHandle", "DefaultParams", "MinRttParams", "BdpParams", "PARAMS",
@@ -44,7 +45,7 @@ SUMMARY = "steer_summary.json"
 RECORD = "scheduler.json"
 
 
-class SchedulerError(RuntimeError):
+class SchedulerError(MpvlabError, RuntimeError):
     pass
 
 

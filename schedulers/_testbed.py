@@ -22,9 +22,10 @@ from typing import Any, Iterator
 
 from links.emulator import DirectionPlan, apply_direction, stop_direction
 from links.schedule import Schedule
-from mpvlab import ledger, naming, transport
-from mpvlab.hoststeal import StealMeter, StealWindow
-from mpvlab.netns import Netns
+from core import ledger, naming
+from mpvlab import transport
+from core.hoststeal import StealMeter, StealWindow
+from core.netns import Netns
 from mpvlab.scenario import parse_scenario
 from topologies import dual_path
 
@@ -146,7 +147,7 @@ def testbed(paths: list[PathCfg], cc: str = "cubic", run_id: str | None = None,
     topo = None
     handles = []
     try:
-        topo = dual_path.build(sc, run_id, led.add_netns)
+        topo = dual_path.build(list(sc.paths), sc.topology.server_addressing, run_id, led.add_netns)
         transport.configure_hosts(topo, sc)
         transport.set_offloads(topo, False)
         transport.set_server_cc(topo, cc)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 
-from mpvlab.hoststeal import StealMeter, StealWindow
+from core.hoststeal import StealMeter, StealWindow
 
 T = TypeVar("T")
 

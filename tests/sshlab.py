@@ -16,8 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from mpvlab import proc
-from mpvlab.netns import Netns
+from core import proc
+from core.netns import Netns
 
 SSHD = "/usr/sbin/sshd"
 PRIVSEP_DIR = Path("/run/sshd")

@@ -35,7 +35,7 @@ from typing import Any, Iterator
 import pytest
 
 from hostnoise import assert_played_through
-from mpvlab.hoststeal import StealMeter
+from core.hoststeal import StealMeter
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))

@@ -22,15 +22,20 @@ from typing import Iterator
 
 import pytest
 
-from mpvlab import proc
-from mpvlab.netns import Netns, delete_netns
+from core import proc
+from core.netns import Netns, delete_netns
 from hostnoise import least_contended
 from sshlab import SSHD, ensure_privsep_dir, make_client_key, release_privsep_dir, start_sshd
-from topologies.hosts import (
-    Host, HostConfigError, InterfaceError, InterfaceLeftoverError, LocalHost, RemoteProcess, SshHost,
-    check_interface, interface_guard, ssh_master, validate_host, validate_ifname, validate_key_path, validate_port,
+from core.hosts import Host, LocalHost, RemoteProcess, SshHost, ssh_master
+from core.validators import (
+    HostConfigError,
+    validate_host,
+    validate_ifname,
+    validate_key_path,
+    validate_port,
     validate_user,
 )
+from core.ifguard import InterfaceError, InterfaceLeftoverError, check_interface, interface_guard
 
 SRV_ADDR = "10.203.0.1"
 CLI_ADDR = "10.203.0.2"

@@ -31,8 +31,10 @@ from typing import Any, Iterator
 
 import pytest
 
-from mpvlab import content, ledger, netns, runner, server, tls
-from mpvlab.netns import Netns
+from core import ledger, netns
+from mpvlab import content, server, tls
+from mpvlab.run import steps
+from core.netns import Netns
 from mpvlab.scenario import ScenarioError, override, parse_scenario, resolved_dict
 
 REPO = Path(__file__).resolve().parent.parent
@@ -155,7 +157,7 @@ def test_config_passes_apache_syntax_check(tmp_path: Path, protocol: str, use_tl
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     if os.geteuid() != 0:
         pytest.skip("needs root (netns)")
-    video = content.ensure_progressive(runner.CONTENT_DIR, 30, 2_000_000, 640, 360, 30)
+    video = content.ensure_progressive(steps.CONTENT_DIR, 30, 2_000_000, 640, 360, 30)
     n = os.getpid() % 100000
     net = Net(srv=f"hh2{n}s", cli=f"hh2{n}c", srv_if=f"hh2{n}s", cli_if=f"hh2{n}c", srv_ip="10.79.0.1",
               cli_ip="10.79.0.2", rmem=(4096, 65536, 131072))

@@ -26,16 +26,23 @@ import pytest
 import yaml
 
 from hostnoise import assert_playback_accounted
-from mpvlab import ledger
-from mpvlab.hoststeal import StealMeter
+from core import ledger
+from core.hoststeal import StealMeter
 from mpvlab.scenario import ScenarioError, load_scenario, parse_scenario
-from topologies.hosts import HostConfigError, LocalHost, SshHost, list_interfaces, snapshot_interface
-from topologies.physical import host_from_record, host_record, make_plan
+from core.validators import HostConfigError
+from core.hosts import LocalHost, SshHost
+from core.ifguard import list_interfaces, snapshot_interface
+from core.hosts import host_from_record, host_record
+from topologies.physical import make_plan
 
 REPO = Path(__file__).resolve().parent.parent
 GOODPUT_FACTOR = 1448 / 1514      # TCP payload with timestamps per 1514-byte frame (what tbf counts)
 
 # ------------------------------------------------------------------ schema
+
+
+def _topology_and_paths(sc: Any) -> tuple[Any, Any]:
+    return sc.topology, sc.paths
 
 
 def _base() -> dict[str, Any]:
@@ -130,7 +137,7 @@ def test_key_files_must_be_inside_key_dir(tmp_path: Path) -> None:
     outside.write_text("s")
     outside.chmod(0o600)
     sc = parse_scenario(_base())
-    plan = make_plan(sc, keys)
+    plan = make_plan(sc.topology, sc.paths, keys)
     emu = plan.hosts["emu"]
     assert isinstance(emu, SshHost) and emu.identity_file == (keys / "id").resolve()
     assert isinstance(plan.hosts["me"], LocalHost)
@@ -141,17 +148,17 @@ def test_key_files_must_be_inside_key_dir(tmp_path: Path) -> None:
         d = _base()
         d["topology"]["hosts"]["srv"]["identity_file"] = value
         with pytest.raises(HostConfigError, match=rf"topology.hosts.srv.identity_file: .*{why}.*--key-dir"):
-            make_plan(parse_scenario(d), keys)
+            make_plan(*_topology_and_paths(parse_scenario(d)), keys)
     (keys / "id").chmod(0o644)
     with pytest.raises(HostConfigError, match=r"identity_file: .*readable by group/others"):
-        make_plan(sc, keys)
+        make_plan(sc.topology, sc.paths, keys)
     (keys / "id").chmod(0o600)
     # A symlink inside the key directory that points outside is refused too.
     (keys / "link").symlink_to(outside)
     d = _base()
     d["topology"]["hosts"]["srv"]["known_hosts"] = "link"
     with pytest.raises(HostConfigError, match=r"known_hosts: .*outside"):
-        make_plan(parse_scenario(d), keys)
+        make_plan(*_topology_and_paths(parse_scenario(d)), keys)
 
 
 def test_example_scenario_validates() -> None:
@@ -335,7 +342,7 @@ def test_preflight_fails_clearly_before_changing_anything(physlab: Any, tmp_path
 
 def _foreign_procs(lab: Any) -> list[str]:
     """Processes in the lab's namespaces other than sshd (listener and its session processes)."""
-    from mpvlab.netns import pids_in_netns
+    from core.netns import pids_in_netns
 
     out = []
     for ns in lab.ns.values():

@@ -21,15 +21,15 @@ from typing import Iterator
 import pytest
 
 from hostnoise import longest_stall_s, lowered, tail_quantile
-from mpvlab.hoststeal import StealMeter
+from core.hoststeal import StealMeter
 
 
 from links.emulator import DELAYLINE_BIN, FRAME_BYTES, apply_direction, stop_direction
 from links.schedule import Schedule
-from mpvlab import netns as mnetns
-from mpvlab import ledger, proc
-from mpvlab.netns import Netns
-from mpvlab.scenario import LinkDirection
+from core import netns as mnetns
+from core import ledger, proc
+from core.netns import Netns
+from links.spec import LinkDirection
 from topologies import cross_traffic as ct
 from topologies import shared_bottleneck as sb
 

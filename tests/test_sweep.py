@@ -16,7 +16,7 @@ from typing import Callable
 import pytest
 import yaml
 
-from mpvlab import results
+from core import rundir
 from mpvlab.scenario import Scenario
 from mpvlab.sweep import SweepError, Sweeper, expand, load_spec, read_header
 
@@ -88,18 +88,18 @@ def fake_run(scenario: Scenario, scenario_file: Path, text: str, root: Path, pro
     """Writes a result directory like the runner: scenario.yaml as given, then status and summary.
     Fails when the scenario's seed is listed in $MPVLAB_TEST_FAIL_SEEDS (failed status kept, like a real
     failed run). Module level so a spawned process can import it."""
-    run_dir = results.make_run_dir(root, scenario.name, secrets.token_hex(3))
-    results.write_text(run_dir / "scenario.yaml", text)
+    run_dir = rundir.make_run_dir(root, scenario.name, secrets.token_hex(3))
+    rundir.write_text(run_dir / "scenario.yaml", text)
     progress("playing")
     with open(root / "calls.log", "a") as f:
         f.write(f"{scenario.seed} {os.getpid()}\n")
     if str(scenario.seed) in os.environ.get("MPVLAB_TEST_FAIL_SEEDS", "").split():
-        results.write_status(run_dir, "failed", "player: timed out (test)")
+        rundir.write_status(run_dir, "failed", "player: timed out (test)")
         raise RuntimeError(f"run failed: player: timed out (test)\n  results kept in {run_dir}")
-    results.write_json(run_dir / "summary.json", {"run_id": run_dir.name, "scenario": scenario.name,
+    rundir.write_json(run_dir / "summary.json", {"run_id": run_dir.name, "scenario": scenario.name,
                                                   "cc": scenario.transport.cc, "seed": scenario.seed,
                                                   "fidelity_ok": True})
-    results.write_status(run_dir, "complete")
+    rundir.write_status(run_dir, "complete")
     return run_dir
 
 
@@ -119,7 +119,7 @@ def test_failed_runs_are_recorded_skipped_and_retried(tmp_path: Path, monkeypatc
     man = json.loads((root / "sweep.json").read_text())
     entry = next(r for r in man["runs"] if r["key"] == bad.key)
     assert entry["state"] == "failed" and "timed out" in entry["reason"]
-    assert results.read_status(root / entry["run_dir"])["state"] == "failed"    # its directory is kept, marked
+    assert rundir.read_status(root / entry["run_dir"])["state"] == "failed"    # its directory is kept, marked
     header = read_header((root / entry["run_dir"] / "scenario.yaml").read_text())
     assert header and header["key"] == bad.key and header["seed"] == bad.seed
     # Again: nothing to do (the failed one only on request).

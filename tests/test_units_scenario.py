@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mpvlab import units
+from core import units
 from mpvlab.scenario import ScenarioError, load_scenario, override, parse_scenario, resolved_dict
 
 REPO = Path(__file__).resolve().parent.parent

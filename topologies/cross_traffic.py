@@ -27,14 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mpvlab import proc
-from mpvlab.netns import Netns
+from core import proc
+from core.netns import Netns
+from core.errors import MpvlabError
 
 PROBE = Path(__file__).resolve().parent / "voip_probe.py"
 IPERF3 = "iperf3"
 
 
-class CrossTrafficError(RuntimeError):
+class CrossTrafficError(MpvlabError, RuntimeError):
     pass
 
 

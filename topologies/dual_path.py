@@ -31,8 +31,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mpvlab import naming
-from mpvlab.scenario import Scenario
+from typing import Callable
+
+from core import naming
 from topologies.nodes import EmuNode, add_link, add_node, stop_node
 
 SERVER_ADDR = "10.0.100.1"
@@ -90,8 +91,9 @@ class DualPath:
         return out
 
 
-def build(scenario: Scenario, run_id: str, on_netns: "callable[[str], None]") -> DualPath:  # type: ignore[valid-type]
-    """Create nodes and links and configure addresses and routes. `on_netns` is told every namespace
+def build(path_names: list[str], addressing: str, run_id: str, on_netns: Callable[[str], None]) -> DualPath:
+    """One router per path (in the order given; the first carries the initial subflow), `addressing`
+    `single` or `per-path` (topologies/spec.py). Create nodes and links and configure addresses and routes. `on_netns` is told every namespace
     name before it is created (the run ledger), so a crash mid-build still gets cleaned."""
     created: list[EmuNode] = []
 
@@ -106,8 +108,7 @@ def build(scenario: Scenario, run_id: str, on_netns: "callable[[str], None]") ->
     server_if, edge_server_if = naming.ifname(run_id, "s0"), naming.ifname(run_id, "e0")
     add_link(server, edge, server_if, edge_server_if)
     paths: list[PathPlumbing] = []
-    addressing = scenario.topology.server_addressing
-    for i, pname in enumerate(scenario.paths):
+    for i, pname in enumerate(path_names):
         router = node(f"router{i}")
         letter = "ab"[i]
         p = PathPlumbing(

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from mininet.link import Link
 from mininet.node import Node
 
-from mpvlab import proc
-from mpvlab.netns import Netns
+from core import proc
+from core.netns import Netns
 
 
 @dataclass

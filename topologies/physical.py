@@ -5,7 +5,7 @@ SshHost, topologies/hosts.py) and per-path interface names, checking the SSH key
 directory — which comes from the command line or MPVLAB_KEY_DIR, never from the scenario, so a
 scenario cannot point the runner (root) at arbitrary files. mpvlab/physical/ runs the plan.
 
-Hosts are also written to the run ledger as plain records (`host_record`), so that a later cleanup
+Hosts are also written to the run ledger as plain records (`core.hosts.host_record`), so that a later cleanup
 can reach them again after a crash (`host_from_record`).
 """
 
@@ -14,10 +14,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from mpvlab.scenario import LocalHostSpec, Scenario, SshHostSpec
-from topologies.hosts import Host, HostConfigError, LocalHost, SshHost, validate_key_path
+from topologies.spec import LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
+from core.hosts import Host, LocalHost, SshHost
+from core.validators import HostConfigError, validate_key_path
 
 DEFAULT_KEY_DIR = Path("/etc/mpvlab/keys")
 
@@ -76,9 +77,8 @@ def _key_file(value: str, key_dir: Path, where: str, private: bool) -> Path:
                               "or MPVLAB_KEY_DIR)") from None
 
 
-def make_plan(sc: Scenario, key_dir: Path) -> PhysicalPlan:
+def make_plan(topo: TopologySpec, path_specs: Mapping[str, PathSpec], key_dir: Path) -> PhysicalPlan:
     """Hosts and paths of a physical scenario; raises HostConfigError naming the field."""
-    topo = sc.topology
     if topo.kind != "physical" or topo.roles is None:
         raise ValueError("make_plan needs a scenario with topology.kind physical")
     hosts: dict[str, Host] = {}
@@ -92,29 +92,9 @@ def make_plan(sc: Scenario, key_dir: Path) -> PhysicalPlan:
             known = _key_file(h.known_hosts, key_dir, f"{where}.known_hosts", private=False)
             hosts[name] = SshHost(h.user, h.address, h.port, ident, known, key_dir=key_dir)
     paths = []
-    for i, (name, spec) in enumerate(sc.paths.items()):
+    for i, (name, spec) in enumerate(path_specs.items()):
         ph = spec.physical
         assert ph is not None  # the schema requires it for kind physical
         paths.append(PathPlan(name, i, ph.client_if, ph.server_address, ph.gateway, topo.roles.emulator.get(name),
                               ph.emulator_server_if, ph.emulator_client_if))
     return PhysicalPlan(hosts, topo.roles.client, topo.roles.server, paths)
-
-
-def host_record(host: Host) -> dict[str, Any]:
-    """A JSON-able description of a host, enough to reach it again (the ledger stores it)."""
-    if isinstance(host, LocalHost):
-        return {"kind": "local", "name": host.name}
-    if isinstance(host, SshHost):
-        return {"kind": "ssh", "user": host.user, "host": host.host, "port": host.port,
-                "identity_file": str(host.identity_file), "known_hosts_file": str(host.known_hosts_file)}
-    raise TypeError(f"cannot record host {host!r}")
-
-
-def host_from_record(rec: dict[str, Any]) -> Host:
-    if rec.get("kind") == "local":
-        return LocalHost(name=str(rec.get("name", "localhost")))
-    if rec.get("kind") == "ssh":
-        # No key_dir check here: the record was written by a run that checked it.
-        return SshHost(str(rec["user"]), str(rec["host"]), int(rec["port"]), Path(rec["identity_file"]),
-                       Path(rec["known_hosts_file"]))
-    raise ValueError(f"unknown host record {rec!r}")

@@ -39,9 +39,9 @@ from typing import Callable
 
 from links.emulator import DirectionPlan, LinkError
 from links.schedule import Schedule
-from mpvlab import naming, netns
-from mpvlab.netns import Netns
-from mpvlab.scenario import LinkDirection
+from core import naming, netns
+from core.netns import Netns
+from links.spec import LinkDirection
 from topologies.nodes import EmuNode, add_link, add_node, stop_node
 
 MAX_CLIENTS = 8

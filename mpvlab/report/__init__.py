@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpvlab import results
+from core import rundir
 from mpvlab.report.aggregate import Collection, aggregate
 
 
@@ -36,5 +36,5 @@ def build_report(source: Path, out: Path, title: str | None = None, figures: boo
     sections = build_all(c) if figures else []
     page = render(c, sections, [t.name for t in tables], title or source.resolve().name)
     html_path = out / "report.html"
-    results.write_text(html_path, page)
+    rundir.write_text(html_path, page)
     return Report(html_path, tables, len(c.runs), len(c.not_aggregated), len(c.configs), c)

@@ -9,11 +9,12 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from core.errors import MpvlabError
 
 CHROMIUM = "chromium"
 
 
-class BrowserError(RuntimeError):
+class BrowserError(MpvlabError, RuntimeError):
     pass
 
 

@@ -212,7 +212,7 @@ def square_on_intervals(run: Run, path: str, t_end: float) -> list[tuple[float, 
     if r.get(pre + "kind") != "square":
         return []
     try:
-        from mpvlab import units
+        from core import units
         period = units.parse_duration_ns(r[pre + "period"]) / 1e9
         phase = units.parse_duration_ns(r[pre + "phase"]) / 1e9
         duty = float(r[pre + "duty"])
@@ -282,7 +282,7 @@ def _bottleneck_buffer_key(cfg: Config) -> str | None:
 def dash_vs_buffer(c: Collection) -> list[Figure]:
     """experiments.md §2: average quality level and stall rate against the bottleneck buffer, one line
     per congestion control (× scheduler), mean ± 95 % CI over trials; one figure per scenario."""
-    from mpvlab import units
+    from core import units
     groups: dict[str, list[tuple[float, Config]]] = {}
     for cfg in c.configs:
         key = _bottleneck_buffer_key(cfg)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpvlab import results
+from core import rundir
 from mpvlab.sweep import HEADER_TAG
 
 PATHS = {"wifi": "10.0.1.2", "lte": "10.0.2.2"}
@@ -52,8 +52,8 @@ def _series(run_dir: Path, rng: random.Random, seconds: int, hz: int) -> None:
             links.append(f"{t:.4f},{p},sx{n},{cum[p]},{cum[p] // 1514},0,0")
             subs.append(f"{t:.4f},10.0.100.1:80,{addr}:4{n}000,cubic,1,{rng.randint(5, 40)},{rng.uniform(20, 90):.3f},"
                         f"5.0,3e6,3.6e6,{cum[p]},,")
-    results.write_text(run_dir / "data" / "links.csv", "\n".join(links) + "\n")
-    results.write_text(run_dir / "data" / "subflows.csv", "\n".join(subs) + "\n")
+    rundir.write_text(run_dir / "data" / "links.csv", "\n".join(links) + "\n")
+    rundir.write_text(run_dir / "data" / "subflows.csv", "\n".join(subs) + "\n")
 
 
 def write_run(run_dir: Path, scenario: str, cc: str, scheduler: str, trial: int, seed: int, rng: random.Random,
@@ -67,9 +67,9 @@ def write_run(run_dir: Path, scenario: str, cc: str, scheduler: str, trial: int,
     share = round(rng.uniform(0.3, 0.7), 4)
     header = {"sweep": "synthetic", "key": f"{scenario}|{cc}|{scheduler}|trial={trial}", "trial": trial, "seed": seed,
               "params": {"transport.cc": cc, "transport.scheduler": scheduler}, "token": f"{seed:012x}"}
-    results.write_text(run_dir / "scenario.yaml", f"# synthetic\n{HEADER_TAG}{json.dumps(header)}\nname: {scenario}\n")
-    results.write_text(run_dir / "resolved.yaml", _resolved(scenario, cc, scheduler, seed, period_s, buffer))
-    results.write_json(run_dir / "provenance.json", {
+    rundir.write_text(run_dir / "scenario.yaml", f"# synthetic\n{HEADER_TAG}{json.dumps(header)}\nname: {scenario}\n")
+    rundir.write_text(run_dir / "resolved.yaml", _resolved(scenario, cc, scheduler, seed, period_s, buffer))
+    rundir.write_json(run_dir / "provenance.json", {
         "synthetic": True, "run_id": run_dir.name, "seed": seed,
         "git": {"commit": "0" * 40, "dirty": False},
         "host": {"hostname": "synthetic", "kernel": "6.18.0-synthetic", "os": "Debian GNU/Linux 12", "cpus": 2},
@@ -88,10 +88,10 @@ def write_run(run_dir: Path, scenario: str, cc: str, scheduler: str, trial: int,
         d = {"quality_avg": round(rng.uniform(2, 10), 3), "stall_rate": round(rng.uniform(0, 0.3), 4)}
         summary["dash"] = {**d, "bitrate_switches": rng.randint(0, 20), "segments": 24}
         metrics.update({f"dash.{k}": v for k, v in d.items()})
-    results.write_json(run_dir / "summary.json", summary)
+    rundir.write_json(run_dir / "summary.json", summary)
     if series_s:
         _series(run_dir, rng, series_s, hz=5)
-    results.write_status(run_dir, "complete")
+    rundir.write_status(run_dir, "complete")
     return metrics
 
 
@@ -116,6 +116,6 @@ def make_set(root: Path, scenarios: list[str], ccs: list[str], schedulers: list[
     for i in range(n_failed):
         d = root / scenarios[0] / f"f{i:06d}"
         d.mkdir(parents=True)
-        results.write_status(d, "failed", f"synthetic failure {i}: the player timed out")
+        rundir.write_status(d, "failed", f"synthetic failure {i}: the player timed out")
         out.failed.append(d)
     return out

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
-from mpvlab import results
+from core import rundir
 from mpvlab.scenario import Scenario
 from mpvlab.sweep.manifest import (
     MANIFEST, STATES, _now, _pid_alive, find_run_dir, load_manifest, merge_manifest, select, sweep_dir,
@@ -40,7 +40,8 @@ class RunFn(Protocol):
 
 def real_runner(scenario: Scenario, scenario_file: Path, scenario_text: str, results_root: Path,
                 progress: Callable[[str], None], log: Callable[[str], None]) -> Path:
-    from mpvlab.runner import RunOptions, run_scenario
+    from mpvlab.run.context import RunOptions
+    from mpvlab.run.session import run_scenario
     return run_scenario(scenario, scenario_file, scenario_text,
                         RunOptions(results_root=results_root, progress=progress, log=log))
 
@@ -132,7 +133,7 @@ class Sweeper:
         for r in self.manifest["runs"]:
             counts[r["state"]] += 1
         self.manifest["counts"] = counts
-        results.write_json(self.manifest_path, self.manifest)
+        rundir.write_json(self.manifest_path, self.manifest)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -161,7 +162,7 @@ class Sweeper:
                                  "(a sweep that was killed left it); wait for it or end it, then resume")
             last = r["attempts"][-1] if r["attempts"] else None
             found = find_run_dir(self.results_root / self.plan.sweep, r["scenario"], last["token"]) if last else None
-            status = results.read_status(found) if found else None
+            status = rundir.read_status(found) if found else None
             if found and status and status.get("state") == "complete":
                 self._record(r, last, Outcome("complete", found), time.time())
             else:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mpvlab import results
+from core import rundir
 from mpvlab.sweep.spec import HEADER_TAG, Plan, SweepError
 
 MANIFEST = "sweep.json"
@@ -90,7 +90,7 @@ def select(manifest: dict[str, Any], sweep_root: Path, retry_failed: bool) -> tu
     for r in manifest["runs"]:
         state = r["state"]
         if state == "complete":
-            status = results.read_status(sweep_root / r["run_dir"]) if r.get("run_dir") else None
+            status = rundir.read_status(sweep_root / r["run_dir"]) if r.get("run_dir") else None
             if status and status.get("state") == "complete":
                 skipped["complete"] += 1
                 continue

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mpvlab.scenario import NAME_RE, Scenario, ScenarioError, dump_yaml, load_scenario, override, resolved_dict
+from core.errors import InputError
 
 HEADER_TAG = "# mpvlab-sweep: "
 DOTTED_RE = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z0-9_-]+)*")
@@ -29,7 +30,7 @@ DOTTED_RE = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z0-9_-]+)*")
 RESERVED = ("name", "seed")
 
 
-class SweepError(Exception):
+class SweepError(InputError):
     """A sweep that cannot run as specified; str() is the user-facing explanation."""
 
 

@@ -3,7 +3,7 @@
     server ── edge ── router [the scenario's one path: tbf + delay line] ── client0 … clientN-1
                                                                          └─ cross (bulk TCP, VoIP probe)
 
-Same life cycle as a dual-path run (mpvlab/runner.py): content → topology → congestion control →
+Same life cycle as a dual-path run (mpvlab/run/emulated.py): content → topology → congestion control →
 links → fidelity probe (from client0, alone on the link) → Apache → time zero → players, cross
 traffic and samplers, all started at t0 → checks → summary. Everything started is in the run's
 ledger and is stopped by the ExitStack on success, error or Ctrl-C; the namespaces go last.
@@ -32,9 +32,12 @@ from typing import Any
 
 from collectors import qdiscstat
 from links.emulator import FRAME_BYTES, DirectionHandle, apply_direction
-from mpvlab import fidelity, hoststeal, proc, runner, sampling, server
-from mpvlab.netns import Netns
-from mpvlab.runner import RunContext, RunFailed
+from core import hoststeal, proc
+from mpvlab import fidelity, sampling, server
+from mpvlab.run import steps
+from core.netns import Netns
+from core.errors import RunFailed
+from mpvlab.run.context import RunContext
 from mpvlab.scenario import BulkTrafficSpec, VoipTrafficSpec
 from topologies import cross_traffic as ct
 from topologies import shared_bottleneck as sb
@@ -236,8 +239,8 @@ def execute(ctx: RunContext) -> dict[str, Any]:
     voip_spec = cross_spec.voip if cross_spec else None
 
     phase("content")
-    video = runner.ensure_content(sc)
-    ctx.extra_prov["content"] = runner._content_provenance(video)
+    video = steps.ensure_content(sc)
+    ctx.extra_prov["content"] = steps.content_provenance(video)
 
     with contextlib.ExitStack() as stack:
         lead_s = (sc.fidelity.probe_duration / 1e9 + 4.0) if sc.fidelity.probe else 2.0
@@ -254,7 +257,7 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         ctx.extra_prov["hosts"] = {**topo.host_record, "mptcp": _configure_mptcp(topo)}
 
         phase("congestion control")
-        cc_name = runner._setup_cc(ctx, stack)
+        cc_name = steps.setup_cc(ctx, stack)
         ctx.extra_prov["server_routes"] = _set_server_cc(topo, cc_name)
         ctx.extra_prov["cc"] = {"requested": sc.transport.cc, "kernel_name": cc_name,
                                 "params": sc.transport.cc_params.model_dump() if sc.transport.cc == "bbr-s" else {}}
@@ -262,15 +265,15 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         ctx.t0_ns = time.monotonic_ns() + int(lead_s * 1e9)
 
         phase("links")
-        sched = fidelity.PathSchedules(down=runner.schedule_for(spec.down, ctx.scenario_file.parent),
-                                       up=runner.schedule_for(spec.up, ctx.scenario_file.parent))
+        sched = fidelity.PathSchedules(down=steps.schedule_for(spec.down, ctx.scenario_file.parent),
+                                       up=steps.schedule_for(spec.up, ctx.scenario_file.parent))
         plans = [topo.down_plan(spec.down, sched.down, seed=sc.seed * 1000, queue_num=0),
                  topo.up_plan(spec.up, sched.up, seed=sc.seed * 1000 + 1, queue_num=1)]
         handles: list[DirectionHandle] = []
         for plan in plans:
             hd = apply_direction(plan, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc)
             handles.append(hd)
-            stack.callback(runner._record_delay_stats, ctx, hd)
+            stack.callback(steps.record_delay_stats, ctx, hd)
         ctx.extra_prov["links"] = {
             hd.plan.label: {"path": pname, "router": hd.plan.router.name, "in_if": hd.plan.in_if,
                             "out_if": hd.plan.out_if, "order": hd.plan.spec.order,
@@ -295,13 +298,13 @@ def execute(ctx: RunContext) -> dict[str, Any]:
             fid["probed_from"] = topo.clients[0].role
             check_links()
         else:
-            fid = dict(runner.NO_FIDELITY_PROBE)
-        runner.record_fidelity(ctx, fid)
+            fid = dict(steps.NO_FIDELITY_PROBE)
+        steps.record_fidelity(ctx, fid)
 
         phase("server")
-        apache, video_name, http = runner.start_server(ctx, stack, video, topo.server.ns, cc_name, {},
+        apache, video_name, http = steps.start_server(ctx, stack, video, topo.server.ns, cc_name, {},
                                                        topo.server_addr, topo.clients[0].node.ns)
-        frames = runner._frames_of(sc)
+        frames = steps.frames_of(sc)
         timeout_s = sc.video.duration / 1e9 * sc.player.timeout_factor + 30
         # A full queue's drain time plus the one-way delays: what the probe receiver waits at the end.
         drain_s = (spec.down.buffer.to_bytes(FRAME_BYTES) * 8 / spec.down.rate if spec.down.rate else 0.0) \
@@ -311,7 +314,7 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         stack.callback(xt.stop)
 
         phase("waiting for time zero")
-        late_ms = runner.wait_for_t0(ctx, check_links)
+        late_ms = steps.wait_for_t0(ctx, check_links)
 
         phase("playing")
         trace = contextlib.ExitStack()
@@ -337,7 +340,7 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         for lf in topo.clients:
             out_dir = ctx.logs / lf.role
             out_dir.mkdir(parents=True, exist_ok=True)
-            players[lf.role] = runner.start_player(ctx, lf.node.ns, topo.server_addr, video_name, frames, out_dir,
+            players[lf.role] = steps.start_player(ctx, lf.node.ns, topo.server_addr, video_name, frames, out_dir,
                                                    http, label=f"player {lf.role}")
             ctx.ledger.add_proc(players[lf.role][1])
         for s in samplers:
@@ -370,18 +373,18 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         phase("checks")
         summaries: dict[str, dict[str, Any]] = {}
         for role, (p, _ref) in players.items():
-            ps = runner._read_json(ctx.logs / role / "player-summary.json")
+            ps = steps.read_json(ctx.logs / role / "player-summary.json")
             if p.returncode != 0:
                 reason = ps.get("reason") or ps.get("error") if ps else None
                 raise RunFailed(f"player {role} exited with code {p.returncode}: "
                                 f"{reason or f'see logs/{role}/player.log'}")
             summaries[role] = ps
-        summary = _summarise(ctx, topo, summaries, leaves_before, leaves_after, tbf_before, tbf_after,
+        summary = summarise(ctx, topo, summaries, leaves_before, leaves_after, tbf_before, tbf_after,
                              (t_end - t_start) / 1e9, samplers, fid, xt.result)
         # Every player request must have used the scenario's protocol (as for dual-path runs).
         tally = server.tally_access_log(ctx.logs / "apache" / "access.log", http)
         if not tally["ok"]:
-            raise runner.RunFailed(f"not every player request used {tally['expected']}"
+            raise RunFailed(f"not every player request used {tally['expected']}"
                                    f"{' over TLS' if http.tls else ''}: {tally}")
         summary["host_steal_during_playback"] = steal.as_dict()
         summary["http"] = {"protocol": http.protocol, "tls": http.tls is not None, "port": http.port,
@@ -400,7 +403,7 @@ def _sum(vals: list[Any]) -> Any:
     return sum(vals) if vals and all(isinstance(v, (int, float)) for v in vals) else None
 
 
-def _summarise(ctx: RunContext, topo: sb.SharedBottleneck, summaries: dict[str, dict[str, Any]],
+def summarise(ctx: RunContext, topo: sb.SharedBottleneck, summaries: dict[str, dict[str, Any]],
                before: dict[str, dict[str, int]], after: dict[str, dict[str, int]],
                tbf_before: dict[str, int] | None, tbf_after: dict[str, int] | None, window_s: float,
                samplers: list[sampling.Sampler], fid: dict[str, Any], cross: dict[str, Any]) -> dict[str, Any]:
@@ -412,7 +415,7 @@ def _summarise(ctx: RunContext, topo: sb.SharedBottleneck, summaries: dict[str, 
     warnings: list[str] = []
     for role, ps in summaries.items():
         v: dict[str, Any] = {k: ps.get(k) for k in PLAYER_KEYS}
-        v["dash"] = runner._dash_view(ps) if ps.get("dash") else None
+        v["dash"] = steps.dash_view(ps) if ps.get("dash") else None
         v["interface_rx_bytes"] = leaf_bytes[role]["rx_bytes"]
         v["mean_throughput_bps"] = (round(ps["bytes_received"] * 8 / ps["playback_s"])
                                     if ps.get("playback_s") and ps.get("bytes_received") else None)
@@ -441,7 +444,7 @@ def _summarise(ctx: RunContext, topo: sb.SharedBottleneck, summaries: dict[str, 
         "burst_bytes": spec.down.effective_burst(), "window_s": round(window_s, 3),
         "leaf_rx_bytes": {r: b["rx_bytes"] for r, b in leaf_bytes.items()},
         "leaf_rx_bytes_total": sum(b["rx_bytes"] for b in leaf_bytes.values()),
-        "queue": runner._queue_view(ctx.data / "queues" / PATH_LABEL),
+        "queue": steps.queue_view(ctx.data / "queues" / PATH_LABEL),
     }
     if tbf_before and tbf_after:
         tbf = {k: tbf_after[k] - tbf_before[k] for k in tbf_before}

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from mpvlab import naming, netns, proc, tls
+from core import naming, netns, proc, rundir
+from core.hosts import SshHost, host_from_record
 
 RUNTIME_DIR = Path(os.environ.get("MPVLAB_RUNTIME_DIR", "/run/mpvlab"))
 LEDGER_DIR = RUNTIME_DIR / "runs"
@@ -45,9 +46,11 @@ class Ledger:
     procs: list[dict[str, object]] = field(default_factory=list)
     bpf_ccs: list[str] = field(default_factory=list)
     # Physical runs (mpvlab/physical/): processes on other hosts and the commands that undo each
-    # change made on a host, both with a host record (topologies.physical.host_record) to reach it.
+    # change made on a host, both with a host record (core.hosts.host_record) to reach it.
     remote_procs: list[dict[str, object]] = field(default_factory=list)
     undo: list[dict[str, object]] = field(default_factory=list)
+    # Files to delete when the run ends, however it ends (a TLS key: written before the file exists).
+    secrets: list[str] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -73,6 +76,10 @@ class Ledger:
 
     def add_proc(self, ref: proc.ProcRef) -> None:
         self.procs.append({"pid": ref.pid, "start": ref.start, "label": ref.label})
+        self.save()
+
+    def add_secret(self, path: Path) -> None:
+        self.secrets.append(str(path))
         self.save()
 
     def add_bpf_cc(self, name: str) -> None:
@@ -132,8 +139,13 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None) ->
     if www.exists():
         shutil.rmtree(www)
         removed.append(f"web root {www}")
-    if tls.discard_run_key(Path(ledger.result_dir)):
-        removed.append("TLS key")
+    for secret in ledger.secrets:
+        # Files that must not outlive the run (e.g. a TLS private key in its result directory).
+        try:
+            Path(secret).unlink()
+            removed.append(f"secret file {Path(secret).name}")
+        except FileNotFoundError:
+            pass
     mark_interrupted(Path(ledger.result_dir))
     ledger.remove()
     for r in removed:
@@ -146,8 +158,6 @@ def _cleanup_remote(ledger: Ledger) -> list[str]:
     match), then its undo commands in reverse order. Best effort: an unreachable host is reported."""
     if not ledger.remote_procs and not ledger.undo:
         return []
-    from topologies.physical import host_from_record  # local import: only physical runs need it
-    from topologies.hosts import SshHost
 
     removed: list[str] = []
     unreachable: set[str] = set()   # one failed connection per host is enough: do not wait on it again
@@ -188,11 +198,9 @@ def _cleanup_remote(ledger: Ledger) -> list[str]:
 def mark_interrupted(result_dir: Path) -> None:
     """A run directory still saying `running` whose runner is dead is marked failed, never left
     looking alive or complete."""
-    from mpvlab import results  # local import: results does not need the ledger
-
-    status = results.read_status(result_dir)
+    status = rundir.read_status(result_dir)
     if status is not None and status.get("state") == "running":
-        results.write_status(result_dir, "failed", reason="runner died (killed or crashed); cleaned by a later run")
+        rundir.write_status(result_dir, "failed", reason="runner died (killed or crashed); cleaned by a later run")
 
 
 def reap_stale(log: Callable[[str], None] = lambda _m: None) -> list[str]:

@@ -10,11 +10,13 @@ from typing import Any
 
 from links.emulator import DELAYLINE_BIN
 from mpvlab import content, server
-from mpvlab.physical.hostops import PLAYER, PLAYER_PYTHON, REPO
-from mpvlab.physical.state import PhysicalRun, PhysicalRunFailed
+from mpvlab.run.physical.hostops import PLAYER, PLAYER_PYTHON, REPO
+from mpvlab.run.physical.state import PhysicalRun
 from mpvlab.scenario import Scenario
-from topologies.hosts import Host, InterfaceError, SshHost, check_interface
-from topologies.physical import host_record
+from core.hosts import Host, SshHost
+from core.ifguard import InterfaceError, check_interface
+from core.hosts import host_record
+from core.errors import RunFailed
 
 
 def _programs_missing(host: Host, names: list[str]) -> list[str]:
@@ -67,22 +69,22 @@ def preflight(run: PhysicalRun, sc: Scenario, video: content.ContentInfo) -> dic
         if missing:
             problems.append(f"{host.name} ({', '.join(plan.roles_of(name))}): missing {', '.join(missing)}")
     if problems:
-        raise PhysicalRunFailed("preflight: " + "; ".join(problems) +
+        raise RunFailed("preflight: " + "; ".join(problems) +
                                 " (each host needs the mpvlab checkout, built, at " + str(REPO) + ")")
     client = plan.host(plan.client)
     if client.run([PLAYER_PYTHON, "-c", "import gi"], check=False).returncode != 0:
-        raise PhysicalRunFailed(f"preflight: {client.name}: {PLAYER_PYTHON} cannot import gi (python3-gi)")
+        raise RunFailed(f"preflight: {client.name}: {PLAYER_PYTHON} cannot import gi (python3-gi)")
     srv = plan.host(plan.server)
     cp = srv.run(["sha256sum", str(video.path)], check=False, timeout=120)
     got = cp.stdout.split()[0] if cp.returncode == 0 and cp.stdout else None
     if got != video.sha256:
-        raise PhysicalRunFailed(
+        raise RunFailed(
             f"preflight: {srv.name} (server) has no valid copy of the video {video.path} "
             f"({'absent' if got is None else f'sha256 {got}'}; want sha256 {video.sha256}): copy it there, "
             "e.g. run `mpvlab prepare SCENARIO` on the server")
     cc_avail = srv.read_sysctl("net.ipv4.tcp_available_congestion_control").split()
     if sc.transport.cc not in cc_avail:
-        raise PhysicalRunFailed(f"preflight: {srv.name} (server) has no congestion control {sc.transport.cc!r} "
+        raise RunFailed(f"preflight: {srv.name} (server) has no congestion control {sc.transport.cc!r} "
                                 f"(available: {', '.join(cc_avail)})")
     for p in plan.paths:
         run.client_addrs[p.name] = _ipv4_of(client, p.client_if)
@@ -90,7 +92,7 @@ def preflight(run: PhysicalRun, sc: Scenario, video: content.ContentInfo) -> dic
             continue
         emu = plan.host(p.emulator)
         if emu.read_sysctl("net.ipv4.ip_forward") != "1":
-            raise PhysicalRunFailed(f"preflight: {emu.name} (emulator of {p.name}) does not forward IPv4 "
+            raise RunFailed(f"preflight: {emu.name} (emulator of {p.name}) does not forward IPv4 "
                                     "(net.ipv4.ip_forward=0); configure it as the router between its interfaces")
         spec = sc.paths[p.name]
         for direction, d, in_if in (("down", spec.down, p.emulator_server_if),
@@ -98,7 +100,7 @@ def preflight(run: PhysicalRun, sc: Scenario, video: content.ContentInfo) -> dic
             if d.rate is not None and d.order == "shape-then-delay":
                 q = json.loads(emu.run(["tc", "-j", "qdisc", "show", "dev", str(in_if), "ingress"]).stdout or "[]")
                 if q:
-                    raise PhysicalRunFailed(
+                    raise RunFailed(
                         f"preflight: {emu.name}: {in_if} already has an ingress qdisc; paths.{p.name}.{direction} "
                         "shapes there and would replace it — remove it first or use order: delay-then-shape")
     offloads: dict[str, Any] = {}

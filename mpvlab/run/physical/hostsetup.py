@@ -8,10 +8,11 @@ import json
 import re
 from typing import Any
 
-from mpvlab.physical.hostops import REMOTE_BASE, exists
-from mpvlab.physical.state import PhysicalRun, PhysicalRunFailed
+from mpvlab.run.physical.hostops import REMOTE_BASE, exists
+from mpvlab.run.physical.state import PhysicalRun
 from mpvlab.scenario import Scenario
-from topologies.hosts import Host
+from core.hosts import Host
+from core.errors import RunFailed
 
 # Policy-routing tables and rule priorities on the client: searched upwards from here for free ones.
 TABLE_BASE = 27100
@@ -85,7 +86,7 @@ def _client_endpoints(run: PhysicalRun, sc: Scenario) -> list[str]:
     for p in run.plan.paths[1:sc.expected_subflows]:
         addr = run.client_addrs[p.name]
         if re.search(rf"^{re.escape(addr)} ", existing, re.M):
-            raise PhysicalRunFailed(f"{host.name}: an MPTCP endpoint for {addr} ({p.client_if}) already exists; "
+            raise RunFailed(f"{host.name}: an MPTCP endpoint for {addr} ({p.client_if}) already exists; "
                                     "remove it (ip mptcp endpoint delete id N) so the run controls its flags")
         eid = next(i for i in range(100, 256) if i not in used_ids)
         used_ids.add(eid)

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from links.emulator import DELAYLINE_BIN, FRAME_BYTES, DirectionPlan, tbf_argv
-from mpvlab import naming, proc
-from mpvlab.physical.hostops import exists, read_file, write_file
-from mpvlab.physical.state import PhysicalRun, PhysicalRunFailed, Started
-from mpvlab.scenario import LinkDirection
-from topologies.hosts import Host
+from core import naming, proc
+from mpvlab.run.physical.hostops import exists, read_file, write_file
+from mpvlab.run.physical.state import PhysicalRun, Started
+from links.spec import LinkDirection
+from core.hosts import Host
 from topologies.physical import PathPlan
+from core.errors import RunFailed
 
 # NFQUEUE numbers on emulator hosts: away from 0, which other software on a real box may use.
 QUEUE_BASE = 27100
@@ -88,10 +89,10 @@ def _start_delay_line(run: PhysicalRun, handle: LinkHandle) -> None:
     deadline = time.monotonic() + 15.0
     while not exists(host, files["ready"]):
         if handle.started.process.poll() is not None:
-            raise PhysicalRunFailed(f"delay line {plan.label} on {host.name} exited with code "
+            raise RunFailed(f"delay line {plan.label} on {host.name} exited with code "
                                     f"{handle.started.process.returncode} (see logs/delay-{plan.label}.log)")
         if time.monotonic() > deadline:
-            raise PhysicalRunFailed(f"delay line {plan.label} on {host.name} not ready within 15 s")
+            raise RunFailed(f"delay line {plan.label} on {host.name} not ready within 15 s")
         time.sleep(0.05)
 
 

@@ -7,35 +7,37 @@ from __future__ import annotations
 import contextlib
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mpvlab import content, fidelity, proc, server
-from mpvlab.physical.collect import (
+from core import proc
+from mpvlab import content, fidelity, server
+from mpvlab.run.physical.collect import (
     NOT_COLLECTED, SubflowPoller, pull_apache_logs, pull_player_files, read_counters, summarise,
 )
-from mpvlab.physical.emulation import LinkHandle, apply_link, link_record, stop_link
-from mpvlab.physical.hostops import clock_offset_ns
-from mpvlab.physical.hostsetup import configure_transport, make_dirs
-from mpvlab.physical.journal import Journal
-from mpvlab.physical.preflight import preflight
-from mpvlab.physical.probes import ping_min_ms, run_probes
-from mpvlab.physical.remote import start_apache, start_player
-from mpvlab.physical.state import PhysicalRun
-from topologies.hosts import SshHost, interface_guard, ssh_master
+from mpvlab.run.physical.emulation import LinkHandle, apply_link, link_record, stop_link
+from mpvlab.run.physical.hostops import clock_offset_ns
+from mpvlab.run.physical.hostsetup import configure_transport, make_dirs
+from mpvlab.run.physical.journal import Journal
+from mpvlab.run.physical.preflight import preflight
+from mpvlab.run.physical.probes import ping_min_ms, run_probes
+from mpvlab.run.physical.remote import start_apache, start_player
+from mpvlab.run.physical.state import PhysicalRun
+from core.hosts import SshHost, ssh_master
+from core.ifguard import interface_guard
 from topologies.physical import PhysicalPlan, key_dir_default, make_plan
+from core.errors import RunFailed
+from mpvlab.run.context import RunContext
+from mpvlab.run.steps import ensure_content, read_json, schedule_for
 
-if TYPE_CHECKING:
-    from mpvlab.runner import RunContext
 
 SSH_CONTROL_DIR = Path("/run/mpvlab/ssh")
 
 
 def execute(ctx: "RunContext", key_dir: Path | None = None) -> dict[str, Any]:
-    from mpvlab.runner import ensure_content  # runner imports this package lazily
 
     sc, phase = ctx.scenario, ctx.opts.progress
     started_at = time.monotonic()
-    plan = make_plan(sc, key_dir or key_dir_default())           # key files checked: nothing has run yet
+    plan = make_plan(sc.topology, sc.paths, key_dir or key_dir_default())           # key files checked: nothing has run yet
     phase("content")
     video = ensure_content(sc)
     assert isinstance(video, content.ContentInfo)
@@ -66,7 +68,6 @@ def execute(ctx: "RunContext", key_dir: Path | None = None) -> dict[str, Any]:
 
 def _run(ctx: "RunContext", plan: PhysicalPlan, video: content.ContentInfo,
          prov: dict[str, Any]) -> tuple[dict[str, Any], PhysicalRun, list[tuple[str, interface_guard]], Journal]:
-    from mpvlab.runner import RunFailed, _read_json, schedule_for
 
     sc, phase, log = ctx.scenario, ctx.opts.progress, ctx.opts.log
     with contextlib.ExitStack() as stack:
@@ -169,7 +170,7 @@ def _run(ctx: "RunContext", plan: PhysicalPlan, video: content.ContentInfo,
         pull_player_files(run)
         proc.stop_child(apache.process)
         pull_apache_logs(run)
-        player_summary = _read_json(ctx.logs / "player-summary.json")
+        player_summary = read_json(ctx.logs / "player-summary.json")
         if player.process.returncode != 0:
             reason = (player_summary.get("reason") or player_summary.get("error")) if player_summary else None
             raise RunFailed(f"player exited with code {player.process.returncode}: {reason or 'see logs/player.log'}")

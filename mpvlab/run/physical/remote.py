@@ -8,9 +8,10 @@ import time
 from pathlib import Path
 
 from mpvlab import content, server
-from mpvlab.physical.hostops import PLAYER, PLAYER_PYTHON, read_file, write_file
-from mpvlab.physical.state import PhysicalRun, PhysicalRunFailed, Started
+from mpvlab.run.physical.hostops import PLAYER, PLAYER_PYTHON, read_file, write_file
+from mpvlab.run.physical.state import PhysicalRun, Started
 from mpvlab.scenario import Scenario
+from core.errors import RunFailed
 
 
 def start_apache(run: PhysicalRun, sc: Scenario, video: content.ContentInfo) -> Started:
@@ -25,7 +26,7 @@ def start_apache(run: PhysicalRun, sc: Scenario, video: content.ContentInfo) -> 
     write_file(host, conf, server.render_config(Path(root), Path(docroot)))
     chk = host.run([server.APACHE_BIN, "-t", "-f", conf], check=False)
     if chk.returncode != 0:
-        raise PhysicalRunFailed(f"{host.name}: apache config test failed: {chk.stderr.strip()}")
+        raise RunFailed(f"{host.name}: apache config test failed: {chk.stderr.strip()}")
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C",
            "LD_PRELOAD": f"{server.MPTCPWRAP} {server.CCWRAP}", "MPVLAB_CC": sc.transport.cc}
     (run.ctx.logs / "apache").mkdir(exist_ok=True)
@@ -36,12 +37,12 @@ def start_apache(run: PhysicalRun, sc: Scenario, video: content.ContentInfo) -> 
     while True:
         if started.process.poll() is not None:
             err = read_file(host, f"{root}/error.log") or b""
-            raise PhysicalRunFailed(f"apache on {host.name} exited: {err.decode(errors='replace')[-1000:]}")
+            raise RunFailed(f"apache on {host.name} exited: {err.decode(errors='replace')[-1000:]}")
         cp = host.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-I", url], check=False, timeout=10)
         if cp.stdout.strip() == "200":
             return started
         if time.monotonic() > deadline:
-            raise PhysicalRunFailed(f"apache on {host.name} did not serve {url} within 10 s")
+            raise RunFailed(f"apache on {host.name} did not serve {url} within 10 s")
         time.sleep(0.05)
 
 

@@ -5,14 +5,13 @@ crash), undone backwards at teardown with every undo's exit status kept for prov
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mpvlab import proc
-from topologies.hosts import Host
-from topologies.physical import host_record
+from core import proc
+from core.hosts import Host
+from core.hosts import host_record
+from mpvlab.run.context import RunContext
 
-if TYPE_CHECKING:
-    from mpvlab.runner import RunContext
 
 
 @dataclass

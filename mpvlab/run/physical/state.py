@@ -7,19 +7,16 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mpvlab import proc
-from mpvlab.physical.journal import Journal
-from topologies.hosts import RemoteProcess
-from topologies.physical import PhysicalPlan, host_record
+from core import proc
+from mpvlab.run.physical.journal import Journal
+from core.hosts import RemoteProcess
+from topologies.physical import PhysicalPlan
+from core.hosts import host_record
+from mpvlab.run.context import RunContext
 
-if TYPE_CHECKING:
-    from mpvlab.runner import RunContext
 
-
-class PhysicalRunFailed(RuntimeError):
-    pass
 
 
 @dataclass

@@ -9,9 +9,10 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from core.errors import MpvlabError
 
 
-class CommandError(RuntimeError):
+class CommandError(MpvlabError, RuntimeError):
     """A command the platform ran failed; the message carries the command and its stderr."""
 
 

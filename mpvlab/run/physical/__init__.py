@@ -46,7 +46,3 @@ video at the same cache path on the server (checked by SHA-256).
 """
 
 from __future__ import annotations
-
-from mpvlab.physical.run import execute
-
-__all__ = ["execute"]

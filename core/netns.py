@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from mpvlab import proc
+from core import proc
 
 NETNS_DIR = Path("/run/netns")
 

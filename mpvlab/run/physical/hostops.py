@@ -8,8 +8,8 @@ import base64
 import time
 from pathlib import Path
 
-from mpvlab import proc
-from topologies.hosts import Host, LocalHost
+from core import proc
+from core.hosts import Host, LocalHost
 
 REPO = Path(__file__).resolve().parent.parent.parent
 PLAYER = REPO / "player" / "mpvlab_player.py"

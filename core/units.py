@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from core.errors import InputError
 
 _NUMBER = r"(?P<num>[0-9]+(?:\.[0-9]+)?)"
 
@@ -27,7 +28,7 @@ _PKT_RE = re.compile(r"^(?P<num>[0-9]+)\s*(?:pkt|pkts|packets)$")
 _PERCENT_RE = re.compile(rf"^{_NUMBER}\s*%$")
 
 
-class UnitError(ValueError):
+class UnitError(InputError, ValueError):
     """A quantity that does not parse; the message says what is allowed."""
 
 

@@ -37,14 +37,11 @@ print nothing for non-interactive sessions.
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
-import json
 import os
 import re
 import secrets
 import select
 import shlex
-import stat
 import subprocess
 import threading
 import time
@@ -53,90 +50,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Protocol, runtime_checkable
 
-from mpvlab import proc
-
-# --------------------------------------------------------------------------------------------
-# Validation of what a scenario gives
-# --------------------------------------------------------------------------------------------
-
-
-class HostConfigError(ValueError):
-    """A host, user, interface, port or key path from a scenario is not acceptable."""
-
-
-_HOSTNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$")
-_USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
-_IFNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$")
-_SYSCTL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./:-]{0,250}$")
-_ENVKEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-
-
-def validate_host(value: object) -> str:
-    """A DNS name / host name or an IPv4/IPv6 address (no brackets, no port)."""
-    if isinstance(value, str):
-        try:
-            return str(ipaddress.ip_address(value))
-        except ValueError:
-            pass
-        if _HOSTNAME_RE.fullmatch(value):
-            return value
-    raise HostConfigError(
-        f"host {value!r} is not allowed: give an IPv4/IPv6 address or a host name of 1-253 characters "
-        "from A-Z a-z 0-9 . - starting with a letter or digit")
-
-
-def validate_user(value: object) -> str:
-    if isinstance(value, str) and _USER_RE.fullmatch(value):
-        return value
-    raise HostConfigError(
-        f"user {value!r} is not allowed: 1-32 characters from A-Z a-z 0-9 _ . - starting with a letter or _")
-
-
-def validate_ifname(value: object) -> str:
-    """An interface name as the kernel takes it (IFNAMSIZ: at most 15 characters)."""
-    if isinstance(value, str) and _IFNAME_RE.fullmatch(value):
-        return value
-    raise HostConfigError(
-        f"interface name {value!r} is not allowed: 1-15 characters from A-Z a-z 0-9 _ . : - "
-        "starting with a letter or digit")
-
-
-def validate_port(value: object) -> int:
-    if isinstance(value, bool):
-        raise HostConfigError(f"port {value!r} is not allowed: give an integer 1-65535")
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        value = int(value)
-    if isinstance(value, int) and 1 <= value <= 65535:
-        return value
-    raise HostConfigError(f"port {value!r} is not allowed: give an integer 1-65535")
-
-
-def validate_sysctl_key(key: object) -> str:
-    if isinstance(key, str) and _SYSCTL_RE.fullmatch(key) and ".." not in key:
-        return key
-    raise HostConfigError(f"sysctl key {key!r} is not allowed: dotted name from A-Z a-z 0-9 _ . / : -")
-
-
-def validate_key_path(path: str | os.PathLike[str], allowed_dir: str | os.PathLike[str], *,
-                      private: bool = True) -> Path:
-    """A key (or known_hosts) file that must live inside `allowed_dir` once symlinks are resolved.
-    `private`: also refuse a file group/world can read (ssh refuses such identity files anyway)."""
-    base = Path(allowed_dir).resolve(strict=False)
-    try:
-        real = Path(path).resolve(strict=True)
-    except (OSError, RuntimeError):
-        raise HostConfigError(f"key file {str(path)!r} does not exist (key files must be inside {base})") from None
-    if real != base and base not in real.parents:
-        raise HostConfigError(f"key file {str(path)!r} is not allowed: it resolves to {real}, outside {base} "
-                              "(key files must be inside that directory)")
-    st = real.stat()
-    if not stat.S_ISREG(st.st_mode):
-        raise HostConfigError(f"key file {real} is not a regular file")
-    if private and st.st_mode & 0o077:
-        raise HostConfigError(f"key file {real} is readable by group/others (mode {st.st_mode & 0o777:o}); "
-                              "chmod 600 it")
-    return real
-
+from core import proc
+from core.validators import (
+    _ENVKEY_RE, HostConfigError, validate_host, validate_key_path, validate_port, validate_sysctl_key, validate_user,
+)
 
 # --------------------------------------------------------------------------------------------
 # The Host interface
@@ -557,178 +474,25 @@ def ssh_master(host: SshHost, control_dir: Path, start_timeout: float = 20.0,
 
 
 # --------------------------------------------------------------------------------------------
-# Interfaces named by a scenario
+# Host records: how the ledger remembers a host to reach it again after a crash
 # --------------------------------------------------------------------------------------------
 
 
-class InterfaceError(RuntimeError):
-    pass
+def host_record(host: Host) -> dict[str, Any]:
+    """A JSON-able description of a host, enough to reach it again (the ledger stores it)."""
+    if isinstance(host, LocalHost):
+        return {"kind": "local", "name": host.name}
+    if isinstance(host, SshHost):
+        return {"kind": "ssh", "user": host.user, "host": host.host, "port": host.port,
+                "identity_file": str(host.identity_file), "known_hosts_file": str(host.known_hosts_file)}
+    raise TypeError(f"cannot record host {host!r}")
 
 
-def list_interfaces(host: Host) -> list[str]:
-    links = json.loads(host.run(["ip", "-j", "link", "show"]).stdout or "[]")
-    return sorted(str(link["ifname"]) for link in links)
-
-
-def check_interface(host: Host, ifname: str) -> None:
-    """The interface exists on `host` and is not loopback (the only interfaces a scenario may name)."""
-    ifname = validate_ifname(ifname)
-    if ifname == "lo":
-        raise InterfaceError(f"{host.name}: interface 'lo' cannot carry a path; name the NIC of the path")
-    cp = host.run(["ip", "-j", "link", "show", "dev", ifname], check=False)
-    if cp.returncode != 0:
-        have = ", ".join(n for n in list_interfaces(host) if n != "lo") or "none"
-        raise InterfaceError(f"{host.name}: interface {ifname!r} does not exist (interfaces there: {have})")
-    info = json.loads(cp.stdout)
-    if info and "LOOPBACK" in info[0].get("flags", []):
-        raise InterfaceError(f"{host.name}: interface {ifname!r} is a loopback interface")
-
-
-_STAT_KEYS = {"bytes", "packets", "drops", "overlimits", "requeues", "backlog", "qlen", "refcnt", "stats",
-              "stats64", "xstats"}
-_IPT_TABLES = ("filter", "nat", "mangle", "raw")
-
-
-def _strip(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _strip(v) for k, v in sorted(obj.items()) if k not in _STAT_KEYS}
-    if isinstance(obj, list):
-        return [_strip(v) for v in obj]
-    return obj
-
-
-@dataclass
-class InterfaceState:
-    """The configuration of one interface that a run could change (no counters)."""
-
-    ifname: str
-    qdiscs: list[str]
-    filters: list[str]
-    iptables: list[str]
-    sysctls: dict[str, str]
-
-
-def _names_interface(rule: str, ifname: str) -> bool:
-    toks = shlex.split(rule)
-    for i, t in enumerate(toks[:-1]):
-        if t in ("-i", "-o", "--in-interface", "--out-interface", "--physdev-in", "--physdev-out"):
-            pat = toks[i + 1]
-            if pat == ifname or (pat.endswith("+") and ifname.startswith(pat[:-1])):
-                return True
-    return False
-
-
-# One remote command per snapshot (each SSH session costs a handshake): a constant script, the
-# interface name only as "$1". Sections are separated by marker lines.
-_SNAPSHOT_SCRIPT = r"""
-i=$1
-echo @@qdisc; tc -j qdisc show dev "$i" || exit 4
-echo; echo @@filter ingress; tc -j filter show dev "$i" ingress 2>/dev/null
-echo; echo @@filter egress; tc -j filter show dev "$i" egress 2>/dev/null
-for p in iptables ip6tables; do
-  for t in filter nat mangle raw; do
-    echo; echo "@@ipt $p $t"; "$p" -w -t "$t" -S 2>/dev/null || echo "@@unavailable"
-  done
-done
-echo; echo @@sysctl
-grep -rs ^ /proc/sys/net/ipv4/conf/"$i" /proc/sys/net/ipv6/conf/"$i" \
-  /proc/sys/net/ipv4/neigh/"$i" /proc/sys/net/ipv6/neigh/"$i"
-exit 0
-"""
-
-
-def snapshot_interface(host: Host, ifname: str) -> InterfaceState:
-    """Read-only: qdiscs, ingress/egress tc filters, iptables/ip6tables rules naming the interface
-    (-i/-o, also '+' wildcards), and its per-interface sysctls (net.ipv{4,6}.{conf,neigh}.IF.*)."""
-    ifname = validate_ifname(ifname)
-    check_interface(host, ifname)
-    out = host.run(["sh", "-c", _SNAPSHOT_SCRIPT, "mpvlab-snapshot", ifname]).stdout
-    sections: dict[str, list[str]] = {}
-    cur: list[str] = []
-    for line in out.splitlines():
-        if line.startswith("@@") and line != "@@unavailable":
-            cur = sections.setdefault(line[2:], [])
-        else:
-            cur.append(line)
-
-    def js(name: str) -> list[Any]:
-        text = "\n".join(sections.get(name, [])).strip()
-        return json.loads(text) if text else []
-
-    qdiscs = sorted(json.dumps(_strip(q), sort_keys=True) for q in js("qdisc"))
-    filters: list[str] = []
-    for where in ("ingress", "egress"):
-        filters += sorted(f"{where} " + json.dumps(_strip(f), sort_keys=True) for f in js(f"filter {where}"))
-    rules: list[str] = []
-    for prog in ("iptables", "ip6tables"):
-        for table in _IPT_TABLES:
-            # "@@unavailable": not installed or table absent; nothing can have been added through it.
-            rules += [f"{prog} -t {table} {r}" for r in sections.get(f"ipt {prog} {table}", [])
-                      if r.startswith("-") and _names_interface(r, ifname)]
-    sysctls: dict[str, str] = {}
-    for line in sections.get("sysctl", []):
-        path, _, value = line.partition(":")
-        if path.startswith("/proc/sys/"):
-            sysctls[path[len("/proc/sys/"):]] = value
-    return InterfaceState(ifname, qdiscs, filters, sorted(rules), sysctls)
-
-
-def diff_interface(before: InterfaceState, after: InterfaceState) -> list[str]:
-    out: list[str] = []
-    for label, a, b in (("qdisc", before.qdiscs, after.qdiscs), ("tc filter", before.filters, after.filters),
-                        ("iptables rule", before.iptables, after.iptables)):
-        out += [f"{before.ifname}: {label} left behind: {x}" for x in b if x not in a]
-        out += [f"{before.ifname}: {label} removed: {x}" for x in a if x not in b]
-    for k in sorted(set(before.sysctls) | set(after.sysctls)):
-        if before.sysctls.get(k) != after.sysctls.get(k):
-            out.append(f"{before.ifname}: sysctl {k} was {before.sysctls.get(k)!r}, now {after.sysctls.get(k)!r}")
-    return out
-
-
-class InterfaceLeftoverError(RuntimeError):
-    def __init__(self, host: str, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__(f"{host}: the run left changes on its interfaces:\n  " + "\n  ".join(problems))
-
-
-class interface_guard:
-    """Context manager: record exactly the named interfaces before, verify after that they are as
-    they were (nothing the run added is left, nothing pre-existing was removed or changed).
-
-        with interface_guard(host, ["wlan0", "wwan0"]) as g:
-            ...                                    # apply emulation, run, remove emulation
-        # raises InterfaceLeftoverError listing every difference
-
-    If the body raised, the differences are attached to that exception as a note instead."""
-
-    def __init__(self, host: Host, ifnames: list[str]) -> None:
-        names = [validate_ifname(n) for n in ifnames]
-        if len(set(names)) != len(names):
-            raise HostConfigError(f"interface names repeated: {names}")
-        self.host = host
-        self.ifnames = names
-        self.before: dict[str, InterfaceState] = {}
-
-    def __enter__(self) -> "interface_guard":
-        self.before = {n: snapshot_interface(self.host, n) for n in self.ifnames}
-        return self
-
-    def problems(self) -> list[str]:
-        out: list[str] = []
-        for n in self.ifnames:
-            try:
-                after = snapshot_interface(self.host, n)
-            except (InterfaceError, proc.CommandError) as e:
-                out.append(f"{n}: cannot be read back: {e}")
-                continue
-            out += diff_interface(self.before[n], after)
-        return out
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        problems = self.problems()
-        if problems:
-            if exc is not None:
-                exc.add_note(str(InterfaceLeftoverError(self.host.name, problems)))
-                return False
-            raise InterfaceLeftoverError(self.host.name, problems)
-        return False
+def host_from_record(rec: dict[str, Any]) -> "LocalHost | SshHost":
+    if rec.get("kind") == "local":
+        return LocalHost(name=str(rec.get("name", "localhost")))
+    if rec.get("kind") == "ssh":
+        # No key_dir check here: the record was written by a run that checked it.
+        return SshHost(str(rec["user"]), str(rec["host"]), int(rec["port"]), Path(rec["identity_file"]),
+                       Path(rec["known_hosts_file"]))
+    raise ValueError(f"unknown host record {rec!r}")

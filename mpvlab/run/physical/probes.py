@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from mpvlab import fidelity, server
-from mpvlab.physical.state import PhysicalRun
+from mpvlab.run.physical.state import PhysicalRun
 from mpvlab.scenario import Scenario
 from topologies.physical import PathPlan
 

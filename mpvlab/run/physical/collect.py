@@ -9,10 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mpvlab import proc, sampling, server
-from mpvlab.physical.hostops import pull_files
-from mpvlab.physical.state import PhysicalRun
+from core import proc
+from mpvlab import sampling, server
+from mpvlab.run.physical.hostops import pull_files
+from mpvlab.run.physical.state import PhysicalRun
 from mpvlab.scenario import Scenario
+from mpvlab.run.steps import check_subflows
 
 NOT_COLLECTED = {
     "scheduler_trace": "not collected on physical hosts (BPF observer runs in a local server namespace only): "
@@ -87,8 +89,7 @@ def pull_apache_logs(run: PhysicalRun) -> None:
 def summarise(run: PhysicalRun, sc: Scenario, ps: dict[str, Any], before: dict[str, dict[str, int]],
              after: dict[str, dict[str, int]], poller: SubflowPoller, fid: dict[str, Any]) -> dict[str, Any]:
     """summary.json of a physical run; raises RunFailed when the subflows are not what the scenario
-    asks (runner.check_subflows, the same checks as an emulated run)."""
-    from mpvlab.runner import check_subflows  # runner imports this package lazily
+    asks (steps.check_subflows, the same checks as an emulated run)."""
 
     per_path: dict[str, dict[str, Any]] = {}
     total = 0

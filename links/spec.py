@@ -1,0 +1,86 @@
+"""What a scenario says about one direction of one path: its token bucket, delay schedule, loss and
+the order of shaping and delay. The link emulator (emulator.py) applies it; the schedule maths is
+in schedule.py."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BeforeValidator, Field, field_validator
+
+from core import units
+from core.quantities import Duration, Probability, QueueLimitT, Rate, Size, Strict
+
+
+class ConstantDelay(Strict):
+    kind: Literal["constant"] = "constant"
+    value: Duration = 0
+
+
+class SquareDelay(Strict):
+    """base + amplitude during the first duty·period of each cycle; cycles start at t = phase."""
+
+    kind: Literal["square"]
+    base: Duration = 0
+    amplitude: Duration
+    period: Duration
+    duty: float = Field(0.5, gt=0.0, lt=1.0)
+    phase: Duration = 0
+
+    @field_validator("period")
+    @classmethod
+    def _period_positive(cls, v: int) -> int:
+        if v <= 0:
+            raise ValueError("period must be positive")
+        return v
+
+
+class PiecewiseDelay(Strict):
+    """points: [[time, delay], ...] from time 0, strictly increasing; `repeat` makes it periodic."""
+
+    kind: Literal["piecewise"]
+    points: list[tuple[Duration, Duration]] = Field(min_length=1)
+    repeat: Duration = 0
+
+
+class TraceDelay(Strict):
+    """A file of `time_ms delay_ms` lines, relative to the scenario file's folder (and inside it)."""
+
+    kind: Literal["trace"]
+    file: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,200}$")
+    repeat: Duration = 0
+
+
+DelaySpec = Annotated[Union[ConstantDelay, SquareDelay, PiecewiseDelay, TraceDelay], Field(discriminator="kind")]
+
+
+def _delay_shorthand(v: Any) -> Any:
+    """`delay: 20ms` is shorthand for `delay: {kind: constant, value: 20ms}`."""
+    if isinstance(v, (str, int, float)) and not isinstance(v, bool):
+        return {"kind": "constant", "value": v}
+    return v
+
+
+class LinkDirection(Strict):
+    """One direction of one path, as applied in that path's router node.
+
+    rate/buffer/burst: a token bucket (tc tbf) — rate None means unshaped. delay: one-way delay added
+    by the delay line. order: which comes first inside the router; `shape-then-delay` (default) keeps
+    RTT steps clean because the bottleneck queue sits before the delay (platform-facts.md).
+    """
+
+    rate: Rate | None = None
+    buffer: QueueLimitT = units.QueueLimit(bytes=100_000)
+    burst: Size | None = None
+    delay: Annotated[DelaySpec, BeforeValidator(_delay_shorthand)] = ConstantDelay()
+    loss: Probability = 0.0
+    order: Literal["shape-then-delay", "delay-then-shape"] = "shape-then-delay"
+
+    def effective_burst(self) -> int:
+        """Default burst: the larger of one MTU frame + headroom and 1 ms at the rate (tbf needs
+        burst >= rate/HZ; a burst far above that lets BBR see delivery-rate spikes)."""
+        if self.burst is not None:
+            return self.burst
+        if self.rate is None:
+            return 0
+        return max(3028, self.rate // 8 // 1000)

@@ -1,0 +1,48 @@
+"""What every step of a run shares: the run's identity, its result directory, its ledger, the options it
+was started with and run time zero (t0_ns, CLOCK_MONOTONIC)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from mpvlab.scenario import Scenario
+
+
+
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+DEFAULT_RESULTS = REPO / "results"
+
+
+@dataclass
+class RunOptions:
+    results_root: Path = DEFAULT_RESULTS
+    progress: Callable[[str], None] = lambda _phase: None
+    log: Callable[[str], None] = lambda _msg: None
+    key_dir: Path | None = None   # topology physical: where SSH key files must lie (default: MPVLAB_KEY_DIR)
+
+
+@dataclass
+class RunContext:
+    scenario: Scenario
+    scenario_file: Path
+    scenario_text: str
+    run_id: str
+    run_dir: Path
+    ledger: ledger.Ledger
+    opts: RunOptions
+    extra_prov: dict[str, Any] = field(default_factory=dict)
+    t0_ns: int = 0
+
+    @property
+    def logs(self) -> Path:
+        return self.run_dir / "logs"
+
+    @property
+    def data(self) -> Path:
+        return self.run_dir / "data"

@@ -1,0 +1,82 @@
+"""The session around one run, whatever its topology kind: root check, reaping what dead runs left,
+the run id, result directory and ledger, signals turned into a clean teardown, the status file, and
+provenance. The kind's own steps run inside it (mpvlab/run/__init__.py: KINDS)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import traceback
+
+from pathlib import Path
+from typing import Any, Iterator
+
+from core import ledger, naming, rundir
+from mpvlab import provenance
+
+from mpvlab.scenario import Scenario, dump_yaml, resolved_dict
+from core.errors import Interrupted, RunFailed
+from mpvlab.run.context import RunContext, RunOptions
+from mpvlab.run.kinds import KINDS
+
+
+
+
+
+@contextlib.contextmanager
+def _signals_as_exceptions() -> Iterator[None]:
+    """SIGTERM/SIGHUP become an exception in the main thread so `finally` cleanup runs as for Ctrl-C."""
+    def handler(signum: int, _frame: Any) -> None:
+        raise Interrupted(f"interrupted by {signal.Signals(signum).name}")
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def run_scenario(scenario: Scenario, scenario_file: Path, scenario_text: str, opts: RunOptions) -> Path:
+    """Run once; returns the run directory (state complete). Raises RunFailed after marking it failed."""
+    if os.geteuid() != 0:
+        raise RunFailed("mpvlab run needs root (network namespaces, tc, iptables, BPF)")
+    for name in ledger.reap_stale(opts.log):
+        opts.log(f"cleaned leftover of an earlier run: {name}")
+    run_id = naming.new_run_id()
+    run_dir = rundir.make_run_dir(opts.results_root, scenario.name, run_id)
+    led = ledger.Ledger.create(run_id, run_dir)
+    ctx = RunContext(scenario, scenario_file, scenario_text, run_id, run_dir, led, opts)
+    rundir.write_text(run_dir / "scenario.yaml", scenario_text)
+    rundir.write_text(run_dir / "resolved.yaml", dump_yaml(resolved_dict(scenario)))
+    failure: str | None = None
+    try:
+        with _signals_as_exceptions():
+            summary = KINDS[ctx.scenario.topology.kind](ctx)
+    except (KeyboardInterrupt, Interrupted) as e:
+        failure = str(e) or "interrupted (Ctrl-C)"
+    except RunFailed as e:
+        failure = str(e)
+    except Exception as e:  # noqa: BLE001 — any other error still must leave a marked result dir
+        failure = f"{type(e).__name__}: {e}"
+        (ctx.logs / "runner-traceback.txt").write_text(traceback.format_exc())
+    finally:
+        # Cleanup must not be interrupted by a second Ctrl-C half-way.
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            removed = ledger.cleanup_run(led)
+            ctx.extra_prov["teardown_leftovers_removed_by_ledger"] = removed
+        finally:
+            signal.signal(signal.SIGINT, old)
+    _write_provenance(ctx)
+    if failure is not None:
+        rundir.write_status(run_dir, "failed", reason=failure)
+        raise RunFailed(f"run {run_id} failed: {failure}\n  results kept for inspection in {run_dir}")
+    rundir.write_json(run_dir / "summary.json", summary)
+    rundir.write_status(run_dir, "complete", fidelity_ok=summary.get("fidelity_ok"))
+    return run_dir
+
+
+def _write_provenance(ctx: RunContext) -> None:
+    prov = provenance.collect(ctx.scenario_file, ctx.scenario.seed, ctx.run_id, ctx.extra_prov)
+    rundir.write_json(ctx.run_dir / "provenance.json", prov)

@@ -1,0 +1,226 @@
+"""The steps every run kind shares, written once: content, congestion control, HTTP/TLS, Apache,
+the player, the wait for run time zero, fidelity records and the subflow checks."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+
+from pathlib import Path
+from typing import Any, Callable
+
+from links.emulator import DirectionHandle, stop_direction
+from links.schedule import Schedule, read_trace
+
+from core import ledger, naming, proc
+from mpvlab import content, server, tls
+from links.spec import ConstantDelay, LinkDirection, PiecewiseDelay, SquareDelay, TraceDelay
+from mpvlab.scenario import Scenario
+from core.errors import RunFailed
+from mpvlab.run.context import REPO, RunContext
+
+
+
+
+
+PLAYER = REPO / "player" / "mpvlab_player.py"
+
+
+# Outside the checkout on purpose: Apache serves as www-data, which cannot traverse a checkout or results
+# folder made by root with mode 0700 (mktemp -d). Both are world-readable system cache/runtime paths.
+CONTENT_DIR = Path(os.environ.get("MPVLAB_CONTENT_DIR", "/var/cache/mpvlab/content"))
+
+
+def schedule_for(d: LinkDirection, scenario_dir: Path) -> Schedule:
+    delay = d.delay
+    if isinstance(delay, ConstantDelay):
+        return Schedule.constant(delay.value)
+    if isinstance(delay, SquareDelay):
+        return Schedule.square(delay.base, delay.amplitude, delay.period, delay.duty, delay.phase)
+    if isinstance(delay, PiecewiseDelay):
+        return Schedule.piecewise([(t, v) for t, v in delay.points], delay.repeat)
+    assert isinstance(delay, TraceDelay)
+    return Schedule.piecewise(read_trace(scenario_dir / delay.file), delay.repeat)
+
+
+def ensure_content(sc: Scenario) -> "content.ContentInfo | content.DashInfo":
+    """The scenario's video, generated once and cached by its parameters (also `mpvlab prepare`)."""
+    v = sc.video
+    if v.kind == "dash":
+        return content.ensure_dash(CONTENT_DIR, v.duration / 1e9, sc.dash_ladder, v.segment / 1e9,
+                                   v.width, v.height, v.fps)
+    return content.ensure_progressive(CONTENT_DIR, v.duration / 1e9, v.bitrate, v.width, v.height, v.fps)
+
+
+def content_provenance(video: "content.ContentInfo | content.DashInfo") -> dict[str, Any]:
+    if isinstance(video, content.DashInfo):
+        # The full per-segment listing stays in the ladder's sidecar; provenance names it and its hash.
+        return {"kind": "dash", "sidecar": str(video.sidecar), "mpd_sha256": video.mpd_sha256,
+                "params": video.params, "n_segments": video.n_segments, "bitrates_bps": video.bitrates_bps,
+                "total_bytes": video.total_bytes, "ffmpeg_version": video.ffmpeg_version, "cached": video.cached}
+    return {"kind": "progressive", **video.to_json()}
+
+
+def frames_of(sc: Scenario) -> int:
+    return round(sc.video.duration / 1e9 * sc.video.fps)
+
+
+def setup_cc(ctx: RunContext, stack: contextlib.ExitStack) -> str:
+    sc = ctx.scenario
+    if sc.transport.cc in ("cubic", "bbr"):
+        return sc.transport.cc
+    import cc as cc_registry  # the cc/ package: BPF congestion controls
+    name = naming.cc_name(ctx.run_id, "bbrs")
+    ctx.ledger.add_bpf_cc(name)
+    p = sc.transport.cc_params
+    load = stack.enter_context(cc_registry.load_bbrs(name, p.window, p.percentile, p.factor,
+                                                     ctx.data / "bbrs_state.csv", ctx.logs,
+                                                     state_hz=float(sc.observe.sample_hz)))
+    ctx.ledger.add_proc(proc.ProcRef.of(load.pid, "bbrs-loader"))
+    return name
+
+
+def http_setup(ctx: RunContext, server_addr: str, stack: contextlib.ExitStack) -> server.HttpSetup:
+    """The scenario's HTTP version; with TLS a fresh certificate for the server's address (and loopback,
+    for the readiness check) in the run directory, whose key is deleted when the run ends."""
+    spec = ctx.scenario.server
+    if not spec.tls_enabled:
+        return server.HttpSetup(spec.protocol)
+    ctx.ledger.add_secret(ctx.run_dir / tls.RUN_TLS_DIR / tls.KEY_FILE)   # removed even after a SIGKILL
+    material = tls.make_self_signed(ctx.run_dir / tls.RUN_TLS_DIR, [server_addr, "127.0.0.1"])
+    stack.callback(material.discard_key)   # registered before Apache's stop, so it runs after it
+    return server.HttpSetup(spec.protocol, material)
+
+
+def wait_for_t0(ctx: RunContext, check_links: Callable[[], None]) -> float:
+    """Until run time zero, checking that the delay lines live; returns how late we woke (ms)."""
+    while (wait := ctx.t0_ns - time.monotonic_ns()) > 0:
+        check_links()
+        time.sleep(min(wait / 1e9, 0.1))
+    return (time.monotonic_ns() - ctx.t0_ns) / 1e6
+
+
+NO_FIDELITY_PROBE: dict[str, Any] = {"ok": None, "skipped": True, "warnings": []}
+
+
+def record_fidelity(ctx: RunContext, fid: dict[str, Any]) -> None:
+    """The fidelity check goes into provenance; its warnings are shown as the run goes."""
+    ctx.extra_prov["fidelity"] = fid
+    for w in fid.get("warnings", []):
+        ctx.opts.log(f"fidelity warning: {w}")
+
+
+def start_server(ctx: RunContext, stack: contextlib.ExitStack, video: "content.ContentInfo | content.DashInfo",
+                 ns: Any, cc_name: str, server_env: dict[str, str], server_addr: str,
+                 client_ns: Any) -> tuple[server.ApacheServer, str, server.HttpSetup]:
+    """Apache in `ns` serving the run's video with the scenario's HTTP version, stopped by `stack`.
+    Before returning it has checked, from `client_ns` over the emulated path, that the server speaks
+    that protocol. Returns the server, the video's URL path and the HTTP setup."""
+    docroot = ledger.docroot(ctx.run_id)
+    # The file (progressive) or the ladder's folder (DASH) is linked into the run's web root.
+    if isinstance(video, content.DashInfo):
+        os.symlink(video.dir, docroot / video.dir.name)
+        video_name = f"{video.dir.name}/{video.mpd.name}"
+    else:
+        video_name = "video.mp4"
+        os.symlink(video.path, docroot / video_name)
+    http = http_setup(ctx, server_addr, stack)
+    apache = server.start_apache(ns, ctx.logs / "apache", docroot, cc=cc_name, http=http, extra_env=server_env)
+    ctx.ledger.add_proc(apache.ref)
+    stack.callback(apache.stop)
+    ctx.extra_prov["http"] = http.describe()
+    ctx.extra_prov["apache_ready_s"] = round(
+        server.wait_serving(apache, http.url("127.0.0.1", video_name), http=http), 4)
+    ctx.opts.progress("protocol check")
+    try:
+        ctx.extra_prov["http"]["preflight"] = server.verify_protocol(client_ns, http,
+                                                                     http.url(server_addr, video_name))
+    except server.ProtocolMismatch as e:
+        raise RunFailed(str(e)) from None
+    return apache, video_name, http
+
+
+def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, frames: int, out_dir: Path,
+                 http: server.HttpSetup, label: str = "player") -> tuple[subprocess.Popen[bytes], Any]:
+    """One player in namespace `ns`, writing player-events.jsonl, player-summary.json and player.log
+    into out_dir."""
+    sc = ctx.scenario
+    url = http.url(server_addr, video_name)
+    argv = ["mptcpize", "run", sys.executable, str(PLAYER), "--url", url,
+            "--events", str(out_dir / "player-events.jsonl"), "--summary", str(out_dir / "player-summary.json"),
+            "--mode", sc.player.mode, "--max-lateness-ms", f"{sc.player.max_lateness / 1e6:g}",
+            "--buffer-ms", f"{sc.playout_buffer_ns / 1e6:g}",
+            "--rebuffer-resume-ms", f"{sc.player.rebuffer_resume / 1e6:g}",
+            "--startup-buffer-ms", f"{sc.player.startup_buffer / 1e6:g}",
+            "--t0-ns", str(ctx.t0_ns), "--timeout-s", f"{sc.video.duration / 1e9 * sc.player.timeout_factor + 30:g}",
+            "--frames-expected", str(frames)]
+    if http.tls is not None:
+        argv += ["--ca-file", str(http.tls.cert)]
+    if not sc.player.decode:
+        argv.append("--no-decode")
+    if sc.video.kind == "dash":
+        argv += ["--dash", "--abr", sc.player.abr, "--bba-reservoir-s", f"{sc.player.bba_reservoir / 1e9:g}",
+                 "--bba-cushion-s", f"{sc.player.bba_cushion / 1e9:g}",
+                 "--gst-bitrate-limit", f"{sc.player.gst_bitrate_limit:g}"]
+    if sc.player.cpu is not None:
+        if sc.player.cpu >= (os.cpu_count() or 1):
+            raise RunFailed(f"player.cpu = {sc.player.cpu}, but this machine has CPUs 0..{(os.cpu_count() or 1) - 1}")
+        argv = ["taskset", "-c", str(sc.player.cpu), *argv]
+    with (out_dir / "player.log").open("wb") as out:
+        p = ns.popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    return p, proc.ProcRef.of(p.pid, label)
+
+
+def record_delay_stats(ctx: RunContext, h: DirectionHandle) -> None:
+    ctx.extra_prov.setdefault("delay_lines", {})[h.plan.label] = stop_direction(h)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    except (OSError, ValueError):
+        return {}
+
+
+def mptcp_view(mib: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """MPTCP-level events during playback, from the kernel's MIB of each end's namespace.
+    Reinjections (the server re-sending, on another subflow, data a stalled subflow had taken) are
+    handed to a subflow twice, so the scheduler trace counts them twice: this is what explains
+    `payload_bytes_handed` above the file size. Every counter that moved is kept in `mib`."""
+    return {
+        "reinjected_segments": mib["server"].get("MPTCPRetrans", 0),
+        "duplicate_data_segments_received": mib["client"].get("DuplicateData", 0),
+        "mib": {side: {k: v for k, v in d.items() if v} for side, d in mib.items()},   # non-zero only
+    }
+
+
+def check_subflows(sc: Scenario, subflows: list[dict[str, Any]], expected_cc: str,
+                   per_path: dict[str, dict[str, Any]]) -> None:
+    """What every MPTCP run must have seen (emulated or physical hosts): each subflow on the expected
+    congestion control, a subflow per path, and — when the scenario expects every path — each path
+    carrying at least observe.min_path_share of the bytes; otherwise the run measured something else."""
+    wrong_cc = [s for s in subflows if s["cc"] != expected_cc]
+    if wrong_cc:
+        raise RunFailed(f"subflows not running {expected_cc}: {wrong_cc}")
+    if len(subflows) < sc.expected_subflows:
+        raise RunFailed(f"expected {sc.expected_subflows} MPTCP subflows (one per path), saw {len(subflows)}: "
+                        f"{subflows}")
+    if sc.expected_subflows > 1:
+        thin = {n: v["share"] for n, v in per_path.items() if v["share"] < sc.observe.min_path_share}
+        if thin:
+            raise RunFailed(
+                "path(s) carried less than {:.0%} of the bytes although the scenario expects every path: {} "
+                "(per path: {})".format(sc.observe.min_path_share, thin,
+                                        {n: v["rx_bytes"] for n, v in per_path.items()}))

@@ -1,0 +1,125 @@
+"""What a scenario says about its topology and its paths: the kind, the server addressing, physical
+hosts and their roles, and per path the two link directions (links/spec.py) and, on real hosts, the
+interfaces that carry it. Validated strictly (core/validators.py) before anything runs."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BeforeValidator, Field
+
+from core import validators as hostval
+from core.quantities import Strict
+from links.spec import ConstantDelay, LinkDirection
+
+PATH_NAME_RE = r"^[a-z][a-z0-9]{0,7}$"
+
+
+def _hostcheck(fn: Any) -> Any:
+    """A topologies/hosts.py validator as a pydantic one (its message names what is allowed)."""
+    def check(v: Any) -> Any:
+        try:
+            return fn(v)
+        except hostval.HostConfigError as e:
+            raise ValueError(str(e)) from None
+    return check
+
+
+IfName = Annotated[str, BeforeValidator(_hostcheck(hostval.validate_ifname))]
+HostAddr = Annotated[str, BeforeValidator(_hostcheck(hostval.validate_host))]
+PortNum = Annotated[int, BeforeValidator(_hostcheck(hostval.validate_port))]
+UserName = Annotated[str, BeforeValidator(_hostcheck(hostval.validate_user))]
+HOST_NAME_RE = r"^[a-z][a-z0-9-]{0,31}$"
+KEY_FILE_RE = r"^[A-Za-z0-9_./-]{1,255}$"
+
+
+def _ipv4(v: Any) -> str:
+    try:
+        return str(ipaddress.IPv4Address(v))
+    except (ipaddress.AddressValueError, ValueError, TypeError):
+        raise ValueError(f"{v!r} is not an IPv4 address (give e.g. 192.0.2.10)") from None
+
+
+IPv4 = Annotated[str, BeforeValidator(_ipv4)]
+
+
+class PhysicalPath(Strict):
+    """topology.kind physical: where a path is on real hosts. `client_if` is the client's NIC of the
+    path (its IPv4 address is the subflow's source); `server_address` the server address reached over
+    it; `gateway` the next hop on that NIC (omit when the server or the emulator is on-link there).
+    With an emulator on this path (topology.roles.emulator.<path>): `emulator_server_if` faces the
+    server (the video enters here: `down` shaping sits at its ingress), `emulator_client_if` faces the
+    client (`up` enters here)."""
+
+    client_if: IfName
+    server_address: IPv4
+    gateway: IPv4 | None = None
+    emulator_server_if: IfName | None = None
+    emulator_client_if: IfName | None = None
+
+
+class PathSpec(Strict):
+    """A path between the client and the server: `down` is server → client (the video), `up` the ACKs.
+    `physical` only with topology.kind physical (which interfaces carry the path)."""
+
+    down: LinkDirection = LinkDirection()
+    up: LinkDirection = LinkDirection()
+    physical: PhysicalPath | None = None
+
+    def emulated(self) -> bool:
+        """Anything for an emulator to do on this path (shaping, delay or loss in either direction)?"""
+        return any(d.rate is not None or d.loss > 0 or d.delay != ConstantDelay() for d in (self.down, self.up))
+
+
+class LocalHostSpec(Strict):
+    """This machine's root network namespace (where `mpvlab run` runs)."""
+
+    kind: Literal["local"]
+
+
+class SshHostSpec(Strict):
+    """A remote machine over SSH (key only, strict host-key checking). identity_file / known_hosts:
+    file names inside the key directory (default /etc/mpvlab/keys; set only with `mpvlab run
+    --key-dir` or MPVLAB_KEY_DIR, never by a scenario), or absolute paths that lie inside it."""
+
+    kind: Literal["ssh"]
+    address: HostAddr
+    user: UserName = "root"
+    port: PortNum = 22
+    identity_file: str = Field(pattern=KEY_FILE_RE)
+    known_hosts: str = Field(pattern=KEY_FILE_RE)
+
+
+HostEntry = Annotated[Union[LocalHostSpec, SshHostSpec], Field(discriminator="kind")]
+HostRef = Annotated[str, Field(pattern=HOST_NAME_RE)]
+
+
+class RolesSpec(Strict):
+    """Which host (a name from topology.hosts) plays which role. `emulator`: path name → host; a path
+    without an emulator is used as it is (no shaping, delay or loss may be configured on it)."""
+
+    client: HostRef
+    server: HostRef
+    emulator: dict[Annotated[str, Field(pattern=PATH_NAME_RE)], HostRef] = Field(default_factory=dict)
+
+
+class TopologySpec(Strict):
+    """dual-path: client with one interface per path, one router per path, server (2 paths).
+    dumbbell: server — router — client (1 path): the single-bottleneck studies.
+    shared-bottleneck: `clients` players (and the cross-traffic host, if any) behind ONE router whose
+    one path (`paths:` has exactly one entry) is the bottleneck they all share (topologies/README.md).
+    physical: real hosts (`hosts`, `roles`) and interfaces (`paths.<name>.physical`), 1 or 2 paths."""
+
+    kind: Literal["dual-path", "dumbbell", "shared-bottleneck", "physical"] = "dual-path"
+    clients: int | None = Field(None, ge=1, le=8, description="shared-bottleneck only: players, each in "
+                                                              "its own client namespace (default 2)")
+    # `single`: the server has one address, reached over every path (client policy routing picks the path
+    # by source address); the MPTCP subflows differ in their client address only.
+    # `per-path` (dual-path only): the server has one address per path, each routed over its path only
+    # (as in the published testbed, server behind two L3 switches), so a subflow's server address names
+    # its path too; the server's path manager signals the second address (ADD_ADDR): the in-kernel PM
+    # under `default`, the steering controller (userspace PM) under minrtt/bdp.
+    server_addressing: Literal["single", "per-path"] = "single"
+    hosts: dict[HostRef, HostEntry] = Field(default_factory=dict)
+    roles: RolesSpec | None = None
