@@ -14,9 +14,10 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from cc import registry as cc_registry
 from core.quantities import Duration, Rate, Size, Strict
 from links.spec import ConstantDelay, PiecewiseDelay, SquareDelay, TraceDelay
-from schedulers.params import PARAMS, parse_params
+from schedulers import registry as scheduler_registry
 from topologies.spec import PATH_NAME_RE, LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
 from core.errors import InputError
 
@@ -35,21 +36,52 @@ class HostSpec(Strict):
     )
 
 
-class CCParams(Strict):
-    window: int = Field(100, ge=1, le=1000, description="BBR-S: delivery-rate samples kept")
-    percentile: float = Field(85.0, gt=0.0, le=100.0, description="BBR-S: percentile used as bandwidth estimate")
-    factor: float = Field(1.0, gt=0.0, le=1.0, description="BBR-S: multiplier on the estimate (BBR2-S: 0.85)")
-
-
 class TransportSpec(Strict):
     """scheduler: `default` is the kernel's own; `minrtt` and `bdp` are steering policies on the
     sender (schedulers/README.md). scheduler_params are that scheduler's (schedulers/params.py), with
     every default filled in when resolved."""
 
-    cc: Literal["cubic", "bbr", "bbr-s"] = "cubic"
-    cc_params: CCParams = CCParams()
-    scheduler: Literal["default", "minrtt", "bdp"] = "default"
+    cc: str = "cubic"
+    cc_params: dict[str, Any] = Field(default_factory=dict)
+    scheduler: str = "default"
     scheduler_params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("cc")
+    @classmethod
+    def _known_cc(cls, v: str) -> str:
+        if v not in cc_registry.REGISTRY:
+            raise ValueError(f"{v!r} is not a congestion control here; available: {', '.join(cc_registry.REGISTRY)}")
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_cc_params(cls, data: Any) -> Any:
+        """cc_params are the chosen CC's (cc/registry.py), with every default filled in. A CC without
+        parameters resolves them to {} (a sweep may vary cc over CCs with and without parameters)."""
+        if not isinstance(data, dict):
+            return data
+        name = data.get("cc", "cubic")
+        if not isinstance(name, str) or name not in cc_registry.REGISTRY:
+            return data  # the field check reports it
+        entry = cc_registry.REGISTRY[name]
+        values = data.get("cc_params") or {}
+        if not isinstance(values, dict):
+            raise ValueError("cc_params must be a mapping")
+        if entry.params is None:
+            return {**data, "cc_params": {}}
+        try:
+            params = entry.params.model_validate(values)
+        except ValidationError as e:
+            raise ValueError("; ".join(
+                f"cc_params.{'.'.join(str(x) for x in err['loc'])}: "
+                + (f"unknown key for cc {name!r}; allowed: {', '.join(entry.params.model_fields)}"
+                   if err["type"] == "extra_forbidden" else err["msg"])
+                for err in e.errors())) from None
+        return {**data, "cc_params": params.model_dump()}
+
+    @property
+    def cc_entry(self) -> "cc_registry.CongestionControl":
+        return cc_registry.REGISTRY[self.cc]
 
     @model_validator(mode="before")
     @classmethod
@@ -57,17 +89,19 @@ class TransportSpec(Strict):
         if not isinstance(data, dict):
             return data
         name = data.get("scheduler", "default")
-        if name not in PARAMS:
-            return data  # the Literal check reports it
+        if not isinstance(name, str) or name not in scheduler_registry.REGISTRY:
+            raise ValueError(f"scheduler: {name!r} is not an MPTCP scheduler here; available: "
+                             f"{', '.join(scheduler_registry.REGISTRY)}")
+        entry = scheduler_registry.REGISTRY[name]
         values = data.get("scheduler_params") or {}
         if not isinstance(values, dict):
             raise ValueError("scheduler_params must be a mapping")
         try:
-            params = parse_params(name, values)
+            params = entry.parse_params(values)
         except ValidationError as e:
             problems = "; ".join(
                 f"scheduler_params.{'.'.join(str(x) for x in err['loc'])}: "
-                + ("unknown key for scheduler " + repr(name) + "; allowed: " + ", ".join(sorted(PARAMS[name].model_fields))
+                + ("unknown key for scheduler " + repr(name) + "; allowed: " + ", ".join(sorted(entry.params.model_fields))
                    if err["type"] == "extra_forbidden" else err["msg"])
                 for err in e.errors())
             raise ValueError(problems) from None
@@ -370,12 +404,14 @@ def _check_physical(sc: "Scenario") -> None:
         claim(emu, ph.emulator_server_if or "", f"paths.{name}.physical.emulator_server_if")
         claim(emu, ph.emulator_client_if or "", f"paths.{name}.physical.emulator_client_if")
     # What needs a local BPF object or namespace on the server cannot run on a remote host (yet).
-    if sc.transport.cc == "bbr-s":
-        raise ValueError("transport.cc: bbr-s is not available with topology.kind physical (its BPF loader runs "
-                         "on this machine); allowed: cubic, bbr")
-    if sc.transport.scheduler != "default":
-        raise ValueError("transport.scheduler: only default is available with topology.kind physical "
-                         "(the steering schedulers run a BPF observer in the server's namespace)")
+    if sc.transport.cc_entry.bpf:
+        raise ValueError(f"transport.cc: {sc.transport.cc} is not available with topology.kind physical (its BPF "
+                         "loader runs on this machine); allowed: "
+                         + ", ".join(n for n, e in cc_registry.REGISTRY.items() if not e.bpf))
+    if not scheduler_registry.REGISTRY[sc.transport.scheduler].physical_ok:
+        raise ValueError("transport.scheduler: only " + ", ".join(
+            n for n, e in scheduler_registry.REGISTRY.items() if e.physical_ok) + " is available with topology.kind "
+            "physical (the steering schedulers run a BPF observer in the server's namespace)")
     if sc.video.kind != "progressive":
         raise ValueError("video.kind: only progressive is available with topology.kind physical")
     if sc.server.protocol != "http/1.1" or sc.server.tls is True:

@@ -29,14 +29,20 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from core import proc as proc_mod
-from schedulers.params import (
-    AnyParams, BdpParams, DefaultParams, MinRttParams, PARAMS, SteerParams, parse_params, sndbuf_for_paths,
-)
 from core.errors import MpvlabError
+from schedulers.params import AnyParams, BdpParams, DefaultParams, MinRttParams, SteerParams, sndbuf_for_paths
+from schedulers.registry import REGISTRY
 
 __all__ = ["available", "parse_params", "prepare_server", "start_scheduler", "load_summary", "sndbuf_for_paths",
-           "SchedulerError", "SchedulerHandle", "DefaultParams", "MinRttParams", "BdpParams", "PARAMS",
+           "SchedulerError", "SchedulerHandle", "DefaultParams", "MinRttParams", "BdpParams",
            "kernel_bpf_scheduler_support"]
+
+
+def parse_params(name: str, values: dict[str, object] | None = None) -> AnyParams:
+    """A scheduler's parameters (schedulers/registry.py) with every default filled in."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown MPTCP scheduler {name!r}; known: {', '.join(REGISTRY)}")
+    return REGISTRY[name].parse_params(values)  # type: ignore[return-value]
 
 HERE = Path(__file__).resolve().parent
 STEER_BIN = HERE / "build" / "mpvlab-steer"

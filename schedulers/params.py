@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -70,15 +70,7 @@ class BdpParams(SteerParams):
                                 description="max filter window on delivery-rate samples (non-BBR CCs)")
 
 
-SchedulerName = Literal["default", "minrtt", "bdp"]
 AnyParams = Union[DefaultParams, MinRttParams, BdpParams]
-PARAMS: dict[str, type[BaseModel]] = {"default": DefaultParams, "minrtt": MinRttParams, "bdp": BdpParams}
-
-
-def parse_params(name: str, values: dict[str, object] | None = None) -> AnyParams:
-    if name not in PARAMS:
-        raise ValueError(f"unknown MPTCP scheduler {name!r}; known: {', '.join(PARAMS)}")
-    return PARAMS[name].model_validate(values or {})  # type: ignore[return-value]
 
 
 # sk_wmem_queued (what sk_sndbuf bounds) counts skb truesize, not payload: without offloads a

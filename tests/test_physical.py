@@ -109,7 +109,7 @@ def test_physical_schema_valid() -> None:
     (lambda d: d["topology"]["hosts"].update(x={"kind": "telnet"}), r"topology.hosts.x"),
     (lambda d: d["topology"].pop("roles"), r"topology.roles: required for kind: physical"),
     (lambda d: d["paths"]["lte"].pop("physical"), r"paths.lte.physical: required for topology.kind physical"),
-    (lambda d: d.update(transport={"cc": "bbr-s"}), r"transport.cc: bbr-s is not available .* allowed: cubic, bbr"),
+    (lambda d: d.update(transport={"cc": "bbr-s"}), r"transport.cc: bbr-s is not available .* allowed: cubic, reno, bbr"),
     (lambda d: d.update(transport={"scheduler": "minrtt"}), r"transport.scheduler: only default"),
     (lambda d: d["topology"].update(kind="dual-path"), r"topology.hosts and topology.roles are for kind: physical"),
 ])

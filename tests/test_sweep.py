@@ -57,7 +57,7 @@ def test_bad_grid_value_fails_before_any_run(tmp_path: Path) -> None:
     with pytest.raises(SweepError) as e:
         expand(load_spec(p), p)
     msg = str(e.value)
-    assert "grid transport.cc=vegas" in msg and "'cubic', 'bbr' or 'bbr-s'" in msg
+    assert "grid transport.cc=vegas" in msg and "available: cubic, reno, bbr, bbr-s" in msg
 
 
 def test_expansion_and_seeds(tmp_path: Path) -> None:

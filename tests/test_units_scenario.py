@@ -67,14 +67,14 @@ def test_defaults_are_filled_and_round_trip() -> None:
 
 def test_errors_name_file_field_and_allowed() -> None:
     bad = {"name": "t", "paths": {"wifi": {"down": {"rate": "3mbps", "delya": 1}}, "lte": {}},
-           "transport": {"cc": "reno"}}
+           "transport": {"cc": "vegas"}}
     with pytest.raises(ScenarioError) as e:
         parse_scenario(bad, "my.yaml")
     msg = str(e.value)
     assert msg.startswith("my.yaml: invalid scenario (3 problems)")
     assert "paths.wifi.down.rate: rate '3mbps'" in msg and "bit, kbit, mbit, gbit" in msg
     assert "paths.wifi.down.delya: unknown key; allowed here: buffer, burst, delay, loss, order, rate" in msg
-    assert "transport.cc:" in msg and "'cubic', 'bbr' or 'bbr-s'" in msg
+    assert "transport.cc:" in msg and "available: cubic, reno, bbr, bbr-s" in msg
 
 
 def test_dual_path_needs_two_paths() -> None:

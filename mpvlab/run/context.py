@@ -13,7 +13,7 @@ from mpvlab.scenario import Scenario
 
 
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]   # the checkout: mpvlab/run/context.py → ../../..
 
 
 DEFAULT_RESULTS = REPO / "results"

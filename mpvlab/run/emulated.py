@@ -14,7 +14,6 @@ import schedulers
 from collectors import qdiscstat
 from core import hoststeal, naming, proc
 from mpvlab import fidelity, sampling, transport
-import topologies
 from topologies import dual_path
 from core.errors import RunFailed
 from mpvlab.run.context import RunContext
@@ -139,7 +138,7 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
         raise RunFailed("topology shared-bottleneck is brought up by mpvlab.run_shared (runs only; "
                         "`mpvlab shell` does not support it yet)")
     phase("topology")
-    topo = topologies.build(sc, ctx.run_id, ctx.ledger.add_netns)
+    topo = dual_path.build(list(sc.paths), sc.topology.server_addressing, ctx.run_id, ctx.ledger.add_netns)
     stack.callback(dual_path.teardown, topo)
     ctx.extra_prov["topology"] = {
         "kind": sc.topology.kind, "server_addr": topo.server_addr, "server_addressing": topo.addressing,
@@ -154,7 +153,7 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
     cc_name = setup_cc(ctx, stack)
     ctx.extra_prov["server_routes"] = transport.set_server_cc(topo, cc_name)
     ctx.extra_prov["cc"] = {"requested": sc.transport.cc, "kernel_name": cc_name,
-                            "params": sc.transport.cc_params.model_dump() if sc.transport.cc == "bbr-s" else {}}
+                            "params": dict(sc.transport.cc_params)}
     # The scheduler's server-side needs (userspace path manager for the steering policies) must be
     # in place before any MPTCP connection; it returns environment for Apache (send-buffer bound).
     sched_params = schedulers.parse_params(sc.transport.scheduler, sc.transport.scheduler_params)

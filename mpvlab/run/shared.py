@@ -260,7 +260,7 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         cc_name = steps.setup_cc(ctx, stack)
         ctx.extra_prov["server_routes"] = _set_server_cc(topo, cc_name)
         ctx.extra_prov["cc"] = {"requested": sc.transport.cc, "kernel_name": cc_name,
-                                "params": sc.transport.cc_params.model_dump() if sc.transport.cc == "bbr-s" else {}}
+                                "params": dict(sc.transport.cc_params)}
 
         ctx.t0_ns = time.monotonic_ns() + int(lead_s * 1e9)
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from links.emulator import DirectionHandle, stop_direction
 from links.schedule import Schedule, read_trace
 
-from core import ledger, naming, proc
+from core import ledger, proc
 from mpvlab import content, server, tls
 from links.spec import ConstantDelay, LinkDirection, PiecewiseDelay, SquareDelay, TraceDelay
 from mpvlab.scenario import Scenario
@@ -70,18 +70,17 @@ def frames_of(sc: Scenario) -> int:
 
 
 def setup_cc(ctx: RunContext, stack: contextlib.ExitStack) -> str:
+    """The scenario's congestion control for this run (cc/registry.py); returns the kernel's name of it.
+    A BPF CC gets a run-scoped name, in the ledger before it exists, and is unregistered by `stack`."""
     sc = ctx.scenario
-    if sc.transport.cc in ("cubic", "bbr"):
-        return sc.transport.cc
-    import cc as cc_registry  # the cc/ package: BPF congestion controls
-    name = naming.cc_name(ctx.run_id, "bbrs")
-    ctx.ledger.add_bpf_cc(name)
-    p = sc.transport.cc_params
-    load = stack.enter_context(cc_registry.load_bbrs(name, p.window, p.percentile, p.factor,
-                                                     ctx.data / "bbrs_state.csv", ctx.logs,
-                                                     state_hz=float(sc.observe.sample_hz)))
-    ctx.ledger.add_proc(proc.ProcRef.of(load.pid, "bbrs-loader"))
-    return name
+    entry = sc.transport.cc_entry
+    if entry.bpf:
+        ctx.ledger.add_bpf_cc(entry.kernel_name(ctx.run_id))
+    run = stack.enter_context(entry.setup(ctx.run_id, entry.parse_params(sc.transport.cc_params), ctx.data,
+                                          ctx.logs, float(sc.observe.sample_hz)))
+    if run.pid is not None:
+        ctx.ledger.add_proc(proc.ProcRef.of(run.pid, f"{entry.name} loader"))
+    return run.kernel_name
 
 
 def http_setup(ctx: RunContext, server_addr: str, stack: contextlib.ExitStack) -> server.HttpSetup:

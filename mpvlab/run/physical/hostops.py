@@ -11,7 +11,7 @@ from pathlib import Path
 from core import proc
 from core.hosts import Host, LocalHost
 
-REPO = Path(__file__).resolve().parent.parent.parent
+REPO = Path(__file__).resolve().parents[3]
 PLAYER = REPO / "player" / "mpvlab_player.py"
 PLAYER_PYTHON = "/usr/bin/python3"          # Debian's python3: the one with PyGObject (gi)
 REMOTE_BASE = Path("/run/mpvlab/remote")    # per-run working folders on every host (tmpfs)

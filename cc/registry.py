@@ -1,0 +1,112 @@
+"""Every congestion control a scenario may name, listed once.
+
+Each entry carries what the rest of the platform needs of it: its parameter model (validated by the
+scenario schema), whether it is a kernel CC or a BPF one loaded for the run, whether it can run on
+physical hosts, how to set it up for a run, and how the report shows it (label, colour, marker,
+order). The scenario schema, the run and the report read this list; nothing else names CCs.
+
+Adding a CC: one entry here (and, for a BPF CC, its loader): see cc/README.md, "Adding a CC".
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Iterator
+
+from pydantic import BaseModel, Field
+
+from core import naming
+from core.quantities import Strict
+
+import cc as bbrs_loader
+
+
+class BbrsParams(Strict):
+    """BBR-S (experiments.md §2): the p-th percentile of the last N delivery-rate samples, times a
+    factor, is the bandwidth estimate. Ranges are the loader's own (cc/percentile.h)."""
+
+    window: int = Field(100, ge=1, le=bbrs_loader.MAX_WINDOW, description="delivery-rate samples kept (N)")
+    percentile: float = Field(85.0, gt=0.0, le=100.0, description="percentile used as bandwidth estimate (p)")
+    factor: float = Field(1.0, gt=0.0, le=2.0, description="multiplier on the estimate (BBR2-S: 0.85)")
+
+
+@dataclass(frozen=True)
+class CCRun:
+    """A congestion control set up for one run: the name the kernel knows it by, the process that
+    keeps it registered (None for a kernel CC) and where its state series goes (None: no export)."""
+
+    kernel_name: str
+    pid: int | None = None
+    state_csv: Path | None = None
+
+
+# setup(run_id, params, data_dir, logs_dir, state_hz) -> context manager yielding a CCRun
+Setup = Callable[[str, BaseModel | None, Path, Path, float], ContextManager[CCRun]]
+
+
+@dataclass(frozen=True)
+class CongestionControl:
+    name: str
+    description: str
+    label: str
+    colour: str
+    marker: str
+    params: type[BaseModel] | None     # None: the CC takes no parameters
+    setup: Setup
+    bpf: bool                          # loaded for the run (needs this machine's kernel and root)
+    bbr_family: bool                   # the report shows its BBR model (mode shares, estimates)
+
+    def kernel_name(self, run_id: str) -> str:
+        """What the kernel calls it in run `run_id`: a BPF CC is registered under a run-scoped name
+        (core/naming.py), so concurrent runs never share or remove each other's."""
+        return naming.cc_name(run_id, self.name.replace("-", "")[:8]) if self.bpf else self.name
+
+    def parse_params(self, values: dict[str, Any] | None) -> BaseModel | None:
+        """The CC's parameters with defaults filled in; ValueError names what is wrong."""
+        if self.params is None:
+            return None
+        return self.params.model_validate(values or {})
+
+
+def _kernel(name: str) -> Setup:
+    @contextlib.contextmanager
+    def setup(_run_id: str, _params: BaseModel | None, _data: Path, _logs: Path, _hz: float) -> Iterator[CCRun]:
+        yield CCRun(name)
+    return setup
+
+
+@contextlib.contextmanager
+def _bbrs(run_id: str, params: BaseModel | None, data: Path, logs: Path, state_hz: float) -> Iterator[CCRun]:
+    assert isinstance(params, BbrsParams)
+    name = REGISTRY["bbr-s"].kernel_name(run_id)
+    csv = data / "bbrs_state.csv"
+    with bbrs_loader.load_bbrs(name, params.window, params.percentile, params.factor, csv, logs,
+                               state_hz=state_hz) as load:
+        yield CCRun(name, load.pid, csv)
+
+
+# In the report's order; colours from a colour-blind-safe palette (Okabe–Ito).
+ENTRIES: tuple[CongestionControl, ...] = (
+    CongestionControl("cubic", "CUBIC (kernel)", "CUBIC", "#0072B2", "o", None, _kernel("cubic"), False, False),
+    CongestionControl("reno", "Reno / NewReno (kernel)", "Reno", "#56B4E9", "v", None, _kernel("reno"), False, False),
+    CongestionControl("bbr", "BBR v1 (kernel tcp_bbr)", "BBR", "#D55E00", "s", None, _kernel("bbr"), False, True),
+    CongestionControl("bbr-s", "BBR v1 with the p-th percentile of the last N delivery-rate samples as its "
+                      "bandwidth estimate (BPF struct_ops, experiments.md §2)", "BBR-S", "#009E73", "^",
+                      BbrsParams, _bbrs, True, True),
+)
+REGISTRY: dict[str, CongestionControl] = {e.name: e for e in ENTRIES}
+
+
+def get(name: str) -> CongestionControl:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown congestion control {name!r}; available: {', '.join(REGISTRY)}") from None
+
+
+def order(name: str) -> tuple[int, str]:
+    """Sort key: registry order, unknown names after."""
+    names = list(REGISTRY)
+    return (names.index(name) if name in names else len(names), name)
