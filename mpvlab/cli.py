@@ -79,6 +79,11 @@ def _print_summary(console: Console, run_dir: Path) -> None:
         return
     paths = ", ".join(f"{n} {v['rx_bytes'] / 1e6:.2f} MB ({v['share']:.0%})" for n, v in s["paths"].items())
     console.print(f"  bytes per path: {paths}")
+    if s.get("workload") == "bulk":
+        b = s["bulk"]
+        console.print(f"  bulk transfer: {b['bytes_received'] / 1e6:.2f} MB in {b['transfer_s']:.3f} s "
+                      f"({b['goodput_bps'] / 1e6:.2f} Mbit/s), cc {b['cc_seen']}")
+        return
     console.print(f"  underflows {s['underflows']} ({s['underflow_total_s']} s), picture discards "
                   f"{s['picture_discards']}, startup {s['startup_delay_s']} s, playback {s['duration_s']} s")
     if s.get("fidelity_warnings"):

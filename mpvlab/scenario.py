@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from cc import registry as cc_registry
 from core.quantities import Duration, Rate, Size, Strict
+from mpvlab.run.workloads.spec import VideoWorkloadSpec, WorkloadSpec
 from links.spec import ConstantDelay, PiecewiseDelay, SquareDelay, TraceDelay
 from schedulers import registry as scheduler_registry
 from topologies.spec import PATH_NAME_RE, LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
@@ -239,6 +240,7 @@ class Scenario(Strict):
     paths: dict[Annotated[str, Field(pattern=PATH_NAME_RE)], PathSpec]
     hosts: HostSpec = HostSpec()
     transport: TransportSpec = TransportSpec()
+    workload: WorkloadSpec = VideoWorkloadSpec()
     video: VideoSpec = VideoSpec()
     server: ServerSpec = ServerSpec()
     player: PlayerSpec = PlayerSpec()
@@ -267,6 +269,9 @@ class Scenario(Strict):
         if self.transport.subflows is not None and self.transport.subflows > len(self.paths):
             raise ValueError("transport.subflows cannot exceed the number of paths")
         self._addressing_fits()
+        if self.workload.kind != "video" and self.topology.kind not in ("dual-path", "dumbbell"):
+            raise ValueError(f"workload.kind {self.workload.kind} runs on topology dual-path or dumbbell, "
+                             f"not {self.topology.kind} (yet)")
         return self
 
     def _addressing_fits(self) -> None:

@@ -18,28 +18,30 @@ from topologies import dual_path
 from core.errors import RunFailed
 from mpvlab.run.context import RunContext
 from mpvlab.run.views import summarise
+from mpvlab.run.workloads.base import Ends
+from mpvlab.run.workloads.registry import WORKLOADS
 from mpvlab.run.steps import (
-    NO_FIDELITY_PROBE, content_provenance, ensure_content, frames_of, mptcp_view, read_json, record_delay_stats,
-    record_fidelity, schedule_for, setup_cc, start_player, start_server, wait_for_t0,
+    NO_FIDELITY_PROBE, mptcp_view, read_json, record_delay_stats, record_fidelity, schedule_for, setup_cc,
+    wait_for_t0,
 )
 
 
 
 
 def execute(ctx: RunContext) -> dict[str, Any]:
+    """The run of an emulated dual-path or dumbbell scenario, whatever its workload (workloads/)."""
     sc, phase = ctx.scenario, ctx.opts.progress
     run_started = time.monotonic()
-
-    phase("content")
-    video = ensure_content(sc)
-    ctx.extra_prov["content"] = content_provenance(video)
+    workload = WORKLOADS[sc.workload.kind]()
+    workload.prepare(ctx)
 
     with contextlib.ExitStack() as stack:
         # Run time zero is fixed before the links come up, ahead of the probes, so the delay lines
-        # start on the same clock the player and samplers use; the player starts exactly at t0.
+        # start on the same clock the workload and samplers use; the workload's client starts at t0.
         lead_s = (sc.fidelity.probe_duration / 1e9 + 4.0) if sc.fidelity.probe else 2.0
         net = bring_up_network(ctx, stack, lead_s)
-        topo, schedules, cc_name, check_links = net.topo, net.schedules, net.cc_name, net.check_links
+        topo, schedules, check_links = net.topo, net.schedules, net.check_links
+        ends = Ends(topo.server.ns, topo.client.ns, topo.server_addr, net.cc_name, net.server_env)
 
         if sc.fidelity.probe:
             phase("fidelity probes")
@@ -49,16 +51,14 @@ def execute(ctx: RunContext) -> dict[str, Any]:
             fid = dict(NO_FIDELITY_PROBE)
         record_fidelity(ctx, fid)
 
-        phase("server")
-        apache, video_name, http = start_server(ctx, stack, video, topo.server.ns, cc_name, net.server_env,
-                                                topo.server_addr, topo.client.ns)
+        workload.serve(ctx, stack, ends)
 
         phase("waiting for time zero")
         late_ms = wait_for_t0(ctx, check_links)
 
-        phase("playing")
+        phase(workload.progress(ctx))
         sampler = sampling.Sampler(ctx.t0_ns, topo.client.pid, {p.name: p.client_if for p in topo.paths},
-                                   topo.server.ns, http.port, ctx.data, sc.observe.sample_hz)
+                                   topo.server.ns, workload.port, ctx.data, sc.observe.sample_hz)
         trace_dir = ctx.data / "schedtrace"
         trace = contextlib.ExitStack()
         stack.enter_context(trace)
@@ -78,24 +78,16 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         counters_before = sampling.read_net_dev(topo.client.pid)
         mib_ends = {"server": topo.server.pid, "client": topo.client.pid}
         mib_before = {end: sampling.read_mptcp_mib(pid) for end, pid in mib_ends.items()}
-        player = start_player(ctx, topo.client.ns, topo.server_addr, video_name, frames_of(sc), ctx.logs, http)
-        ctx.ledger.add_proc(player[1])
+        workload.start(ctx, stack, ends)
         sampler.start()
         stack.callback(sampler.stop)
         ctx.extra_prov["player_start_late_ms"] = round(late_ms, 3)
-        timeout_s = sc.video.duration / 1e9 * sc.player.timeout_factor + 30
-        deadline = time.monotonic() + timeout_s + 10
-        # CPU time the hypervisor took while the video played, recorded beside the results.
+        # CPU time the hypervisor took while the workload ran, recorded beside the results.
         with hoststeal.StealMeter() as playing_steal:
-            while player[0].poll() is None:
+            while workload.running():
                 check_links()
-                if not apache.alive():
-                    raise RunFailed(f"apache exited with code {apache.process.returncode} during playback")
-                if time.monotonic() > deadline:
-                    player[0].kill()
-                    raise RunFailed(f"player did not finish within {timeout_s:.0f} s")
-                phase(f"playing ({(time.monotonic_ns() - ctx.t0_ns) / 1e9:5.1f} s of "
-                      f"{sc.video.duration / 1e9:g} s video)")
+                workload.check(ctx)
+                phase(workload.progress(ctx))
                 time.sleep(0.2)
         counters_after = sampling.read_net_dev(topo.client.pid)
         mib = {end: sampling.mptcp_mib_delta(mib_before[end], sampling.read_mptcp_mib(pid))
@@ -106,12 +98,9 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         ctx.extra_prov["scheduler"] = read_json(ctx.data / "scheduler" / "scheduler.json")
 
         phase("checks")
-        player_summary = read_json(ctx.logs / "player-summary.json")
-        if player[0].returncode != 0:
-            reason = player_summary.get("reason") or player_summary.get("error") if player_summary else None
-            raise RunFailed(f"player exited with code {player[0].returncode}: {reason or 'see logs/player.log'}")
-        summary = summarise(ctx, topo, player_summary, counters_before, counters_after, sampler, fid,
-                             trace_summary, sched.summary, http)
+        outcome = workload.finish(ctx)
+        summary = summarise(ctx, topo, outcome, counters_before, counters_after, sampler, fid,
+                            trace_summary, sched.summary)
         summary["mptcp"] = mptcp_view(mib)
         summary["host_steal_during_playback"] = playing_steal.window.as_dict()
         summary["run_wall_s"] = round(time.monotonic() - run_started, 2)

@@ -41,6 +41,7 @@ from mpvlab.run.context import RunContext
 from mpvlab.scenario import BulkTrafficSpec, VoipTrafficSpec
 from topologies import cross_traffic as ct
 from topologies import shared_bottleneck as sb
+from mpvlab.run.workloads.video import dash_view
 
 PATH_LABEL = "shared"       # the delay lines' and queue folder's label (the path's name is the user's)
 VOIP_PORT = 4000
@@ -415,7 +416,7 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, summaries: dict[str, d
     warnings: list[str] = []
     for role, ps in summaries.items():
         v: dict[str, Any] = {k: ps.get(k) for k in PLAYER_KEYS}
-        v["dash"] = steps.dash_view(ps) if ps.get("dash") else None
+        v["dash"] = dash_view(ps) if ps.get("dash") else None
         v["interface_rx_bytes"] = leaf_bytes[role]["rx_bytes"]
         v["mean_throughput_bps"] = (round(ps["bytes_received"] * 8 / ps["playback_s"])
                                     if ps.get("playback_s") and ps.get("bytes_received") else None)

@@ -20,6 +20,7 @@ from core import ledger, proc
 from mpvlab import content, server, tls
 from links.spec import ConstantDelay, LinkDirection, PiecewiseDelay, SquareDelay, TraceDelay
 from mpvlab.scenario import Scenario
+from collectors import qdiscstat
 from core.errors import RunFailed
 from mpvlab.run.context import REPO, RunContext
 
@@ -178,11 +179,6 @@ def record_delay_stats(ctx: RunContext, h: DirectionHandle) -> None:
     ctx.extra_prov.setdefault("delay_lines", {})[h.plan.label] = stop_direction(h)
 
 
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return ""
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -223,3 +219,18 @@ def check_subflows(sc: Scenario, subflows: list[dict[str, Any]], expected_cc: st
                 "path(s) carried less than {:.0%} of the bytes although the scenario expects every path: {} "
                 "(per path: {})".format(sc.observe.min_path_share, thin,
                                         {n: v["rx_bytes"] for n, v in per_path.items()}))
+
+def queue_view(out_dir: Path) -> dict[str, Any]:
+    """Peak and mean backlog and the drops of each shaping qdisc (tbf) on a router during playback."""
+    rows, _links = qdiscstat.load_samples(out_dir)
+    out: dict[str, Any] = {}
+    by_dev: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["kind"] == "tbf":
+            by_dev.setdefault(str(r["dev"]), []).append(r)
+    for dev, rs in by_dev.items():
+        backlog = [int(r["backlog_bytes"]) for r in rs]
+        out[dev] = {"samples": len(rs), "backlog_bytes_max": max(backlog),
+                    "backlog_bytes_mean": round(sum(backlog) / len(backlog)),
+                    "drops": int(rs[-1]["drops"]) - int(rs[0]["drops"])}
+    return out

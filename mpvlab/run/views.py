@@ -8,29 +8,18 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from collectors import qdiscstat
-
-from mpvlab import sampling, server
+from mpvlab import sampling
 
 from topologies import dual_path
 from core.errors import RunFailed
 from mpvlab.run.context import RunContext
 from mpvlab.run.steps import check_subflows
+from mpvlab.run.workloads.base import Outcome
+from mpvlab.run.steps import queue_view
 
 
 
 
-def _apache_requests(access_log: Path) -> int:
-    """Distinct client connections (address, port) that made requests over the emulated paths."""
-    conns = set()
-    try:
-        for line in access_log.read_text().splitlines():
-            parts = line.split()
-            if len(parts) > 2 and not parts[0].startswith("127.") and server.PREFLIGHT_QUERY not in line:
-                conns.add((parts[0], parts[1]))
-    except OSError:
-        pass
-    return len(conns)
 
 
 def _scheduler_view(topo: dual_path.DualPath, sched: dict[str, Any]) -> dict[str, Any]:
@@ -50,11 +39,6 @@ def _scheduler_view(topo: dual_path.DualPath, sched: dict[str, Any]) -> dict[str
             "definition": sched["definitions"].get("path_switch")}
 
 
-def dash_view(ps: dict[str, Any]) -> dict[str, Any]:
-    """experiments.md §2: average quality level over downloaded segments, stall rate, switches."""
-    return {k: ps.get(k) for k in ("abr", "representations", "segment_s", "quality_avg", "bitrate_avg_bps",
-                                   "bitrate_switches", "stall_rate", "abr_policy_mismatches")} | {
-        "segments": len(ps.get("segments") or [])}
 
 
 def _steering_view(steer: dict[str, Any]) -> dict[str, Any] | None:
@@ -68,20 +52,6 @@ def _steering_view(steer: dict[str, Any]) -> dict[str, Any] | None:
             "lost_events": steer.get("lost_events")}
 
 
-def queue_view(out_dir: Path) -> dict[str, Any]:
-    """Peak and mean backlog and the drops of each shaping qdisc (tbf) on a router during playback."""
-    rows, _links = qdiscstat.load_samples(out_dir)
-    out: dict[str, Any] = {}
-    by_dev: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        if r["kind"] == "tbf":
-            by_dev.setdefault(str(r["dev"]), []).append(r)
-    for dev, rs in by_dev.items():
-        backlog = [int(r["backlog_bytes"]) for r in rs]
-        out[dev] = {"samples": len(rs), "backlog_bytes_max": max(backlog),
-                    "backlog_bytes_mean": round(sum(backlog) / len(backlog)),
-                    "drops": int(rs[-1]["drops"]) - int(rs[0]["drops"])}
-    return out
 
 
 # Per data segment on the wire beyond its payload: Ethernet 14 + IPv4 20 + TCP 20 + options 36
@@ -120,16 +90,12 @@ def subflow_address_check(topo: dual_path.DualPath, subflows: list[dict[str, Any
             "stray": stray, "ok": not stray}
 
 
-def summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], before: dict[str, dict[str, int]],
-               after: dict[str, dict[str, int]], sampler: sampling.Sampler, fid: dict[str, Any],
-               sched: dict[str, Any], steer: dict[str, Any], http: server.HttpSetup) -> dict[str, Any]:
+def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, before: dict[str, dict[str, int]],
+              after: dict[str, dict[str, int]], sampler: sampling.Sampler, fid: dict[str, Any],
+              sched: dict[str, Any], steer: dict[str, Any]) -> dict[str, Any]:
+    """The network's part of the summary (per-path bytes, scheduler trace, cross-checks) around the
+    workload's own part (`outcome.fields`)."""
     sc = ctx.scenario
-    # Every request the player made must have used the scenario's protocol (and TLS), or the run
-    # measured something else than it claims.
-    http_tally = server.tally_access_log(ctx.logs / "apache" / "access.log", http)
-    if not http_tally["ok"]:
-        raise RunFailed(f"not every player request used {http_tally['expected']}"
-                        f"{' over TLS' if http.tls else ''}: {http_tally}")
     per_path: dict[str, dict[str, Any]] = {}
     total = 0
     for p in topo.paths:
@@ -137,7 +103,7 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], bef
         per_path[p.name] = {"interface": p.client_if, "rx_bytes": rx,
                             "rx_packets": after[p.client_if]["rx_packets"] - before[p.client_if]["rx_packets"]}
         total += rx
-    playback_s = ps.get("playback_s") or 0
+    playback_s = outcome.duration_s
     for name, v in per_path.items():
         v["share"] = round(v["rx_bytes"] / total, 4) if total else 0.0
         v["mean_throughput_bps"] = round(v["rx_bytes"] * 8 / playback_s) if playback_s else None
@@ -163,14 +129,12 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], bef
             "ratio": None if ratio is None else round(ratio, 5), "tolerance": 0.01,
             "retransmitted_segments": retrans.get(name, 0), "retransmission_allowance": round(retrans_allow, 5),
             "ok": ratio is not None and 0.99 <= ratio <= 1.01 + retrans_allow}
-    requests = _apache_requests(ctx.logs / "apache" / "access.log")
-    checks["collector_saw_every_connection"] = {"apache_connections": requests, "traced": view["connections"],
+    requests = outcome.connections
+    checks["collector_saw_every_connection"] = {outcome.connections_key: requests, "traced": view["connections"],
                                                 "ok": view["connections"] >= requests}
     checks["collector_lost_events"] = {"lost": view["lost_events"], "ok": view["lost_events"] == 0}
     warnings += [f"cross-check {k} failed: {v}" for k, v in checks.items() if not v["ok"]]
-    if ps.get("picture_discards_no_underflow"):
-        warnings.append(f"{ps['picture_discards_no_underflow']} picture discard(s) happened while the playout buffer "
-                        "had data: the CPU was late, not the network (set player.cpu to reserve a core)")
+    warnings += outcome.warnings
     subflows = [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(sampler.subflows_seen.items())]
     expected_cc = ctx.extra_prov["cc"]["kernel_name"]
     check_subflows(sc, subflows, expected_cc, per_path)
@@ -183,31 +147,12 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, ps: dict[str, Any], bef
         "cc": sc.transport.cc,
         "scheduler": sc.transport.scheduler,
         "seed": sc.seed,
-        "video_length_s": sc.video.duration / 1e9,
-        "duration_s": playback_s,
+        "topology": sc.topology.kind,
+        "workload": sc.workload.kind,
+        **outcome.fields,
         "bytes_total": total,
         "paths": per_path,
         "subflows": subflows,
-        "underflows": ps.get("underflows"),
-        "underflow_total_s": ps.get("underflow_total_s"),
-        "picture_discards": ps.get("picture_discards"),
-        # discards while the playout buffer had data: the CPU, not the network, was late
-        "picture_discards_no_underflow": ps.get("picture_discards_no_underflow"),
-        "frames_rendered_late": ps.get("frames_rendered_late"),
-        "frames_accounted": ps.get("frames_accounted"),
-        "underflow_episodes": ps.get("underflow_episodes"),
-        "frames_expected": ps.get("frames_expected"),
-        "frames_rendered": ps.get("frames_rendered"),
-        "startup_delay_s": ps.get("startup_delay_s"),
-        "stall_ratio": ps.get("stall_ratio"),
-        "dash": dash_view(ps) if ps.get("dash") else None,
-        "player_mode": sc.player.mode,
-        "player_cpu": ps.get("cpu"),
-        "http": {"protocol": http.protocol, "tls": http.tls is not None, "port": http.port,
-                 "player_libsoup": ps.get("libsoup"),
-                 **{k: http_tally[k] for k in ("requests", "by_protocol", "by_tls_version", "by_cipher",
-                                              "excluded")},
-                 "preflight": ctx.extra_prov.get("http", {}).get("preflight")},
         "path_switches": view["path_switches"],
         "steering": _steering_view(steer),
         "scheduler_decisions": view["decisions"],

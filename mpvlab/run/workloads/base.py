@@ -1,0 +1,60 @@
+"""The workload plug: what runs over the network once it is up — the video player today, a bulk
+transfer, later live RTP video. The run lifecycle (mpvlab/run/emulated.py) calls, in this order:
+
+    prepare(ctx)                 before any network exists (content, checks of the workload's own inputs)
+    serve(ctx, stack, ends)      the server side up and answering, before run time zero
+    start(ctx, stack, ends)      the client side, at run time zero
+    running() / check(ctx)       polled during the run; check raises RunFailed naming a dead component
+    progress(ctx)                one line for the status display
+    finish(ctx) -> Outcome       the workload's part of the summary, after its processes ended
+
+A new workload is one module here plus an entry in WORKLOADS (workloads/__init__.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from core.netns import Netns
+from mpvlab.run.context import RunContext
+
+
+@dataclass(frozen=True)
+class Ends:
+    """What a workload needs of the network: where its two ends run and how they find each other."""
+
+    server: Netns
+    client: Netns
+    server_addr: str
+    cc_kernel_name: str                 # the congestion control the run set up (cc/registry.py)
+    server_env: dict[str, str] = field(default_factory=dict)   # from the scheduler (e.g. a send-buffer bound)
+
+
+@dataclass
+class Outcome:
+    fields: dict[str, Any]              # the workload's part of summary.json
+    duration_s: float                   # the span the per-path mean throughputs are taken over
+    connections_key: str                # how the cross-check names the workload's connection count
+    connections: int                    # connections it made over the emulated paths
+    warnings: list[str] = field(default_factory=list)
+
+
+class Workload(Protocol):
+    name: str
+    port: int                           # the server's port: the subflow sampler watches it
+
+    def prepare(self, ctx: RunContext) -> None: ...
+
+    def serve(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None: ...
+
+    def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None: ...
+
+    def running(self) -> bool: ...
+
+    def check(self, ctx: RunContext) -> None: ...
+
+    def progress(self, ctx: RunContext) -> str: ...
+
+    def finish(self, ctx: RunContext) -> Outcome: ...
