@@ -9,6 +9,7 @@ global cleanup on Ctrl-C or any exception, which kills every `mnexec` process an
 from __future__ import annotations
 
 import contextlib
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -35,14 +36,14 @@ def open_shell(scenario: Scenario, scenario_file: Path, scenario_text: str, comm
         with contextlib.ExitStack() as stack:
             net = bring_up_network(ctx, stack, lead_s=0.0)
             topo = net.topo
-            mn = Mininet(topo=None, build=False, controller=None)
+            mn = _cli_net(Mininet)
             for node in topo.nodes:
                 mn.hosts.append(node.mn)
                 mn.nameToNode[node.mn.name] = node.mn
             log(f"run {run_id}: nodes {', '.join(n.mn.name for n in topo.nodes)}; server address "
                 f"{topo.server_addr} ({topo.addressing}); paths "
                 + ", ".join(f"{p.name} via {p.client_if} ({p.client_addr} -> {p.server_addr})" for p in topo.paths))
-            log(f"delay-line logs in {workdir / 'logs'}; type 'exit' to tear everything down")
+            log(f"delay-line logs in {workdir / 'logs'} (removed on exit); type 'exit' to tear everything down")
             if commands is None:
                 CLI(mn)
             else:
@@ -51,3 +52,18 @@ def open_shell(scenario: Scenario, scenario_file: Path, scenario_text: str, comm
                 CLI(mn, script=str(script))
     finally:
         ledger.cleanup_run(led)
+        shutil.rmtree(workdir, ignore_errors=True)   # delay-line logs of an interactive session only
+
+
+def _cli_net(mininet_cls: Any) -> Any:
+    """An empty Mininet object for the CLI. Creating one runs `Mininet.init()` → `fixLimits()`, which
+    raises ten host-wide settings of the root namespace (tcp_rmem, tcp_wmem, rmem_max, …) and never
+    restores them; new namespaces inherit tcp_rmem/tcp_wmem, so every later run's buffers would depend
+    on whether someone had opened a shell. `Mininet.__init__` calls `Mininet.init()` on the base class,
+    which returns early once `inited` is set: set for this construction only, in this process only."""
+    was = mininet_cls.inited
+    mininet_cls.inited = True
+    try:
+        return mininet_cls(topo=None, build=False, controller=None)
+    finally:
+        mininet_cls.inited = was

@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from core import ledger, naming, rundir
+from pydantic import ValidationError
+
 from mpvlab import provenance
+from mpvlab import summary as summary_model
 
 from mpvlab.scenario import Scenario, dump_yaml, resolved_dict
 from core.errors import Interrupted, RunFailed
@@ -69,6 +72,13 @@ def run_scenario(scenario: Scenario, scenario_file: Path, scenario_text: str, op
         finally:
             signal.signal(signal.SIGINT, old)
     _write_provenance(ctx)
+    if failure is None:
+        try:
+            summary_model.validated(summary)
+        except ValidationError as e:
+            # A bug of ours, never the user's: keep what was measured beside the reason.
+            rundir.write_json(run_dir / "summary.invalid.json", summary)
+            failure = f"the summary does not match its model (mpvlab/summary.py): {e}"
     if failure is not None:
         rundir.write_status(run_dir, "failed", reason=failure)
         raise RunFailed(f"run {run_id} failed: {failure}\n  results kept for inspection in {run_dir}")

@@ -481,6 +481,7 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, summaries: dict[str, d
         "run_id": ctx.run_id,
         "scenario": sc.name,
         "topology": sc.topology.kind,
+        "workload": sc.workload.kind,
         "cc": sc.transport.cc,
         "transport": "mptcp, one subflow per player",
         "seed": sc.seed,

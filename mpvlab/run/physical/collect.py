@@ -13,6 +13,7 @@ from core import proc
 from mpvlab import sampling, server
 from mpvlab.run.physical.hostops import pull_files
 from mpvlab.run.physical.state import PhysicalRun
+from mpvlab.run.workloads.video import player_view
 from mpvlab.scenario import Scenario
 from mpvlab.run.steps import check_subflows
 
@@ -109,15 +110,10 @@ def summarise(run: PhysicalRun, sc: Scenario, ps: dict[str, Any], before: dict[s
         warnings.append(f"{ps['picture_discards_no_underflow']} picture discard(s) while the playout buffer had "
                         "data: the client's CPU was late, not the network")
     return {
-        "run_id": run.ctx.run_id, "scenario": sc.name, "topology": "physical", "cc": sc.transport.cc,
+        "run_id": run.ctx.run_id, "scenario": sc.name, "topology": "physical", "workload": "video", "cc": sc.transport.cc,
         "scheduler": sc.transport.scheduler, "seed": sc.seed, "video_length_s": sc.video.duration / 1e9,
         "duration_s": playback_s, "bytes_total": total, "paths": per_path, "subflows": subflows,
-        "underflows": ps.get("underflows"), "underflow_total_s": ps.get("underflow_total_s"),
-        "underflow_episodes": ps.get("underflow_episodes"),
-        "picture_discards": ps.get("picture_discards"),
-        "picture_discards_no_underflow": ps.get("picture_discards_no_underflow"),
-        "frames_expected": ps.get("frames_expected"), "frames_rendered": ps.get("frames_rendered"),
-        "startup_delay_s": ps.get("startup_delay_s"), "stall_ratio": ps.get("stall_ratio"),
+        **player_view(ps),
         "player_mode": sc.player.mode, "player_cpu": ps.get("cpu"),
         "path_switches": None, "not_collected": NOT_COLLECTED,
         "warnings": warnings, "fidelity_ok": fid.get("ok"), "fidelity_warnings": fid.get("warnings", []),

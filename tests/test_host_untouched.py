@@ -1,0 +1,68 @@
+"""Nothing the platform does may change host-wide settings: the root namespace's sysctls that shape
+networking (and the ones Mininet's fixLimits() would raise) read the same before and after
+`mpvlab run`, `mpvlab shell` and `mpvlab cleanup`. New namespaces copy tcp_rmem/tcp_wmem from the
+root namespace, so a changed host would silently change every later run's buffers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# Mininet's fixLimits() list, the buffers every namespace inherits, and MPTCP/forwarding defaults.
+WATCHED = [
+    "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.core.rmem_max", "net.core.wmem_max",
+    "net.core.rmem_default", "net.core.wmem_default", "net.core.netdev_max_backlog",
+    "net.ipv4.neigh.default.gc_thresh1", "net.ipv4.neigh.default.gc_thresh2", "net.ipv4.neigh.default.gc_thresh3",
+    "net.ipv6.neigh.default.gc_thresh1", "net.ipv6.neigh.default.gc_thresh2", "net.ipv6.neigh.default.gc_thresh3",
+    "net.ipv4.route.max_size", "kernel.pty.max", "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_no_metrics_save",
+    "net.ipv4.ip_forward", "net.mptcp.enabled", "net.mptcp.pm_type", "net.ipv4.conf.all.rp_filter",
+]
+
+
+def root_sysctls() -> dict[str, str]:
+    out = {}
+    for key in WATCHED:
+        cp = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True)
+        out[key] = " ".join(cp.stdout.split()) if cp.returncode == 0 else f"<absent: {cp.stderr.strip()}>"
+    return out
+
+
+def mpvlab(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mpvlab", *args], capture_output=True, text=True, timeout=240,
+                          cwd=REPO)
+
+
+@pytest.mark.netns
+def test_shell_and_cleanup_leave_root_sysctls_alone(tmp_path: Path) -> None:
+    before = root_sysctls()
+    shell_dirs = set(Path(tempfile_dir()).glob("mpvlab-shell-*"))
+    cmds = tmp_path / "cmds.mn"
+    cmds.write_text("client ip -br addr\n")
+    cp = mpvlab("shell", "scenarios/smoke.yaml", "--commands", str(cmds))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert root_sysctls() == before
+    assert set(Path(tempfile_dir()).glob("mpvlab-shell-*")) == shell_dirs, "mpvlab shell left its folder behind"
+    cp = mpvlab("cleanup")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert root_sysctls() == before
+
+
+@pytest.mark.netns
+@pytest.mark.e2e
+def test_run_leaves_root_sysctls_alone(tmp_path: Path) -> None:
+    before = root_sysctls()
+    f = tmp_path / "bulk.yaml"
+    f.write_text("name: bulk-host\npaths:\n  wifi: {down: {rate: 10mbit}}\n  lte: {down: {rate: 10mbit}}\n"
+                 "workload: {kind: bulk, size: 2MB}\nfidelity: {probe: false}\n")
+    cp = mpvlab("run", str(f), "--results", str(tmp_path / "r"))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert root_sysctls() == before
+
+
+def tempfile_dir() -> str:
+    import tempfile
+    return tempfile.gettempdir()
