@@ -9,6 +9,7 @@ alike.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -18,9 +19,17 @@ from pathlib import Path
 from typing import Callable
 
 from core import naming, netns, proc, rundir
+from core.errors import MpvlabError
 from core.hosts import SshHost, host_from_record
 
 RUNTIME_DIR = Path(os.environ.get("MPVLAB_RUNTIME_DIR", "/run/mpvlab"))
+# Whether a run's owner lives must not depend on a configurable directory: two checkouts, two users
+# or a typo in MPVLAB_RUNTIME_DIR would each see the others' runs as orphans and delete their
+# namespaces mid-run. So every runner holds an exclusive flock on a file named by its run id in this
+# fixed directory for as long as it lives; the kernel drops the lock when the process dies (SIGKILL
+# included) and the descriptor is not inherited by children. Held = alive, free = dead, absent =
+# not a run of this platform's (never reaped).
+OWNER_LOCK_DIR = Path("/run/lock/mpvlab")
 LEDGER_DIR = RUNTIME_DIR / "runs"
 WWW_DIR = RUNTIME_DIR / "www"
 
@@ -60,7 +69,13 @@ class Ledger:
     def create(cls, run_id: str, result_dir: Path) -> "Ledger":
         me = os.getpid()
         ledger = cls(run_id, me, proc.start_time_ticks(me) or 0, str(result_dir))
-        ledger.save()
+        try:
+            ledger._lock_fd = hold_owner_lock(run_id)
+            ledger.save()
+        except OSError as e:
+            ledger.remove()
+            raise LedgerError(f"cannot write the run ledger in {LEDGER_DIR} ({e.strerror}): check MPVLAB_RUNTIME_DIR "
+                              "(a directory root can write; default /run/mpvlab)") from None
         return ledger
 
     def save(self) -> None:
@@ -101,10 +116,51 @@ class Ledger:
         self.save()
 
     def owner_alive(self) -> bool:
+        """Alive unless both the owner's lock is free and its pid (with start time) is gone."""
+        if owner_state(self.run_id) == "alive":
+            return True
         return proc.ProcRef(self.owner_pid, self.owner_start, "owner").alive()
 
     def remove(self) -> None:
-        self.path.unlink(missing_ok=True)
+        try:
+            self.path.unlink(missing_ok=True)
+        except NotADirectoryError:
+            pass    # the runtime directory was never usable: there is no ledger file to remove
+        # The owner's lock goes last: until here the run's objects still counted as a live run's.
+        (OWNER_LOCK_DIR / f"{self.run_id}.lock").unlink(missing_ok=True)
+        fd = getattr(self, "_lock_fd", None)
+        if fd is not None:
+            os.close(fd)
+            self._lock_fd = None
+
+
+def hold_owner_lock(run_id: str) -> int:
+    """Take the run's owner lock (see OWNER_LOCK_DIR); returns the descriptor that holds it."""
+    OWNER_LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    fd = os.open(OWNER_LOCK_DIR / f"{naming.check_run_id(run_id)}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RuntimeError(f"run id {run_id} is already held by a live run") from None
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def owner_state(run_id: str) -> str:
+    """'alive' (its runner holds the lock), 'dead' (the lock file is there, nobody holds it), or
+    'unknown' (no lock file: not a run this platform made, or one whose cleanup already finished)."""
+    try:
+        fd = os.open(OWNER_LOCK_DIR / f"{naming.check_run_id(run_id)}.lock", os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return "unknown"
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return "alive"
+    finally:
+        os.close(fd)    # closing drops the probe's own lock at once
+    return "dead"
 
 
 def load(path: Path) -> Ledger | None:
@@ -203,25 +259,42 @@ def mark_interrupted(result_dir: Path) -> None:
         rundir.write_status(result_dir, "failed", reason="runner died (killed or crashed); cleaned by a later run")
 
 
+class LedgerError(MpvlabError):
+    """The ledger directory cannot be read or written: nothing is cleaned, nothing is started."""
+
+
+def _ledger_paths() -> list[Path]:
+    if not LEDGER_DIR.exists() and not LEDGER_DIR.is_symlink():
+        return []
+    try:
+        with os.scandir(LEDGER_DIR) as it:
+            return sorted(Path(e.path) for e in it if e.name.endswith(".json") and not e.name.startswith("."))
+    except OSError as e:
+        raise LedgerError(f"cannot read the run ledger directory {LEDGER_DIR} ({e.strerror}): refusing to clean "
+                          "up or start anything (set MPVLAB_RUNTIME_DIR to a directory root can write)") from None
+
+
 def reap_stale(log: Callable[[str], None] = lambda _m: None) -> list[str]:
-    """Clean up after every run whose runner is dead, and every `mpv-` namespace no live run owns."""
+    """Clean up after every run whose runner is dead: the ledgers in this runtime directory whose
+    owner died, and every `mpv-` namespace whose run's owner lock is free (OWNER_LOCK_DIR). A
+    namespace whose run holds its lock — whatever runtime directory that run uses — is never
+    touched, nor one without a lock file (not a run this platform made)."""
     removed: list[str] = []
-    live_ids: set[str] = set()
-    if LEDGER_DIR.exists():
-        for path in sorted(LEDGER_DIR.glob("*.json")):
-            ledger = load(path)
-            if ledger is None:
-                continue
-            if ledger.owner_alive():
-                live_ids.add(ledger.run_id)
-            else:
-                removed += cleanup_run(ledger, log)
+    for path in _ledger_paths():
+        ledger = load(path)
+        if ledger is not None and not ledger.owner_alive():
+            removed += cleanup_run(ledger, log)
     for name in netns.list_netns():
         rid = naming.run_id_of_netns(name)
-        # Re-check the ledger file now: a run that started after the scan above wrote its ledger
-        # before creating this namespace, so a namespace with a ledger is never an orphan.
-        if rid is not None and rid not in live_ids and not (LEDGER_DIR / f"{rid}.json").exists():
+        if rid is not None and owner_state(rid) == "dead":
             netns.delete_netns(name)
             removed.append(f"orphan netns {name}")
             log(f"cleaned orphan netns {name}")
+    # Lock files of dead runs with nothing left to find them by (no ledger here, no namespace).
+    ns_ids = {naming.run_id_of_netns(n) for n in netns.list_netns()}
+    for lock in sorted(OWNER_LOCK_DIR.glob("*.lock")) if OWNER_LOCK_DIR.is_dir() else []:
+        rid = lock.stem
+        if (naming.RUN_ID_RE.fullmatch(rid) and rid not in ns_ids and not (LEDGER_DIR / f"{rid}.json").exists()
+                and owner_state(rid) == "dead"):
+            lock.unlink(missing_ok=True)
     return removed

@@ -180,7 +180,16 @@ def cmd_plot(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_cleanup(_args: argparse.Namespace, console: Console) -> int:
-    removed = ledger.reap_stale(lambda m: console.print(m))
+    import os
+    if os.geteuid() != 0:
+        console.print(Text("mpvlab cleanup needs root (it removes network namespaces, qdiscs and BPF objects of "
+                           "dead runs)", style="red"))
+        return 2
+    try:
+        removed = ledger.reap_stale(lambda m: console.print(m))
+    except ledger.LedgerError as e:
+        console.print(Text(str(e), style="red"))
+        return 1
     console.print(f"removed {len(removed)} leftover object(s) of dead runs" if removed else "nothing to clean")
     return 0
 

@@ -134,6 +134,7 @@ class RunHead(Record):
     fidelity_ok: bool | None
     fidelity_warnings: list[str]
     sampler_errors: list[str]
+    run_wall_s: float
 
 
 class EmulatedSummary(RunHead):
@@ -153,7 +154,6 @@ class EmulatedSummary(RunHead):
     cross_checks: dict[str, CrossCheck]
     mptcp: Mptcp
     host_steal_during_playback: Steal
-    run_wall_s: float
     # workload video
     video_length_s: float | None = None
     underflows: int | None = None
@@ -216,7 +216,6 @@ class SharedSummary(RunHead):
     subflows: list[Subflow]
     host_steal_during_playback: Steal
     http: HttpRecord
-    run_wall_s: float
 
 
 Summary = Annotated[Union[EmulatedSummary, PhysicalSummary, SharedSummary], Field(discriminator="topology")]

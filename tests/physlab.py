@@ -2,7 +2,8 @@
 its own sshd, reached from this machine's root namespace over a management veth each (like a lab's
 management network), and veth pairs standing in for the NICs of two paths:
 
-    root ns  hpx<id>m1..3 ── 10.231.k.0/30 ──  hpx<id>n1..3 (management, sshd on 10.231.k.2:2222)
+    root ns  hpx<id>m1..3 ── 10.231.k.0/30 ──  hpx<id>n1..3 (management, sshd on 10.B.k.2:2222,
+             B the first of 231..250 no root-namespace route uses)
 
     client  ca 10.232.1.2 ── ea 10.232.1.1 [emulator] fa 10.232.11.1 ── sa 10.232.11.2  server
             cb 10.232.2.2 ── eb 10.232.2.1            fb 10.232.12.1 ── sb 10.232.12.2  (lo 10.232.100.1)
@@ -32,13 +33,26 @@ SERVER_ADDR = "10.232.100.1"
 ROLES = ("cli", "emu", "srv")
 
 
+
+def _free_mgmt_block() -> str:
+    """'10.B' for the first B in 231..250 with no route of the root namespace inside 10.B.0.0/16."""
+    routes = proc.run(["ip", "-4", "route", "show", "table", "all"]).stdout
+    for b in range(231, 251):
+        if f" 10.{b}." not in f" {routes}":
+            return f"10.{b}"
+    raise RuntimeError("no free 10.B.0.0/16 block in 231..250 for the lab's management links")
+
 class PhysLab:
     def __init__(self) -> None:
         self.rid = secrets.token_hex(3)
         self.ns = {r: Netns(f"hpx-{self.rid}-{r}") for r in ROLES}
         self.mgmt_root = {r: f"hpx{self.rid}m{k}" for k, r in enumerate(ROLES, 1)}
         self.mgmt_ns = {r: f"hpx{self.rid}n{k}" for k, r in enumerate(ROLES, 1)}
-        self.mgmt_addr = {r: f"10.231.{k}.2" for k, r in enumerate(ROLES, 1)}
+        # A management block no other address in the root namespace uses: a lab left by a killed
+        # pytest keeps its 10.231.k.1/30 routes, and a second lab on the same block would reach
+        # that lab's (sshd-less) namespaces instead of its own.
+        self.mgmt_net = _free_mgmt_block()
+        self.mgmt_addr = {r: f"{self.mgmt_net}.{k}.2" for k, r in enumerate(ROLES, 1)}
         i = lambda tag: f"hpx{self.rid}{tag}"  # noqa: E731
         self.ifs = {tag: i(tag) for tag in ("ca", "cb", "ea", "eb", "fa", "fb", "sa", "sb", "o", "p")}
         self.dir = Path(tempfile.mkdtemp(prefix="hpx-", dir="/run"))   # the key directory (root only)
@@ -54,9 +68,9 @@ class PhysLab:
             self.run(r, ["ip", "link", "set", "lo", "up"])
             proc.run(["ip", "link", "add", self.mgmt_root[r], "type", "veth", "peer", "name", self.mgmt_ns[r],
                       "netns", self.ns[r].name])
-            proc.run(["ip", "addr", "add", f"10.231.{k}.1/30", "dev", self.mgmt_root[r]])
+            proc.run(["ip", "addr", "add", f"{self.mgmt_net}.{k}.1/30", "dev", self.mgmt_root[r]])
             proc.run(["ip", "link", "set", self.mgmt_root[r], "up"])
-            self.run(r, ["ip", "addr", "add", f"10.231.{k}.2/30", "dev", self.mgmt_ns[r]])
+            self.run(r, ["ip", "addr", "add", f"{self.mgmt_net}.{k}.2/30", "dev", self.mgmt_ns[r]])
             self.run(r, ["ip", "link", "set", self.mgmt_ns[r], "up"])
         f = self.ifs
         for a, ra, b, rb in (("ca", "cli", "ea", "emu"), ("cb", "cli", "eb", "emu"),

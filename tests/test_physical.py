@@ -328,7 +328,7 @@ def test_preflight_fails_clearly_before_changing_anything(physlab: Any, tmp_path
                          "--key-dir", str(lab.dir)], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert cp.returncode == 1
     out = " ".join((cp.stdout + cp.stderr).split())
-    assert "root@10.231.2.2:2222: interface 'hpxnosuch0' does not exist" in out, out
+    assert f"root@{lab.mgmt_addr['emu']}:2222: interface 'hpxnosuch0' does not exist" in out, out
     run_dir = next(d for d in (tmp_path / "phys-bad").iterdir() if d.is_dir())
     prov = json.loads((run_dir / "provenance.json").read_text())
     assert prov["physical"].get("changes") == []

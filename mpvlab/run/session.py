@@ -44,11 +44,24 @@ def run_scenario(scenario: Scenario, scenario_file: Path, scenario_text: str, op
     """Run once; returns the run directory (state complete). Raises RunFailed after marking it failed."""
     if os.geteuid() != 0:
         raise RunFailed("mpvlab run needs root (network namespaces, tc, iptables, BPF)")
-    for name in ledger.reap_stale(opts.log):
+    try:
+        reaped = ledger.reap_stale(opts.log)
+    except ledger.LedgerError as e:
+        raise RunFailed(str(e)) from None
+    for name in reaped:
         opts.log(f"cleaned leftover of an earlier run: {name}")
     run_id = naming.new_run_id()
-    run_dir = rundir.make_run_dir(opts.results_root, scenario.name, run_id)
-    led = ledger.Ledger.create(run_id, run_dir)
+    run_dir = opts.results_root / scenario.name / run_id
+    # The ledger first: from here on a crash leaves nothing that a later run cannot find and remove.
+    try:
+        led = ledger.Ledger.create(run_id, run_dir)
+    except ledger.LedgerError as e:
+        raise RunFailed(str(e)) from None
+    try:
+        rundir.make_run_dir(opts.results_root, scenario.name, run_id)
+    except OSError as e:
+        ledger.cleanup_run(led)
+        raise RunFailed(f"cannot create the result directory {run_dir}: {e.strerror} (check --results)") from None
     ctx = RunContext(scenario, scenario_file, scenario_text, run_id, run_dir, led, opts)
     rundir.write_text(run_dir / "scenario.yaml", scenario_text)
     rundir.write_text(run_dir / "resolved.yaml", dump_yaml(resolved_dict(scenario)))
