@@ -195,17 +195,18 @@ def test_sabre_pipelining_formula() -> None:
 
 
 def test_sabre_modes_follow_the_75_percent_rule() -> None:
-    a = make("sabre", L3)     # refill_below = buffer / 2 = 10 s; check every 0.2 s
+    a = make("sabre", L3)     # refill_below = buffer/2 = 10 s, backoff_above = 20 - 2 = 18 s
     a.level = 1
     rcv = 100_000
     # (occupancy bytes, bytes read in the 0.2 s, playout buffer s) -> expected mode after the check
     script = [
         (10_000, 100_000, 5.0, "refill"),    # 10 % < 75 %: stay refill; sample 4 Mbit/s -> bw 4.0
         (74_999, 50_000, 8.0, "refill"),     # 74.999 %: refill; 2 Mbit/s -> bw .8x4 + .2x2 = 3.6
-        (75_000, 25_000, 19.0, "backoff"),   # 75 % (>=): refill -> backoff; sample ignored (full)
+        (75_000, 25_000, 19.0, "backoff"),   # 75 % (>=) and buffer 19 >= 18: backoff; sample ignored
         (90_000, 20_000, 18.0, "backoff"),   # full and buffer 18 >= 10: stay
         (80_000, 20_000, 9.9, "refill"),     # full but buffer 9.9 < 10: refill
-        (99_000, 20_000, 12.0, "backoff"),   # full in refill: backoff
+        (99_000, 20_000, 12.0, "refill"),    # full, but buffer 12 < 18: the network outruns 4.8 M: stay
+        (99_000, 20_000, 18.5, "backoff"),   # full and buffer 18.5 >= 18: backoff
         (74_000, 25_000, 15.0, "refill"),    # 74 % < 75 % in backoff: refill; 1 Mbit/s -> .8x3.6+.2 = 3.08
         (50_000, 150_000, 15.0, "refill"),   # stays; 6 Mbit/s -> .8x3.08 + 1.2 = 3.664
     ]
@@ -215,7 +216,7 @@ def test_sabre_modes_follow_the_75_percent_rule() -> None:
         modes.append(t.mode)
         bws.append(t.bw_bps)
     assert modes == [s[3] for s in script]
-    assert bws == pytest.approx([4.0e6, 3.6e6, 3.6e6, 3.6e6, 3.6e6, 3.6e6, 3.08e6, 3.664e6])
+    assert bws == pytest.approx([4.0e6, 3.6e6, 3.6e6, 3.6e6, 3.6e6, 3.6e6, 3.6e6, 3.08e6, 3.664e6])
     # targets: refill lambda x R_highest = 1.2 x 4 = 4.8 Mbit/s; backoff delta x R_1 = 0.8 x 2 = 1.6
     a.mode = "refill"
     assert a.target_read_bps() == pytest.approx(4.8e6)

@@ -14,15 +14,20 @@ fast the application reads the socket, set the server's rate:
                 so the playout buffer drains slowly and the server is held to delta x R by
                 the receive window, leaving the bottleneck queue short.
   * Mode changes, evaluated every `check_period_s` (200 ms) from the socket receive buffer's
-    occupancy O (bytes queued, SIOCINQ) against `occupancy_threshold` (75 %) of rcvbuf:
-      refill -> backoff when O >= 75 %: data piles up although we read at lambda x R_highest,
-                so the reads were held back by a full playout buffer (only that stops a reader
-                faster than every level) — the buffer is full, back off;
+    occupancy O (bytes queued, SIOCINQ, over the kernel's receive buffer) against
+    `occupancy_threshold` (75 %), and the playout buffer B:
+      refill -> backoff when O >= 75 % and B >= `backoff_above_s` (default: buffer − one
+                segment, i.e. full): data piles up in the socket because the full playout
+                buffer holds the reader back — back off. (O >= 75 % with the playout buffer
+                not full only means the network is faster than lambda x R_highest: stay.)
       backoff -> refill when O < 75 %: the network no longer keeps the socket full even at
-                delta x R — the playout buffer is draining faster than data arrives;
-                or when the playout buffer fell below `refill_below_s`.
-    This is our reading of the paper's rule (the paper's text is not in the search corpus):
-    the sequence of modes is a pure function of (occupancy, buffer) samples, see tests.
+                delta x R, so the server is not being held by flow control and the playout
+                buffer drains; or when B < `refill_below_s` (default: half the buffer), since
+                backoff drains the playout buffer by (1 - delta) x R per second.
+    This is our reading of the rule in experiments.md §4 (the paper's text is not in the search
+    corpus); a first version without the B conditions flipped mode at every check on a link
+    faster than lambda x R_highest (bench/bench_abr_client.py, 4 Mbit/s link, top level
+    2 Mbit/s). The sequence of modes is a pure function of the (O, B) samples, see tests.
   * Bandwidth: EWMA of per-check read-rate samples, BW <- alpha x BW + (1 - alpha) x sample
     (alpha = 0.8, the weight of history), using only samples taken while the socket was NOT
     ≥ 75 % full: a full socket means the read pace, not the network, limited the sample.
@@ -87,6 +92,7 @@ class SabreParams(KSwitchParams):
     check_period_s: float = Field(0.2, gt=0, le=10)
     occupancy_threshold: float = Field(0.75, gt=0, lt=1.0)
     refill_below_s: float | None = Field(None, ge=0)   # default: half the buffer
+    backoff_above_s: float | None = Field(None, ge=0)  # default: buffer - one segment (full)
 
 
 Mode = Literal["refill", "backoff"]
@@ -114,8 +120,14 @@ class Sabre(Abr):
         self.bw: float | None = None
 
     def validate(self) -> None:
+        lad = self.ladder
         self.refill_below_s = self.p.refill_below_s if self.p.refill_below_s is not None \
-            else self.ladder.buffer_max_s / 2
+            else lad.buffer_max_s / 2
+        self.backoff_above_s = self.p.backoff_above_s if self.p.backoff_above_s is not None \
+            else lad.buffer_max_s - lad.segment_s
+        if self.refill_below_s > self.backoff_above_s:
+            raise ValueError(f"sabre: refill_below_s ({self.refill_below_s:g}) must not exceed "
+                             f"backoff_above_s ({self.backoff_above_s:g})")
 
     # ---- transport side -------------------------------------------------------------
     def pipeline_depth(self, rcvbuf_bytes: int, level: int | None = None) -> int:
@@ -137,7 +149,7 @@ class Sabre(Abr):
         if not full and bytes_read > 0:
             self.bw = ewma(self.bw, sample, self.p.alpha)
         old = self.mode
-        if self.mode == "refill" and full:
+        if self.mode == "refill" and full and buffer_s >= self.backoff_above_s:
             self.mode = "backoff"
         elif self.mode == "backoff" and (not full or buffer_s < self.refill_below_s):
             self.mode = "refill"
