@@ -57,17 +57,22 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import threading
 import time
 import urllib.parse
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import gi
 
 gi.require_version("Gst", "1.0")
 from gi.repository import Gst  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from abr.bba import BbaPolicy  # noqa: E402,F401
 
 STATS_MESSAGE = "adaptive-streaming-statistics"
 GST_LOOKBACK = 3                 # NUM_LOOKBACK_FRAGMENTS in gstadaptivedemux.c
@@ -136,50 +141,7 @@ def _media_regex(media: str) -> re.Pattern[str]:
 
 
 # ---- ABR policies ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class BbaPolicy:
-    """BBA-0 (Huang, Johari, McKeown, Trunnell, Watson, SIGCOMM 2014, Algorithm 1).
-
-    ``rates`` ascending (bit/s).  f(B) = R_min for B <= r, R_max for B >= r + c,
-    linear in between.  Decision from the previous rate and the buffer level:
-    R+ = next higher rate (R_max at the top), R- = next lower (R_min at the
-    bottom); B <= r -> R_min; B >= r + c -> R_max; f(B) >= R+ -> the highest
-    rate strictly below f(B); f(B) <= R- -> the lowest rate strictly above
-    f(B); otherwise keep the previous rate.
-    """
-
-    rates: tuple[int, ...]
-    reservoir_s: float
-    cushion_s: float
-
-    def f(self, buf_s: float) -> float:
-        lo, hi = self.rates[0], self.rates[-1]
-        if buf_s <= self.reservoir_s:
-            return float(lo)
-        if buf_s >= self.reservoir_s + self.cushion_s:
-            return float(hi)
-        return lo + (hi - lo) * (buf_s - self.reservoir_s) / self.cushion_s
-
-    def decide(self, prev_level: int, buf_s: float) -> int:
-        r = self.rates
-        top = len(r) - 1
-        rate_plus = r[min(prev_level + 1, top)]
-        rate_minus = r[max(prev_level - 1, 0)]
-        if buf_s <= self.reservoir_s:
-            return 0
-        if buf_s >= self.reservoir_s + self.cushion_s:
-            return top
-        fb = self.f(buf_s)
-        if fb >= rate_plus:
-            below = [i for i, x in enumerate(r) if x < fb]
-            return below[-1] if below else 0
-        if fb <= rate_minus:
-            above = [i for i, x in enumerate(r) if x > fb]
-            return above[0] if above else top
-        return prev_level
-
-    def params(self) -> dict[str, Any]:
-        return {"reservoir_s": self.reservoir_s, "cushion_s": self.cushion_s}
+# BBA-0 lives in the ABR registry (player/abr/bba.py); re-exported here for this player.
 
 
 def gst_rule_level(rates: list[int], recent_bps: list[float], limit: float,

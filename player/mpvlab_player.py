@@ -56,6 +56,8 @@ from gi.repository import Gio, GLib, Gst  # noqa: E402
 # DASH support lives next to this file (also when this module is loaded by path).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mpvlab_dash  # noqa: E402
+import dash_client  # noqa: E402
+from abr import REGISTRY as ABR_REGISTRY  # noqa: E402
 
 EXIT_OK, EXIT_INTERNAL, EXIT_ERROR, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
 SAMPLE_PERIOD_MS = 100      # bytes/queue-level samples in the events file
@@ -202,8 +204,16 @@ class Player:
             except GLib.Error as e:
                 raise RuntimeError(f"--ca-file {args.ca_file}: {e.message}") from None
         self.http_sources = 0                  # souphttpsrc elements given the trust store
-        self.dash: mpvlab_dash.DashSession | None = None
-        if args.dash:
+        self.dash: mpvlab_dash.DashSession | dash_client.ClientSession | None = None
+        self.own_client = args.dash and args.fetcher == "own"
+        if self.own_client:
+            # Our own DASH client fetches (player/dash_client.py) and feeds an appsrc.
+            self.dash = dash_client.ClientSession(
+                url=args.url, abr_name=args.abr, abr_params=args.abr_params, seed=args.seed,
+                rcvbuf=args.rcvbuf_bytes, mptcp=not args.no_mptcp, buffer_s=args.buffer_ms / 1000.0,
+                t_of_ns=events.t, emit=events.emit, add_bytes=self._add_bytes,
+                position_s=self._position_s, on_fatal=self._on_fetch_fatal)
+        elif args.dash:
             self.dash = mpvlab_dash.DashSession(
                 abr=args.abr, t_of_ns=events.t, emit=events.emit, add_bytes=self._add_bytes,
                 queue_level_s=lambda: self._queue_ms() / 1000.0,
@@ -225,8 +235,12 @@ class Player:
     def _build(self) -> Gst.Pipeline:
         a = self.a
         p = Gst.Pipeline.new("mpvlab-player")
-        self.src = self._make("souphttpsrc", "src", location=a.url, retries=a.http_retries)
-        self._trust(self.src)
+        if self.own_client:
+            assert isinstance(self.dash, dash_client.ClientSession)
+            self.src = self.dash.build(p, self._make)
+        else:
+            self.src = self._make("souphttpsrc", "src", location=a.url, retries=a.http_retries)
+            self._trust(self.src)
         # dashdemux creates its segment sources itself: give each the same trust store
         # when it joins the pipeline (before it starts, so before its session opens).
         p.connect("deep-element-added", self._on_deep_element)
@@ -244,7 +258,12 @@ class Player:
             self.dec = self._make("avdec_h264", "dec", qos=False)
             chain.append(self.dec)
         chain.append(self.sink)
-        if self.dash is not None:
+        if self.own_client:
+            # appsrc -> qtdemux, both added by ClientSession.build
+            for el in chain:
+                p.add(el)
+            self.demux = self.dash.qtdemux
+        elif self.dash is not None:
             # souphttpsrc(MPD) -> dashdemux -> qtdemux (see mpvlab_dash.py)
             for el in [self.src, *chain]:
                 p.add(el)
@@ -363,6 +382,19 @@ class Player:
         with self.lock:
             self.under.on_running(t)
 
+    # ---- own DASH client hooks (fetch thread) --------------------------------------
+    def _position_s(self) -> float:
+        """Playback position (stream time of the sink); 0 before playing."""
+        ok, pos = self.pipeline.query_position(Gst.Format.TIME)
+        return pos / 1e9 if ok and pos >= 0 else 0.0
+
+    def _on_fetch_fatal(self, reason: str) -> None:
+        def fail() -> bool:
+            self.ev.emit("error", element="dash_client", reason=reason, debug="")
+            self._finish("error", f"dash_client: {reason}", EXIT_ERROR)
+            return False
+        GLib.idle_add(fail)
+
     # ---- main-loop side ---------------------------------------------------------
     def _queue_ms(self) -> float:
         return self.queue.get_property("current-level-time") / 1e6
@@ -432,7 +464,12 @@ class Player:
 
     def _learn_stream(self) -> None:
         ok, dur = self.pipeline.query_duration(Gst.Format.TIME)
-        if ok and dur > 0:
+        if self.own_client and self.dash is not None and self.dash.mpd_duration_s:
+            # The presentation's length is the MPD's: qtdemux, fed fragment by fragment through
+            # the appsrc, reports only what the init segment says (measured: 2 s for a 12 s
+            # presentation in 2 s segments).
+            self.duration_ns = int(round(self.dash.mpd_duration_s * 1e9))
+        elif ok and dur > 0:
             self.duration_ns = dur
         pad = self.queue.get_static_pad("src")
         caps = pad.get_current_caps() if pad else None
@@ -541,12 +578,16 @@ class Player:
         # Start PAUSED: the request goes out and the queue fills; the clock starts
         # (PLAYING) once --startup-buffer-ms is buffered (see _startup_poll).
         ret = self.pipeline.set_state(Gst.State.PAUSED)
+        if self.own_client:
+            self.dash.start()
         GLib.timeout_add(REBUFFER_POLL_MS, self._startup_poll)
         if ret == Gst.StateChangeReturn.FAILURE:
             # The bus usually carries the real reason; give it a moment to arrive.
             GLib.timeout_add(200, lambda: (self._finish("error", "pipeline failed to start",
                                                         EXIT_ERROR), False)[1])
         self.loop.run()
+        if self.own_client:
+            self.dash.stop()
         t_stop = self.ev.t()
         with self.lock:
             if self.under.open_start is not None:
@@ -611,7 +652,11 @@ class Player:
         }
         if self.dash is not None:
             out.update(self.dash.summary())
-            out["stall_rate"] = out["stall_ratio"]      # Vargas et al.'s name
+            # Vargas et al.'s stall rate: (total playback time - video length) / video length,
+            # never below 0 (discard mode ends on schedule; a few ms early is not "negative stall").
+            out["stall_rate"] = None if stall is None else round(max(0.0, stall), 6)
+            out["rebuffer_events"] = len(eps)
+            out["rebuffer_ratio"] = (None if not playback else round(self.under.total_s / playback, 6))
         return out
 
 
@@ -697,8 +742,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="light mode: no decoder; compressed frames are synced and counted")
     ap.add_argument("--dash", action="store_true",
                     help="the URL is a DASH MPD (implied when its path ends in .mpd)")
-    ap.add_argument("--abr", choices=("gst", "bba"), default="gst",
-                    help="DASH rate adaptation: dashdemux's own (gst) or buffer-based BBA-0 (bba)")
+    ap.add_argument("--fetcher", choices=("dashdemux", "own"), default="dashdemux",
+                    help="DASH: who fetches — GStreamer's dashdemux (ABR gst|bba) or mpvlab's own client "
+                         "(player/dash_client.py; ABR from the registry player/abr)")
+    ap.add_argument("--abr", default="gst",
+                    help="DASH rate adaptation. dashdemux: gst (its own) | bba. own: "
+                         + " | ".join(sorted(ABR_REGISTRY)))
+    ap.add_argument("--abr-params", default="{}",
+                    help="own fetcher: the ABR's parameters as a JSON object (validated by its model)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="own fetcher: seed of the ABR's randomness (FESTIVE's request scheduling)")
+    ap.add_argument("--rcvbuf-bytes", type=int, default=None,
+                    help="own fetcher: SO_RCVBUF of the client socket (default: the namespace's "
+                         "tcp_rmem autotuning); required by sabre")
+    ap.add_argument("--no-mptcp", action="store_true",
+                    help="own fetcher: plain TCP socket instead of IPPROTO_MPTCP")
     ap.add_argument("--bba-reservoir-s", type=float, default=5.0,
                     help="BBA: buffer level (s) up to which the lowest rate is chosen")
     ap.add_argument("--bba-cushion-s", type=float, default=15.0,
@@ -711,7 +769,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         a.dash = True
     if a.buffer_ms is None:
         a.buffer_ms = 30000.0 if a.dash else 2000.0
-    if a.dash and a.abr == "bba":
+    if a.dash and a.fetcher == "own":
+        if a.abr not in ABR_REGISTRY:
+            ap.error(f"--abr {a.abr!r} with --fetcher own: one of {', '.join(sorted(ABR_REGISTRY))}")
+        try:
+            a.abr_params = json.loads(a.abr_params)
+        except ValueError as e:
+            ap.error(f"--abr-params is not JSON: {e}")
+        if not isinstance(a.abr_params, dict) or len(json.dumps(a.abr_params)) > 4096:
+            ap.error("--abr-params must be a JSON object (at most 4096 characters)")
+        try:
+            ABR_REGISTRY[a.abr].Params.model_validate(a.abr_params)
+        except Exception as e:        # pydantic's message names the field and what is allowed
+            ap.error(f"--abr-params for {a.abr}: {e}")
+        if a.rcvbuf_bytes is not None and not 4096 <= a.rcvbuf_bytes <= 1 << 30:
+            ap.error("--rcvbuf-bytes must be in [4096, 2^30]")
+        if not a.url.startswith("http://"):
+            ap.error("--fetcher own speaks http:// (HTTP/1.1) only")
+    elif a.dash and a.abr not in ("gst", "bba"):
+        ap.error(f"--abr {a.abr!r}: the dashdemux fetcher knows gst and bba; "
+                 "the registry's algorithms need --fetcher own")
+    if a.dash and a.fetcher == "dashdemux" and a.abr == "bba":
         if a.bba_reservoir_s < 0 or a.bba_cushion_s <= 0:
             ap.error("--bba-reservoir-s must be >= 0 and --bba-cushion-s > 0")
         if a.bba_reservoir_s + a.bba_cushion_s >= a.buffer_ms / 1000:

@@ -1,0 +1,219 @@
+"""mpvlab's own DASH client (player/dash_client.py, `--fetcher own`) against Apache over a
+namespace pair (player/testbed.py), compared with GStreamer's dashdemux player on the same runs.
+
+Namespaces/interfaces carry the helper prefix ``hab``. Content: a SINGLE-level ladder (1 Mbit/s,
+2 s segments, 12 s, 360p), so both players download exactly the same bytes whatever their ABR,
+and startup, underflows and discards must agree:
+  * ample bandwidth: no underflow in either; discards only CPU-late ones within the host's
+    steal (tests/hostnoise.py); startup delays within 0.5 s of each other (both buffer
+    --startup-buffer-ms = 1 s of media before the clock starts; the difference is request
+    handling, not the network) plus the longest host stall;
+  * a tbf at 80 % of the video rate: both stall, and the total underflow time of each is bounded
+    from first principles: the download of the whole stream takes
+    bytes * 8 / goodput, playback of the media takes its length, so the stall time is at least
+    (download time - startup - video length)-ish; we assert the two players' totals agree
+    within 1.5 s (+ steal), and each is within the first-principles band.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from hostnoise import assert_played_through, longest_stall_s
+from mpvlab.hoststeal import StealMeter
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "player"))
+from mpvlab.content import ensure_dash  # noqa: E402
+from player.testbed import Apache, Net, finish_player, start_player  # noqa: E402
+
+CACHE = Path(os.environ.get("MPVLAB_TEST_CONTENT_DIR", "/tmp/hab-content-cache"))
+W, H, FPS = 640, 360, 30
+RATE = 1_000_000
+SEG_S = 2.0
+LEN_S = 12.0
+GOODPUT = 1448 / 1514
+RMEM = (4096, 65536, 131072)
+WMEM = (4096, 16384, 65536)
+
+netns_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, tc)")
+
+
+@pytest.fixture(scope="module")
+def content() -> Any:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    os.chmod(CACHE, 0o755)
+    return ensure_dash(CACHE, LEN_S, [RATE], SEG_S, W, H, FPS)
+
+
+@pytest.fixture(scope="module")
+def content3() -> Any:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    return ensure_dash(CACHE, LEN_S, [500_000, 1_000_000, 2_000_000], SEG_S, W, H, FPS)
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory: pytest.TempPathFactory, content: Any) -> Iterator[tuple[Net, Apache]]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (netns, tc)")
+    n = os.getpid() % 100000
+    net = Net(srv=f"hab{n}s", cli=f"hab{n}c", srv_if=f"hab{n}s", cli_if=f"hab{n}c", srv_ip="10.77.0.1",
+              cli_ip="10.77.0.2", rmem=RMEM, wmem=WMEM)
+    try:
+        net.up()
+        apache = Apache(net, CACHE, tmp_path_factory.mktemp("hab_apache"))
+    except BaseException:
+        net.down()
+        raise
+    try:
+        yield net, apache
+    finally:
+        apache.stop()
+        net.down()
+
+
+def url(apache: Apache, c: Any) -> str:
+    return apache.url(f"{c.dir.name}/{c.mpd.name}")
+
+
+def play(net: Net, u: str, out: Path, *extra: str) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    r = finish_player(start_player(net, u, out, time.monotonic_ns(), "--buffer-ms", "8000", *extra), out)
+    assert r.code == 0, (r.summary.get("reason"), r.summary.get("dash_error"))
+    return r.summary
+
+
+def check_own(s: dict[str, Any], c: Any) -> None:
+    """Bytes and records of the own client add up against the content's sidecar."""
+    assert s["fetcher"] == "own" and s["dash_error"] is None
+    assert s["transport"]["so_protocol"] == 262          # the kernel says: an MPTCP socket
+    assert [g["index"] for g in s["segments"]] == list(range(c.n_segments))
+    for g in s["segments"]:
+        assert g["bytes"] == c.representations[g["level"]]["segments"][g["index"]]["size_bytes"], g
+        assert g["t_request"] <= g["t_first_byte"] <= g["t_last_byte"]
+        assert g["frames_rendered"] + g["frames_discarded"] == int(SEG_S * FPS)
+    total = c.mpd.stat().st_size + sum(g["bytes"] for g in s["segments"]) + \
+        sum(d["bytes"] for d in s["init_downloads"])
+    assert s["bytes_received"] == total
+    assert s["frames_rendered"] + s["picture_discards"] == s["frames_expected"] == int(LEN_S * FPS)
+
+
+@pytest.mark.netns
+@netns_root
+def test_single_level_agrees_with_dashdemux(testbed: tuple[Net, Apache], content: Any,
+                                            tmp_path: Path) -> None:
+    net, apache = testbed
+    net.set_rate(None)
+    with StealMeter() as m1:
+        gst = play(net, url(apache, content), tmp_path / "gst")
+    with StealMeter() as m2:
+        own = play(net, url(apache, content), tmp_path / "own", "--fetcher", "own", "--abr", "on-off")
+    check_own(own, content)
+    assert_played_through(gst, m1.window, FPS)
+    assert_played_through(own, m2.window, FPS)
+    slack = 0.5 + longest_stall_s(m1.window) + longest_stall_s(m2.window)
+    assert abs(own["startup_delay_s"] - gst["startup_delay_s"]) <= slack, \
+        (own["startup_delay_s"], gst["startup_delay_s"])
+    assert own["stall_rate"] == 0.0 or own["stall_rate"] < 0.01
+    assert own["rebuffer_events"] == 0 and own["rebuffer_ratio"] == 0.0
+
+
+@pytest.mark.netns
+@netns_root
+def test_single_level_throttled_agrees_with_dashdemux(testbed: tuple[Net, Apache], content: Any,
+                                                      tmp_path: Path) -> None:
+    """tbf at 80 % of the video's rate, rebuffer mode: both players stall; each one's stall time
+    is bounded by the download time of the whole stream, and the two agree."""
+    net, apache = testbed
+    link = int(RATE * 0.8)
+    net.set_rate(link)
+    try:
+        with StealMeter() as m1:
+            gst = play(net, url(apache, content), tmp_path / "gst", "--mode", "rebuffer")
+        with StealMeter() as m2:
+            own = play(net, url(apache, content), tmp_path / "own", "--mode", "rebuffer",
+                       "--fetcher", "own", "--abr", "on-off")
+    finally:
+        net.set_rate(None)
+    check_own(own, content)
+    media = sum(s["size_bytes"] for s in content.representations[0]["segments"]) + \
+        content.representations[0]["init"]["size_bytes"] + content.mpd.stat().st_size
+    t_dl = media * 8 / (link * GOODPUT)          # the whole stream at the goodput (no burst)
+    for s in (gst, own):
+        assert s["underflows"] >= 1
+        # Playback cannot end before the last byte arrives (+ its last segment's 2 s of media)
+        # -> the stall time is at least t_dl + 0 - startup - LEN... precisely: EOS >= download
+        # end, so playback_s >= t_dl - startup_delay - 10 KB burst; stall = playback - LEN.
+        burst_s = 10_000 * 8 / link
+        assert s["playback_s"] >= t_dl - s["startup_delay_s"] - burst_s - 0.2, (s["playback_s"], t_dl)
+        assert s["stall_rate"] == pytest.approx(max(0, (s["playback_s"] - LEN_S) / LEN_S), abs=2e-6)
+    slack = 1.5 + longest_stall_s(m1.window) + longest_stall_s(m2.window)
+    assert abs(own["underflow_total_s"] - gst["underflow_total_s"]) <= slack, \
+        (own["underflow_total_s"], gst["underflow_total_s"])
+    assert abs(own["startup_delay_s"] - gst["startup_delay_s"]) <= slack
+
+
+@pytest.mark.netns
+@netns_root
+def test_sabre_pipelining_on_the_wire(testbed: tuple[Net, Apache], content3: Any, tmp_path: Path) -> None:
+    """SABRE over the real socket: outstanding media requests = 1 + ceil(rcvbuf*8/(r*s)) for the
+    level current when each was sent (fewer only at the end of the stream), every check's mode
+    change follows the 75 % rule from the occupancy it recorded, and the bytes add up."""
+    net, apache = testbed
+    net.set_rate(3_000_000)
+    rcv = 262144
+    try:
+        s = play(net, url(apache, content3), tmp_path / "sabre", "--fetcher", "own", "--abr", "sabre",
+                 "--rcvbuf-bytes", str(rcv))
+    finally:
+        net.set_rate(None)
+    assert s["dash_error"] is None and s["status"] == "eos"
+    assert s["transport"]["so_protocol"] == 262
+    rates = [r["bitrate_bps"] for r in s["representations"]]
+    n = s["segments_expected"]
+    assert [g["index"] for g in s["segments"]] == list(range(n))
+
+    def formula(level: int) -> int:
+        # 1 + ceil(rcvbuf*8/(r*s)): 0.5 Mbit/s -> 1 + ceil(2.10) = 4; 1 M -> 1 + ceil(1.05) = 3; 2 M -> 2
+        return 1 + math.ceil(rcv * 8 / (rates[level] * SEG_S))
+    assert [formula(i) for i in range(3)] == [4, 3, 2]
+    decs = s["abr_decisions"]
+    for d in decs:
+        assert d["outstanding"] <= formula(d["level_before"]), d
+    # Requests go out in batches (same instant) until the pipeline is full: the last of each
+    # batch fills it to the formula (or to every segment sent so far), except when the stream
+    # ran out of segments to request.
+    batches: dict[float, list[dict[str, Any]]] = {}
+    for d in decs:
+        batches.setdefault(d["t"], []).append(d)
+    checked = 0
+    for t, b in batches.items():
+        last = b[-1]
+        if last["index"] == n - 1:
+            continue
+        assert last["outstanding"] == min(formula(last["level_before"]), last["index"] + 1), b
+        checked += 1
+    assert checked >= 2
+    # Every check's mode from the 75 % rule and the buffer (8 s buffer, 2 s segments: backoff
+    # from refill at >= 6 s with the socket >= 75 % full; refill from backoff below 4 s or < 75 %).
+    checks = s["sabre_checks"]
+    assert len(checks) >= 10
+    mode = "refill"
+    for c in checks:
+        fullsock = c["occupancy"] >= 0.75
+        if mode == "refill":
+            expect = "backoff" if fullsock and c["buffer_s"] >= 6.0 else "refill"
+        else:
+            expect = "refill" if (not fullsock or c["buffer_s"] < 4.0) else "backoff"
+        assert c["mode"] == expect, c
+        mode = c["mode"]
+    assert s["frames_rendered"] + s["picture_discards"] == s["frames_expected"] == int(LEN_S * FPS)
