@@ -247,7 +247,9 @@ class Line:
 
     def delayline(self, sched: Schedule, queue: int = 0, t0_ns: int | None = None,
                   loss: float = 0.0, seed: int = 1, maxlen: int = 65536,
-                  rt_prio: int = 50, name: str = "dl") -> "Daemon":
+                  rt_prio: int = 50, name: str = "dl",
+                  extra: Sequence[str] = ()) -> "Daemon":
+        """extra: more command-line arguments (capacity, outages, GE loss, --release-log)."""
         sfile = self.tmp / f"{name}.sched"
         sfile.write_text(sched.text())
         d = Daemon(line=self, name=name, sched=sched, queue=queue,
@@ -261,6 +263,7 @@ class Line:
             args += ["--t0-ns", str(t0_ns)]
         if loss:
             args += ["--loss", repr(loss), "--seed", str(seed)]
+        args += list(extra)
         d.proc = self.spawn(self.ns_r, args)
         d.wait_ready()
         return d
@@ -506,3 +509,76 @@ def _main(argv: Sequence[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(_main(sys.argv[1:]))
+
+
+# --------------------------------------------------------------------------
+# Capacity runs: bulk TCP through the line, release-log analysis
+
+
+def bulk_tcp(line: Line, seconds: float, cc: str = "cubic") -> dict[str, Any]:
+    """iperf3 bulk server->client for `seconds` (data crosses the router's 'rs' queue)."""
+    srv = line.spawn(line.ns_c, ["iperf3", "-s", "-1", "-p", "5201", "-B", line.client_ip])
+    time.sleep(0.3)
+    cp = line.nsx(line.ns_s, "iperf3", "-c", line.client_ip, "-p", "5201", "-t", str(seconds),
+                  "-C", cc, "-J", timeout=seconds + 30)
+    srv.wait(timeout=10)
+    return json.loads(cp.stdout)
+
+
+@dataclass(frozen=True)
+class Rel:
+    """One row of the delay line's --release-log."""
+
+    seq: int
+    len: int
+    arrival_ns: int
+    fate: str
+    depart_ns: int
+    target_ns: int
+    release_ns: int
+    q_packets: int
+    q_bytes: int
+
+
+def read_release_log(path: Path) -> list[Rel]:
+    rows = path.read_text().splitlines()
+    assert rows[0] == "seq,len,arrival_ns,fate,depart_ns,target_ns,release_ns,q_packets,q_bytes", rows[0]
+    out = []
+    for r in rows[1:]:
+        f = r.split(",")
+        out.append(Rel(int(f[0]), int(f[1]), int(f[2]), f[3], int(f[4]), int(f[5]), int(f[6]),
+                       int(f[7]), int(f[8])))
+    out.sort(key=lambda x: x.seq)
+    return out
+
+
+def window_errors(rels: Sequence[Rel], count_opps: Any, window_ns: int = 100_000_000,
+                  skip_s: float = 1.0, mtu: int = 1500) -> dict[str, Any]:
+    """Delivered IP bytes (by departure time) per window vs opportunities x mtu, over the windows
+    from skip_s after the first departure to one window before the last: the bulk flow's steady
+    span (slow start and the iperf3 tail excluded). count_opps(a, b) = opportunities in (a, b]."""
+    import bisect
+    dep = sorted((r.depart_ns, r.len) for r in rels if r.fate == "A")
+    times = [t for t, _ in dep]
+    cum = [0]
+    for _, n in dep:
+        cum.append(cum[-1] + n)
+    start = (times[0] // window_ns) * window_ns + int(skip_s * 1e9)
+    errs: list[int] = []
+    tot_d = tot_o = 0
+    a = start
+    while a + 2 * window_ns <= times[-1]:
+        b = a + window_ns
+        d = cum[bisect.bisect_right(times, b)] - cum[bisect.bisect_right(times, a)]
+        o = count_opps(a, b) * mtu
+        errs.append(d - o)
+        tot_d += d
+        tot_o += o
+        a = b
+    errs.sort()
+    q = lambda p: errs[min(len(errs) - 1, int(p * len(errs)))]  # noqa: E731
+    return {"windows": len(errs), "delivered_bytes": tot_d, "opportunity_bytes": tot_o,
+            "total_error": (tot_d - tot_o) / tot_o if tot_o else 0.0,
+            "window_error_bytes": {"min": errs[0], "p1": q(0.01), "p50": q(0.5), "p99": q(0.99),
+                                   "max": errs[-1]},
+            "span_s": len(errs) * window_ns / 1e9}

@@ -1,7 +1,11 @@
-/* mpvlab-delayline: per-path one-way delay (constant or time-varying) and
- * i.i.d. loss for a kernel without netem, behind an iptables NFQUEUE rule.
+/* mpvlab-delayline: per-path one-way delay (constant or time-varying), loss
+ * (independent or Gilbert-Elliott), link capacity (a Mahimahi packet-delivery
+ * trace or a rate schedule, with a drop-tail queue) and outages, for a kernel
+ * without netem, behind an iptables NFQUEUE rule.
  *
- * Every queued packet gets a release target = arrival + delay(arrival - t0),
+ * Per packet, in this order: outage (arrivals during one are dropped), loss
+ * model, capacity queue (departure = the opportunity carrying its last byte),
+ * then propagation delay: release target = departure + delay(departure - t0),
  * clamped to be no earlier than the previous packet's target, so the line is
  * FIFO and never reorders. Held packets live in a ring buffer; we sleep in
  * ppoll until the earliest target (or a new packet) and then accept all due
@@ -24,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capacity.h"
+#include "loss.h"
 #include "nfq.h"
 #include "schedule.h"
 #include "stats.h"
@@ -36,7 +42,12 @@
 struct held {
 	uint32_t id;
 	uint32_t len;
-	int64_t target_ns;
+	int64_t target_ns;   /* absolute CLOCK_MONOTONIC */
+	uint64_t seq;        /* arrival order, 0-based (release log) */
+	int64_t arrival_rel; /* relative to t0 */
+	int64_t depart_rel;  /* left the capacity stage (= arrival without one) */
+	uint32_t qpkts;      /* capacity queue found on arrival */
+	uint32_t qbytes;
 };
 
 struct dl {
@@ -49,9 +60,14 @@ struct dl {
 	int64_t last_target_ns;
 	int64_t last_delay_ns;
 	int have_delay;
-	double loss;
-	uint64_t rng;
+	struct dl_loss loss;
+	struct dl_capacity link;
+	struct dl_outages out;
+	size_t next_outage;    /* first outage whose start is not yet handled */
+	uint64_t drops_outage; /* arrived during an outage */
+	uint64_t drops_flushed; /* waiting for the link when an outage began */
 	FILE *steplog;
+	FILE *rlog;
 };
 
 static volatile sig_atomic_t g_stop;
@@ -70,59 +86,116 @@ static int64_t mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* splitmix64: tiny, seedable, and good enough for Bernoulli drops. */
-static uint64_t splitmix64(uint64_t *s)
+/* Release log: one CSV line per packet at its final fate. Fates: A released
+ * at its target, S released early at shutdown, L loss model, Q capacity queue
+ * full, O arrived during an outage, F waiting for the link when an outage
+ * began, X dropped locally (ring full). Times are ns relative to t0; -1 = n/a. */
+static void log_pkt(struct dl *d, uint64_t seq, uint32_t len, int64_t arr,
+		    char fate, int64_t dep, int64_t tgt, int64_t rel,
+		    uint64_t qp, uint64_t qb)
 {
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-	return z ^ (z >> 31);
+	if (d->rlog)
+		fprintf(d->rlog,
+			"%" PRIu64 ",%u,%" PRId64 ",%c,%" PRId64 ",%" PRId64
+			",%" PRId64 ",%" PRIu64 ",%" PRIu64 "\n",
+			seq, len, arr, fate, dep, tgt, rel, qp, qb);
 }
 
-static double uniform01(uint64_t *s)
+static void drop_pkt(struct dl *d, uint32_t id)
 {
-	return (double)(splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
+	if (dl_nfq_verdict(&d->q, id, NF_DROP) < 0)
+		d->st.drops_local++;
+}
+
+/* Handle every outage that has begun by t (relative): drop what is still
+ * waiting for the link (its departure lies after the outage start) and
+ * reset the link. Packets that already left the link (propagating) are kept. */
+static void outage_tick(struct dl *d, int64_t t)
+{
+	while (d->next_outage < d->out.n && d->out.start_ns[d->next_outage] <= t) {
+		int64_t s = d->out.start_ns[d->next_outage];
+
+		while (d->count > 0) {
+			struct held *h =
+				&d->ring[(d->head + d->count - 1) & (d->cap - 1)];
+
+			if (h->depart_rel <= s)
+				break;
+			drop_pkt(d, h->id);
+			d->drops_flushed++;
+			log_pkt(d, h->seq, h->len, h->arrival_rel, 'F', h->depart_rel,
+				-1, -1, h->qpkts, h->qbytes);
+			d->count--;
+		}
+		if (d->link.kind != DL_CAP_NONE)
+			dl_cap_reset(&d->link, s);
+		d->last_target_ns = d->count > 0 ?
+			d->ring[(d->head + d->count - 1) & (d->cap - 1)].target_ns :
+			INT64_MIN;
+		d->next_outage++;
+	}
 }
 
 static void on_packet(void *ctx, uint32_t id, uint32_t len, int64_t now)
 {
 	struct dl *d = ctx;
-	int64_t delay, target;
+	int64_t delay, target, rel = now - d->t0_ns, depart = rel;
+	uint64_t seq = d->st.packets, qp = 0, qb = 0;
 	struct held *h;
 
 	d->st.packets++;
 	d->st.bytes += len;
-	if (d->loss > 0.0 && uniform01(&d->rng) < d->loss) {
-		if (dl_nfq_verdict(&d->q, id, NF_DROP) < 0)
-			d->st.drops_local++;
-		d->st.drops_loss++;
+	outage_tick(d, rel);
+	if (dl_outage_at(&d->out, rel, NULL)) {
+		drop_pkt(d, id);
+		d->drops_outage++;
+		log_pkt(d, seq, len, rel, 'O', -1, -1, -1, 0, 0);
 		return;
 	}
-	delay = dl_schedule_delay(&d->sched, now - d->t0_ns);
+	if (dl_loss_drop(&d->loss)) {
+		drop_pkt(d, id);
+		d->st.drops_loss++;
+		log_pkt(d, seq, len, rel, 'L', -1, -1, -1, 0, 0);
+		return;
+	}
+	if (d->count == d->cap) {
+		/* Cannot happen while cap >= kernel maxlen; be loud anyway. */
+		dl_nfq_verdict(&d->q, id, NF_DROP);
+		d->st.drops_local++;
+		log_pkt(d, seq, len, rel, 'X', -1, -1, -1, 0, 0);
+		return;
+	}
+	if (d->link.kind != DL_CAP_NONE &&
+	    dl_cap_arrive(&d->link, rel, len, &depart, &qp, &qb)) {
+		drop_pkt(d, id);
+		log_pkt(d, seq, len, rel, 'Q', -1, -1, -1, qp, qb);
+		return;
+	}
+	/* Propagation delay is chosen by the time the packet leaves the link
+	 * (without a capacity model: its arrival). */
+	delay = dl_schedule_delay(&d->sched, depart);
 	if (!d->have_delay || delay != d->last_delay_ns) {
 		if (d->have_delay)
 			d->st.delay_steps++;
 		d->have_delay = 1;
 		d->last_delay_ns = delay;
 		if (d->steplog)
-			fprintf(d->steplog, "%" PRId64 ",%" PRId64 "\n",
-				now - d->t0_ns, delay / 1000);
+			fprintf(d->steplog, "%" PRId64 ",%" PRId64 "\n", depart,
+				delay / 1000);
 	}
-	target = now + delay;
+	target = d->t0_ns + depart + delay;
 	if (target < d->last_target_ns)
 		target = d->last_target_ns; /* FIFO: never overtake */
 	d->last_target_ns = target;
-	if (d->count == d->cap) {
-		/* Cannot happen while cap >= kernel maxlen; be loud anyway. */
-		dl_nfq_verdict(&d->q, id, NF_DROP);
-		d->st.drops_local++;
-		return;
-	}
 	h = &d->ring[(d->head + d->count) & (d->cap - 1)];
 	h->id = id;
 	h->len = len;
 	h->target_ns = target;
+	h->seq = seq;
+	h->arrival_rel = rel;
+	h->depart_rel = depart;
+	h->qpkts = (uint32_t)qp;
+	h->qbytes = qb > UINT32_MAX ? UINT32_MAX : (uint32_t)qb;
 	d->count++;
 	if (d->count > d->st.max_queued)
 		d->st.max_queued = d->count;
@@ -136,6 +209,8 @@ static int release_due(struct dl *d, int force)
 	uint32_t last_id = 0;
 	size_t n = 0;
 
+	if (!force)
+		outage_tick(d, now - d->t0_ns);
 	while (d->count > 0) {
 		struct held *h = &d->ring[d->head];
 
@@ -143,6 +218,9 @@ static int release_due(struct dl *d, int force)
 			break;
 		if (!force)
 			dl_stats_late(&d->st, now - h->target_ns);
+		log_pkt(d, h->seq, h->len, h->arrival_rel, force ? 'S' : 'A',
+			h->depart_rel, h->target_ns - d->t0_ns, now - d->t0_ns,
+			h->qpkts, h->qbytes);
 		last_id = h->id;
 		d->head = (d->head + 1) & (d->cap - 1);
 		d->count--;
@@ -180,7 +258,72 @@ static void usage(FILE *out)
 		"usage: " PROG " --queue NUM --schedule FILE [--t0-ns MONOTONIC_NS]\n"
 		"        [--loss PROB --seed N] [--maxlen N] [--rt-prio P]\n"
 		"        [--ready-file PATH] [--stats FILE] [--step-log FILE]\n"
-		"       " PROG " --check --schedule FILE   (validate and print the schedule)\n");
+		"        [--ge-p P --ge-r R --ge-loss-bad X --ge-loss-good Y]  (Gilbert-Elliott instead of --loss)\n"
+		"        [--capacity-trace FILE [--opportunity-bytes N] | --rate-schedule FILE]\n"
+		"        [--packet-overhead N] [--queue-packets N] [--queue-bytes N]\n"
+		"        [--outage START_US:END_US ...] [--release-log FILE]\n"
+		"       " PROG " --check --schedule FILE   (validate and print the schedule)\n"
+		"       " PROG " --loss-selftest N (--loss P | --ge-...) [--seed S]  (run the loss model N times, print JSON)\n");
+}
+
+static int parse_prob_arg(const char *name, const char *s, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	if (errno || *end || end == s || !(*out >= 0.0) || *out > 1.0) {
+		fprintf(stderr, PROG ": %s: invalid probability '%s' (0..1)\n",
+			name, s);
+		return -1;
+	}
+	return 0;
+}
+
+/* Extra stats sections: capacity, outages, loss model. */
+static void write_extra(FILE *f, void *ctx)
+{
+	struct dl *d = ctx;
+	static const char *kinds[] = { "none", "trace", "rate" };
+	const struct dl_capacity *c = &d->link;
+
+	fprintf(f, "  \"drops_queue\": %" PRIu64 ",\n", c->queue_drops);
+	fprintf(f, "  \"drops_outage\": %" PRIu64 ",\n", d->drops_outage);
+	fprintf(f, "  \"drops_outage_flushed\": %" PRIu64 ",\n",
+		d->drops_flushed);
+	fprintf(f, "  \"capacity\": {\"kind\": \"%s\"", kinds[c->kind]);
+	if (c->kind != DL_CAP_NONE) {
+		fprintf(f, ", \"file\": \"");
+		for (const char *p = c->path; *p; p++) {
+			if (*p == '"' || *p == '\\')
+				fputc('\\', f);
+			if ((unsigned char)*p >= 0x20)
+				fputc(*p, f);
+		}
+		fprintf(f, "\"");
+		if (c->kind == DL_CAP_TRACE)
+			fprintf(f,
+				", \"opportunities_in_trace\": %zu, \"period_ms\": %" PRId64
+				", \"opportunity_bytes\": %u, \"opportunities_used\": %" PRIu64,
+				c->n_opp, c->period_ns / 1000000, c->opp_bytes,
+				c->opportunities_used);
+		fprintf(f,
+			", \"packet_overhead\": %u, \"queue_limit_packets\": %" PRIu64
+			", \"queue_limit_bytes\": %" PRIu64 ", \"served_packets\": %" PRIu64
+			", \"served_bytes\": %" PRIu64 ", \"queue_drops\": %" PRIu64
+			", \"max_queue_packets\": %" PRIu64 ", \"max_queue_bytes\": %" PRIu64,
+			c->overhead, c->limit_packets, c->limit_bytes,
+			c->served_packets, c->served_bytes, c->queue_drops,
+			c->max_q_packets, c->max_q_bytes);
+	}
+	fprintf(f, "},\n  \"outages_us\": [");
+	for (size_t i = 0; i < d->out.n; i++)
+		fprintf(f, "%s[%" PRId64 ", %" PRId64 "]", i ? ", " : "",
+			d->out.start_ns[i] / 1000, d->out.end_ns[i] / 1000);
+	fprintf(f, "],\n  \"loss_model\": ");
+	dl_loss_finish(&d->loss);
+	dl_loss_json(f, &d->loss);
+	fprintf(f, ",\n");
 }
 
 static int parse_u64_arg(const char *name, const char *s, uint64_t max,
@@ -217,17 +360,32 @@ int main(int argc, char **argv)
 		{ "stats", required_argument, 0, 'o' },
 		{ "step-log", required_argument, 0, 'L' },
 		{ "check", no_argument, 0, 'c' },
+		{ "ge-p", required_argument, 0, 1001 },
+		{ "ge-r", required_argument, 0, 1002 },
+		{ "ge-loss-bad", required_argument, 0, 1003 },
+		{ "ge-loss-good", required_argument, 0, 1004 },
+		{ "capacity-trace", required_argument, 0, 1005 },
+		{ "rate-schedule", required_argument, 0, 1006 },
+		{ "opportunity-bytes", required_argument, 0, 1007 },
+		{ "packet-overhead", required_argument, 0, 1008 },
+		{ "queue-packets", required_argument, 0, 1009 },
+		{ "queue-bytes", required_argument, 0, 1010 },
+		{ "outage", required_argument, 0, 1011 },
+		{ "release-log", required_argument, 0, 1012 },
+		{ "loss-selftest", required_argument, 0, 1013 },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	static struct dl d;
 	const char *sched_path = NULL, *ready = NULL, *stats_path = NULL,
-		   *steplog_path = NULL;
+		   *steplog_path = NULL, *trace_path = NULL, *rate_path = NULL,
+		   *rlog_path = NULL;
 	uint64_t queue = UINT64_MAX, t0 = 0, seed = 1, maxlen = 65536,
-		 rtprio = 50;
-	int have_t0 = 0, check = 0, opt, rc = 0;
+		 rtprio = 50, opp_bytes = DL_MAHIMAHI_OPP_BYTES, overhead = 0,
+		 selftest = 0, u64;
+	int have_t0 = 0, check = 0, opt, rc = 0, have_overhead = 0, nge = 0;
+	double prob;
 	char err[512];
-	char *end;
 	struct dl_run_info ri;
 	sigset_t block, orig;
 	struct sigaction sa;
@@ -247,15 +405,64 @@ int main(int argc, char **argv)
 			have_t0 = 1;
 			break;
 		case 'l':
-			errno = 0;
-			d.loss = strtod(optarg, &end);
-			if (errno || *end || end == optarg || !(d.loss >= 0.0) ||
-			    d.loss > 1.0) {
-				fprintf(stderr,
-					PROG ": --loss: invalid probability '%s' (0..1)\n",
-					optarg);
+			if (parse_prob_arg("--loss", optarg, &d.loss.prob))
+				return 2;
+			if (d.loss.prob > 0.0)
+				d.loss.kind = DL_LOSS_INDEPENDENT;
+			break;
+		case 1001: case 1002: case 1003: case 1004: {
+			static const char *nm[] = { "--ge-p", "--ge-r",
+						    "--ge-loss-bad", "--ge-loss-good" };
+			double *dst[] = { &d.loss.p_gb, &d.loss.p_bg,
+					  &d.loss.loss_bad, &d.loss.loss_good };
+
+			if (parse_prob_arg(nm[opt - 1001], optarg, &prob))
+				return 2;
+			*dst[opt - 1001] = prob;
+			nge |= 1 << (opt - 1001);
+			break;
+		}
+		case 1005:
+			trace_path = optarg;
+			break;
+		case 1006:
+			rate_path = optarg;
+			break;
+		case 1007:
+			if (parse_u64_arg("--opportunity-bytes", optarg, 1 << 20, &opp_bytes))
+				return 2;
+			if (opp_bytes < 1) {
+				fprintf(stderr, PROG ": --opportunity-bytes must be >= 1\n");
 				return 2;
 			}
+			break;
+		case 1008:
+			if (parse_u64_arg("--packet-overhead", optarg, 1024, &overhead))
+				return 2;
+			have_overhead = 1;
+			break;
+		case 1009:
+			if (parse_u64_arg("--queue-packets", optarg, 1u << 24, &u64))
+				return 2;
+			d.link.limit_packets = u64;
+			break;
+		case 1010:
+			if (parse_u64_arg("--queue-bytes", optarg, 1ULL << 34, &u64))
+				return 2;
+			d.link.limit_bytes = u64;
+			break;
+		case 1011:
+			if (dl_outage_add(&d.out, optarg, err, sizeof(err)) < 0) {
+				fprintf(stderr, PROG ": %s\n", err);
+				return 2;
+			}
+			break;
+		case 1012:
+			rlog_path = optarg;
+			break;
+		case 1013:
+			if (parse_u64_arg("--loss-selftest", optarg, 1ULL << 40, &selftest))
+				return 2;
 			break;
 		case 'S':
 			if (parse_u64_arg("--seed", optarg, UINT64_MAX, &seed))
@@ -298,6 +505,55 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (nge != 0) {
+		if (nge != 15 || d.loss.kind == DL_LOSS_INDEPENDENT) {
+			fprintf(stderr,
+				PROG ": Gilbert-Elliott needs all of --ge-p --ge-r --ge-loss-bad --ge-loss-good, and no --loss\n");
+			return 2;
+		}
+		if (d.loss.p_gb <= 0.0 || d.loss.p_bg <= 0.0) {
+			fprintf(stderr,
+				PROG ": --ge-p and --ge-r must be > 0 (otherwise the chain never changes state)\n");
+			return 2;
+		}
+		d.loss.kind = DL_LOSS_GE;
+	}
+	dl_loss_seed(&d.loss, seed);
+	if (selftest) {
+		/* The packet path's own loss code, without a queue: a fast,
+		 * deterministic check of the achieved rate and bursts. */
+		for (uint64_t i = 0; i < selftest; i++)
+			dl_loss_drop(&d.loss);
+		dl_loss_finish(&d.loss);
+		dl_loss_json(stdout, &d.loss);
+		printf("\n");
+		return 0;
+	}
+	if (trace_path && rate_path) {
+		fprintf(stderr, PROG ": give --capacity-trace or --rate-schedule, not both\n");
+		return 2;
+	}
+	if (!trace_path && !rate_path &&
+	    (d.link.limit_packets || d.link.limit_bytes || have_overhead)) {
+		fprintf(stderr, PROG ": --queue-packets/--queue-bytes/--packet-overhead need a capacity (--capacity-trace or --rate-schedule)\n");
+		return 2;
+	}
+	if (trace_path) {
+		d.link.opp_bytes = (uint32_t)opp_bytes;
+		if (dl_cap_load_trace(&d.link, trace_path, err, sizeof(err)) < 0) {
+			fprintf(stderr, PROG ": %s\n", err);
+			return 2;
+		}
+		d.link.overhead = have_overhead ? (uint32_t)overhead : DL_MAHIMAHI_OVERHEAD;
+	}
+	if (rate_path) {
+		if (dl_cap_load_rate(&d.link, rate_path, err, sizeof(err)) < 0) {
+			fprintf(stderr, PROG ": %s\n", err);
+			return 2;
+		}
+		d.link.overhead = (uint32_t)overhead;
+	}
+	d.link.outages = &d.out;
 	if (!sched_path) {
 		fprintf(stderr, PROG ": --schedule FILE is required\n");
 		usage(stderr);
@@ -329,11 +585,21 @@ int main(int argc, char **argv)
 	for (d.cap = 1; d.cap < maxlen; d.cap <<= 1)
 		;
 	d.ring = calloc(d.cap, sizeof(*d.ring));
-	if (!d.ring || dl_stats_init(&d.st) < 0) {
+	if (!d.ring || dl_stats_init(&d.st) < 0 ||
+	    (d.link.kind != DL_CAP_NONE && dl_cap_init_queue(&d.link, d.cap) < 0)) {
 		fprintf(stderr, PROG ": out of memory\n");
 		return 1;
 	}
-	d.rng = seed;
+	if (rlog_path) {
+		d.rlog = fopen(rlog_path, "w");
+		if (!d.rlog) {
+			fprintf(stderr, PROG ": cannot open release log %s: %s\n",
+				rlog_path, strerror(errno));
+			return 1;
+		}
+		setvbuf(d.rlog, NULL, _IOFBF, 1 << 20);
+		fprintf(d.rlog, "seq,len,arrival_ns,fate,depart_ns,target_ns,release_ns,q_packets,q_bytes\n");
+	}
 	if (steplog_path) {
 		d.steplog = fopen(steplog_path, "w");
 		if (!d.steplog) {
@@ -384,8 +650,12 @@ int main(int argc, char **argv)
 	d.t0_ns = have_t0 ? (int64_t)t0 : ri.start_ns;
 	d.last_target_ns = INT64_MIN;
 
+	/* With a capacity model the kernel must hand us MTU-sized packets
+	 * (Mahimahi reads them from a TUN device): without F_GSO it segments
+	 * GSO skbs before queueing. Delay-only lines keep GSO skbs whole. */
 	if (dl_nfq_open(&d.q, (unsigned)queue, (unsigned)maxlen, COPY_RANGE,
-			on_packet, &d, err, sizeof(err)) < 0) {
+			d.link.kind == DL_CAP_NONE, on_packet, &d, err,
+			sizeof(err)) < 0) {
 		fprintf(stderr, PROG ": %s\n", err);
 		return 1;
 	}
@@ -408,7 +678,13 @@ int main(int argc, char **argv)
 			break;
 		}
 		if (d.count > 0) {
-			int64_t wait = d.ring[d.head].target_ns - mono_ns();
+			int64_t wake = d.ring[d.head].target_ns, wait;
+
+			/* An outage start must drop what waits for the link. */
+			if (d.next_outage < d.out.n &&
+			    d.t0_ns + d.out.start_ns[d.next_outage] < wake)
+				wake = d.t0_ns + d.out.start_ns[d.next_outage];
+			wait = wake - mono_ns();
 
 			if (wait < 0)
 				wait = 0;
@@ -449,11 +725,18 @@ int main(int argc, char **argv)
 	ri.queue = (unsigned)queue;
 	ri.t0_ns = d.t0_ns;
 	ri.end_ns = mono_ns();
-	ri.loss = d.loss;
+	ri.loss = d.loss.kind == DL_LOSS_INDEPENDENT ? d.loss.prob : 0.0;
+	ri.extra = write_extra;
+	ri.extra_ctx = &d;
 	ri.seed = seed;
 	ri.maxlen = (unsigned)maxlen;
 	ri.rt_prio = (int)rtprio;
 	ri.schedule = sched_path;
+	if (d.rlog && fclose(d.rlog) != 0) {
+		fprintf(stderr, PROG ": writing release log failed: %s\n",
+			strerror(errno));
+		rc = 1;
+	}
 	if (d.steplog && fclose(d.steplog) != 0) {
 		fprintf(stderr, PROG ": writing step log failed: %s\n",
 			strerror(errno));
@@ -466,6 +749,7 @@ int main(int argc, char **argv)
 	}
 	dl_stats_free(&d.st);
 	dl_schedule_free(&d.sched);
+	dl_cap_free(&d.link);
 	free(d.ring);
 	return rc;
 }

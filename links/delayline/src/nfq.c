@@ -183,8 +183,8 @@ static int config_ack(struct dl_nfq *q, struct nlmsghdr *nlh)
 }
 
 int dl_nfq_open(struct dl_nfq *q, unsigned queue, unsigned maxlen,
-		unsigned copy_range, dl_pkt_cb cb, void *ctx, char *err,
-		size_t errlen)
+		unsigned copy_range, int gso, dl_pkt_cb cb, void *ctx,
+		char *err, size_t errlen)
 {
 	char buf[MNL_SOCKET_BUFFER_SIZE];
 	struct nlmsghdr *nlh;
@@ -222,7 +222,7 @@ int dl_nfq_open(struct dl_nfq *q, unsigned queue, unsigned maxlen,
 	nfq_nlmsg_cfg_put_cmd(nlh, AF_INET, NFQNL_CFG_CMD_BIND);
 	nfq_nlmsg_cfg_put_params(nlh, NFQNL_COPY_PACKET, (int)copy_range);
 	nfq_nlmsg_cfg_put_qmaxlen(nlh, maxlen);
-	mnl_attr_put_u32(nlh, NFQA_CFG_FLAGS, htonl(NFQA_CFG_F_GSO));
+	mnl_attr_put_u32(nlh, NFQA_CFG_FLAGS, htonl(gso ? NFQA_CFG_F_GSO : 0));
 	mnl_attr_put_u32(nlh, NFQA_CFG_MASK, htonl(NFQA_CFG_F_GSO));
 	r = config_ack(q, nlh);
 	if (r < 0) {

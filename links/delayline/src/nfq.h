@@ -31,10 +31,11 @@ struct dl_nfq {
 };
 
 /* Open, set a 64 MB receive buffer, bind QUEUE with copy mode "packet"
- * limited to copy_range bytes, queue maxlen, NFQA_CFG_F_GSO. */
+ * limited to copy_range bytes, queue maxlen, and NFQA_CFG_F_GSO if gso (else
+ * the kernel segments GSO skbs and queues every MTU-sized segment). */
 int dl_nfq_open(struct dl_nfq *q, unsigned queue, unsigned maxlen,
-		unsigned copy_range, dl_pkt_cb cb, void *ctx, char *err,
-		size_t errlen);
+		unsigned copy_range, int gso, dl_pkt_cb cb, void *ctx,
+		char *err, size_t errlen);
 /* Read everything available without blocking (up to a bounded number of
  * datagrams so releases are not starved). Returns datagrams read, or -1 on
  * a fatal socket error. */

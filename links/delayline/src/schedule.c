@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t errlen, const char *path, long line,
-		const char *fmt, ...)
+static int fail(char *err, size_t errlen, const char *what, const char *path,
+		long line, const char *fmt, ...)
 {
 	char msg[256];
 	va_list ap;
@@ -28,10 +28,10 @@ static int fail(char *err, size_t errlen, const char *path, long line,
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (line > 0)
-		snprintf(err, errlen, "schedule %s line %ld: %s", path, line,
+		snprintf(err, errlen, "%s %s line %ld: %s", what, path, line,
 			 msg);
 	else
-		snprintf(err, errlen, "schedule %s: %s", path, msg);
+		snprintf(err, errlen, "%s %s: %s", what, path, msg);
 	return -1;
 }
 
@@ -54,6 +54,16 @@ static int parse_u64(const char *tok, int64_t max, int64_t *out)
 int dl_schedule_load(const char *path, struct dl_schedule *s, char *err,
 		     size_t errlen)
 {
+	static const struct dl_schedule_kind delay = {
+		"schedule", "delay_us", 0, DL_MAX_DELAY_US, 1000, ""
+	};
+
+	return dl_schedule_load_kind(path, &delay, s, err, errlen);
+}
+
+int dl_schedule_load_kind(const char *path, const struct dl_schedule_kind *k,
+			  struct dl_schedule *s, char *err, size_t errlen)
+{
 	FILE *f;
 	char *line = NULL;
 	size_t cap = 0, ncap = 0;
@@ -65,7 +75,7 @@ int dl_schedule_load(const char *path, struct dl_schedule *s, char *err,
 	memset(s, 0, sizeof(*s));
 	f = fopen(path, "r");
 	if (!f)
-		return fail(err, errlen, path, 0, "cannot open: %s",
+		return fail(err, errlen, k->what, path, 0, "cannot open: %s",
 			    strerror(errno));
 
 	while (getline(&line, &cap, f) >= 0) {
@@ -87,19 +97,19 @@ int dl_schedule_load(const char *path, struct dl_schedule *s, char *err,
 		if (ntok == 0)
 			continue;
 		if (ntok != 2) {
-			fail(err, errlen, path, lineno,
-			     "expected 2 fields ('t_us delay_us' or 'period_us N'), got %d",
-			     ntok);
+			fail(err, errlen, k->what, path, lineno,
+			     "expected 2 fields ('t_us %s' or 'period_us N'), got %d",
+			     k->value_name, ntok);
 			goto bad;
 		}
 		if (strcmp(tok[0], "period_us") == 0) {
 			if (have_period || s->n > 0) {
-				fail(err, errlen, path, lineno,
+				fail(err, errlen, k->what, path, lineno,
 				     "period_us must appear once, before the points");
 				goto bad;
 			}
 			if (parse_u64(tok[1], max_t_us, &a)) {
-				fail(err, errlen, path, lineno,
+				fail(err, errlen, k->what, path, lineno,
 				     "period_us '%s' is not a non-negative integer",
 				     tok[1]);
 				goto bad;
@@ -109,30 +119,31 @@ int dl_schedule_load(const char *path, struct dl_schedule *s, char *err,
 			continue;
 		}
 		if (parse_u64(tok[0], max_t_us, &a)) {
-			fail(err, errlen, path, lineno,
+			fail(err, errlen, k->what, path, lineno,
 			     "t_us '%s' is not a non-negative integer (or unknown keyword)",
 			     tok[0]);
 			goto bad;
 		}
-		if (parse_u64(tok[1], DL_MAX_DELAY_US, &b)) {
-			fail(err, errlen, path, lineno,
-			     "delay_us '%s' is not an integer in [0, %lld]",
-			     tok[1], (long long)DL_MAX_DELAY_US);
+		if (parse_u64(tok[1], k->max_value, &b) || b < k->min_value) {
+			fail(err, errlen, k->what, path, lineno,
+			     "%s '%s' is not an integer in [%lld, %lld]%s",
+			     k->value_name, tok[1], (long long)k->min_value,
+			     (long long)k->max_value, k->min_hint);
 			goto bad;
 		}
 		if (s->n == 0 && a != 0) {
-			fail(err, errlen, path, lineno,
+			fail(err, errlen, k->what, path, lineno,
 			     "first point must have t_us 0, got %" PRId64, a);
 			goto bad;
 		}
 		if (s->n > 0 && a * 1000 <= s->pts[s->n - 1].t_ns) {
-			fail(err, errlen, path, lineno,
+			fail(err, errlen, k->what, path, lineno,
 			     "t_us %" PRId64 " is not greater than the previous point",
 			     a);
 			goto bad;
 		}
 		if (s->period_ns > 0 && a * 1000 >= s->period_ns) {
-			fail(err, errlen, path, lineno,
+			fail(err, errlen, k->what, path, lineno,
 			     "t_us %" PRId64 " is not inside the period (%" PRId64 " us)",
 			     a, s->period_ns / 1000);
 			goto bad;
@@ -142,24 +153,25 @@ int dl_schedule_load(const char *path, struct dl_schedule *s, char *err,
 			struct dl_point *np = realloc(s->pts, nc * sizeof(*np));
 
 			if (!np) {
-				fail(err, errlen, path, lineno, "out of memory");
+				fail(err, errlen, k->what, path, lineno, "out of memory");
 				goto bad;
 			}
 			s->pts = np;
 			ncap = nc;
 		}
 		s->pts[s->n].t_ns = a * 1000;
-		s->pts[s->n].delay_ns = b * 1000;
-		if (b * 1000 > s->max_delay_ns)
-			s->max_delay_ns = b * 1000;
+		s->pts[s->n].delay_ns = b * k->scale;
+		if (b * k->scale > s->max_delay_ns)
+			s->max_delay_ns = b * k->scale;
 		s->n++;
 	}
 	if (ferror(f)) {
-		fail(err, errlen, path, 0, "read error: %s", strerror(errno));
+		fail(err, errlen, k->what, path, 0, "read error: %s", strerror(errno));
 		goto bad;
 	}
 	if (s->n == 0) {
-		fail(err, errlen, path, 0, "no points (need at least '0 DELAY_US')");
+		fail(err, errlen, k->what, path, 0, "no points (need at least '0 %s')",
+		     k->value_name);
 		goto bad;
 	}
 	free(line);
@@ -201,4 +213,33 @@ int64_t dl_schedule_delay(const struct dl_schedule *s, int64_t t)
 			hi = mid;
 	}
 	return s->pts[lo].delay_ns;
+}
+
+int64_t dl_schedule_next_break(const struct dl_schedule *s, int64_t t)
+{
+	size_t lo = 0, hi = s->n;
+	int64_t base = 0;
+
+	if (s->period_ns > 0) {
+		int64_t cyc = t / s->period_ns;
+
+		if (t % s->period_ns < 0)
+			cyc--;
+		base = cyc * s->period_ns;
+		t -= base;
+	} else if (t < 0) {
+		return 0;
+	}
+	/* First point with t_ns > t. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->pts[mid].t_ns <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < s->n)
+		return base + s->pts[lo].t_ns;
+	return s->period_ns > 0 ? base + s->period_ns : INT64_MAX;
 }

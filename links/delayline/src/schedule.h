@@ -26,6 +26,24 @@ struct dl_schedule {
  * line into err (size errlen). */
 int dl_schedule_load(const char *path, struct dl_schedule *s, char *err,
 		     size_t errlen);
+
+/* The same file format with another value column (e.g. a rate schedule:
+ * "t_us rate_bps"). what: label used in errors ("schedule", "rate schedule");
+ * value_name: the column's name; values must lie in [min_value, max_value]
+ * (file units) and are stored multiplied by scale. max_delay_ns then holds
+ * the largest stored value. */
+struct dl_schedule_kind {
+	const char *what;
+	const char *value_name;
+	int64_t min_value;
+	int64_t max_value;
+	int64_t scale;
+	const char *min_hint; /* appended to the range error, may be "" */
+};
+int dl_schedule_load_kind(const char *path, const struct dl_schedule_kind *k,
+			  struct dl_schedule *s, char *err, size_t errlen);
+/* Next breakpoint strictly after t (INT64_MAX if none: non-periodic tail). */
+int64_t dl_schedule_next_break(const struct dl_schedule *s, int64_t t_rel_ns);
 void dl_schedule_free(struct dl_schedule *s);
 
 /* Delay for a packet arriving at t_rel_ns = now - t0 (may be negative:

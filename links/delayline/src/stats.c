@@ -85,6 +85,8 @@ int dl_stats_write_json(const char *path, const struct dl_stats *st,
 	fprintf(f, "  \"max_queued\": %" PRIu64 ",\n", st->max_queued);
 	fprintf(f, "  \"delay_steps\": %" PRIu64 ",\n", st->delay_steps);
 	fprintf(f, "  \"verdict_msgs\": %" PRIu64 ",\n", st->verdict_msgs);
+	if (ri->extra)
+		ri->extra(f, ri->extra_ctx);
 	fprintf(f, "  \"lateness_us\": {\"n\": %" PRIu64
 		   ", \"mean\": %.3f, \"p50\": %.0f, \"p99\": %.0f, \"max\": %.3f}\n",
 		st->late_n, mean_us, dl_stats_quantile_us(st, 0.50),

@@ -60,6 +60,9 @@ struct dl_run_info {
 	unsigned maxlen;
 	int rt_prio;
 	const char *schedule;
+	/* Optional: writes more '  "key": value,\n' lines into the object. */
+	void (*extra)(FILE *f, void *ctx);
+	void *extra_ctx;
 };
 
 /* Write atomically (tmp + rename) so readers never see half a file. */
