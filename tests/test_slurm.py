@@ -106,6 +106,29 @@ def test_dead_maker_is_failed_live_one_running_duplicate_counted_once(tmp_path: 
     assert sum(x.state == "planned" for x in st.values()) == len(plan.runs) - 2
 
 
+def test_runs_made_by_run_key_are_adopted_by_the_local_executor(tmp_path: Path) -> None:
+    """`--run KEY` (any scheduler) and the local executor share one sweep: what one made, the other
+    skips; --list-runs --todo lists exactly the rest."""
+    from test_sweep import _calls, fake_run
+
+    from mpvlab.sweep import Sweeper
+    from mpvlab.sweep.single import run_one
+
+    p = _spec(tmp_path)
+    plan = expand(load_spec(p), p)
+    root = tmp_path / "res"
+    outs = [run_one(plan, root, r.key, runner=fake_run) for r in plan.runs[:2]]
+    assert [o.state for o in outs] == ["complete", "complete"]
+    assert run_one(plan, root, plan.runs[0].key, runner=fake_run).state == "already-complete"
+    cp = _mpvlab("sweep", str(p), "--list-runs", "--todo", "--results", str(root))
+    assert cp.stdout.splitlines() == [r.key for r in plan.runs[2:]]
+    counts = Sweeper(plan, root, runner=fake_run, isolate=False).run()
+    assert counts["complete"] == 4
+    assert sorted(_calls(root / plan.sweep)) == sorted(r.seed for r in plan.runs)   # each made once
+    st = derive(plan, [root])
+    assert all(s.state == "complete" for s in st.values())
+
+
 # ------------------------------------------------------------------ a real Slurm
 
 
@@ -167,6 +190,7 @@ def test_slurm_sweep_kill_resume_local_equivalence_two_roots(tmp_path: Path) -> 
         assert lab.cmd("scancel", f"{jid}_1").returncode == 0
         _wait("the job array to end", lambda: _queue_empty(lab), 150)
         st = _status(spec, res, env=env)
+        print(st["_text"][0])
         assert st.get("failed") == [victim.key], st["_text"][0]
         assert sorted(st.get("complete", [])) == sorted(k for k in keys if k != victim.key), st["_text"][0]
         assert f"{jid}_1" in st["_text"][0]
@@ -227,3 +251,21 @@ def test_slurm_sweep_kill_resume_local_equivalence_two_roots(tmp_path: Path) -> 
     assert rep.n_complete == 4 and len(rep.collection.configs) == 2
     assert [b.state for b in rep.collection.not_aggregated].count("duplicate") == 1
     print(f"slurm part {t_slurm:.1f} s, whole test {time.monotonic() - t0:.1f} s")
+
+
+def test_report_flags_a_configuration_whose_trials_come_from_two_kernels(tmp_path: Path) -> None:
+    """Runs of one configuration from two nodes with different kernels: the report says which
+    configuration, and lists the host kinds with their nodes."""
+    from mpvlab.report.synthetic import make_set
+
+    make_set(tmp_path / "src", ["sc"], ["cubic", "bbr"], ["default"], trials=3)
+    bbr_runs = sorted(d for d in (tmp_path / "src" / "sc").iterdir()
+                      if json.loads((d / "summary.json").read_text()).get("cc") == "bbr")
+    prov_file = bbr_runs[0] / "provenance.json"
+    prov = json.loads(prov_file.read_text())
+    prov["host"].update(kernel="6.1.0-other", hostname="node-b", mem_total_kb=2**21, cpus=8)
+    rundir.write_json(prov_file, prov)
+    rep = build_report(tmp_path / "src", tmp_path / "rep", figures=False)
+    page = rep.html.read_text()
+    assert page.count("its trials come from different kernels") == 1           # bbr only, not cubic
+    assert "6.1.0-other" in page and "8 CPUs, 2 GiB" in page and "node-b" in page

@@ -50,14 +50,18 @@ def drop_duplicate_sweep_runs(runs: list["Run"], bad: list["NotAggregated"]) -> 
     """Keep one complete run per (sweep, run key) — the latest; list the others in `bad` as duplicates."""
     from mpvlab.report.aggregate import NotAggregated
 
-    groups: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    import json
+
+    # Same sweep, run key and effective scenario (seed included): the same run made twice.
+    groups: dict[tuple[str, str, str], list[Run]] = defaultdict(list)
     keep: list[Run] = []
     for r in runs:
         if r.sweep and r.sweep.get("key"):
-            groups[(str(r.sweep.get("sweep")), str(r.sweep["key"]))].append(r)
+            groups[(str(r.sweep.get("sweep")), str(r.sweep["key"]),
+                    json.dumps(r.resolved, sort_keys=True, default=str))].append(r)
         else:
             keep.append(r)
-    for (sweep, key), rs in groups.items():
+    for (sweep, key, _), rs in groups.items():
         rs.sort(key=lambda r: (r.run_dir / "status.json").stat().st_mtime)
         keep.append(rs[-1])
         for r in rs[:-1]:
