@@ -36,6 +36,9 @@ DEB_PACKAGES=(
   iperf3
   # checking the HTML report in a headless browser (tests/test_report.py)
   chromium
+  # sweeps on a cluster (docs/cluster.md): Slurm's client tools, controller and node daemon, and munge
+  # (Slurm's authentication); tests/test_slurm.py starts its own one-node Slurm from these
+  slurm-wlm slurmctld slurmd slurm-client munge
 )
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

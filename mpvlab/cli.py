@@ -207,6 +207,13 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     except SweepError as e:
         console.print(Text(str(e), style="red"))
         return 2
+    from mpvlab.sweep import commands as cluster
+    if args.list_runs:
+        return cluster.cmd_list_runs(plan, args)
+    if args.status:
+        return cluster.cmd_status(plan, args, console)
+    if args.run is not None:
+        return cluster.cmd_run(plan, args, console)
     if not 1 <= args.parallel <= 8:
         console.print(Text("--parallel: allowed 1..8 (see README for what this machine holds)", style="red"))
         return 2
@@ -220,10 +227,13 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         console.print(Text("mpvlab sweep needs root (each run builds network namespaces, tc, BPF)", style="red"))
         return 2
     seen: set[str] = set()
-    for r in plan.runs:                       # encode each video once, before any run starts
+    for r in plan.runs:                       # encode each video once, before any run starts (on a
+        # cluster: on the submitting node; other nodes need the same cache, see docs/cluster.md)
         if (k := r.scenario.video.model_dump_json()) not in seen:
             seen.add(k)
             ensure_content(r.scenario)
+    if args.executor == "slurm":
+        return cluster.cmd_submit(plan, args, console)
     display = SweepDisplay(console, len(plan.runs), args.parallel,
                            {r.key: estimate_run_s(r.scenario) for r in plan.runs})
     sweeper = Sweeper(plan, Path(args.results), parallel=args.parallel, retry_failed=args.retry_failed,
@@ -305,6 +315,21 @@ def main(argv: list[str] | None = None) -> int:
     sw.add_argument("--retry-failed", action="store_true", help="redo runs that failed in an earlier invocation")
     sw.add_argument("--dry-run", action="store_true", help="list the planned runs and seeds, run nothing")
     sw.add_argument("--no-report", action="store_true", help="do not build RESULTS/<sweep>/report/ at the end")
+    sw.add_argument("--executor", choices=("local", "slurm"), default="local",
+                    help="local: make the runs here (default); slurm: submit them as one Slurm job array and return")
+    sw.add_argument("--partition", help="slurm: the partition to submit to (default: the site's)")
+    sw.add_argument("--time", help="slurm: time limit per array task (sbatch --time, e.g. 30:00)")
+    sw.add_argument("--nodes-exclusive", action=argparse.BooleanOptionalAction, default=True,
+                    help="slurm: a whole node per array task (default; runs are timing-sensitive)")
+    sw.add_argument("--per-node", type=int, default=1, help="slurm: runs one array task makes at once on its node")
+    sw.add_argument("--status", action="store_true", help="state of every planned run, from the result directories "
+                                                          "and the scheduler; changes nothing")
+    sw.add_argument("--list-runs", action="store_true", help="print one planned run key per line")
+    sw.add_argument("--todo", action="store_true", help="with --list-runs: only the runs a resume would make")
+    sw.add_argument("--run", metavar="KEY", help="make exactly this one planned run (resumable; what a Slurm array "
+                                                 "task, GNU parallel, HTCondor or Ray calls)")
+    sw.add_argument("--results-also", action="append", metavar="DIR",
+                    help="another results root holding runs of this sweep (--status and resume read all roots)")
     rp = sub.add_parser("report", help="statistics, tables, figures and an HTML report from result directories")
     rp.add_argument("results_dir")
     rp.add_argument("--out", help="output folder (default: RESULTS_DIR/report)")

@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from mpvlab.report.hosts import drop_duplicate_sweep_runs
 from mpvlab.report.stats import CONFIDENCE, Summary, summarise
 from mpvlab.sweep import read_header
 
@@ -246,6 +247,7 @@ def aggregate(source: Path, exclude: Iterable[Path] = ()) -> Collection:
     for d in find_run_dirs(source, exclude):
         r = load_run(d, source)
         (runs if isinstance(r, Run) else bad).append(r)  # type: ignore[arg-type]
+    runs = drop_duplicate_sweep_runs(runs, bad)     # a sweep's run complete in two roots counts once
     extras = _config_extras(runs)
     configs: dict[str, Config] = {}
     for r in runs:

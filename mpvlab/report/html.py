@@ -14,6 +14,7 @@ import jinja2
 
 from mpvlab.report.aggregate import Collection, Config
 from mpvlab.report.figures import Figure
+from mpvlab.report.hosts import by_host, host_kind, mixed_configs
 
 TEMPLATE = r"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -169,6 +170,9 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
     if len(kernels) > 1 or len(commits) > 1:
         flags.append({"cls": "warn", "text": f"runs come from {len(kernels)} kernel(s) and {len(commits)} "
                       "code version(s) — see Provenance."})
+    for label, what, values in mixed_configs(c):     # trials of one configuration from different setups
+        flags.append({"cls": "warn", "text": f"configuration {label}: its trials come from different {what} "
+                      f"({', '.join(values)}) — compare with care."})
     if any(str(k).endswith("(dirty)") for k, _ in commits):
         flags.append({"cls": "warn", "text": "some runs were made from a checkout with uncommitted changes (dirty)."})
     small = [cfg for cfg in c.configs if len(cfg.runs) < 2]
@@ -182,6 +186,8 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
         ("OS", _counted([(r.provenance.get("host") or {}).get("os") for r in c.runs])),
         ("host", _counted([(r.provenance.get("host") or {}).get("hostname") for r in c.runs])),
         ("CPUs", _counted([(r.provenance.get("host") or {}).get("cpus") for r in c.runs])),
+        ("host kind (nodes)", [(f"{k} ({', '.join(n)})", sum(host_kind(r.provenance) == k for r in c.runs))
+                               for k, n in by_host(c.runs).items()]),
         ("mpvlab commit", commits),
         ("sweep", _counted([(r.sweep or {}).get("sweep", "(not from a sweep)") for r in c.runs])),
     ]

@@ -168,8 +168,25 @@ class Sweeper:
             else:
                 self._record(r, last, Outcome("interrupted", found, "the sweep stopped while this run was going"),
                              time.time())
+        self._adopt_other_executors()
         self.todo, self.skipped = select(self.manifest, self.root, self.retry_failed)
+        busy = set(self._busy_elsewhere)
+        self.todo = [k for k in self.todo if k not in busy]
         self.save()
+
+    _busy_elsewhere: tuple[str, ...] = ()
+
+    def _adopt_other_executors(self) -> None:
+        """Runs made by `--run KEY` (a Slurm array task, GNU parallel, …) write no manifest entry, only
+        their own records (records.py): a complete one counts as complete here, one being made right
+        now is not started a second time."""
+        from mpvlab.sweep.records import derive, lock_held
+        ext = derive(self.plan, [self.results_root])
+        for r in self.manifest["runs"]:
+            d = ext[r["key"]]
+            if d.state == "complete" and r["state"] != "complete" and d.run_dir is not None:
+                self._record(r, None, Outcome("complete", d.run_dir), time.time())
+        self._busy_elsewhere = tuple(r.key for r in self.plan.runs if lock_held(self.root, r.key))
 
     def _record(self, entry: dict[str, Any], attempt: dict[str, Any] | None, out: Outcome, t_end: float) -> None:
         rel = os.path.relpath(out.run_dir, self.root) if out.run_dir else None
