@@ -16,16 +16,13 @@ from mpvlab.scenario import ScenarioError, load_scenario
 
 
 def cmd_validate(args: argparse.Namespace, console: Console) -> int:
+    from mpvlab.validation import validate_file   # issue 15: scenario or sweep spec, all the run's checks
+
     bad = 0
     for f in args.files:
-        try:
-            sc, _ = load_scenario(Path(f))
-        except ScenarioError as e:
-            console.print(Text(str(e), style="red"))
-            bad += 1
-            continue
-        console.print(f"{f}: ok (scenario {sc.name!r}, {len(sc.paths)} paths, cc {sc.transport.cc}, "
-                      f"scheduler {sc.transport.scheduler}, video {sc.video.duration / 1e9:g} s)")
+        verdict = validate_file(Path(f), Path(args.key_dir) if args.key_dir else None)
+        console.print(Text(verdict.text, style=None if verdict.ok else "red"))
+        bad += not verdict.ok
     return 1 if bad else 0
 
 
@@ -34,10 +31,16 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from mpvlab.run.context import RunOptions
     from mpvlab.run.session import run_scenario
 
+    from core.errors import InputError
+    from mpvlab.limits import key_file_problems
+
     path = Path(args.scenario)
     try:
         sc, text = load_scenario(path)
-    except ScenarioError as e:
+        problems = key_file_problems(sc, Path(args.key_dir) if args.key_dir else None)  # issue 15: before any run
+        if problems:
+            raise ScenarioError("\n".join([f"{path}: invalid scenario", *(f"  {p}" for p in problems)]))
+    except InputError as e:
         console.print(Text(str(e), style="red"))
         return 2
     start = time.monotonic()
@@ -290,8 +293,9 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mpvlab", description="MPTCP video streaming evaluation platform")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    v = sub.add_parser("validate", help="check scenario files against the schema (touches nothing)")
+    v = sub.add_parser("validate", help="check scenario files or sweep specs as run/sweep would (touches nothing)")
     v.add_argument("files", nargs="+")
+    v.add_argument("--key-dir", help="topology physical: the key folder the run would use (as for run)")
     r = sub.add_parser("run", help="run one scenario end to end (root)")
     r.add_argument("scenario")
     r.add_argument("--results", default=str(Path(__file__).resolve().parent.parent / "results"),

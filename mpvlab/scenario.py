@@ -21,6 +21,7 @@ from links.spec import ConstantDelay, PiecewiseDelay, SquareDelay, TraceDelay
 from schedulers import registry as scheduler_registry
 from topologies.spec import PATH_NAME_RE, LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
 from core.errors import InputError
+from mpvlab import inputs, limits, messages  # issue 15: safe loading, limits, messages in words
 
 NAME_RE = r"^[a-z][a-z0-9-]{0,39}$"
 
@@ -69,6 +70,10 @@ class TransportSpec(Strict):
         if not isinstance(values, dict):
             raise ValueError("cc_params must be a mapping")
         if entry.params is None:
+            if values:  # issue 15: refused, not silently ignored
+                raise ValueError(f"cc_params: cc {name!r} takes no parameters; remove cc_params (CCs with "
+                                 "parameters: " + ", ".join(n for n, e in cc_registry.REGISTRY.items() if e.params)
+                                 + ")")
             return {**data, "cc_params": {}}
         try:
             params = entry.params.model_validate(values)
@@ -432,83 +437,41 @@ class ScenarioError(InputError):
     """A scenario that cannot be run; str() is the full, user-facing explanation."""
 
 
-def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
-    """Walk the model along an error location to list the keys allowed where an unknown key was."""
-    delay_kinds: dict[str, type[BaseModel]] = {
-        "square": SquareDelay, "piecewise": PiecewiseDelay, "trace": TraceDelay, "constant": ConstantDelay}
-    current: Any = model
-    for part in loc[:-1]:
-        fields = getattr(current, "model_fields", None) or {}
-        if isinstance(part, str) and part in delay_kinds:
-            current = delay_kinds[part]          # a discriminated union's tag
-            continue
-        if part not in fields:
-            continue                             # a free dict key (a path name) or a list index
-        ann = fields[part].annotation
-        models = [a for a in getattr(ann, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)]
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            current = ann
-        elif len(models) == 1:
-            current = models[0]
-        else:
-            current = None
-    fields = getattr(current, "model_fields", None)
-    return sorted(fields) if fields else None
+def format_validation_error(source: str, err: ValidationError, quote: bool = True) -> str:
+    """Each problem in words: the field, what is allowed, a short excerpt of what was given
+    (mpvlab/messages.py; quote=False: no excerpt, for files the user did not name directly)."""
+    return messages.describe(source, "scenario", err, Scenario, quote=quote)
 
 
-def format_validation_error(source: str, err: ValidationError) -> str:
-    lines = [f"{source}: invalid scenario ({err.error_count()} problem{'s' if err.error_count() > 1 else ''})"]
-    for e in err.errors():
-        field = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            allowed = _allowed_keys(Scenario, tuple(e["loc"]))
-            msg = "unknown key" + (f"; allowed here: {', '.join(allowed)}" if allowed else "")
-        elif e["type"] == "literal_error":
-            msg = f"{msg} (got {e.get('input')!r})"
-        elif e["type"] == "missing":
-            msg = "required field is missing"
-        lines.append(f"  {field}: {msg}")
-    return "\n".join(lines)
-
-
-def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+def parse_scenario(data: Any, source: str = "<scenario>", quote: bool = True) -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: a scenario must be a YAML mapping at the top level")
     try:
-        return Scenario.model_validate(data)
+        sc = Scenario.model_validate(data)
     except ValidationError as e:
-        raise ScenarioError(format_validation_error(source, e)) from None
+        raise ScenarioError(format_validation_error(source, e, quote)) from None
+    _raise_problems(source, limits.scenario_problems(sc))   # issue 15: the limits the run would hit
+    return sc
 
 
-def load_scenario(path: Path) -> tuple[Scenario, str]:
-    """Returns the validated scenario and the file's text exactly as given (stored with each run)."""
+def _raise_problems(source: str, problems: list[str]) -> None:
+    if problems:
+        n = len(problems)
+        raise ScenarioError("\n".join([f"{source}: invalid scenario ({n} problem{'s' if n > 1 else ''})",
+                                       *(f"  {p}" for p in problems)]))
+
+
+def load_scenario(path: Path, quote: bool = True) -> tuple[Scenario, str]:
+    """Returns the validated scenario and the file's text exactly as given (stored with each run).
+    Read with mpvlab/inputs.py (regular file, size limit, UTF-8, strict YAML); its trace files are
+    checked by mpvlab/limits.py. quote=False: messages carry no excerpt of the file's values."""
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise ScenarioError(f"{path}: cannot read scenario: {e.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ScenarioError(f"{path}: not valid YAML: {e}") from None
-    scenario = parse_scenario(data, str(path))
-    _check_trace_files(scenario, path)
+        data, text = inputs.load_yaml_file(path, "scenario")
+    except inputs.InputFileError as e:
+        raise ScenarioError(str(e)) from None
+    scenario = parse_scenario(data, str(path), quote)
+    _raise_problems(str(path), limits.file_problems(scenario, path))
     return scenario, text
-
-
-def _check_trace_files(scenario: Scenario, path: Path) -> None:
-    """Trace files must exist inside the scenario's own folder: a scenario (run as root) may not
-    point the platform at arbitrary files."""
-    base = path.resolve().parent
-    for pname, p in scenario.paths.items():
-        for dname, d in (("down", p.down), ("up", p.up)):
-            if isinstance(d.delay, TraceDelay):
-                target = (base / d.delay.file).resolve()
-                where = f"{path}: paths.{pname}.{dname}.delay.file"
-                if not target.is_relative_to(base):
-                    raise ScenarioError(f"{where}: {d.delay.file!r} leaves the scenario's folder {base}")
-                if not target.is_file():
-                    raise ScenarioError(f"{where}: no such trace file {target}")
 
 
 def resolved_dict(scenario: Scenario) -> dict[str, Any]:
@@ -529,6 +492,9 @@ def override(scenario: Scenario, assignments: dict[str, Any], source: str = "<ov
         # scheduler starts from its own defaults unless the same override gives its parameters.
         if assignments["transport.scheduler"] != data["transport"]["scheduler"]:
             data["transport"]["scheduler_params"] = {}
+    if "transport.cc" in assignments and not any(k.startswith("transport.cc_params") for k in assignments):
+        if assignments["transport.cc"] != data["transport"]["cc"]:   # the same for cc_params (issue 15)
+            data["transport"]["cc_params"] = {}
     for dotted, value in assignments.items():
         if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z0-9_-]+)*", dotted):
             raise ScenarioError(f"{source}: bad parameter path {dotted!r}")

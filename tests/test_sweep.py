@@ -42,8 +42,8 @@ def _spec(tmp: Path, **over: object) -> Path:
                     "quick, scenarios, trials"),
     ({"grid": {"seed": [1, 2]}}, "grid: Value error, grid key 'seed': 'seed' cannot be varied"),
     ({"grid": {"transport.cc": ["bbr", "bbr"]}}, "duplicate values"),
-    ({"trials": 0}, "trials: Input should be greater than or equal to 1"),
-    ({"name": "../escape"}, "name: String should match pattern"),
+    ({"trials": 0}, "trials: must be at least 1; got 0"),
+    ({"name": "../escape"}, "name: use 1–40 characters: lowercase letters, digits and '-', starting with a letter"),
 ])
 def test_bad_spec_is_named(tmp_path: Path, over: dict[str, object], needle: str) -> None:
     with pytest.raises(SweepError) as e:

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mpvlab.scenario import NAME_RE, Scenario, ScenarioError, dump_yaml, load_scenario, override, resolved_dict
 from core.errors import InputError
+from mpvlab import inputs, limits, messages  # issue 15: safe loading, run limit, messages in words
 
 HEADER_TAG = "# mpvlab-sweep: "
 DOTTED_RE = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z0-9_-]+)*")
@@ -103,34 +103,17 @@ class SweepSpec(_Strict):
         return _check_grid(v)
 
 
-def _format_spec_error(source: str, err: ValidationError) -> str:
-    n = err.error_count()
-    lines = [f"{source}: invalid sweep spec ({n} problem{'s' if n > 1 else ''})"]
-    for e in err.errors():
-        where = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            model: type[BaseModel] = QuickSpec if e["loc"][0] == "quick" and len(e["loc"]) > 1 else SweepSpec
-            msg = f"unknown key; allowed here: {', '.join(sorted(model.model_fields))}"
-        elif e["type"] == "missing":
-            msg = "required field is missing"
-        lines.append(f"  {where}: {msg}")
-    return "\n".join(lines)
-
-
 def load_spec(path: Path) -> SweepSpec:
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise SweepError(f"{path}: cannot read sweep spec: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise SweepError(f"{path}: not valid YAML: {e}") from None
+        data, _ = inputs.load_yaml_file(path, "sweep spec")
+    except inputs.InputFileError as e:
+        raise SweepError(str(e)) from None
     if not isinstance(data, dict):
         raise SweepError(f"{path}: a sweep spec must be a YAML mapping at the top level")
     try:
         return SweepSpec.model_validate(data)
     except ValidationError as e:
-        raise SweepError(_format_spec_error(str(path), e)) from None
+        raise SweepError(messages.describe(str(path), "sweep spec", e, SweepSpec)) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,12 +185,16 @@ def expand(spec: SweepSpec, spec_file: Path, quick: bool = False) -> Plan:
     clash = sorted(set(grid) & set(overrides))
     if clash:
         raise SweepError(f"{spec_file}: {', '.join(clash)} both in grid and overrides — pick one")
+    if (too_many := limits.sweep_size_problem(len(spec.scenarios), grid, trials)) is not None:
+        raise SweepError(f"{spec_file}: {too_many}")
     scenarios: list[tuple[Path, Scenario]] = []
     names: dict[str, Path] = {}
     for i, rel in enumerate(spec.scenarios):
-        f = (base / rel).resolve()
+        f, refused = limits.sweep_scenario_problem(spec_file, rel)
+        if refused is not None:
+            raise SweepError(f"{spec_file}: scenarios[{i}]: {refused}")
         try:
-            sc, _ = load_scenario(f)
+            sc, _ = load_scenario(f, quote=False)
         except ScenarioError as e:
             raise SweepError(f"{spec_file}: scenarios[{i}]: {e}") from None
         if sc.name in names:
@@ -217,6 +204,7 @@ def expand(spec: SweepSpec, spec_file: Path, quick: bool = False) -> Plan:
         scenarios.append((f, sc))
     runs: list[PlannedRun] = []
     keys = list(grid)
+    traces: dict[Path, list[str]] = {}
     for f, sc in scenarios:
         try:
             base_sc = override(sc, overrides, f"{spec_file}: overrides applied to {f.name}") if overrides else sc
@@ -230,6 +218,9 @@ def expand(spec: SweepSpec, spec_file: Path, quick: bool = False) -> Plan:
                 varied = override(base_sc, params, f"{spec_file}: {where} applied to {f.name}")
             except ScenarioError as e:
                 raise SweepError(str(e)) from None
+            if problems := limits.file_problems(varied, f, traces):   # trace files as the loader checks them
+                raise SweepError("\n".join([f"{spec_file}: {where} applied to {f.name}: invalid scenario",
+                                            *(f"  {p}" for p in problems)]))
             for trial in range(trials):
                 seed = derive_seed(spec.base_seed, sc.name, params, trial)
                 eff = override(varied, {"seed": seed}, f"{spec_file}: seed")
