@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -123,10 +124,15 @@ class Config:
     def representative(self) -> Run:
         """The trial closest to the configuration's median picture discards, then underflows, then path
         switches (ties: lowest run id) — a typical run, not the best or the worst."""
+        meds: dict[str, float] = {}
+        for m in ("picture_discards", "underflows", "path_switches"):
+            vals = [v for r in self.runs if (v := r.metrics.get(m)) is not None]
+            meds[m] = statistics.median(vals) if vals else math.nan
+
         def dist(r: Run) -> tuple[float, ...]:
             out = []
-            for m in ("picture_discards", "underflows", "path_switches"):
-                v, med = r.metrics.get(m), self.stats[m].median if m in self.stats else float("nan")
+            for m, med in meds.items():
+                v = r.metrics.get(m)
                 out.append(abs(v - med) if v is not None and not math.isnan(med) else math.inf)
             return tuple(out)
         return min(self.runs, key=lambda r: (*dist(r), r.run_id))
@@ -218,7 +224,9 @@ def _config_extras(runs: list[Run]) -> dict[str, list[str]]:
     return {name: sorted(keys) for name, keys in out.items()}
 
 
-def aggregate(source: Path, exclude: Iterable[Path] = ()) -> Collection:
+def aggregate(source: Path, exclude: Iterable[Path] = (), stats: bool = True) -> Collection:
+    """The runs below `source` grouped into configurations; `stats=False` skips the per-configuration
+    statistics (mpvlab.results.load, which needs only the grouping)."""
     runs: list[Run] = []
     bad: list[NotAggregated] = []
     for d in find_run_dirs(source, exclude):
@@ -241,7 +249,7 @@ def aggregate(source: Path, exclude: Iterable[Path] = ()) -> Collection:
     info = {k: (m.label, m.unit) for k, m in defs.items()}
     for c in configs.values():
         c.runs.sort(key=lambda r: ((r.sweep or {}).get("trial", 0), r.run_id))
-        for k, m in defs.items():
+        for k, m in defs.items() if stats else ():
             c.stats[k] = summarise((r.metrics.get(k) for r in c.runs), m, seed=seed_for(c.key, k))
     ordered = sorted(configs.values(),
                      key=lambda c: (c.scenario, c.extra_label, cc_order(c.cc), sched_order(c.scheduler)))

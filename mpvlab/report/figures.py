@@ -33,6 +33,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from mpvlab.report import style as st  # noqa: E402
 from mpvlab.report.aggregate import Collection, Config, Run, cc_order, sched_order  # noqa: E402
+from mpvlab.results import addr_to_path, host_of  # noqa: E402
 
 FORMATS = ("pdf", "svg", "png")
 
@@ -218,15 +219,7 @@ def _read_csv(p: Path) -> list[dict[str, str]]:
 
 
 def _addr_to_path(run: Run) -> dict[str, str]:
-    """Client address → path name, from provenance (topology.paths.<name>.client_addr)."""
-    paths = ((run.provenance.get("topology") or {}).get("paths") or {})
-    return {str(v.get("client_addr")): name for name, v in paths.items() if isinstance(v, dict)}
-
-
-def _host(endpoint: str) -> str:
-    """'[::ffff:10.0.1.2]:59128' or '10.0.1.2:59128' → '10.0.1.2'."""
-    h = endpoint.rsplit(":", 1)[0].strip("[]")
-    return h.removeprefix("::ffff:")
+    return addr_to_path(run.provenance)
 
 
 def cwnd_series(run: Run) -> dict[str, tuple[list[float], list[float]]]:
@@ -238,7 +231,7 @@ def cwnd_series(run: Run) -> dict[str, tuple[list[float], list[float]]]:
             t, cw = float(row["t_s"]), float(row["cwnd"])
         except (KeyError, ValueError):
             continue
-        path = a2p.get(_host(row.get("peer", "")), _host(row.get("peer", "")))
+        path = a2p.get(host_of(row.get("peer", "")), host_of(row.get("peer", "")))
         ts, vs = out.setdefault(path, ([], []))
         ts.append(t)
         vs.append(cw)
@@ -304,7 +297,7 @@ def timeseries_figures(c: Collection, kind: str) -> list[Figure]:
     for cfg in c.configs:
         groups.setdefault(cfg.scenario + (f" ({cfg.extra_label})" if cfg.extra else ""), []).append(cfg)
     all_paths = list(dict.fromkeys(p for r in c.runs for p in r.paths))
-    sty = st.style_for(path=all_paths)
+    sty = st.style_for(path=all_paths, cc=[cfg.cc for cfg in c.configs], scheduler=[cfg.scheduler for cfg in c.configs])
     figs = []
     for gname, cfgs in groups.items():
         series = []
@@ -326,7 +319,8 @@ def timeseries_figures(c: Collection, kind: str) -> list[Figure]:
                 for p, (ts, vs) in s.items():
                     ax.plot(ts, vs, color=sty.colour("path", p), label=sty.label("path", p),
                             drawstyle="steps-mid" if kind == "throughput" else "default")
-                ax.set_title(f"{cfg.cc.upper()} · {cfg.scheduler} — run {rep.run_id} (of {len(cfg.runs)})",
+                ax.set_title(f"{sty.label('cc', cfg.cc)} · {sty.label('scheduler', cfg.scheduler)} — run {rep.run_id} "
+                             f"(of {len(cfg.runs)})",
                              loc="left", pad=2)
                 ax.set_ylabel("cwnd (pkts)" if kind == "cwnd" else "Mbit/s")
                 ax.set_ylim(bottom=0)
