@@ -4,8 +4,8 @@
 Writes N synthetic result directories in the runner's exact layout (mpvlab/report/synthetic.py:
 3 scenarios × 3 CCs × 3 schedulers × trials, each with summary, resolved scenario, provenance and,
 optionally, time series like a 20 s run's), then times, separately: finding and loading the runs
-and computing every configuration's statistics; writing the tables (CSV + Parquet); the figures;
-the HTML. Prints the figures; not a test.
+and computing every configuration's statistics (t and BCa bootstrap intervals); the pairwise tests;
+writing the tables (CSV + Parquet); the figures (PDF, SVG, PNG files); the HTML. Prints the figures; not a test.
 
     .venv/bin/python bench/bench_report.py [--runs 1000] [--series-s 20] [--keep DIR]
 """
@@ -25,6 +25,7 @@ from core import rundir  # noqa: E402
 from mpvlab.report.aggregate import aggregate  # noqa: E402
 from mpvlab.report.figures import build_all  # noqa: E402
 from mpvlab.report.html import render  # noqa: E402
+from mpvlab.report.pairwise import pairwise_frame  # noqa: E402
 from mpvlab.report.synthetic import make_set  # noqa: E402
 from mpvlab.report.tables import write_tables  # noqa: E402
 
@@ -51,19 +52,23 @@ def main() -> int:
         t0 = time.monotonic()
         c = aggregate(base / "src", exclude=[out])
         t1 = time.monotonic()
-        write_tables(c, out)
+        pw = pairwise_frame(c)
+        t1p = time.monotonic()
+        write_tables(c, out, pw)
         t2 = time.monotonic()
-        sections = build_all(c)
+        sections = build_all(c, out / "figures")
         t3 = time.monotonic()
-        page = render(c, sections, ["runs.csv"], "bench")
+        page = render(c, sections, ["runs.csv"], "bench", pw, html_dir=out)
         rundir.write_text(out / "report.html", page)
         t4 = time.monotonic()
         n_figs = sum(len(f) for _, f in sections)
         print(f"load + statistics : {t1 - t0:6.2f} s  ({n} runs, {len(c.configs)} configurations, "
               f"{(t1 - t0) / n * 1e3:.2f} ms per run)")
-        print(f"tables (CSV+Parquet): {t2 - t1:6.2f} s")
-        print(f"figures            : {t3 - t2:6.2f} s  ({n_figs} figures; time series read for one "
-              f"representative run per configuration)")
+        print(f"pairwise tests     : {t1p - t1:6.2f} s  ({len(pw)} comparisons, {int(pw.significant.sum())} "
+              "different after Holm)")
+        print(f"tables (CSV+Parquet): {t2 - t1p:6.2f} s")
+        print(f"figures            : {t3 - t2:6.2f} s  ({n_figs} figures × PDF, SVG, PNG 300 dpi; time series "
+              f"read for one representative run per configuration)")
         print(f"HTML               : {t4 - t3:6.2f} s  ({len(page) / 1e6:.1f} MB)")
         print(f"total              : {t4 - t0:6.2f} s for {n} runs")
     finally:

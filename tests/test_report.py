@@ -6,6 +6,7 @@ the report built from real runs is checked by tests/test_sweep.py's end-to-end s
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 import statistics
@@ -60,7 +61,18 @@ def test_aggregate_groups_trials_and_lists_failures(tmp_path: Path) -> None:
             st = cfg.stats[m]
             assert st.n == 4
             assert st.mean == pytest.approx(mean) and st.median == pytest.approx(median)
-            assert st.ci_half == pytest.approx(half, rel=2e-4)
+            # The Student-t half-width is always computed (before the cut at the range) ...
+            assert st.t_half == pytest.approx(half, rel=2e-4)
+            assert st.t_low == pytest.approx(max(mean - half, 0.0), abs=2e-4 * half)   # the table has 4 digits
+            assert st.t_high == pytest.approx(mean + half, rel=2e-4)
+            # ... and the interval reported is the metric's kind (mpvlab/metrics.py): counts get a BCa
+            # bootstrap interval (inside the observed values), durations far from 0 the t interval.
+            if m == "startup_delay_s":
+                assert st.method == "t" and st.ci_half == pytest.approx(half, rel=2e-4)
+            else:
+                xs = [v[m] for v in vals]
+                assert st.method == "bootstrap-BCa"
+                assert min(xs) <= st.ci_low <= st.ci_high <= max(xs)
 
 
 def test_a_varied_field_makes_its_own_configuration(tmp_path: Path) -> None:
@@ -73,8 +85,8 @@ def test_a_varied_field_makes_its_own_configuration(tmp_path: Path) -> None:
 def test_tables_hold_the_statistics(tmp_path: Path) -> None:
     syn = make_set(tmp_path / "src", ["sc-a"], ["cubic", "bbr-s"], ["default"], trials=3, n_failed=1)
     rep = build_report(tmp_path / "src", tmp_path / "out", figures=False)
-    assert {p.name for p in rep.tables} == {f"{n}.{x}" for n in ("runs", "stats", "configs", "not_aggregated")
-                                            for x in ("csv", "parquet")}
+    assert {p.name for p in rep.tables} == {f"{n}.{x}" for n in ("runs", "stats", "configs", "not_aggregated",
+                                                                 "metrics", "pairwise") for x in ("csv", "parquet")}
     stats = pd.read_csv(tmp_path / "out" / "stats.csv")
     pq = pd.read_parquet(tmp_path / "out" / "stats.parquet")
     assert len(stats) == len(pq) and list(stats.columns) == list(pq.columns)
@@ -82,8 +94,9 @@ def test_tables_hold_the_statistics(tmp_path: Path) -> None:
         row = stats[(stats.cc == cc) & (stats.metric == "picture_discards")].iloc[0]
         mean, median, half = _expected(syn.values[("sc-a", cc, "default")], "picture_discards")
         assert (row.n, row["mean"], row["median"]) == (3, pytest.approx(mean), pytest.approx(median))
-        assert row.ci95_half == pytest.approx(half, rel=2e-4)
-        assert row.ci95_low == pytest.approx(mean - half, rel=1e-3, abs=1e-6)
+        assert row.t_half == pytest.approx(half, rel=2e-4)
+        assert row.t_low == pytest.approx(max(mean - half, 0.0), rel=1e-3, abs=1e-6)   # cut at the range (>= 0)
+        assert row.ci_method == "bootstrap-BCa" and row["min"] <= row.ci95_low <= row.ci95_high <= row["max"]
     runs = pd.read_csv(tmp_path / "out" / "runs.csv")
     assert len(runs) == 6 and sorted(runs.trial.unique()) == [0, 1, 2]
     assert len(pd.read_csv(tmp_path / "out" / "not_aggregated.csv")) == 1
@@ -102,8 +115,19 @@ def test_html_is_self_contained_with_every_figure(tmp_path: Path) -> None:
     srcs = _html_images(page)
     # 3 bar figures (underflows, discards, switches) + cwnd and throughput per scenario (2 × 2)
     assert len(srcs) == 7
-    assert all(s.startswith("data:image/png;base64,") for s in srcs)
-    assert not re.search(r'(src|href)="(https?:|//|/)', page), "the report must not reference anything outside"
+    # Inline: each figure is its SVG file's exact bytes; the page needs no other file
+    assert all(s.startswith("data:image/svg+xml;base64,") for s in srcs)
+    svgs = sorted((tmp_path / "src" / "report" / "figures").glob("*.svg"))
+    assert len(svgs) == 7
+    embedded = sorted(base64.b64decode(s.removeprefix("data:image/svg+xml;base64,")) for s in srcs)
+    assert embedded == sorted(p.read_bytes() for p in svgs)
+    assert not re.search(r'(src|href)="(https?:|//|/|\.\.)', page), "the report must not reference anything outside"
+    # Relative links (PDF, SVG, PNG per figure) all resolve to files inside the report folder
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert len(hrefs) == 7 * 3
+    for h in hrefs:
+        target = (rep.html.parent / h).resolve()
+        assert target.is_file() and target.is_relative_to(rep.html.parent.resolve()), h
     assert "<script" not in page
     for cfg in rep.collection.configs:
         assert cfg.label in page
@@ -137,5 +161,6 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     # A page of tables and figures: a few % of the pixels are ink; a blank or error page has ~0.
     assert browser.ink_fraction(shot) > 0.03
     # The CC colours of the bar figures are on screen: the figures decoded and were painted.
-    for cc, hex_colour in (("cubic", "#1f77b4"), ("bbr", "#d62728")):
+    from mpvlab.report.style import STYLE_TABLE
+    for cc, hex_colour in (("cubic", STYLE_TABLE["cc"]["cubic"].colour), ("bbr", STYLE_TABLE["cc"]["bbr"].colour)):
         assert browser.colour_fraction(shot, hex_colour) > 1e-4, f"no {cc} bars ({hex_colour}) on screen"

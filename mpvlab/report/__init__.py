@@ -4,7 +4,11 @@ HTML file, from result directories alone.
     from mpvlab.report import build_report
     rep = build_report(Path("results/wifi-lte-study"), Path("results/wifi-lte-study/report"))
 
-Modules: stats (mean, median, Student-t CI), aggregate (runs → configurations), tables, figures, html.
+Modules: stats (SciPy: t and BCa bootstrap intervals, Welch / Mann–Whitney tests, Holm), aggregate (runs →
+configurations; metric definitions from mpvlab/metrics.py), pairwise (tests between configurations), tables,
+style (colours, markers, hatches, sizes — shared with `mpvlab plot`), figures (PDF, SVG, PNG files), html.
+The report folder: report.html, the tables (CSV + Parquet) and figures/. Python API: mpvlab.report()
+(mpvlab/api.py, docs/python-api.md).
 """
 
 from __future__ import annotations
@@ -16,10 +20,14 @@ from core import rundir
 from mpvlab.report.aggregate import Collection, aggregate
 
 
+FIGURES = "figures"   # below the report folder: every figure as PDF, SVG and PNG
+
+
 @dataclass
 class Report:
     html: Path
     tables: list[Path]
+    figures: list[Path]
     n_complete: int
     n_failed: int
     n_configs: int
@@ -29,12 +37,15 @@ class Report:
 def build_report(source: Path, out: Path, title: str | None = None, figures: bool = True) -> Report:
     from mpvlab.report.figures import build_all
     from mpvlab.report.html import render
+    from mpvlab.report.pairwise import pairwise_frame
     from mpvlab.report.tables import write_tables
 
     c = aggregate(source, exclude=[out])
-    tables = write_tables(c, out)
-    sections = build_all(c) if figures else []
-    page = render(c, sections, [t.name for t in tables], title or source.resolve().name)
+    pw = pairwise_frame(c)
+    tables = write_tables(c, out, pw)
+    sections = build_all(c, out / FIGURES) if figures else []
+    page = render(c, sections, [t.name for t in tables], title or source.resolve().name, pw, html_dir=out)
     html_path = out / "report.html"
     rundir.write_text(html_path, page)
-    return Report(html_path, tables, len(c.runs), len(c.not_aggregated), len(c.configs), c)
+    files = [p for _, figs in sections for f in figs for p in f.files.values()]
+    return Report(html_path, tables, files, len(c.runs), len(c.not_aggregated), len(c.configs), c)

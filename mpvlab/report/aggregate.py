@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
 
+from mpvlab import metrics
+from mpvlab.metrics import MetricDef
 from mpvlab.report.hosts import drop_duplicate_sweep_runs
-from mpvlab.report.stats import CONFIDENCE, Summary, summarise
+from mpvlab.report.style import order_key
+from mpvlab.report.stats import CONFIDENCE, Summary, seed_for, summarise
 from mpvlab.sweep import read_header
 
 try:  # libyaml: ~10x faster on the 1,000-run bench
@@ -29,37 +33,9 @@ try:  # libyaml: ~10x faster on the 1,000-run bench
 except AttributeError:  # pragma: no cover
     _Loader = yaml.SafeLoader
 
-# Headline metrics of summary.json: key, label, unit. Per-path metrics are added per path name.
-METRICS: list[tuple[str, str, str]] = [
-    ("underflows", "buffer underflows", "events"),
-    ("underflow_total_s", "time in underflow", "s"),
-    ("picture_discards", "picture discards", "frames"),
-    # Of those, the ones while the playout buffer held data: late for the CPU, not the network. Read
-    # them beside the CPU time the hypervisor took during playback (mpvlab/hoststeal.py).
-    ("picture_discards_no_underflow", "picture discards with data buffered (CPU-late)", "frames"),
-    ("host_steal_during_playback.fraction", "host CPU steal during playback", "fraction of all CPUs' time"),
-    ("frames_rendered", "frames rendered", "frames"),
-    ("frames_expected", "frames expected", "frames"),
-    ("startup_delay_s", "startup delay", "s"),
-    ("stall_ratio", "stall ratio", "(playback − video) / video"),
-    ("path_switches", "path switches", "switches"),
-    ("scheduler_decisions", "scheduler decisions", "decisions"),
-    ("duration_s", "playback duration", "s"),
-    ("bytes_total", "bytes received (all paths)", "B"),
-    ("fidelity_ok", "fidelity check passed", "fraction of runs"),
-    ("run_wall_s", "run wall time", "s"),
-    # DASH runs (summary.json `dash`; experiments.md §2): absent for progressive runs
-    ("dash.quality_avg", "DASH average quality level", "level (0 = lowest)"),
-    ("dash.stall_rate", "DASH stall rate", "(playback − video) / video"),
-    ("dash.bitrate_avg_bps", "DASH average bitrate", "bit/s"),
-    ("dash.bitrate_switches", "DASH bitrate switches", "switches"),
-]
-PATH_METRICS: list[tuple[str, str, str]] = [
-    ("rx_bytes", "bytes received", "B"),
-    ("share", "share of bytes", "fraction"),
-    ("mean_throughput_bps", "mean throughput", "bit/s"),
-    ("payload_bytes_handed", "payload handed by the scheduler", "B"),
-]
+# The metrics (key, label, unit, range, interval, test) are defined once, in mpvlab/metrics.py.
+METRICS: list[MetricDef] = metrics.METRICS
+PATH_METRICS: list[MetricDef] = metrics.PATH_METRICS
 # Resolved fields that never define a configuration (or are named explicitly in it).
 IDENTITY_FIELDS = {"name", "description", "seed", "transport.cc", "transport.scheduler"}
 
@@ -149,10 +125,15 @@ class Config:
     def representative(self) -> Run:
         """The trial closest to the configuration's median picture discards, then underflows, then path
         switches (ties: lowest run id) — a typical run, not the best or the worst."""
+        meds: dict[str, float] = {}
+        for m in ("picture_discards", "underflows", "path_switches"):
+            vals = [v for r in self.runs if (v := r.metrics.get(m)) is not None]
+            meds[m] = statistics.median(vals) if vals else math.nan
+
         def dist(r: Run) -> tuple[float, ...]:
             out = []
-            for m in ("picture_discards", "underflows", "path_switches"):
-                v, med = r.metrics.get(m), self.stats[m].median if m in self.stats else float("nan")
+            for m, med in meds.items():
+                v = r.metrics.get(m)
                 out.append(abs(v - med) if v is not None and not math.isnan(med) else math.inf)
             return tuple(out)
         return min(self.runs, key=lambda r: (*dist(r), r.run_id))
@@ -165,6 +146,7 @@ class Collection:
     not_aggregated: list[NotAggregated]
     configs: list[Config]
     metric_info: dict[str, tuple[str, str]]   # key → (label, unit)
+    metric_defs: dict[str, MetricDef] = field(default_factory=dict)   # key → definition (per path too)
     confidence: float = CONFIDENCE
 
 
@@ -219,10 +201,12 @@ def run_metrics(s: dict[str, Any]) -> dict[str, float | None]:
         for part in key.split("."):
             v = v.get(part) if isinstance(v, dict) else None
         return v
-    out = {k: num(get(k)) for k, _, _ in METRICS}
+    def checked(m: MetricDef, v: float | None) -> float | None:
+        return None if v is None else m.check(v)      # e.g. the stall ratio clamped at 0 (older runs)
+    out = {m.key: checked(m, num(get(m.key))) for m in METRICS}
     for pname, pv in (s.get("paths") or {}).items():
-        for k, _, _ in PATH_METRICS:
-            out[f"paths.{pname}.{k}"] = num((pv or {}).get(k))
+        for m in PATH_METRICS:
+            out[f"paths.{pname}.{m.key}"] = checked(m, num((pv or {}).get(m.key)))
     return out
 
 
@@ -241,7 +225,9 @@ def _config_extras(runs: list[Run]) -> dict[str, list[str]]:
     return {name: sorted(keys) for name, keys in out.items()}
 
 
-def aggregate(source: Path, exclude: Iterable[Path] = ()) -> Collection:
+def aggregate(source: Path, exclude: Iterable[Path] = (), stats: bool = True) -> Collection:
+    """The runs below `source` grouped into configurations; `stats=False` skips the per-configuration
+    statistics (mpvlab.results.load, which needs only the grouping)."""
     runs: list[Run] = []
     bad: list[NotAggregated] = []
     for d in find_run_dirs(source, exclude):
@@ -257,28 +243,25 @@ def aggregate(source: Path, exclude: Iterable[Path] = ()) -> Collection:
         if key not in configs:
             configs[key] = Config(key, r.scenario, r.cc, r.scheduler, r.extra, [])
         configs[key].runs.append(r)
-    info = {k: (label, unit) for k, label, unit in METRICS}
+    defs = {m.key: m for m in METRICS}
     for r in runs:
         for p in r.paths:
-            for k, label, unit in PATH_METRICS:
-                info[f"paths.{p}.{k}"] = (f"{p}: {label}", unit)
+            for m in PATH_METRICS:
+                defs.setdefault(f"paths.{p}.{m.key}", metrics.path_metric(p, m))
+    info = {k: (m.label, m.unit) for k, m in defs.items()}
     for c in configs.values():
         c.runs.sort(key=lambda r: ((r.sweep or {}).get("trial", 0), r.run_id))
-        for m in info:
-            c.stats[m] = summarise(r.metrics.get(m) for r in c.runs)
+        for k, m in defs.items() if stats else ():
+            c.stats[k] = summarise((r.metrics.get(k) for r in c.runs), m, seed=seed_for(c.key, k))
     ordered = sorted(configs.values(),
                      key=lambda c: (c.scenario, c.extra_label, cc_order(c.cc), sched_order(c.scheduler)))
-    return Collection(source, runs, bad, ordered, info)
+    return Collection(source, runs, bad, ordered, info, metric_defs=defs)
 
 
-# Congestion controls and schedulers in a fixed order (and thus fixed colours); unknown ones after.
-CC_ORDER = ["cubic", "bbr", "bbr-s"]
-SCHED_ORDER = ["default", "minrtt", "bdp"]
-
-
+# Congestion controls and schedulers in the style table's order (mpvlab/report/style.py); unknown ones after.
 def cc_order(cc: str) -> tuple[int, str]:
-    return (CC_ORDER.index(cc) if cc in CC_ORDER else len(CC_ORDER), cc)
+    return order_key("cc", cc)
 
 
 def sched_order(s: str) -> tuple[int, str]:
-    return (SCHED_ORDER.index(s) if s in SCHED_ORDER else len(SCHED_ORDER), s)
+    return order_key("scheduler", s)

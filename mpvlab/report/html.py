@@ -1,16 +1,25 @@
-"""One self-contained HTML file: inline CSS, figures as base64 PNG, no script, no external reference
-— it opens from disk (or an e-mail attachment) without a server."""
+"""One self-contained HTML file: inline CSS, figures inline, no script, no external reference — it
+opens from disk (or an e-mail attachment) without a server.
+
+Figures: each is embedded as its SVG file (data: URI in an <img>, so figures cannot clash over SVG
+element ids and no markup from a figure runs in the page); vector, so it stays sharp at any zoom,
+and the same bytes as figures/<name>.svg. Under each figure, relative links to its PDF, SVG and
+300 dpi PNG files next to the report (they work when the report folder is kept together; the page
+itself needs none of them)."""
 
 from __future__ import annotations
 
 import base64
 import html
 import math
+import os
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import jinja2
+import pandas as pd
 
 from mpvlab.report.aggregate import Collection, Config
 from mpvlab.report.figures import Figure
@@ -53,11 +62,32 @@ generated {{ generated }} by <code>mpvlab report</code>.</p>
 <p>A <b>configuration</b> is scenario × congestion control × scheduler × every other scenario field that differs
 between the runs of that scenario (from each run's <code>resolved.yaml</code>; seeds never define one); its runs are
 its trials. Only runs whose <code>status.json</code> says <code>complete</code> are aggregated. Per configuration and
-metric: <b>n</b> trials with a value, <b>mean</b>, <b>median</b>, and a <b>{{ conf_pct }} % confidence interval
-of the mean from Student's t distribution</b>: mean ± t<sub>{{ t_level }}, n−1</sub> · s / √n, s the sample
-standard deviation (n − 1 in the denominator); no interval for n = 1. Tables below show mean [CI low, CI high].
+metric: <b>n</b> trials with a value, <b>mean</b>, <b>median</b>, and a <b>{{ conf_pct }} % confidence interval of the
+mean</b> (SciPy {{ scipy_version }}), of one of two kinds, fixed per metric in its definition (below):</p>
+<ul>
+<li><b>t</b> — Student's t: mean ± t<sub>{{ t_level }}, n−1</sub> · s / √n (s with n − 1), for durations far from
+their bound; intersected with the metric's possible range (marked † where that cut it).</li>
+<li><b>b</b> — bootstrap, bias-corrected and accelerated (BCa), {{ n_resamples }} resamples of the trials, seeded
+per configuration and metric (a rebuilt report gives the same intervals), for counts and ratios, whose few-trial
+distributions are skewed and pile up at 0. It lies within the observed values, so within the range. With few trials
+(n &lt; 10) bootstrap intervals tend to be too narrow: read them with n.</li>
+</ul>
+<p>No interval for n = 1. Tables below show mean [low, high]<sup>kind</sup>; <code>stats.csv</code> holds both kinds
+for every metric. <b>Pairwise comparisons</b>: within each scenario (same other parameters), every pair of
+configurations per QoE metric, two-sided, with the metric's test — <b>Welch's t</b> (unequal variances) for
+durations, <b>Mann–Whitney U</b> (exact for small samples without ties) for counts and ratios — and <b>Holm's</b>
+step-down correction over the pairs of one metric (family-wise error rate α = {{ alpha }}).
 Full tables: {% for t in tables %}<code>{{ t }}</code>{% if not loop.last %}, {% endif %}{% endfor %}
 (next to this file).</p>
+
+<h2>Metrics</h2>
+<table>
+<tr><th class="l">metric</th><th class="l">unit</th><th>range</th><th class="l">better</th><th>interval</th>
+<th class="l">test</th><th class="l">definition</th><th class="l">convention</th></tr>
+{% for m in metric_rows %}<tr><td class="l">{{ m.label }}<br><code>{{ m.key }}</code></td><td class="l">{{ m.unit }}</td>
+<td>{{ m.range }}</td><td class="l">{{ m.direction }}</td><td>{{ m.interval }}</td><td class="l">{{ m.test }}</td>
+<td class="l">{{ m.definition }}</td><td class="l">{{ m.source }}</td></tr>
+{% endfor %}</table>
 
 <h2>Summary per configuration</h2>
 <table>
@@ -68,9 +98,29 @@ Full tables: {% for t in tables %}<code>{{ t }}</code>{% if not loop.last %}, {%
 
 {% for section, figs in figure_sections %}
 <h2>{{ section }}</h2>
-{% for f in figs %}<figure id="{{ f.id }}"><img alt="{{ f.title }}" src="data:image/png;base64,{{ f.b64 }}">
-<figcaption>{{ f.caption }}</figcaption></figure>
+{% for f in figs %}<figure id="{{ f.id }}"><img alt="{{ f.title }}" src="data:image/svg+xml;base64,{{ f.b64 }}">
+<figcaption>{{ f.caption }}{% if f.links %} <span class="muted">Files:
+{% for fmt, href in f.links %}<a href="{{ href }}">{{ fmt }}</a>{% if not loop.last %} · {% endif %}{% endfor %}</span>{% endif %}</figcaption></figure>
 {% endfor %}{% endfor %}
+
+<h2>Pairwise comparisons</h2>
+{% if pairwise_groups %}<p>Per scenario and QoE metric: pairs tested, pairs different at α = {{ alpha }} after Holm, and the
+smallest Holm-adjusted p. {{ pairwise_note }}</p>
+{% for g in pairwise_groups %}<h3>{{ g.name }}</h3>
+<table><tr><th class="l">metric</th><th class="l">test</th><th>pairs</th><th>different</th><th>min p (Holm)</th>
+<th class="l">different pairs (mean a → mean b)</th></tr>
+{% for m in g.metrics %}<tr><td class="l">{{ m.label }}</td><td class="l">{{ m.test }}</td><td>{{ m.pairs }}</td>
+<td>{{ m.n_sig }}</td><td>{{ m.min_p }}</td><td class="l">{% for d in m.sig %}{{ d }}{% if not loop.last %}<br>{% endif %}{% endfor %}</td></tr>
+{% endfor %}</table>
+<details><summary>All {{ g.rows|length }} comparisons</summary><table>
+<tr><th class="l">metric</th><th class="l">a</th><th class="l">b</th><th>n</th><th>mean a</th><th>mean b</th>
+<th>b − a</th><th class="l">test</th><th>statistic</th><th>p</th><th>p (Holm)</th></tr>
+{% for r in g.rows %}<tr><td class="l">{{ r.label }}</td><td class="l">{{ r.a }}</td><td class="l">{{ r.b }}</td>
+<td>{{ r.n }}</td><td>{{ r.mean_a }}</td><td>{{ r.mean_b }}</td><td>{{ r.diff }}</td><td class="l">{{ r.test }}</td>
+<td>{{ r.stat }}</td><td>{{ r.p }}</td><td>{% if r.sig %}<b>{{ r.p_holm }}</b>{% else %}{{ r.p_holm }}{% endif %}</td></tr>
+{% endfor %}</table></details>
+{% endfor %}{% else %}<p class="muted">No scenario has two configurations with two or more trials each: nothing to
+compare.</p>{% endif %}
 
 <h2>Runs flagged</h2>
 {% if warned %}<p>Complete runs with fidelity warnings or failed cross-checks (aggregated, but check them):</p>
@@ -125,7 +175,10 @@ def cell(cfg: Config, metric: str) -> str:
         return "–"
     text = html.escape(fmt(s.mean))
     if s.n >= 2:
-        text += f' <span class="ci">[{html.escape(fmt(s.ci_low))}, {html.escape(fmt(s.ci_high))}]</span>'
+        kind = "b" if s.method.startswith("bootstrap") else "t"
+        mark = "†" if s.clipped else ""
+        text += (f' <span class="ci">[{html.escape(fmt(s.ci_low))}, {html.escape(fmt(s.ci_high))}]'
+                 f'<sup>{kind}{mark}</sup></span>')
     if s.n >= 3 or (s.n == 2 and s.median != s.mean):
         text += f'<br><span class="ci">median {html.escape(fmt(s.median))}</span>'
     return text
@@ -135,13 +188,73 @@ def _counted(values: list[Any]) -> list[tuple[str, int]]:
     return Counter(str(v) for v in values).most_common()
 
 
+def _metric_rows(c: Collection) -> list[dict[str, str]]:
+    present = [k for k, m in c.metric_defs.items() if any(cfg.stats.get(k) and cfg.stats[k].n for cfg in c.configs)]
+    keys = sorted(present, key=lambda k: (not c.metric_defs[k].qoe, k.startswith("paths."), present.index(k)))
+    out = []
+    for k in keys:
+        m = c.metric_defs[k]
+        out.append({"key": k, "label": m.label, "unit": m.unit, "range": m.range_text,
+                    "direction": {"lower": "lower", "higher": "higher", "none": "–"}[m.direction],
+                    "interval": "b" if m.interval == "bootstrap" else "t",
+                    "test": "Welch's t" if m.test == "welch" else "Mann–Whitney U",
+                    "definition": m.definition + (" (clamped to its range)" if m.clamp else ""), "source": m.source})
+    return out
+
+
+def _pairwise_groups(pw: pd.DataFrame | None) -> list[dict[str, Any]]:
+    if pw is None or pw.empty:
+        return []
+    out = []
+    for gname, g in pw.groupby("group", sort=False):
+        metrics = []
+        for key, gm in g.groupby("metric", sort=False):
+            sig = gm[gm.significant]
+            valid = gm.p_holm.dropna()
+            metrics.append({"label": gm.label.iloc[0], "test": gm.test.iloc[0], "pairs": int(gm.p.notna().sum()),
+                            "n_sig": len(sig), "min_p": fmt_p(valid.min()) if len(valid) else "–",
+                            "sig": [f"{r.a} {fmt(r.mean_a)} → {r.b} {fmt(r.mean_b)} (p {fmt_p(r.p_holm)})"
+                                    for r in sig.itertuples()]})
+        rows = [{"label": r.label, "a": r.a, "b": r.b, "n": f"{r.n_a}/{r.n_b}", "mean_a": fmt(r.mean_a),
+                 "mean_b": fmt(r.mean_b), "diff": fmt(r.diff_b_minus_a), "test": r.test, "stat": fmt(r.statistic),
+                 "p": fmt_p(r.p), "p_holm": fmt_p(r.p_holm), "sig": bool(r.significant)} for r in g.itertuples()]
+        out.append({"name": gname, "metrics": metrics, "rows": rows})
+    return out
+
+
+def _pairwise_note(pw: pd.DataFrame | None) -> str:
+    """When Mann–Whitney cannot reach α after Holm with these trial counts, say so: 'no difference'
+    would otherwise read as evidence of equality."""
+    if pw is None or pw.empty:
+        return ""
+    mw = pw[pw.test.str.startswith("Mann") & pw.p.notna()]
+    if mw.empty:
+        return ""
+    floor = (mw.min_possible_p * mw.family_size).min()
+    if floor >= pw.alpha.iloc[0]:
+        return (f"Note: with these trial counts the smallest p an exact Mann–Whitney test can give is "
+                f"{fmt_p(mw.min_possible_p.min())}; after Holm over the pairs it is ≥ {fmt_p(min(floor, 1.0))}, so no "
+                "count or ratio metric can show a difference here — run more trials (or compare fewer "
+                "configurations) before reading 0 'different' as 'equal'.")
+    return ""
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "–"
+    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
+
+
 def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], tables: list[str],
-           title: str) -> str:
-    from mpvlab.report.figures import cc_colour
+           title: str, pairwise: pd.DataFrame | None = None, html_dir: Path | None = None) -> str:
+    import scipy
+
+    from mpvlab.report import style
+    from mpvlab.report.stats import ALPHA, N_RESAMPLES
     paths = list(dict.fromkeys(p for r in c.runs for p in r.paths))
     share_metrics = [(f"paths.{p}.share", f"{p} share") for p in paths]
     tput_metrics = [(f"paths.{p}.mean_throughput_bps", f"{p} Mbit/s") for p in paths]
-    ccs = sorted({cfg.cc for cfg in c.configs})
+    sty = style.style_for(cc=sorted({cfg.cc for cfg in c.configs}))
     dash_metrics = [(m, h) for m, h in DASH_METRICS
                     if any(cfg.stats.get(m) is not None and cfg.stats[m].n for cfg in c.configs)]
     summary_metrics = SUMMARY_METRICS + dash_metrics + share_metrics
@@ -154,7 +267,7 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
                          html.escape(f"{s.mean / 1e6:.3g}") + (f' <span class="ci">± {s.ci_half / 1e6:.2g}</span>'
                                                                 if s.n >= 2 else ""))
         summary_rows.append({"label": cfg.label, "n": len(cfg.runs), "cells": cells,
-                             "colour": cc_colour(cfg.cc, ccs)})
+                             "colour": sty.colour("cc", cfg.cc)})
     warned = [{"rel": r.rel, "config": next(cfg.label for cfg in c.configs if cfg.key == r.config),
                "warnings": r.warnings} for r in c.runs if r.warnings]
     flags = []
@@ -209,11 +322,18 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
                              "seed": r.summary.get("seed", "–"), "rel": r.rel,
                              "vals": [fmt(r.metrics.get(m)) for m, _ in run_metrics],
                              "fid": {True: "ok", False: "WARN", None: "–"}.get(fid, str(fid))})
-    sections = [(name, [{"id": f.id, "title": f.title, "caption": f.caption,
-                         "b64": base64.b64encode(f.png).decode("ascii")} for f in figs])
+    def links(f: Figure) -> list[tuple[str, str]]:
+        if html_dir is None:
+            return []
+        return [(fmt_.upper() + (f" ({style.PNG_DPI} dpi)" if fmt_ == "png" else ""),
+                 os.path.relpath(p, html_dir)) for fmt_, p in f.files.items()]
+    sections = [(name, [{"id": f.id, "title": f.title, "caption": f.caption, "links": links(f),
+                         "b64": base64.b64encode(f.svg).decode("ascii")} for f in figs])
                 for name, figs in figure_sections]
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     return env.from_string(TEMPLATE).render(
+        scipy_version=scipy.__version__, n_resamples=f"{N_RESAMPLES:,}", alpha=ALPHA,
+        metric_rows=_metric_rows(c), pairwise_groups=_pairwise_groups(pairwise), pairwise_note=_pairwise_note(pairwise),
         title=title, source=str(c.source), generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         n_complete=len(c.runs), configs=c.configs, flags=flags, conf_pct=round(c.confidence * 100),
         t_level=f"{0.5 + c.confidence / 2:.3g}", tables=tables,

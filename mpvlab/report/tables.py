@@ -1,5 +1,6 @@
 """Tables of a report, as CSV and Parquet: runs (one row per complete run), stats (long: one row per
-configuration × metric), configs (wide: the headline means and CIs per configuration), not_aggregated
+configuration × metric, with the metric's interval method, t and bootstrap intervals), pairwise (tests
+between configurations, mpvlab/report/pairwise.py), metrics (the definitions used), configs (wide: the headline means and CIs per configuration), not_aggregated
 (failed or incomplete runs and why)."""
 
 from __future__ import annotations
@@ -40,10 +41,15 @@ def stats_frame(c: Collection) -> pd.DataFrame:
             if s.n == 0:
                 continue
             label, unit = c.metric_info[m]
+            d = c.metric_defs.get(m)
             rows.append({"config": cfg.label, "scenario": cfg.scenario, "cc": cfg.cc, "scheduler": cfg.scheduler,
                          "params": _extra_json(cfg.extra), "metric": m, "label": label, "unit": unit,
+                         "range_low": d.lo if d else None, "range_high": d.hi if d else None,
                          "runs": len(cfg.runs), "n": s.n, "mean": s.mean, "median": s.median, "std": s.std,
-                         "ci95_low": s.ci_low, "ci95_high": s.ci_high, "ci95_half": s.ci_half,
+                         # the interval the metric's definition names (ci_method), then both kinds
+                         "ci_method": s.method, "ci95_low": s.ci_low, "ci95_high": s.ci_high,
+                         "ci95_half": s.ci_half, "t_low": s.t_low, "t_high": s.t_high, "t_half": s.t_half,
+                         "t_clipped": s.clipped, "boot_low": s.boot_low, "boot_high": s.boot_high,
                          "min": s.min, "max": s.max})
     return pd.DataFrame(rows)
 
@@ -68,11 +74,22 @@ def not_aggregated_frame(c: Collection) -> pd.DataFrame:
                         columns=["run_dir", "state", "reason"])
 
 
-def write_tables(c: Collection, out: Path) -> list[Path]:
+def metrics_frame(c: Collection) -> pd.DataFrame:
+    """The definitions of the metrics in this report (mpvlab/metrics.py)."""
+    return pd.DataFrame([{"metric": k, "label": m.label, "unit": m.unit, "range_low": m.lo, "range_high": m.hi,
+                          "direction": m.direction, "interval": m.interval, "test": m.test, "qoe": m.qoe,
+                          "clamped": m.clamp, "definition": m.definition, "source": m.source}
+                         for k, m in c.metric_defs.items()])
+
+
+def write_tables(c: Collection, out: Path, pairwise: pd.DataFrame | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, df in (("runs", runs_frame(c)), ("stats", stats_frame(c)), ("configs", configs_frame(c)),
-                     ("not_aggregated", not_aggregated_frame(c))):
+    frames = [("runs", runs_frame(c)), ("stats", stats_frame(c)), ("configs", configs_frame(c)),
+              ("not_aggregated", not_aggregated_frame(c)), ("metrics", metrics_frame(c))]
+    if pairwise is not None:
+        frames.append(("pairwise", pairwise))
+    for name, df in frames:
         csv = out / f"{name}.csv"
         df.to_csv(csv, index=False)
         pq = out / f"{name}.parquet"
