@@ -5,7 +5,7 @@
                        .sysctl(key, value) (set + read back), .read_sysctl(key)
     LocalHost()        this machine's root namespace: argv runs directly
     SshHost(...)       a remote machine: argv runs through `ssh ... user@host -- <command>`
-    Netns(name)        (mpvlab.netns) a local network namespace
+    Netns(name)        (core.netns) a local network namespace
 
 Quoting over SSH: the remote sshd hands the command STRING to the account's login shell, so every
 argv element is quoted with shlex.quote (POSIX single quotes). That is exact for sh/dash/bash/ksh/

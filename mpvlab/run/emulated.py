@@ -124,7 +124,7 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
     Run time zero is set to now + lead_s."""
     sc, phase = ctx.scenario, ctx.opts.progress
     if sc.topology.kind == "shared-bottleneck":
-        raise RunFailed("topology shared-bottleneck is brought up by mpvlab.run_shared (runs only; "
+        raise RunFailed("topology shared-bottleneck is brought up by mpvlab.run.shared (runs only; "
                         "`mpvlab shell` does not support it yet)")
     phase("topology")
     topo = dual_path.build(list(sc.paths), sc.topology.server_addressing, ctx.run_id, ctx.ledger.add_netns)
