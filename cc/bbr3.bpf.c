@@ -893,9 +893,24 @@ static __always_inline void check_loss_too_high_in_startup(struct sock *sk, stru
 }
 
 /* ---- BBRv3-S: percentile over the sample history ---- */
+
+/* Insert one sample (0: none) and return the p-th percentile (0: no samples yet). A global
+ * (non-static) function: the verifier checks it once, on its own, instead of at every path of
+ * cong_control that reaches it; inlined there, the window's bpf_loop pushed the verifier past its
+ * one-million-instruction budget ("BPF program is too large") for bbr3-s. */
+__noinline __u32 bbr3_pct_step(struct pct_window *w, __u32 sample, __u32 p_bp)
+{
+	if (!w)
+		return 0;
+	if (sample)
+		pct_insert(w, sample);
+	return pct_value(w, p_bp);
+}
+
 static __always_inline void pct_update(struct sock *sk, struct b3 *b, struct smp *s)
 {
 	struct pct_window *w;
+	__u32 v;
 	u64 t;
 
 	if (!mpvlab_param_estimator)
@@ -903,11 +918,11 @@ static __always_inline void pct_update(struct sock *sk, struct b3 *b, struct smp
 	w = bpf_sk_storage_get(&bbr3_pct_map, sk, 0, 0);
 	if (!w)
 		return;
-	if (s->interval_us > 0 && s->acked_sacked && !s->is_app_limited && s->sample_bw)
-		pct_insert(w, s->sample_bw);
-	if (!w->n)
+	v = bbr3_pct_step(w, s->interval_us > 0 && s->acked_sacked && !s->is_app_limited ? s->sample_bw : 0,
+			  mpvlab_param_percentile_bp);
+	if (!v)
 		return;
-	b->bw_pct_raw = pct_value(w, mpvlab_param_percentile_bp);
+	b->bw_pct_raw = v;
 	t = (u64)b->bw_pct_raw * mpvlab_param_factor_bp / PCT_BP_ONE;
 	b->bw_pct = t > 0xffffffffULL ? 0xffffffffU : (u32)(t ? t : 1);
 }

@@ -63,9 +63,12 @@ class UserBpfCC(Strict):
                              "(characters [A-Za-z0-9_./-], no '..', at most 200)")
         return v
 
-    @field_validator("params")
+    # Before pydantic's coercion: lax int parsing would turn True into 1 and "7" into 7.
+    @field_validator("params", mode="before")
     @classmethod
-    def _params(cls, v: dict[str, int]) -> dict[str, int]:
+    def _params(cls, v: object) -> dict[str, int]:
+        if not isinstance(v, Mapping):
+            raise ValueError("params: expected a mapping NAME: INTEGER")
         return check_params(v)
 
 

@@ -28,7 +28,7 @@ from typing import Any, Iterator
 import pytest
 
 from hostnoise import assert_played_through, longest_stall_s
-from mpvlab.hoststeal import StealMeter
+from core.hoststeal import StealMeter
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
