@@ -21,6 +21,7 @@ from core import naming
 from core.quantities import Strict
 
 import cc as bbrs_loader
+from cc import bbr3
 
 
 class BbrsParams(Strict):
@@ -90,11 +91,16 @@ def _bbrs(run_id: str, params: BaseModel | None, data: Path, logs: Path, state_h
 # In the report's order; colours from a colour-blind-safe palette (Okabe–Ito).
 ENTRIES: tuple[CongestionControl, ...] = (
     CongestionControl("cubic", "CUBIC (kernel)", "CUBIC", "#0072B2", "o", None, _kernel("cubic"), False, False),
-    CongestionControl("reno", "Reno / NewReno (kernel)", "Reno", "#56B4E9", "v", None, _kernel("reno"), False, False),
+    CongestionControl("reno", "Reno / NewReno (kernel)", "Reno", "#7F7F7F", "v", None, _kernel("reno"), False, False),
     CongestionControl("bbr", "BBR v1 (kernel tcp_bbr)", "BBR", "#D55E00", "s", None, _kernel("bbr"), False, True),
     CongestionControl("bbr-s", "BBR v1 with the p-th percentile of the last N delivery-rate samples as its "
                       "bandwidth estimate (BPF struct_ops, experiments.md §2)", "BBR-S", "#009E73", "^",
                       BbrsParams, _bbrs, True, True),
+    CongestionControl("bbr3", "BBRv3 (our BPF struct_ops port of Google's v3 tcp_bbr, cc/bbr3.bpf.c)", "BBRv3",
+                      "#000000", "D", bbr3.Bbr3Params, bbr3.setup_bbr3, True, True),
+    CongestionControl("bbr3-s", "BBRv3 with the p-th percentile of the last N delivery-rate samples times a "
+                      "factor as max_bw (BBR2-S's estimator on v3)", "BBRv3-S", "#F0E442", "P",
+                      bbr3.Bbr3SParams, bbr3.setup_bbr3s, True, True),
 )
 REGISTRY: dict[str, CongestionControl] = {e.name: e for e in ENTRIES}
 

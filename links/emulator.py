@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from links import capacity
 from links.schedule import Schedule
 from core import proc
 from core.netns import Netns
@@ -49,6 +50,7 @@ class DirectionPlan:
     spec: LinkDirection
     schedule: Schedule
     seed: int
+    base_dir: Path | None = None   # where a capacity trace is looked up first (the scenario's folder)
 
     @property
     def label(self) -> str:
@@ -56,11 +58,16 @@ class DirectionPlan:
 
     @property
     def needs_delay_line(self) -> bool:
-        return self.schedule.max_delay_ns > 0 or self.spec.loss > 0
+        return self.schedule.max_delay_ns > 0 or self.spec.loss > 0 or self.spec.has_impairments
+
+    def _base(self) -> Path:
+        return self.base_dir or capacity.SHIPPED_TRACES
 
     def queue_maxlen(self) -> int:
         """Packets the delay line may hold: ≥ packet rate × max delay (NFQUEUE's default of 1024
         silently caps throughput), with 4× headroom; unshaped paths are sized for 1 Gbit/s."""
+        if self.spec.capacity is not None:
+            return capacity.kernel_queue_maxlen(self.spec.impairments(), self.schedule.max_delay_ns, self._base())
         rate = self.spec.rate or 10**9
         pkts = rate / 8 / FRAME_BYTES * (self.schedule.max_delay_ns / 1e9)
         return max(4096, int(pkts * 4))
@@ -129,6 +136,9 @@ def _start_delay_line(handle: DirectionHandle, workdir: Path, t0_ns: int,
             "--stats", str(files["stats"]), "--step-log", str(files["steps"])]
     if plan.spec.loss > 0:
         argv += ["--loss", repr(plan.spec.loss), "--seed", str(plan.seed)]
+    if plan.spec.has_impairments:
+        argv += capacity.delayline_args(plan.spec.impairments(), workdir=workdir, label=label, seed=plan.seed,
+                                        base_dir=plan._base())
     with files["stderr"].open("wb") as err:
         handle.process = plan.router.popen(argv, stdout=err, stderr=subprocess.STDOUT)
     handle.ref = proc.ProcRef.of(handle.process.pid, f"delayline {label}")

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from core import units
 from core.quantities import Duration, Probability, QueueLimitT, Rate, Size, Strict
+from links.capacity import CapacitySpec, Impairments, LossSpec, OutageSpec, _check_outages
 
 
 class ConstantDelay(Strict):
@@ -75,6 +76,32 @@ class LinkDirection(Strict):
     delay: Annotated[DelaySpec, BeforeValidator(_delay_shorthand)] = ConstantDelay()
     loss: Probability = 0.0
     order: Literal["shape-then-delay", "delay-then-shape"] = "shape-then-delay"
+    # Applied by the delay line (links/capacity.py): a capacity that varies (square, piecewise, a
+    # Mahimahi or time-rate trace) with its own drop-tail queue, a loss model, outages.
+    capacity: CapacitySpec | None = None
+    loss_model: LossSpec | None = None
+    outages: OutageSpec = []
+
+    @field_validator("outages")
+    @classmethod
+    def _outages(cls, v: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        return _check_outages(v)
+
+    @model_validator(mode="after")
+    def _one_bottleneck_one_loss(self) -> "LinkDirection":
+        if self.capacity is not None and self.rate is not None:
+            raise ValueError("give either rate (a tc token bucket) or capacity (the delay line's link), not both: "
+                             "two bottlenecks in series would make neither the configured one")
+        if self.loss_model is not None and self.loss > 0:
+            raise ValueError("give either loss (independent, a probability) or loss_model, not both")
+        return self
+
+    def impairments(self) -> Impairments:
+        return Impairments(capacity=self.capacity, loss_model=self.loss_model, outages=self.outages)
+
+    @property
+    def has_impairments(self) -> bool:
+        return self.capacity is not None or self.loss_model is not None or bool(self.outages)
 
     def effective_burst(self) -> int:
         """Default burst: the larger of one MTU frame + headroom and 1 ms at the rate (tbf needs

@@ -66,9 +66,28 @@ def _human_bytes(n: int) -> str:
     return f"{n} bytes"
 
 
+def _require_regular(path: Path, st: os.stat_result, kind: str, limit: int) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        what = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise InputFileError(f"{path}: is {what}; a {kind} must be a regular file")
+    if st.st_size > limit:
+        raise InputFileError(f"{path}: {st.st_size} bytes is larger than the {kind} size limit of "
+                             f"{_human_bytes(limit)}")
+
+
 def read_bytes(path: Path, kind: str) -> bytes:
     """The bytes of `path` if it is a regular file of at most LIMITS[kind] bytes."""
     limit = LIMITS[kind]
+    # stat first: a FIFO, device or directory is refused without being opened at all (opening a FIFO
+    # can block, opening some devices has effects); the opened descriptor is checked again below.
+    try:
+        first = os.stat(path)
+    except OSError as e:
+        reason = "no such file" if e.errno == errno.ENOENT else (e.strerror or "cannot open").lower()
+        raise InputFileError(f"{path}: cannot read {kind}: {reason}") from None
+    _require_regular(path, first, kind, limit)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
@@ -78,15 +97,7 @@ def read_bytes(path: Path, kind: str) -> bytes:
         reason = "no such file" if e.errno == errno.ENOENT else (e.strerror or "cannot open").lower()
         raise InputFileError(f"{path}: cannot read {kind}: {reason}") from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            what = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
-                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
-            raise InputFileError(f"{path}: is {what}; a {kind} must be a regular file")
-        if st.st_size > limit:
-            raise InputFileError(f"{path}: {st.st_size} bytes is larger than the {kind} size limit of "
-                                 f"{_human_bytes(limit)}")
+        _require_regular(path, os.fstat(fd), kind, limit)
         os.set_blocking(fd, True)
         chunks: list[bytes] = []
         got = 0

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from core import units
+from core.errors import InputError
+from links import capacity
 from links.schedule import Schedule
 from links.spec import ConstantDelay, LinkDirection, PiecewiseDelay, SquareDelay, TraceDelay
 from mpvlab import inputs
@@ -205,6 +207,12 @@ def file_problems(sc: Any, scenario_file: Path, cache: dict[Path, list[str]] | N
     out: list[str] = []
     for pname, p in sc.paths.items():
         for dname in ("down", "up"):
+            cap = getattr(getattr(p, dname), "capacity", None)
+            if cap is not None:
+                try:   # read and parse the trace now (strict readers, size limits): nothing runs yet
+                    capacity.validate_capacity(cap, scenario_file.parent)
+                except (InputError, ValueError) as e:
+                    out.append(f"paths.{pname}.{dname}.capacity: {e}")
             d = getattr(p, dname).delay
             if not isinstance(d, TraceDelay):
                 continue
@@ -271,3 +279,19 @@ def sweep_scenario_problem(spec_file: Path, rel: str) -> tuple[Path, str | None]
     if target.suffix not in SCENARIO_SUFFIXES:
         return target, f"{rel!r}: not read; a scenario file's name ends in .yaml or .yml"
     return target, None
+
+
+def key_file_problems(sc: Any, key_dir: Path | None) -> list[str]:
+    """For a physical topology, the SSH key files its hosts name, checked as the run will check them
+    (inside the key directory, owned by root, a private key not readable by others) — so a bad key
+    file is refused by `mpvlab run` before the result directory or anything on a host exists."""
+    if getattr(sc.topology, "kind", None) != "physical":
+        return []
+    from core.validators import HostConfigError
+    from topologies.physical import key_dir_default, make_plan
+
+    try:
+        make_plan(sc.topology, sc.paths, key_dir or key_dir_default())
+    except HostConfigError as e:
+        return [str(e)]
+    return []

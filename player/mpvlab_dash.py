@@ -64,7 +64,7 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TYPE_CHECKING
 
 import gi
 
@@ -72,7 +72,8 @@ gi.require_version("Gst", "1.0")
 from gi.repository import Gst  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from abr.bba import BbaPolicy  # noqa: E402,F401
+if TYPE_CHECKING:
+    from abr.bba import BbaPolicy
 
 STATS_MESSAGE = "adaptive-streaming-statistics"
 GST_LOOKBACK = 3                 # NUM_LOOKBACK_FRAGMENTS in gstadaptivedemux.c
@@ -217,7 +218,7 @@ class DashSession:
     segments: list[SegmentRecord] = field(default_factory=list)
     downloads: list[Download] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
-    policy: BbaPolicy | None = None
+    policy: "BbaPolicy | None" = None
     demux: Gst.Element | None = None
     next_policy_level: int = 0                      # decision for the next segment
     next_buffer_s: float | None = None
@@ -276,7 +277,8 @@ class DashSession:
         self._rx = [(_media_regex(r.media), r) for r in self.reps]
         self._init_paths = {r.init: r for r in self.reps}
         if self.abr == "bba":
-            self.policy = BbaPolicy(tuple(r.bandwidth for r in self.reps),
+            from abr.bba import BbaPolicy   # here, not at import: the ABR package needs pydantic,
+            self.policy = BbaPolicy(        # which a physical host's system Python may lacktuple(r.bandwidth for r in self.reps),
                                     self.bba_reservoir_s, self.bba_cushion_s)
 
     def _on_demux_pad(self, _demux: Gst.Element, pad: Gst.Pad) -> None:

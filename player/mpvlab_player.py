@@ -46,7 +46,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import gi
 
@@ -56,8 +56,11 @@ from gi.repository import Gio, GLib, Gst  # noqa: E402
 # DASH support lives next to this file (also when this module is loaded by path).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mpvlab_dash  # noqa: E402
-import dash_client  # noqa: E402
-from abr import REGISTRY as ABR_REGISTRY  # noqa: E402
+# Our own DASH client and the ABR registry (player/abr) are imported when --fetcher own asks for
+# them: they need pydantic, which the system Python of a physical host need not have (a progressive
+# or dashdemux run there needs only GStreamer's Python bindings).
+if TYPE_CHECKING:
+    import dash_client
 
 EXIT_OK, EXIT_INTERNAL, EXIT_ERROR, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
 SAMPLE_PERIOD_MS = 100      # bytes/queue-level samples in the events file
@@ -208,6 +211,7 @@ class Player:
         self.own_client = args.dash and args.fetcher == "own"
         if self.own_client:
             # Our own DASH client fetches (player/dash_client.py) and feeds an appsrc.
+            import dash_client
             self.dash = dash_client.ClientSession(
                 url=args.url, abr_name=args.abr, abr_params=args.abr_params, seed=args.seed,
                 rcvbuf=args.rcvbuf_bytes, mptcp=not args.no_mptcp, buffer_s=args.buffer_ms / 1000.0,
@@ -236,6 +240,7 @@ class Player:
         a = self.a
         p = Gst.Pipeline.new("mpvlab-player")
         if self.own_client:
+            import dash_client
             assert isinstance(self.dash, dash_client.ClientSession)
             self.src = self.dash.build(p, self._make)
         else:
@@ -748,8 +753,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="DASH: who fetches — GStreamer's dashdemux (ABR gst|bba) or mpvlab's own client "
                          "(player/dash_client.py; ABR from the registry player/abr)")
     ap.add_argument("--abr", default="gst",
-                    help="DASH rate adaptation. dashdemux: gst (its own) | bba. own: "
-                         + " | ".join(sorted(ABR_REGISTRY)))
+                    help="DASH rate adaptation. dashdemux: gst (its own) | bba. own: an algorithm of "
+                         "the registry player/abr (throughput, bba, bola, dynamic, festive, sabre, on-off)")
     ap.add_argument("--abr-params", default="{}",
                     help="own fetcher: the ABR's parameters as a JSON object (validated by its model)")
     ap.add_argument("--seed", type=int, default=0,
@@ -772,6 +777,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if a.buffer_ms is None:
         a.buffer_ms = 30000.0 if a.dash else 2000.0
     if a.dash and a.fetcher == "own":
+        try:
+            from abr import REGISTRY as ABR_REGISTRY
+        except ModuleNotFoundError as e:
+            ap.error(f"--fetcher own needs the Python module {e.name!r} on this host (pip install -r requirements.txt)")
         if a.abr not in ABR_REGISTRY:
             ap.error(f"--abr {a.abr!r} with --fetcher own: one of {', '.join(sorted(ABR_REGISTRY))}")
         try:

@@ -40,9 +40,9 @@ ENTRIES: tuple[Scheduler, ...] = (
     Scheduler("default", "the kernel's own scheduler (lowest linger time among active non-backup subflows)",
               "default", "", "-", DefaultParams, "kernel"),
     Scheduler("minrtt", "lowest smoothed RTT first among subflows with window space (steering controller)",
-              "minRTT", "///", "--", MinRttParams, "steering"),
+              "minRTT", "////", "--", MinRttParams, "steering"),
     Scheduler("bdp", "largest BBR-style bandwidth-delay product, sticky until exhausted (steering controller)",
-              "BDP", "...", ":", BdpParams, "steering"),
+              "BDP", "\\\\\\\\", ":", BdpParams, "steering"),
 )
 REGISTRY: dict[str, Scheduler] = {e.name: e for e in ENTRIES}
 

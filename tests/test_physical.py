@@ -333,10 +333,12 @@ def test_preflight_fails_clearly_before_changing_anything(physlab: Any, tmp_path
     prov = json.loads((run_dir / "provenance.json").read_text())
     assert prov["physical"].get("changes") == []
     assert _all_state(lab) == before
-    # Wrong key directory: refused before any connection.
+    # Wrong key directory: refused as bad input (exit 2) before any connection or result directory.
+    runs_before = sorted((tmp_path / "phys-bad").iterdir())
     cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(tmp_path),
                          "--key-dir", str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert cp.returncode == 1 and "identity_file" in cp.stdout + cp.stderr
+    assert cp.returncode == 2 and "identity_file" in cp.stdout + cp.stderr, cp.stdout + cp.stderr
+    assert sorted((tmp_path / "phys-bad").iterdir()) == runs_before
     assert yaml.safe_load(text)["topology"]["kind"] == "physical"
 
 

@@ -41,18 +41,21 @@ BLACK, ORANGE, SKY, GREEN, YELLOW, BLUE, VERMILLION, PURPLE = (
     "#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
 GREY = "#7F7F7F"
 
+
+def _from_registries() -> dict[str, dict[str, Entry]]:
+    """CCs and schedulers look the way their registries say (cc/registry.py, schedulers/registry.py)."""
+    from cc.registry import ENTRIES as CCS
+    from schedulers.registry import ENTRIES as SCHEDULERS
+    markers = ["o", "s", "^", "D", "v", "P"]
+    return {
+        "cc": {c.name: Entry(c.label, i, c.colour, c.marker) for i, c in enumerate(CCS)},
+        "scheduler": {s.name: Entry(s.label, i, GREY, markers[i % len(markers)], s.hatch, s.linestyle)
+                      for i, s in enumerate(SCHEDULERS)},
+    }
+
+
 STYLE_TABLE: dict[str, dict[str, Entry]] = {
-    "cc": {
-        "cubic": Entry("CUBIC", 0, BLUE, "o"),
-        "bbr": Entry("BBR", 1, VERMILLION, "s"),
-        "bbr-s": Entry("BBR-S", 2, GREEN, "^"),
-        "reno": Entry("Reno", 3, GREY, "v"),
-    },
-    "scheduler": {
-        "default": Entry("default", 0, GREY, "o", "", "-"),
-        "minrtt": Entry("minRTT", 1, GREY, "s", "////", "--"),
-        "bdp": Entry("BDP", 2, GREY, "^", "\\\\\\\\", ":"),
-    },
+    **_from_registries(),
     "path": {
         "wifi": Entry("Wi-Fi", 0, ORANGE, "o", "", "-"),
         "lte": Entry("LTE", 1, PURPLE, "s", "", "-"),
@@ -66,7 +69,8 @@ STYLE_TABLE: dict[str, dict[str, Entry]] = {
 
 # For names the table does not know, per kind (never the table's colours of the same kind).
 SPARE_COLOURS: dict[str, list[str]] = {
-    "cc": [PURPLE, SKY, YELLOW, ORANGE, BLACK],
+    # Paul Tol's muted colours: the Okabe-Ito ones are taken by the registered CCs and the paths.
+    "cc": ["#882255", "#44AA99", "#999933", "#332288"],
     "scheduler": [GREY],
     "path": [SKY, YELLOW, BLACK, GREEN],
     "abr": [GREEN, PURPLE, ORANGE, SKY],

@@ -167,7 +167,8 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
         ):
             plan = DirectionPlan(p.name, direction, p.router.ns, in_if, out_if,
                                  naming.ifname(ctx.run_id, f"{letter}i{qnum}"), qnum, d,
-                                 getattr(sched, direction), seed=sc.seed * 1000 + p.index * 2 + qnum)
+                                 getattr(sched, direction), seed=sc.seed * 1000 + p.index * 2 + qnum,
+                                 base_dir=ctx.scenario_file.parent)
             h = apply_direction(plan, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc)
             handles.append(h)
             stack.callback(record_delay_stats, ctx, h)
