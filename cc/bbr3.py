@@ -25,6 +25,7 @@ from pydantic import Field
 from core import naming
 from core.quantities import Strict
 
+from cc.ccrun import CCRun
 from cc.user_bpf import CC_DIR, BpfCCLoad, load_bpf_cc
 
 OBJECT = CC_DIR / "build" / "bbr3.bpf.o"
@@ -59,7 +60,7 @@ class Bbr3Params(Strict):
 
 class Bbr3SParams(Strict):
     """BBRv3-S: BBRv3 with the p-th percentile of the last N delivery-rate samples, times a
-    factor, as max_bw (experiments.md §2: BBR2-S used the factor 0.85)."""
+    factor, as max_bw (docs/studies.md §2: BBR2-S used the factor 0.85)."""
 
     window: int = Field(100, ge=1, le=MAX_WINDOW, description="delivery-rate samples kept (N)")
     percentile: float = Field(85.0, gt=0.0, le=100.0, description="percentile used as max_bw (p), 0.01 resolution")
@@ -95,7 +96,6 @@ def load_bbr3(name: str, variant: Variant = "bbr3", *, window: int = 100, percen
 def _setup(variant: Variant, base: str, prefix: str):
     def setup(run_id: str, params: Strict | None, data: Path, logs: Path, state_hz: float):
         """Registry-shaped setup (cc/registry.py `Setup`): yields a CCRun."""
-        from cc.registry import CCRun  # late: the registry will import this module
 
         @contextmanager
         def _cm() -> Iterator[CCRun]:

@@ -17,6 +17,7 @@ from typing import Any, Callable, ContextManager, Iterator
 
 from pydantic import BaseModel, Field
 
+from cc.ccrun import CCRun
 from core import naming
 from core.quantities import Strict
 
@@ -25,22 +26,12 @@ from cc import bbr3
 
 
 class BbrsParams(Strict):
-    """BBR-S (experiments.md §2): the p-th percentile of the last N delivery-rate samples, times a
+    """BBR-S (docs/studies.md §2): the p-th percentile of the last N delivery-rate samples, times a
     factor, is the bandwidth estimate. Ranges are the loader's own (cc/percentile.h)."""
 
     window: int = Field(100, ge=1, le=bbrs_loader.MAX_WINDOW, description="delivery-rate samples kept (N)")
     percentile: float = Field(85.0, gt=0.0, le=100.0, description="percentile used as bandwidth estimate (p)")
     factor: float = Field(1.0, gt=0.0, le=2.0, description="multiplier on the estimate (BBR2-S: 0.85)")
-
-
-@dataclass(frozen=True)
-class CCRun:
-    """A congestion control set up for one run: the name the kernel knows it by, the process that
-    keeps it registered (None for a kernel CC) and where its state series goes (None: no export)."""
-
-    kernel_name: str
-    pid: int | None = None
-    state_csv: Path | None = None
 
 
 # setup(run_id, params, data_dir, logs_dir, state_hz) -> context manager yielding a CCRun
@@ -94,7 +85,7 @@ ENTRIES: tuple[CongestionControl, ...] = (
     CongestionControl("reno", "Reno / NewReno (kernel)", "Reno", "#7F7F7F", "v", None, _kernel("reno"), False, False),
     CongestionControl("bbr", "BBR v1 (kernel tcp_bbr)", "BBR", "#D55E00", "s", None, _kernel("bbr"), False, True),
     CongestionControl("bbr-s", "BBR v1 with the p-th percentile of the last N delivery-rate samples as its "
-                      "bandwidth estimate (BPF struct_ops, experiments.md §2)", "BBR-S", "#009E73", "^",
+                      "bandwidth estimate (BPF struct_ops, docs/studies.md §2)", "BBR-S", "#009E73", "^",
                       BbrsParams, _bbrs, True, True),
     CongestionControl("bbr3", "BBRv3 (our BPF struct_ops port of Google's v3 tcp_bbr, cc/bbr3.bpf.c)", "BBRv3",
                       "#000000", "D", bbr3.Bbr3Params, bbr3.setup_bbr3, True, True),

@@ -28,6 +28,7 @@ from typing import Iterator, Mapping
 
 from pydantic import Field, field_validator
 
+from cc.ccrun import CCRun
 from core import naming
 from core import proc as proc_mod
 from core.errors import MpvlabError
@@ -175,7 +176,6 @@ def setup_user_bpf(run_id: str, spec: UserBpfCC, scenario_dir: Path, data: Path,
                    state_hz: float):  # -> ContextManager[cc.registry.CCRun]
     """Registry-shaped setup for `cc: {bpf: ..., params: ...}`: yields a CCRun with the run-scoped
     kernel name (``ubpf_<run_id>``) and the loader's pid. No state export (the object's own)."""
-    from cc.registry import CCRun  # late: the registry imports this module
 
     @contextmanager
     def _cm() -> Iterator[CCRun]:

@@ -67,7 +67,7 @@ class LinkDirection(Strict):
 
     rate/buffer/burst: a token bucket (tc tbf) — rate None means unshaped. delay: one-way delay added
     by the delay line. order: which comes first inside the router; `shape-then-delay` (default) keeps
-    RTT steps clean because the bottleneck queue sits before the delay (platform-facts.md).
+    RTT steps clean because the bottleneck queue sits before the delay (docs/kernel-facts.md).
     """
 
     rate: Rate | None = None

@@ -6,7 +6,7 @@ and its properties (frame count, real bitrate) are known.  So content is
 generated here, from a synthetic source, with a recipe that x264 reproduces
 bit for bit, and every file carries a sidecar JSON with its provenance.
 
-Recipe (progressive MP4, the Kondo et al. INTERNET 2023 study, experiments.md §1):
+Recipe (progressive MP4, the Kondo et al. INTERNET 2023 study, docs/studies.md §1):
   * source: ffmpeg lavfi ``testsrc2`` (moving pattern + counter, so the encoder
     has real work and every frame differs),
   * H.264 by libx264, ``-preset ultrafast``, ONE thread (``-threads 1`` and x264
@@ -46,7 +46,7 @@ from core.errors import MpvlabError
 # sidecar, so old cached files are never mistaken for new ones.
 RECIPE_VERSION = 1
 
-# The study's video (experiments.md §1): 180 s, 5.24 Mbit/s, 720p.
+# The study's video (docs/studies.md §1): 180 s, 5.24 Mbit/s, 720p.
 STUDY_DURATION_S = 180.0
 STUDY_BITRATE_BPS = 5_240_000
 
@@ -274,7 +274,7 @@ def ensure_progressive(cache_dir: Path, duration_s: float, bitrate_bps: int, wid
 
 
 # --- DASH -----------------------------------------------------------------
-# Recipe (the Vargas et al. WWW 2021 study, experiments.md §2): one
+# Recipe (the Vargas et al. WWW 2021 study, docs/studies.md §2): one
 # representation per bitrate, every one encoded exactly like the progressive
 # file (testsrc2, x264 ultrafast, one thread, CBR with a 1 s VBV, no scene-cut
 # keyframes) with GOP == segment length, so every segment starts with an IDR
@@ -283,7 +283,7 @@ def ensure_progressive(cache_dir: Path, duration_s: float, bitrate_bps: int, wid
 # $Number$ (no SegmentTimeline), one init segment per representation.
 DASH_RECIPE_VERSION = 1
 
-# experiments.md §2: "11 quality levels from 1 to 25 Mbit/s in 2.5 Mbit/s
+# docs/studies.md §2: "11 quality levels from 1 to 25 Mbit/s in 2.5 Mbit/s
 # steps": 1, then 2.5 .. 25 in 2.5 Mbit/s steps (11 levels; the paper's text
 # cannot be met exactly otherwise, 1 + 10 x 2.5 = 26).
 STUDY_DASH_BITRATES_BPS = [1_000_000] + [int(2_500_000 * k) for k in range(1, 11)]
@@ -656,7 +656,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--height", type=int, default=720)
     p.add_argument("--fps", type=int, default=30)
     p.add_argument("--gop-s", type=float, default=2.0)
-    d = sub.add_parser("dash", help="DASH ladder (MPD + segments), experiments.md §2 defaults")
+    d = sub.add_parser("dash", help="DASH ladder (MPD + segments), docs/studies.md §2 defaults")
     d.add_argument("--cache-dir", type=Path, default=default_cache_dir())
     d.add_argument("--duration", type=float, default=STUDY_DASH_DURATION_S, help="seconds (default 600)")
     d.add_argument("--bitrates", type=lambda v: [_parse_bitrate(x) for x in v.split(",")],

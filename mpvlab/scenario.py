@@ -115,7 +115,7 @@ class TransportSpec(Strict):
     subflows: int | None = Field(None, ge=1, le=2, description="MPTCP subflows expected; default: one per path")
 
 
-STUDY_DASH_LADDER = [1_000_000] + [2_500_000 * i for i in range(1, 11)]  # experiments.md §2: 1 … 25 Mbit/s
+STUDY_DASH_LADDER = [1_000_000] + [2_500_000 * i for i in range(1, 11)]  # docs/studies.md §2: 1 … 25 Mbit/s
 
 
 class VideoSpec(Strict):
@@ -168,7 +168,15 @@ class PlayerSpec(Strict):
     mode: Literal["discard", "rebuffer"] = "discard"
     max_lateness: Duration = 20 * 10**6
     buffer: Duration | None = None
-    abr: Literal["gst", "bba"] = "gst"
+    abr: str = Field("gst", pattern=r"^[a-z][a-z0-9-]{0,31}$",
+                     description="dashdemux: gst | bba; fetcher own: an ABR of player/abr (throughput, bba, "
+                                 "bola, dynamic, festive, sabre, on-off)")
+    fetcher: Literal["dashdemux", "own"] = Field(
+        "dashdemux", description="DASH: GStreamer's dashdemux, or mpvlab's own client (player/dash_client.py: "
+                                 "MPTCP socket, pipelining, paced reads; HTTP/1.1 without TLS)")
+    abr_params: dict[str, Any] = Field(default_factory=dict, description="fetcher own: the ABR's parameters")
+    rcvbuf: Size | None = Field(None, description="fetcher own: the socket's SO_RCVBUF request (SABRE sizes its "
+                                                   "pipeline from it)")
     bba_reservoir: Duration = 5 * 10**9
     bba_cushion: Duration = 15 * 10**9
     gst_bitrate_limit: float = Field(0.8, gt=0.0, le=1.0)
@@ -178,6 +186,30 @@ class PlayerSpec(Strict):
     decode: bool = Field(True, description="False: count bytes and underflows without decoding (light; no "
                                            "picture discards then)")
     timeout_factor: float = Field(3.0, ge=1.2, le=20.0, description="give up after this × video length + 30 s")
+
+    @model_validator(mode="after")
+    def _abr_known(self) -> "PlayerSpec":
+        if self.fetcher == "dashdemux":
+            if self.abr not in ("gst", "bba"):
+                raise ValueError(f"abr {self.abr!r} needs fetcher: own (dashdemux knows gst and bba)")
+            if self.abr_params or self.rcvbuf is not None:
+                raise ValueError("abr_params and rcvbuf are for fetcher: own")
+            return self
+        from player.abr import REGISTRY as ABRS
+        if self.abr not in ABRS:
+            raise ValueError(f"abr {self.abr!r}: with fetcher own, one of {', '.join(sorted(ABRS))}")
+        model = ABRS[self.abr].Params
+        try:
+            model.model_validate(self.abr_params)
+        except ValidationError as e:
+            problems = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or '(all)'}: "
+                                 + ("unknown key" if err["type"] == "extra_forbidden" else err["msg"])
+                                 for err in e.errors())
+            raise ValueError(f"abr_params for {self.abr}: {problems} (keys: "
+                             f"{', '.join(model.model_fields) or 'none'})") from None
+        if self.rcvbuf is not None and not 4096 <= self.rcvbuf <= 1 << 30:
+            raise ValueError("rcvbuf must be 4 KiB … 1 GiB")
+        return self
 
 
 class BulkTrafficSpec(Strict):
@@ -198,7 +230,7 @@ class BulkTrafficSpec(Strict):
 
 class VoipTrafficSpec(Strict):
     """A VoIP-like constant-bit-rate UDP probe from the server to the cross-traffic host, whose
-    one-way queuing delay is recorded per packet (SABRE, experiments.md §4)."""
+    one-way queuing delay is recorded per packet (SABRE, docs/studies.md §4)."""
 
     rate: Rate = 80_000
     packet_size: Size = Field(150, description="IP packet size; 36 B (IP+UDP+probe header) … 1500 B (one MTU)")
@@ -325,6 +357,16 @@ class Scenario(Strict):
                              f"({self.playout_buffer_ns / 1e9:g} s)")
         if v.kind == "progressive" and v.bitrates is not None:
             raise ValueError("video.bitrates is for kind: dash; a progressive video has one `bitrate`")
+        return self
+
+    @model_validator(mode="after")
+    def _own_fetcher_fits(self) -> "Scenario":
+        if self.player.fetcher == "own":
+            if self.video.kind != "dash":
+                raise ValueError("player.fetcher: own is a DASH client; video.kind must be dash")
+            if self.server.protocol != "http/1.1" or self.server.tls_enabled:
+                raise ValueError("player.fetcher: own speaks HTTP/1.1 without TLS (server: {protocol: http/1.1, "
+                                 "tls: false})")
         return self
 
     @model_validator(mode="after")

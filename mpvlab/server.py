@@ -1,7 +1,7 @@
 """The video server: Apache httpd per run, foreground, its own generated config, under `mptcpize run`.
 
 `Listen` is on the wildcard address: bound to one address, MP_JOINs towards a second server address
-get no SYN-ACK (platform-facts.md). ServerRoot, PidFile and the runtime directory live inside the run
+get no SYN-ACK (docs/kernel-facts.md). ServerRoot, PidFile and the runtime directory live inside the run
 directory, so two runs never share Apache state.
 
 HTTP version (scenario `server:`): HTTP/1.1 on port 80, or with TLS (mod_ssl, a per-run self-signed

@@ -277,8 +277,10 @@ class DashSession:
         self._rx = [(_media_regex(r.media), r) for r in self.reps]
         self._init_paths = {r.init: r for r in self.reps}
         if self.abr == "bba":
-            from abr.bba import BbaPolicy   # here, not at import: the ABR package needs pydantic,
-            self.policy = BbaPolicy(        # which a physical host's system Python may lacktuple(r.bandwidth for r in self.reps),
+            # Imported here, not at import time: the ABR package needs pydantic, which a physical
+            # host's system Python may lack (progressive and gst runs there need only GStreamer).
+            from abr.bba import BbaPolicy
+            self.policy = BbaPolicy(tuple(r.bandwidth for r in self.reps),
                                     self.bba_reservoir_s, self.bba_cushion_s)
 
     def _on_demux_pad(self, _demux: Gst.Element, pad: Gst.Pad) -> None:

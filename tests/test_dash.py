@@ -11,7 +11,7 @@ Numbers asserted come from first principles:
     timestamps); a download can beat it only by the tbf burst;
   * dashdemux's own rule (gstadaptivedemux.c 1.22): next level = highest
     @bandwidth <= 0.8 * min(mean of the last 3 segment download rates, the last);
-  * BBA-0's map (player/mpvlab_dash.py BbaPolicy) recomputed from the recorded
+  * BBA-0's map (player/abr/bba.py BbaPolicy) recomputed from the recorded
     buffer levels;
   * buffer accounting: between two decisions the playout buffer gains one
     segment (S seconds) and loses the wall time that passed while playing;
@@ -149,7 +149,7 @@ def test_content_segments_idr_and_bitrate(tmp_path: Path) -> None:
 
 
 def test_bba_policy_map() -> None:
-    from mpvlab_dash import BbaPolicy
+    from abr.bba import BbaPolicy
     p = BbaPolicy((500_000, 1_000_000, 2_000_000), reservoir_s=2.0, cushion_s=4.0)
     assert p.f(0) == p.f(2.0) == 500_000
     assert p.f(6.0) == p.f(9.0) == 2_000_000
@@ -287,7 +287,7 @@ def test_ample_bandwidth(testbed: tuple[Net, Apache], content: Any, tmp_path: Pa
     if abr == "gst":
         assert levels[1:] == [top] * (len(levels) - 1), levels
     else:
-        from mpvlab_dash import BbaPolicy
+        from abr.bba import BbaPolicy
         pol = BbaPolicy(tuple(LADDER), reservoir, cushion)
         for prev, g in zip(s["segments"], s["segments"][1:]):
             assert g["level"] == pol.decide(prev["level"], g["buffer_s_at_decision"]), g
@@ -389,7 +389,7 @@ def test_throttle_bba_steps_down(testbed: tuple[Net, Apache], content: Any, tmp_
     s = r.summary
     assert r.code == 0, s
     check_common(s, content)
-    from mpvlab_dash import BbaPolicy
+    from abr.bba import BbaPolicy
     pol = BbaPolicy(tuple(LADDER), reservoir, cushion)
     segs = s["segments"]
     for prev, g in zip(segs, segs[1:]):

@@ -2,7 +2,7 @@
 bulk CUBIC flow and the VoIP probe on one 6 Mbit/s, 256-packet, 100 ms RTT bottleneck — checked
 against first principles, then the teardown.
 
-The numbers (experiments.md §4):
+The numbers (docs/studies.md §4):
 - tbf passes at most rate × window + burst bytes of Ethernet frames; a full TCP frame (1514 B)
   carries 1448 B of payload, so everything delivered (HTTP bodies + bulk goodput + probe payload)
   is ≤ rate/8 × window × 1448/1514 + burst.

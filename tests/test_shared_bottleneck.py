@@ -38,7 +38,7 @@ pytestmark = [pytest.mark.netns,
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The SABRE bottleneck (experiments.md §4): 6 Mbit/s, 256-packet tail-drop queue, 50 ms one way.
+# The SABRE bottleneck (docs/studies.md §4): 6 Mbit/s, 256-packet tail-drop queue, 50 ms one way.
 RATE = 6_000_000
 QUEUE_PKTS = 256
 OWD_MS = 50

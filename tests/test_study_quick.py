@@ -1,4 +1,4 @@
-"""The Wi-Fi/LTE study's quick reproduction (experiments.md §1; sweeps/wifi-lte-study.yaml --quick):
+"""The Wi-Fi/LTE study's quick reproduction (docs/studies.md §1; sweeps/wifi-lte-study.yaml --quick):
 scenarios A, B, C × CUBIC, BBR, BBR-S × minRTT, BDP, default, one trial of 20 s video each — 27 real
 runs — then the report, opened in headless chromium. About 15 minutes: the longest test in the suite,
 and the one that shows the whole product works together."""

@@ -12,6 +12,8 @@ the seed, name and description never do). Runs of one configuration are its tria
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import json
 import math
 import statistics
@@ -23,7 +25,6 @@ import yaml
 
 from mpvlab import metrics
 from mpvlab.metrics import MetricDef
-from mpvlab.report.hosts import drop_duplicate_sweep_runs
 from mpvlab.report.style import order_key
 from mpvlab.report.stats import CONFIDENCE, Summary, seed_for, summarise
 from mpvlab.sweep import read_header
@@ -265,3 +266,24 @@ def cc_order(cc: str) -> tuple[int, str]:
 
 def sched_order(s: str) -> tuple[int, str]:
     return order_key("scheduler", s)
+
+
+def drop_duplicate_sweep_runs(runs: list[Run], bad: list[NotAggregated]) -> list[Run]:
+    """Keep one complete run per (sweep, run key) — the latest; list the others in `bad` as duplicates."""
+    # Same sweep, run key and effective scenario (seed included): the same run made twice.
+    groups: dict[tuple[str, str, str], list[Run]] = defaultdict(list)
+    keep: list[Run] = []
+    for r in runs:
+        if r.sweep and r.sweep.get("key"):
+            groups[(str(r.sweep.get("sweep")), str(r.sweep["key"]),
+                    json.dumps(r.resolved, sort_keys=True, default=str))].append(r)
+        else:
+            keep.append(r)
+    for (sweep, key, _), rs in groups.items():
+        rs.sort(key=lambda r: (r.run_dir / "status.json").stat().st_mtime)
+        keep.append(rs[-1])
+        for r in rs[:-1]:
+            bad.append(NotAggregated(r.rel, "duplicate", f"sweep {sweep} run {key} is complete again in "
+                                                         f"{rs[-1].rel}; that one is counted"))
+    order = {id(r): i for i, r in enumerate(runs)}
+    return sorted(keep, key=lambda r: order[id(r)])

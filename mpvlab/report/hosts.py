@@ -44,28 +44,3 @@ def by_host(runs: list["Run"]) -> dict[str, list[str]]:
     for r in runs:
         kinds[host_kind(r.provenance)].add(str((r.provenance.get("host") or {}).get("hostname")))
     return {k: sorted(v) for k, v in sorted(kinds.items())}
-
-
-def drop_duplicate_sweep_runs(runs: list["Run"], bad: list["NotAggregated"]) -> list["Run"]:
-    """Keep one complete run per (sweep, run key) — the latest; list the others in `bad` as duplicates."""
-    from mpvlab.report.aggregate import NotAggregated
-
-    import json
-
-    # Same sweep, run key and effective scenario (seed included): the same run made twice.
-    groups: dict[tuple[str, str, str], list[Run]] = defaultdict(list)
-    keep: list[Run] = []
-    for r in runs:
-        if r.sweep and r.sweep.get("key"):
-            groups[(str(r.sweep.get("sweep")), str(r.sweep["key"]),
-                    json.dumps(r.resolved, sort_keys=True, default=str))].append(r)
-        else:
-            keep.append(r)
-    for (sweep, key, _), rs in groups.items():
-        rs.sort(key=lambda r: (r.run_dir / "status.json").stat().st_mtime)
-        keep.append(rs[-1])
-        for r in rs[:-1]:
-            bad.append(NotAggregated(r.rel, "duplicate", f"sweep {sweep} run {key} is complete again in "
-                                                         f"{rs[-1].rel}; that one is counted"))
-    order = {id(r): i for i, r in enumerate(runs)}
-    return sorted(keep, key=lambda r: order[id(r)])

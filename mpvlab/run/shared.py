@@ -191,7 +191,7 @@ def _voip_view(res: ct.ProbeResult, probe: ct.Probe, spec: VoipTrafficSpec | Non
         "owd_min_ms": None if owd_min is None else round(owd_min / 1e6, 3),
         "queuing_delay_ms": pcts(qd),      # owd − min owd (all namespaces share CLOCK_MONOTONIC)
         "rx_timestamp": res.rx_timestamp, "user_stamped": res.user_stamped,
-        "d_study_ms": pcts(ds),            # experiments.md §4: relative to the first packet, no clock sync
+        "d_study_ms": pcts(ds),            # docs/studies.md §4: relative to the first packet, no clock sync
     }
 
 

@@ -162,7 +162,12 @@ def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, fr
         argv += ["--ca-file", str(http.tls.cert)]
     if not sc.player.decode:
         argv.append("--no-decode")
-    if sc.video.kind == "dash":
+    if sc.video.kind == "dash" and sc.player.fetcher == "own":
+        argv += ["--dash", "--fetcher", "own", "--abr", sc.player.abr,
+                 "--abr-params", json.dumps(sc.player.abr_params), "--seed", str(sc.seed)]
+        if sc.player.rcvbuf is not None:
+            argv += ["--rcvbuf-bytes", str(sc.player.rcvbuf)]
+    elif sc.video.kind == "dash":
         argv += ["--dash", "--abr", sc.player.abr, "--bba-reservoir-s", f"{sc.player.bba_reservoir / 1e9:g}",
                  "--bba-cushion-s", f"{sc.player.bba_cushion / 1e9:g}",
                  "--gst-bitrate-limit", f"{sc.player.gst_bitrate_limit:g}"]

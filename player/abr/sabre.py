@@ -1,6 +1,6 @@
 """`sabre` and `on-off`: SABRE (Mansy, Ver Steeg, Ammar, "SABRE: A Client Based Technique for
 Mitigating the Buffer Bloat Effect of Adaptive Video Flows", MMSys 2013) and the ordinary on/off
-client that is its baseline, as specified in experiments.md §4.
+client that is its baseline, as specified in docs/studies.md §4.
 
 SABRE keeps the TCP connection busy instead of on/off and lets TCP flow control, driven by how
 fast the application reads the socket, set the server's rate:
@@ -24,7 +24,7 @@ fast the application reads the socket, set the server's rate:
                 delta x R, so the server is not being held by flow control and the playout
                 buffer drains; or when B < `refill_below_s` (default: half the buffer), since
                 backoff drains the playout buffer by (1 - delta) x R per second.
-    This is our reading of the rule in experiments.md §4 (the paper's text is not in the search
+    This is our reading of the rule in docs/studies.md §4 (the paper's text is not in the search
     corpus); a first version without the B conditions flipped mode at every check on a link
     faster than lambda x R_highest (bench/bench_abr_client.py, 4 Mbit/s link, top level
     2 Mbit/s). The sequence of modes is a pure function of the (O, B) samples, see tests.

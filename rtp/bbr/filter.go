@@ -1,5 +1,5 @@
 // Package bbr is the BBR variant WebRTC shipped in 2018 (modules/congestion_controller/bbr), written
-// for mpvlab from its description (experiments.md §3): a max filter over the three best bandwidth
+// for mpvlab from its description (docs/studies.md §3): a max filter over the three best bandwidth
 // samples, a recovery state entered on a single loss, min-RTT probing skipped while the RTT is
 // similar — plus the study's variants as parameters. Time is passed in explicitly (no clock reads),
 // so the unit tests drive it with recorded sequences.

@@ -1,0 +1,46 @@
+"""A run with mpvlab's own DASH client and an ABR from the registry (scenarios/dash-own-bola-short.yaml):
+the scenario's player.fetcher/abr/abr_params reach the player, the client fetches over one MPTCP
+socket, every segment is one ABR decision, and every frame is accounted for."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+IPPROTO_MPTCP = getattr(socket, "IPPROTO_MPTCP", 262)
+
+
+@pytest.mark.netns
+@pytest.mark.e2e
+def test_own_client_with_bola_runs_end_to_end(tmp_path: Path) -> None:
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", "scenarios/dash-own-bola-short.yaml", "--results",
+                         str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    (run_dir,) = [d for d in (tmp_path / "dash-own-bola-short").iterdir() if d.is_dir()]
+    s = json.loads((run_dir / "summary.json").read_text())
+    p = json.loads((run_dir / "logs" / "player-summary.json").read_text())
+    # The scenario's choice reached the player.
+    assert p["fetcher"] == "own" and s["dash"]["abr"] == {"name": "bola", "params": {"gamma_p": 5.0}, "seed": 1}
+    assert p["transport"]["mptcp"] is True and p["transport"]["so_protocol"] == IPPROTO_MPTCP
+    # 12 s of 2 s segments, 30 fps: 6 segments, 360 frames, each frame rendered or discarded.
+    assert p["segments_downloaded"] == p["segments_expected"] == s["dash"]["segments"] == 6
+    assert s["frames_accounted"] and s["frames_rendered"] + s["picture_discards"] == s["frames_expected"] == 360
+    segs = p["segments"]
+    assert [g["number"] for g in segs] == list(range(1, 7))
+    assert sum(g["frames_rendered"] + g["frames_discarded"] for g in segs) == 360
+    rates = {r["level"]: r["bitrate_bps"] for r in s["dash"]["representations"]}
+    assert rates == {0: 500_000, 1: 1_000_000, 2: 2_000_000}
+    assert all(g["bitrate_bps"] == rates[g["level"]] for g in segs)
+    # One ABR decision per segment, and the level fetched is the level decided.
+    assert [d["level"] for d in p["abr_decisions"]] == [g["level"] for g in segs]
+    assert p["abr_policy_mismatches"] == 0
+    # Bytes add up: media + init bytes of the segments are what the client received (plus the MPD).
+    media = sum(g["bytes"] + g["init_bytes"] for g in segs)
+    assert media <= p["bytes_received"] <= media + 64 * 1024
+    assert p["download_complete"] is True
