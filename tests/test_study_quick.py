@@ -46,7 +46,7 @@ def test_quick_wifi_lte_study_and_report(tmp_path: Path) -> None:
     html = root / "report" / "report.html"
     page = html.read_text()
     # 3 bar figures + cwnd and throughput for each of the 3 scenarios
-    assert page.count('src="data:image/png;base64,') == 9
+    assert page.count('src="data:image/svg+xml;base64,') == 9
     for sc in ("wifi-lte-a", "wifi-lte-b", "wifi-lte-c"):
         for cc in ("cubic", "bbr", "bbr-s"):
             for sched in ("minrtt", "bdp", "default"):
