@@ -22,6 +22,7 @@ from typing import Any
 
 from links.schedule import Schedule
 from core.hoststeal import StealMeter, StealWindow
+from mpvlab.probe import PROBE_CC
 from mpvlab.scenario import Scenario
 from topologies.dual_path import DualPath
 
@@ -156,7 +157,7 @@ def evaluate(topo: DualPath, scenario: Scenario, schedules: dict[str, PathSchedu
         if lost and expected_loss == 0 and not impaired:
             result["warnings"].append(f"path {p.name}: {lost} RTT probes lost on a loss-free path")
         rows = list(csv.DictReader((workdir / f"probe-rate-{p.name}.csv").open()))
-        rate_res: dict[str, Any] = {"configured_bps": spec.down.rate}
+        rate_res: dict[str, Any] = {"configured_bps": spec.down.rate, "probe_cc": PROBE_CC.decode()}
         if len(rows) >= 4:
             t_first = int(rows[0]["t_ns"])
             window = [r for r in rows if int(r["t_ns"]) - t_first >= 1_000_000_000]

@@ -18,6 +18,7 @@ import time
 
 PROBE_FMT = "!IQ"  # seq, send time (ns)
 PROBE_PAD = 100 - struct.calcsize(PROBE_FMT)  # 100-byte UDP payload
+PROBE_CC = b"cubic"
 
 
 def serve(bind: str, port: int, duration: float) -> None:
@@ -41,6 +42,12 @@ def serve(bind: str, port: int, duration: float) -> None:
 
     def source(conn: socket.socket) -> None:
         chunk = b"\0" * 65536
+        # The rate probe measures the emulated path, not the CC under test: the server's routes carry
+        # the run's CC as `congctl`, which the kernel applies to every new connection (a socket option
+        # set on the listener does not survive it), and a CC that paces below the link by design
+        # (bbr3-s read 0.57 of the rate here) would make a sound path look broken. So the sending
+        # socket switches to the kernel's CUBIC before its first byte; it fills a tbf queue.
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, PROBE_CC)
         conn.settimeout(1.0)
         try:
             while time.monotonic() < stop:
