@@ -11,6 +11,7 @@ Adding a CC: one entry here (and, for a BPF CC, its loader): see cc/README.md, "
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator
@@ -96,11 +97,32 @@ ENTRIES: tuple[CongestionControl, ...] = (
 REGISTRY: dict[str, CongestionControl] = {e.name: e for e in ENTRIES}
 
 
-def get(name: str) -> CongestionControl:
+AVAILABLE_FILE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+KERNEL_CC_RE = re.compile(r"^[a-z][a-z0-9]{0,15}$")   # run-scoped BPF names (<base>_<run id>) never match
+
+
+def kernel_available() -> list[str]:
+    """Kernel CCs this machine lists (modules loaded or built in), without other runs' BPF CCs.
+    The list is the kernel's, the same in every network namespace; a namespace's `allowed` list only
+    limits unprivileged sockets, and the run sets its CC as root (route congctl, TCP_CONGESTION)."""
     try:
+        names = AVAILABLE_FILE.read_text().split()
+    except OSError:
+        return []
+    return [n for n in names if KERNEL_CC_RE.fullmatch(n)]
+
+
+def get(name: str) -> CongestionControl:
+    """The registry's entry, or, for a CC the kernel lists that the registry does not (e.g. vegas
+    where its module is loaded), a plain kernel entry shown under its own name."""
+    if name in REGISTRY:
         return REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown congestion control {name!r}; available: {', '.join(REGISTRY)}") from None
+    if KERNEL_CC_RE.fullmatch(name) and name in kernel_available():
+        return CongestionControl(name, f"{name} (kernel)", name, "#882255", "X", None, _kernel(name), False, False)
+    listed = [n for n in kernel_available() if n not in REGISTRY]
+    raise ValueError(f"{name!r} is not a congestion control here; available: {', '.join(REGISTRY)}"
+                     + (f", and from the kernel's list: {', '.join(listed)}" if listed else "")
+                     + f" ({AVAILABLE_FILE} lists what this kernel has)")
 
 
 def order(name: str) -> tuple[int, str]:

@@ -51,8 +51,7 @@ class TransportSpec(Strict):
     @field_validator("cc")
     @classmethod
     def _known_cc(cls, v: str) -> str:
-        if v not in cc_registry.REGISTRY:
-            raise ValueError(f"{v!r} is not a congestion control here; available: {', '.join(cc_registry.REGISTRY)}")
+        cc_registry.get(v)      # ValueError naming the registry's CCs and the kernel's list
         return v
 
     @model_validator(mode="before")
@@ -63,9 +62,12 @@ class TransportSpec(Strict):
         if not isinstance(data, dict):
             return data
         name = data.get("cc", "cubic")
-        if not isinstance(name, str) or name not in cc_registry.REGISTRY:
+        try:
+            entry = cc_registry.get(name) if isinstance(name, str) else None
+        except ValueError:
+            entry = None
+        if entry is None:
             return data  # the field check reports it
-        entry = cc_registry.REGISTRY[name]
         values = data.get("cc_params") or {}
         if not isinstance(values, dict):
             raise ValueError("cc_params must be a mapping")
@@ -87,7 +89,7 @@ class TransportSpec(Strict):
 
     @property
     def cc_entry(self) -> "cc_registry.CongestionControl":
-        return cc_registry.REGISTRY[self.cc]
+        return cc_registry.get(self.cc)
 
     @model_validator(mode="before")
     @classmethod

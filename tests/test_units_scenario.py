@@ -222,3 +222,22 @@ def test_server_addressing_per_path() -> None:
     with pytest.raises(ScenarioError, match="per-path is only for kind dual-path .this is dumbbell"):
         parse_scenario({"name": "t", "paths": {"p": {}},
                         "topology": {"kind": "dumbbell", "server_addressing": "per-path"}})
+
+
+def test_a_cc_the_kernel_lists_is_accepted_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CC outside the registry that the kernel lists (tcp_available_congestion_control) is a plain
+    kernel CC; other runs' BPF CCs (<base>_<run id>) in that list are never offered."""
+    from cc import registry
+    listing = tmp_path / "tcp_available_congestion_control"
+    listing.write_text("reno cubic bbr vegas bbrs_k3f9za\n")
+    monkeypatch.setattr(registry, "AVAILABLE_FILE", listing)
+    base = {"name": "k", "paths": {"wifi": {"down": {"rate": "3mbit"}}, "lte": {"down": {"rate": "3mbit"}}}}
+    sc = parse_scenario({**base, "transport": {"cc": "vegas"}}, "k.yaml")
+    entry = sc.transport.cc_entry
+    assert (entry.name, entry.bpf, entry.params, entry.kernel_name("abc123")) == ("vegas", False, None, "vegas")
+    assert sc.transport.cc_params == {}
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario({**base, "transport": {"cc": "bbrs_k3f9za"}}, "k.yaml")
+    assert "and from the kernel's list: vegas" in str(e.value) and "bbrs_k3f9za (" not in str(e.value)
+    with pytest.raises(ScenarioError, match="takes no parameters"):
+        parse_scenario({**base, "transport": {"cc": "vegas", "cc_params": {"x": 1}}}, "k.yaml")
