@@ -23,7 +23,7 @@ from core import naming
 from core.quantities import Strict
 
 import cc as bbrs_loader
-from cc import bbr3
+from cc import bbr3, user_bpf
 
 
 class BbrsParams(Strict):
@@ -50,6 +50,8 @@ class CongestionControl:
     setup: Setup
     bpf: bool                          # loaded for the run (needs this machine's kernel and root)
     bbr_family: bool                   # the report shows its BBR model (mode shares, estimates)
+    # setup takes scenario_dir= as well (a user's object lies in the scenario's folder)
+    needs_scenario_dir: bool = False
 
     def kernel_name(self, run_id: str) -> str:
         """What the kernel calls it in run `run_id`: a BPF CC is registered under a run-scoped name
@@ -80,6 +82,12 @@ def _bbrs(run_id: str, params: BaseModel | None, data: Path, logs: Path, state_h
         yield CCRun(name, load.pid, csv)
 
 
+def _user_object(run_id: str, params: BaseModel | None, data: Path, logs: Path, state_hz: float, *,
+                 scenario_dir: Path) -> ContextManager[CCRun]:
+    assert isinstance(params, user_bpf.UserBpfCC)
+    return user_bpf.setup_user_bpf(run_id, params, scenario_dir, data, logs, state_hz)
+
+
 # In the report's order; colours from a colour-blind-safe palette (Okabe–Ito).
 ENTRIES: tuple[CongestionControl, ...] = (
     CongestionControl("cubic", "CUBIC (kernel)", "CUBIC", "#0072B2", "o", None, _kernel("cubic"), False, False),
@@ -93,6 +101,9 @@ ENTRIES: tuple[CongestionControl, ...] = (
     CongestionControl("bbr3-s", "BBRv3 with the p-th percentile of the last N delivery-rate samples times a "
                       "factor as max_bw (BBR2-S's estimator on v3)", "BBRv3-S", "#F0E442", "P",
                       bbr3.Bbr3SParams, bbr3.setup_bbr3s, True, True),
+    CongestionControl("bpf", "your own BPF struct_ops object, `cc: {bpf: FILE.bpf.o, params: {NAME: INT}}` "
+                      "(cc/user_bpf.py)", "own BPF CC", "#332288", "*", user_bpf.UserBpfCC, _user_object,  # type: ignore[arg-type]
+                      True, False, needs_scenario_dir=True),
 )
 REGISTRY: dict[str, CongestionControl] = {e.name: e for e in ENTRIES}
 

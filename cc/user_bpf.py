@@ -175,12 +175,12 @@ def load_bpf_cc(obj: Path, name: str, params: Mapping[str, int] | None = None, *
 def setup_user_bpf(run_id: str, spec: UserBpfCC, scenario_dir: Path, data: Path, logs: Path,
                    state_hz: float):  # -> ContextManager[cc.registry.CCRun]
     """Registry-shaped setup for `cc: {bpf: ..., params: ...}`: yields a CCRun with the run-scoped
-    kernel name (``ubpf_<run_id>``) and the loader's pid. No state export (the object's own)."""
+    kernel name (``bpf_<run_id>``) and the loader's pid. No state export (the object's own)."""
 
     @contextmanager
     def _cm() -> Iterator[CCRun]:
         obj = resolve_object(scenario_dir, spec.bpf)
-        name = naming.cc_name(run_id, "ubpf")
+        name = naming.cc_name(run_id, "bpf")
         with load_bpf_cc(obj, name, spec.params, workdir=logs, state_hz=state_hz) as load:
             yield CCRun(name, load.pid, None)
     return _cm()

@@ -205,6 +205,12 @@ def file_problems(sc: Any, scenario_file: Path, cache: dict[Path, list[str]] | N
     regular file within the trace size limit, UTF-8, and a schedule the delay line accepts.
     `cache` (a sweep checks the same trace for many runs) maps resolved trace path → its problems."""
     out: list[str] = []
+    if sc.transport.cc == "bpf":
+        from cc.user_bpf import BpfCCError, resolve_object
+        try:   # the object lies inside the scenario's folder, a regular file of sane size
+            resolve_object(scenario_file.parent, sc.transport.cc_params["bpf"])
+        except BpfCCError as e:
+            out.append(f"transport.{e}")
     for pname, p in sc.paths.items():
         for dname in ("down", "up"):
             cap = getattr(getattr(p, dname), "capacity", None)

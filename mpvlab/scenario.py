@@ -61,6 +61,11 @@ class TransportSpec(Strict):
         parameters resolves them to {} (a sweep may vary cc over CCs with and without parameters)."""
         if not isinstance(data, dict):
             return data
+        if isinstance(data.get("cc"), dict):
+            # `cc: {bpf: FILE, params: {...}}` is the registry's `bpf` entry with those as its cc_params
+            if data.get("cc_params"):
+                raise ValueError("cc: {bpf: ...} carries its own params; remove cc_params")
+            data = {**data, "cc": "bpf", "cc_params": data["cc"]}
         name = data.get("cc", "cubic")
         try:
             entry = cc_registry.get(name) if isinstance(name, str) else None

@@ -77,8 +77,9 @@ def setup_cc(ctx: RunContext, stack: contextlib.ExitStack) -> str:
     entry = sc.transport.cc_entry
     if entry.bpf:
         ctx.ledger.add_bpf_cc(entry.kernel_name(ctx.run_id))
+    extra = {"scenario_dir": ctx.scenario_file.parent} if entry.needs_scenario_dir else {}
     run = stack.enter_context(entry.setup(ctx.run_id, entry.parse_params(sc.transport.cc_params), ctx.data,
-                                          ctx.logs, float(sc.observe.sample_hz)))
+                                          ctx.logs, float(sc.observe.sample_hz), **extra))
     if run.pid is not None:
         ctx.ledger.add_proc(proc.ProcRef.of(run.pid, f"{entry.name} loader"))
     return run.kernel_name
