@@ -426,14 +426,7 @@ class RemoteProcess(subprocess.Popen[bytes]):
     def stop(self, grace: float = 5.0) -> int:
         """Stop the remote process (TERM, KILL after `grace` s) and the ssh session; returns ssh's exit
         code (the command's, or 255 when the session had to be cut)."""
-        if self.poll() is None:
-            self.terminate()
-            try:
-                self.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                self.wait()
-        return self.wait()
+        return proc.stop_child(self, grace)    # terminate()/kill() above reach the remote group first
 
 
 @contextmanager

@@ -49,7 +49,7 @@ gi.require_version("Gst", "1.0")
 from gi.repository import Gst  # noqa: E402
 
 from abr import Download, Ladder, Sabre, make  # noqa: E402
-from mpvlab_dash import Representation, parse_mpd  # noqa: E402
+from mpvlab_dash import Representation, SegmentPlayback, parse_mpd  # noqa: E402
 
 IPPROTO_MPTCP = 262
 APPSRC_LIMIT = 64 * 1024       # bytes the appsrc may hold before the fetch thread stops reading
@@ -176,7 +176,7 @@ class SegmentRecord:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
 
 
-class ClientSession:
+class ClientSession(SegmentPlayback):
     """The Player's DASH session when --fetcher own (same role as mpvlab_dash.DashSession)."""
 
     def __init__(self, url: str, abr_name: str, abr_params: dict[str, Any], seed: int,
@@ -510,27 +510,6 @@ class ClientSession:
         ret = self.appsrc.emit("push-buffer", Gst.Buffer.new_wrapped(data))
         if ret not in (Gst.FlowReturn.OK, Gst.FlowReturn.FLUSHING):
             raise FetchError(f"appsrc refused data: {ret.value_name}")
-
-    # ---- playback side (called by the Player) ----------------------------------------------
-    def _index_of_pts(self, pts_ns: int) -> int | None:
-        if pts_ns is None or pts_ns < 0 or pts_ns == Gst.CLOCK_TIME_NONE or self.segment_s <= 0:
-            return None
-        return int(math.floor(pts_ns / 1e9 / self.segment_s + 1e-6))
-
-    def on_render(self, pts_ns: int, t: float) -> None:
-        i = self._index_of_pts(pts_ns)
-        if i is not None:
-            with self._lock:
-                p = self._play.setdefault(i, [None, 0, 0])
-                if p[0] is None:
-                    p[0] = t
-                p[1] += 1
-
-    def on_discard(self, pts_ns: int) -> None:
-        i = self._index_of_pts(pts_ns)
-        if i is not None:
-            with self._lock:
-                self._play.setdefault(i, [None, 0, 0])[2] += 1
 
     # ---- summary --------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:

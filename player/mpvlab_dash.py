@@ -200,8 +200,40 @@ class SegmentRecord:
         return d
 
 
+class SegmentPlayback:
+    """The playback side of a DASH session, the same for dashdemux's and our own fetcher: frames
+    rendered and discarded per segment, and when each segment's first frame played. Kept per
+    presentation index, not per download record: with a low buffer a segment's first frames play
+    before the segment has been fully pushed (its record created). Needs `segment_s`, `_lock` and
+    `_play` (index -> [t_play, rendered, discarded]) on the session."""
+
+    segment_s: float
+    _lock: threading.Lock
+    _play: dict[int, list[Any]]
+
+    def _index_of_pts(self, pts_ns: int) -> int | None:
+        if pts_ns is None or pts_ns < 0 or pts_ns == Gst.CLOCK_TIME_NONE or self.segment_s <= 0:
+            return None
+        return int(math.floor(pts_ns / 1e9 / self.segment_s + 1e-6))
+
+    def on_render(self, pts_ns: int, t: float) -> None:
+        i = self._index_of_pts(pts_ns)
+        if i is not None:
+            with self._lock:
+                p = self._play.setdefault(i, [None, 0, 0])
+                if p[0] is None:
+                    p[0] = t
+                p[1] += 1
+
+    def on_discard(self, pts_ns: int) -> None:
+        i = self._index_of_pts(pts_ns)
+        if i is not None:
+            with self._lock:
+                self._play.setdefault(i, [None, 0, 0])[2] += 1
+
+
 @dataclass
-class DashSession:
+class DashSession(SegmentPlayback):
     """Everything DASH-specific the player needs; created by the Player in DASH mode."""
 
     abr: str                                        # "gst" | "bba"
@@ -428,29 +460,6 @@ class DashSession:
         self.next_policy_level, self.next_buffer_s = lvl, round(buf_s, 6)
         self.decisions.append(dec)
         self.emit("abr_decision", **{k: v for k, v in dec.items() if k != "t"}, t=dec["t"])
-
-    # ---- playback side (called by the Player) -----------------------------------------
-    def _index_of_pts(self, pts_ns: int) -> int | None:
-        if pts_ns is None or pts_ns < 0 or pts_ns == Gst.CLOCK_TIME_NONE or self.segment_s <= 0:
-            return None
-        return int(math.floor(pts_ns / 1e9 / self.segment_s + 1e-6))
-
-    def on_render(self, pts_ns: int, t: float) -> None:
-        # Kept per presentation index, not per record: with a low buffer a segment's
-        # first frames play before the segment has been fully pushed (record created).
-        i = self._index_of_pts(pts_ns)
-        if i is not None:
-            with self._lock:
-                p = self._play.setdefault(i, [None, 0, 0])
-                if p[0] is None:
-                    p[0] = t
-                p[1] += 1
-
-    def on_discard(self, pts_ns: int) -> None:
-        i = self._index_of_pts(pts_ns)
-        if i is not None:
-            with self._lock:
-                self._play.setdefault(i, [None, 0, 0])[2] += 1
 
     # ---- summary ---------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
