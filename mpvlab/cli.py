@@ -87,17 +87,22 @@ def _print_summary(console: Console, run_dir: Path) -> None:
         console.print(f"  bulk transfer: {b['bytes_received'] / 1e6:.2f} MB in {b['transfer_s']:.3f} s "
                       f"({b['goodput_bps'] / 1e6:.2f} Mbit/s), cc {b['cc_seen']}")
         return
-    console.print(f"  underflows {s['underflows']} ({s['underflow_total_s']} s), picture discards "
-                  f"{s['picture_discards']}, startup {s['startup_delay_s']} s, playback {s['duration_s']} s")
+    console.print(f"  underflows {s['underflows']} ({_secs(s['underflow_total_s'])}), picture discards "
+                  f"{s['picture_discards']}, startup {_secs(s['startup_delay_s'])}, playback {_secs(s['duration_s'])}")
     if s.get("fidelity_warnings"):
         console.print("[yellow]  fidelity warnings:[/yellow] " + "; ".join(s["fidelity_warnings"]))
+
+
+def _secs(v: float | None) -> str:
+    """A duration for the console, to the millisecond (summary.json keeps the full value)."""
+    return "n/a" if v is None else f"{v:.3f} s"
 
 
 def _print_shared_summary(console: Console, s: dict) -> None:  # type: ignore[type-arg]
     for role, p in s["players"].items():
         console.print(f"  {role}: {p['bytes_received'] / 1e6:.2f} MB, underflows {p['underflows']} "
-                      f"({p['underflow_total_s']} s), picture discards {p['picture_discards']}, "
-                      f"startup {p['startup_delay_s']} s, playback {p['playback_s']} s")
+                      f"({_secs(p['underflow_total_s'])}), picture discards {p['picture_discards']}, "
+                      f"startup {_secs(p['startup_delay_s'])}, playback {_secs(p['playback_s'])}")
     b = s["bottleneck"]
     if "utilisation" in b:
         console.print(f"  bottleneck utilisation {b['utilisation']:.1%}, drops {b['tbf']['drops']}")

@@ -135,6 +135,7 @@ class RunHead(Record):
     fidelity_warnings: list[str]
     sampler_errors: list[str]
     run_wall_s: float
+    host_steal_during_playback: Steal
 
 
 class EmulatedSummary(RunHead):
@@ -153,7 +154,6 @@ class EmulatedSummary(RunHead):
     path_switch_definition: str | None
     cross_checks: dict[str, CrossCheck]
     mptcp: Mptcp
-    host_steal_during_playback: Steal
     # workload video
     video_length_s: float | None = None
     underflows: int | None = None
@@ -214,7 +214,6 @@ class SharedSummary(RunHead):
     bottleneck: dict[str, Any]
     cross_traffic: dict[str, Any]
     subflows: list[Subflow]
-    host_steal_during_playback: Steal
     http: HttpRecord
 
 

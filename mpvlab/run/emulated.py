@@ -1,125 +1,108 @@
-"""Emulated dual-path and dumbbell runs: Mininet nodes, one router per path (tbf + delay lines),
-MPTCP with one subflow per path, Apache, the player, the BPF scheduler trace and queue samplers."""
+"""The dual-path and dumbbell topology kinds: Mininet nodes, one router per path (tbf + delay lines),
+MPTCP with one subflow per path; the collectors are the BPF scheduler trace, the steering scheduler,
+the queue samplers of every router and the client/subflow sampler. The run's steps around them are
+in lifecycle.py."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from links.emulator import DirectionHandle, DirectionPlan, apply_direction
 import collectors
 import schedulers
 from collectors import qdiscstat
-from core import hoststeal, naming, proc
+from core import naming, proc
 from mpvlab import fidelity, sampling, transport
 from topologies import dual_path
 from core.errors import RunFailed
 from mpvlab.run.context import RunContext
 from mpvlab.run.views import summarise
-from mpvlab.run.workloads.base import Ends
-from mpvlab.run.workloads.registry import WORKLOADS
-from mpvlab.run.steps import (
-    NO_FIDELITY_PROBE, mptcp_view, read_json, record_delay_stats, record_fidelity, schedule_for, setup_cc,
-    wait_for_t0,
-)
-
-
-
-
-def execute(ctx: RunContext) -> dict[str, Any]:
-    """The run of an emulated dual-path or dumbbell scenario, whatever its workload (workloads/)."""
-    sc, phase = ctx.scenario, ctx.opts.progress
-    run_started = time.monotonic()
-    workload = WORKLOADS[sc.workload.kind]()
-    workload.prepare(ctx)
-
-    with contextlib.ExitStack() as stack:
-        # Run time zero is fixed before the links come up, ahead of the probes, so the delay lines
-        # start on the same clock the workload and samplers use; the workload's client starts at t0.
-        lead_s = (sc.fidelity.probe_duration / 1e9 + 4.0) if sc.fidelity.probe else 2.0
-        net = bring_up_network(ctx, stack, lead_s)
-        topo, schedules, check_links = net.topo, net.schedules, net.check_links
-        ends = Ends(topo.server.ns, topo.client.ns, topo.server_addr, net.cc_name, net.server_env)
-
-        if sc.fidelity.probe:
-            phase("fidelity probes")
-            fid = fidelity.run_probes(topo, sc, schedules, ctx.t0_ns, ctx.logs)
-            check_links()
-        else:
-            fid = dict(NO_FIDELITY_PROBE)
-        record_fidelity(ctx, fid)
-
-        workload.serve(ctx, stack, ends)
-
-        phase("waiting for time zero")
-        late_ms = wait_for_t0(ctx, check_links)
-
-        phase(workload.progress(ctx))
-        sampler = sampling.Sampler(ctx.t0_ns, topo.client.pid, {p.name: p.client_if for p in topo.paths},
-                                   topo.server.ns, workload.port, ctx.data, sc.observe.sample_hz)
-        trace_dir = ctx.data / "schedtrace"
-        trace = contextlib.ExitStack()
-        stack.enter_context(trace)
-        trace_proc = trace.enter_context(
-            collectors.trace_scheduler(topo.server.ns.name, trace_dir, ctx.t0_ns, sc.observe.sample_hz))
-        ctx.ledger.add_proc(proc.ProcRef.of(trace_proc.pid, "schedtrace"))
-        # Bottleneck queues and interface counters of every router, on the same t0 grid.
-        for p in topo.paths:
-            qp = trace.enter_context(qdiscstat.sample_queues(p.router.ns.name, ctx.data / "queues" / p.name,
-                                                              ctx.t0_ns, sc.observe.sample_hz))
-            ctx.ledger.add_proc(proc.ProcRef.of(qp.pid, f"qdiscstat {p.name}"))
-        sched = trace.enter_context(schedulers.start_scheduler(
-            sc.transport.scheduler, sc.transport.scheduler_params, topo.server.ns.name, ctx.data / "scheduler",
-            ctx.t0_ns, announce=transport.announce_addresses(topo, sc)))
-        if sched.pid is not None:
-            ctx.ledger.add_proc(proc.ProcRef.of(sched.pid, f"scheduler {sc.transport.scheduler}"))
-        counters_before = sampling.read_net_dev(topo.client.pid)
-        mib_ends = {"server": topo.server.pid, "client": topo.client.pid}
-        mib_before = {end: sampling.read_mptcp_mib(pid) for end, pid in mib_ends.items()}
-        workload.start(ctx, stack, ends)
-        sampler.start()
-        stack.callback(sampler.stop)
-        ctx.extra_prov["player_start_late_ms"] = round(late_ms, 3)
-        # CPU time the hypervisor took while the workload ran, recorded beside the results.
-        with hoststeal.StealMeter() as playing_steal:
-            while workload.running():
-                check_links()
-                workload.check(ctx)
-                phase(workload.progress(ctx))
-                time.sleep(0.2)
-        counters_after = sampling.read_net_dev(topo.client.pid)
-        mib = {end: sampling.mptcp_mib_delta(mib_before[end], sampling.read_mptcp_mib(pid))
-               for end, pid in mib_ends.items()}
-        sampler.stop()
-        trace.close()  # stops the collectors and the scheduler, which write their summaries
-        trace_summary = collectors.load_summary(trace_dir)
-        ctx.extra_prov["scheduler"] = read_json(ctx.data / "scheduler" / "scheduler.json")
-
-        phase("checks")
-        outcome = workload.finish(ctx)
-        summary = summarise(ctx, topo, outcome, counters_before, counters_after, sampler, fid,
-                            trace_summary, sched.summary)
-        summary["mptcp"] = mptcp_view(mib)
-        summary["host_steal_during_playback"] = playing_steal.window.as_dict()
-        summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
-    return summary
+from mpvlab.run.workloads.base import Client, Ends, Outcome
+from mpvlab.run.steps import mptcp_view, read_json, record_delay_stats, schedule_for, setup_cc
 
 
 @dataclass
-class Network:
+class EmulatedNetwork:
     """The emulated network of a run, up and configured: what the rest of the run stands on."""
 
     topo: dual_path.DualPath
     handles: list[DirectionHandle]
     schedules: dict[str, fidelity.PathSchedules]
     cc_name: str
-    check_links: Callable[[], None]
     server_env: dict[str, str]
+    ends: Ends
+    # filled by start_collectors / stop_collectors
+    sampler: sampling.Sampler | None = None
+    collectors: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    sched: Any = None
+    counters_before: dict[str, dict[str, int]] = field(default_factory=dict)
+    counters_after: dict[str, dict[str, int]] = field(default_factory=dict)
+    mib_before: dict[str, dict[str, int]] = field(default_factory=dict)
+    mib: dict[str, dict[str, int]] = field(default_factory=dict)
+    trace_summary: dict[str, Any] = field(default_factory=dict)
+
+    def check_links(self) -> None:
+        for h in self.handles:
+            if not h.alive():
+                raise RunFailed(h.describe_death() + " — the path lost all packets from then on")
+
+    check = check_links
+
+    def precheck(self, ctx: RunContext) -> dict[str, Any]:
+        return fidelity.run_probes(self.topo, ctx.scenario, self.schedules, ctx.t0_ns, ctx.logs)
+
+    def _mib_ends(self) -> dict[str, int]:
+        return {"server": self.topo.server.pid, "client": self.topo.client.pid}
+
+    def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int) -> None:
+        sc, topo = ctx.scenario, self.topo
+        self.sampler = sampling.Sampler(ctx.t0_ns, topo.client.pid, {p.name: p.client_if for p in topo.paths},
+                                        topo.server.ns, port, ctx.data, sc.observe.sample_hz)
+        trace = self.collectors
+        stack.enter_context(trace)
+        trace_proc = trace.enter_context(
+            collectors.trace_scheduler(topo.server.ns.name, ctx.data / "schedtrace", ctx.t0_ns, sc.observe.sample_hz))
+        ctx.ledger.add_proc(proc.ProcRef.of(trace_proc.pid, "schedtrace"))
+        # Bottleneck queues and interface counters of every router, on the same t0 grid.
+        for p in topo.paths:
+            qp = trace.enter_context(qdiscstat.sample_queues(p.router.ns.name, ctx.data / "queues" / p.name,
+                                                              ctx.t0_ns, sc.observe.sample_hz))
+            ctx.ledger.add_proc(proc.ProcRef.of(qp.pid, f"qdiscstat {p.name}"))
+        self.sched = trace.enter_context(schedulers.start_scheduler(
+            sc.transport.scheduler, sc.transport.scheduler_params, topo.server.ns.name, ctx.data / "scheduler",
+            ctx.t0_ns, announce=transport.announce_addresses(topo, sc)))
+        if self.sched.pid is not None:
+            ctx.ledger.add_proc(proc.ProcRef.of(self.sched.pid, f"scheduler {sc.transport.scheduler}"))
+        self.counters_before = sampling.read_net_dev(topo.client.pid)
+        self.mib_before = {end: sampling.read_mptcp_mib(pid) for end, pid in self._mib_ends().items()}
+        self.sampler.start()
+        stack.callback(self.sampler.stop)
+
+    def poll(self, ctx: RunContext) -> None:
+        pass
+
+    def stop_collectors(self, ctx: RunContext) -> None:
+        assert self.sampler is not None
+        self.counters_after = sampling.read_net_dev(self.topo.client.pid)
+        self.mib = {end: sampling.mptcp_mib_delta(self.mib_before[end], sampling.read_mptcp_mib(pid))
+                    for end, pid in self._mib_ends().items()}
+        self.sampler.stop()
+        self.collectors.close()  # stops the collectors and the scheduler, which write their summaries
+        self.trace_summary = collectors.load_summary(ctx.data / "schedtrace")
+        ctx.extra_prov["scheduler"] = read_json(ctx.data / "scheduler" / "scheduler.json")
+
+    def summarise(self, ctx: RunContext, outcome: Outcome, fid: dict[str, Any]) -> dict[str, Any]:
+        assert self.sampler is not None
+        body = summarise(ctx, self.topo, outcome, self.counters_before, self.counters_after, self.sampler,
+                         self.trace_summary, self.sched.summary)
+        body["mptcp"] = mptcp_view(self.mib)
+        return body
 
 
-def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float) -> Network:
+def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float) -> EmulatedNetwork:
     """Topology, host settings, congestion control and link emulation, each undone by `stack`.
     Run time zero is set to now + lead_s."""
     sc, phase = ctx.scenario, ctx.opts.progress
@@ -182,12 +165,9 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
         for h in handles
     }
 
-    def check_links() -> None:
-        for h in handles:
-            if not h.alive():
-                raise RunFailed(h.describe_death() + " — the path lost all packets from then on")
-
-    return Network(topo, handles, schedules, cc_name, check_links, server_env)
+    ends = Ends(topo.server.ns, (Client("client", topo.client.ns, topo.paths[0].client_addr),), topo.server_addr,
+                cc_name, server_env)
+    return EmulatedNetwork(topo, handles, schedules, cc_name, server_env, ends)
 
 
 def _netem_available(ns: Any) -> bool:

@@ -1,22 +1,27 @@
-"""Which code runs a scenario of each topology kind. The session (session.py) is the same for every
-kind; the kind's `execute(ctx)` brings its network up, plays and returns the summary."""
+"""Which backend runs a scenario of each topology kind. The session (session.py) is the same for every
+kind; every kind runs the one life cycle (lifecycle.py) on its backend's network. A new kind is
+one backend module (a `bring_up` returning a network.Network) plus a line here."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from mpvlab.run import emulated, shared
+from mpvlab.run import emulated, lifecycle, shared
 from mpvlab.run.context import RunContext
-from mpvlab.run.physical import run as physical
+from mpvlab.run.network import BringUp
+from mpvlab.run.physical import backend as physical
+from mpvlab.run.physical.video import RemoteVideoWorkload
+from mpvlab.run.workloads.registry import WORKLOADS, WorkloadFactory
 
 
-def _physical(ctx: RunContext) -> dict[str, Any]:
-    return physical.execute(ctx, ctx.opts.key_dir)
+def _on(bring_up: BringUp, workloads: Mapping[str, WorkloadFactory] = WORKLOADS) -> Callable[[RunContext], dict[str, Any]]:
+    return lambda ctx: lifecycle.execute(ctx, bring_up, workloads)
 
 
 KINDS: dict[str, Callable[[RunContext], dict[str, Any]]] = {
-    "dual-path": emulated.execute,
-    "dumbbell": emulated.execute,
-    "shared-bottleneck": shared.execute,
-    "physical": _physical,
+    "dual-path": _on(emulated.bring_up_network),
+    "dumbbell": _on(emulated.bring_up_network),
+    "shared-bottleneck": _on(shared.bring_up),
+    # Physical hosts run the workload's programs over SSH: the kind brings its own video workload.
+    "physical": _on(physical.bring_up, {"video": RemoteVideoWorkload}),
 }

@@ -3,10 +3,10 @@
     server ── edge ── router [the scenario's one path: tbf + delay line] ── client0 … clientN-1
                                                                          └─ cross (bulk TCP, VoIP probe)
 
-Same life cycle as a dual-path run (mpvlab/run/emulated.py): content → topology → congestion control →
-links → fidelity probe (from client0, alone on the link) → Apache → time zero → players, cross
-traffic and samplers, all started at t0 → checks → summary. Everything started is in the run's
-ledger and is stopped by the ExitStack on success, error or Ctrl-C; the namespaces go last.
+The run's life cycle is the one of every kind (lifecycle.py); this module is the kind's backend:
+topology, congestion control and the link (bring_up), the pre-run check from client0 alone on the
+link, the collectors (queue counters, samplers, the cross traffic of cross.py — all started at t0)
+and the kind's summary. The workload runs one client in every clientI.
 
 Transport: every player is an MPTCP connection with ONE subflow (mptcpize, as in dual-path runs;
 MPTCP limits 0 and no endpoints, so no joins). One code path for server and player, and the
@@ -24,28 +24,24 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from collectors import qdiscstat
 from links.emulator import FRAME_BYTES, DirectionHandle, apply_direction
-from core import hoststeal, proc
-from mpvlab import fidelity, sampling, server
+from core import proc
+from mpvlab import fidelity, sampling
 from mpvlab.run import steps
+from mpvlab.run.cross import CrossTraffic
 from core.netns import Netns
 from core.errors import RunFailed
 from mpvlab.run.context import RunContext
-from mpvlab.scenario import BulkTrafficSpec, VoipTrafficSpec
-from topologies import cross_traffic as ct
+from mpvlab.run.workloads.base import Client, Ends, Outcome
 from topologies import shared_bottleneck as sb
 from mpvlab.run.workloads.video import dash_view
 
 PATH_LABEL = "shared"       # the delay lines' and queue folder's label (the path's name is the user's)
-VOIP_PORT = 4000
-BULK_PORT = 5301            # not the fidelity probe's 5201
 TCP_PAYLOAD = 1448          # per full frame: 1500 − IP 20 − TCP 20 − timestamps 12
 
 
@@ -69,133 +65,6 @@ class _ProbeView:
 
     def server_addrs(self) -> list[str]:
         return [self.server_addr]
-
-
-# ---------------------------------------------------------------------------------------------
-# Cross traffic, started at t0 (bulk: at t0 + start) and stopped exactly once.
-
-
-@dataclass
-class CrossTraffic:
-    topo: sb.SharedBottleneck
-    workdir: Path
-    ctx: RunContext
-    bulk_spec: BulkTrafficSpec | None
-    voip_spec: VoipTrafficSpec | None
-    drain_s: float
-    probe: ct.Probe | None = None
-    bulk: ct.BulkFlow | None = None
-    bulk_t_start: int = 0
-    bulk_cc_seen: str | None = None
-    bulk_bytes_last: tuple[int, int] = (0, 0)   # (t, bytes_received) last read while the flow ran
-    result: dict[str, Any] = field(default_factory=dict)
-    stopped: bool = False
-
-    @property
-    def cross(self) -> sb.Leaf:
-        assert self.topo.cross is not None
-        return self.topo.cross
-
-    def start_voip(self) -> None:
-        if self.voip_spec is None:
-            return
-        v = self.voip_spec
-        self.probe = ct.start_probe(self.topo.server.ns, self.cross.node.ns, self.cross.addr, VOIP_PORT,
-                                    self.workdir, "probe", self.ctx.ledger.add_proc, rate_bps=float(v.rate),
-                                    ip_size=v.packet_size)
-
-    def bulk_due(self) -> bool:
-        return (self.bulk_spec is not None and self.bulk is None
-                and time.monotonic_ns() >= self.ctx.t0_ns + self.bulk_spec.start)
-
-    def start_bulk(self, run_s: float) -> None:
-        assert self.bulk_spec is not None
-        dur_s = self.bulk_spec.duration / 1e9 if self.bulk_spec.duration is not None else run_s
-        self.bulk_t_start = time.monotonic_ns()
-        self.bulk = ct.start_bulk(self.topo.server.ns, self.cross.node.ns, self.cross.addr, BULK_PORT,
-                                  self.bulk_spec.cc, dur_s, self.workdir, "bulk", self.ctx.ledger.add_proc)
-
-    def poll(self) -> None:
-        """While the bulk flow runs: its receiver's byte count (kept, as the connection's counters
-        vanish when iperf3 ends) and, once, the congestion control its data socket really uses."""
-        if self.bulk is None or self.bulk.client is None or self.bulk.client.poll() is not None:
-            return
-        self.bulk_bytes_last = ct.bulk_bytes_received(self.cross.node.ns)
-        if self.bulk_cc_seen is None and time.monotonic_ns() - self.bulk_t_start > 1e9:
-            self.bulk_cc_seen = ct.bulk_cc(self.topo.server.ns, self.cross.addr)
-
-    def stop(self) -> None:
-        if self.stopped:
-            return
-        self.stopped = True
-        if self.bulk is not None:
-            self.poll()
-            info = ct.stop_bulk(self.bulk)
-            if self.bulk_spec is not None and self.bulk_spec.duration is None:
-                # Ended by the run when the last player finished: iperf3 then reports an "interrupt"
-                # and no totals; the goodput below is the receiving kernel's count.
-                info["stopped_by_run"] = True
-            t_last, got = self.bulk_bytes_last
-            secs = (t_last - self.bulk_t_start) / 1e9 if t_last else 0.0
-            # iperf3 ended by itself (bulk.duration): its own count is the complete one, over its own
-            # receive interval (which runs past the sender's end by the queue's drain time).
-            if info.get("client_exit") == 0 and self.bulk_spec and self.bulk_spec.duration is not None:
-                got, secs = _iperf3_received(self.bulk.client_log) or (got, secs)
-            self.result["bulk"] = {
-                "cc_requested": self.bulk.cc, "cc_seen": self.bulk_cc_seen, "iperf3": info,
-                "start_s": round((self.bulk_t_start - self.ctx.t0_ns) / 1e9, 3), "seconds": round(secs, 3),
-                "bytes_received": got, "goodput_bps": round(got * 8 / secs) if secs > 0 else None}
-        elif self.bulk_spec is not None:
-            self.result["bulk"] = {"cc_requested": self.bulk_spec.cc, "started": False,
-                                   "note": "the players finished before bulk.start"}
-        if self.probe is not None:
-            res = ct.stop_probe(self.probe, drain_s=self.drain_s)
-            self.result["voip"] = _voip_view(res, self.probe, self.voip_spec)
-
-
-def _iperf3_received(client_log: Path) -> tuple[int, float] | None:
-    """(bytes, seconds) the iperf3 receiver counted, from the client's end-of-test JSON."""
-    try:
-        r = json.loads(client_log.read_text())["end"]["sum_received"]
-        return int(r["bytes"]), float(r["seconds"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _quantile(xs: list[float], q: float) -> float | None:
-    """Nearest-rank quantile (no interpolation: every value reported was measured)."""
-    if not xs:
-        return None
-    ys = sorted(xs)
-    return ys[min(len(ys) - 1, max(0, math.ceil(q * len(ys)) - 1))]
-
-
-def _voip_view(res: ct.ProbeResult, probe: ct.Probe, spec: VoipTrafficSpec | None) -> dict[str, Any]:
-    assert spec is not None
-    send = json.loads(probe.files["send.json"].read_text())
-    send_s = (int(send["t_last_ns"]) - int(send["t0_ns"])) / 1e9
-    qd = [r["queuing_delay_ns"] / 1e6 for r in res.rows]
-    ds = [r["d_study_ns"] / 1e6 for r in res.rows]
-    owd_min = min((r["owd_ns"] for r in res.rows), default=None)
-
-    def pcts(xs: list[float]) -> dict[str, float | None]:
-        return {k: (None if (v := _quantile(xs, q)) is None else round(v, 3))
-                for k, q in (("p50", .5), ("p95", .95), ("p99", .99), ("max", 1.0))}
-
-    return {
-        "rate_configured_bps": spec.rate, "packet_size": spec.packet_size, "csv": str(res.csv),
-        "sent": res.sent, "received": res.received, "lost": res.lost, "duplicates": res.duplicates,
-        "loss_rate": round(res.loss_rate, 5), "send_s": round(send_s, 3),
-        # IP bytes delivered per second of sending: what the receiver got of the configured rate
-        "delivered_bps": round(res.received * spec.packet_size * 8 / send_s) if send_s > 0 else None,
-        "owd_min_ms": None if owd_min is None else round(owd_min / 1e6, 3),
-        "queuing_delay_ms": pcts(qd),      # owd − min owd (all namespaces share CLOCK_MONOTONIC)
-        "rx_timestamp": res.rx_timestamp, "user_stamped": res.user_stamped,
-        "d_study_ms": pcts(ds),            # docs/studies.md §4: relative to the first packet, no clock sync
-    }
-
-
-# ---------------------------------------------------------------------------------------------
 
 
 def _tbf_counters(ns: Netns, dev: str) -> dict[str, int]:
@@ -231,167 +100,144 @@ def _set_server_cc(topo: sb.SharedBottleneck, cc_name: str) -> list[str]:
     return routes
 
 
-def execute(ctx: RunContext) -> dict[str, Any]:
+def bring_up(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float) -> "SharedNetwork":
+    """Topology (N clients, a cross host when there is cross traffic), MPTCP with one subflow per
+    player, the players' congestion control, the bottleneck link; run time zero = now + lead_s."""
     sc, phase = ctx.scenario, ctx.opts.progress
-    run_started = time.monotonic()
     (pname, spec), = sc.paths.items()
     cross_spec = sc.cross_traffic
-    bulk_spec = cross_spec.bulk if cross_spec else None
-    voip_spec = cross_spec.voip if cross_spec else None
+    phase("topology")
+    h = sc.hosts
+    topo = sb.build(ctx.run_id, ctx.ledger.add_netns, sc.n_clients,
+                    cross=cross_spec is not None and (cross_spec.bulk is not None or cross_spec.voip is not None),
+                    hosts=sb.HostSettings(h.client_tcp_rmem, h.server_tcp_wmem, h.tcp_no_metrics_save, h.offloads))
+    stack.callback(sb.teardown, topo)
+    ctx.extra_prov["topology"] = {
+        "kind": sc.topology.kind, "clients": sc.n_clients, "server_addr": topo.server_addr,
+        "netns": list(topo.netns_names), "router_server_if": topo.router_server_if,
+        "leaves": {lf.role: {"if": lf.if_, "addr": lf.addr, "router_if": lf.router_if} for lf in topo.leaves}}
+    ctx.extra_prov["hosts"] = {**topo.host_record, "mptcp": _configure_mptcp(topo)}
 
-    phase("content")
-    video = steps.ensure_content(sc)
-    ctx.extra_prov["content"] = steps.content_provenance(video)
+    phase("congestion control")
+    cc_name = steps.setup_cc(ctx, stack)
+    ctx.extra_prov["server_routes"] = _set_server_cc(topo, cc_name)
+    ctx.extra_prov["cc"] = {"requested": sc.transport.cc, "kernel_name": cc_name,
+                            "params": dict(sc.transport.cc_params)}
 
-    with contextlib.ExitStack() as stack:
-        lead_s = (sc.fidelity.probe_duration / 1e9 + 4.0) if sc.fidelity.probe else 2.0
-        phase("topology")
-        h = sc.hosts
-        topo = sb.build(ctx.run_id, ctx.ledger.add_netns, sc.n_clients,
-                        cross=bulk_spec is not None or voip_spec is not None,
-                        hosts=sb.HostSettings(h.client_tcp_rmem, h.server_tcp_wmem, h.tcp_no_metrics_save, h.offloads))
-        stack.callback(sb.teardown, topo)
-        ctx.extra_prov["topology"] = {
-            "kind": sc.topology.kind, "clients": sc.n_clients, "server_addr": topo.server_addr,
-            "netns": list(topo.netns_names), "router_server_if": topo.router_server_if,
-            "leaves": {lf.role: {"if": lf.if_, "addr": lf.addr, "router_if": lf.router_if} for lf in topo.leaves}}
-        ctx.extra_prov["hosts"] = {**topo.host_record, "mptcp": _configure_mptcp(topo)}
+    ctx.t0_ns = time.monotonic_ns() + int(lead_s * 1e9)
 
-        phase("congestion control")
-        cc_name = steps.setup_cc(ctx, stack)
-        ctx.extra_prov["server_routes"] = _set_server_cc(topo, cc_name)
-        ctx.extra_prov["cc"] = {"requested": sc.transport.cc, "kernel_name": cc_name,
-                                "params": dict(sc.transport.cc_params)}
+    phase("links")
+    sched = fidelity.PathSchedules(down=steps.schedule_for(spec.down, ctx.scenario_file.parent),
+                                   up=steps.schedule_for(spec.up, ctx.scenario_file.parent))
+    plans = [topo.down_plan(spec.down, sched.down, seed=sc.seed * 1000, queue_num=0),
+             topo.up_plan(spec.up, sched.up, seed=sc.seed * 1000 + 1, queue_num=1)]
+    handles: list[DirectionHandle] = []
+    for plan in plans:
+        hd = apply_direction(plan, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc)
+        handles.append(hd)
+        stack.callback(steps.record_delay_stats, ctx, hd)
+    ctx.extra_prov["links"] = {
+        hd.plan.label: {"path": pname, "router": hd.plan.router.name, "in_if": hd.plan.in_if,
+                        "out_if": hd.plan.out_if, "order": hd.plan.spec.order,
+                        "burst_bytes": hd.plan.spec.effective_burst(),
+                        "limit_bytes": hd.plan.spec.buffer.to_bytes(FRAME_BYTES),
+                        "delay_backend": "nfqueue-delayline" if hd.plan.needs_delay_line else "none",
+                        "schedule": hd.plan.schedule.to_text().splitlines()[1:]}
+        for hd in handles}
+    ctx.extra_prov["links"]["qdiscs"] = topo.router.ns.run(["tc", "qdisc", "show"]).stdout.strip().splitlines()
+    ifb = plans[0].ifb if spec.down.rate is not None else None
+    ends = Ends(topo.server.ns, tuple(Client(lf.role, lf.node.ns, lf.addr) for lf in topo.clients),
+                topo.server_addr, cc_name)
+    return SharedNetwork(topo, pname, sched, handles, ifb, ends)
 
-        ctx.t0_ns = time.monotonic_ns() + int(lead_s * 1e9)
 
-        phase("links")
-        sched = fidelity.PathSchedules(down=steps.schedule_for(spec.down, ctx.scenario_file.parent),
-                                       up=steps.schedule_for(spec.up, ctx.scenario_file.parent))
-        plans = [topo.down_plan(spec.down, sched.down, seed=sc.seed * 1000, queue_num=0),
-                 topo.up_plan(spec.up, sched.up, seed=sc.seed * 1000 + 1, queue_num=1)]
-        handles: list[DirectionHandle] = []
-        for plan in plans:
-            hd = apply_direction(plan, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc)
-            handles.append(hd)
-            stack.callback(steps.record_delay_stats, ctx, hd)
-        ctx.extra_prov["links"] = {
-            hd.plan.label: {"path": pname, "router": hd.plan.router.name, "in_if": hd.plan.in_if,
-                            "out_if": hd.plan.out_if, "order": hd.plan.spec.order,
-                            "burst_bytes": hd.plan.spec.effective_burst(),
-                            "limit_bytes": hd.plan.spec.buffer.to_bytes(FRAME_BYTES),
-                            "delay_backend": "nfqueue-delayline" if hd.plan.needs_delay_line else "none",
-                            "schedule": hd.plan.schedule.to_text().splitlines()[1:]}
-            for hd in handles}
-        ctx.extra_prov["links"]["qdiscs"] = topo.router.ns.run(["tc", "qdisc", "show"]).stdout.strip().splitlines()
-        ifb = plans[0].ifb if spec.down.rate is not None else None
+@dataclass
+class SharedNetwork:
+    topo: sb.SharedBottleneck
+    path_name: str                      # the scenario's one path
+    schedules: fidelity.PathSchedules
+    handles: list[DirectionHandle]
+    ifb: str | None                     # the downlink's tbf device (None: no rate limit)
+    ends: Ends
+    collectors: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    samplers: list[sampling.Sampler] = field(default_factory=list)
+    cross: CrossTraffic | None = None
+    run_s: float = 0.0                  # the longest the workload may take: the bulk flow's default length
+    leaves_before: dict[str, dict[str, int]] = field(default_factory=dict)
+    leaves_after: dict[str, dict[str, int]] = field(default_factory=dict)
+    tbf_before: dict[str, int] | None = None
+    tbf_after: dict[str, int] | None = None
+    t_start: int = 0
+    t_end: int = 0
 
-        def check_links() -> None:
-            for hd in handles:
-                if not hd.alive():
-                    raise RunFailed(hd.describe_death() + " — the bottleneck lost all packets from then on")
+    def check(self) -> None:
+        for hd in self.handles:
+            if not hd.alive():
+                raise RunFailed(hd.describe_death() + " — the bottleneck lost all packets from then on")
 
-        if sc.fidelity.probe:
-            phase("fidelity probe")
-            view = _ProbeView(topo.server, topo.clients[0].node, topo.server_addr,
-                              [_ProbePath(pname, topo.clients[0].addr, topo.server_addr)])
-            fid = fidelity.run_probes(view, sc, {pname: sched}, ctx.t0_ns, ctx.logs)  # type: ignore[arg-type]
-            fid["probed_from"] = topo.clients[0].role
-            check_links()
-        else:
-            fid = dict(steps.NO_FIDELITY_PROBE)
-        steps.record_fidelity(ctx, fid)
+    def precheck(self, ctx: RunContext) -> dict[str, Any]:
+        c0 = self.topo.clients[0]
+        view = _ProbeView(self.topo.server, c0.node, self.topo.server_addr,
+                          [_ProbePath(self.path_name, c0.addr, self.topo.server_addr)])
+        fid = fidelity.run_probes(view, ctx.scenario, {self.path_name: self.schedules},  # type: ignore[arg-type]
+                                  ctx.t0_ns, ctx.logs)
+        fid["probed_from"] = c0.role
+        return fid
 
-        phase("server")
-        apache, video_name, http = steps.start_server(ctx, stack, video, topo.server.ns, cc_name, {},
-                                                       topo.server_addr, topo.clients[0].node.ns)
-        frames = steps.frames_of(sc)
-        timeout_s = sc.video.duration / 1e9 * sc.player.timeout_factor + 30
+    def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int) -> None:
+        sc, topo = ctx.scenario, self.topo
+        spec = sc.paths[self.path_name]
+        cross_spec = sc.cross_traffic
         # A full queue's drain time plus the one-way delays: what the probe receiver waits at the end.
         drain_s = (spec.down.buffer.to_bytes(FRAME_BYTES) * 8 / spec.down.rate if spec.down.rate else 0.0) \
-            + (sched.down.max_delay_ns + sched.up.max_delay_ns) / 1e9 + 0.3
+            + (self.schedules.down.max_delay_ns + self.schedules.up.max_delay_ns) / 1e9 + 0.3
         (ctx.data / "cross").mkdir(parents=True, exist_ok=True)
-        xt = CrossTraffic(topo, ctx.data / "cross", ctx, bulk_spec, voip_spec, drain_s)
-        stack.callback(xt.stop)
-
-        phase("waiting for time zero")
-        late_ms = steps.wait_for_t0(ctx, check_links)
-
-        phase("playing")
-        trace = contextlib.ExitStack()
-        stack.enter_context(trace)
-        qp = trace.enter_context(qdiscstat.sample_queues(topo.router.ns.name, ctx.data / "queues" / PATH_LABEL,
-                                                          ctx.t0_ns, sc.observe.sample_hz))
+        self.cross = CrossTraffic(topo, ctx.data / "cross", ctx, cross_spec.bulk if cross_spec else None,
+                                  cross_spec.voip if cross_spec else None, drain_s)
+        stack.callback(self.cross.stop)
+        stack.enter_context(self.collectors)
+        qp = self.collectors.enter_context(qdiscstat.sample_queues(
+            topo.router.ns.name, ctx.data / "queues" / PATH_LABEL, ctx.t0_ns, sc.observe.sample_hz))
         ctx.ledger.add_proc(proc.ProcRef.of(qp.pid, "qdiscstat shared"))
-        samplers = [sampling.Sampler(ctx.t0_ns, topo.clients[0].node.pid, {}, topo.server.ns, http.port, ctx.data,
-                                     sc.observe.sample_hz, links=False)]
+        self.samplers = [sampling.Sampler(ctx.t0_ns, topo.clients[0].node.pid, {}, topo.server.ns, port, ctx.data,
+                                          sc.observe.sample_hz, links=False)]
         for lf in topo.clients:
             (ctx.data / lf.role).mkdir(parents=True, exist_ok=True)
-            samplers.append(sampling.Sampler(ctx.t0_ns, lf.node.pid, {pname: lf.if_}, topo.server.ns, http.port,
-                                             ctx.data / lf.role, sc.observe.sample_hz, subflows=False))
-        leaves_before = {lf.role: sampling.read_net_dev(lf.node.pid)[lf.if_] for lf in topo.leaves}
-        tbf_before = _tbf_counters(topo.router.ns, ifb) if ifb else None
-        # CPU time the hypervisor took over the bottleneck's measured window (as for dual-path runs).
-        playing_steal = hoststeal.StealMeter().start()
-        t_start = time.monotonic_ns()
-        xt.start_voip()
-        if xt.bulk_due():
-            xt.start_bulk(timeout_s + 10)
-        players: dict[str, tuple[Any, Any]] = {}
-        for lf in topo.clients:
-            out_dir = ctx.logs / lf.role
-            out_dir.mkdir(parents=True, exist_ok=True)
-            players[lf.role] = steps.start_player(ctx, lf.node.ns, topo.server_addr, video_name, frames, out_dir,
-                                                   http, label=f"player {lf.role}")
-            ctx.ledger.add_proc(players[lf.role][1])
-        for s in samplers:
+            self.samplers.append(sampling.Sampler(ctx.t0_ns, lf.node.pid, {self.path_name: lf.if_}, topo.server.ns,
+                                                  port, ctx.data / lf.role, sc.observe.sample_hz, subflows=False))
+        self.leaves_before = {lf.role: sampling.read_net_dev(lf.node.pid)[lf.if_] for lf in topo.leaves}
+        self.tbf_before = _tbf_counters(topo.router.ns, self.ifb) if self.ifb else None
+        self.t_start = time.monotonic_ns()
+        self.run_s = sc.video.duration / 1e9 * sc.player.timeout_factor + 40
+        self.cross.start_voip()
+        if self.cross.bulk_due():
+            self.cross.start_bulk(self.run_s)
+        for s in self.samplers:
             s.start()
             stack.callback(s.stop)
-        ctx.extra_prov["player_start_late_ms"] = round(late_ms, 3)
-        deadline = time.monotonic() + timeout_s + 10
-        while any(p.poll() is None for p, _ in players.values()):
-            check_links()
-            if not apache.alive():
-                raise RunFailed(f"apache exited with code {apache.process.returncode} during playback")
-            if time.monotonic() > deadline:
-                raise RunFailed(f"players did not finish within {timeout_s:.0f} s")
-            if xt.bulk_due():
-                xt.start_bulk(max(1.0, deadline - time.monotonic()))
-            xt.poll()
-            running = sum(p.poll() is None for p, _ in players.values())
-            phase(f"playing ({(time.monotonic_ns() - ctx.t0_ns) / 1e9:5.1f} s of {sc.video.duration / 1e9:g} s "
-                  f"video; {running} of {len(players)} players running)")
-            time.sleep(0.2)
-        t_end = time.monotonic_ns()
-        leaves_after = {lf.role: sampling.read_net_dev(lf.node.pid)[lf.if_] for lf in topo.leaves}
-        tbf_after = _tbf_counters(topo.router.ns, ifb) if ifb else None
-        steal = playing_steal.stop()
-        xt.stop()
-        for s in samplers:
-            s.stop()
-        trace.close()
 
-        phase("checks")
-        summaries: dict[str, dict[str, Any]] = {}
-        for role, (p, _ref) in players.items():
-            ps = steps.read_json(ctx.logs / role / "player-summary.json")
-            if p.returncode != 0:
-                reason = ps.get("reason") or ps.get("error") if ps else None
-                raise RunFailed(f"player {role} exited with code {p.returncode}: "
-                                f"{reason or f'see logs/{role}/player.log'}")
-            summaries[role] = ps
-        summary = summarise(ctx, topo, summaries, leaves_before, leaves_after, tbf_before, tbf_after,
-                             (t_end - t_start) / 1e9, samplers, fid, xt.result)
-        # Every player request must have used the scenario's protocol (as for dual-path runs).
-        tally = server.tally_access_log(ctx.logs / "apache" / "access.log", http)
-        if not tally["ok"]:
-            raise RunFailed(f"not every player request used {tally['expected']}"
-                                   f"{' over TLS' if http.tls else ''}: {tally}")
-        summary["host_steal_during_playback"] = steal.as_dict()
-        summary["http"] = {"protocol": http.protocol, "tls": http.tls is not None, "port": http.port,
-                           **{k: tally[k] for k in ("requests", "by_protocol", "by_tls_version", "by_cipher")}}
-        summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
-    return summary
+    def poll(self, ctx: RunContext) -> None:
+        assert self.cross is not None
+        if self.cross.bulk_due():
+            remaining = self.run_s - (time.monotonic_ns() - self.t_start) / 1e9
+            self.cross.start_bulk(max(1.0, remaining))
+        self.cross.poll()
+
+    def stop_collectors(self, ctx: RunContext) -> None:
+        assert self.cross is not None
+        topo = self.topo
+        self.t_end = time.monotonic_ns()
+        self.leaves_after = {lf.role: sampling.read_net_dev(lf.node.pid)[lf.if_] for lf in topo.leaves}
+        self.tbf_after = _tbf_counters(topo.router.ns, self.ifb) if self.ifb else None
+        self.cross.stop()
+        for s in self.samplers:
+            s.stop()
+        self.collectors.close()
+
+    def summarise(self, ctx: RunContext, outcome: Outcome, fid: dict[str, Any]) -> dict[str, Any]:
+        assert self.cross is not None
+        return summarise(ctx, self.topo, outcome, self.leaves_before, self.leaves_after, self.tbf_before,
+                         self.tbf_after, (self.t_end - self.t_start) / 1e9, self.samplers, self.cross.result)
 
 
 PLAYER_KEYS = ("underflows", "underflow_total_s", "picture_discards", "picture_discards_no_underflow",
@@ -404,11 +250,14 @@ def _sum(vals: list[Any]) -> Any:
     return sum(vals) if vals and all(isinstance(v, (int, float)) for v in vals) else None
 
 
-def summarise(ctx: RunContext, topo: sb.SharedBottleneck, summaries: dict[str, dict[str, Any]],
-               before: dict[str, dict[str, int]], after: dict[str, dict[str, int]],
-               tbf_before: dict[str, int] | None, tbf_after: dict[str, int] | None, window_s: float,
-               samplers: list[sampling.Sampler], fid: dict[str, Any], cross: dict[str, Any]) -> dict[str, Any]:
+def summarise(ctx: RunContext, topo: sb.SharedBottleneck, outcome: Outcome,
+              before: dict[str, dict[str, int]], after: dict[str, dict[str, int]],
+              tbf_before: dict[str, int] | None, tbf_after: dict[str, int] | None, window_s: float,
+              samplers: list[sampling.Sampler], cross: dict[str, Any]) -> dict[str, Any]:
+    """The kind's part of the summary: each player's QoE, their aggregate, the bottleneck's counters
+    and the cross traffic (the run head and the workload's warnings come from lifecycle.py)."""
     sc = ctx.scenario
+    summaries = outcome.per_client
     (pname, spec), = sc.paths.items()
     leaf_bytes = {role: {"rx_bytes": after[role]["rx_bytes"] - before[role]["rx_bytes"],
                          "rx_packets": after[role]["rx_packets"] - before[role]["rx_packets"]} for role in before}
@@ -421,9 +270,6 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, summaries: dict[str, d
         v["mean_throughput_bps"] = (round(ps["bytes_received"] * 8 / ps["playback_s"])
                                     if ps.get("playback_s") and ps.get("bytes_received") else None)
         players[role] = v
-        if ps.get("picture_discards_no_underflow"):
-            warnings.append(f"{role}: {ps['picture_discards_no_underflow']} picture discard(s) while its playout "
-                            "buffer had data: the CPU was late, not the network (set player.cpu)")
     thr = [v["mean_throughput_bps"] for v in players.values() if v["mean_throughput_bps"]]
     stalls = [v["stall_ratio"] for v in players.values() if v["stall_ratio"] is not None]
     startups = [v["startup_delay_s"] for v in players.values() if v["startup_delay_s"] is not None]
@@ -478,22 +324,15 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, summaries: dict[str, d
     if bulk and bulk.get("cc_seen") not in (None, bulk["cc_requested"]):
         raise RunFailed(f"bulk flow ran {bulk['cc_seen']}, not {bulk['cc_requested']}")
     return {
-        "run_id": ctx.run_id,
-        "scenario": sc.name,
-        "topology": sc.topology.kind,
-        "workload": sc.workload.kind,
-        "cc": sc.transport.cc,
         "transport": "mptcp, one subflow per player",
-        "seed": sc.seed,
-        "video_length_s": sc.video.duration / 1e9,
-        "player_mode": sc.player.mode,
+        "video_length_s": outcome.fields["video_length_s"],
+        "player_mode": outcome.fields["player_mode"],
+        "http": outcome.fields["http"],
         "players": players,
         "aggregate": aggregate,
         "bottleneck": bottleneck,
         "cross_traffic": cross,
         "subflows": subflows,
         "warnings": warnings,
-        "fidelity_ok": fid.get("ok"),
-        "fidelity_warnings": fid.get("warnings", []),
         "sampler_errors": [e for s in samplers for e in s.errors],
     }

@@ -1,4 +1,4 @@
-"""The summary of an emulated dual-path/dumbbell run: per-path bytes and shares, the cross-checks
+"""The network's part of the summary of a dual-path/dumbbell run: per-path bytes and shares, the cross-checks
 between interface counters, the scheduler trace and Apache's log, and the player's QoE."""
 
 from __future__ import annotations
@@ -91,10 +91,11 @@ def subflow_address_check(topo: dual_path.DualPath, subflows: list[dict[str, Any
 
 
 def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, before: dict[str, dict[str, int]],
-              after: dict[str, dict[str, int]], sampler: sampling.Sampler, fid: dict[str, Any],
+              after: dict[str, dict[str, int]], sampler: sampling.Sampler,
               sched: dict[str, Any], steer: dict[str, Any]) -> dict[str, Any]:
     """The network's part of the summary (per-path bytes, scheduler trace, cross-checks) around the
-    workload's own part (`outcome.fields`)."""
+    workload's own part (`outcome.fields`); the run head and the workload's warnings are added by the
+    life cycle (lifecycle.py)."""
     sc = ctx.scenario
     per_path: dict[str, dict[str, Any]] = {}
     total = 0
@@ -134,7 +135,6 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
                                                 "ok": view["connections"] >= requests}
     checks["collector_lost_events"] = {"lost": view["lost_events"], "ok": view["lost_events"] == 0}
     warnings += [f"cross-check {k} failed: {v}" for k, v in checks.items() if not v["ok"]]
-    warnings += outcome.warnings
     subflows = [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(sampler.subflows_seen.items())]
     expected_cc = ctx.extra_prov["cc"]["kernel_name"]
     check_subflows(sc, subflows, expected_cc, per_path)
@@ -142,13 +142,7 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
     if not checks["subflow_addresses"]["ok"]:
         raise RunFailed(f"MPTCP subflows on unexpected (client, server) address pairs: {checks['subflow_addresses']}")
     return {
-        "run_id": ctx.run_id,
-        "scenario": sc.name,
-        "cc": sc.transport.cc,
         "scheduler": sc.transport.scheduler,
-        "seed": sc.seed,
-        "topology": sc.topology.kind,
-        "workload": sc.workload.kind,
         **outcome.fields,
         "bytes_total": total,
         "paths": per_path,
@@ -159,7 +153,5 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
         "path_switch_definition": view["definition"],
         "cross_checks": checks,
         "warnings": warnings,
-        "fidelity_ok": fid.get("ok"),
-        "fidelity_warnings": fid.get("warnings", []),
         "sampler_errors": sampler.errors,
     }

@@ -24,7 +24,9 @@ it; teardown runs the journal backwards, and so does a later cleanup after a cra
             every change and its undo result, the guard's verdict, and what was not collected
 
 Modules, one concern each (the order of the life cycle):
-  run.py         execute(): the life cycle above as one ExitStack (teardown: journal, then guards)
+  backend.py     the kind's backend of the one run life cycle (mpvlab/run/lifecycle.py): bring_up,
+                 probes, collectors, summary; teardown: journal, then guards
+  video.py       the video workload on the hosts (Apache, the player, files pulled back)
   state.py       PhysicalRun (plan, journal, folders, clock offsets, started processes), the error
   journal.py     Journal: each change with its undo, in the ledger before it is made
   hostops.py     what every host shares (checkout path, python3) and file/clock helpers on any Host

@@ -13,7 +13,7 @@ from core import proc
 from mpvlab import sampling, server
 from mpvlab.run.physical.hostops import pull_files
 from mpvlab.run.physical.state import PhysicalRun
-from mpvlab.run.workloads.video import player_view
+from mpvlab.run.workloads.base import Outcome
 from mpvlab.scenario import Scenario
 from mpvlab.run.steps import check_subflows
 
@@ -87,14 +87,14 @@ def pull_apache_logs(run: PhysicalRun) -> None:
                run.ctx.logs / "apache")
 
 
-def summarise(run: PhysicalRun, sc: Scenario, ps: dict[str, Any], before: dict[str, dict[str, int]],
-             after: dict[str, dict[str, int]], poller: SubflowPoller, fid: dict[str, Any]) -> dict[str, Any]:
-    """summary.json of a physical run; raises RunFailed when the subflows are not what the scenario
-    asks (steps.check_subflows, the same checks as an emulated run)."""
-
+def summarise(run: PhysicalRun, sc: Scenario, outcome: Outcome, before: dict[str, dict[str, int]],
+              after: dict[str, dict[str, int]], poller: SubflowPoller) -> dict[str, Any]:
+    """The physical kind's part of summary.json (the run head comes from lifecycle.py); raises
+    RunFailed when the subflows are not what the scenario asks (steps.check_subflows, the same checks
+    as an emulated run)."""
     per_path: dict[str, dict[str, Any]] = {}
     total = 0
-    playback_s = ps.get("playback_s") or 0
+    playback_s = outcome.duration_s
     for p in run.plan.paths:
         rx = after[p.name]["rx_bytes"] - before[p.name]["rx_bytes"]
         per_path[p.name] = {"interface": p.client_if, "client_address": run.client_addrs[p.name], "rx_bytes": rx,
@@ -105,17 +105,9 @@ def summarise(run: PhysicalRun, sc: Scenario, ps: dict[str, Any], before: dict[s
         v["mean_throughput_bps"] = round(v["rx_bytes"] * 8 / playback_s) if playback_s else None
     subflows = [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(poller.seen.items())]
     check_subflows(sc, subflows, sc.transport.cc, per_path)
-    warnings = []
-    if ps.get("picture_discards_no_underflow"):
-        warnings.append(f"{ps['picture_discards_no_underflow']} picture discard(s) while the playout buffer had "
-                        "data: the client's CPU was late, not the network")
     return {
-        "run_id": run.ctx.run_id, "scenario": sc.name, "topology": "physical", "workload": "video", "cc": sc.transport.cc,
-        "scheduler": sc.transport.scheduler, "seed": sc.seed, "video_length_s": sc.video.duration / 1e9,
-        "duration_s": playback_s, "bytes_total": total, "paths": per_path, "subflows": subflows,
-        **player_view(ps),
-        "player_mode": sc.player.mode, "player_cpu": ps.get("cpu"),
+        "scheduler": sc.transport.scheduler, **outcome.fields,
+        "bytes_total": total, "paths": per_path, "subflows": subflows,
         "path_switches": None, "not_collected": NOT_COLLECTED,
-        "warnings": warnings, "fidelity_ok": fid.get("ok"), "fidelity_warnings": fid.get("warnings", []),
-        "sampler_errors": poller.errors,
+        "warnings": [], "sampler_errors": poller.errors,
     }

@@ -1,5 +1,5 @@
 """The workload plug: what runs over the network once it is up — the video player today, a bulk
-transfer, later live RTP video. The run lifecycle (mpvlab/run/emulated.py) calls, in this order:
+transfer, later live RTP video. The run lifecycle (mpvlab/run/lifecycle.py) calls, in this order:
 
     prepare(ctx)                 before any network exists (content, checks of the workload's own inputs)
     serve(ctx, stack, ends)      the server side up and answering, before run time zero
@@ -17,19 +17,34 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from core.netns import Netns
+from core.hosts import Host
 from mpvlab.run.context import RunContext
 
 
 @dataclass(frozen=True)
-class Ends:
-    """What a workload needs of the network: where its two ends run and how they find each other."""
+class Client:
+    """One client host of the topology: its role names its logs (`client0`, …) when there are several."""
 
-    server: Netns
-    client: Netns
+    role: str
+    ns: Host                            # a namespace here, or a real host (physical topology)
+    addr: str
+
+
+@dataclass(frozen=True)
+class Ends:
+    """What a workload needs of the network: where its ends run and how they find each other. Most
+    topologies have one client; the shared bottleneck has N, each running the workload's client."""
+
+    server: Host
+    clients: tuple[Client, ...]
     server_addr: str
     cc_kernel_name: str                 # the congestion control the run set up (cc/registry.py)
     server_env: dict[str, str] = field(default_factory=dict)   # from the scheduler (e.g. a send-buffer bound)
+
+    @property
+    def client(self) -> Host:
+        """The first (for most topologies the only) client."""
+        return self.clients[0].ns
 
 
 @dataclass
@@ -39,6 +54,7 @@ class Outcome:
     connections_key: str                # how the cross-check names the workload's connection count
     connections: int                    # connections it made over the emulated paths
     warnings: list[str] = field(default_factory=list)
+    per_client: dict[str, dict[str, Any]] = field(default_factory=dict)   # role → that client's own record
 
 
 class Workload(Protocol):

@@ -8,4 +8,6 @@ from mpvlab.run.workloads.base import Workload
 from mpvlab.run.workloads.bulk import BulkWorkload
 from mpvlab.run.workloads.video import VideoWorkload
 
-WORKLOADS: dict[str, Callable[[], Workload]] = {"video": VideoWorkload, "bulk": BulkWorkload}
+WorkloadFactory = Callable[[], Workload]
+
+WORKLOADS: dict[str, WorkloadFactory] = {"video": VideoWorkload, "bulk": BulkWorkload}

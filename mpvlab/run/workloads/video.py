@@ -39,7 +39,8 @@ class VideoWorkload:
         self.apache: server.ApacheServer | None = None
         self.video_name = ""
         self.http: server.HttpSetup | None = None
-        self.player: subprocess.Popen[bytes] | None = None
+        self.players: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}   # role → (player, its log folder)
+        self.several = False
         self.deadline = 0.0
         self.timeout_s = 0.0
 
@@ -62,58 +63,77 @@ class VideoWorkload:
     def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
         assert self.http is not None
         sc = ctx.scenario
-        self.player, ref = steps.start_player(ctx, ends.client, ends.server_addr, self.video_name,
-                                              steps.frames_of(sc), ctx.logs, self.http)
-        ctx.ledger.add_proc(ref)
+        several = len(ends.clients) > 1
+        for c in ends.clients:
+            # One client: its files in logs/ as always; several: logs/<role>/ each.
+            out_dir = ctx.logs / c.role if several else ctx.logs
+            out_dir.mkdir(parents=True, exist_ok=True)
+            player, ref = steps.start_player(ctx, c.ns, ends.server_addr, self.video_name, steps.frames_of(sc),
+                                             out_dir, self.http, label=f"player {c.role}" if several else "player")
+            ctx.ledger.add_proc(ref)
+            self.players[c.role] = (player, out_dir)
+        self.several = several
         self.timeout_s = sc.video.duration / 1e9 * sc.player.timeout_factor + 30
         self.deadline = time.monotonic() + self.timeout_s + 10
 
     def running(self) -> bool:
-        assert self.player is not None
-        return self.player.poll() is None
+        return any(p.poll() is None for p, _ in self.players.values())
 
     def check(self, ctx: RunContext) -> None:
-        assert self.apache is not None and self.player is not None
+        assert self.apache is not None
         if not self.apache.alive():
             raise RunFailed(f"apache exited with code {self.apache.process.returncode} during playback")
         if time.monotonic() > self.deadline:
-            self.player.kill()
-            raise RunFailed(f"player did not finish within {self.timeout_s:.0f} s")
+            for p, _ in self.players.values():
+                p.kill()
+            what = "players" if self.several else "player"
+            raise RunFailed(f"{what} did not finish within {self.timeout_s:.0f} s")
 
     def progress(self, ctx: RunContext) -> str:
-        return (f"playing ({(time.monotonic_ns() - ctx.t0_ns) / 1e9:5.1f} s of "
-                f"{ctx.scenario.video.duration / 1e9:g} s video)")
+        line = (f"playing ({min((time.monotonic_ns() - ctx.t0_ns) / 1e9, ctx.scenario.video.duration / 1e9):5.1f} s "
+                f"of {ctx.scenario.video.duration / 1e9:g} s video")
+        if self.several:
+            running = sum(p.poll() is None for p, _ in self.players.values())
+            line += f"; {running} of {len(self.players)} players running"
+        return line + ")"
 
     def finish(self, ctx: RunContext) -> Outcome:
-        assert self.player is not None and self.http is not None
+        assert self.http is not None
         sc, http = ctx.scenario, self.http
-        ps = steps.read_json(ctx.logs / "player-summary.json")
-        if self.player.returncode != 0:
-            reason = ps.get("reason") or ps.get("error") if ps else None
-            raise RunFailed(f"player exited with code {self.player.returncode}: {reason or 'see logs/player.log'}")
-        # Every request the player made must have used the scenario's protocol (and TLS), or the run
+        per_client: dict[str, dict[str, Any]] = {}
+        for role, (player, out_dir) in self.players.items():
+            ps = steps.read_json(out_dir / "player-summary.json")
+            if player.returncode != 0:
+                reason = ps.get("reason") or ps.get("error") if ps else None
+                where = f"logs/{role}/player.log" if self.several else "logs/player.log"
+                who = f"player {role}" if self.several else "player"
+                raise RunFailed(f"{who} exited with code {player.returncode}: {reason or 'see ' + where}")
+            per_client[role] = ps
+        # Every request a player made must have used the scenario's protocol (and TLS), or the run
         # measured something else than it claims.
         tally = server.tally_access_log(ctx.logs / "apache" / "access.log", http)
         if not tally["ok"]:
             raise RunFailed(f"not every player request used {tally['expected']}"
                             f"{' over TLS' if http.tls else ''}: {tally}")
         warnings = []
-        if ps.get("picture_discards_no_underflow"):
-            warnings.append(f"{ps['picture_discards_no_underflow']} picture discard(s) happened while the playout "
-                            "buffer had data: the CPU was late, not the network (set player.cpu to reserve a core)")
-        fields: dict[str, Any] = {
-            "video_length_s": sc.video.duration / 1e9,
-            "duration_s": ps.get("playback_s") or 0,
-            **player_view(ps),
-            "player_mode": sc.player.mode,
-            "player_cpu": ps.get("cpu"),
-            "http": {"protocol": http.protocol, "tls": http.tls is not None, "port": http.port,
-                     "player_libsoup": ps.get("libsoup"),
-                     **{k: tally[k] for k in ("requests", "by_protocol", "by_tls_version", "by_cipher", "excluded")},
-                     "preflight": ctx.extra_prov.get("http", {}).get("preflight")},
-        }
-        return Outcome(fields, ps.get("playback_s") or 0, "apache_connections",
-                       apache_connections(ctx.logs / "apache" / "access.log"), warnings)
+        for role, ps in per_client.items():
+            if ps.get("picture_discards_no_underflow"):
+                who = f"{role}: " if self.several else ""
+                warnings.append(f"{who}{ps['picture_discards_no_underflow']} picture discard(s) happened while the "
+                                "playout buffer had data: the CPU was late, not the network (set player.cpu to "
+                                "reserve a core)")
+        http_record = {"protocol": http.protocol, "tls": http.tls is not None, "port": http.port,
+                       **{k: tally[k] for k in ("requests", "by_protocol", "by_tls_version", "by_cipher", "excluded")},
+                       "preflight": ctx.extra_prov.get("http", {}).get("preflight")}
+        fields: dict[str, Any] = {"video_length_s": sc.video.duration / 1e9, "player_mode": sc.player.mode,
+                                  "http": http_record}
+        duration = max((ps.get("playback_s") or 0 for ps in per_client.values()), default=0)
+        if not self.several:
+            (ps,) = per_client.values()
+            fields.update({"duration_s": ps.get("playback_s") or 0, **player_view(ps), "player_cpu": ps.get("cpu")})
+            http_record["player_libsoup"] = ps.get("libsoup")
+        return Outcome(fields, duration, "apache_connections",
+                       apache_connections(ctx.logs / "apache" / "access.log"), warnings, per_client)
 
 
 def player_view(ps: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,95 @@
+"""The one life cycle of an emulated run, whatever its topology kind and workload:
+
+    workload.prepare          content and the workload's own inputs, before any network exists
+    backend.bring_up          topology, host settings, congestion control, links; run time zero fixed
+    workload.serve            the server side answering
+    network.precheck          the emulator's pre-run fidelity check (scenario `fidelity.probe`)
+    wait for time zero        the links watched meanwhile
+    network.start_collectors  samplers, queue counters, scheduler trace, cross traffic …
+    workload.start            the client side(s), at time zero
+    poll                      links, workload and collectors watched until the workload ends
+    network.stop_collectors   collectors stop and write their files
+    workload.finish           the workload's part of the summary
+    network.summarise         the network's part around it; the run head is added here, once
+
+Everything started is undone by one ExitStack on success, error or Ctrl-C, in reverse order; the
+session (session.py) around it owns the ledger, the result directory and provenance. A topology
+kind is a `bring_up` function returning a `Network` (network.py); a workload is a `Workload`
+(workloads/base.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Mapping
+
+from core import hoststeal
+from core.errors import RunFailed
+from mpvlab.run.context import RunContext
+from mpvlab.run.network import BringUp, run_head
+from mpvlab.run.steps import NO_FIDELITY_PROBE, record_fidelity, wait_for_t0
+from mpvlab.run.workloads.registry import WORKLOADS, WorkloadFactory
+
+POLL_S = 0.2      # how often the links, workload and collectors are checked during the run
+
+
+def lead_time_s(ctx: RunContext) -> float:
+    """Time from bringing the links up to run time zero: the pre-run check runs inside it."""
+    sc = ctx.scenario
+    return (sc.fidelity.probe_duration / 1e9 + 4.0) if sc.fidelity.probe else 2.0
+
+
+def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, WorkloadFactory] = WORKLOADS) -> dict[str, Any]:
+    """Run the scenario on the network `bring_up` builds; returns the summary (summary.py's model).
+    `workloads`: where the kind runs its workloads' programs differently (physical hosts), its own."""
+    sc, phase = ctx.scenario, ctx.opts.progress
+    run_started = time.monotonic()
+    if sc.workload.kind not in workloads:
+        raise RunFailed(f"workload {sc.workload.kind} does not run on topology {sc.topology.kind} "
+                        f"(it runs: {', '.join(sorted(workloads))})")
+    workload = workloads[sc.workload.kind]()
+    workload.prepare(ctx)
+
+    with contextlib.ExitStack() as stack:
+        # Run time zero is fixed before the links come up, ahead of the pre-run check, so the delay
+        # lines start on the same clock the workload and samplers use; the workload starts at t0.
+        net = bring_up(ctx, stack, lead_time_s(ctx))
+
+        # The server answers before the pre-run check: a physical network measures its paths' rate
+        # with a download from it; the emulated ones bring their own probe server.
+        workload.serve(ctx, stack, net.ends)
+
+        if sc.fidelity.probe:
+            phase("fidelity probes")
+            fid = net.precheck(ctx)
+            net.check()
+        else:
+            fid = dict(NO_FIDELITY_PROBE)
+        record_fidelity(ctx, fid)
+
+        phase("waiting for time zero")
+        late_ms = wait_for_t0(ctx, net.check)
+        ctx.extra_prov["player_start_late_ms"] = round(late_ms, 3)
+
+        phase(workload.progress(ctx))
+        net.start_collectors(ctx, stack, workload.port)
+        workload.start(ctx, stack, net.ends)
+        # CPU time the hypervisor took while the workload ran, recorded beside the results.
+        with hoststeal.StealMeter() as playing_steal:
+            while workload.running():
+                net.check()
+                workload.check(ctx)
+                net.poll(ctx)
+                phase(workload.progress(ctx))
+                time.sleep(POLL_S)
+        net.stop_collectors(ctx)
+
+        phase("checks")
+        outcome = workload.finish(ctx)
+        body = net.summarise(ctx, outcome, fid)
+        warnings = body.pop("warnings", []) + outcome.warnings
+        summary = {**run_head(ctx, fid), **body, "warnings": warnings,
+                   "host_steal_during_playback": playing_steal.window.as_dict()}
+    summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
+    return summary
