@@ -16,6 +16,7 @@ from core import hoststeal, naming, proc
 from mpvlab import fidelity, sampling, transport
 from topologies import dual_path
 from core.errors import RunFailed
+from mpvlab.run import capture  # observe.pcap (issues 22/23)
 from mpvlab.run.context import RunContext
 from mpvlab.run.views import summarise
 from mpvlab.run.workloads.base import Ends
@@ -52,6 +53,10 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         record_fidelity(ctx, fid)
 
         workload.serve(ctx, stack, ends)
+
+        # observe.pcap (issues 22/23): tcpdumps from before t0 until after playback (mpvlab/run/capture.py).
+        pcap_stack = stack.enter_context(contextlib.ExitStack())
+        cap = capture.start(ctx, pcap_stack, topo)
 
         phase("waiting for time zero")
         late_ms = wait_for_t0(ctx, check_links)
@@ -93,6 +98,7 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         mib = {end: sampling.mptcp_mib_delta(mib_before[end], sampling.read_mptcp_mib(pid))
                for end, pid in mib_ends.items()}
         sampler.stop()
+        pcap_stack.close()  # observe.pcap: stop the captures (counters read first), issue 22
         trace.close()  # stops the collectors and the scheduler, which write their summaries
         trace_summary = collectors.load_summary(trace_dir)
         ctx.extra_prov["scheduler"] = read_json(ctx.data / "scheduler" / "scheduler.json")
@@ -101,6 +107,11 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         outcome = workload.finish(ctx)
         summary = summarise(ctx, topo, outcome, counters_before, counters_after, sampler, fid,
                             trace_summary, sched.summary)
+        # observe.pcap: capture record, byte cross-checks, wire-order path switches (issues 22/23)
+        pcap_view = capture.view(topo, cap, trace_summary)
+        summary["cross_checks"].update(pcap_view.pop("checks"))
+        summary["warnings"] += pcap_view.pop("warnings")
+        summary.update(pcap_view)
         summary["mptcp"] = mptcp_view(mib)
         summary["host_steal_during_playback"] = playing_steal.window.as_dict()
         summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
