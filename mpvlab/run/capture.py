@@ -46,6 +46,9 @@ def view(topo: dual_path.DualPath, cap: pcap.Capture | None, sched: dict[str, An
     for r in cap.results:
         out["checks"][f"pcap_bytes_{r.point}_{r.interface}"] = {
             "capture_bytes": r.bytes, "counter_bytes": r.counter_bytes, "ratio": r.ratio, "ok": bool(r.ok)}
+        if not r.ok:
+            out["warnings"].append(f"cross-check pcap_bytes_{r.point}_{r.interface} failed: capture {r.bytes} B "
+                                   f"vs interface counters {r.counter_bytes} B")
         if r.dropped_by_kernel:
             out["warnings"].append(f"capture {r.file}: {r.dropped_by_kernel} packets dropped by kernel")
         if r.truncated:
