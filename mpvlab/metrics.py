@@ -89,6 +89,10 @@ METRICS: list[MetricDef] = [
               "data-carrying MPTCP scheduling decisions that picked another subflow than the previous one "
               "(BPF trace of the kernel scheduler, collectors/README.md)", STUDY_WIFI_LTE,
               interval="bootstrap", test="mannwhitney", qoe=True),
+    MetricDef("path_switches_wire", "path switches on the wire", "switches", 0, INF, "none",
+              "consecutive new-data segments of one connection, in the order they left the server, on different "
+              "subflows (capture at the server, collectors/wire_switches.py); only runs with observe.pcap at server",
+              MPVLAB, interval="bootstrap", test="mannwhitney"),
     MetricDef("scheduler_decisions", "scheduler decisions", "decisions", 0, INF, "none",
               "MPTCP scheduling decisions seen by the trace", MPVLAB, interval="bootstrap", test="mannwhitney"),
     MetricDef("duration_s", "playback duration", "s", 0, INF, "lower",

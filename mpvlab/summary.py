@@ -152,6 +152,17 @@ class EmulatedSummary(RunHead):
     steering: dict[str, Any] | None
     scheduler_decisions: int | None
     path_switch_definition: str | None
+    path_switches_wire: int | None = Field(
+        None, description="wire-order path switches (collectors/wire_switches.py): consecutive new-data segments of "
+                          "one connection, in the order they left the server, on different subflows; retransmitted "
+                          "segments counted apart (wire_switches). `path_switches` counts per scheduler decision. "
+                          "Needs observe.pcap at `server`; null otherwise")
+    wire_switches: dict[str, Any] | None = Field(
+        None, description="per connection and in total: wire_switches, dsn_order_switches, new/retransmitted "
+                          "segments, the decision count beside them, definitions; or {not_collected: why}")
+    capture: dict[str, Any] | None = Field(
+        None, description="observe.pcap: per file packets, bytes, tcpdump's drop counters, truncation and the byte "
+                          "cross-check against the interface counters (collectors/pcap.py); null without capture")
     cross_checks: dict[str, CrossCheck]
     mptcp: Mptcp
     # workload video

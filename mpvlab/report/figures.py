@@ -149,6 +149,8 @@ BAR_METRICS = [
     ("underflows", "Buffer underflows", "underflow events per run"),
     ("picture_discards", "Picture discards", "discarded frames per run"),
     ("path_switches", "Path switches", "scheduler path switches per run"),
+    # Only runs captured at the server have it (observe.pcap); bar_figure skips it otherwise.
+    ("path_switches_wire", "Path switches on the wire", "segment-level path switches per run"),
 ]
 
 

@@ -18,6 +18,7 @@ from core import naming, proc
 from mpvlab import fidelity, sampling, transport
 from topologies import dual_path
 from core.errors import RunFailed
+from mpvlab.run import capture
 from mpvlab.run.context import RunContext
 from mpvlab.run.views import summarise
 from mpvlab.run.workloads.base import Client, Ends, Outcome
@@ -43,6 +44,8 @@ class EmulatedNetwork:
     mib_before: dict[str, dict[str, int]] = field(default_factory=dict)
     mib: dict[str, dict[str, int]] = field(default_factory=dict)
     trace_summary: dict[str, Any] = field(default_factory=dict)
+    captures: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    cap: Any = None                     # observe.pcap's capture (mpvlab/run/capture.py), or None
 
     def check_links(self) -> None:
         for h in self.handles:
@@ -53,6 +56,11 @@ class EmulatedNetwork:
 
     def precheck(self, ctx: RunContext) -> dict[str, Any]:
         return fidelity.run_probes(self.topo, ctx.scenario, self.schedules, ctx.t0_ns, ctx.logs)
+
+    def before_t0(self, ctx: RunContext, stack: contextlib.ExitStack) -> None:
+        # observe.pcap: tcpdumps from before t0 until after the workload (issues 22/23).
+        stack.enter_context(self.captures)
+        self.cap = capture.start(ctx, self.captures, self.topo)
 
     def _mib_ends(self) -> dict[str, int]:
         return {"server": self.topo.server.pid, "client": self.topo.client.pid}
@@ -90,6 +98,7 @@ class EmulatedNetwork:
         self.mib = {end: sampling.mptcp_mib_delta(self.mib_before[end], sampling.read_mptcp_mib(pid))
                     for end, pid in self._mib_ends().items()}
         self.sampler.stop()
+        self.captures.close()    # stop the captures (their counters are read first)
         self.collectors.close()  # stops the collectors and the scheduler, which write their summaries
         self.trace_summary = collectors.load_summary(ctx.data / "schedtrace")
         ctx.extra_prov["scheduler"] = read_json(ctx.data / "scheduler" / "scheduler.json")
@@ -99,6 +108,11 @@ class EmulatedNetwork:
         body = summarise(ctx, self.topo, outcome, self.counters_before, self.counters_after, self.sampler,
                          self.trace_summary, self.sched.summary)
         body["mptcp"] = mptcp_view(self.mib)
+        # observe.pcap: capture record, byte cross-checks, wire-order path switches
+        pcap_view = capture.view(self.topo, self.cap, self.trace_summary)
+        body["cross_checks"].update(pcap_view.pop("checks"))
+        body["warnings"] += pcap_view.pop("warnings")
+        body.update(pcap_view)
         return body
 
 

@@ -4,6 +4,7 @@
     backend.bring_up          topology, host settings, congestion control, links; run time zero fixed
     workload.serve            the server side answering
     network.precheck          the emulator's pre-run fidelity check (scenario `fidelity.probe`)
+    network.before_t0         collectors that take time to come up (packet capture)
     wait for time zero        the links watched meanwhile
     network.start_collectors  samplers, queue counters, scheduler trace, cross traffic …
     workload.start            the client side(s), at time zero
@@ -67,6 +68,7 @@ def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, Workload
         else:
             fid = dict(NO_FIDELITY_PROBE)
         record_fidelity(ctx, fid)
+        net.before_t0(ctx, stack)
 
         phase("waiting for time zero")
         late_ms = wait_for_t0(ctx, net.check)

@@ -21,6 +21,10 @@ class Network(Protocol):
     def precheck(self, ctx: RunContext) -> dict[str, Any]:
         """The pre-run fidelity check of the links; returns its record (fidelity.py)."""
 
+    def before_t0(self, ctx: RunContext, stack: contextlib.ExitStack) -> None:
+        """After the pre-run check, before the wait for time zero: collectors that take time to come
+        up and must see the workload's first packet (packet capture)."""
+
     def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int) -> None:
         """At run time zero, before the workload's client: samplers, counters, traces, cross traffic.
         `port` is the workload's server port (the subflow sampler watches it)."""

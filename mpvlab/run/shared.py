@@ -184,6 +184,9 @@ class SharedNetwork:
         fid["probed_from"] = c0.role
         return fid
 
+    def before_t0(self, ctx: RunContext, stack: contextlib.ExitStack) -> None:
+        pass                            # no packet capture on this kind (scenario.py refuses observe.pcap)
+
     def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int) -> None:
         sc, topo = ctx.scenario, self.topo
         spec = sc.paths[self.path_name]

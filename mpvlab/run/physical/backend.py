@@ -137,6 +137,9 @@ class PhysicalNetwork:
         assert self.run is not None
         return run_probes(self.run, ctx.scenario, self.schedules, self.base_rtt)
 
+    def before_t0(self, ctx: RunContext, stack: contextlib.ExitStack) -> None:
+        pass                            # no packet capture on this kind (scenario.py refuses observe.pcap)
+
     def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int) -> None:
         assert self.run is not None
         self.poller = SubflowPoller(self.run, ctx.data / "subflows.csv")
