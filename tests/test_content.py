@@ -1,4 +1,4 @@
-"""Tests of mpvlab/content.py: determinism, caching, bitrate, container layout."""
+"""Tests of mpvlab/content/ (progressive.py): determinism, caching, bitrate, container layout."""
 
 from __future__ import annotations
 

@@ -1,0 +1,5 @@
+import sys
+
+from mpvlab.content.cli import main
+
+sys.exit(main())
