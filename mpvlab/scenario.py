@@ -24,6 +24,7 @@ from core.errors import InputError
 from mpvlab import inputs, limits, messages  # issue 15: safe loading, limits, messages in words
 
 NAME_RE = r"^[a-z][a-z0-9-]{0,39}$"
+MAX_PATHS = 8               # dual-path: one subflow per path, at most 8 per MPTCP connection here
 
 
 class HostSpec(Strict):
@@ -324,10 +325,15 @@ class Scenario(Strict):
             if named:
                 raise ValueError(f"paths.{named[0]}.physical is for topology.kind: physical, "
                                  f"not {self.topology.kind}")
-        want = {"dual-path": 2, "dumbbell": 1, "shared-bottleneck": 1,
+        # dual-path: 2 to 8 paths, one subflow each (8: the steering policy's and the kernel's
+        # per-connection subflow limit, MPTCP_PM_ADDR_MAX / POL_MAX_SF).
+        want = {"dual-path": min(max(len(self.paths), 2), MAX_PATHS), "dumbbell": 1, "shared-bottleneck": 1,
                 "physical": len(self.paths)}[self.topology.kind]
         if self.topology.kind == "physical" and not 1 <= len(self.paths) <= 2:
             raise ValueError(f"topology physical takes 1 or 2 paths, got {len(self.paths)}: {list(self.paths)}")
+        if self.topology.kind == "dual-path" and len(self.paths) != want:
+            raise ValueError(f"topology dual-path takes 2 to {MAX_PATHS} paths, got {len(self.paths)}: "
+                             f"{list(self.paths)}")
         if len(self.paths) != want:
             raise ValueError(f"topology {self.topology.kind} needs exactly {want} path{'s' if want > 1 else ''}, "
                              f"got {len(self.paths)}: {list(self.paths)}")

@@ -31,7 +31,9 @@ def configure_hosts(topo: DualPath, scenario: Scenario) -> dict[str, Any]:
             ("net.ipv4.conf.all.rp_filter", "0"),
         ):
             ns.sysctl(key, value)
-        ns.run(["ip", "mptcp", "limits", "set", "subflow", "2", "add_addr_accepted", "2"])
+        # One subflow per further path (at least 2, the value every two-path result was measured with).
+        further_max = str(max(2, len(topo.paths) - 1))
+        ns.run(["ip", "mptcp", "limits", "set", "subflow", further_max, "add_addr_accepted", further_max])
     c.sysctl("net.ipv4.tcp_rmem", _rmem(h.client_tcp_rmem))
     s.sysctl("net.ipv4.tcp_wmem", _rmem(h.server_tcp_wmem))
     further = topo.paths[1:scenario.expected_subflows]

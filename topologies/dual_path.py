@@ -110,7 +110,7 @@ def build(path_names: list[str], addressing: str, run_id: str, on_netns: Callabl
     paths: list[PathPlumbing] = []
     for i, pname in enumerate(path_names):
         router = node(f"router{i}")
-        letter = "ab"[i]
+        letter = "abcdefgh"[i]     # ≤ 8 paths (scenario.py MAX_PATHS)
         p = PathPlumbing(
             name=pname, index=i, router=router,
             client_if=naming.ifname(run_id, f"c{i}"), client_addr=f"10.0.{i + 1}.2",

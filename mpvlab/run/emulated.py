@@ -157,7 +157,7 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
         sched = fidelity.PathSchedules(down=schedule_for(spec.down, ctx.scenario_file.parent),
                                        up=schedule_for(spec.up, ctx.scenario_file.parent))
         schedules[p.name] = sched
-        letter = "ab"[p.index]
+        letter = "abcdefgh"[p.index]     # a tag per path in interface names (≤ 8 paths)
         for direction, d, in_if, out_if, qnum in (
             ("down", spec.down, p.router_server_if, p.router_client_if, 0),
             ("up", spec.up, p.router_client_if, p.router_server_if, 1),
