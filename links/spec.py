@@ -97,7 +97,9 @@ class LinkDirection(Strict):
         return self
 
     def impairments(self) -> Impairments:
-        return Impairments(capacity=self.capacity, loss_model=self.loss_model, outages=self.outages)
+        # Already validated here: constructed, not parsed again (the durations are ns integers now,
+        # which the user-facing parser would refuse as "needs a unit").
+        return Impairments.model_construct(capacity=self.capacity, loss_model=self.loss_model, outages=self.outages)
 
     @property
     def has_impairments(self) -> bool:

@@ -87,6 +87,10 @@ class PathRecord(OpenRecord):
     rx_packets: int
     share: float
     mean_throughput_bps: int | None
+    quiet_intervals_s: list[list[float]] | None = Field(
+        None, description="[last byte before, first byte after] (run clock, s) of every stretch ≥ 0.5 s in which "
+                          "the client received nothing on this path, up to the last byte on any path")
+    outages_configured_s: list[list[float]] | None = Field(None, description="the scenario's outages of this path (s)")
 
 
 class Steal(Record):

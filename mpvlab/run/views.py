@@ -77,6 +77,36 @@ def _retransmitted_segments_by_path(topo: dual_path.DualPath, subflows_csv: Path
     return out
 
 
+QUIET_MIN_S = 0.5    # a path "stopped carrying data" when its client saw no byte for this long
+
+
+def quiet_intervals(links_csv: Path, min_gap_s: float = QUIET_MIN_S) -> dict[str, list[list[float]]]:
+    """Per path: the intervals [last byte before, first byte after] (run clock, s) in which the client
+    received nothing on that path for at least `min_gap_s`, up to the last byte received on any path
+    (after it every path is idle because the workload is done, not because a path stopped). An outage,
+    a handover or a scheduler leaving a path unused shows here; the edges are as sharp as the
+    sampling period (observe.sample_hz)."""
+    series: dict[str, list[tuple[float, int]]] = {}
+    try:
+        with links_csv.open() as fh:
+            for row in csv.DictReader(fh):
+                series.setdefault(row["path"], []).append((float(row["t_s"]), int(row["rx_bytes"])))
+    except (OSError, KeyError, ValueError):
+        return {}
+    changes: dict[str, list[float]] = {}
+    for path, rows in series.items():
+        changes[path] = [t for (t, b), (_t0, b0) in zip(rows[1:], rows) if b > b0]
+    last_any = max((c[-1] for c in changes.values() if c), default=None)
+    out: dict[str, list[list[float]]] = {}
+    for path, times in changes.items():
+        gaps = []
+        for a, b in zip(times, times[1:]):
+            if b - a >= min_gap_s and last_any is not None and b <= last_any:
+                gaps.append([round(a, 3), round(b, 3)])
+        out[path] = gaps
+    return out
+
+
 def subflow_address_check(topo: dual_path.DualPath, subflows: list[dict[str, Any]]) -> dict[str, Any]:
     """Each subflow must join a path's client address to that path's server address (under `per-path`
     addressing the server address names the path; under `single` it is the same for every path)."""
@@ -109,8 +139,14 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
         v["share"] = round(v["rx_bytes"] / total, 4) if total else 0.0
         v["mean_throughput_bps"] = round(v["rx_bytes"] * 8 / playback_s) if playback_s else None
     view = _scheduler_view(topo, sched)
+    quiet = quiet_intervals(ctx.data / "links.csv")
     for p in topo.paths:
         per_path[p.name]["bottleneck"] = queue_view(ctx.data / "queues" / p.name)
+        # When the path stopped and resumed carrying data (outages, handovers, an unused path).
+        per_path[p.name]["quiet_intervals_s"] = quiet.get(p.name, [])
+        outages = sorted({(a, b) for d in (sc.paths[p.name].down, sc.paths[p.name].up) for a, b in d.outages})
+        if outages:
+            per_path[p.name]["outages_configured_s"] = [[a / 1e9, b / 1e9] for a, b in outages]
     checks: dict[str, Any] = {}
     warnings: list[str] = []
     retrans = _retransmitted_segments_by_path(topo, ctx.data / "subflows.csv")
