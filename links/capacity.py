@@ -535,3 +535,31 @@ def windows(start_ns: int, end_ns: int, window_ns: int) -> Iterable[tuple[int, i
     while t + window_ns <= end_ns:
         yield t, t + window_ns
         t += window_ns
+
+
+def capacity_series(spec: CapacitySpec, outages: Sequence[tuple[int, int]], base_dir: Path, bin_ns: int,
+                    end_ns: int) -> list[tuple[float, float]]:
+    """The configured capacity per bin [t, t + bin) of run time, as (bin centre s, bit/s of IP
+    packets): a trace's opportunities × 1500 B (Mahimahi's MTU-sized packets), a rate schedule's mean
+    over the bin; zero inside outages. For figures beside the achieved throughput."""
+    trace = validate_capacity(spec, base_dir)
+    sched: Schedule | None = None
+    if isinstance(spec.rate, TraceRate) and not isinstance(trace, MahimahiTrace):
+        assert trace is not None
+        sched = Schedule.piecewise(trace, spec.rate.repeat)             # a time-rate trace
+    elif not isinstance(spec.rate, TraceRate):
+        sched = rate_schedule(spec.rate)
+    step_ns = max(bin_ns // 20, 1_000_000)        # a rate schedule is sampled at 20 points per bin
+    out: list[tuple[float, float]] = []
+    for start, stop in windows(0, end_ns, bin_ns):
+        if isinstance(trace, MahimahiTrace):
+            bits = trace.count_between(start, stop) * MTU_IP_BYTES * 8
+            bps = bits / ((stop - start) / 1e9)
+        else:
+            assert sched is not None
+            pts = range(start, stop, step_ns)
+            bps = sum(sched.delay_at(t) for t in pts) / len(pts)
+        # the share of the bin inside outages carries nothing
+        cut = sum(max(0, min(stop, b) - max(start, a)) for a, b in outages)
+        out.append(((start + stop) / 2e9, bps * (1 - cut / (stop - start))))
+    return out
