@@ -348,3 +348,21 @@ def test_outage_and_rate_schedule(line: H.Line) -> None:
             assert cur.depart_ns - prev.depart_ns == -(-cur.len * 8 * 10**9 // 20_000_000), (prev, cur)
             busy += 1
     assert busy > 1000
+
+
+def test_capacity_series_counts_opportunities_and_cuts_outages(tmp_path: Path) -> None:
+    """The figures' configured capacity: a trace's bins hold exactly its opportunities × 1500 B over
+    whole periods; a rate schedule's bins its mean rate; an outage's share of a bin carries nothing."""
+    spec = C.CapacitySpec.model_validate({"rate": {"kind": "trace", "file": "mahimahi/Verizon-LTE-short.down"}})
+    trace = C.validate_capacity(spec, tmp_path)
+    assert isinstance(trace, C.MahimahiTrace)
+    period_ns = trace.period_ms * 1_000_000
+    series = C.capacity_series(spec, [], tmp_path, bin_ns=period_ns // 4, end_ns=2 * period_ns)
+    bits = sum(bps * (period_ns // 4) / 1e9 for _t, bps in series)
+    assert round(bits) == 2 * len(trace.opportunities_ms) * 1500 * 8
+    square = C.CapacitySpec.model_validate(
+        {"rate": {"kind": "square", "high": "4mbit", "low": "2mbit", "period": "2s", "duty": 0.5}})
+    s = C.capacity_series(square, [(2_500_000_000, 3_000_000_000)], tmp_path, bin_ns=1_000_000_000,
+                          end_ns=4_000_000_000)
+    # low (the dip) first: 2, 4, 2 with its second half cut, 4
+    assert [round(b) for _t, b in s] == [2_000_000, 4_000_000, 1_000_000, 4_000_000]
