@@ -46,6 +46,16 @@ class SteerParams(_Strict):
                     "breaks under a quarter of it not counting (0: at once, minrtt's definition)")
     sample_hz: float = Field(20.0, ge=0.0, le=1000.0, description="controller_samples.csv rows per subflow per s")
 
+    def controller_args(self) -> list[str]:
+        """mpvlab-steer's options for these parameters; a policy with knobs of its own adds them."""
+        args = ["--period-us", str(self.period_us), "--release-ms", repr(self.release_ms),
+                "--backlog-ms", repr(self.backlog_ms), "--probe-interval-ms", repr(self.probe_interval_ms),
+                "--probe-ms", repr(self.probe_ms), "--exhaust-ms", repr(self.exhaust_ms),
+                "--sample-hz", repr(self.sample_hz)]
+        if self.sndbuf_bytes:
+            args.append("--sndbuf-bounded")   # the buffer test allows for a bound that cannot grow
+        return args
+
 
 class MinRttParams(SteerParams):
     pass
@@ -68,6 +78,10 @@ class BdpParams(SteerParams):
                     "stays on it")
     bw_window_ms: float = Field(10_000.0, ge=10.0, le=600_000.0,
                                 description="max filter window on delivery-rate samples (non-BBR CCs)")
+
+    def controller_args(self) -> list[str]:
+        return [*super().controller_args(), "--hysteresis", repr(self.hysteresis),
+                "--bw-window-ms", repr(self.bw_window_ms), "--dwell-ms", repr(self.dwell_ms)]
 
 
 AnyParams = Union[DefaultParams, MinRttParams, BdpParams]

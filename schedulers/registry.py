@@ -45,6 +45,7 @@ ENTRIES: tuple[Scheduler, ...] = (
               "BDP", "\\\\\\\\", ":", BdpParams, "steering"),
 )
 REGISTRY: dict[str, Scheduler] = {e.name: e for e in ENTRIES}
+STEERING: tuple[str, ...] = tuple(e.name for e in ENTRIES if e.mechanism == "steering")
 
 
 def order(name: str) -> tuple[int, str]:
