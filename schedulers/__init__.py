@@ -29,11 +29,12 @@ from typing import Any, Iterator
 
 from core import proc as proc_mod
 from core.errors import MpvlabError
-from schedulers.params import AnyParams, BdpParams, DefaultParams, MinRttParams, SteerParams, sndbuf_for_paths
+from schedulers.params import (AnyParams, BdpParams, DefaultParams, EcfParams, MinRttParams, SteerParams,
+                               sndbuf_for_paths)
 from schedulers.registry import REGISTRY, STEERING
 
 __all__ = ["available", "parse_params", "prepare_server", "start_scheduler", "load_summary", "sndbuf_for_paths",
-           "SchedulerError", "SchedulerHandle", "DefaultParams", "MinRttParams", "BdpParams",
+           "SchedulerError", "SchedulerHandle", "DefaultParams", "MinRttParams", "BdpParams", "EcfParams",
            "kernel_bpf_scheduler_support"]
 
 

@@ -84,7 +84,19 @@ class BdpParams(SteerParams):
                 "--bw-window-ms", repr(self.bw_window_ms), "--dwell-ms", repr(self.dwell_ms)]
 
 
-AnyParams = Union[DefaultParams, MinRttParams, BdpParams]
+class EcfParams(SteerParams):
+    """ECF (Lim et al., CoNEXT 2017): minrtt's order, but a slower subflow gets data only when it
+    would complete it earlier than waiting for the fastest one (policy.c: ecf_use_slower)."""
+
+    beta: float = Field(0.25, ge=0.0, le=10.0,
+                        description="ECF's beta: once it waits for the fastest subflow, it keeps waiting until "
+                                    "waiting is slower by this fraction (the paper's 0.25), against flapping")
+
+    def controller_args(self) -> list[str]:
+        return [*super().controller_args(), "--hysteresis", repr(self.beta)]
+
+
+AnyParams = Union[DefaultParams, MinRttParams, BdpParams, EcfParams]
 
 
 # sk_wmem_queued (what sk_sndbuf bounds) counts skb truesize, not payload: without offloads a
