@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * mpvlab-steer: the minrtt / bdp MPTCP schedulers as a steering controller
+ * mpvlab-steer: the steering MPTCP schedulers (minrtt, bdp, ecf: policy.c) as a steering controller
  * for a kernel whose only MPTCP scheduler is `default`.
  *
  * Loop: every --period-us, read what BPF saw of each subflow at the
