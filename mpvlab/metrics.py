@@ -1,10 +1,12 @@
-"""Every metric a run's summary.json reports and the report aggregates, defined once: its key in
-summary.json, label, unit, possible range, which direction is better, how it is computed, where the
-convention comes from, and which interval and test the report uses for it.
+"""Every metric a run's summary.json reports and the report aggregates: collected from the typed summary
+model (mpvlab/summary.py), where each is declared once, on its field — key in summary.json, label,
+unit, possible range, which direction is better, how it is computed, where the convention comes from,
+which interval and test the report uses, and where the report shows it (mpvlab/metricdef.py).
 
-The report's metric list, its tables' units, the range every confidence interval is kept inside and
-the pairwise tests all come from `METRICS` (and `PATH_METRICS`, instantiated per path). The player
-computes the QoE values (player/mpvlab_player.py); `stall_ratio()` here is the one formula both use.
+The report's metric list, its tables' units, the range every confidence interval is kept inside, the
+pairwise tests and the columns of its summary views all come from `METRICS` (and `PATH_METRICS`,
+instantiated per path). The player computes the QoE values (player/mpvlab_player.py); `stall_ratio()`
+here is the one formula both use.
 
 Why two interval methods: a count (underflows, discards, switches) or a ratio bounded by 0 is skewed
 and piles up at its bound over few trials, so mean ± t·s/√n (which assumes a symmetric, roughly normal
@@ -16,124 +18,60 @@ their bound (startup delay, playback time) keep the t interval, intersected with
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Literal
+import types
+import typing
+from typing import Any, Iterable
 
-Direction = Literal["lower", "higher", "none"]
-Interval = Literal["t", "bootstrap"]
-Test = Literal["welch", "mannwhitney"]
+from pydantic import BaseModel
 
-STUDY_WIFI_LTE = "Kondo et al., INTERNET 2023 (docs/studies.md §1)"
-STUDY_BBRS = "Vargas et al., WWW 2021 (docs/studies.md §2)"
-MPVLAB = "mpvlab (player/README.md)"
+from mpvlab import summary
+from mpvlab.metricdef import (INF, MPVLAB, STUDY_BBRS, STUDY_WIFI_LTE, Direction, Interval, MetricDef, Test,
+                              View, ViewName)
 
-
-@dataclass(frozen=True)
-class MetricDef:
-    key: str                      # dotted path in summary.json (per-path metrics: under paths.<name>.)
-    label: str
-    unit: str
-    lo: float                     # possible range (math.inf when unbounded)
-    hi: float
-    direction: Direction          # which way is better for a viewer / the study ("none": descriptive)
-    definition: str
-    source: str                   # where the convention comes from
-    interval: Interval = "t"      # the confidence interval the report gives first
-    test: Test = "welch"          # the pairwise test between configurations
-    qoe: bool = False             # listed among the QoE metrics and compared pairwise
-    clamp: bool = False           # values outside [lo, hi] are measurement noise: clamp when read
-
-    def check(self, v: float) -> float:
-        """The value clamped to the range when the definition says so (else returned as is)."""
-        if self.clamp:
-            return min(max(v, self.lo), self.hi)
-        return v
-
-    @property
-    def range_text(self) -> str:
-        def f(x: float) -> str:
-            return "∞" if math.isinf(x) else f"{x:g}"
-        return f"[{f(self.lo)}, {f(self.hi)}]"
+__all__ = ["METRICS", "PATH_METRICS", "BY_KEY", "MetricDef", "View", "Direction", "Interval", "Test", "INF",
+           "MPVLAB", "STUDY_BBRS", "STUDY_WIFI_LTE", "collect", "path_metric", "lookup", "view", "stall_ratio"]
 
 
-INF = math.inf
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a field's type holds directly (X, X | None), not inside containers: a list or
+    dict of records is not one metric per run."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return [m for a in typing.get_args(annotation) for m in _models_in(a)]
+    return []
 
-METRICS: list[MetricDef] = [
-    MetricDef("underflows", "buffer underflows", "events", 0, INF, "lower",
-              "playout-buffer underflow episodes at the client: the decoder's input queue ran empty while playing "
-              "(episodes closer than the player's merge window count once)", STUDY_WIFI_LTE,
-              interval="bootstrap", test="mannwhitney", qoe=True),
-    MetricDef("underflow_total_s", "time in underflow", "s", 0, INF, "lower",
-              "sum of the underflow episodes' durations", MPVLAB, interval="bootstrap", test="mannwhitney", qoe=True),
-    MetricDef("picture_discards", "picture discards", "frames", 0, INF, "lower",
-              "frames the sink discarded as too late (QoS), i.e. not shown", STUDY_WIFI_LTE,
-              interval="bootstrap", test="mannwhitney", qoe=True),
-    MetricDef("picture_discards_no_underflow", "picture discards with data buffered (CPU-late)", "frames", 0, INF,
-              "lower", "discards while no underflow episode was open: late for the CPU, not the network "
-              "(read beside host CPU steal)", MPVLAB, interval="bootstrap", test="mannwhitney"),
-    MetricDef("host_steal_during_playback.fraction", "host CPU steal during playback", "fraction of all CPUs' time",
-              0, 1, "lower", "CPU time the hypervisor took from this VM during playback / (CPUs × playback)",
-              MPVLAB, interval="bootstrap", test="mannwhitney"),
-    MetricDef("frames_rendered", "frames rendered", "frames", 0, INF, "higher",
-              "frames the sink showed", MPVLAB, interval="bootstrap", test="mannwhitney"),
-    MetricDef("frames_expected", "frames expected", "frames", 0, INF, "none",
-              "frames in the video (from the container)", MPVLAB, interval="bootstrap", test="mannwhitney"),
-    MetricDef("startup_delay_s", "startup delay", "s", 0, INF, "lower",
-              "time from the player's start to its first rendered frame", MPVLAB, qoe=True),
-    MetricDef("stall_ratio", "stall ratio", "(playback − video) / video", 0, INF, "lower",
-              "(total playback time − video length) / video length, clamped at 0 (a playback a few ms shorter "
-              "than the video is timing noise, not negative stalling)", STUDY_BBRS,
-              interval="bootstrap", test="mannwhitney", qoe=True, clamp=True),
-    MetricDef("path_switches", "path switches", "switches", 0, INF, "none",
-              "data-carrying MPTCP scheduling decisions that picked another subflow than the previous one "
-              "(BPF trace of the kernel scheduler, collectors/README.md)", STUDY_WIFI_LTE,
-              interval="bootstrap", test="mannwhitney", qoe=True),
-    MetricDef("path_switches_wire", "path switches on the wire", "switches", 0, INF, "none",
-              "consecutive new-data segments of one connection, in the order they left the server, on different "
-              "subflows (capture at the server, collectors/wire_switches.py); only runs with observe.pcap at server",
-              MPVLAB, interval="bootstrap", test="mannwhitney"),
-    MetricDef("scheduler_decisions", "scheduler decisions", "decisions", 0, INF, "none",
-              "MPTCP scheduling decisions seen by the trace", MPVLAB, interval="bootstrap", test="mannwhitney"),
-    MetricDef("duration_s", "playback duration", "s", 0, INF, "lower",
-              "time from the first frame to the end of the stream", MPVLAB),
-    MetricDef("bytes_total", "bytes received (all paths)", "B", 0, INF, "none",
-              "bytes received at the client's interfaces during playback", MPVLAB),
-    MetricDef("fidelity_ok", "fidelity check passed", "fraction of runs", 0, 1, "higher",
-              "1 when the emulator's probe of delay and rate was within tolerance", MPVLAB,
-              interval="bootstrap", test="mannwhitney"),
-    MetricDef("run_wall_s", "run wall time", "s", 0, INF, "none", "wall-clock time of the whole run", MPVLAB),
-    MetricDef("dash.quality_avg", "DASH average quality level", "level (0 = lowest)", 0, INF, "higher",
-              "quality level (0 = lowest representation) averaged over downloaded segments", STUDY_BBRS,
-              interval="bootstrap", test="mannwhitney", qoe=True),
-    MetricDef("dash.stall_rate", "DASH stall rate", "(playback − video) / video", 0, INF, "lower",
-              "the stall ratio under the BBR-S study's name, clamped at 0", STUDY_BBRS,
-              interval="bootstrap", test="mannwhitney", qoe=True, clamp=True),
-    MetricDef("dash.bitrate_avg_bps", "DASH average bitrate", "bit/s", 0, INF, "higher",
-              "nominal bitrate of the downloaded segments, averaged", STUDY_BBRS, qoe=True),
-    MetricDef("dash.bitrate_switches", "DASH bitrate switches", "switches", 0, INF, "lower",
-              "changes of quality level between consecutive segments", STUDY_BBRS,
-              interval="bootstrap", test="mannwhitney", qoe=True),
-]
 
-# Per path (summary.json paths.<name>.<key>); instantiated per path name by `path_metric`.
-PATH_METRICS: list[MetricDef] = [
-    MetricDef("rx_bytes", "bytes received", "B", 0, INF, "none",
-              "bytes received on the path's client interface during playback", MPVLAB),
-    MetricDef("share", "share of bytes", "fraction", 0, 1, "none",
-              "the path's bytes / all paths' bytes", STUDY_WIFI_LTE, interval="bootstrap", test="mannwhitney"),
-    MetricDef("mean_throughput_bps", "mean throughput", "bit/s", 0, INF, "none",
-              "the path's bytes × 8 / playback time", STUDY_WIFI_LTE),
-    MetricDef("payload_bytes_handed", "payload handed by the scheduler", "B", 0, INF, "none",
-              "bytes the MPTCP scheduler assigned to the path's subflow (BPF trace)", MPVLAB),
-]
+def collect(models: Iterable[type[BaseModel]], prefix: str = "") -> list[MetricDef]:
+    """Every field carrying a MetricDef in these models (and in the models their fields hold), with its
+    dotted key; the first model that declares a key wins. Ordered by the definitions' rank, then by
+    where they were found."""
+    found: dict[str, MetricDef] = {}
+
+    def walk(model: type[BaseModel], pre: str) -> None:
+        for name, f in model.model_fields.items():
+            key = pre + name
+            for meta in f.metadata:
+                if isinstance(meta, MetricDef):
+                    found.setdefault(key, meta.at(key))
+            for sub in _models_in(f.annotation):
+                walk(sub, key + ".")
+
+    for m in models:
+        walk(m, prefix)
+    order = list(found)
+    return sorted(found.values(), key=lambda d: (d.rank, order.index(d.key)))
+
+
+# The run-level metrics of every kind of single-client run, and the per-path ones (paths.<name>.<key>).
+METRICS: list[MetricDef] = collect([summary.EmulatedSummary, summary.PhysicalSummary])
+PATH_METRICS: list[MetricDef] = collect([summary.PathRecord])
 
 BY_KEY: dict[str, MetricDef] = {m.key: m for m in METRICS}
 
 
 def path_metric(path: str, base: MetricDef) -> MetricDef:
-    return MetricDef(f"paths.{path}.{base.key}", f"{path}: {base.label}", base.unit, base.lo, base.hi,
-                     base.direction, base.definition, base.source, base.interval, base.test, base.qoe, base.clamp)
+    return base.at(f"paths.{path}.{base.key}", f"{path}: {base.label}")
 
 
 def lookup(key: str) -> MetricDef | None:
@@ -147,6 +85,23 @@ def lookup(key: str) -> MetricDef | None:
             if base is not None:
                 return path_metric(parts[1], base)
     return None
+
+
+def view(name: ViewName, paths: Iterable[str] = (), metrics: list[MetricDef] | None = None,
+         path_metrics: list[MetricDef] | None = None) -> list[tuple[str, View]]:
+    """The (summary key, View) pairs a report view shows, in its order: run-level metrics and, per
+    path in the order given, the per-path ones, each headed with its path's name."""
+    rows: list[tuple[int, int, str, View]] = []
+    for m in metrics if metrics is not None else METRICS:
+        if name in m.views:
+            rows.append((m.views[name].pos, 0, m.key, m.views[name]))
+    for m in path_metrics if path_metrics is not None else PATH_METRICS:
+        if name in m.views:
+            v = m.views[name]
+            for i, p in enumerate(paths):
+                rows.append((v.pos, i, f"paths.{p}.{m.key}",
+                             View(v.pos, v.heading.format(path=p), v.axis, v.only_if_present, v.per)))
+    return [(key, v) for _, _, key, v in sorted(rows, key=lambda r: (r[0], r[1]))]
 
 
 def stall_ratio(playback_s: float, video_s: float) -> float:

@@ -40,9 +40,9 @@ class HostSpec(Strict):
 
 
 class TransportSpec(Strict):
-    """scheduler: `default` is the kernel's own; `minrtt` and `bdp` are steering policies on the
-    sender (schedulers/README.md). scheduler_params are that scheduler's (schedulers/params.py), with
-    every default filled in when resolved."""
+    """scheduler: `default` is the kernel's own; the others are steering policies on the sender
+    (schedulers/registry.py lists them, schedulers/README.md explains them). scheduler_params are that
+    scheduler's (schedulers/params.py), with every default filled in when resolved."""
 
     cc: str = "cubic"
     cc_params: dict[str, Any] = Field(default_factory=dict)

@@ -7,6 +7,12 @@ Every run validates its summary against this model before writing it, so a summa
 has this shape; `docs/summary.schema.json` is the JSON Schema generated from it
 (`python -m mpvlab.summary > docs/summary.schema.json`; a test checks that the committed file is
 current). Free-form parts (cross-checks, queue views, MIB counters) stay dicts of named records.
+
+Every metric the report aggregates is declared here, once, on the field that holds it: a `MetricDef`
+in the field's annotation gives its label, unit, possible range, which direction is better, its
+definition and where the convention comes from, the interval and test the report uses, and where the
+report shows it (mpvlab/metricdef.py). mpvlab/metrics.py collects them from the model; a new field
+with a MetricDef appears in the report's tables (and in the views it names) with nothing else to edit.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import sys
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from mpvlab.metricdef import INF, MPVLAB, STUDY_BBRS, STUDY_WIFI_LTE, MetricDef, View
 
 SCHEMA_VERSION = 1
 
@@ -43,14 +51,32 @@ class CpuUse(Record):
 UnderflowEpisode = tuple[float, float]
 
 
+# Interval and test of a count or a ratio bounded by 0: skewed, piles up at its bound over few trials
+# (mpvlab/metrics.py explains the choice).
+SKEWED: dict[str, Any] = {"interval": "bootstrap", "test": "mannwhitney"}
+
+
 class DashView(Record):
     abr: dict[str, Any] | str | None = Field(None, description="the ABR's name and parameters as the player ran it")
     representations: Any = None
     segment_s: float | None = None
-    quality_avg: float | None = None
-    bitrate_avg_bps: float | None = None
-    bitrate_switches: int | None = None
-    stall_rate: float | None = None
+    quality_avg: Annotated[float | None, MetricDef(
+        "DASH average quality level", "level (0 = lowest)", 0, INF, "higher",
+        "quality level (0 = lowest representation) averaged over downloaded segments", STUDY_BBRS,
+        **SKEWED, qoe=True, rank=16,
+        views={"summary": View(7, "DASH quality level", only_if_present=True)})] = None
+    bitrate_avg_bps: Annotated[float | None, MetricDef(
+        "DASH average bitrate", "bit/s", 0, INF, "higher",
+        "nominal bitrate of the downloaded segments, averaged", STUDY_BBRS, qoe=True, rank=18)] = None
+    bitrate_switches: Annotated[int | None, MetricDef(
+        "DASH bitrate switches", "switches", 0, INF, "lower",
+        "changes of quality level between consecutive segments", STUDY_BBRS, **SKEWED, qoe=True, rank=19,
+        views={"summary": View(9, "DASH switches", only_if_present=True)})] = None
+    stall_rate: Annotated[float | None, MetricDef(
+        "DASH stall rate", "(playback − video) / video", 0, INF, "lower",
+        "the stall ratio under the BBR-S study's name, clamped at 0", STUDY_BBRS,
+        **SKEWED, qoe=True, clamp=True, rank=17,
+        views={"summary": View(8, "DASH stall rate", only_if_present=True)})] = None
     abr_policy_mismatches: int | None = None
     segments: int
 
@@ -58,18 +84,52 @@ class DashView(Record):
 class PlayerQoE(Record):
     """The player's quality of experience (player/README.md defines each counter)."""
 
-    underflows: int | None = Field(None, description="playout-buffer underflow episodes")
-    underflow_total_s: float | None = Field(None, description="total time the buffer was empty after startup (s)")
-    picture_discards: int | None = Field(None, description="frames the decoder/sink discarded")
-    picture_discards_no_underflow: int | None = Field(
+    underflows: Annotated[int | None, MetricDef(
+        "buffer underflows", "events", 0, INF, "lower",
+        "playout-buffer underflow episodes at the client: the decoder's input queue ran empty while playing "
+        "(episodes closer than the player's merge window count once)", STUDY_WIFI_LTE, **SKEWED, qoe=True, rank=1,
+        views={"configs": View(1, "underflows"), "summary": View(1, "underflows"), "runs": View(1, "underflows"),
+               "bars": View(1, "Buffer underflows", "underflow events per run")})] = Field(
+        None, description="playout-buffer underflow episodes")
+    underflow_total_s: Annotated[float | None, MetricDef(
+        "time in underflow", "s", 0, INF, "lower", "sum of the underflow episodes' durations", MPVLAB,
+        **SKEWED, qoe=True, rank=2,
+        views={"configs": View(2, "underflow time"), "summary": View(5, "underflow time (s)")})] = Field(
+        None, description="total time the buffer was empty after startup (s)")
+    picture_discards: Annotated[int | None, MetricDef(
+        "picture discards", "frames", 0, INF, "lower",
+        "frames the sink discarded as too late (QoS), i.e. not shown", STUDY_WIFI_LTE, **SKEWED, qoe=True, rank=3,
+        views={"configs": View(3, "picture discards"), "summary": View(2, "picture discards"),
+               "runs": View(2, "discards"),
+               "bars": View(2, "Picture discards", "discarded frames per run")})] = Field(
+        None, description="frames the decoder/sink discarded")
+    picture_discards_no_underflow: Annotated[int | None, MetricDef(
+        "picture discards with data buffered (CPU-late)", "frames", 0, INF, "lower",
+        "discards while no underflow episode was open: late for the CPU, not the network "
+        "(read beside host CPU steal)", MPVLAB, **SKEWED, rank=4,
+        views={"runs": View(3, "of which CPU-late")})] = Field(
         None, description="discards while the playout buffer had data: the CPU, not the network, was late")
     frames_rendered_late: int | None = None
     frames_accounted: bool | None = Field(None, description="rendered + discarded = expected")
     underflow_episodes: list[UnderflowEpisode] | None = None
-    frames_expected: int | None = None
-    frames_rendered: int | None = None
-    startup_delay_s: float | None = Field(None, description="from the first request to the first frame shown (s)")
-    stall_ratio: float | None = Field(None, description="underflow time / video length")
+    frames_expected: Annotated[int | None, MetricDef(
+        "frames expected", "frames", 0, INF, "none", "frames in the video (from the container)", MPVLAB,
+        **SKEWED, rank=7)] = None
+    frames_rendered: Annotated[int | None, MetricDef(
+        "frames rendered", "frames", 0, INF, "higher", "frames the sink showed", MPVLAB, **SKEWED, rank=6,
+        views={"configs": View(7, "frames rendered")})] = None
+    startup_delay_s: Annotated[float | None, MetricDef(
+        "startup delay", "s", 0, INF, "lower", "time from the player's start to its first rendered frame", MPVLAB,
+        qoe=True, rank=8,
+        views={"configs": View(5, "startup delay"), "summary": View(4, "startup delay (s)"),
+               "runs": View(5, "startup (s)")})] = Field(
+        None, description="from the first request to the first frame shown (s)")
+    stall_ratio: Annotated[float | None, MetricDef(
+        "stall ratio", "(playback − video) / video", 0, INF, "lower",
+        "(total playback time − video length) / video length, clamped at 0 (a playback a few ms shorter "
+        "than the video is timing noise, not negative stalling)", STUDY_BBRS, **SKEWED, qoe=True, clamp=True, rank=9,
+        views={"configs": View(6, "stall ratio"), "summary": View(6, "stall ratio")})] = Field(
+        None, description="underflow time / video length")
     dash: DashView | None = None
 
 
@@ -80,13 +140,25 @@ class Subflow(Record):
 
 
 class PathRecord(OpenRecord):
-    """Bytes a path carried to the client during the run (its client interface's counters)."""
+    """Bytes a path carried to the client during the run (its client interface's counters). Its metrics
+    are reported per path (summary.json paths.<name>.<field>; labels prefixed with the path's name)."""
 
     interface: str
-    rx_bytes: int
+    rx_bytes: Annotated[int, MetricDef(
+        "bytes received", "B", 0, INF, "none", "bytes received on the path's client interface during playback",
+        MPVLAB, rank=1)]
     rx_packets: int
-    share: float
-    mean_throughput_bps: int | None
+    share: Annotated[float, MetricDef(
+        "share of bytes", "fraction", 0, 1, "none", "the path's bytes / all paths' bytes", STUDY_WIFI_LTE,
+        **SKEWED, rank=2,
+        views={"configs": View(8, "{path} share"), "summary": View(10, "{path} share"),
+               "runs": View(6, "{path} share")})]
+    mean_throughput_bps: Annotated[int | None, MetricDef(
+        "mean throughput", "bit/s", 0, INF, "none", "the path's bytes × 8 / playback time", STUDY_WIFI_LTE,
+        rank=3, views={"summary": View(11, "{path} Mbit/s", per=1e6)})]
+    payload_bytes_handed: Annotated[int | None, MetricDef(
+        "payload handed by the scheduler", "B", 0, INF, "none",
+        "bytes the MPTCP scheduler assigned to the path's subflow (BPF trace)", MPVLAB, rank=4)] = None
     quiet_intervals_s: list[list[float]] | None = Field(
         None, description="[last byte before, first byte after] (run clock, s) of every stretch ≥ 0.5 s in which "
                           "the client received nothing on this path, up to the last byte on any path")
@@ -94,7 +166,10 @@ class PathRecord(OpenRecord):
 
 
 class Steal(Record):
-    fraction: float
+    fraction: Annotated[float, MetricDef(
+        "host CPU steal during playback", "fraction of all CPUs' time", 0, 1, "lower",
+        "CPU time the hypervisor took from this VM during playback / (CPUs × playback)", MPVLAB, **SKEWED, rank=5,
+        views={"runs": View(7, "host steal")})]
     window_s: float
     per_cpu_s: list[float]
 
@@ -135,28 +210,53 @@ class RunHead(Record):
     cc: str
     seed: int
     warnings: list[str]
-    fidelity_ok: bool | None
+    fidelity_ok: Annotated[bool | None, MetricDef(
+        "fidelity check passed", "fraction of runs", 0, 1, "higher",
+        "1 when the emulator's probe of delay and rate was within tolerance", MPVLAB, **SKEWED, rank=14)]
     fidelity_warnings: list[str]
     sampler_errors: list[str]
-    run_wall_s: float
+    run_wall_s: Annotated[float, MetricDef(
+        "run wall time", "s", 0, INF, "none", "wall-clock time of the whole run", MPVLAB, rank=15)]
     host_steal_during_playback: Steal
 
 
-class EmulatedSummary(RunHead):
-    """dual-path and dumbbell runs (mpvlab/run/emulated.py), workload video or bulk."""
+# Fields that several kinds of run share, declared (with their metric) once.
+DurationS = Annotated[float, MetricDef(
+    "playback duration", "s", 0, INF, "lower", "time from the first frame to the end of the stream", MPVLAB, rank=12)]
+BytesTotal = Annotated[int, MetricDef(
+    "bytes received (all paths)", "B", 0, INF, "none", "bytes received at the client's interfaces during playback",
+    MPVLAB, rank=13)]
+PathSwitches = Annotated[int | None, MetricDef(
+    "path switches", "switches", 0, INF, "none",
+    "data-carrying MPTCP scheduling decisions that picked another subflow than the previous one "
+    "(BPF trace of the kernel scheduler, collectors/README.md)", STUDY_WIFI_LTE, **SKEWED, qoe=True, rank=10,
+    views={"configs": View(4, "path switches"), "summary": View(3, "path switches"), "runs": View(4, "switches"),
+           "bars": View(3, "Path switches", "scheduler path switches per run")})]
+
+
+class EmulatedSummary(RunHead, PlayerQoE):
+    """dual-path and dumbbell runs (mpvlab/run/emulated.py), workload video (the player's QoE, flat) or bulk."""
 
     topology: Literal["dual-path", "dumbbell"]
     workload: Literal["video", "bulk"]
     scheduler: str
-    duration_s: float
-    bytes_total: int
+    duration_s: DurationS
+    bytes_total: BytesTotal
     paths: dict[str, PathRecord]
     subflows: list[Subflow]
-    path_switches: int | None
+    path_switches: PathSwitches
     steering: dict[str, Any] | None
-    scheduler_decisions: int | None
+    scheduler_decisions: Annotated[int | None, MetricDef(
+        "scheduler decisions", "decisions", 0, INF, "none", "MPTCP scheduling decisions seen by the trace", MPVLAB,
+        **SKEWED, rank=11)]
     path_switch_definition: str | None
-    path_switches_wire: int | None = Field(
+    path_switches_wire: Annotated[int | None, MetricDef(
+        "path switches on the wire", "switches", 0, INF, "none",
+        "consecutive new-data segments of one connection, in the order they left the server, on different "
+        "subflows (capture at the server, collectors/wire_switches.py); only runs with observe.pcap at server",
+        MPVLAB, **SKEWED, rank=10.5,
+        # Only runs captured at the server have it (observe.pcap); bar_figure skips it otherwise.
+        views={"bars": View(4, "Path switches on the wire", "segment-level path switches per run")})] = Field(
         None, description="wire-order path switches (collectors/wire_switches.py): consecutive new-data segments of "
                           "one connection, in the order they left the server, on different subflows; retransmitted "
                           "segments counted apart (wire_switches). `path_switches` counts per scheduler decision. "
@@ -169,20 +269,8 @@ class EmulatedSummary(RunHead):
                           "cross-check against the interface counters (collectors/pcap.py); null without capture")
     cross_checks: dict[str, CrossCheck]
     mptcp: Mptcp
-    # workload video
+    # workload video (and PlayerQoE's fields)
     video_length_s: float | None = None
-    underflows: int | None = None
-    underflow_total_s: float | None = None
-    picture_discards: int | None = None
-    picture_discards_no_underflow: int | None = None
-    frames_rendered_late: int | None = None
-    frames_accounted: bool | None = None
-    underflow_episodes: list[UnderflowEpisode] | None = None
-    frames_expected: int | None = None
-    frames_rendered: int | None = None
-    startup_delay_s: float | None = None
-    stall_ratio: float | None = None
-    dash: DashView | None = None
     player_mode: str | None = None
     player_cpu: CpuUse | None = None
     http: HttpRecord | None = None
@@ -197,8 +285,8 @@ class PhysicalSummary(RunHead, PlayerQoE):
     workload: Literal["video"] = "video"
     scheduler: str
     video_length_s: float
-    duration_s: float
-    bytes_total: int
+    duration_s: DurationS
+    bytes_total: BytesTotal
     paths: dict[str, PathRecord]
     subflows: list[Subflow]
     player_mode: str

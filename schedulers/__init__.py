@@ -1,15 +1,14 @@
 """MPTCP packet schedulers behind one interface.
 
-    default  the kernel's own scheduler (`net.mptcp.scheduler`), recorded as such
-    minrtt   lowest smoothed RTT among subflows with window space; the next one too while it is limited
-    bdp      largest bandwidth-delay-product estimate, sticky with hysteresis
+The schedulers are listed once, in registry.py: `default` (the kernel's own, `net.mptcp.scheduler`,
+recorded as such) and the steering policies (every entry with mechanism "steering").
 
-This kernel has only `default` and no bpf_struct_ops for MPTCP schedulers, so `minrtt` and `bdp` run as a
+This kernel has only `default` and no bpf_struct_ops for MPTCP schedulers, so the others run as a
 steering controller on the sender (`build/mpvlab-steer`): BPF observes every subflow at each of the
 kernel's scheduling decisions, the policy (policy.c) picks the allowed subflows, and per-subflow backup
 flags (mptcp_pm SET_FLAGS, userspace path manager) exclude the others. See README.md.
 
-Runner sequence for minrtt/bdp (server namespace S):
+Runner sequence for a steering policy (server namespace S):
     env = prepare_server(name, params, S)        # before Apache starts and before any MPTCP connection
     start Apache with env (MPVLAB_SNDBUF when a send-buffer bound is set)
     with start_scheduler(name, params, S, out_dir, t0_ns) as h:   # before the client connects
@@ -30,11 +29,12 @@ from typing import Any, Iterator
 
 from core import proc as proc_mod
 from core.errors import MpvlabError
-from schedulers.params import AnyParams, BdpParams, DefaultParams, MinRttParams, SteerParams, sndbuf_for_paths
-from schedulers.registry import REGISTRY
+from schedulers.params import (AnyParams, BdpParams, DefaultParams, EcfParams, MinRttParams, SteerParams,
+                               sndbuf_for_paths)
+from schedulers.registry import REGISTRY, STEERING
 
 __all__ = ["available", "parse_params", "prepare_server", "start_scheduler", "load_summary", "sndbuf_for_paths",
-           "SchedulerError", "SchedulerHandle", "DefaultParams", "MinRttParams", "BdpParams",
+           "SchedulerError", "SchedulerHandle", "DefaultParams", "MinRttParams", "BdpParams", "EcfParams",
            "kernel_bpf_scheduler_support"]
 
 
@@ -95,7 +95,7 @@ def available() -> dict[str, dict[str, Any]]:
         missing.append("kernel has no net.mptcp.pm_type (no userspace path manager)")
     if os.geteuid() != 0:
         missing.append("needs root")
-    for name in ("minrtt", "bdp"):
+    for name in STEERING:
         out[name] = {"available": not missing,
                      "mechanism": "steering controller (per-subflow backup flags on the kernel default scheduler)",
                      "kernel_native": name in kernel,
@@ -112,13 +112,13 @@ def _sysctl_in(netns: str, key: str, value: str | None = None) -> str:
 
 
 def prepare_server(name: str, params: AnyParams, server_netns: str) -> dict[str, str]:
-    """What must be in place before the server accepts connections. For minrtt/bdp: the userspace path
+    """What must be in place before the server accepts connections. For a steering policy: the userspace path
     manager in the server namespace (joins from the client are then accepted only while the controller
     runs). Returns environment variables for the server process (the cc/preload shim reads
     MPVLAB_SNDBUF and sets SO_SNDBUF on the listener; the kernel doubles the value, so we pass half)."""
     if name == "default":
         return {}
-    if name not in ("minrtt", "bdp"):
+    if name not in STEERING:
         raise SchedulerError(f"unknown scheduler {name!r}")
     got = _sysctl_in(server_netns, "net.mptcp.pm_type", "1")
     if got != "1":
@@ -156,18 +156,18 @@ def start_scheduler(name: str, params: AnyParams | dict[str, Any] | None, server
                     announce: list[str] | None = None) -> Iterator[SchedulerHandle]:
     """Run scheduler `name` for the MPTCP connections of `server_netns` (an `ip netns` name or a handle
     path) until the block exits. Call prepare_server() first. Writes into out_dir: scheduler.json, and
-    for minrtt/bdp (or default with observe) priority_changes.csv, steering.csv, controller_samples.csv,
+    for a steering policy (or default with observe) priority_changes.csv, steering.csv, controller_samples.csv,
     pm_events.csv, announces.csv, steer_summary.json (loaded into handle.summary on exit).
 
     `announce`: server IPv4 addresses the controller, as the userspace path manager, announces
     (ADD_ADDR, ids 1, 2, … in order) on every connection once it is established — the duty of the
-    in-kernel PM's `signal` endpoints. Only for minrtt/bdp; the kernel PM announces for `default`."""
-    p = params if isinstance(params, (DefaultParams, MinRttParams, BdpParams)) else parse_params(name, params)
+    in-kernel PM's `signal` endpoints. Only for a steering policy; the kernel PM announces for `default`."""
+    p = params if isinstance(params, (DefaultParams, SteerParams)) else parse_params(name, params)
     out_dir.mkdir(parents=True, exist_ok=True)
     h = SchedulerHandle(name, p, out_dir)
     announce = announce or []
     if announce and name == "default":
-        raise SchedulerError("announce is the userspace path manager's duty (minrtt/bdp); with the default "
+        raise SchedulerError("announce is the userspace path manager's duty (a steering policy); with the default "
                              "scheduler the in-kernel PM's signal endpoints announce")
     if name == "default" and not (isinstance(p, DefaultParams) and p.observe):
         _record(h, server_netns, {"mechanism": "kernel default scheduler", "controller": None})
@@ -179,16 +179,9 @@ def start_scheduler(name: str, params: AnyParams | dict[str, Any] | None, server
     argv = [str(STEER_BIN), "--netns", _netns_path(server_netns), "--out-dir", str(out_dir), "--policy", policy,
             "--t0-ns", str(t0_ns), "--ready-file", str(out_dir / "steer.ready")]
     if isinstance(p, SteerParams):
-        argv += ["--period-us", str(p.period_us), "--release-ms", repr(p.release_ms), "--backlog-ms", repr(p.backlog_ms),
-                 "--probe-interval-ms", repr(p.probe_interval_ms), "--probe-ms", repr(p.probe_ms),
-                 "--exhaust-ms", repr(p.exhaust_ms), "--sample-hz", repr(p.sample_hz)]
-        if p.sndbuf_bytes:
-            argv.append("--sndbuf-bounded")   # the buffer test allows for a bound that cannot grow
+        argv += p.controller_args()         # each policy's parameter model names its own options
     for addr in announce:
         argv += ["--announce", str(ipaddress.IPv4Address(addr))]
-    if isinstance(p, BdpParams):
-        argv += ["--hysteresis", repr(p.hysteresis), "--bw-window-ms", repr(p.bw_window_ms),
-                 "--dwell-ms", repr(p.dwell_ms)]
     (out_dir / "steer.ready").unlink(missing_ok=True)
     _record(h, server_netns, {"mechanism": "steering controller" if policy != "observe" else "kernel default "
                               "scheduler (observed)", "controller": argv})

@@ -46,6 +46,16 @@ class SteerParams(_Strict):
                     "breaks under a quarter of it not counting (0: at once, minrtt's definition)")
     sample_hz: float = Field(20.0, ge=0.0, le=1000.0, description="controller_samples.csv rows per subflow per s")
 
+    def controller_args(self) -> list[str]:
+        """mpvlab-steer's options for these parameters; a policy with knobs of its own adds them."""
+        args = ["--period-us", str(self.period_us), "--release-ms", repr(self.release_ms),
+                "--backlog-ms", repr(self.backlog_ms), "--probe-interval-ms", repr(self.probe_interval_ms),
+                "--probe-ms", repr(self.probe_ms), "--exhaust-ms", repr(self.exhaust_ms),
+                "--sample-hz", repr(self.sample_hz)]
+        if self.sndbuf_bytes:
+            args.append("--sndbuf-bounded")   # the buffer test allows for a bound that cannot grow
+        return args
+
 
 class MinRttParams(SteerParams):
     pass
@@ -69,8 +79,24 @@ class BdpParams(SteerParams):
     bw_window_ms: float = Field(10_000.0, ge=10.0, le=600_000.0,
                                 description="max filter window on delivery-rate samples (non-BBR CCs)")
 
+    def controller_args(self) -> list[str]:
+        return [*super().controller_args(), "--hysteresis", repr(self.hysteresis),
+                "--bw-window-ms", repr(self.bw_window_ms), "--dwell-ms", repr(self.dwell_ms)]
 
-AnyParams = Union[DefaultParams, MinRttParams, BdpParams]
+
+class EcfParams(SteerParams):
+    """ECF (Lim et al., CoNEXT 2017): minrtt's order, but a slower subflow gets data only when it
+    would complete it earlier than waiting for the fastest one (policy.c: ecf_use_slower)."""
+
+    beta: float = Field(0.25, ge=0.0, le=10.0,
+                        description="ECF's beta: once it waits for the fastest subflow, it keeps waiting until "
+                                    "waiting is slower by this fraction (the paper's 0.25), against flapping")
+
+    def controller_args(self) -> list[str]:
+        return [*super().controller_args(), "--hysteresis", repr(self.beta)]
+
+
+AnyParams = Union[DefaultParams, MinRttParams, BdpParams, EcfParams]
 
 
 # sk_wmem_queued (what sk_sndbuf bounds) counts skb truesize, not payload: without offloads a

@@ -1,4 +1,4 @@
-/* The decision logic of the minrtt and bdp schedulers (see policy.h). */
+/* The decision logic of the minrtt, bdp and ecf schedulers (see policy.h). */
 #include "policy.h"
 
 #include <stdio.h>
@@ -67,6 +67,35 @@ static uint64_t bdp_estimate(const struct pol_params *p, struct pol_sf_state *s,
 	return (uint64_t)in->cwnd * in->mss;
 }
 
+/* ECF (Lim et al., "ECF: An MPTCP Path Scheduler to Manage Heterogeneous Paths", CoNEXT 2017,
+ * Algorithm 1). The fastest subflow f (lowest srtt) is unavailable; should the slower s get data?
+ * k bytes wait to be sent. Waiting for f takes n = 1 + k / cwnd_f rounds of rtt_f; sending on s
+ * takes rtt_s + delta (delta: the larger RTT deviation). If waiting is faster (with beta added
+ * while it already waits, against flapping), s is still used unless its own share would take
+ * longer than f's next two rounds: k / cwnd_s x rtt_s >= 2 rtt_f + delta. Returns true to use s. */
+static bool ecf_use_slower(const struct pol_params *p, struct pol_conn_state *st, const struct pol_sf_in *f,
+			   const struct pol_sf_in *s, double k, char *why, size_t len)
+{
+	double mss = f->mss ? f->mss : 1448;
+	double cwnd_f = (f->cwnd ? f->cwnd : 1) * mss, cwnd_s = (s->cwnd ? s->cwnd : 1) * mss;
+	double delta = f->rtt_dev_us > s->rtt_dev_us ? f->rtt_dev_us : s->rtt_dev_us;
+	double wait_f = (1.0 + k / cwnd_f) * f->srtt_us;
+	double via_s = s->srtt_us + delta;
+
+	if (wait_f < (1.0 + (st->ecf_waiting ? p->hysteresis : 0.0)) * via_s) {
+		if (k / cwnd_s * s->srtt_us >= 2.0 * f->srtt_us + delta) {
+			st->ecf_waiting = true;
+			snprintf(why, len, "; ecf wait %.0f < %.0f us", wait_f, via_s);
+			return false;
+		}
+		snprintf(why, len, "; ecf slower %.0f us ok", k / cwnd_s * s->srtt_us);
+		return true;
+	}
+	st->ecf_waiting = false;
+	snprintf(why, len, "; ecf slower %.0f < wait %.0f us", via_s, wait_f);
+	return true;
+}
+
 void pol_decide(const struct pol_params *p, struct pol_conn_state *st, const struct pol_sf_in *in,
 		int n, uint64_t now, struct pol_out *out)
 {
@@ -121,14 +150,14 @@ void pol_decide(const struct pol_params *p, struct pol_conn_state *st, const str
 	if (m > st->usable)
 		st->preferred_since_ns = 0;
 	st->usable = m;
-	/* rank the usable subflows: minrtt by srtt ascending, bdp by estimate descending */
+	/* rank the usable subflows: minrtt and ecf by srtt ascending, bdp by estimate descending */
 	for (int a = 1; a < m; a++) {
 		int v = order[a], b = a - 1;
 
 		while (b >= 0) {
 			int u = order[b];
-			bool after = p->kind == POL_MINRTT ? in[u].srtt_us > in[v].srtt_us
-							    : out->est_bytes[u] < out->est_bytes[v];
+			bool after = p->kind != POL_BDP ? in[u].srtt_us > in[v].srtt_us
+							 : out->est_bytes[u] < out->est_bytes[v];
 			if (!after)
 				break;
 			order[b + 1] = u;
@@ -136,7 +165,7 @@ void pol_decide(const struct pol_params *p, struct pol_conn_state *st, const str
 		}
 		order[b + 1] = v;
 	}
-	if (p->kind == POL_MINRTT) {
+	if (p->kind != POL_BDP) {
 		pref = order[0];
 		snprintf(out->reason, sizeof(out->reason), "lowest srtt %u us", in[pref].srtt_us);
 	} else {
@@ -172,15 +201,24 @@ void pol_decide(const struct pol_params *p, struct pol_conn_state *st, const str
 		st->preferred_since_ns = now;
 	}
 	out->preferred = pref;
-	/* the preferred subflow, and the next ones while each before is limited */
+	/* the preferred subflow, and the next ones while each before is limited (ecf: and only
+	 * where the data would complete earlier than by waiting for the fastest) */
 	out->allowed[order[0]] = true;
 	for (int k = 0; k + 1 < m && held[order[k]]; k++) {
-		out->allowed[order[k + 1]] = true;
-		if (k == 0) {
-			size_t l = strlen(out->reason);
+		size_t l = strlen(out->reason);
 
+		if (p->kind == POL_ECF) {
+			double queued = in[order[0]].msk_unsent;
+
+			for (int j = 0; j < m; j++)
+				queued += in[order[j]].unsent;
+			if (!ecf_use_slower(p, st, &in[order[0]], &in[order[k + 1]], queued,
+					    out->reason + l, sizeof(out->reason) - l))
+				break;
+		} else if (k == 0) {
 			snprintf(out->reason + l, sizeof(out->reason) - l, "; preferred limited");
 		}
+		out->allowed[order[k + 1]] = true;
 	}
 	/* A subflow that gets no data gets no RTT or rate samples either: its
 	 * srtt would stay at whatever it was when it was excluded. So an

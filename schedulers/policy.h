@@ -1,5 +1,5 @@
 /*
- * Scheduling policies (minrtt, bdp), independent of the mechanism that
+ * Scheduling policies (minrtt, bdp, ecf), independent of the mechanism that
  * applies them: input is what the kernel shows of each subflow, output is
  * the set of subflows allowed to receive new data. Today the controller
  * applies that set as backup flags; an in-kernel BPF scheduler (where a
@@ -14,12 +14,13 @@
 
 #define POL_MAX_SF 8
 
-enum pol_kind { POL_MINRTT = 1, POL_BDP = 2 };
+enum pol_kind { POL_MINRTT = 1, POL_BDP = 2, POL_ECF = 3 };
 
 struct pol_params {
 	enum pol_kind kind;
 	uint64_t release_ns; /* a limited subflow counts as limited this long after it last was */
-	double hysteresis; /* bdp: switch when another estimate exceeds the current by this fraction */
+	double hysteresis; /* bdp: switch when another estimate exceeds the current by this fraction;
+			    * ecf: beta, the margin that keeps it waiting once it waits */
 	uint64_t bw_window_ns; /* bdp: window of the max filter on delivery-rate samples */
 	uint64_t backlog_ns; /* unsent data worth more than this at the subflow's rate = limited */
 	uint64_t probe_interval_ns; /* an excluded subflow idle this long is opened for probe_ns (0 = never) */
@@ -37,6 +38,8 @@ struct pol_sf_in {
 	uint32_t cwnd, in_flight, unsent;
 	uint32_t wmem_queued, sndbuf, mss;
 	uint32_t snd_wnd, unacked; /* peer's receive window; bytes sent, not yet acked */
+	uint32_t rtt_dev_us; /* mean deviation of the RTT */
+	uint32_t msk_unsent; /* connection's data not yet handed to any subflow (same on all its subflows) */
 	uint64_t delivery_Bps; /* last delivery-rate sample, bytes/s; 0 = none */
 	uint64_t pacing_Bps; /* sk_pacing_rate, bytes/s; 0 or ~0 = unset */
 	bool is_bbr;
@@ -65,6 +68,7 @@ struct pol_conn_state {
 	int usable; /* usable subflows at the last decision */
 	uint64_t preferred_changes;
 	uint64_t probes;
+	bool ecf_waiting; /* ecf: the last test chose to wait for the fastest subflow (adds beta) */
 };
 
 struct pol_out {

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from schedulers.params import BdpParams, DefaultParams, MinRttParams
+from schedulers.params import BdpParams, DefaultParams, EcfParams, MinRttParams
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,11 @@ ENTRIES: tuple[Scheduler, ...] = (
               "minRTT", "////", "--", MinRttParams, "steering"),
     Scheduler("bdp", "largest BBR-style bandwidth-delay product, sticky until exhausted (steering controller)",
               "BDP", "\\\\\\\\", ":", BdpParams, "steering"),
+    Scheduler("ecf", "earliest completion first: a slower subflow only when the data completes earlier there "
+              "(Lim et al., CoNEXT 2017; steering controller)", "ECF", "xx", "-.", EcfParams, "steering"),
 )
 REGISTRY: dict[str, Scheduler] = {e.name: e for e in ENTRIES}
+STEERING: tuple[str, ...] = tuple(e.name for e in ENTRIES if e.mechanism == "steering")
 
 
 def order(name: str) -> tuple[int, str]:

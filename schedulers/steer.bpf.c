@@ -87,7 +87,7 @@ static __always_inline void emit(__u32 type, __u32 epoch, const struct mps_key *
 }
 
 static __always_inline void snapshot(struct mps_sf *s, struct mptcp_subflow_context *subflow,
-				     struct sock *ssk)
+				     struct sock *ssk, struct mptcp_sock *msk)
 {
 	struct tcp_sock *tp = bpf_rdonly_cast(ssk, bpf_core_type_id_kernel(struct tcp_sock));
 	struct inet_connection_sock *icsk = &tp->inet_conn;
@@ -96,6 +96,8 @@ static __always_inline void snapshot(struct mps_sf *s, struct mptcp_subflow_cont
 
 	s->tcp_state = ssk->__sk_common.skc_state;
 	s->srtt_us = tp->srtt_us >> 3;
+	s->rtt_dev_us = tp->mdev_us >> 2; /* mdev_us holds 4 x the mean deviation */
+	s->msk_unsent = (__u32)(msk->write_seq - msk->snd_nxt);
 	s->min_rtt_us = tp->rtt_min.s[0].v;
 	s->cwnd = tp->snd_cwnd;
 	s->in_flight = tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
@@ -165,7 +167,7 @@ int BPF_PROG(mps_sched, struct mptcp_subflow_context *subflow)
 		s = bpf_map_lookup_elem(&mps_sf, &key);
 		if (!s)
 			return 0;
-		snapshot(s, subflow, ssk);
+		snapshot(s, subflow, ssk, msk);
 		s->eval_ns = now;
 		return 0;
 	}
@@ -218,7 +220,7 @@ int BPF_PROG(mps_sched, struct mptcp_subflow_context *subflow)
 		s->allowed_at_eval = ctrl->allowed ? 1 : 0;
 		s->epoch_at_eval = ctrl->epoch;
 	}
-	snapshot(s, subflow, ssk);
+	snapshot(s, subflow, ssk, msk);
 	return 0;
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * mpvlab-steer: the minrtt / bdp MPTCP schedulers as a steering controller
+ * mpvlab-steer: the steering MPTCP schedulers (minrtt, bdp, ecf: policy.c) as a steering controller
  * for a kernel whose only MPTCP scheduler is `default`.
  *
  * Loop: every --period-us, read what BPF saw of each subflow at the
@@ -241,6 +241,8 @@ static void to_pol_input(const struct mps_sf *s, uint64_t key, struct pol_sf_in 
 	in->sndbuf = s->sndbuf;
 	in->snd_wnd = s->snd_wnd;
 	in->unacked = s->unacked;
+	in->rtt_dev_us = s->rtt_dev_us;
+	in->msk_unsent = s->msk_unsent;
 	in->mss = s->mss;
 	if (s->rate_interval_us)
 		in->delivery_Bps = (uint64_t)s->rate_delivered * s->mss * 1000000ull / s->rate_interval_us;
@@ -616,7 +618,7 @@ static void on_pm_event(void *data, uint8_t type, uint32_t token)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: mpvlab-steer --netns PATH --out-dir DIR --policy minrtt|bdp|observe\n"
+		"usage: mpvlab-steer --netns PATH --out-dir DIR --policy minrtt|bdp|ecf|observe\n"
 		"          [--t0-ns MONO_NS] [--period-us 1000] [--release-ms 250] [--hysteresis 0.25]\n"
 		"          [--backlog-ms 20] [--probe-interval-ms 2000] [--probe-ms 100] [--dwell-ms 1000] [--exhaust-ms 0] [--sndbuf-bounded] [--bw-window-ms 10000] [--sample-hz 20] [--ready-file PATH]\n"
 		"          [--announce IPV4]...   (server addresses to ADD_ADDR on every connection; id 1, 2, ... in order)\n");
@@ -695,6 +697,8 @@ int main(int argc, char **argv)
 		o.pp.kind = POL_MINRTT;
 	else if (!strcmp(o.policy, "bdp"))
 		o.pp.kind = POL_BDP;
+	else if (!strcmp(o.policy, "ecf"))
+		o.pp.kind = POL_ECF;
 	else if (!strcmp(o.policy, "observe"))
 		o.observe = true;
 	else

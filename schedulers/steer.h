@@ -45,7 +45,7 @@ struct mps_sf {
 	__u32 bbr_min_rtt_us;
 	__u32 snd_wnd; /* peer's receive window (bytes) */
 	__u32 unacked; /* snd_nxt - snd_una (bytes) */
-	__u32 pad0;
+	__u32 rtt_dev_us; /* mean deviation of the RTT (tcp_sock.mdev_us / 4) */
 	/* assignment accounting (advance of rel_write_seq between decisions) */
 	__u32 last_seq;
 	__u32 write_seq_at_eval; /* tcp write_seq when last evaluated */
@@ -65,7 +65,7 @@ struct mps_sf {
 	__u32 assign_epoch_done;
 	__u32 wire_epoch_pending;
 	__u32 wire_target_seq;
-	__u32 pad1;
+	__u32 msk_unsent; /* connection level: msk write_seq - snd_nxt, not yet handed to any subflow */
 };
 
 /* Per connection: kernel-observed path switches (data went to a different

@@ -156,12 +156,100 @@ def test_buffer_near_full_is_limited_only_under_a_fixed_bound(policy_driver: Pat
     assert _drive(policy_driver, "bdp", 200, 250, "U5", "B300", sndbuf_bounded=True)["first_open_ms"] == 205
 
 
+@pytest.fixture(scope="module")
+def ecf_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/native/ecf_driver.c linked against schedulers/policy.c: ecf on scripted subflow states."""
+    exe = tmp_path_factory.mktemp("ecf") / "ecf_driver"
+    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-I", str(ROOT / "schedulers"), "-o", str(exe),
+                    str(ROOT / "tests" / "native" / "ecf_driver.c"), str(ROOT / "schedulers" / "policy.c")],
+                   check=True)
+    return exe
+
+
+MSS = 1448
+
+
+def _ecf(exe: Path, lines: list[str], beta: float = 0.25) -> list[int]:
+    out = subprocess.run([str(exe), repr(beta)], input="\n".join(lines) + "\n", capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    return [int(ln.split()[0].removeprefix("allowed1=")) for ln in out if ln]
+
+
+def _state(mode: str, srtt_f_ms: float, srtt_s_ms: float, queue_cwnds: float, cwnd_f: int = 10, cwnd_s: int = 10,
+           dev_ms: float = 0.0, limited: bool = True) -> str:
+    """One tick: the fast subflow window-limited (in flight = cwnd, `queue_cwnds` x its cwnd unsent), or
+    not limited (nothing queued); the slower one idle."""
+    unsent = int(queue_cwnds * cwnd_f * MSS) if limited else 0
+    inflight = cwnd_f if limited else 1
+    return (f"{mode} {int(srtt_f_ms * 1000)} {cwnd_f} {inflight} {unsent} {int(srtt_s_ms * 1000)} {cwnd_s} 0 0 "
+            f"{int(dev_ms * 1000)} {int(dev_ms * 1000)}")
+
+
+def test_ecf_uses_the_slower_path_only_when_it_completes_earlier(ecf_driver: Path) -> None:
+    """Lim et al. 2017, Algorithm 1, by hand (mss 1448, cwnd 10 on both, rtt_f 20 ms, rtt_s 100 ms):
+    - fast not limited: the slower subflow is never needed (as minrtt);
+    - 1 cwnd queued: waiting for the fast one takes (1 + 1) x 20 = 40 ms < 100 ms, and the slower one
+      would need 1 x 100 ms >= 2 x 20 ms: wait (minrtt would open it: the fast one is limited);
+    - 10 cwnds queued: waiting takes 11 x 20 = 220 ms > 100 ms: use the slower one;
+    - 4.5 cwnds: waiting 110 ms vs 100 ms: use it, unless it was already waiting, then beta 0.25 makes
+      the bar 125 ms: keep waiting (hysteresis);
+    - a slower path with a large window: rtt_s 50 ms, cwnd_s 100, 1 cwnd_f queued: waiting 40 ms < 50 ms
+      but its share takes 0.1 x 50 = 5 ms < 40 ms: use it;
+    - delta (RTT deviation): rtt_s 35 ms, 2 cwnds: waiting 60 ms >= 35 ms: use it; with a deviation of
+      30 ms, 60 < 65 and 2 x 35 = 70 >= 2 x 20 + 30 = 70: wait."""
+    assert _ecf(ecf_driver, [_state("N", 20, 100, 0, limited=False)]) == [0]
+    assert _ecf(ecf_driver, [_state("N", 20, 100, 1)]) == [0]
+    assert _ecf(ecf_driver, [_state("N", 20, 100, 10)]) == [1]
+    assert _ecf(ecf_driver, [_state("N", 20, 100, 4.5)]) == [1]
+    assert _ecf(ecf_driver, [_state("N", 20, 100, 1), _state("C", 20, 100, 4.5), _state("C", 20, 100, 10),
+                             _state("C", 20, 100, 4.5)]) == [0, 0, 1, 1]
+    assert _ecf(ecf_driver, [_state("N", 20, 100, 1), _state("C", 20, 100, 4.5)], beta=0.0) == [0, 1]
+    assert _ecf(ecf_driver, [_state("N", 20, 50, 1, cwnd_s=100)]) == [1]
+    assert _ecf(ecf_driver, [_state("N", 20, 35, 2)]) == [1]
+    assert _ecf(ecf_driver, [_state("N", 20, 35, 2, dev_ms=30)]) == [0]
+
+
+def _ecf_reference(srtt_f: float, cwnd_f: int, srtt_s: float, cwnd_s: int, k: float, delta: float,
+                   waiting: bool, beta: float) -> tuple[bool, bool]:
+    """The paper's test in plain Python (times in us, k in bytes): (use the slower subflow, waiting)."""
+    n = 1 + k / (cwnd_f * MSS)
+    if n * srtt_f < (1 + (beta if waiting else 0)) * (srtt_s + delta):
+        if k / (cwnd_s * MSS) * srtt_s >= 2 * srtt_f + delta:
+            return False, True
+        return True, waiting
+    return True, False
+
+
+def test_ecf_matches_the_papers_test_on_random_states(ecf_driver: Path) -> None:
+    """600 ticks of one connection with random RTTs, windows, queues (on the subflows and not yet handed
+    to any) and deviations; the fast subflow always limited: the C policy and the paper's test, with
+    its waiting state carried along, agree on every tick."""
+    import random
+
+    rng = random.Random(14)
+    lines, want, waiting = [], [], False
+    for i in range(600):
+        srtt_f = rng.randint(2_000, 80_000)
+        srtt_s = srtt_f + rng.randint(1, 200_000)
+        cwnd_f, cwnd_s = rng.randint(2, 80), rng.randint(2, 80)
+        unsent_f, unsent_s, msk = rng.randint(10_000, 400_000), rng.randint(0, 50_000), rng.randint(0, 200_000)
+        dev_f, dev_s = rng.randint(0, 20_000), rng.randint(0, 20_000)
+        lines.append(f"{'N' if i == 0 else 'C'} {srtt_f} {cwnd_f} {cwnd_f} {unsent_f} {srtt_s} {cwnd_s} {unsent_s} "
+                     f"{msk} {dev_f} {dev_s}")
+        use, waiting = _ecf_reference(srtt_f, cwnd_f, srtt_s, cwnd_s, unsent_f + unsent_s + msk,
+                                      max(dev_f, dev_s), waiting, 0.25)
+        want.append(int(use))
+    got = _ecf(ecf_driver, lines)
+    assert got == want
+    assert 50 < sum(got) < 550          # both outcomes exercised
+
+
 def test_available_reports_kernel_facts() -> None:
     av = schedulers.available()
     kernel = Path("/proc/sys/net/mptcp/available_schedulers").read_text().split()
     assert av["default"]["available"] == ("default" in kernel)
     bpf = schedulers.kernel_bpf_scheduler_support()
-    for name in ("minrtt", "bdp"):
+    for name in schedulers.registry.STEERING:
         assert av[name]["kernel_native"] == (name in kernel)
         assert av[name]["kernel_bpf_struct_ops_mptcp_sched"] == bpf
     # the BTF check must agree with bpftool's view of the kernel's types

@@ -119,7 +119,7 @@ class TopologySpec(Strict):
     # `per-path` (dual-path only): the server has one address per path, each routed over its path only
     # (as in the published testbed, server behind two L3 switches), so a subflow's server address names
     # its path too; the server's path manager signals the second address (ADD_ADDR): the in-kernel PM
-    # under `default`, the steering controller (userspace PM) under minrtt/bdp.
+    # under `default`, the steering controller (userspace PM) under a steering scheduler.
     server_addressing: Literal["single", "per-path"] = "single"
     hosts: dict[HostRef, HostEntry] = Field(default_factory=dict)
     roles: RolesSpec | None = None

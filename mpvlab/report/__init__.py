@@ -5,7 +5,8 @@ HTML file, from result directories alone.
     rep = build_report(Path("results/wifi-lte-study"), Path("results/wifi-lte-study/report"))
 
 Modules: stats (SciPy: t and BCa bootstrap intervals, Welch / Mann–Whitney tests, Holm), aggregate (runs →
-configurations; metric definitions from mpvlab/metrics.py), pairwise (tests between configurations), tables,
+configurations; the metrics are declared on the summary model's fields, mpvlab/summary.py, and collected
+by mpvlab/metrics.py), pairwise (tests between configurations), tables,
 style (colours, markers, hatches, sizes — shared with `mpvlab plot`), figures (PDF, SVG, PNG files), html.
 The report folder: report.html, the tables (CSV + Parquet) and figures/. Python API: mpvlab.report()
 (mpvlab/api.py, docs/python-api.md).

@@ -34,9 +34,8 @@ try:  # libyaml: ~10x faster on the 1,000-run bench
 except AttributeError:  # pragma: no cover
     _Loader = yaml.SafeLoader
 
-# The metrics (key, label, unit, range, interval, test) are defined once, in mpvlab/metrics.py.
-METRICS: list[MetricDef] = metrics.METRICS
-PATH_METRICS: list[MetricDef] = metrics.PATH_METRICS
+# The metrics (key, label, unit, range, interval, test, views) are declared once, on the summary model's
+# fields (mpvlab/summary.py); mpvlab/metrics.py collects them. Read there at each call, not copied here.
 # Resolved fields that never define a configuration (or are named explicitly in it).
 IDENTITY_FIELDS = {"name", "description", "seed", "transport.cc", "transport.scheduler"}
 
@@ -204,9 +203,9 @@ def run_metrics(s: dict[str, Any]) -> dict[str, float | None]:
         return v
     def checked(m: MetricDef, v: float | None) -> float | None:
         return None if v is None else m.check(v)      # e.g. the stall ratio clamped at 0 (older runs)
-    out = {m.key: checked(m, num(get(m.key))) for m in METRICS}
+    out = {m.key: checked(m, num(get(m.key))) for m in metrics.METRICS}
     for pname, pv in (s.get("paths") or {}).items():
-        for m in PATH_METRICS:
+        for m in metrics.PATH_METRICS:
             out[f"paths.{pname}.{m.key}"] = checked(m, num((pv or {}).get(m.key)))
     return out
 
@@ -244,10 +243,10 @@ def aggregate(source: Path, exclude: Iterable[Path] = (), stats: bool = True) ->
         if key not in configs:
             configs[key] = Config(key, r.scenario, r.cc, r.scheduler, r.extra, [])
         configs[key].runs.append(r)
-    defs = {m.key: m for m in METRICS}
+    defs = {m.key: m for m in metrics.METRICS}
     for r in runs:
         for p in r.paths:
-            for m in PATH_METRICS:
+            for m in metrics.PATH_METRICS:
                 defs.setdefault(f"paths.{p}.{m.key}", metrics.path_metric(p, m))
     info = {k: (m.label, m.unit) for k, m in defs.items()}
     for c in configs.values():

@@ -31,6 +31,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from mpvlab import metrics  # noqa: E402
 from mpvlab.report import style as st  # noqa: E402
 from mpvlab.report.aggregate import Collection, Config, Run, cc_order, sched_order  # noqa: E402
 from mpvlab.results import addr_to_path, host_of  # noqa: E402
@@ -145,13 +146,10 @@ def _method_text(c: Collection, metric: str) -> str:
 # Bars per CC per scenario
 
 
-BAR_METRICS = [
-    ("underflows", "Buffer underflows", "underflow events per run"),
-    ("picture_discards", "Picture discards", "discarded frames per run"),
-    ("path_switches", "Path switches", "scheduler path switches per run"),
-    # Only runs captured at the server have it (observe.pcap); bar_figure skips it otherwise.
-    ("path_switches_wire", "Path switches on the wire", "segment-level path switches per run"),
-]
+def bar_metrics() -> list[tuple[str, str, str]]:
+    """(metric, title, y label) of each bar figure: the metrics whose definition names the `bars` view
+    (mpvlab/summary.py)."""
+    return [(key, v.heading, v.axis) for key, v in metrics.view("bars")]
 
 
 def bar_figure(c: Collection, metric: str, title: str, ylabel: str) -> Figure | None:
@@ -412,7 +410,7 @@ Builder = Callable[[Collection], list[Figure]]
 
 
 def _bars(c: Collection) -> list[Figure]:
-    return [f for m, t, y in BAR_METRICS if (f := bar_figure(c, m, t, y)) is not None]
+    return [f for m, t, y in bar_metrics() if (f := bar_figure(c, m, t, y)) is not None]
 
 
 BUILDERS: list[tuple[str, Builder]] = [

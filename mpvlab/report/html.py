@@ -21,6 +21,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from mpvlab import metrics
 from mpvlab.report.aggregate import Collection, Config
 from mpvlab.report.figures import Figure
 from mpvlab.report.hosts import by_host, host_kind, mixed_configs
@@ -154,13 +155,6 @@ compare.</p>{% endif %}
 </body></html>
 """
 
-SUMMARY_METRICS = [("underflows", "underflows"), ("picture_discards", "picture discards"),
-                   ("path_switches", "path switches"), ("startup_delay_s", "startup delay (s)"),
-                   ("underflow_total_s", "underflow time (s)"), ("stall_ratio", "stall ratio")]
-DASH_METRICS = [("dash.quality_avg", "DASH quality level"), ("dash.stall_rate", "DASH stall rate"),
-                ("dash.bitrate_switches", "DASH switches")]
-
-
 def fmt(v: float | None, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
@@ -182,6 +176,15 @@ def cell(cfg: Config, metric: str) -> str:
     if s.n >= 3 or (s.n == 2 and s.median != s.mean):
         text += f'<br><span class="ci">median {html.escape(fmt(s.median))}</span>'
     return text
+
+
+def cell_in_units(cfg: Config, metric: str, per: float) -> str:
+    """A rate in the view's unit (bit/s per 1e6: Mbit/s): mean ± the interval's half-width."""
+    s = cfg.stats.get(metric)
+    if s is None or s.n == 0:
+        return "–"
+    return html.escape(f"{s.mean / per:.3g}") + (f' <span class="ci">± {s.ci_half / per:.2g}</span>'
+                                                  if s.n >= 2 else "")
 
 
 def _counted(values: list[Any]) -> list[tuple[str, int]]:
@@ -252,20 +255,13 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
     from mpvlab.report import style
     from mpvlab.report.stats import ALPHA, N_RESAMPLES
     paths = list(dict.fromkeys(p for r in c.runs for p in r.paths))
-    share_metrics = [(f"paths.{p}.share", f"{p} share") for p in paths]
-    tput_metrics = [(f"paths.{p}.mean_throughput_bps", f"{p} Mbit/s") for p in paths]
     sty = style.style_for(cc=sorted({cfg.cc for cfg in c.configs}))
-    dash_metrics = [(m, h) for m, h in DASH_METRICS
-                    if any(cfg.stats.get(m) is not None and cfg.stats[m].n for cfg in c.configs)]
-    summary_metrics = SUMMARY_METRICS + dash_metrics + share_metrics
+    # The columns: the metrics whose definition names the summary view (mpvlab/summary.py), in its order.
+    summary_metrics = [(m, v) for m, v in metrics.view("summary", paths) if not v.only_if_present
+                       or any(cfg.stats.get(m) is not None and cfg.stats[m].n for cfg in c.configs)]
     summary_rows = []
     for cfg in c.configs:
-        cells = [cell(cfg, m) for m, _ in summary_metrics]
-        for m, _ in tput_metrics:
-            s = cfg.stats.get(m)
-            cells.append("–" if s is None or s.n == 0 else
-                         html.escape(f"{s.mean / 1e6:.3g}") + (f' <span class="ci">± {s.ci_half / 1e6:.2g}</span>'
-                                                                if s.n >= 2 else ""))
+        cells = [cell(cfg, m) if v.per == 1.0 else cell_in_units(cfg, m, v.per) for m, v in summary_metrics]
         summary_rows.append({"label": cfg.label, "n": len(cfg.runs), "cells": cells,
                              "colour": sty.colour("cc", cfg.cc)})
     warned = [{"rel": r.rel, "config": next(cfg.label for cfg in c.configs if cfg.key == r.config),
@@ -310,10 +306,7 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
             for name, ver in (d or {}).items():
                 pkgs.setdefault(f"{name} ({kind})", []).append(str(ver))
     pkg_rows = [(k, _counted(v)) for k, v in sorted(pkgs.items())]
-    run_metrics = [("underflows", "underflows"), ("picture_discards", "discards"),
-                   ("picture_discards_no_underflow", "of which CPU-late"), ("path_switches", "switches"),
-                   ("startup_delay_s", "startup (s)")] + [(f"paths.{p}.share", f"{p} share") for p in paths] + [
-                   ("host_steal_during_playback.fraction", "host steal")]
+    run_metrics = metrics.view("runs", paths)
     run_rows = []
     for cfg in c.configs:
         for r in cfg.runs:
@@ -337,9 +330,9 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
         title=title, source=str(c.source), generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         n_complete=len(c.runs), configs=c.configs, flags=flags, conf_pct=round(c.confidence * 100),
         t_level=f"{0.5 + c.confidence / 2:.3g}", tables=tables,
-        summary_heads=[h for _, h in summary_metrics + tput_metrics], summary_rows=summary_rows,
+        summary_heads=[v.heading for _, v in summary_metrics], summary_rows=summary_rows,
         figure_sections=sections, warned=warned, failed=c.not_aggregated, prov_rows=prov_rows, pkg_rows=pkg_rows,
-        run_heads=[h for _, h in run_metrics], run_rows=run_rows)
+        run_heads=[v.heading for _, v in run_metrics], run_rows=run_rows)
 
 
 def _commit(prov: dict[str, Any]) -> str:

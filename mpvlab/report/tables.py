@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from mpvlab import metrics
 from mpvlab.report.aggregate import Collection
-
-HEADLINE = ["underflows", "underflow_total_s", "picture_discards", "path_switches", "startup_delay_s", "stall_ratio",
-            "frames_rendered"]
 
 
 def _extra_json(extra: dict[str, object]) -> str:
@@ -60,7 +58,7 @@ def configs_frame(c: Collection) -> pd.DataFrame:
     for cfg in c.configs:
         row: dict[str, object] = {"config": cfg.label, "scenario": cfg.scenario, "cc": cfg.cc,
                                   "scheduler": cfg.scheduler, "params": _extra_json(cfg.extra), "n": len(cfg.runs)}
-        for m in [*HEADLINE, *(f"paths.{p}.share" for p in paths)]:
+        for m, _ in metrics.view("configs", paths):     # the metrics whose definition names this table
             s = cfg.stats.get(m)
             if s is None:
                 continue
@@ -75,7 +73,7 @@ def not_aggregated_frame(c: Collection) -> pd.DataFrame:
 
 
 def metrics_frame(c: Collection) -> pd.DataFrame:
-    """The definitions of the metrics in this report (mpvlab/metrics.py)."""
+    """The definitions of the metrics in this report (declared on the summary model, mpvlab/summary.py)."""
     return pd.DataFrame([{"metric": k, "label": m.label, "unit": m.unit, "range_low": m.lo, "range_high": m.hi,
                           "direction": m.direction, "interval": m.interval, "test": m.test, "qoe": m.qoe,
                           "clamped": m.clamp, "definition": m.definition, "source": m.source}
