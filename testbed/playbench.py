@@ -1,24 +1,24 @@
-"""Shared by bench_player.py and bench_dash.py: Apache and the player in one private network
-namespace (over its loopback: ample bandwidth), and the player's CPU use read from /proc while it
-plays, with the child's rusage at exit as a cross-check."""
+"""Shared by bench/bench_player.py and bench/bench_dash.py: Apache and the player in one private
+network namespace of a testbed.bed.Bed (over its loopback: ample bandwidth), and the player's CPU
+use read from /proc while it plays, with the child's rusage at exit as a cross-check."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
-REPO = Path(__file__).resolve().parents[1]
-PY = str(REPO / ".venv" / "bin" / "python")
-PLAYER = str(REPO / "player" / "mpvlab_player.py")
+from core.proc import stop_child
+from core.netns import Netns
+from testbed.apache import httpd_conf, start_httpd
+from testbed.bed import Bed
+from testbed.player import PLAYER, PY
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PORT = 8080
 
@@ -40,69 +40,28 @@ def cpu_ticks(pid: int) -> int | None:
     return int(fields[11]) + int(fields[12])      # fields 14 and 15 of proc(5)
 
 
-def _start_apache(ns: str, root: Path, docroot: Path) -> subprocess.Popen[bytes]:
-    mods = "/usr/lib/apache2/modules"
-    conf = root / "httpd.conf"
-    conf.write_text(f"""ServerRoot {root}
-PidFile {root}/httpd.pid
-DefaultRuntimeDir {root}
-Mutex pthread default
-ServerName localhost
-LoadModule mpm_event_module {mods}/mod_mpm_event.so
-LoadModule authz_core_module {mods}/mod_authz_core.so
-LoadModule mime_module {mods}/mod_mime.so
-TypesConfig /etc/mime.types
-AddType application/dash+xml .mpd
-AddType video/iso.segment .m4s
-AcceptFilter http none
-User www-data
-Group www-data
-Listen {PORT}
-DocumentRoot {docroot}
-<Directory {docroot}>
-    Require all granted
-</Directory>
-ErrorLog {root}/error.log
-""")
-    p = subprocess.Popen(["ip", "netns", "exec", ns, "apache2", "-f", str(conf), "-DFOREGROUND"])
-    for _ in range(250):
-        r = subprocess.run(["ip", "netns", "exec", ns, "ss", "-Htln", f"sport = :{PORT}"],
-                           capture_output=True, text=True)
-        if r.stdout.strip():
-            return p
-        time.sleep(0.02)
-    p.terminate()
-    raise RuntimeError("apache2 did not start")
-
-
 @contextlib.contextmanager
 def served(prefix: str, docroot: Path) -> Iterator[tuple[str, Path]]:
-    """A namespace `<prefix><pid>` with Apache serving docroot on its loopback; yields (ns, workdir).
-    Everything is removed on the way out."""
+    """A bed namespace (role `prefix`) with Apache serving docroot on its loopback; yields
+    (namespace name, workdir). Everything is removed on the way out."""
     if os.geteuid() != 0:
         sys.exit("needs root (network namespace)")
-    ns = f"{prefix}{os.getpid() % 100000}"
-    subprocess.run(["ip", "netns", "add", ns], check=True)
-    apache = None
-    tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}-bench-"))
-    try:
-        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"], check=True)
-        apache = _start_apache(ns, tmp, docroot)
-        yield ns, tmp
-    finally:
-        if apache is not None and apache.poll() is None:
-            apache.send_signal(signal.SIGTERM)
-            apache.wait(timeout=5)
-        subprocess.run(["ip", "netns", "del", ns])
-        shutil.rmtree(tmp, ignore_errors=True)
+    with Bed() as bed:
+        ns = bed.node(prefix)
+        apache = start_httpd(bed, ns, httpd_conf(bed.workdir, docroot, PORT), PORT)
+        try:
+            yield ns.name, bed.workdir
+        finally:
+            stop_child(apache, grace=5)
 
 
 def play(ns: str, url: str, out: Path, extra: list[str], timeout_s: float) -> dict[str, Any]:
     """Play url to the end; the player's summary plus its CPU use (% of one core)."""
     out.mkdir(parents=True, exist_ok=True)
-    argv = ["ip", "netns", "exec", ns, PY, PLAYER, "--url", url, "--events",
-            str(out / "events.jsonl"), "--summary", str(out / "summary.json"),
-            "--timeout-s", str(timeout_s), *extra]
+    # A plain child (not via the bed's popen): wait4 below must reap it itself. It lives inside the
+    # bed's namespace, so a killed bench's player goes with that namespace.
+    argv = Netns(ns).argv([PY, PLAYER, "--url", url, "--events", str(out / "events.jsonl"),
+                           "--summary", str(out / "summary.json"), "--timeout-s", str(timeout_s), *extra])
     t0 = time.monotonic()
     proc = subprocess.Popen(argv)
     first = cpu_ticks(proc.pid) or 0
