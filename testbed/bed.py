@@ -15,12 +15,34 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Self, Sequence
 
 from core import ledger, naming, proc
 from core.netns import Netns
 
 RUN_PREFIX = "tb"
+
+
+class Rig:
+    """A rig with up() and down(): `with` brings it up and always down again, also when up() fails
+    half-way (down() must cope with a half-built rig; the bed's close() does)."""
+
+    def up(self) -> object:
+        raise NotImplementedError
+
+    def down(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
 
 
 class Bed:
@@ -47,6 +69,7 @@ class Bed:
             # The ledger's own cleanup: processes (pid + start time), then namespaces, then the lock.
             ledger.cleanup_run(self.ledger)
             self.ledger = None
+        self.nodes = {}
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 from core import proc
 from core.netns import Netns
-from testbed.bed import Bed
+from testbed.bed import Bed, Rig
 
 DELAYLINE_DIR = Path(__file__).resolve().parents[1] / "links" / "delayline"
 PROBES = Path(__file__).resolve().with_name("probes.py")
@@ -120,7 +120,7 @@ def fifo_expected_ns(arrivals_rel_ns: Sequence[int], sched: Schedule) -> list[in
 
 
 @dataclass
-class Line:
+class Line(Rig):
     """client (c0) --- (rc) router (rs) --- (s0) server, IPv4 only."""
 
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
@@ -214,14 +214,7 @@ class Line:
         # the bed deletes the namespaces (their veths, qdiscs and iptables rules) and the workdir
         self.bed.close()
 
-    def __enter__(self) -> "Line":
-        try:
-            return self.up()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
+    def down(self) -> None:
         self.close()
 
     # ---------------------------------------------------------------- daemon
@@ -306,9 +299,10 @@ class Daemon:
     def cpu_ticks(self) -> int:
         """utime + stime of the daemon (clock ticks) from /proc/PID/stat."""
         assert self.proc is not None
-        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2:].split()
-        return int(fields[11]) + int(fields[12])
+        ticks = proc.cpu_ticks(self.proc.pid)
+        if ticks is None:
+            raise ProcessLookupError(f"delay line {self.proc.pid} is gone")
+        return ticks
 
 
 # --------------------------------------------------------------------------

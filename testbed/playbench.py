@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from core.proc import stop_child
+from core.proc import cpu_ticks, stop_child
 from core.netns import Netns
 from testbed.apache import httpd_conf, start_httpd
 from testbed.bed import Bed
@@ -28,16 +28,6 @@ def content_cache(default: str) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     os.chmod(cache, 0o755)     # Apache's www-data children read it
     return cache
-
-
-def cpu_ticks(pid: int) -> int | None:
-    """utime + stime of a process (all its threads), in clock ticks."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw[raw.rindex(")") + 2:].split()   # skip "pid (comm) "; comm may hold spaces
-    return int(fields[11]) + int(fields[12])      # fields 14 and 15 of proc(5)
 
 
 @contextlib.contextmanager

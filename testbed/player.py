@@ -31,6 +31,10 @@ PY = str(REPO / ".venv" / "bin" / "python")
 PLAYER = str(REPO / "player" / "mpvlab_player.py")
 
 
+def run_cmd(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, check=check)
+
+
 @dataclass
 class Net:
     srv: str

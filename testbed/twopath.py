@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core import proc
-from testbed.bed import Bed
+from testbed.bed import Bed, Rig
 
 PY = sys.executable
 
@@ -144,8 +144,8 @@ class Transfer:
     seconds: float
 
 
-class TwoPath:
-    """Context manager creating (and always deleting) the two namespaces above. `tag` (up to 8
+class TwoPath(Rig):
+    """Context manager (Rig) creating (and always deleting) the two namespaces above. `tag` (up to 8
     alphanumerics) tells concurrent beds apart in logs; names carry the bed's run id."""
 
     def __init__(self, tag: str, rate_mbit: float, *, backup: bool = False,
@@ -162,18 +162,7 @@ class TwoPath:
         self.client_ifs = [self.bed.ifname("c1"), self.bed.ifname("c2")]
 
     # -- lifecycle -----------------------------------------------------------------
-    def __enter__(self) -> "TwoPath":
-        try:
-            self._up()
-        except BaseException:
-            self.down()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.down()
-
-    def _up(self) -> None:
+    def up(self) -> None:
         self.bed.open()
         s, c = self.bed.node("server"), self.bed.node("client")
         self.server_ns, self.client_ns = s.name, c.name
