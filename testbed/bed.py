@@ -53,7 +53,8 @@ class Bed:
     def __init__(self, workdir: Path | None = None) -> None:
         self.run_id = naming.new_run_id(RUN_PREFIX)
         self._own_workdir = workdir is None
-        self.workdir = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix=f"htb-{self.run_id}-"))
+        # Made on open(), not here: a rig built but never brought up leaves nothing in /tmp either.
+        self.workdir = workdir if workdir is not None else Path(tempfile.gettempdir()) / f"htb-{self.run_id}"
         self.ledger: ledger.Ledger | None = None
         self.nodes: dict[str, Netns] = {}
 
