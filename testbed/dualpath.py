@@ -22,10 +22,10 @@ from typing import Any, Iterator
 from core import naming
 from core.hoststeal import StealMeter, StealWindow
 from core.netns import Netns
-import schedulers
 from links.emulator import DirectionPlan, apply_direction, stop_direction
 from links.schedule import Schedule
 from links.spec import LinkDirection
+import schedulers
 from testbed.bed import Bed
 from topologies import dual_path, mptcp
 
