@@ -1,6 +1,6 @@
 """CPU overhead of the MPTCP scheduler trace (collectors/build/mpvlab-schedtrace).
 
-For each aggregate rate (two tbf paths of rate/2 each, collectors/_testbed.py) a bulk MPTCP
+For each aggregate rate (two tbf paths of rate/2 each, testbed/twopath.py) a bulk MPTCP
 transfer of ~DURATION seconds runs once without and once with the collector. Reported:
 - collector process CPU (from /proc/PID/schedstat, only while the transfer runs) as % of
   one core,
@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 import collectors  # noqa: E402
 from collectors import load_summary, trace_scheduler  # noqa: E402
-from collectors._testbed import TwoPath, cpu_ns, unique_tag  # noqa: E402
+from testbed.twopath import TwoPath, cpu_ns, unique_tag  # noqa: E402
 
 TARGET_PCT = 2.0
 # TCP payload per 1514-byte frame with timestamps and the MPTCP DSS option (see tests)

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.playbench import PORT, content_cache, describe, play, served  # noqa: E402
+from testbed.playbench import PORT, content_cache, describe, play, served  # noqa: E402
 from mpvlab.content import ensure_progressive  # noqa: E402
 
 

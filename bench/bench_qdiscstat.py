@@ -1,6 +1,6 @@
 """Benchmark of mpvlab-qdiscstat: CPU cost and grid jitter.
 
-Namespace hqs-bn-TAG holds 4 interfaces (lo + 3 veths whose peers live in hqs-bp-TAG)
+Namespace a of a testbed.qdisc.QdiscPair holds 4 interfaces (lo + 3 veths whose peers live in b)
 and 3 tbf qdiscs (plus lo's noqueue: 4 qdisc rows and 4 link rows per sample). A light
 UDP stream crosses one tbf so counters move. The sampler runs at 100 Hz and 1 kHz
 (and 1 kHz with --rt-prio); for each run we print
@@ -36,6 +36,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from collectors.qdiscstat import build_qdiscstat, load_samples  # noqa: E402
+from testbed.qdisc import QdiscPair  # noqa: E402
 
 PY = sys.executable
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -48,33 +49,6 @@ while True:
     s.sendto(buf, (sys.argv[1], 9))
     time.sleep(0.002)
 """
-
-
-def sh(*argv: str) -> None:
-    subprocess.run(list(argv), check=True, capture_output=True)
-
-
-def setup(tag: str) -> tuple[str, str, list[str]]:
-    ns, peer = f"hqs-bn-{tag}", f"hqs-bp-{tag}"
-    devs = [f"hqs{tag}x{i}" for i in (1, 2, 3)]
-    for n in (ns, peer):
-        sh("ip", "netns", "add", n)
-        sh("ip", "-n", n, "link", "set", "lo", "up")
-    for i, dev in enumerate(devs, 1):
-        sh("ip", "-n", ns, "link", "add", dev, "type", "veth", "peer", "name", f"hqs{tag}y{i}",
-           "netns", peer)
-        sh("ip", "-n", ns, "addr", "add", f"10.78.{i}.1/24", "dev", dev)
-        sh("ip", "-n", peer, "addr", "add", f"10.78.{i}.2/24", "dev", f"hqs{tag}y{i}")
-        sh("ip", "-n", ns, "link", "set", dev, "up")
-        sh("ip", "-n", peer, "link", "set", f"hqs{tag}y{i}", "up")
-        sh("tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", "3mbit",
-           "burst", "3028", "limit", "100000")
-    return ns, peer, devs
-
-
-def teardown(names: tuple[str, str]) -> None:
-    for n in names:
-        subprocess.run(["ip", "netns", "del", n], capture_output=True)
 
 
 def cpu_ticks(pid: int) -> int:
@@ -153,13 +127,11 @@ def main() -> None:
     if os.geteuid() != 0:
         raise SystemExit("needs root")
     exe = build_qdiscstat()
-    tag = f"{os.getpid() % 100000:05d}"
-    names = (f"hqs-bn-{tag}", f"hqs-bp-{tag}")
-    trickle = None
-    try:
-        ns, peer, devs = setup(tag)
-        trickle = subprocess.Popen(["ip", "netns", "exec", ns, PY, "-c", TRICKLE, "10.78.1.2"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Three tbf'd veths from the sampled namespace; no static neighbours (a trickle keeps them warm).
+    with QdiscPair(f"{os.getpid() % 100000:05d}", subnets=("10.78.1", "10.78.2", "10.78.3"), quiet=False) as bed:
+        ns, devs = bed.a, bed.devs_a
+        bed.bed.popen(ns, [PY, "-c", TRICKLE, "10.78.1.2"], "trickle",
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         print(f"namespace {ns}: 4 interfaces (lo + {', '.join(devs)}), 3 tbf + lo noqueue; "
               f"window {args.seconds:g} s per run; {os.cpu_count()} cores, "
               f"load {os.getloadavg()[0]:.2f}")
@@ -177,11 +149,6 @@ def main() -> None:
         c = fork_cost(ns)
         print(f"for scale: one `tc -s qdisc show` + `ip -s link show` fork pair = {c * 1e3:.2f} ms CPU "
               f"-> {c * 100 * 100:.0f} % of a core at 100 Hz")
-    finally:
-        if trickle is not None:
-            trickle.kill()
-            trickle.wait()
-        teardown(names)
 
 
 if __name__ == "__main__":

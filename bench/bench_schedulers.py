@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from links.schedule import Schedule  # noqa: E402
-from schedulers import _testbed as tb  # noqa: E402
+from testbed import dualpath as tb  # noqa: E402
 from schedulers.params import sndbuf_for_paths  # noqa: E402
 
 MS = 10**6

@@ -25,8 +25,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "links" / "delayline"))
-import hdl_harness as H  # noqa: E402
+from testbed import delayline as H  # noqa: E402
 from links import capacity as C  # noqa: E402
 
 TRACES = ROOT / "links" / "traces" / "mahimahi"

@@ -16,9 +16,13 @@ NETNS_PREFIX = "mpv-"
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
-def new_run_id() -> str:
+def new_run_id(prefix: str = "") -> str:
     """6 base-36 chars: 2 from the clock (minutes, so ids sort roughly by time within a day) and
-    4 random ones (1.7 M values), so two runs started in the same second still differ."""
+    4 random ones (1.7 M values), so two runs started in the same second still differ. A `prefix`
+    (the test bed's `tb`) replaces the clock part, so such runs are recognisable in `ip netns`."""
+    if prefix:
+        assert re.fullmatch(r"[a-z]{1,2}", prefix), prefix
+        return prefix + "".join(secrets.choice(_ALPHABET) for _ in range(6 - len(prefix)))
     minute = int(time.time() // 60) % (36 * 36)
     head = _ALPHABET[minute // 36] + _ALPHABET[minute % 36]
     return head + "".join(secrets.choice(_ALPHABET) for _ in range(4))

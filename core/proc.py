@@ -38,6 +38,16 @@ def start_time_ticks(pid: int) -> int | None:
     return int(stat.rsplit(")", 1)[1].split()[19])
 
 
+def cpu_ticks(pid: int) -> int | None:
+    """utime + stime of a process (all its threads), in clock ticks (fields 14 and 15 of proc(5))."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()    # after "pid (comm)": comm may hold spaces
+    return int(fields[11]) + int(fields[12])
+
+
 @dataclass(frozen=True)
 class ProcRef:
     pid: int

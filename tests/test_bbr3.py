@@ -19,8 +19,8 @@ if str(ROOT) not in sys.path:
 
 import cc  # noqa: E402
 from cc import bbr3  # noqa: E402
-from cc.pathbed import DelayDumbbell  # noqa: E402
-from cc.testbed import RECEIVER_ADDR, SENDER_ADDR, Dumbbell  # noqa: E402
+from testbed.dumbbell import DelayDumbbell  # noqa: E402
+from testbed.dumbbell import RECEIVER_ADDR, SENDER_ADDR, Dumbbell  # noqa: E402
 from cc.user_bpf import EXAMPLE_OBJECT, BpfCCError, UserBpfCC, load_bpf_cc, resolve_object  # noqa: E402
 from hostnoise import least_contended, lowered  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Capacity (Mahimahi traces, rate schedules), drop-tail queue, outages and loss models of the C
 delay line (links/delayline) and their Python side (links/capacity.py).
 
-netns tests: client -- router -- server namespaces (hdl_harness), the line on the router's
+netns tests: client -- router -- server namespaces (testbed/delayline.py), the line on the router's
 server->client direction, data = an iperf3 bulk flow server->client. The line's --release-log
 gives every packet's arrival, departure from the link (its opportunity), target and release time,
 and the queue it found; the checks are made against Mahimahi's semantics recomputed independently
@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "links" / "delayline"))
-import hdl_harness as H  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from testbed import delayline as H  # noqa: E402
 from links import capacity as C  # noqa: E402
 from core.errors import InputError  # noqa: E402
 

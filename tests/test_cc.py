@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import cc  # noqa: E402
-from cc.testbed import Dumbbell  # noqa: E402
+from testbed.dumbbell import Dumbbell  # noqa: E402
 from hostnoise import StealWindow, least_contended, lowered  # noqa: E402
 
 RATE = 25_000_000

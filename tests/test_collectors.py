@@ -1,6 +1,6 @@
 """Tests of the MPTCP scheduler trace (collectors/: mpvlab-schedtrace + Python wrapper).
 
-Topology (collectors/_testbed.py): a server namespace and a client namespace joined by two
+Topology (testbed/twopath.py): a server namespace and a client namespace joined by two
 veth pairs, each server egress shaped by tbf (3 Mbit/s), offloads off; the client's
 in-kernel path manager adds a second subflow over path 2. A Python IPPROTO_MPTCP sender
 writes N bytes; the collector traces the server namespace only.
@@ -38,7 +38,7 @@ if str(ROOT) not in sys.path:
 
 import collectors  # noqa: E402
 from collectors import CollectorError, load_summary, trace_scheduler  # noqa: E402
-from collectors._testbed import Sniffer, TwoPath, unique_tag  # noqa: E402
+from testbed.twopath import Sniffer, TwoPath, unique_tag  # noqa: E402
 
 RATE_MBIT = 3.0
 FRAME = 1514  # MTU 1500 + 14 Ethernet header (veth counters exclude FCS)

@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "player"))
 from mpvlab.content import ensure_dash, sha256_file  # noqa: E402
-from player.testbed import (  # noqa: E402
+from testbed.player import (  # noqa: E402
     PY, Apache, Net, finish_player, run_cmd as _run, start_player, t_now, wait_event,
 )
 

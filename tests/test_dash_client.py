@@ -1,5 +1,5 @@
 """mpvlab's own DASH client (player/dash_client.py, `--fetcher own`) against Apache over a
-namespace pair (player/testbed.py), compared with GStreamer's dashdemux player on the same runs.
+namespace pair (testbed/player.py), compared with GStreamer's dashdemux player on the same runs.
 
 Namespaces/interfaces carry the helper prefix ``hab``. Content: a SINGLE-level ladder (1 Mbit/s,
 2 s segments, 12 s, 360p), so both players download exactly the same bytes whatever their ABR,
@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "player"))
 from mpvlab.content import ensure_dash  # noqa: E402
-from player.testbed import Apache, Net, finish_player, start_player  # noqa: E402
+from testbed.player import Apache, Net, finish_player, start_player  # noqa: E402
 
 CACHE = Path(os.environ.get("MPVLAB_TEST_CONTENT_DIR", "/tmp/hab-content-cache"))
 W, H, FPS = 640, 360, 30

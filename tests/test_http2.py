@@ -39,7 +39,7 @@ from mpvlab.scenario import ScenarioError, override, parse_scenario, resolved_di
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from player.testbed import Net  # noqa: E402
+from testbed.player import Net  # noqa: E402
 
 PY = sys.executable
 PLAYER = str(REPO / "player" / "mpvlab_player.py")

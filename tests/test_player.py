@@ -36,7 +36,7 @@ from core.hoststeal import StealMeter
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from mpvlab.content import ensure_progressive  # noqa: E402
-from player.testbed import (  # noqa: E402
+from testbed.player import (  # noqa: E402
     PLAYER, Apache, Net, Result, finish_player, start_player, t_now, wait_event,
 )
 

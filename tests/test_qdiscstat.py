@@ -1,6 +1,6 @@
 """Tests of the queue/interface sampler (collectors/: mpvlab-qdiscstat + qdiscstat.py).
 
-Testbed (all names carry the prefix hqs): namespace A (sender) and B (sink) joined by
+Testbed (testbed/qdisc.py, a test-bed run): namespace A (sender) and B (sink) joined by
 one veth pair; A's veth egress is shaped by `tbf rate 3mbit burst 3028 limit 100000`.
 IPv6 is off and the neighbours are static, so the only frames on the wire are the UDP
 datagrams we send: 1472 payload + 8 UDP + 20 IP + 14 Ethernet = 1514 bytes, which is
@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -41,6 +41,7 @@ if str(ROOT) not in sys.path:
 
 from collectors import CollectorError  # noqa: E402
 from hostnoise import StealWindow, least_contended, lowered  # noqa: E402
+from testbed.qdisc import QdiscPair as Bed  # noqa: E402
 from collectors.qdiscstat import (  # noqa: E402
     LINK_COLUMNS, QDISC_COLUMNS, build_qdiscstat, load_samples, sample_queues,
 )
@@ -104,77 +105,9 @@ except BlockingIOError:
 print(json.dumps({"received": n}), flush=True)
 """
 
-READ_SYS = r"""
-import json, os, sys
-out = {}
-for dev in os.listdir("/sys/class/net"):
-    d = f"/sys/class/net/{dev}/statistics"
-    out[dev] = {k: int(open(f"{d}/{k}").read()) for k in
-                ("rx_bytes", "rx_packets", "rx_dropped", "tx_bytes", "tx_packets", "tx_dropped")}
-print(json.dumps(out))
-"""
-
 
 def sh(*argv: str) -> str:
     return subprocess.run(list(argv), check=True, capture_output=True, text=True).stdout
-
-
-def nsexec(ns: str, *argv: str) -> list[str]:
-    return ["ip", "netns", "exec", ns, *argv]
-
-
-@dataclass
-class Bed:
-    tag: str
-    a: str = ""
-    b: str = ""
-    dev_a: str = ""
-    dev_b: str = ""
-    procs: list[subprocess.Popen[str]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.a, self.b = f"hqs-a-{self.tag}", f"hqs-b-{self.tag}"
-        self.dev_a, self.dev_b = f"hqs{self.tag}a", f"hqs{self.tag}b"
-
-    def up(self) -> None:
-        for ns in (self.a, self.b):
-            sh("ip", "netns", "add", ns)
-            for key in ("all", "default"):
-                sh("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{key}.disable_ipv6=1")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "-n", self.a, "link", "add", self.dev_a, "type", "veth", "peer", "name", self.dev_b,
-           "netns", self.b)
-        sh("ip", "-n", self.a, "addr", "add", "10.77.0.1/24", "dev", self.dev_a)
-        sh("ip", "-n", self.b, "addr", "add", "10.77.0.2/24", "dev", self.dev_b)
-        for ns, dev in ((self.a, self.dev_a), (self.b, self.dev_b)):
-            sh("ip", "-n", ns, "link", "set", dev, "up")
-        mac = {ns: json.loads(sh("ip", "-j", "-n", ns, "link", "show", dev))[0]["address"]
-               for ns, dev in ((self.a, self.dev_a), (self.b, self.dev_b))}
-        # Static neighbours: no ARP frames through the qdisc, so counts are exact.
-        sh("ip", "-n", self.a, "neigh", "replace", "10.77.0.2", "lladdr", mac[self.b], "dev",
-           self.dev_a, "nud", "permanent")
-        sh("ip", "-n", self.b, "neigh", "replace", "10.77.0.1", "lladdr", mac[self.a], "dev",
-           self.dev_b, "nud", "permanent")
-        sh("tc", "-n", self.a, "qdisc", "replace", "dev", self.dev_a, "root", "tbf", "rate", "3mbit",
-           "burst", "3028", "limit", str(LIMIT))
-
-    def down(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for ns in (self.a, self.b):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-
-    def spawn(self, ns: str, *argv: str) -> subprocess.Popen[str]:
-        p = subprocess.Popen(nsexec(ns, *argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
-        self.procs.append(p)
-        return p
-
-    def sys_counters(self, ns: str) -> dict[str, dict[str, int]]:
-        # `ip netns exec` mounts the namespace's own /sys.
-        return json.loads(sh(*nsexec(ns, PY, "-c", READ_SYS)))
 
 
 @pytest.fixture(scope="module")

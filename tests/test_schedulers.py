@@ -1,6 +1,6 @@
 """Tests of the MPTCP schedulers (schedulers/): `default`, and `minrtt`/`bdp` as a steering controller.
 
-Testbed (schedulers/_testbed.py): the platform's dual-path topology (client, server, one router per path,
+Testbed (testbed/dualpath.py): the platform's dual-path topology (client, server, one router per path,
 server address on lo reached over both paths), tbf at each router's ingress, the project's NFQUEUE delay
 line in both directions, cubic; a Python MPTCP sender in the server namespace writes at a set demand
 (paced every 10 ms) or in bulk; the receiver reads to EOF in the client namespace.
@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:
 
 import schedulers  # noqa: E402
 from links.schedule import Schedule  # noqa: E402
-from schedulers import _testbed as tb  # noqa: E402
+from testbed import dualpath as tb  # noqa: E402
 from hostnoise import stolen_at_most_s  # noqa: E402
 
 MS = 10**6

@@ -1,14 +1,15 @@
-"""A two-path MPTCP testbed for the collector's tests and benchmark (not platform API).
+"""A two-path MPTCP bed for the collectors' tests and benchmark (tests/test_collectors.py,
+tests/test_qdiscstat.py, bench/bench_collectors.py).
 
-    server ns hob-s-TAG                 client ns hob-c-TAG
-    10.0.1.2/24  hobTAGs1 <--veth--> hobTAGc1  10.0.1.1/24   (path 1, initial subflow)
-    10.0.2.2/24  hobTAGs2 <--veth--> hobTAGc2  10.0.2.1/24   (path 2, joined subflow)
+    server ns                              client ns
+    10.0.1.2/24  <srv if s1> <--veth--> <cli if c1>  10.0.1.1/24   (path 1, initial subflow)
+    10.0.2.2/24  <srv if s2> <--veth--> <cli if c2>  10.0.2.1/24   (path 2, joined subflow)
 
-The client connects to 10.0.1.2 and the in-kernel path manager opens a second subflow
-from its `subflow` endpoint 10.0.2.1 (policy routing per source address keeps each
-subflow on its path). Each server-side veth egress is shaped by tbf; offloads are off
-so every packet on the wire is one MTU-sized segment at most and interface counters
-can be compared with payload bytes. All names carry the prefix hob.
+The client connects to 10.0.1.2 and the in-kernel path manager opens a second subflow from its
+`subflow` endpoint 10.0.2.1 (policy routing per source address keeps each subflow on its path). Each
+server-side veth egress is shaped by tbf; offloads are off so every packet on the wire is one
+MTU-sized segment at most and interface counters can be compared with payload bytes. Namespaces and
+processes belong to a testbed.bed.Bed (run ledger, owner lock).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+
+from core import proc
+from testbed.bed import Bed, Rig
 
 PY = sys.executable
 
@@ -134,21 +138,15 @@ print(json.dumps(st), flush=True)
 """
 
 
-def sh(argv: list[str], timeout: float = 30.0) -> str:
-    cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    if cp.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed ({cp.returncode}): {cp.stderr.strip()}")
-    return cp.stdout
-
-
 @dataclass
 class Transfer:
     nbytes: int
     seconds: float
 
 
-class TwoPath:
-    """Context manager creating (and always deleting) the two namespaces above."""
+class TwoPath(Rig):
+    """Context manager (Rig) creating (and always deleting) the two namespaces above. `tag` (up to 8
+    alphanumerics) tells concurrent beds apart in logs; names carry the bed's run id."""
 
     def __init__(self, tag: str, rate_mbit: float, *, backup: bool = False,
                  limit_bytes: int = 2_000_000) -> None:
@@ -158,69 +156,47 @@ class TwoPath:
         self.rate_mbit = rate_mbit
         self.backup = backup
         self.limit_bytes = limit_bytes
-        self.server_ns = f"hob-s-{tag}"
-        self.client_ns = f"hob-c-{tag}"
-        self.server_ifs = [f"hob{tag}s1", f"hob{tag}s2"]
-        self.client_ifs = [f"hob{tag}c1", f"hob{tag}c2"]
+        self.bed = Bed()
+        self.server_ns = self.client_ns = ""
+        self.server_ifs = [self.bed.ifname("s1"), self.bed.ifname("s2")]
+        self.client_ifs = [self.bed.ifname("c1"), self.bed.ifname("c2")]
 
     # -- lifecycle -----------------------------------------------------------------
-    def __enter__(self) -> "TwoPath":
-        try:
-            self._up()
-        except BaseException:
-            self.down()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.down()
-
-    def _up(self) -> None:
-        s, c = self.server_ns, self.client_ns
-        sh(["ip", "netns", "add", s])
-        sh(["ip", "netns", "add", c])
+    def up(self) -> None:
+        self.bed.open()
+        s, c = self.bed.node("server"), self.bed.node("client")
+        self.server_ns, self.client_ns = s.name, c.name
         burst = max(3200, int(self.rate_mbit * 1e6 / 8 * 0.001))  # >= 1 ms at rate
         for i in (1, 2):
             si, ci = self.server_ifs[i - 1], self.client_ifs[i - 1]
-            sh(["ip", "link", "add", si, "netns", s, "type", "veth", "peer", "name", ci,
-                "netns", c])
-            sh(["ip", "-n", s, "addr", "add", f"10.0.{i}.2/24", "dev", si])
-            sh(["ip", "-n", c, "addr", "add", f"10.0.{i}.1/24", "dev", ci])
-            for ns, dev in ((s, si), (c, ci)):
-                sh(["ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off",
-                    "gro", "off"])
-                sh(["ip", "-n", ns, "link", "set", dev, "up"])
-            sh(["ip", "netns", "exec", s, "tc", "qdisc", "replace", "dev", si, "root", "tbf",
-                "rate", f"{self.rate_mbit}mbit", "burst", str(burst),
-                "limit", str(self.limit_bytes)])
+            self.bed.link(s, si, f"10.0.{i}.2/24", c, ci, f"10.0.{i}.1/24")
+            s.run(["tc", "qdisc", "replace", "dev", si, "root", "tbf", "rate", f"{self.rate_mbit}mbit",
+                   "burst", str(burst), "limit", str(self.limit_bytes)])
         for ns in (s, c):
-            sh(["ip", "-n", ns, "link", "set", "lo", "up"])
-            sh(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0",
-                "net.ipv4.conf.default.rp_filter=0", "net.mptcp.enabled=1",
-                "net.ipv4.tcp_no_metrics_save=1"])
-            sh(["ip", "-n", ns, "mptcp", "limits", "set", "subflow", "2",
-                "add_addr_accepted", "2"])
+            ns.run(["sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
+                    "net.mptcp.enabled=1", "net.ipv4.tcp_no_metrics_save=1"])
+            ns.run(["ip", "mptcp", "limits", "set", "subflow", "2", "add_addr_accepted", "2"])
         for i in (1, 2):
-            sh(["ip", "-n", c, "rule", "add", "from", f"10.0.{i}.1", "table", f"10{i}"])
-            sh(["ip", "-n", c, "route", "add", "default", "via", f"10.0.{i}.2", "dev",
-                self.client_ifs[i - 1], "table", f"10{i}"])
-        ep = ["ip", "-n", c, "mptcp", "endpoint", "add", "10.0.2.1", "dev",
-              self.client_ifs[1], "subflow"]
+            c.run(["ip", "rule", "add", "from", f"10.0.{i}.1", "table", f"10{i}"])
+            c.run(["ip", "route", "add", "default", "via", f"10.0.{i}.2", "dev", self.client_ifs[i - 1],
+                   "table", f"10{i}"])
+        ep = ["ip", "mptcp", "endpoint", "add", "10.0.2.1", "dev", self.client_ifs[1], "subflow"]
         if self.backup:
             ep.append("backup")
-        sh(ep)
+        c.run(ep)
 
     def down(self) -> None:
-        for ns in (self.server_ns, self.client_ns):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        self.bed.close()
+
+    def popen(self, ns: str, argv: list[str]) -> subprocess.Popen[str]:
+        return self.bed.popen(ns, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     # -- measurements --------------------------------------------------------------
     def tx_counters(self) -> dict[str, tuple[int, int]]:
         """Server-side interface tx (bytes, packets): Ethernet frames without FCS."""
         out: dict[str, tuple[int, int]] = {}
         for dev in self.server_ifs:
-            js = json.loads(sh(["ip", "-j", "-s", "-n", self.server_ns, "link", "show", "dev",
-                                dev]))
+            js = json.loads(proc.run(["ip", "-j", "-s", "-n", self.server_ns, "link", "show", "dev", dev]).stdout)
             tx = js[0]["stats64"]["tx"]
             out[dev] = (int(tx["bytes"]), int(tx["packets"]))
         return out
@@ -231,19 +207,15 @@ class TwoPath:
         """Bulk MPTCP transfer server -> client; returns what the client received. With
         hold_s > 0 both ends keep the connection open that long after the last byte
         arrived, and on_received() is called at that point."""
-        srv = subprocess.Popen(["ip", "netns", "exec", self.server_ns, PY, "-c", SERVER_CODE,
-                                str(port), str(nbytes), str(hold_s)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        srv = self.popen(self.server_ns, [PY, "-c", SERVER_CODE, str(port), str(nbytes), str(hold_s)])
         cli: subprocess.Popen[str] | None = None
         try:
             line = srv.stdout.readline() if srv.stdout else ""
             if line.strip() != "listening":
                 raise RuntimeError(f"server did not start: {line!r} "
                                    f"{srv.stderr.read() if srv.stderr else ''}")
-            cli = subprocess.Popen(["ip", "netns", "exec", self.client_ns, PY, "-c",
-                                    CLIENT_CODE, "10.0.1.2", str(port), str(nbytes),
-                                    str(hold_s)],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            cli = self.popen(self.client_ns, [PY, "-c", CLIENT_CODE, "10.0.1.2", str(port), str(nbytes),
+                                              str(hold_s)])
             line = cli.stdout.readline() if cli.stdout else ""
             if not line.strip():
                 cli.wait(timeout=timeout)
@@ -273,9 +245,7 @@ class Sniffer:
         self.result: dict[str, Any] = {}
 
     def __enter__(self) -> "Sniffer":
-        self.proc = subprocess.Popen(["ip", "netns", "exec", self.bed.server_ns, PY, "-c",
-                                      SNIFF_CODE, *self.bed.server_ifs],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = self.bed.popen(self.bed.server_ns, [PY, "-c", SNIFF_CODE, *self.bed.server_ifs])
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if line.strip() != "ready":
             self.proc.kill()

@@ -1,33 +1,33 @@
 """Two emulated paths built with the platform's own code, plus a paced or bulk MPTCP sender, for the
-scheduler tests and benchmark (not platform API).
+scheduler tests and benchmark (tests/test_schedulers.py, bench/bench_schedulers.py).
 
 topologies.dual_path.build (client, server, one router per path; server 10.0.100.1 on lo reached over
-both paths) + mpvlab.transport (MPTCP limits/endpoints, offloads off, server route congctl) +
+both paths) + topologies.mptcp (MPTCP limits/endpoints, offloads off, server route congctl: what a
+run's transport step applies, here with a scenario's default host settings) +
 links.emulator.apply_direction (tbf on an IFB at the router's ingress, then the C delay line). The
-testbed registers a run ledger (/run/mpvlab/runs/<id>.json) like a real run, so another engineer's
-`mpvlab run` never takes its namespaces for orphans, and removes everything on exit.
+bed's run ledger (testbed.bed.Bed) lists every namespace and daemon, so another engineer's
+`mpvlab run` never takes them for orphans, and a killed test's are reaped by the next bed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import secrets
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from links.emulator import DirectionPlan, apply_direction, stop_direction
-from links.schedule import Schedule
-from core import ledger, naming
-from mpvlab import transport
+from core import naming
 from core.hoststeal import StealMeter, StealWindow
 from core.netns import Netns
-from mpvlab.scenario import parse_scenario
-from topologies import dual_path
+from links.emulator import DirectionPlan, apply_direction, stop_direction
+from links.schedule import Schedule
+from links.spec import LinkDirection
+import schedulers
+from testbed.bed import Bed
+from topologies import dual_path, mptcp
 
 PORT = 5201
 PY = sys.executable
@@ -91,6 +91,7 @@ s.close()
 """
 
 
+
 @dataclass
 class PathCfg:
     rate_mbit: float
@@ -99,12 +100,13 @@ class PathCfg:
 
 
 @dataclass
-class Bed:
+class DualPathBed:
     run_id: str
     topo: dual_path.DualPath
     workdir: Path
     t0_ns: int
     paths: list[PathCfg]
+    bed: Bed                   # the ledger behind this bed's namespaces and processes
     handles: list[Any] = field(default_factory=list)
 
     @property
@@ -123,56 +125,42 @@ class Bed:
         return out
 
 
-def new_run_id() -> str:
-    return "hsc" + "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(3))
+# A scenario's default host settings (mpvlab/scenario.py Hosts), which the scheduler tests ran with.
+CLIENT_TCP_RMEM = (4096, 131072, 6291456)
+SERVER_TCP_WMEM = (4096, 16384, 4194304)
 
 
 @contextlib.contextmanager
-def testbed(paths: list[PathCfg], cc: str = "cubic", run_id: str | None = None,
-            workdir: Path | None = None) -> Iterator[Bed]:
-    run_id = naming.check_run_id(run_id or new_run_id())
-    tmp = None
-    if workdir is None:
-        tmp = tempfile.TemporaryDirectory(prefix=f"{run_id}-")
-        workdir = Path(tmp.name)
-    workdir.mkdir(parents=True, exist_ok=True)
-    sc = parse_scenario({
-        "name": "hsc-testbed",
-        "paths": {name: {"down": {"rate": f"{p.rate_mbit}mbit", "buffer": f"{p.buffer_bytes}B"},
-                         "up": {}} for name, p in zip(("a", "b"), paths)},
-        "transport": {"cc": cc if cc in ("cubic", "bbr") else "cubic"},
-        "fidelity": {"probe": False},
-    }, "<schedulers testbed>")
-    led = ledger.Ledger.create(run_id, workdir)
-    topo = None
+def testbed(paths: list[PathCfg], cc: str = "cubic", workdir: Path | None = None) -> Iterator[DualPathBed]:
     handles = []
-    try:
-        topo = dual_path.build(list(sc.paths), sc.topology.server_addressing, run_id, led.add_netns)
-        transport.configure_hosts(topo, sc)
-        transport.set_offloads(topo, False)
-        transport.set_server_cc(topo, cc)
-        t0 = time.monotonic_ns()
-        for p, cfg in zip(topo.paths, paths):
-            spec = sc.paths[p.name]
-            letter = "ab"[p.index]
-            for direction, d, in_if, out_if, qnum in (
-                ("down", spec.down, p.router_server_if, p.router_client_if, 0),
-                ("up", spec.up, p.router_client_if, p.router_server_if, 1),
-            ):
-                plan = DirectionPlan(p.name, direction, p.router.ns, in_if, out_if,
-                                     naming.ifname(run_id, f"{letter}i{qnum}"), qnum, d, cfg.delay, seed=1)
-                handles.append(apply_direction(plan, workdir, t0, led.add_proc))
-        yield Bed(run_id, topo, workdir, t0, paths, handles)
-    finally:
-        for h in handles:
-            with contextlib.suppress(Exception):
-                stop_direction(h)
-        if topo is not None:
-            with contextlib.suppress(Exception):
-                dual_path.teardown(topo)
-        ledger.cleanup_run(led)
-        if tmp is not None:
-            tmp.cleanup()
+    topo = None
+    with Bed(workdir) as bed:
+        assert bed.ledger is not None
+        try:
+            topo = dual_path.build(["a", "b"][:len(paths)], "single", bed.run_id, bed.ledger.add_netns)
+            mptcp.configure_hosts(topo, tcp_no_metrics_save=True, client_tcp_rmem=CLIENT_TCP_RMEM,
+                                  server_tcp_wmem=SERVER_TCP_WMEM, subflows=len(paths), signal=True)
+            mptcp.set_offloads(topo, False)
+            mptcp.set_server_cc(topo, cc)
+            t0 = time.monotonic_ns()
+            for p, cfg in zip(topo.paths, paths):
+                down = LinkDirection.model_validate({"rate": f"{cfg.rate_mbit}mbit", "buffer": f"{cfg.buffer_bytes}B"})
+                letter = "ab"[p.index]
+                for direction, d, in_if, out_if, qnum in (
+                    ("down", down, p.router_server_if, p.router_client_if, 0),
+                    ("up", LinkDirection(), p.router_client_if, p.router_server_if, 1),
+                ):
+                    plan = DirectionPlan(p.name, direction, p.router.ns, in_if, out_if,
+                                         naming.ifname(bed.run_id, f"{letter}i{qnum}"), qnum, d, cfg.delay, seed=1)
+                    handles.append(apply_direction(plan, bed.workdir, t0, bed.ledger.add_proc))
+            yield DualPathBed(bed.run_id, topo, bed.workdir, t0, paths, bed, handles)
+        finally:
+            for h in handles:
+                with contextlib.suppress(Exception):
+                    stop_direction(h)
+            if topo is not None:
+                with contextlib.suppress(Exception):
+                    dual_path.teardown(topo)
 
 
 @dataclass
@@ -183,14 +171,14 @@ class Transfer:
     path_rx_bytes: dict[str, int]
 
 
-def transfer(bed: Bed, rate_bps: float, duration_s: float, sndbuf_setsockopt: int = 0,
+def transfer(bed: DualPathBed, rate_bps: float, duration_s: float, sndbuf_setsockopt: int = 0,
              during: Any = None, rate_hi_bps: float = 0.0, period_s: float = 0.0, cc: str = "-") -> Transfer:
     """Run the sender in the server namespace and the receiver in the client namespace. `rate_bps`
     0 = bulk; with period_s > 0 the demand is rate_hi_bps in the second half of every period. `during` (a context manager factory) is entered after the listener is up and before
     the client connects: the scheduler must be running before the join arrives."""
-    srv = bed.server.popen([PY, "-c", SENDER, str(PORT), repr(rate_bps), repr(duration_s), str(sndbuf_setsockopt),
-                            repr(rate_hi_bps), repr(period_s), cc],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    srv = bed.bed.popen(bed.server, [PY, "-c", SENDER, str(PORT), repr(rate_bps), repr(duration_s),
+                                     str(sndbuf_setsockopt), repr(rate_hi_bps), repr(period_s), cc], "sender",
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert srv.stdout is not None
         line = srv.stdout.readline().decode().strip()
@@ -217,7 +205,7 @@ class CaseResult:
     summary: dict[str, Any]
     out_dir: Path
     duration_s: float
-    steal: StealWindow   # CPU time the hypervisor took during the transfer (mpvlab/hoststeal.py)
+    steal: StealWindow   # CPU time the hypervisor took during the transfer (core/hoststeal.py)
 
     def share(self, path: str) -> float:
         total = sum(self.transfer.path_rx_bytes.values())
@@ -237,8 +225,6 @@ def run_case(scheduler: str, params: dict[str, Any], paths: list[PathCfg], rate_
              out_dir: Path, *, cc: str = "cubic", rate_hi_bps: float = 0.0, period_s: float = 0.0) -> CaseResult:
     """One transfer under one scheduler on a fresh testbed. `default` runs the controller in observe mode
     so that the same counters exist for comparison."""
-    import schedulers  # local: the package imports nothing from here
-
     if scheduler == "default":
         params = {"observe": True, **params}
     p = schedulers.parse_params(scheduler, params)
@@ -247,8 +233,12 @@ def run_case(scheduler: str, params: dict[str, Any], paths: list[PathCfg], rate_
         env = schedulers.prepare_server(scheduler, p, bed.server.name)
         sndbuf = int(env.get("MPVLAB_SNDBUF", "0"))  # what the preload shim would pass to setsockopt
 
-        def during() -> Any:
-            return schedulers.start_scheduler(scheduler, p, bed.server.name, out_dir, bed.t0_ns)
+        @contextlib.contextmanager
+        def during() -> Iterator[Any]:
+            with schedulers.start_scheduler(scheduler, p, bed.server.name, out_dir, bed.t0_ns) as h:
+                if h.pid is not None:   # the controller runs outside the namespace: list it
+                    bed.bed.watch(h.pid, f"scheduler {scheduler}")
+                yield h
 
         with StealMeter() as meter:
             t = transfer(bed, rate_bps, duration_s, sndbuf, during, rate_hi_bps, period_s, cc)

@@ -1,52 +1,47 @@
-"""Test/bench harness for mpvlab-delayline: a client - router - server line of
-network namespaces, the daemon behind an NFQUEUE rule in the router, and
-probes (ICMP echo with kernel receive timestamps, UDP sequence blaster).
+"""Test/bench bed for mpvlab-delayline: a client - router - server line of network namespaces, the
+daemon behind an NFQUEUE rule in the router, and probes (testbed/probes.py: ICMP echo with kernel
+receive timestamps, UDP sequence blaster). Used by tests/test_delayline.py, tests/test_capacity.py,
+bench/bench_delayline.py and bench/bench_traces.py.
 
-Everything it creates carries the prefix ``hdl`` plus a random token and is
-removed by ``Line.close()`` (also on failure). Probes run inside a namespace
-as ``ip netns exec NS python hdl_harness.py probe ...`` and print JSON.
-
-Used by tests/test_delayline.py and bench/bench_delayline.py; the Python
-orchestration proper lives elsewhere.
+The namespaces and processes belong to a testbed.bed.Bed (run ledger, owner lock) and are removed by
+``Line.close()`` (also on failure), or after a killed test by the next bed or `mpvlab cleanup`.
+Run as a script (``python testbed/delayline.py probe ...``) it is the probes and nothing else.
 """
 
 from __future__ import annotations
 
-import argparse
+if __name__ == "__main__":
+    # Inside a namespace as a probe: hand over to the stdlib-only probes before importing the bed.
+    import runpy
+    from pathlib import Path
+    runpy.run_path(str(Path(__file__).with_name("probes.py")), run_name="__main__")
+
 import json
 import os
-import secrets
-import select
 import signal
-import socket
-import struct
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-HERE = Path(__file__).resolve().parent
-# HDL_DELAYLINE_BIN points the harness at another build (used to check that
+from core import proc
+from core.netns import Netns
+from testbed.bed import Bed, Rig
+
+DELAYLINE_DIR = Path(__file__).resolve().parents[1] / "links" / "delayline"
+PROBES = Path(__file__).resolve().with_name("probes.py")
+# HDL_DELAYLINE_BIN points the bed at another build (used to check that
 # the tests catch deliberately broken variants).
-BINARY = Path(os.environ.get("HDL_DELAYLINE_BIN", HERE / "build" / "mpvlab-delayline"))
+BINARY = Path(os.environ.get("HDL_DELAYLINE_BIN", DELAYLINE_DIR / "build" / "mpvlab-delayline"))
 PYTHON = sys.executable
-
-
-def run(args: Sequence[str], check: bool = True, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
-    """Run an argument list (never a shell string)."""
-    cp = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout)
-    if check and cp.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} failed ({cp.returncode}): {cp.stderr.strip()}")
-    return cp
 
 
 def build() -> Path:
     if "HDL_DELAYLINE_BIN" in os.environ:
         return BINARY
-    run(["make", "-s", "-C", str(HERE)], timeout=120)
+    proc.run(["make", "-s", "-C", str(DELAYLINE_DIR)], timeout=120)
     return BINARY
 
 
@@ -60,7 +55,7 @@ class Schedule:
     period_us: int = 0
 
     def text(self) -> str:
-        lines = ["# written by hdl_harness", f"period_us {self.period_us}"]
+        lines = ["# written by testbed/delayline.py", f"period_us {self.period_us}"]
         lines += [f"{t} {d}" for t, d in self.points]
         return "\n".join(lines) + "\n"
 
@@ -125,13 +120,11 @@ def fifo_expected_ns(arrivals_rel_ns: Sequence[int], sched: Schedule) -> list[in
 
 
 @dataclass
-class Line:
+class Line(Rig):
     """client (c0) --- (rc) router (rs) --- (s0) server, IPv4 only."""
 
-    token: str = field(default_factory=lambda: secrets.token_hex(2))
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
-    created: list[str] = field(default_factory=list)
-    tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="hdl-")))
+    bed: Bed = field(default_factory=Bed)
 
     client_ip: str = "10.77.1.1"
     router_c_ip: str = "10.77.1.254"
@@ -139,44 +132,41 @@ class Line:
     server_ip: str = "10.77.2.1"
 
     @property
+    def tmp(self) -> Path:
+        return self.bed.workdir
+
+    @property
     def ns_c(self) -> str:
-        return f"hdl-{self.token}-c"
+        return self.bed.nodes["c"].name
 
     @property
     def ns_r(self) -> str:
-        return f"hdl-{self.token}-r"
+        return self.bed.nodes["r"].name
 
     @property
     def ns_s(self) -> str:
-        return f"hdl-{self.token}-s"
+        return self.bed.nodes["s"].name
 
     def ifn(self, role: str) -> str:
-        return f"hdl{self.token}{role}"  # 9 chars, well under IFNAMSIZ
+        return self.bed.ifname(role)
 
     def nsx(self, ns: str, *args: str, check: bool = True, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
-        return run(["ip", "netns", "exec", ns, *args], check=check, timeout=timeout)
+        return Netns(ns).run(list(args), check=check, timeout=timeout)
 
     def up(self) -> "Line":
-        for ns in (self.ns_c, self.ns_r, self.ns_s):
-            run(["ip", "netns", "add", ns])
-            self.created.append(ns)
-            self.nsx(ns, "ip", "link", "set", "lo", "up")
-            self.nsx(ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-            self.nsx(ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1")
-        # veths are created inside the namespaces, so none ever lives in the host
-        self.nsx(self.ns_c, "ip", "link", "add", self.ifn("c0"), "type", "veth",
-                 "peer", "name", self.ifn("rc"), "netns", self.ns_r)
-        self.nsx(self.ns_s, "ip", "link", "add", self.ifn("s0"), "type", "veth",
-                 "peer", "name", self.ifn("rs"), "netns", self.ns_r)
-        self.nsx(self.ns_c, "ip", "addr", "add", f"{self.client_ip}/24", "dev", self.ifn("c0"))
-        self.nsx(self.ns_s, "ip", "addr", "add", f"{self.server_ip}/24", "dev", self.ifn("s0"))
-        self.nsx(self.ns_r, "ip", "addr", "add", f"{self.router_c_ip}/24", "dev", self.ifn("rc"))
-        self.nsx(self.ns_r, "ip", "addr", "add", f"{self.router_s_ip}/24", "dev", self.ifn("rs"))
-        for ns, dev in ((self.ns_c, "c0"), (self.ns_s, "s0"), (self.ns_r, "rc"), (self.ns_r, "rs")):
-            self.nsx(ns, "ip", "link", "set", self.ifn(dev), "up")
-        self.nsx(self.ns_c, "ip", "route", "add", "default", "via", self.router_c_ip)
-        self.nsx(self.ns_s, "ip", "route", "add", "default", "via", self.router_s_ip)
-        self.nsx(self.ns_r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        self.bed.open()
+        c, r, s = (self.bed.node(role) for role in ("c", "r", "s"))
+        for ns in (c, r, s):
+            ns.run(["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])
+            ns.run(["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"])
+        self.bed.veth(c, self.ifn("c0"), r, self.ifn("rc"))
+        self.bed.veth(s, self.ifn("s0"), r, self.ifn("rs"))
+        for ns, dev, ip in ((c, "c0", self.client_ip), (s, "s0", self.server_ip),
+                            (r, "rc", self.router_c_ip), (r, "rs", self.router_s_ip)):
+            ns.run(["ip", "addr", "add", f"{ip}/24", "dev", self.ifn(dev)])
+        c.run(["ip", "route", "add", "default", "via", self.router_c_ip])
+        s.run(["ip", "route", "add", "default", "via", self.router_s_ip])
+        r.run(["sysctl", "-qw", "net.ipv4.ip_forward=1"])
         # ARP once so the first probes do not measure neighbour resolution
         warm = self.ping(3, 0.02, wait_s=0.5)
         if not any(x["rtt_ns"] is not None for x in warm):
@@ -206,8 +196,7 @@ class Line:
             self.nsx(ns, "sysctl", "-qw", f"net.core.wmem_max={max_bytes}")
 
     def spawn(self, ns: str, args: Sequence[str]) -> subprocess.Popen[str]:
-        p = subprocess.Popen(["ip", "netns", "exec", ns, *args], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+        p = self.bed.popen(ns, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(p)
         return p
 
@@ -222,25 +211,10 @@ class Line:
                     p.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     pass
-        # deleting a namespace removes its veths, qdiscs and iptables rules
-        for ns in self.created:
-            run(["ip", "netns", "del", ns], check=False)
-        self.created.clear()
-        for f in self.tmp.glob("*"):
-            f.unlink(missing_ok=True)
-        try:
-            self.tmp.rmdir()
-        except OSError:
-            pass
+        # the bed deletes the namespaces (their veths, qdiscs and iptables rules) and the workdir
+        self.bed.close()
 
-    def __enter__(self) -> "Line":
-        try:
-            return self.up()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
+    def down(self) -> None:
         self.close()
 
     # ---------------------------------------------------------------- daemon
@@ -271,7 +245,7 @@ class Line:
     # ---------------------------------------------------------------- probes
 
     def probe(self, ns: str, args: Sequence[str], timeout: float = 60.0) -> Any:
-        cp = self.nsx(ns, PYTHON, str(Path(__file__).resolve()), "probe", *args, timeout=timeout)
+        cp = self.nsx(ns, PYTHON, str(PROBES), "probe", *args, timeout=timeout)
         return json.loads(cp.stdout)
 
     def ping(self, count: int, interval_s: float, dst: str | None = None,
@@ -325,190 +299,10 @@ class Daemon:
     def cpu_ticks(self) -> int:
         """utime + stime of the daemon (clock ticks) from /proc/PID/stat."""
         assert self.proc is not None
-        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2:].split()
-        return int(fields[11]) + int(fields[12])
-
-
-# --------------------------------------------------------------------------
-# Probes (run inside a namespace by ``python hdl_harness.py probe ...``)
-
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-
-
-def _icmp_checksum(b: bytes) -> int:
-    if len(b) % 2:
-        b += b"\0"
-    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
-    s = (s >> 16) + (s & 0xFFFF)
-    s += s >> 16
-    return ~s & 0xFFFF
-
-
-def probe_ping(dst: str, count: int, interval: float, wait: float) -> list[dict[str, Any]]:
-    """Echo requests at fixed times; RTT = kernel receive timestamp (SO_TIMESTAMPNS)
-    minus CLOCK_REALTIME read just before sendto. send_mono_ns lets callers
-    align samples with the daemon's CLOCK_MONOTONIC t0."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-    ident = os.getpid() & 0xFFFF
-    sent_real: dict[int, int] = {}
-    samples: list[dict[str, Any]] = []
-    start = time.monotonic_ns() + 20_000_000
-    step = int(interval * 1e9)
-    i = 0
-    deadline: int | None = None
-
-    def handle() -> None:
-        data, anc, _, _ = sock.recvmsg(2048, 256)
-        ihl = (data[0] & 0x0F) * 4
-        typ, _, _, rid, seq = struct.unpack("!BBHHH", data[ihl:ihl + 8])
-        if typ != 0 or rid != ident or seq not in sent_real:
-            return
-        ts = None
-        for lvl, t, val in anc:
-            if lvl == socket.SOL_SOCKET and t == SO_TIMESTAMPNS:
-                sec, nsec = struct.unpack("qq", val[:16])
-                ts = sec * 1_000_000_000 + nsec
-        if ts is None:
-            ts = time.time_ns()
-        s = samples[seq]
-        if s["rtt_ns"] is None:
-            s["rtt_ns"] = ts - sent_real[seq]
-
-    while True:
-        now = time.monotonic_ns()
-        if i < count:
-            due = start + i * step
-            if now >= due:
-                seq = i & 0xFFFF
-                hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
-                payload = struct.pack("!Q", i) + b"hdl-probe" * 4
-                csum = _icmp_checksum(hdr + payload)
-                pkt = struct.pack("!BBHHH", 8, 0, csum, ident, seq) + payload
-                # Both clocks must describe the same instant: the RTT uses
-                # CLOCK_REALTIME (kernel rx stamps), the schedule alignment
-                # CLOCK_MONOTONIC. Retry if we were preempted between reads.
-                for _ in range(100):
-                    m1 = time.monotonic_ns()
-                    real = time.time_ns()
-                    send_mono = time.monotonic_ns()
-                    if send_mono - m1 < 20_000:
-                        break
-                sent_real[seq] = real + (send_mono - m1) // 2
-                sock.sendto(pkt, (dst, 0))
-                samples.append({"seq": i, "send_mono_ns": send_mono, "rtt_ns": None})
-                i += 1
-                if i == count:
-                    deadline = time.monotonic_ns() + int(wait * 1e9)
-                continue
-            timeout = (due - now) / 1e9
-        else:
-            assert deadline is not None
-            if now >= deadline:
-                break
-            timeout = (deadline - now) / 1e9
-        r, _, _ = select.select([sock], [], [], timeout)
-        if r:
-            handle()
-    sock.close()
-    return samples
-
-
-def probe_udprecv(port: int, duration: float, ready: str) -> dict[str, Any]:
-    """Receive sequence-numbered datagrams; count reorderings (a sequence
-    number lower than one already seen) and duplicates."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE
-    except OSError:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
-    sock.bind(("0.0.0.0", port))
-    sock.settimeout(0.2)
-    Path(ready).write_text("1")
-    end = time.monotonic() + duration
-    maxseq = -1
-    got = reorders = dups = 0
-    seen: set[int] = set()
-    last_rx = time.monotonic()
-    while time.monotonic() < end:
-        try:
-            data = sock.recv(65536)
-        except socket.timeout:
-            if got and time.monotonic() - last_rx > 1.0:
-                break
-            continue
-        last_rx = time.monotonic()
-        (seq,) = struct.unpack("!Q", data[:8])
-        if seq in seen:
-            dups += 1
-            continue
-        seen.add(seq)
-        got += 1
-        if seq < maxseq:
-            reorders += 1
-        else:
-            maxseq = seq
-    return {"received": got, "reorders": reorders, "duplicates": dups, "max_seq": maxseq}
-
-
-def probe_udpsend(dst: str, port: int, count: int, size: int, pps: float) -> dict[str, Any]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    pad = b"\0" * max(0, size - 8)
-    t0 = time.monotonic()
-    for i in range(count):
-        if pps > 0:
-            due = t0 + i / pps
-            while time.monotonic() < due:
-                pass
-        while True:
-            try:
-                sock.sendto(struct.pack("!Q", i) + pad, (dst, port))
-                break
-            except BlockingIOError:
-                time.sleep(0.0005)
-            except OSError as e:
-                if e.errno == 105:  # ENOBUFS: qdisc full, try again
-                    time.sleep(0.0005)
-                    continue
-                raise
-    return {"sent": count, "duration_s": time.monotonic() - t0}
-
-
-def _main(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    pr = sub.add_parser("probe")
-    psub = pr.add_subparsers(dest="kind", required=True)
-    p = psub.add_parser("ping")
-    p.add_argument("--dst", required=True)
-    p.add_argument("--count", type=int, required=True)
-    p.add_argument("--interval", type=float, required=True)
-    p.add_argument("--wait", type=float, default=1.0)
-    p = psub.add_parser("udprecv")
-    p.add_argument("--port", type=int, required=True)
-    p.add_argument("--duration", type=float, required=True)
-    p.add_argument("--ready", required=True)
-    p = psub.add_parser("udpsend")
-    p.add_argument("--dst", required=True)
-    p.add_argument("--port", type=int, required=True)
-    p.add_argument("--count", type=int, required=True)
-    p.add_argument("--size", type=int, default=1000)
-    p.add_argument("--pps", type=float, default=0.0)
-    a = ap.parse_args(argv)
-    if a.kind == "ping":
-        out: Any = probe_ping(a.dst, a.count, a.interval, a.wait)
-    elif a.kind == "udprecv":
-        out = probe_udprecv(a.port, a.duration, a.ready)
-    else:
-        out = probe_udpsend(a.dst, a.port, a.count, a.size, a.pps)
-    json.dump(out, sys.stdout)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
+        ticks = proc.cpu_ticks(self.proc.pid)
+        if ticks is None:
+            raise ProcessLookupError(f"delay line {self.proc.pid} is gone")
+        return ticks
 
 
 # --------------------------------------------------------------------------
