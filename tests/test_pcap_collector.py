@@ -1,4 +1,4 @@
-"""collectors/pcap.py on the collectors' two-path MPTCP testbed (collectors/_testbed.py): the size limit
+"""collectors/pcap.py on the collectors' two-path MPTCP testbed (testbed/twopath.py): the size limit
 stops a capture and says so, a full capture's bytes equal the interface counters, every tcpdump is
 registered and gone afterwards, a failing block stops them too. Root, namespaces; ~10 s."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from collectors import pcap
-from collectors._testbed import TwoPath, unique_tag
+from testbed.twopath import TwoPath, unique_tag
 from core import proc
 
 pytestmark = [pytest.mark.netns]
