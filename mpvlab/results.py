@@ -26,7 +26,13 @@ Tables (each a DataFrame; the time series are read on first access):
 | scheduler | data/schedtrace/subflow_samples.csv (BPF), + `path`, `t_s` | scheduler-side subflow sample |
 | switches | data/schedtrace/switches.csv, + `from_path`, `to_path`, `t_s` | path switch |
 | player | logs/player-events.jsonl (flattened; `type` names the event) | player event |
-| cc | data/bbrs_state.csv (BBR-S), + `path`, `t_s` | CC state sample |
+| cc | the CC's state file as cc/registry.py names it (BBR-S data/bbrs_state.csv, BBRv3 bbr3_state.csv, …), + `path`, `t_s`, `state`, `source` | CC state sample |
+
+Every per-flow series (subflows, scheduler, cc) also carries the flow's identity and role
+(mpvlab/flows.py): `flow` ("saddr:sport-daddr:dport" from the server's side), `mptcp_token` (the
+MPTCP connection, where `ss` showed it) and `role` (workload | probe | check | cross | other). Select
+`role == "workload"` before averaging: a CC state file holds the fidelity probe, the loopback
+readiness check and the preflight request too.
 
 Shared-bottleneck runs keep per-player files under data/clientN/ and logs/clientN/: those rows carry
 `client` = "clientN" (empty for the single player of the other kinds).
@@ -43,6 +49,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from mpvlab import flows as flowids
 from mpvlab.report.aggregate import Collection, Run, aggregate, flatten
 
 KEYS = ["run_id", "config", "scenario", "cc", "scheduler", "trial", "seed"]
@@ -177,9 +184,51 @@ class Results:
         return df
 
     @cached_property
+    def _rules(self) -> dict[str, flowids.RoleRules]:
+        return {self.keys[r.run_dir]["run_id"]: flowids.rules_for_run(r.run_dir, r.summary) for r in self._complete()}
+
+    def _identify(self, df: pd.DataFrame, ends: Any) -> pd.DataFrame:
+        """Adds `flow` and `role` (and an empty `mptcp_token` where the source has none): `ends(row)`
+        gives the row's (saddr, sport, daddr, dport) from the server's side."""
+        if df.empty:
+            for c in ("flow", "role", "mptcp_token"):
+                df[c] = pd.Series(dtype=str)
+            return df
+        keys, roles = [], []
+        for rid, row in zip(df["run_id"], df.to_dict("records")):
+            try:
+                sa, sp, da, dp = ends(row)
+            except (KeyError, ValueError, TypeError):
+                keys.append(None)
+                roles.append(None)
+                continue
+            keys.append(flowids.flow_key(sa, sp, da, dp))
+            rules = self._rules.get(rid)
+            roles.append(rules.role(sa, sp, da, dp) if rules else None)
+        df["flow"], df["role"] = keys, roles
+        if "mptcp_token" not in df.columns:
+            df["mptcp_token"] = None
+        return df
+
+    @staticmethod
+    def _ends_local_peer(row: dict[str, Any]) -> tuple[str, int, str, int]:
+        (sa, sp), (da, dp) = flowids.split_endpoint(row["local"]), flowids.split_endpoint(row["peer"])
+        return sa, sp, da, dp
+
+    @staticmethod
+    def _ends_tuple(row: dict[str, Any]) -> tuple[str, int, str, int]:
+        return str(row["saddr"]), int(row["sport"]), str(row["daddr"]), int(row["dport"])
+
+    @staticmethod
+    def _ends_subflow(row: dict[str, Any]) -> tuple[str, int, str, int]:
+        a, b = str(row["subflow"]).split("-", 1)
+        (sa, sp), (da, dp) = flowids.split_endpoint(a), flowids.split_endpoint(b)
+        return sa, sp, da, dp
+
+    @cached_property
     def subflows(self) -> pd.DataFrame:
-        """`ss` samples per subflow (server side); `path` from the peer (client) address."""
-        return self._path_from(self._series("subflows.csv"), "peer", host_of)
+        """`ss` samples per subflow (server side); `path` from the peer (client) address; `flow`, `role`."""
+        return self._identify(self._path_from(self._series("subflows.csv"), "peer", host_of), self._ends_local_peer)
 
     @cached_property
     def links(self) -> pd.DataFrame:
@@ -196,6 +245,7 @@ class Results:
     @cached_property
     def scheduler(self) -> pd.DataFrame:
         df = self._path_from(self._series("schedtrace/subflow_samples.csv"), "subflow", _subflow_remote)
+        df = self._identify(df, self._ends_subflow)
         if "t" in df.columns:
             df["t_s"] = df["t"]
         return df
@@ -238,13 +288,30 @@ class Results:
 
     @cached_property
     def cc(self) -> pd.DataFrame:
-        """BBR-S state samples; `t_s` from CLOCK_MONOTONIC `t_ns` and the player's run time zero."""
-        df = self._series("bbrs_state.csv")
-        if df.empty:
-            return df
-        t0 = {self.keys[r.run_dir]["run_id"]: _t0_ns(r.run_dir, "") for r in self._complete()}
-        df["t_s"] = [(t - t0[rid]) / 1e9 if t0.get(rid) is not None else math.nan
-                     for rid, t in zip(df["run_id"], df["t_ns"])]
+        """Each run's CC state samples from the file its CC's registry entry names (`source`); `t_s`
+        on the run's clock, `path` from the client address, `flow`, `role`, and `state` (the mode
+        with its PROBE_BW sub-phase, mpvlab/flows.py mode_label)."""
+        from cc import registry
+        frames = []
+        for r in self._complete():
+            entry = registry.REGISTRY.get(r.cc)
+            spec = entry.state if entry is not None else None
+            if spec is None or spec.time != "t_ns":      # kernel BBR's ss state is the subflows table
+                continue
+            df = _read_csv(r.run_dir / "data" / spec.file)
+            if df is None or not len(df):
+                continue
+            df = self._keyed(df, r, "")
+            t0 = _t0_ns(r.run_dir, "")
+            df["t_s"] = [(t - t0) / 1e9 if t0 is not None else math.nan for t in df["t_ns"]]
+            df["source"] = f"data/{spec.file}"
+            modes = df[spec.mode] if spec.mode and spec.mode in df.columns else [None] * len(df)
+            phases = df[spec.phase] if spec.phase and spec.phase in df.columns else [None] * len(df)
+            df["state"] = [flowids.mode_label(m, None if p is None or (isinstance(p, float) and math.isnan(p))
+                                              else str(p), spec.phase) for m, p in zip(modes, phases)]
+            frames.append(df)
+        df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*KEYS, "client", "t_s"])
+        df = self._identify(df, self._ends_tuple)
         return self._path_from(df, "daddr", host_of)
 
     # -- export ----------------------------------------------------------------------------------

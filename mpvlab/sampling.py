@@ -3,7 +3,10 @@
 - links.csv: per client interface (one per path) cumulative rx/tx bytes and packets, read from
   /proc/<pid>/net/dev of a process inside the client namespace (no fork per sample).
 - subflows.csv: per TCP subflow of the server (`ss -tin` in the server namespace): congestion control,
-  cwnd, srtt, delivery rate, bytes acked — also the proof that each subflow runs the chosen CC.
+  cwnd, srtt, delivery rate, bytes acked — also the proof that each subflow runs the chosen CC. Each
+  row names its flow (`local`, `peer`: the 4-tuple from the server's side) and, for an MPTCP subflow,
+  its connection (`mptcp_token`: the server's local MPTCP token, the same for every subflow of one
+  connection); its role (workload, probe, check, cross) is assigned after the run (mpvlab/flows.py).
 """
 
 from __future__ import annotations
@@ -57,6 +60,9 @@ _SS_FIELDS = {
     "pacing_rate": re.compile(r"\bpacing_rate (\d+(?:\.\d+)?)([KMG]?)bps"),
     "retrans": re.compile(r"\bretrans:\d+/(\d+)"),
     "bbr_bw": re.compile(r"bbr:\(bw:(\d+(?:\.\d+)?)([KMG]?)bps"),
+    "bbr_min_rtt_ms": re.compile(r"bbr:\([^)]*\bmrtt:([\d.]+)"),
+    # ss prints a subflow's MPTCP tokens as token:LOCAL(id:N)/REMOTE(id:M) (hex)
+    "mptcp_token": re.compile(r"\btoken:([0-9a-f]+)\(id:\d+\)/"),
 }
 _MULT = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}
 
@@ -85,6 +91,10 @@ def parse_ss(text: str) -> list[dict[str, Any]]:
                 row["rttvar_ms"] = float(m.group(2))
             elif key in ("delivery_rate", "pacing_rate", "bbr_bw"):
                 row[key] = float(m.group(1)) * _MULT[m.group(2)]
+            elif key == "bbr_min_rtt_ms":
+                row[key] = float(m.group(1))
+            elif key == "mptcp_token":
+                row[key] = m.group(1)
             else:
                 row[key] = int(m.group(1))
         row.pop("rtt", None)
@@ -148,7 +158,7 @@ class Sampler:
         period = 1.0 / min(self.ss_hz, self.hz)
         with (self.out_dir / "subflows.csv").open("w") as f:
             f.write("t_s,local,peer,cc,mptcp,cwnd,srtt_ms,rttvar_ms,delivery_rate_bps,pacing_rate_bps,"
-                    "bytes_acked,retrans,bbr_bw_bps\n")
+                    "bytes_acked,retrans,bbr_bw_bps,bbr_min_rtt_ms,mptcp_token\n")
             while not self._stop.is_set():
                 cp = self.server.run(["ss", "-tinH", "state", "established", f"sport = :{self.server_port}"],
                                      check=False, timeout=5)
@@ -157,7 +167,8 @@ class Sampler:
                     self.subflows_seen[(r["local"], r["peer"])] = r["cc"]
                     f.write(f"{t:.4f},{r['local']},{r['peer']},{r['cc']},{int(r['mptcp'])},{_n(r['cwnd'])},"
                             f"{_n(r.get('srtt_ms'))},{_n(r.get('rttvar_ms'))},{_n(r['delivery_rate'])},"
-                            f"{_n(r['pacing_rate'])},{_n(r['bytes_acked'])},{_n(r['retrans'])},{_n(r['bbr_bw'])}\n")
+                            f"{_n(r['pacing_rate'])},{_n(r['bytes_acked'])},{_n(r['retrans'])},{_n(r['bbr_bw'])},"
+                            f"{_n(r['bbr_min_rtt_ms'])},{_n(r['mptcp_token'])}\n")
                 f.flush()
                 self._stop.wait(period)
 

@@ -8,7 +8,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from mpvlab import sampling
+from mpvlab import flows, sampling
 
 from topologies import dual_path
 from core.errors import RunFailed
@@ -90,6 +90,23 @@ def subflow_address_check(topo: dual_path.DualPath, subflows: list[dict[str, Any
             "stray": stray, "ok": not stray}
 
 
+def cc_state_view(ctx: RunContext, sampler: sampling.Sampler, playback_s: float | None) -> dict[str, Any] | None:
+    """Names every flow of the run's per-flow series (data/flows.json, .csv) and, for a CC whose state
+    the registry names, its model over the workload's flows during playback (mpvlab/flows.py)."""
+    rules = flows.RoleRules(sampler.server_port, flows.preflight_ports(ctx.logs / "apache" / "access.log"))
+    tokens = flows.mptcp_tokens(ctx.data / "subflows.csv")
+    from cc.registry import KERNEL_BBR_STATE       # the ss samples' columns (also kernel BBR's state)
+    series = {"subflows.csv": flows.read_state(ctx.data / "subflows.csv", KERNEL_BBR_STATE, rules, ctx.t0_ns)}
+    spec = ctx.scenario.transport.cc_entry.state
+    view = None
+    if spec is not None:
+        rows = series.get(spec.file) or flows.read_state(ctx.data / spec.file, spec, rules, ctx.t0_ns)
+        series[spec.file] = rows
+        view = flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s or 0.0)), tokens).to_json()
+    flows.write_flows(ctx.data, rules, series, tokens)
+    return view
+
+
 def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, before: dict[str, dict[str, int]],
               after: dict[str, dict[str, int]], sampler: sampling.Sampler, fid: dict[str, Any],
               sched: dict[str, Any], steer: dict[str, Any]) -> dict[str, Any]:
@@ -162,4 +179,5 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
         "fidelity_ok": fid.get("ok"),
         "fidelity_warnings": fid.get("warnings", []),
         "sampler_errors": sampler.errors,
+        "cc_state": cc_state_view(ctx, sampler, playback_s),
     }
