@@ -49,7 +49,8 @@ class StateSeries:
     min_rtt_to_ms: float = 1e-3             # factor: min_rtt column -> ms
     mode: str | None = None                 # STARTUP / DRAIN / PROBE_BW / PROBE_RTT
     # PROBE_BW sub-phase: a column naming it (BBRv3: UP/DOWN/CRUISE/REFILL), or, for v1 (whose gain
-    # cycle index is not exported), "pacing_gain": UP above 1, DOWN below 1, CRUISE at 1.
+    # cycle index is not exported), a pacing-gain column (name ending "pacing_gain"): UP above 1, DOWN
+    # below 1, CRUISE at 1.
     phase: str | None = None
     time: str = "t_ns"                      # "t_ns": CLOCK_MONOTONIC ns; "t_s": the run's clock
     tuple_cols: tuple[str, ...] = ("saddr", "sport", "daddr", "dport")
@@ -59,9 +60,10 @@ class StateSeries:
 BBRS_STATE = StateSeries("bbrs_state.csv", "bw_est_bps", "min_rtt_us", mode="mode", phase="pacing_gain")
 BBR3_STATE = StateSeries("bbr3_state.csv", "bw_est_bps", "min_rtt_us", mode="mode", phase="phase")
 BBR3S_STATE = StateSeries("bbr3s_state.csv", "bw_est_bps", "min_rtt_us", mode="mode", phase="phase")
-# Kernel BBR v1: `get_info` (ss's bbr:(bw:…,mrtt:…)) shows bw and min RTT; its mode is not exported.
-KERNEL_BBR_STATE = StateSeries("subflows.csv", "bbr_bw_bps", "bbr_min_rtt_ms", min_rtt_to_ms=1.0, time="t_s",
-                               tuple_cols=("local", "peer"), per_ack=False)
+# Kernel BBR v1: `get_info` (ss's bbr:(bw:…,mrtt:…,pacing_gain:…,cwnd_gain:…)) at the ss sampler's
+# rate; the mode is not exported, the sampler infers it from the gains (mpvlab/sampling.py bbr_v1_mode).
+KERNEL_BBR_STATE = StateSeries("subflows.csv", "bbr_bw_bps", "bbr_min_rtt_ms", min_rtt_to_ms=1.0, mode="bbr_mode",
+                               phase="bbr_pacing_gain", time="t_s", tuple_cols=("local", "peer"), per_ack=False)
 
 
 # setup(run_id, params, data_dir, logs_dir, state_hz) -> context manager yielding a CCRun

@@ -157,7 +157,7 @@ def mode_label(mode: str | None, phase_value: str | None, phase_col: str | None)
         return None
     if mode != "PROBE_BW" or not phase_col or phase_value in (None, ""):
         return mode
-    if phase_col == "pacing_gain":
+    if phase_col.endswith("pacing_gain"):       # BBR-S "pacing_gain", kernel BBR (ss) "bbr_pacing_gain"
         try:
             g = float(phase_value)  # type: ignore[arg-type]
         except ValueError:

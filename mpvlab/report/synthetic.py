@@ -98,18 +98,33 @@ def _cc_state(run_dir: Path, cc: str, rng: random.Random, seconds: int, hz: int 
     rundir.write_json(run_dir / "logs" / "player-summary.json", {"t0_ns": T0_NS})
 
 
-def _series(run_dir: Path, rng: random.Random, seconds: int, hz: int) -> None:
+def _series(run_dir: Path, rng: random.Random, seconds: int, hz: int, cc: str = "cubic") -> None:
+    """links.csv and subflows.csv; `ss` shows the CC's kernel name (a BPF CC's run-scoped one) and, for
+    kernel BBR, its bbr:(…) block (bw, min RTT, gains: the modes of `state_modes`)."""
+    from cc import registry
+    from mpvlab.sampling import bbr_v1_mode
+    entry = registry.REGISTRY.get(cc)
+    seen = f"{cc.replace('-', '')[:8]}_synthe" if entry is not None and entry.bpf else cc
     links = ["t_s,path,interface,rx_bytes,rx_packets,tx_bytes,tx_packets"]
     subs = ["t_s,local,peer,cc,mptcp,cwnd,srtt_ms,rttvar_ms,delivery_rate_bps,pacing_rate_bps,bytes_acked,retrans,"
-            "bbr_bw_bps"]
+            "bbr_bw_bps,bbr_min_rtt_ms,mptcp_token,bbr_pacing_gain,bbr_cwnd_gain,bbr_mode"]
     cum = {p: 0 for p in PATHS}
+    # drawn only for BBR, so the other CCs' synthetic values stay what they were
+    startup_s = round(rng.uniform(0.5, 1.5), 2) if cc == "bbr" else 1.0
     for i in range(seconds * hz):
         t = i / hz
         for n, (p, addr) in enumerate(PATHS.items()):
             cum[p] += int(3e6 / 8 / hz * rng.uniform(0.8, 1.2))
             links.append(f"{t:.4f},{p},sx{n},{cum[p]},{cum[p] // 1514},0,0")
-            subs.append(f"{t:.4f},10.0.100.1:80,{addr}:4{n}000,cubic,1,{rng.randint(5, 40)},{rng.uniform(20, 90):.3f},"
-                        f"5.0,3e6,3.6e6,{cum[p]},,")
+            bbr = ",,"
+            gains = ",,"
+            if cc == "bbr":
+                mode, pg, _ = state_modes(t, startup_s)
+                cg = 1.0 if mode == "PROBE_RTT" else 2.885 if mode in ("STARTUP", "DRAIN") else 2.0
+                bbr = f"{3e6 * rng.uniform(0.9, 1.1):.0f},20.0,"
+                gains = f"{pg},{cg},{bbr_v1_mode(pg, cg)}"
+            subs.append(f"{t:.4f},{SERVER}:80,{addr}:4{n}000,{seen},1,{rng.randint(5, 40)},{rng.uniform(20, 90):.3f},"
+                        f"5.0,3e6,3.6e6,{cum[p]},,{bbr}1a2b3c4d,{gains}")
     rundir.write_text(run_dir / "data" / "links.csv", "\n".join(links) + "\n")
     rundir.write_text(run_dir / "data" / "subflows.csv", "\n".join(subs) + "\n")
 
@@ -148,7 +163,7 @@ def write_run(run_dir: Path, scenario: str, cc: str, scheduler: str, trial: int,
         metrics.update({f"dash.{k}": v for k, v in d.items()})
     rundir.write_json(run_dir / "summary.json", summary)
     if series_s:
-        _series(run_dir, rng, series_s, hz=5)
+        _series(run_dir, rng, series_s, hz=5, cc=cc)
         _cc_state(run_dir, cc, rng, series_s)
     rundir.write_status(run_dir, "complete")
     return metrics
