@@ -253,6 +253,7 @@ class SharedSummary(RunHead):
     subflows: list[Subflow]
     host_steal_during_playback: Steal
     http: HttpRecord
+    cc_state: CCStateView | None = None
 
 
 Summary = Annotated[Union[EmulatedSummary, PhysicalSummary, SharedSummary], Field(discriminator="topology")]

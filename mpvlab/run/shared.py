@@ -390,6 +390,9 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         summary["host_steal_during_playback"] = steal.as_dict()
         summary["http"] = {"protocol": http.protocol, "tls": http.tls is not None, "port": http.port,
                            **{k: tally[k] for k in ("requests", "by_protocol", "by_tls_version", "by_cipher")}}
+        # hbmb (flow roles): name every flow, the CC's model over the players' flows only (mpvlab/flows.py)
+        from mpvlab.run.views import cc_state_view
+        summary["cc_state"] = cc_state_view(ctx, samplers[0], (t_end - ctx.t0_ns) / 1e9)
         summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
     return summary
 
