@@ -272,9 +272,51 @@ def mode_share_figures(models: list[ConfigModel], confidence: float) -> list[Any
     return figs
 
 
+def estimate_figures(models: list[ConfigModel], confidence: float) -> list[Any]:
+    """Per scenario: the estimate over the link rate and the min RTT per configuration, mean over
+    trials with its interval and the trials as dots."""
+    from mpvlab.report.figures import Figure
+    groups: dict[str, list[ConfigModel]] = {}
+    for cm in models:
+        if cm.ratio.n:
+            groups.setdefault(_group(cm.cfg), []).append(cm)
+    figs = []
+    for gname, cms in groups.items():
+        cms.sort(key=lambda cm: (cc_order(cm.cfg.cc), sched_order(cm.cfg.scheduler)))
+        sty = st.style_for(cc=[cm.cfg.cc for cm in cms], scheduler=[cm.cfg.scheduler for cm in cms])
+        with matplotlib.rc_context(st.RC):
+            fig, axes = plt.subplots(1, 2, figsize=(st.FULL_W, 2.2), layout="constrained")
+            for ax, get, per_run, ylabel in (
+                    (axes[0], lambda cm: cm.ratio, lambda m: m.ratio, "estimate / link rate"),
+                    (axes[1], lambda cm: cm.min_rtt, lambda m: m.view.min_rtt_ms_mean_time_weighted, "min RTT (ms)")):
+                for i, cm in enumerate(cms):
+                    s = get(cm)
+                    ax.bar(i, s.mean, 0.7, color=sty.colour("cc", cm.cfg.cc), alpha=0.85, edgecolor="black",
+                           linewidth=0.5, hatch=sty.entry("scheduler", cm.cfg.scheduler).hatch)
+                    if (e := _err(s)) is not None:
+                        ax.errorbar(i, s.mean, yerr=[[e[0]], [e[1]]], color="black", capsize=1.5, linewidth=0.7)
+                    vals = [v for m in cm.runs if (v := per_run(m)) is not None]
+                    ax.scatter([i] * len(vals), vals, s=3, color="black", zorder=3, alpha=0.6, linewidths=0)
+                ax.set_xticks(range(len(cms)))
+                ax.set_xticklabels([f"{sty.label('cc', cm.cfg.cc)}\n{sty.label('scheduler', cm.cfg.scheduler)}"
+                                    for cm in cms])
+                ax.set_ylabel(ylabel)
+                ax.set_ylim(bottom=0)
+                ax.grid(axis="y")
+            axes[0].axhline(1.0, color="black", linestyle="--", linewidth=0.7)
+            fig.suptitle(f"BBR's estimate against the link, and min RTT — {gname}", x=0.01, ha="left")
+        figs.append(Figure(f"bbr-estimate-{gname}", f"BBR estimate and min RTT — {gname}",
+                           "Per configuration: the CC's bandwidth estimate over the path's configured rate (per "
+                           "workload flow, time-weighted, flows weighted by duration; dashed: 1 = the link) and its "
+                           f"min RTT; bar = mean over trials, whisker = {round(confidence * 100)} % interval of the "
+                           "mean (BCa bootstrap for the ratio, Student t for the RTT), dots = trials.", fig))
+    return figs
+
+
 def figures(c: Collection) -> list[Any]:
     models = config_models(c)
-    return [*over_time_figures(models), *mode_share_figures(models, c.confidence)]
+    return [*over_time_figures(models), *mode_share_figures(models, c.confidence),
+            *estimate_figures(models, c.confidence)]
 
 
 def html_rows(c: Collection) -> tuple[list[str], list[dict[str, Any]]]:
