@@ -187,25 +187,27 @@ class Results:
     def _rules(self) -> dict[str, flowids.RoleRules]:
         return {self.keys[r.run_dir]["run_id"]: flowids.rules_for_run(r.run_dir, r.summary) for r in self._complete()}
 
-    def _identify(self, df: pd.DataFrame, ends: Any) -> pd.DataFrame:
+    def _identify(self, df: pd.DataFrame, ends: Any, cols: list[str]) -> pd.DataFrame:
         """Adds `flow` and `role` (and an empty `mptcp_token` where the source has none): `ends(row)`
-        gives the row's (saddr, sport, daddr, dport) from the server's side."""
-        if df.empty:
+        gives the (saddr, sport, daddr, dport) from the server's side of a row's `cols`; worked out
+        once per distinct flow of a run, not per row."""
+        if df.empty or any(c not in df.columns for c in cols):
             for c in ("flow", "role", "mptcp_token"):
-                df[c] = pd.Series(dtype=str)
+                if c not in df.columns:
+                    df[c] = pd.Series(dtype=str)
             return df
-        keys, roles = [], []
-        for rid, row in zip(df["run_id"], df.to_dict("records")):
+        named: dict[tuple[Any, ...], tuple[str | None, str | None]] = {}
+        for key in df[["run_id", *cols]].drop_duplicates().itertuples(index=False, name=None):
             try:
-                sa, sp, da, dp = ends(row)
+                sa, sp, da, dp = ends(dict(zip(cols, key[1:])))
             except (KeyError, ValueError, TypeError):
-                keys.append(None)
-                roles.append(None)
+                named[key] = (None, None)
                 continue
-            keys.append(flowids.flow_key(sa, sp, da, dp))
-            rules = self._rules.get(rid)
-            roles.append(rules.role(sa, sp, da, dp) if rules else None)
-        df["flow"], df["role"] = keys, roles
+            rules = self._rules.get(key[0])
+            named[key] = (flowids.flow_key(sa, sp, da, dp), rules.role(sa, sp, da, dp) if rules else None)
+        both = [named[k] for k in df[["run_id", *cols]].itertuples(index=False, name=None)]
+        df["flow"] = [b[0] for b in both]
+        df["role"] = [b[1] for b in both]
         if "mptcp_token" not in df.columns:
             df["mptcp_token"] = None
         return df
@@ -228,7 +230,8 @@ class Results:
     @cached_property
     def subflows(self) -> pd.DataFrame:
         """`ss` samples per subflow (server side); `path` from the peer (client) address; `flow`, `role`."""
-        return self._identify(self._path_from(self._series("subflows.csv"), "peer", host_of), self._ends_local_peer)
+        return self._identify(self._path_from(self._series("subflows.csv"), "peer", host_of), self._ends_local_peer,
+                              ["local", "peer"])
 
     @cached_property
     def links(self) -> pd.DataFrame:
@@ -245,7 +248,7 @@ class Results:
     @cached_property
     def scheduler(self) -> pd.DataFrame:
         df = self._path_from(self._series("schedtrace/subflow_samples.csv"), "subflow", _subflow_remote)
-        df = self._identify(df, self._ends_subflow)
+        df = self._identify(df, self._ends_subflow, ["subflow"])
         if "t" in df.columns:
             df["t_s"] = df["t"]
         return df
@@ -311,7 +314,7 @@ class Results:
                                               else str(p), spec.phase) for m, p in zip(modes, phases)]
             frames.append(df)
         df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*KEYS, "client", "t_s"])
-        df = self._identify(df, self._ends_tuple)
+        df = self._identify(df, self._ends_tuple, ["saddr", "sport", "daddr", "dport"])
         return self._path_from(df, "daddr", host_of)
 
     # -- export ----------------------------------------------------------------------------------
