@@ -80,13 +80,20 @@ def _read_csv(p: Path) -> pd.DataFrame | None:
 
 
 def _t0_ns(run_dir: Path, client: str) -> int | None:
-    """Run time zero (CLOCK_MONOTONIC ns), as the player recorded it."""
-    p = run_dir / "logs" / (f"{client}/" if client else "") / "player-summary.json"
-    try:
-        v = json.loads(p.read_text()).get("t0_ns")
-    except (OSError, ValueError):
-        return None
-    return int(v) if isinstance(v, (int, float)) else None
+    """Run time zero (CLOCK_MONOTONIC ns), as the player recorded it. For the run as a whole (client
+    "") of a shared-bottleneck run, whose players write under logs/clientN/: the first player's
+    (every player of a run starts at the run's one time zero)."""
+    names = [f"{client}/player-summary.json"] if client else \
+        ["player-summary.json", *sorted(str(p.relative_to(run_dir / "logs"))
+                                        for p in (run_dir / "logs").glob("client*/player-summary.json"))]
+    for name in names:
+        try:
+            v = json.loads((run_dir / "logs" / name).read_text()).get("t0_ns")
+        except (OSError, ValueError):
+            continue
+        if isinstance(v, (int, float)):
+            return int(v)
+    return None
 
 
 def _subflow_remote(s: str) -> str:

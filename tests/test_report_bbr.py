@@ -84,3 +84,13 @@ def test_tidy_cc_table_names_flows_and_roles(tree: Path) -> None:
     sf = res.subflows
     assert (sf.role == "workload").all() and sf.flow.notna().all()
     assert (sf[sf.cc == "bbr"].bbr_mode.notna()).all()
+
+
+def test_mode_strip_segments() -> None:
+    from mpvlab.report.bbr import mode_segments
+    ts = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
+    segs = mode_segments(ts, ["STARTUP", "STARTUP", "DRAIN", "PROBE_BW:UP", "STARTUP", "STARTUP"])
+    assert segs["STARTUP"] == [(0.0, pytest.approx(0.2)), (0.4, pytest.approx(0.1))]   # the last row: no width
+    assert segs["DRAIN"] == [(0.2, pytest.approx(0.1))] and segs["PROBE_BW:UP"] == [(0.3, pytest.approx(0.1))]
+    # the strip covers the rows' span exactly once
+    assert math.fsum(w for s in segs.values() for _, w in s) == pytest.approx(0.5)

@@ -51,6 +51,31 @@ def state_order(label: str) -> tuple[int, str]:
     return (STATE_ORDER.index(label) if label in STATE_ORDER else len(STATE_ORDER), label)
 
 
+# One colour per mode (Paul Tol's bright scheme, apart from the CC and path colours); PROBE_BW's
+# sub-phases in shades of one hue so the four read as one mode.
+STATE_COLOURS = {"STARTUP": "#EE6677", "DRAIN": "#CCBB44", "PROBE_BW:UP": "#1F4E79", "PROBE_BW:DOWN": "#8FB8DE",
+                 "PROBE_BW:CRUISE": "#4477AA", "PROBE_BW:REFILL": "#66CCEE", "PROBE_BW": "#4477AA",
+                 "PROBE_RTT": "#AA3377"}
+
+
+def state_colour(label: str) -> str:
+    return STATE_COLOURS.get(label, "#BBBBBB")
+
+
+def mode_segments(ts: list[float], states: list[str | None]) -> dict[str, list[tuple[float, float]]]:
+    """Per mode: (start, width) of each stretch of rows in it; a row holds until the next row."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for i, (t, s) in enumerate(zip(ts, states)):
+        if s is None or i + 1 >= len(ts):
+            continue
+        segs = out.setdefault(s, [])
+        if segs and abs(segs[-1][0] + segs[-1][1] - t) < 1e-9 and states[i - 1] == s:
+            segs[-1] = (segs[-1][0], ts[i + 1] - segs[-1][0])
+        else:
+            segs.append((t, ts[i + 1] - t))
+    return out
+
+
 def state_spec(cc: str) -> Any:
     from cc import registry
     e = registry.REGISTRY.get(cc)
@@ -74,8 +99,9 @@ def link_rates(run: Run) -> dict[str, float]:
 class RunModel:
     run: Run
     view: flows.StateView
-    # per workload flow: path and its series
+    # per workload flow: path and its series (t_s, estimate Mbit/s, min RTT ms)
     series: dict[str, tuple[str, list[float], list[float], list[float]]] = field(default_factory=dict)
+    states: dict[str, list[str | None]] = field(default_factory=dict)   # per flow: the mode of each row
     ratio: float | None = None
 
 
@@ -89,21 +115,26 @@ def run_model(run: Run) -> RunModel | None:
     rows = flows.read_state(run.run_dir / "data" / spec.file, spec, rules, t0)
     if not rows:
         return None
-    end = float(run.summary.get("duration_s") or max(r.t_s for r in rows))
+    # the window the run used for its summary (playback), else the playback duration, else every row
+    recorded = (run.summary.get("cc_state") or {}).get("window_s")
+    end = float(recorded[1] if recorded else run.summary.get("duration_s") or max(r.t_s for r in rows))
     view = flows.state_view(rows, f"data/{spec.file}", (0.0, end))
     if view.workload_rows == 0 or view.bw_est_bps_mean_per_sample is None:
         return None        # e.g. kernel BBR's ss samples without a bbr:(…) block
     a2p = addr_to_path(run.provenance)
+    rates = link_rates(run)
     m = RunModel(run, view)
     used: set[str] = set()
     for key, rs in flows.by_flow([r for r in rows if r.role == "workload" and 0.0 <= r.t_s <= end]).items():
         peer = key.split("-", 1)[1]
         path = a2p.get(flows.split_endpoint(peer)[0], "?")
+        if path == "?" and len(rates) == 1:      # one path (shared bottleneck): every flow takes it
+            path = next(iter(rates))
         used.add(path)
+        m.states[key] = [r.state for r in rs]
         m.series[key] = (path, [r.t_s for r in rs], [math.nan if r.bw_bps is None else r.bw_bps / 1e6 for r in rs],
-                         [math.nan if r.min_rtt_ms is None else r.min_rtt_ms for r in rs])
+                         [math.nan if r.min_rtt_ms is None or r.min_rtt_ms <= 0 else r.min_rtt_ms for r in rs])
     # Each flow's time-weighted estimate over its own path's rate, weighted by the flow's time.
-    rates = link_rates(run)
     pairs = [(f.bw_est_bps_mean_time_weighted / rates[path], f.last_t_s - f.first_t_s)
              for f in view.flows if f.role == "workload" and f.bw_est_bps_mean_time_weighted is not None
              and (path := m.series.get(f.flow, ("?",))[0]) in rates]
@@ -183,6 +214,8 @@ def over_time_figures(models: list[ConfigModel]) -> list[Any]:
     for gname, cms in groups.items():
         paths = sorted({p for cm in cms for m in cm.runs for p, *_ in m.series.values()})
         sty = st.style_for(path=paths, cc=[cm.cfg.cc for cm in cms])
+        shown_states: set[str] = set()
+        shaded = False
         with matplotlib.rc_context(st.RC):
             fig, axes = plt.subplots(len(cms), 2, figsize=(st.FULL_W, 0.6 + 1.15 * len(cms)), sharex=True,
                                      squeeze=False, layout="constrained")
@@ -200,28 +233,38 @@ def over_time_figures(models: list[ConfigModel]) -> list[Any]:
                                       linewidth=0.8)
                     for a, b in square_on_intervals(m.run, path, t_end):
                         ax_rtt.axvspan(a, b, color=sty.colour("path", path), alpha=0.12, linewidth=0)
+                        shaded = True
                 ax_bw.set_title(f"{st.style_for(cc=[cm.cfg.cc]).label('cc', cm.cfg.cc)} · {cm.cfg.scheduler} — run "
                                 f"{m.run.run_id} (of {len(cm.cfg.runs)})", loc="left", pad=2)
                 ax_bw.set_ylabel("estimate (Mbit/s)")
                 ax_rtt.set_ylabel("min RTT (ms)")
                 top = max([v for _, _, bw, _ in m.series.values() for v in bw if not math.isnan(v)]
                           + [r / 1e6 for r in rates.values()], default=1.0)
-                ax_bw.set_ylim(0, top * 1.1)
+                # The mode over time of the run's longest workload flow, as a strip below zero.
+                longest = max(m.series, key=lambda k: len(m.series[k][1]))
+                for state, segs in mode_segments(m.series[longest][1], m.states[longest]).items():
+                    ax_bw.broken_barh(segs, (-0.11 * top, 0.08 * top), facecolors=state_colour(state), linewidth=0)
+                    shown_states.add(state)
+                ax_bw.set_ylim(-0.12 * top, top * 1.1)
                 ax_rtt.set_ylim(bottom=0)
                 for ax in (ax_bw, ax_rtt):
                     ax.grid(axis="y")
             for ax in axes[-1]:
                 ax.set_xlabel("time since run time zero (s)")
             handles = [Line2D([], [], color=sty.colour("path", p), label=sty.label("path", p)) for p in paths]
-            handles += [Line2D([], [], color="black", linestyle="--", label="link rate (configured)"),
-                        Patch(facecolor=GREY_SHADE, alpha=0.5, label="extra delay on")]
-            fig.legend(handles=handles, loc="outside upper right", ncol=len(handles))
+            handles += [Line2D([], [], color="black", linestyle="--", label="link rate (configured)")]
+            if shaded:
+                handles.append(Patch(facecolor=GREY_SHADE, alpha=0.5, label="extra delay on"))
+            handles += [Patch(facecolor=state_colour(x), label=x.replace("PROBE_BW:", "BW:"))
+                        for x in sorted(shown_states, key=state_order)]
+            fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 7))
             fig.suptitle(f"BBR model over time — {gname}", x=0.01, ha="left")
         figs.append(Figure(f"bbr-model-{gname}", f"BBR model over time — {gname}",
                            "Per configuration's representative run: the CC's bandwidth estimate of each workload "
-                           "flow (colour: its path) against the path's configured link rate (dashed), and the CC's "
-                           "min RTT; workload flows only (probe, loopback check and preflight left out), during "
-                           "playback.", fig))
+                           "flow (colour: its path) against the path's configured link rate (dashed), the mode of the "
+                           "longest workload flow over time (strip below zero; BW:… = PROBE_BW's sub-phases), and "
+                           "the CC's min RTT; workload flows only (probe, loopback check and preflight left out), "
+                           "during playback.", fig))
     return figs
 
 
