@@ -185,6 +185,7 @@ def read_state(path: Path, spec: Any, rules: RoleRules, t0_ns: int | None) -> li
     if spec.time == "t_ns" and t0_ns is None:
         return []
     out = []
+    named: dict[tuple[str, int, str, int], tuple[str, str]] = {}    # a flow's key and role, once per flow
     for r in rows:
         try:
             t = (int(r["t_ns"]) - t0_ns) / 1e9 if spec.time == "t_ns" else float(r[spec.time])  # type: ignore[operator]
@@ -198,7 +199,11 @@ def read_state(path: Path, spec: Any, rules: RoleRules, t0_ns: int | None) -> li
             except (KeyError, ValueError):
                 continue
         rtt = _num(r.get(spec.min_rtt)) if spec.min_rtt else None
-        out.append(StateRow(t, flow_key(sa, sp, da, dp), rules.role(sa, sp, da, dp), _num(r.get(spec.bw)),
+        tup = (sa, sp, da, dp)
+        if tup not in named:
+            named[tup] = (flow_key(*tup), rules.role(*tup))
+        key, role = named[tup]
+        out.append(StateRow(t, key, role, _num(r.get(spec.bw)),
                             None if rtt is None else rtt * spec.min_rtt_to_ms,
                             mode_label(r.get(spec.mode) if spec.mode else None,
                                        r.get(spec.phase) if spec.phase else None, spec.phase),
