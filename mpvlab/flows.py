@@ -32,10 +32,12 @@ import csv
 import ipaddress
 import json
 import math
-import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
 
 PROBE_PORT = 5201       # mpvlab/fidelity.py PROBE_PORT
 CROSS_PORT = 5301       # mpvlab/run/shared.py BULK_PORT (cross traffic)
@@ -135,11 +137,17 @@ def rules_for_run(run_dir: Path, summary: dict[str, Any] | None = None) -> RoleR
 
 
 # ---------------------------------------------------------------------------------------------
-# CC state series (the registry's StateSeries names file and columns)
+# CC state series (the registry's StateSeries names file and columns). A state file has one row per
+# flow per loader sample: 100 Hz × 180 s × 2 subflows is 36,000 rows per run, so rows are handled as
+# columns (pandas/numpy), never one Python object per row.
+
+FRAME_COLUMNS = ["t_s", "flow", "role", "bw_bps", "min_rtt_ms", "state", "updated", "closed"]
 
 
 @dataclass
 class StateRow:
+    """One row, for building a frame by hand (tests): `frame_of([StateRow(...), ...])`."""
+
     t_s: float
     flow: str
     role: str
@@ -150,81 +158,114 @@ class StateRow:
     closed: bool = False
 
 
+def frame_of(rows: Iterable[StateRow]) -> pd.DataFrame:
+    return pd.DataFrame([asdict(r) for r in rows], columns=FRAME_COLUMNS)
+
+
 def mode_label(mode: str | None, phase_value: str | None, phase_col: str | None) -> str | None:
-    """The mode with its PROBE_BW sub-phase: BBRv3's phase column as is; BBR v1 (BBR-S) from its
-    pacing gain, whose cycle is 1.25 (UP, probing), 0.75 (DOWN, draining), then 1 (CRUISE)."""
-    if not mode:
-        return None
-    if mode != "PROBE_BW" or not phase_col or phase_value in (None, ""):
-        return mode
+    """The mode with its PROBE_BW sub-phase: BBRv3's phase column as is; BBR v1 (BBR-S, kernel BBR)
+    from its pacing gain, whose cycle is 1.25 (UP, probing), 0.75 (DOWN, draining), then 1 (CRUISE)."""
+    out = mode_labels(pd.Series([mode], dtype=object), pd.Series([phase_value], dtype=object), phase_col)
+    v = out.iloc[0]
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+
+def mode_labels(mode: pd.Series, phase: pd.Series | None, phase_col: str | None) -> pd.Series:
+    """`mode_label` for whole columns."""
+    m = mode.astype(object).where(mode.notna() & (mode.astype(str) != ""), None)
+    if phase is None or not phase_col:
+        return m
+    in_bw = (m == "PROBE_BW")
     if phase_col.endswith("pacing_gain"):       # BBR-S "pacing_gain", kernel BBR (ss) "bbr_pacing_gain"
-        try:
-            g = float(phase_value)  # type: ignore[arg-type]
-        except ValueError:
-            return mode
-        return "PROBE_BW:" + ("UP" if g > 1.0 + 1e-3 else "DOWN" if g < 1.0 - 1e-3 else "CRUISE")
-    return f"PROBE_BW:{phase_value}"
+        g = pd.to_numeric(phase, errors="coerce")
+        sub = np.where(g > 1.0 + 1e-3, "UP", np.where(g < 1.0 - 1e-3, "DOWN", "CRUISE"))
+        ok = in_bw & g.notna()
+    else:
+        sub = phase.astype(str).to_numpy()
+        ok = in_bw & phase.notna() & (phase.astype(str) != "")
+    return m.where(~ok, "PROBE_BW:" + pd.Series(sub, index=m.index).astype(str))
 
 
-def _num(v: Any) -> float | None:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(x) else x
-
-
-def read_state(path: Path, spec: Any, rules: RoleRules, t0_ns: int | None) -> list[StateRow]:
-    """Every row of a CC state file (spec: cc.registry.StateSeries) on the run's clock, named by flow
-    and role; [] when the file is missing or has no time base (CLOCK_MONOTONIC without t0)."""
-    try:
-        with path.open(newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError:
-        return []
-    if spec.time == "t_ns" and t0_ns is None:
-        return []
-    out = []
-    named: dict[tuple[str, int, str, int], tuple[str, str]] = {}    # a flow's key and role, once per flow
-    for r in rows:
-        try:
-            t = (int(r["t_ns"]) - t0_ns) / 1e9 if spec.time == "t_ns" else float(r[spec.time])  # type: ignore[operator]
-        except (KeyError, ValueError, TypeError):
-            continue
-        if spec.tuple_cols == ("local", "peer"):
-            (sa, sp), (da, dp) = split_endpoint(r.get("local", "")), split_endpoint(r.get("peer", ""))
+def _names(df: pd.DataFrame, spec: Any, rules: RoleRules) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's flow key and role, worked out once per distinct 4-tuple."""
+    cols = list(spec.tuple_cols)
+    codes, uniq = pd.MultiIndex.from_arrays([df[c] for c in cols]).factorize()
+    keys, roles = [], []
+    for tup in uniq:
+        if cols == ["local", "peer"]:
+            (sa, sp), (da, dp) = split_endpoint(str(tup[0])), split_endpoint(str(tup[1]))
         else:
             try:
-                sa, sp, da, dp = r["saddr"], int(r["sport"]), r["daddr"], int(r["dport"])
-            except (KeyError, ValueError):
+                sa, sp, da, dp = str(tup[0]), int(tup[1]), str(tup[2]), int(tup[3])
+            except (TypeError, ValueError):
+                keys.append(None)
+                roles.append(None)
                 continue
-        rtt = _num(r.get(spec.min_rtt)) if spec.min_rtt else None
-        tup = (sa, sp, da, dp)
-        if tup not in named:
-            named[tup] = (flow_key(*tup), rules.role(*tup))
-        key, role = named[tup]
-        out.append(StateRow(t, key, role, _num(r.get(spec.bw)),
-                            None if rtt is None else rtt * spec.min_rtt_to_ms,
-                            mode_label(r.get(spec.mode) if spec.mode else None,
-                                       r.get(spec.phase) if spec.phase else None, spec.phase),
-                            r.get("updated_ns"), r.get("closed") == "1"))
-    return out
+        keys.append(flow_key(sa, sp, da, dp))
+        roles.append(rules.role(sa, sp, da, dp))
+    # code -1 (a missing address or port) picks the None appended last
+    return np.asarray([*keys, None], dtype=object)[codes], np.asarray([*roles, None], dtype=object)[codes]
 
 
-def _weights(rows: list[StateRow]) -> list[float]:
-    """Per row of one flow (time order): how long its value held — to the flow's next row; the last
-    row for the flow's median interval (0 for a flow seen once)."""
-    ts = [r.t_s for r in rows]
-    steps = [b - a for a, b in zip(ts, ts[1:])]
-    last = statistics.median(steps) if steps else 0.0
-    return [*steps, 0.0 if rows[-1].closed else last]
+def read_state(path: Path, spec: Any, rules: RoleRules, t0_ns: int | None) -> pd.DataFrame:
+    """Every row of a CC state file (spec: cc.registry.StateSeries) on the run's clock, named by flow
+    and role (columns FRAME_COLUMNS); empty when the file is missing or has no time base
+    (CLOCK_MONOTONIC without t0)."""
+    empty = pd.DataFrame(columns=FRAME_COLUMNS)
+    if spec.time == "t_ns" and t0_ns is None:
+        return empty
+    want = {spec.time, spec.bw, *spec.tuple_cols, "updated_ns", "closed",
+            *(c for c in (spec.min_rtt, spec.mode, spec.phase) if c)}
+    try:
+        df = pd.read_csv(path, usecols=lambda c: c in want, dtype={c: str for c in ("saddr", "daddr", "local", "peer",
+                                                                                     "updated_ns", "mode", "phase")})
+    except (OSError, ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):
+        return empty
+    if df.empty or any(c not in df.columns for c in (spec.time, *spec.tuple_cols)):
+        return empty
+    if spec.time == "t_ns":
+        t = pd.to_numeric(df["t_ns"], errors="coerce")
+        df = df[t.notna()]
+        # integer ns first: float64 cannot hold CLOCK_MONOTONIC ns exactly
+        t_s = (df["t_ns"].astype("int64") - int(t0_ns)) / 1e9      # type: ignore[arg-type]
+    else:
+        t_s = pd.to_numeric(df[spec.time], errors="coerce")
+        df, t_s = df[t_s.notna()], t_s[t_s.notna()]
+    if df.empty:
+        return empty
+    keys, roles = _names(df, spec, rules)
+    out = pd.DataFrame({
+        "t_s": t_s.to_numpy(dtype=float), "flow": keys, "role": roles,
+        "bw_bps": pd.to_numeric(df[spec.bw], errors="coerce").to_numpy() if spec.bw in df.columns else np.nan,
+        "min_rtt_ms": (pd.to_numeric(df[spec.min_rtt], errors="coerce") * spec.min_rtt_to_ms).to_numpy()
+        if spec.min_rtt and spec.min_rtt in df.columns else np.nan,
+        "state": (mode_labels(df[spec.mode], df[spec.phase] if spec.phase and spec.phase in df.columns else None,
+                              spec.phase).to_numpy() if spec.mode and spec.mode in df.columns else None),
+        "updated": df["updated_ns"].to_numpy() if "updated_ns" in df.columns else None,
+        "closed": (pd.to_numeric(df["closed"], errors="coerce") == 1).to_numpy() if "closed" in df.columns else False,
+    })
+    return out[out.flow.notna()].reset_index(drop=True)
 
 
-def _mean(vals: Iterable[tuple[float, float]]) -> float | None:
-    """Weighted mean of (value, weight) pairs; None without weight."""
-    pairs = list(vals)
-    w = math.fsum(p[1] for p in pairs)
-    return math.fsum(v * wt for v, wt in pairs) / w if w > 0 else None
+def _weights(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, closed: np.ndarray) -> np.ndarray:
+    """Per row (sorted by flow, then time; flow f is rows starts[f]:ends[f]): how long its value held —
+    to its flow's next row; a flow's last row for the flow's median row interval (0 for a flow seen
+    once, or for a closed socket's final row)."""
+    w = np.empty_like(t)
+    for a, b in zip(starts, ends):
+        steps = np.diff(t[a:b])
+        w[a:b - 1] = steps
+        w[b - 1] = 0.0 if closed[b - 1] or not len(steps) else float(np.median(steps))
+    return w
+
+
+def _mean(v: np.ndarray, w: np.ndarray | None = None) -> float | None:
+    """Mean of the finite values, weighted by w if given; None without values (or weight)."""
+    ok = np.isfinite(v)
+    if w is None:
+        return float(v[ok].mean()) if ok.any() else None
+    tot = float(w[ok].sum())
+    return float((v[ok] * w[ok]).sum() / tot) if tot > 0 else None
 
 
 @dataclass
@@ -266,60 +307,52 @@ class StateView:
         return d
 
 
-def by_flow(rows: list[StateRow]) -> dict[str, list[StateRow]]:
-    out: dict[str, list[StateRow]] = {}
-    for r in rows:
-        out.setdefault(r.flow, []).append(r)
-    for rs in out.values():
-        rs.sort(key=lambda r: r.t_s)
-    return out
 
-
-def state_view(rows: list[StateRow], source: str, window: tuple[float, float],
+def state_view(rows: pd.DataFrame, source: str, window: tuple[float, float],
                tokens: dict[str, str] | None = None) -> StateView:
-    """The model over the workload flows' rows in [window]; per-flow breakdown of every flow."""
+    """The model over the workload flows' rows in [window]; per-flow breakdown of every flow with rows
+    in the window; `flows_by_role` counts every flow of the file. Columns as numpy arrays, a loop only
+    over flows (a handful per run), never over rows."""
     lo, hi = window
-    flows = by_flow(rows)
     roles: dict[str, int] = {}
+    for r in rows.drop_duplicates("flow").role:
+        roles[str(r)] = roles.get(str(r), 0) + 1
+    win = rows[(rows.t_s >= lo) & (rows.t_s <= hi)].sort_values(["flow", "t_s"], kind="stable")
+    flow = win.flow.to_numpy(dtype=object)
+    t = win.t_s.to_numpy(dtype=float)
+    bw = win.bw_bps.to_numpy(dtype=float)
+    rtt = win.min_rtt_ms.to_numpy(dtype=float)
+    rtt = np.where(rtt > 0, rtt, np.nan)            # 0: the CC has no RTT sample yet
+    role = win.role.to_numpy(dtype=object)
+    state = win.state.to_numpy(dtype=object)
+    upd = win.updated.to_numpy(dtype=object)
+    starts = np.flatnonzero(np.r_[True, flow[1:] != flow[:-1]]) if len(flow) else np.zeros(0, dtype=int)
+    ends = np.r_[starts[1:], len(flow)].astype(int)
+    w = _weights(t, starts, ends, win.closed.to_numpy(dtype=bool))
     per_flow = []
-    bw_s, bw_t, bw_u, rtt_t, rtt_all = [], [], [], [], []
-    mode_t: dict[str, float] = {}
-    mode_n: dict[str, int] = {}
-    n_rows = 0
-    for key, rs in flows.items():
-        role = rs[0].role
-        roles[role] = roles.get(role, 0) + 1
-        inwin = [r for r in rs if lo <= r.t_s <= hi]
-        ws = _weights(inwin) if inwin else []
-        bws = [(r.bw_bps, w) for r, w in zip(inwin, ws) if r.bw_bps is not None]
-        rtts = [r.min_rtt_ms for r in inwin if r.min_rtt_ms is not None and r.min_rtt_ms > 0]
-        if not inwin:
-            continue            # counted in flows_by_role; nothing of it in the window
-        per_flow.append(FlowState(key, role, (tokens or {}).get(key), len(inwin), round(inwin[0].t_s, 4),
-                                  round(inwin[-1].t_s, 4), _mean((b, 1.0) for b, _ in bws), _mean(bws),
-                                  min(rtts) if rtts else None))
-        if role != "workload":
-            continue
-        n_rows += len(inwin)
-        bw_s += [(b, 1.0) for b, _ in bws]
-        bw_t += bws
-        prev = None
-        for r in inwin:      # a new record of the CC: its write time changed
-            if r.updated is not None and r.updated != prev and r.bw_bps is not None:
-                bw_u.append((r.bw_bps, 1.0))
-            prev = r.updated
-        rtt_t += [(r.min_rtt_ms, w) for r, w in zip(inwin, ws) if r.min_rtt_ms is not None and r.min_rtt_ms > 0]
-        rtt_all += rtts
-        for r, w in zip(inwin, ws):
-            if r.state:
-                mode_t[r.state] = mode_t.get(r.state, 0.0) + w
-                mode_n[r.state] = mode_n.get(r.state, 0) + 1
-    tot_t, tot_n = math.fsum(mode_t.values()), sum(mode_n.values())
+    new = np.zeros(len(flow), dtype=bool)            # a new record of the CC: its write time changed
+    for a, b in zip(starts, ends):
+        sl = slice(a, b)
+        r = rtt[sl][np.isfinite(rtt[sl])]
+        per_flow.append(FlowState(str(flow[a]), str(role[a]), (tokens or {}).get(str(flow[a])), int(b - a),
+                                  round(float(t[a]), 4), round(float(t[b - 1]), 4), _mean(bw[sl]),
+                                  _mean(bw[sl], w[sl]), float(r.min()) if len(r) else None))
+        u = upd[sl]
+        known = pd.notna(u)
+        changed = np.r_[True, u[1:] != u[:-1]] if b > a else np.zeros(0, dtype=bool)
+        new[sl] = known & changed
+    wl = role == "workload"
+    has_state = wl & np.array([isinstance(x, str) for x in state], dtype=bool)
+    labels, inv = np.unique(state[has_state].astype(str), return_inverse=True) if has_state.any() else ([], [])
+    by_t = np.bincount(inv, weights=w[has_state], minlength=len(labels)) if len(labels) else np.zeros(0)
+    by_n = np.bincount(inv, minlength=len(labels)) if len(labels) else np.zeros(0)
+    tot_t, tot_n = float(by_t.sum()), int(by_n.sum())
+    rtt_w = np.isfinite(rtt) & wl
     return StateView(
-        source, (lo, hi), roles, n_rows, _mean(bw_s), _mean(bw_t), _mean(bw_u), _mean(rtt_t),
-        min(rtt_all) if rtt_all else None,
-        {k: v / tot_t for k, v in sorted(mode_t.items())} if tot_t > 0 else {},
-        {k: v / tot_n for k, v in sorted(mode_n.items())} if tot_n else {},
+        source, (lo, hi), roles, int(wl.sum()), _mean(bw[wl]), _mean(bw[wl], w[wl]), _mean(bw[wl & new]),
+        _mean(rtt[rtt_w], w[rtt_w]), float(rtt[rtt_w].min()) if rtt_w.any() else None,
+        {str(k): float(v) / tot_t for k, v in zip(labels, by_t)} if tot_t > 0 else {},
+        {str(k): int(v) / tot_n for k, v in zip(labels, by_n)} if tot_n else {},
         sorted(per_flow, key=lambda f: (ROLES.index(f.role) if f.role in ROLES else len(ROLES), f.first_t_s)))
 
 
@@ -337,16 +370,20 @@ def mptcp_tokens(subflows_csv: Path) -> dict[str, str]:
     return out
 
 
-def write_flows(data_dir: Path, rules: RoleRules, series: dict[str, list[StateRow]],
-                tokens: dict[str, str]) -> None:
+
+
+def write_flows(data_dir: Path, rules: RoleRules, series: dict[str, pd.DataFrame], tokens: dict[str, str]) -> None:
     """data/flows.json (the rules and every flow) and data/flows.csv (one row per flow and series):
     the identity and role of every flow of the run's per-flow series."""
     from core import rundir
     rows = []
-    for name, rs in series.items():
-        for key, fr in by_flow(rs).items():
-            rows.append({"flow": key, "role": fr[0].role, "mptcp_token": tokens.get(key, ""), "series": name,
-                         "rows": len(fr), "first_t_s": round(fr[0].t_s, 4), "last_t_s": round(fr[-1].t_s, 4)})
+    for name, df in series.items():
+        if not len(df):
+            continue
+        for key, g in df.groupby("flow", sort=False):
+            rows.append({"flow": str(key), "role": str(g.role.iloc[0]), "mptcp_token": tokens.get(str(key), ""),
+                         "series": name, "rows": len(g), "first_t_s": round(float(g.t_s.min()), 4),
+                         "last_t_s": round(float(g.t_s.max()), 4)})
     rundir.write_json(data_dir / FLOWS_JSON, {"rules": rules.to_json(), "roles": list(ROLES), "flows": rows})
     cols = ["flow", "role", "mptcp_token", "series", "rows", "first_t_s", "last_t_s"]
     text = ",".join(cols) + "\n" + "".join(",".join(str(r[c]) for c in cols) + "\n" for r in rows)

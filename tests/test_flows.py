@@ -96,7 +96,7 @@ def test_means_over_the_workload_only() -> None:
             _row(1.0, "w", "workload", 40, "PROBE_BW:UP", "b"), _row(1.1, "w", "workload", 40, "PROBE_BW:UP", "c"),
             _row(1.6, "w", "workload", 20, "PROBE_BW:CRUISE", "d"),
             _row(0.2, "c", "check", 9.27e9, "STARTUP", "x"), _row(-1.0, "p", "probe", 50, "STARTUP", "y")]
-    v = flows.state_view(rows, "data/x.csv", (0.0, 2.0))
+    v = flows.state_view(flows.frame_of(rows), "data/x.csv", (0.0, 2.0))
     assert v.flows_by_role == {"workload": 1, "check": 1, "probe": 1}
     assert v.workload_rows == 5
     assert v.bw_est_bps_mean_per_sample == pytest.approx((10 + 10 + 40 + 40 + 20) / 5)

@@ -100,8 +100,9 @@ def cc_state_view(ctx: RunContext, sampler: sampling.Sampler, playback_s: float 
     spec = ctx.scenario.transport.cc_entry.state
     view = None
     if spec is not None:
-        rows = series.get(spec.file) or flows.read_state(ctx.data / spec.file, spec, rules, ctx.t0_ns)
-        series[spec.file] = rows
+        if spec.file not in series:          # kernel BBR's state is the ss samples, read above
+            series[spec.file] = flows.read_state(ctx.data / spec.file, spec, rules, ctx.t0_ns)
+        rows = series[spec.file]
         view = flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s or 0.0)), tokens).to_json()
     flows.write_flows(ctx.data, rules, series, tokens)
     return view
