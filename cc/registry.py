@@ -2,8 +2,9 @@
 
 Each entry carries what the rest of the platform needs of it: its parameter model (validated by the
 scenario schema), whether it is a kernel CC or a BPF one loaded for the run, whether it can run on
-physical hosts, how to set it up for a run, and how the report shows it (label, colour, marker,
-order). The scenario schema, the run and the report read this list; nothing else names CCs.
+physical hosts, how to set it up for a run, how the report shows it (label, colour, marker, order)
+and where its per-flow model state is written (`state`: file and columns, read by the summary's
+`cc_state`, mpvlab.results and the report's BBR figures). The scenario schema, the run and the report read this list; nothing else names CCs.
 
 Adding a CC: one entry here (and, for a BPF CC, its loader): see cc/README.md, "Adding a CC".
 """
