@@ -356,20 +356,47 @@ def state_view(rows: pd.DataFrame, source: str, window: tuple[float, float],
         sorted(per_flow, key=lambda f: (ROLES.index(f.role) if f.role in ROLES else len(ROLES), f.first_t_s)))
 
 
-def mptcp_tokens(subflows_csv: Path) -> dict[str, str]:
-    """flow → the server's MPTCP token, from the `ss` samples (data/subflows.csv)."""
+SCHED_SAMPLES = "schedtrace/subflow_samples.csv"   # below data/: the scheduler's per-subflow samples
+
+
+def sched_flows(path: Path, rules: RoleRules) -> pd.DataFrame:
+    """The scheduler trace's subflow samples (collectors/README.md: `t` on the run's clock, `subflow`
+    = "local:port-peer:port" from the server's side) as rows named by flow and role."""
+    try:
+        df = pd.read_csv(path, usecols=["t", "subflow"], dtype={"subflow": str})
+    except (OSError, ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):
+        return frame_of([])
+    names: dict[str, tuple[str | None, str | None]] = {}
+    for sf in df.subflow.dropna().unique():
+        a, _, b = str(sf).partition("-")
+        (sa, sp), (da, dp) = split_endpoint(a), split_endpoint(b)
+        names[sf] = (flow_key(sa, sp, da, dp), rules.role(sa, sp, da, dp)) if b else (None, None)
+    out = pd.DataFrame({"t_s": pd.to_numeric(df.t, errors="coerce"),
+                        "flow": df.subflow.map(lambda x: names.get(x, (None, None))[0]),
+                        "role": df.subflow.map(lambda x: names.get(x, (None, None))[1])})
+    return out[out.flow.notna()].reset_index(drop=True)
+
+
+def mptcp_tokens(data_dir: Path) -> dict[str, str]:
+    """flow → its MPTCP connection's token: the scheduler trace's `conn` (the token `ss -M` shows),
+    else the server-side token `ss` showed on the subflow (data/subflows.csv `mptcp_token`)."""
     out: dict[str, str] = {}
     try:
-        with subflows_csv.open(newline="") as f:
-            for r in csv.DictReader(f):
-                if r.get("mptcp_token"):
-                    (sa, sp), (da, dp) = split_endpoint(r["local"]), split_endpoint(r["peer"])
-                    out[flow_key(sa, sp, da, dp)] = r["mptcp_token"]
-    except OSError:
+        ss = pd.read_csv(data_dir / "subflows.csv", usecols=["local", "peer", "mptcp_token"], dtype=str)
+        for local, peer, tok in ss.dropna().drop_duplicates().itertuples(index=False, name=None):
+            (sa, sp), (da, dp) = split_endpoint(local), split_endpoint(peer)
+            out[flow_key(sa, sp, da, dp)] = tok
+    except (OSError, ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):
+        pass
+    try:
+        sched = pd.read_csv(data_dir / SCHED_SAMPLES, usecols=["subflow", "conn"], dtype=str)
+        for sf, conn in sched.dropna().drop_duplicates().itertuples(index=False, name=None):
+            a, _, b = sf.partition("-")
+            (sa, sp), (da, dp) = split_endpoint(a), split_endpoint(b)
+            out[flow_key(sa, sp, da, dp)] = conn
+    except (OSError, ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):
         pass
     return out
-
-
 
 
 def write_flows(data_dir: Path, rules: RoleRules, series: dict[str, pd.DataFrame], tokens: dict[str, str]) -> None:

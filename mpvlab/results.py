@@ -256,6 +256,8 @@ class Results:
     def scheduler(self) -> pd.DataFrame:
         df = self._path_from(self._series("schedtrace/subflow_samples.csv"), "subflow", _subflow_remote)
         df = self._identify(df, self._ends_subflow, ["subflow"])
+        if "conn" in df.columns:              # the trace's connection is the MPTCP token
+            df["mptcp_token"] = df["conn"]
         if "t" in df.columns:
             df["t_s"] = df["t"]
         return df

@@ -59,6 +59,17 @@ def _video_port(run_dir: Path) -> tuple[str, int]:
     return gets[0]
 
 
+def _preflight_ports(run_dir: Path) -> set[int]:
+    return {int(ln.split(" ", 2)[1]) for ln in (run_dir / "logs" / "apache" / "access.log").read_text().splitlines()
+            if "mpvlab-preflight=1" in ln}
+
+
+def _is_player(r: dict[str, str], client: str, http_port: int, preflight: set[int]) -> bool:
+    """A connection of the player: from the client to the HTTP port, not the preflight request (the
+    video's GET; a player could open another connection that never makes a request)."""
+    return r["daddr"] == client and int(r["sport"]) == http_port and int(r["dport"]) not in preflight
+
+
 def test_summary_estimate_is_the_video_flows_mean(run_dir: Path) -> None:
     s = json.loads((run_dir / "summary.json").read_text())
     view = s["cc_state"]
@@ -68,8 +79,10 @@ def test_summary_estimate_is_the_video_flows_mean(run_dir: Path) -> None:
     client, port = _video_port(run_dir)
     with (run_dir / "data" / "bbrs_state.csv").open() as f:
         rows = list(csv.DictReader(f))
-    video = [r for r in rows if r["daddr"] == client and int(r["dport"]) == port]
-    inwin = [r for r in video if lo <= (int(r["t_ns"]) - t0) / 1e9 <= hi]
+    player = [r for r in rows if _is_player(r, client, s["http"]["port"], _preflight_ports(run_dir))]
+    # the video's connection (as a rule the only one of the player; another it opened would be workload too)
+    assert port in {int(r["dport"]) for r in player}
+    inwin = [r for r in player if lo <= (int(r["t_ns"]) - t0) / 1e9 <= hi]
     assert len(inwin) == view["workload_rows"] > 50
     mean = statistics.fmean(float(r["bw_est_bps"]) for r in inwin)
     assert view["bw_est_bps_mean_per_sample"] == pytest.approx(mean, rel=1e-12)
@@ -80,8 +93,8 @@ def test_summary_estimate_is_the_video_flows_mean(run_dir: Path) -> None:
     tw = math.fsum(float(r["bw_est_bps"]) * x for r, x in zip(inwin, w)) / math.fsum(w)
     assert view["bw_est_bps_mean_time_weighted"] == pytest.approx(tw, rel=1e-9)
     # the file holds other flows (at least the fidelity probe's), all named and left out
-    others = [r for r in rows if not (r["daddr"] == client and int(r["dport"]) == port)]
-    assert others and view["flows_by_role"]["workload"] == 1 and view["flows_by_role"].get("probe", 0) >= 1
+    others = [r for r in rows if r not in player]
+    assert others and view["flows_by_role"]["workload"] >= 1 and view["flows_by_role"].get("probe", 0) >= 1
     # mode shares: BBR's modes with v1's PROBE_BW sub-phases, summing to 1
     for kind in ("mode_share_time_weighted", "mode_share_per_sample"):
         assert set(view[kind]) <= STATES and math.fsum(view[kind].values()) == pytest.approx(1.0)
@@ -95,7 +108,7 @@ def test_every_flow_is_named(run_dir: Path) -> None:
         tuples = {(r["saddr"], int(r["sport"]), r["daddr"], int(r["dport"])) for r in csv.DictReader(f)}
     for sa, sp, da, dp in tuples:
         role = named[f"{sa}:{sp}-{da}:{dp}"]
-        if (da, dp) == (client, port):
+        if (da, dp) == (client, port) or (da == client and dp not in _preflight_ports(run_dir) and sp == 80):
             assert role == "workload"
         elif sa.startswith("127."):
             assert role == "check"
@@ -107,6 +120,20 @@ def test_every_flow_is_named(run_dir: Path) -> None:
     with (run_dir / "data" / "subflows.csv").open() as f:
         sub = list(csv.DictReader(f))
     assert sub and len({r["mptcp_token"] for r in sub}) == 1 and sub[0]["mptcp_token"] not in ("", "0000")
+    # ... the same token as the scheduler trace's connection of the video's subflow (the token `ss -M`
+    # shows; the trace may also hold the preflight's connection, depending on when it started)
+    (video,) = [f"{sa}:{sp}-{da}:{dp}" for sa, sp, da, dp in tuples if (da, dp) == (client, port)]
+    with (run_dir / "data" / "schedtrace" / "subflow_samples.csv").open() as f:
+        conns = {r["conn"] for r in csv.DictReader(f) if r["subflow"] == video}
+    assert conns == {sub[0]["mptcp_token"]}
+    # every series' flows are listed, the scheduler's too, with the connection's token
+    listed = list(csv.DictReader((run_dir / "data" / "flows.csv").open()))
+    assert {r["series"] for r in listed if r["flow"] == video} == {"subflows.csv", "bbrs_state.csv",
+                                                                   "schedtrace/subflow_samples.csv"}
+    assert {r["mptcp_token"] for r in listed if r["flow"] == video} == conns
+    s = json.loads((run_dir / "summary.json").read_text())
+    (vf,) = [f for f in s["cc_state"]["flows"] if f["role"] == "workload"]
+    assert vf["flow"] == video and vf["mptcp_token"] in conns
 
 
 def test_tidy_table_gives_the_same_mean(run_dir: Path) -> None:

@@ -94,9 +94,10 @@ def cc_state_view(ctx: RunContext, sampler: sampling.Sampler, playback_s: float 
     """Names every flow of the run's per-flow series (data/flows.json, .csv) and, for a CC whose state
     the registry names, its model over the workload's flows during playback (mpvlab/flows.py)."""
     rules = flows.RoleRules(sampler.server_port, flows.preflight_ports(ctx.logs / "apache" / "access.log"))
-    tokens = flows.mptcp_tokens(ctx.data / "subflows.csv")
+    tokens = flows.mptcp_tokens(ctx.data)
     from cc.registry import KERNEL_BBR_STATE       # the ss samples' columns (also kernel BBR's state)
-    series = {"subflows.csv": flows.read_state(ctx.data / "subflows.csv", KERNEL_BBR_STATE, rules, ctx.t0_ns)}
+    series = {"subflows.csv": flows.read_state(ctx.data / "subflows.csv", KERNEL_BBR_STATE, rules, ctx.t0_ns),
+              flows.SCHED_SAMPLES: flows.sched_flows(ctx.data / flows.SCHED_SAMPLES, rules)}
     spec = ctx.scenario.transport.cc_entry.state
     view = None
     if spec is not None:
