@@ -2,8 +2,9 @@
 
 Each entry carries what the rest of the platform needs of it: its parameter model (validated by the
 scenario schema), whether it is a kernel CC or a BPF one loaded for the run, whether it can run on
-physical hosts, how to set it up for a run, and how the report shows it (label, colour, marker,
-order). The scenario schema, the run and the report read this list; nothing else names CCs.
+physical hosts, how to set it up for a run, how the report shows it (label, colour, marker, order)
+and where its per-flow model state is written (`state`: file and columns, read by the summary's
+`cc_state`, mpvlab.results and the report's BBR figures). The scenario schema, the run and the report read this list; nothing else names CCs.
 
 Adding a CC: one entry here (and, for a BPF CC, its loader): see cc/README.md, "Adding a CC".
 """
@@ -35,6 +36,37 @@ class BbrsParams(Strict):
     factor: float = Field(1.0, gt=0.0, le=2.0, description="multiplier on the estimate (BBR2-S: 0.85)")
 
 
+@dataclass(frozen=True)
+class StateSeries:
+    """Where a CC's per-flow model state lies in a run directory and which columns hold what, so the
+    report and the tidy loader read the registry instead of a list of file names.
+
+    Every file named here has one row per flow per sample and the flow's 4-tuple as seen by the
+    sending (server) socket: `saddr, sport, daddr, dport` (or `local`/`peer` endpoints for `ss`)."""
+
+    file: str                               # below the run's data/ folder
+    bw: str                                 # bandwidth estimate the CC used, bit/s (payload)
+    min_rtt: str | None                     # the CC's min RTT
+    min_rtt_to_ms: float = 1e-3             # factor: min_rtt column -> ms
+    mode: str | None = None                 # STARTUP / DRAIN / PROBE_BW / PROBE_RTT
+    # PROBE_BW sub-phase: a column naming it (BBRv3: UP/DOWN/CRUISE/REFILL), or, for v1 (whose gain
+    # cycle index is not exported), a pacing-gain column (name ending "pacing_gain"): UP above 1, DOWN
+    # below 1, CRUISE at 1.
+    phase: str | None = None
+    time: str = "t_ns"                      # "t_ns": CLOCK_MONOTONIC ns; "t_s": the run's clock
+    tuple_cols: tuple[str, ...] = ("saddr", "sport", "daddr", "dport")
+    per_ack: bool = True                    # values change per ACK (sampled at the loader's rate)
+
+
+BBRS_STATE = StateSeries("bbrs_state.csv", "bw_est_bps", "min_rtt_us", mode="mode", phase="pacing_gain")
+BBR3_STATE = StateSeries("bbr3_state.csv", "bw_est_bps", "min_rtt_us", mode="mode", phase="phase")
+BBR3S_STATE = StateSeries("bbr3s_state.csv", "bw_est_bps", "min_rtt_us", mode="mode", phase="phase")
+# Kernel BBR v1: `get_info` (ss's bbr:(bw:…,mrtt:…,pacing_gain:…,cwnd_gain:…)) at the ss sampler's
+# rate; the mode is not exported, the sampler infers it from the gains (mpvlab/sampling.py bbr_v1_mode).
+KERNEL_BBR_STATE = StateSeries("subflows.csv", "bbr_bw_bps", "bbr_min_rtt_ms", min_rtt_to_ms=1.0, mode="bbr_mode",
+                               phase="bbr_pacing_gain", time="t_s", tuple_cols=("local", "peer"), per_ack=False)
+
+
 # setup(run_id, params, data_dir, logs_dir, state_hz) -> context manager yielding a CCRun
 Setup = Callable[[str, BaseModel | None, Path, Path, float], ContextManager[CCRun]]
 
@@ -52,6 +84,7 @@ class CongestionControl:
     bbr_family: bool                   # the report shows its BBR model (mode shares, estimates)
     # setup takes scenario_dir= as well (a user's object lies in the scenario's folder)
     needs_scenario_dir: bool = False
+    state: StateSeries | None = None   # where its per-flow model state is written (None: not observable)
 
     def kernel_name(self, run_id: str) -> str:
         """What the kernel calls it in run `run_id`: a BPF CC is registered under a run-scoped name
@@ -76,7 +109,7 @@ def _kernel(name: str) -> Setup:
 def _bbrs(run_id: str, params: BaseModel | None, data: Path, logs: Path, state_hz: float) -> Iterator[CCRun]:
     assert isinstance(params, BbrsParams)
     name = REGISTRY["bbr-s"].kernel_name(run_id)
-    csv = data / "bbrs_state.csv"
+    csv = data / BBRS_STATE.file
     with bbrs_loader.load_bbrs(name, params.window, params.percentile, params.factor, csv, logs,
                                state_hz=state_hz) as load:
         yield CCRun(name, load.pid, csv)
@@ -92,15 +125,18 @@ def _user_object(run_id: str, params: BaseModel | None, data: Path, logs: Path, 
 ENTRIES: tuple[CongestionControl, ...] = (
     CongestionControl("cubic", "CUBIC (kernel)", "CUBIC", "#0072B2", "o", None, _kernel("cubic"), False, False),
     CongestionControl("reno", "Reno / NewReno (kernel)", "Reno", "#7F7F7F", "v", None, _kernel("reno"), False, False),
-    CongestionControl("bbr", "BBR v1 (kernel tcp_bbr)", "BBR", "#D55E00", "s", None, _kernel("bbr"), False, True),
+    CongestionControl("bbr", "BBR v1 (kernel tcp_bbr)", "BBR", "#D55E00", "s", None, _kernel("bbr"), False, True,
+                      state=KERNEL_BBR_STATE),
     CongestionControl("bbr-s", "BBR v1 with the p-th percentile of the last N delivery-rate samples as its "
                       "bandwidth estimate (BPF struct_ops, docs/studies.md §2)", "BBR-S", "#009E73", "^",
-                      BbrsParams, _bbrs, True, True),
+                      BbrsParams, _bbrs, True, True, state=BBRS_STATE),
     CongestionControl("bbr3", "BBRv3 (our BPF struct_ops port of Google's v3 tcp_bbr, cc/bbr3.bpf.c)", "BBRv3",
-                      "#000000", "D", bbr3.Bbr3Params, bbr3.setup_bbr3, True, True),
+                      "#000000", "D", bbr3.Bbr3Params, bbr3.setup_bbr3, True, True,
+                      state=BBR3_STATE),
     CongestionControl("bbr3-s", "BBRv3 with the p-th percentile of the last N delivery-rate samples times a "
                       "factor as max_bw (BBR2-S's estimator on v3)", "BBRv3-S", "#F0E442", "P",
-                      bbr3.Bbr3SParams, bbr3.setup_bbr3s, True, True),
+                      bbr3.Bbr3SParams, bbr3.setup_bbr3s, True, True,
+                      state=BBR3S_STATE),
     CongestionControl("bpf", "your own BPF struct_ops object, `cc: {bpf: FILE.bpf.o, params: {NAME: INT}}` "
                       "(cc/user_bpf.py)", "own BPF CC", "#332288", "*", user_bpf.UserBpfCC, _user_object,  # type: ignore[arg-type]
                       True, False, needs_scenario_dir=True),

@@ -26,7 +26,13 @@ Tables (each a DataFrame; the time series are read on first access):
 | scheduler | data/schedtrace/subflow_samples.csv (BPF), + `path`, `t_s` | scheduler-side subflow sample |
 | switches | data/schedtrace/switches.csv, + `from_path`, `to_path`, `t_s` | path switch |
 | player | logs/player-events.jsonl (flattened; `type` names the event) | player event |
-| cc | data/bbrs_state.csv (BBR-S), + `path`, `t_s` | CC state sample |
+| cc | the CC's state file as cc/registry.py names it (BBR-S data/bbrs_state.csv, BBRv3 bbr3_state.csv, …), + `path`, `t_s`, `state`, `source` | CC state sample |
+
+Every per-flow series (subflows, scheduler, cc) also carries the flow's identity and role
+(mpvlab/flows.py): `flow` ("saddr:sport-daddr:dport" from the server's side), `mptcp_token` (the
+MPTCP connection, where `ss` showed it) and `role` (workload | probe | check | cross | other). Select
+`role == "workload"` before averaging: a CC state file holds the fidelity probe, the loopback
+readiness check and the preflight request too.
 
 Shared-bottleneck runs keep per-player files under data/clientN/ and logs/clientN/: those rows carry
 `client` = "clientN" (empty for the single player of the other kinds).
@@ -43,6 +49,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from mpvlab import flows as flowids
 from mpvlab.report.aggregate import Collection, Run, aggregate, flatten
 
 KEYS = ["run_id", "config", "scenario", "cc", "scheduler", "trial", "seed"]
@@ -73,13 +80,20 @@ def _read_csv(p: Path) -> pd.DataFrame | None:
 
 
 def _t0_ns(run_dir: Path, client: str) -> int | None:
-    """Run time zero (CLOCK_MONOTONIC ns), as the player recorded it."""
-    p = run_dir / "logs" / (f"{client}/" if client else "") / "player-summary.json"
-    try:
-        v = json.loads(p.read_text()).get("t0_ns")
-    except (OSError, ValueError):
-        return None
-    return int(v) if isinstance(v, (int, float)) else None
+    """Run time zero (CLOCK_MONOTONIC ns), as the player recorded it. For the run as a whole (client
+    "") of a shared-bottleneck run, whose players write under logs/clientN/: the first player's
+    (every player of a run starts at the run's one time zero)."""
+    names = [f"{client}/player-summary.json"] if client else \
+        ["player-summary.json", *sorted(str(p.relative_to(run_dir / "logs"))
+                                        for p in (run_dir / "logs").glob("client*/player-summary.json"))]
+    for name in names:
+        try:
+            v = json.loads((run_dir / "logs" / name).read_text()).get("t0_ns")
+        except (OSError, ValueError):
+            continue
+        if isinstance(v, (int, float)):
+            return int(v)
+    return None
 
 
 def _subflow_remote(s: str) -> str:
@@ -177,9 +191,54 @@ class Results:
         return df
 
     @cached_property
+    def _rules(self) -> dict[str, flowids.RoleRules]:
+        return {self.keys[r.run_dir]["run_id"]: flowids.rules_for_run(r.run_dir, r.summary) for r in self._complete()}
+
+    def _identify(self, df: pd.DataFrame, ends: Any, cols: list[str]) -> pd.DataFrame:
+        """Adds `flow` and `role` (and an empty `mptcp_token` where the source has none): `ends(row)`
+        gives the (saddr, sport, daddr, dport) from the server's side of a row's `cols`; worked out
+        once per distinct flow of a run, not per row."""
+        if df.empty or any(c not in df.columns for c in cols):
+            for c in ("flow", "role", "mptcp_token"):
+                if c not in df.columns:
+                    df[c] = pd.Series(dtype=str)
+            return df
+        named: dict[tuple[Any, ...], tuple[str | None, str | None]] = {}
+        for key in df[["run_id", *cols]].drop_duplicates().itertuples(index=False, name=None):
+            try:
+                sa, sp, da, dp = ends(dict(zip(cols, key[1:])))
+            except (KeyError, ValueError, TypeError):
+                named[key] = (None, None)
+                continue
+            rules = self._rules.get(key[0])
+            named[key] = (flowids.flow_key(sa, sp, da, dp), rules.role(sa, sp, da, dp) if rules else None)
+        both = [named[k] for k in df[["run_id", *cols]].itertuples(index=False, name=None)]
+        df["flow"] = [b[0] for b in both]
+        df["role"] = [b[1] for b in both]
+        if "mptcp_token" not in df.columns:
+            df["mptcp_token"] = None
+        return df
+
+    @staticmethod
+    def _ends_local_peer(row: dict[str, Any]) -> tuple[str, int, str, int]:
+        (sa, sp), (da, dp) = flowids.split_endpoint(row["local"]), flowids.split_endpoint(row["peer"])
+        return sa, sp, da, dp
+
+    @staticmethod
+    def _ends_tuple(row: dict[str, Any]) -> tuple[str, int, str, int]:
+        return str(row["saddr"]), int(row["sport"]), str(row["daddr"]), int(row["dport"])
+
+    @staticmethod
+    def _ends_subflow(row: dict[str, Any]) -> tuple[str, int, str, int]:
+        a, b = str(row["subflow"]).split("-", 1)
+        (sa, sp), (da, dp) = flowids.split_endpoint(a), flowids.split_endpoint(b)
+        return sa, sp, da, dp
+
+    @cached_property
     def subflows(self) -> pd.DataFrame:
-        """`ss` samples per subflow (server side); `path` from the peer (client) address."""
-        return self._path_from(self._series("subflows.csv"), "peer", host_of)
+        """`ss` samples per subflow (server side); `path` from the peer (client) address; `flow`, `role`."""
+        return self._identify(self._path_from(self._series("subflows.csv"), "peer", host_of), self._ends_local_peer,
+                              ["local", "peer"])
 
     @cached_property
     def links(self) -> pd.DataFrame:
@@ -196,6 +255,9 @@ class Results:
     @cached_property
     def scheduler(self) -> pd.DataFrame:
         df = self._path_from(self._series("schedtrace/subflow_samples.csv"), "subflow", _subflow_remote)
+        df = self._identify(df, self._ends_subflow, ["subflow"])
+        if "conn" in df.columns:              # the trace's connection is the MPTCP token
+            df["mptcp_token"] = df["conn"]
         if "t" in df.columns:
             df["t_s"] = df["t"]
         return df
@@ -238,13 +300,30 @@ class Results:
 
     @cached_property
     def cc(self) -> pd.DataFrame:
-        """BBR-S state samples; `t_s` from CLOCK_MONOTONIC `t_ns` and the player's run time zero."""
-        df = self._series("bbrs_state.csv")
-        if df.empty:
-            return df
-        t0 = {self.keys[r.run_dir]["run_id"]: _t0_ns(r.run_dir, "") for r in self._complete()}
-        df["t_s"] = [(t - t0[rid]) / 1e9 if t0.get(rid) is not None else math.nan
-                     for rid, t in zip(df["run_id"], df["t_ns"])]
+        """Each run's CC state samples from the file its CC's registry entry names (`source`); `t_s`
+        on the run's clock, `path` from the client address, `flow`, `role`, and `state` (the mode
+        with its PROBE_BW sub-phase, mpvlab/flows.py mode_label)."""
+        from cc import registry
+        frames = []
+        for r in self._complete():
+            entry = registry.REGISTRY.get(r.cc)
+            spec = entry.state if entry is not None else None
+            if spec is None or spec.time != "t_ns":      # kernel BBR's ss state is the subflows table
+                continue
+            df = _read_csv(r.run_dir / "data" / spec.file)
+            if df is None or not len(df):
+                continue
+            df = self._keyed(df, r, "")
+            t0 = _t0_ns(r.run_dir, "")
+            df["t_s"] = [(t - t0) / 1e9 if t0 is not None else math.nan for t in df["t_ns"]]
+            df["source"] = f"data/{spec.file}"
+            modes = df[spec.mode] if spec.mode and spec.mode in df.columns else [None] * len(df)
+            phases = df[spec.phase] if spec.phase and spec.phase in df.columns else [None] * len(df)
+            df["state"] = [flowids.mode_label(m, None if p is None or (isinstance(p, float) and math.isnan(p))
+                                              else str(p), spec.phase) for m, p in zip(modes, phases)]
+            frames.append(df)
+        df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*KEYS, "client", "t_s"])
+        df = self._identify(df, self._ends_tuple, ["saddr", "sport", "daddr", "dport"])
         return self._path_from(df, "daddr", host_of)
 
     # -- export ----------------------------------------------------------------------------------

@@ -3,7 +3,10 @@
 - links.csv: per client interface (one per path) cumulative rx/tx bytes and packets, read from
   /proc/<pid>/net/dev of a process inside the client namespace (no fork per sample).
 - subflows.csv: per TCP subflow of the server (`ss -tin` in the server namespace): congestion control,
-  cwnd, srtt, delivery rate, bytes acked — also the proof that each subflow runs the chosen CC.
+  cwnd, srtt, delivery rate, bytes acked — also the proof that each subflow runs the chosen CC. Each
+  row names its flow (`local`, `peer`: the 4-tuple from the server's side) and, for an MPTCP subflow,
+  its connection (`mptcp_token`: the server's local MPTCP token, the same for every subflow of one
+  connection); its role (workload, probe, check, cross) is assigned after the run (mpvlab/flows.py).
 """
 
 from __future__ import annotations
@@ -57,8 +60,30 @@ _SS_FIELDS = {
     "pacing_rate": re.compile(r"\bpacing_rate (\d+(?:\.\d+)?)([KMG]?)bps"),
     "retrans": re.compile(r"\bretrans:\d+/(\d+)"),
     "bbr_bw": re.compile(r"bbr:\(bw:(\d+(?:\.\d+)?)([KMG]?)bps"),
+    "bbr_min_rtt_ms": re.compile(r"bbr:\([^)]*\bmrtt:([\d.]+)"),
+    "bbr_pacing_gain": re.compile(r"bbr:\([^)]*\bpacing_gain:([\d.]+)"),
+    "bbr_cwnd_gain": re.compile(r"bbr:\([^)]*\bcwnd_gain:([\d.]+)"),
+    # ss prints a subflow's MPTCP tokens as token:REMOTE(id:N)/LOCAL(id:M) (hex; the remote one is 0
+    # on the server's first subflow): the local one is the connection's (`ss -M` shows it as token:)
+    "mptcp_token": re.compile(r"\btoken:[0-9a-f]+\(id:\d+\)/([0-9a-f]+)\(id:\d+\)"),
 }
 _MULT = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}
+
+
+def bbr_v1_mode(pacing_gain: float | None, cwnd_gain: float | None) -> str | None:
+    """Kernel BBR v1's mode from the gains `ss` shows (tcp_bbr.c does not export the mode): STARTUP
+    paces at 2/ln2 ≈ 2.89, DRAIN at its inverse ≈ 0.35, PROBE_RTT at 1 with cwnd gain 1, PROBE_BW
+    cycles 1.25 / 0.75 / 1 with cwnd gain 2. A socket that has not sent data yet shows its initial
+    gains and reads as whatever they match."""
+    if pacing_gain is None or cwnd_gain is None:
+        return None
+    if pacing_gain > 2.0:
+        return "STARTUP"
+    if pacing_gain < 0.5:
+        return "DRAIN"
+    if abs(cwnd_gain - 1.0) < 1e-3 and abs(pacing_gain - 1.0) < 1e-3:
+        return "PROBE_RTT"
+    return "PROBE_BW"
 
 
 def parse_ss(text: str) -> list[dict[str, Any]]:
@@ -85,9 +110,14 @@ def parse_ss(text: str) -> list[dict[str, Any]]:
                 row["rttvar_ms"] = float(m.group(2))
             elif key in ("delivery_rate", "pacing_rate", "bbr_bw"):
                 row[key] = float(m.group(1)) * _MULT[m.group(2)]
+            elif key in ("bbr_min_rtt_ms", "bbr_pacing_gain", "bbr_cwnd_gain"):
+                row[key] = float(m.group(1))
+            elif key == "mptcp_token":
+                row[key] = m.group(1)
             else:
                 row[key] = int(m.group(1))
         row.pop("rtt", None)
+        row["bbr_mode"] = bbr_v1_mode(row["bbr_pacing_gain"], row["bbr_cwnd_gain"])
         rows.append(row)
     return rows
 
@@ -148,7 +178,7 @@ class Sampler:
         period = 1.0 / min(self.ss_hz, self.hz)
         with (self.out_dir / "subflows.csv").open("w") as f:
             f.write("t_s,local,peer,cc,mptcp,cwnd,srtt_ms,rttvar_ms,delivery_rate_bps,pacing_rate_bps,"
-                    "bytes_acked,retrans,bbr_bw_bps\n")
+                    "bytes_acked,retrans,bbr_bw_bps,bbr_min_rtt_ms,mptcp_token,bbr_pacing_gain,bbr_cwnd_gain,bbr_mode\n")
             while not self._stop.is_set():
                 cp = self.server.run(["ss", "-tinH", "state", "established", f"sport = :{self.server_port}"],
                                      check=False, timeout=5)
@@ -157,7 +187,9 @@ class Sampler:
                     self.subflows_seen[(r["local"], r["peer"])] = r["cc"]
                     f.write(f"{t:.4f},{r['local']},{r['peer']},{r['cc']},{int(r['mptcp'])},{_n(r['cwnd'])},"
                             f"{_n(r.get('srtt_ms'))},{_n(r.get('rttvar_ms'))},{_n(r['delivery_rate'])},"
-                            f"{_n(r['pacing_rate'])},{_n(r['bytes_acked'])},{_n(r['retrans'])},{_n(r['bbr_bw'])}\n")
+                            f"{_n(r['pacing_rate'])},{_n(r['bytes_acked'])},{_n(r['retrans'])},{_n(r['bbr_bw'])},"
+                            f"{_n(r['bbr_min_rtt_ms'])},{_n(r['mptcp_token'])},{_n(r['bbr_pacing_gain'])},"
+                            f"{_n(r['bbr_cwnd_gain'])},{_n(r['bbr_mode'])}\n")
                 f.flush()
                 self._stop.wait(period)
 

@@ -204,6 +204,41 @@ class BulkRecord(Record):
     definition: str
 
 
+class FlowStateRecord(Record):
+    """One flow of the CC's state file: identity (`flow` = server-side 4-tuple, MPTCP token when `ss`
+    showed one), role (mpvlab/flows.py), its rows in the window and its own means."""
+
+    flow: str
+    role: Literal["workload", "probe", "check", "cross", "other"]
+    mptcp_token: str | None
+    rows: int
+    first_t_s: float
+    last_t_s: float
+    bw_est_bps_mean_per_sample: float | None
+    bw_est_bps_mean_time_weighted: float | None
+    min_rtt_ms_min: float | None
+
+
+class CCStateView(Record):
+    """The CC's model (cc/registry.py `state`) over the workload's flows only, rows with run time in
+    `window_s` (playback). `_per_sample`: plain mean over the loader's rows; `_time_weighted`: each row
+    held until its flow's next row; `_per_update`: over the distinct records the CC wrote on ACKs."""
+
+    source: str = Field(description="the state file, relative to the run directory")
+    window_s: tuple[float, float]
+    flows_by_role: dict[str, int] = Field(description="flows in the file per role (all rows, any time)")
+    workload_rows: int
+    bw_est_bps_mean_per_sample: float | None = Field(description="plain mean over the workload flows' rows")
+    bw_est_bps_mean_time_weighted: float | None = Field(description="mean over time (rows held to the next row)")
+    bw_est_bps_mean_per_update: float | None = Field(description="mean over the CC's distinct records (per-ACK view)")
+    min_rtt_ms_mean_time_weighted: float | None
+    min_rtt_ms_min: float | None
+    mode_share_time_weighted: dict[str, float] = Field(description="share of time per mode (PROBE_BW:<phase>)")
+    mode_share_per_sample: dict[str, float] = Field(description="share of rows per mode")
+    flows: list[FlowStateRecord]
+    definition: str
+
+
 class RunHead(Record):
     run_id: str
     scenario: str
@@ -269,6 +304,8 @@ class EmulatedSummary(RunHead, PlayerQoE):
                           "cross-check against the interface counters (collectors/pcap.py); null without capture")
     cross_checks: dict[str, CrossCheck]
     mptcp: Mptcp
+    cc_state: CCStateView | None = Field(None, description="a CC whose state the registry names: its model "
+                                                            "over the workload's flows")
     # workload video (and PlayerQoE's fields)
     video_length_s: float | None = None
     player_mode: str | None = None
@@ -318,6 +355,7 @@ class SharedSummary(RunHead):
     cross_traffic: dict[str, Any]
     subflows: list[Subflow]
     http: HttpRecord
+    cc_state: CCStateView | None = None
 
 
 Summary = Annotated[Union[EmulatedSummary, PhysicalSummary, SharedSummary], Field(discriminator="topology")]

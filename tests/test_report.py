@@ -113,18 +113,20 @@ def test_html_is_self_contained_with_every_figure(tmp_path: Path) -> None:
     rep = build_report(tmp_path / "src", tmp_path / "src" / "report")
     page = rep.html.read_text()
     srcs = _html_images(page)
-    # 3 bar figures (underflows, discards, switches) + cwnd and throughput per scenario (2 × 2)
-    assert len(srcs) == 7
+    # 3 bar figures (underflows, discards, switches) + cwnd and throughput per scenario (2 × 2) + BBR's
+    # model over time, its mode shares and its estimate / min RTT per scenario (3 × 2: bbr and bbr-s are
+    # BBR-family)
+    assert len(srcs) == 13
     # Inline: each figure is its SVG file's exact bytes; the page needs no other file
     assert all(s.startswith("data:image/svg+xml;base64,") for s in srcs)
     svgs = sorted((tmp_path / "src" / "report" / "figures").glob("*.svg"))
-    assert len(svgs) == 7
+    assert len(svgs) == 13
     embedded = sorted(base64.b64decode(s.removeprefix("data:image/svg+xml;base64,")) for s in srcs)
     assert embedded == sorted(p.read_bytes() for p in svgs)
     assert not re.search(r'(src|href)="(https?:|//|/|\.\.)', page), "the report must not reference anything outside"
     # Relative links (PDF, SVG, PNG per figure) all resolve to files inside the report folder
     hrefs = re.findall(r'href="([^"]*)"', page)
-    assert len(hrefs) == 7 * 3
+    assert len(hrefs) == 13 * 3
     for h in hrefs:
         target = (rep.html.parent / h).resolve()
         assert target.is_file() and target.is_relative_to(rep.html.parent.resolve()), h

@@ -413,11 +413,17 @@ def _bars(c: Collection) -> list[Figure]:
     return [f for m, t, y in bar_metrics() if (f := bar_figure(c, m, t, y)) is not None]
 
 
+def _bbr(c: Collection) -> list[Figure]:
+    from mpvlab.report import bbr          # imports this module's Figure
+    return bbr.figures(c)
+
+
 BUILDERS: list[tuple[str, Builder]] = [
     ("QoE and path switches per congestion control", _bars),
     ("Congestion window over time", lambda c: timeseries_figures(c, "cwnd")),
     ("Throughput per path over time", lambda c: timeseries_figures(c, "throughput")),
     ("DASH: quality and stalls against the bottleneck buffer", dash_vs_buffer),
+    ("BBR's model over time (BBR-family CCs)", _bbr),
 ]
 
 

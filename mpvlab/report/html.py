@@ -97,6 +97,15 @@ Full tables: {% for t in tables %}<code>{{ t }}</code>{% if not loop.last %}, {%
 {% for cell in row.cells %}<td>{{ cell|safe }}</td>{% endfor %}</tr>
 {% endfor %}</table>
 
+{% if bbr_rows %}<h2>BBR's model per configuration</h2>
+<p>Over the workload's flows during playback (the fidelity probe, loopback check and preflight request left out):
+the CC's bandwidth estimate (time-weighted) over the configured link rate, its min RTT, and the share of time per
+mode; mean over trials [{{ conf_pct }} % BCa bootstrap interval]. Table <code>bbr_model.csv</code>.</p>
+<table><tr><th class="l">configuration</th><th>n</th>{% for h in bbr_heads %}<th>{{ h }}</th>{% endfor %}</tr>
+{% for row in bbr_rows %}<tr><td class="l">{{ row.label }}</td><td>{{ row.n }}</td>
+{% for v in row.cells %}<td>{{ v }}</td>{% endfor %}</tr>
+{% endfor %}</table>{% endif %}
+
 {% for section, figs in figure_sections %}
 <h2>{{ section }}</h2>
 {% for f in figs %}<figure id="{{ f.id }}"><img alt="{{ f.title }}" src="data:image/svg+xml;base64,{{ f.b64 }}">
@@ -323,8 +332,11 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
     sections = [(name, [{"id": f.id, "title": f.title, "caption": f.caption, "links": links(f),
                          "b64": base64.b64encode(f.svg).decode("ascii")} for f in figs])
                 for name, figs in figure_sections]
+    from mpvlab.report import bbr
+    bbr_heads, bbr_rows = bbr.html_rows(c)
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     return env.from_string(TEMPLATE).render(
+        bbr_heads=bbr_heads, bbr_rows=bbr_rows,
         scipy_version=scipy.__version__, n_resamples=f"{N_RESAMPLES:,}", alpha=ALPHA,
         metric_rows=_metric_rows(c), pairwise_groups=_pairwise_groups(pairwise), pairwise_note=_pairwise_note(pairwise),
         title=title, source=str(c.source), generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

@@ -40,18 +40,91 @@ def _resolved(scenario: str, cc: str, scheduler: str, seed: int, period_s: int, 
             "video: {kind: progressive, duration: 20s}\n")
 
 
-def _series(run_dir: Path, rng: random.Random, seconds: int, hz: int) -> None:
+T0_NS = 1_000_000_000_000     # synthetic run time zero on CLOCK_MONOTONIC (logs/player-summary.json)
+SERVER = "10.0.100.1"
+
+
+def state_modes(t: float, startup_s: float = 1.0) -> tuple[str, float, str]:
+    """The synthetic BBR mode at run time t: STARTUP for `startup_s`, DRAIN 0.2 s, then PROBE_BW cycling
+    UP / DOWN / CRUISE ×6 (0.1 s each; v3 names REFILL before UP), PROBE_RTT for 0.2 s every 5 s.
+    Returns (mode, v1 pacing gain, v3 phase)."""
+    if t < startup_s:
+        return "STARTUP", 2.885, "UP"
+    if t < startup_s + 0.2:
+        return "DRAIN", 0.347, "DOWN"
+    if (t % 5.0) >= 4.8:
+        return "PROBE_RTT", 1.0, "DOWN"
+    k = int(round((t - startup_s - 0.2) * 10)) % 8
+    return ("PROBE_BW", 1.25, "UP") if k == 0 else ("PROBE_BW", 0.75, "DOWN") if k == 1 else \
+        ("PROBE_BW", 1.0, "REFILL" if k == 7 else "CRUISE")
+
+
+def _cc_state(run_dir: Path, cc: str, rng: random.Random, seconds: int, hz: int = 20) -> None:
+    """The CC's state file (the registry's `state`) as its loader writes it: one row per flow per
+    sample — two workload subflows (one per path, server port 80), and, as in a real run, the
+    fidelity probe (port 5201), the loopback readiness check (9.27 Gbit/s) and the preflight request,
+    which the report must leave out."""
+    from cc import bbr3, registry
+    entry = registry.REGISTRY.get(cc)
+    spec = entry.state if entry is not None else None
+    if spec is None or spec.time != "t_ns":
+        return
+    cols = list(bbr3.STATE_COLUMNS) if spec.phase == "phase" else [
+        "t_ns", "flow_id", "saddr", "sport", "daddr", "dport", "bw_est_bps", "max_filter_bw_bps", "min_rtt_us",
+        "mode", "pacing_gain", "cwnd_gain", "cwnd", "n_samples", "percentile_bw_bps", "raw_percentile_bw_bps",
+        "lt_use_bw", "pacing_rate_bps", "mss", "acks", "samples", "clipped", "mismatch", "updated_ns", "closed"]
+    lines = [",".join(cols)]
+    flows = [(0, SERVER, 5201, "10.0.1.2", 40000, -3.0, -2.0, 50e6)]   # probe, before run time zero
+    flows += [(1, "127.0.0.1", 80, "127.0.0.1", 40100, -1.5, -1.4, 9.27e9),   # readiness check
+              (2, SERVER, 80, "10.0.1.2", 40200, -1.0, -0.9, 20e6)]           # preflight (its port: access log)
+    flows += [(3 + i, SERVER, 80, a, 41000 + i, 0.0, float(seconds), 3e6) for i, a in enumerate(PATHS.values())]
+    startup_s = round(rng.uniform(0.5, 1.5), 2)      # differs per trial: the intervals have a width
+    for fid, sa, sp, da, dp, start, end, bw in flows:
+        t = start
+        while t <= end + 1e-9:
+            mode, gain, phase = state_modes(t, startup_s) if start >= 0 else ("STARTUP", 2.885, "UP")
+            row = {c: "0" for c in cols}
+            row.update(t_ns=str(T0_NS + int(round(t * 1e9))), flow_id=str(fid), saddr=sa, sport=str(sp), daddr=da,
+                       dport=str(dp), bw_est_bps=f"{bw * rng.uniform(0.9, 1.1):.0f}", min_rtt_us=str(20000 + fid),
+                       mode=mode, pacing_gain=f"{gain:.4f}", phase=phase, updated_ns=str(T0_NS + int(t * 1e9)),
+                       closed="0")
+            lines.append(",".join(row[c] for c in cols))
+            t += 1.0 / hz
+    rundir.write_text(run_dir / "data" / spec.file, "\n".join(lines) + "\n")
+    # the preflight's client port, as Apache logs it (mpvlab/server.py's log format)
+    rundir.write_text(run_dir / "logs" / "apache" / "access.log",
+                      '10.0.1.2 40200 [24/Nov/2026:10:00:00 +0000] "HEAD /video.mp4?mpvlab-preflight=1 HTTP/1.1" '
+                      '200 0 100 - "-" HTTP/1.1 - -\n')
+    rundir.write_json(run_dir / "logs" / "player-summary.json", {"t0_ns": T0_NS})
+
+
+def _series(run_dir: Path, rng: random.Random, seconds: int, hz: int, cc: str = "cubic") -> None:
+    """links.csv and subflows.csv; `ss` shows the CC's kernel name (a BPF CC's run-scoped one) and, for
+    kernel BBR, its bbr:(…) block (bw, min RTT, gains: the modes of `state_modes`)."""
+    from cc import registry
+    from mpvlab.sampling import bbr_v1_mode
+    entry = registry.REGISTRY.get(cc)
+    seen = f"{cc.replace('-', '')[:8]}_synthe" if entry is not None and entry.bpf else cc
     links = ["t_s,path,interface,rx_bytes,rx_packets,tx_bytes,tx_packets"]
     subs = ["t_s,local,peer,cc,mptcp,cwnd,srtt_ms,rttvar_ms,delivery_rate_bps,pacing_rate_bps,bytes_acked,retrans,"
-            "bbr_bw_bps"]
+            "bbr_bw_bps,bbr_min_rtt_ms,mptcp_token,bbr_pacing_gain,bbr_cwnd_gain,bbr_mode"]
     cum = {p: 0 for p in PATHS}
+    # drawn only for BBR, so the other CCs' synthetic values stay what they were
+    startup_s = round(rng.uniform(0.5, 1.5), 2) if cc == "bbr" else 1.0
     for i in range(seconds * hz):
         t = i / hz
         for n, (p, addr) in enumerate(PATHS.items()):
             cum[p] += int(3e6 / 8 / hz * rng.uniform(0.8, 1.2))
             links.append(f"{t:.4f},{p},sx{n},{cum[p]},{cum[p] // 1514},0,0")
-            subs.append(f"{t:.4f},10.0.100.1:80,{addr}:4{n}000,cubic,1,{rng.randint(5, 40)},{rng.uniform(20, 90):.3f},"
-                        f"5.0,3e6,3.6e6,{cum[p]},,")
+            bbr = ",,"
+            gains = ",,"
+            if cc == "bbr":
+                mode, pg, _ = state_modes(t, startup_s)
+                cg = 1.0 if mode == "PROBE_RTT" else 2.885 if mode in ("STARTUP", "DRAIN") else 2.0
+                bbr = f"{3e6 * rng.uniform(0.9, 1.1):.0f},20.0,"
+                gains = f"{pg},{cg},{bbr_v1_mode(pg, cg)}"
+            subs.append(f"{t:.4f},{SERVER}:80,{addr}:4{n}000,{seen},1,{rng.randint(5, 40)},{rng.uniform(20, 90):.3f},"
+                        f"5.0,3e6,3.6e6,{cum[p]},,{bbr}1a2b3c4d,{gains}")
     rundir.write_text(run_dir / "data" / "links.csv", "\n".join(links) + "\n")
     rundir.write_text(run_dir / "data" / "subflows.csv", "\n".join(subs) + "\n")
 
@@ -90,7 +163,8 @@ def write_run(run_dir: Path, scenario: str, cc: str, scheduler: str, trial: int,
         metrics.update({f"dash.{k}": v for k, v in d.items()})
     rundir.write_json(run_dir / "summary.json", summary)
     if series_s:
-        _series(run_dir, rng, series_s, hz=5)
+        _series(run_dir, rng, series_s, hz=5, cc=cc)
+        _cc_state(run_dir, cc, rng, series_s)
     rundir.write_status(run_dir, "complete")
     return metrics
 

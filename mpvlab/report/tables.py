@@ -1,7 +1,8 @@
 """Tables of a report, as CSV and Parquet: runs (one row per complete run), stats (long: one row per
 configuration × metric, with the metric's interval method, t and bootstrap intervals), pairwise (tests
 between configurations, mpvlab/report/pairwise.py), metrics (the definitions used), configs (wide: the headline means and CIs per configuration), not_aggregated
-(failed or incomplete runs and why)."""
+(failed or incomplete runs and why), and, when a configuration's CC is BBR-family with a state series,
+bbr_model (mode shares, estimate / link rate, min RTT per configuration: mpvlab/report/bbr.py)."""
 
 from __future__ import annotations
 
@@ -87,6 +88,10 @@ def write_tables(c: Collection, out: Path, pairwise: pd.DataFrame | None = None)
               ("not_aggregated", not_aggregated_frame(c)), ("metrics", metrics_frame(c))]
     if pairwise is not None:
         frames.append(("pairwise", pairwise))
+    from mpvlab.report import bbr
+    models = bbr.config_models(c)
+    if models:
+        frames.append(("bbr_model", bbr.model_frame(models)))
     for name, df in frames:
         csv = out / f"{name}.csv"
         df.to_csv(csv, index=False)

@@ -39,6 +39,7 @@ from core.errors import RunFailed
 from mpvlab.run.context import RunContext
 from mpvlab.run.workloads.base import Client, Ends, Outcome
 from topologies import shared_bottleneck as sb
+from mpvlab.run.views import cc_state_view
 from mpvlab.run.workloads.video import dash_view
 
 PATH_LABEL = "shared"       # the delay lines' and queue folder's label (the path's name is the user's)
@@ -239,8 +240,11 @@ class SharedNetwork:
 
     def summarise(self, ctx: RunContext, outcome: Outcome, fid: dict[str, Any]) -> dict[str, Any]:
         assert self.cross is not None
-        return summarise(ctx, self.topo, outcome, self.leaves_before, self.leaves_after, self.tbf_before,
+        body = summarise(ctx, self.topo, outcome, self.leaves_before, self.leaves_after, self.tbf_before,
                          self.tbf_after, (self.t_end - self.t_start) / 1e9, self.samplers, self.cross.result)
+        # every flow named; the CC's model over the players' flows only (mpvlab/flows.py)
+        body["cc_state"] = cc_state_view(ctx, self.samplers[0], (self.t_end - ctx.t0_ns) / 1e9)
+        return body
 
 
 PLAYER_KEYS = ("underflows", "underflow_total_s", "picture_discards", "picture_discards_no_underflow",

@@ -8,7 +8,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from mpvlab import sampling
+from mpvlab import flows, sampling
 
 from topologies import dual_path
 from core.errors import RunFailed
@@ -120,6 +120,25 @@ def subflow_address_check(topo: dual_path.DualPath, subflows: list[dict[str, Any
             "stray": stray, "ok": not stray}
 
 
+def cc_state_view(ctx: RunContext, sampler: sampling.Sampler, playback_s: float | None) -> dict[str, Any] | None:
+    """Names every flow of the run's per-flow series (data/flows.json, .csv) and, for a CC whose state
+    the registry names, its model over the workload's flows during playback (mpvlab/flows.py)."""
+    rules = flows.RoleRules(sampler.server_port, flows.preflight_ports(ctx.logs / "apache" / "access.log"))
+    tokens = flows.mptcp_tokens(ctx.data)
+    from cc.registry import KERNEL_BBR_STATE       # the ss samples' columns (also kernel BBR's state)
+    series = {"subflows.csv": flows.read_state(ctx.data / "subflows.csv", KERNEL_BBR_STATE, rules, ctx.t0_ns),
+              flows.SCHED_SAMPLES: flows.sched_flows(ctx.data / flows.SCHED_SAMPLES, rules)}
+    spec = ctx.scenario.transport.cc_entry.state
+    view = None
+    if spec is not None:
+        if spec.file not in series:          # kernel BBR's state is the ss samples, read above
+            series[spec.file] = flows.read_state(ctx.data / spec.file, spec, rules, ctx.t0_ns)
+        rows = series[spec.file]
+        view = flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s or 0.0)), tokens).to_json()
+    flows.write_flows(ctx.data, rules, series, tokens)
+    return view
+
+
 def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, before: dict[str, dict[str, int]],
               after: dict[str, dict[str, int]], sampler: sampling.Sampler,
               sched: dict[str, Any], steer: dict[str, Any]) -> dict[str, Any]:
@@ -190,4 +209,5 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
         "cross_checks": checks,
         "warnings": warnings,
         "sampler_errors": sampler.errors,
+        "cc_state": cc_state_view(ctx, sampler, playback_s),
     }
