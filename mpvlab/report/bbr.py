@@ -38,14 +38,15 @@ from mpvlab.results import _t0_ns, addr_to_path  # noqa: E402
 # The order modes are shown in (unknown labels after, by name).
 STATE_ORDER = ["STARTUP", "DRAIN", "PROBE_BW:UP", "PROBE_BW:DOWN", "PROBE_BW:CRUISE", "PROBE_BW:REFILL",
                "PROBE_BW", "PROBE_RTT"]
-SHARE = MetricDef("bbr.mode_share", "share of time in mode", "fraction", 0.0, 1.0, "none",
+SHARE = MetricDef("share of time in mode", "fraction", 0.0, 1.0, "none",
                   "time-weighted share of the workload flows' state rows in the mode, during playback",
-                  "mpvlab", interval="bootstrap", test="mannwhitney")
-RATIO = MetricDef("bbr.bw_est_over_link", "bandwidth estimate / link rate", "ratio", 0.0, math.inf, "none",
+                  "mpvlab", interval="bootstrap", test="mannwhitney", key="bbr.mode_share")
+RATIO = MetricDef("bandwidth estimate / link rate", "ratio", 0.0, math.inf, "none",
                   "per workload flow, its time-weighted bandwidth estimate over its path's configured down rate; "
-                  "mean over the flows weighted by their duration", "mpvlab", interval="bootstrap", test="mannwhitney")
-MIN_RTT = MetricDef("bbr.min_rtt_ms", "min RTT", "ms", 0.0, math.inf, "none",
-                    "time-weighted mean of the CC's min RTT over the workload flows", "mpvlab")
+                  "mean over the flows weighted by their duration", "mpvlab", interval="bootstrap", test="mannwhitney",
+                  key="bbr.bw_est_over_link")
+MIN_RTT = MetricDef("min RTT", "ms", 0.0, math.inf, "none",
+                    "time-weighted mean of the CC's min RTT over the workload flows", "mpvlab", key="bbr.min_rtt_ms")
 
 
 PLOT_POINTS = 1500
