@@ -125,6 +125,20 @@ class BulkRecord(Record):
     definition: str
 
 
+class FidelityRow(Record):
+    """Configured vs achieved for one path direction over the whole run (mpvlab/fidelity.py)."""
+
+    link: str
+    configured_rate_bps: int | None
+    achieved_rate_bps: int | None        # tbf dequeue rate while it had a backlog
+    rate_ratio: float | None
+    backlogged_s: float | None
+    precheck_rate_ratio: float | None
+    precheck_rtt_error_ms_p99: float | None
+    lateness_ms_p99: float | None         # delay line: actual − scheduled release, every packet
+    lateness_ms_max: float | None
+
+
 class RunHead(Record):
     run_id: str
     scenario: str
@@ -154,6 +168,7 @@ class EmulatedSummary(RunHead):
     cross_checks: dict[str, CrossCheck]
     mptcp: Mptcp
     host_steal_during_playback: Steal
+    fidelity_table: list[FidelityRow] | None = None
     # workload video
     video_length_s: float | None = None
     underflows: int | None = None

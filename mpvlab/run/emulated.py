@@ -13,7 +13,7 @@ import collectors
 import schedulers
 from collectors import qdiscstat
 from core import hoststeal, naming, proc
-from mpvlab import fidelity, sampling, transport
+from mpvlab import fidelity, runzero, sampling, transport
 from topologies import dual_path
 from core.errors import RunFailed
 from mpvlab.run.context import RunContext
@@ -36,16 +36,14 @@ def execute(ctx: RunContext) -> dict[str, Any]:
     workload.prepare(ctx)
 
     with contextlib.ExitStack() as stack:
-        # Run time zero is fixed before the links come up, ahead of the probes, so the delay lines
-        # start on the same clock the workload and samplers use; the workload's client starts at t0.
-        lead_s = (sc.fidelity.probe_duration / 1e9 + 4.0) if sc.fidelity.probe else 2.0
-        net = bring_up_network(ctx, stack, lead_s)
+        # Run time zero: provisional at link-up, fixed once the run is ready (mpvlab/runzero.py).
+        net = bring_up_network(ctx, stack, runzero.lead_s(sc))
         topo, schedules, check_links = net.topo, net.schedules, net.check_links
         ends = Ends(topo.server.ns, topo.client.ns, topo.server_addr, net.cc_name, net.server_env)
 
         if sc.fidelity.probe:
             phase("fidelity probes")
-            fid = fidelity.run_probes(topo, sc, schedules, ctx.t0_ns, ctx.logs)
+            fid = fidelity.run_probes(topo, sc, schedules, ctx.t0_ns, ctx.logs, handles=net.handles)
             check_links()
         else:
             fid = dict(NO_FIDELITY_PROBE)
@@ -53,6 +51,7 @@ def execute(ctx: RunContext) -> dict[str, Any]:
 
         workload.serve(ctx, stack, ends)
 
+        ctx.t0_ns = runzero.fix(sc, net.handles, ctx.t0_ns, ctx.extra_prov)   # issue 16: t0 when ready
         phase("waiting for time zero")
         late_ms = wait_for_t0(ctx, check_links)
 
@@ -104,6 +103,8 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         summary["mptcp"] = mptcp_view(mib)
         summary["host_steal_during_playback"] = playing_steal.window.as_dict()
         summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
+    # Issue 16: the whole-run fidelity verdict, once the delay lines have written their stats.
+    fidelity.finish_summary(sc, ctx, schedules, fid, summary)
     return summary
 
 
@@ -176,6 +177,7 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
         f"{h.plan.label}": {"router": h.plan.router.name, "in_if": h.plan.in_if, "out_if": h.plan.out_if,
                             "order": h.plan.spec.order, "burst_bytes": h.plan.spec.effective_burst(),
                             "limit_bytes": h.plan.spec.buffer.to_bytes(),
+                            "shaper_dev": h.plan.shaper_dev,
                             "delay_backend": "nfqueue-delayline" if h.plan.needs_delay_line else "none",
                             "schedule": h.plan.schedule.to_text().splitlines()[1:],
                             "qdiscs": h.plan.router.run(["tc", "qdisc", "show"]).stdout.strip().splitlines()}
