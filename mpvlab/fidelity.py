@@ -65,7 +65,10 @@ def run_probes(topo: Any, scenario: Scenario, schedules: dict[str, PathSchedules
     shapers = []
     for h in handles or []:
         if h.plan.direction == "down" and h.plan.shaper_dev is not None and not h.plan.spec.has_impairments:
-            p = next(p for p in topo.paths if p.name == h.plan.path)
+            # A shared-bottleneck run labels its one path "shared" and probes it as the user's path.
+            p = next((p for p in topo.paths if p.name == h.plan.path), topo.paths[0] if len(topo.paths) == 1 else None)
+            if p is None:
+                continue
             shapers.append((p.name, h.plan.router, topo.server.ns, h.plan.shaper_dev, p.client_addr,
                             int(h.plan.spec.rate)))
     rate: dict[str, dict[str, Any]] = {}
@@ -126,21 +129,18 @@ def _step_mismatches(steps_csv: Path, stats: dict[str, Any], sched: Schedule) ->
         rows = list(csv.DictReader(steps_csv.open()))
     except OSError:
         return []
-    t0 = int(stats.get("t0_ns", 0))
-    t0_init = int(stats.get("t0_initial_ns", t0))
-    moved_at = int(stats.get("t0_set_at_ns", 0))
+    n_old = int(stats.get("step_log_rows_before_t0_move", 0))
+    t0, t0_init = int(stats.get("t0_ns", 0)), int(stats.get("t0_initial_ns", stats.get("t0_ns", 0)))
     bad = []
-    seen_new_clock = False
-    for r in rows:
+    for i, r in enumerate(rows):
+        on_old = i < n_old
+        # The schedule is a function of time since t0: a row on the initial clock is re-expressed on
+        # the run's t0 only for the message; the check uses the clock the line used.
         rel = int(r["t_ns_rel"])
-        # After a move the line restarts its log with one row on the new clock; what precedes that
-        # row (an absolute time before moved_at on the old clock) is on the initial t0.
-        on_old = moved_at > 0 and not seen_new_clock and t0_init + rel < moved_at
-        if moved_at > 0 and not on_old:
-            seen_new_clock = True
         want_us = sched.delay_at(rel) // 1000
         if int(r["delay_us"]) != want_us:
-            bad.append(f"{int(r['delay_us']) / 1e3:g} ms at t={rel / 1e9:.3f} s (schedule: {want_us / 1e3:g} ms"
+            t_run = (rel + t0_init - t0) if on_old else rel
+            bad.append(f"{int(r['delay_us']) / 1e3:g} ms at t={t_run / 1e9:.3f} s (schedule: {want_us / 1e3:g} ms"
                        f"{', before t0 was set' if on_old else ''})")
     return bad
 
@@ -162,7 +162,8 @@ def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, lo
     for label, link in links.items():
         if not isinstance(link, dict) or "-" not in label:
             continue      # shared-bottleneck runs keep the router's qdisc listing beside the links
-        path, direction = label.rsplit("-", 1)
+        qdir, direction = label.rsplit("-", 1)       # the label names the queue samplers' folder
+        path = str(link.get("path", qdir))            # the scenario's path (shared runs label it otherwise)
         spec = scenario.paths[path] if path in scenario.paths else None
         d_spec = getattr(spec, direction) if spec is not None else None
         entry: dict[str, Any] = {}
@@ -192,13 +193,13 @@ def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, lo
                                     + "; ".join(bad[:3]) + (f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""))
         dev = link.get("shaper_dev")
         if dev and d_spec is not None and d_spec.rate is not None:
-            if path not in qrows:
+            if qdir not in qrows:
                 try:
                     from collectors import qdiscstat
-                    qrows[path] = qdiscstat.load_samples(data_dir / "queues" / path)[0]
+                    qrows[qdir] = qdiscstat.load_samples(data_dir / "queues" / qdir)[0]
                 except Exception:  # noqa: BLE001 — a missing sampler file is a note, not a verdict
-                    qrows[path] = []
-            r = precheck.backlogged_rate(qrows[path], dev, int(d_spec.rate))
+                    qrows[qdir] = []
+            r = precheck.backlogged_rate(qrows[qdir], dev, int(d_spec.rate))
             r["tolerance"] = f.rate_tolerance
             entry["rate"] = r
             if "ratio" in r and r["backlogged_s"] >= MIN_BACKLOGGED_S and abs(r["ratio"] - 1) > f.rate_tolerance:
@@ -208,6 +209,7 @@ def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, lo
                                 f"±{f.rate_tolerance:.0%})")
             elif "ratio" not in r or r["backlogged_s"] < MIN_BACKLOGGED_S:
                 r["check"] = "not judged: the queue was backlogged too briefly"
+        entry["path"] = path
         run[label] = entry
     fid["run"] = run
     fid.setdefault("warnings", [])
@@ -222,8 +224,8 @@ def table(fid: dict[str, Any], scenario: Scenario) -> list[dict[str, Any]]:
     """Configured vs achieved, one row per path direction (provenance and summary)."""
     rows = []
     for label, e in fid.get("run", {}).items():
-        path, direction = label.rsplit("-", 1)
-        pre = fid.get("paths", {}).get(path, {})
+        direction = label.rsplit("-", 1)[1]
+        pre = fid.get("paths", {}).get(e.get("path", ""), {})
         r = e.get("rate", {})
         row: dict[str, Any] = {
             "link": label,

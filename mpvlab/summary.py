@@ -149,6 +149,7 @@ class RunHead(Record):
     fidelity_warnings: list[str]
     sampler_errors: list[str]
     run_wall_s: float
+    fidelity_table: list[FidelityRow] | None = None   # configured vs achieved (mpvlab/fidelity.py)
 
 
 class EmulatedSummary(RunHead):
@@ -168,7 +169,6 @@ class EmulatedSummary(RunHead):
     cross_checks: dict[str, CrossCheck]
     mptcp: Mptcp
     host_steal_during_playback: Steal
-    fidelity_table: list[FidelityRow] | None = None
     # workload video
     video_length_s: float | None = None
     underflows: int | None = None

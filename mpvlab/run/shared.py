@@ -33,7 +33,7 @@ from typing import Any
 from collectors import qdiscstat
 from links.emulator import FRAME_BYTES, DirectionHandle, apply_direction
 from core import hoststeal, proc
-from mpvlab import fidelity, sampling, server
+from mpvlab import fidelity, runzero, sampling, server
 from mpvlab.run import steps
 from core.netns import Netns
 from core.errors import RunFailed
@@ -244,7 +244,7 @@ def execute(ctx: RunContext) -> dict[str, Any]:
     ctx.extra_prov["content"] = steps.content_provenance(video)
 
     with contextlib.ExitStack() as stack:
-        lead_s = (sc.fidelity.probe_duration / 1e9 + 4.0) if sc.fidelity.probe else 2.0
+        lead_s = runzero.lead_s(sc)   # issue 16: provisional t0, fixed when ready (runzero.fix below)
         phase("topology")
         h = sc.hosts
         topo = sb.build(ctx.run_id, ctx.ledger.add_netns, sc.n_clients,
@@ -280,6 +280,7 @@ def execute(ctx: RunContext) -> dict[str, Any]:
                             "out_if": hd.plan.out_if, "order": hd.plan.spec.order,
                             "burst_bytes": hd.plan.spec.effective_burst(),
                             "limit_bytes": hd.plan.spec.buffer.to_bytes(FRAME_BYTES),
+                            "shaper_dev": hd.plan.shaper_dev,
                             "delay_backend": "nfqueue-delayline" if hd.plan.needs_delay_line else "none",
                             "schedule": hd.plan.schedule.to_text().splitlines()[1:]}
             for hd in handles}
@@ -295,7 +296,8 @@ def execute(ctx: RunContext) -> dict[str, Any]:
             phase("fidelity probe")
             view = _ProbeView(topo.server, topo.clients[0].node, topo.server_addr,
                               [_ProbePath(pname, topo.clients[0].addr, topo.server_addr)])
-            fid = fidelity.run_probes(view, sc, {pname: sched}, ctx.t0_ns, ctx.logs)  # type: ignore[arg-type]
+            fid = fidelity.run_probes(view, sc, {pname: sched}, ctx.t0_ns, ctx.logs,  # type: ignore[arg-type]
+                                      handles=handles)
             fid["probed_from"] = topo.clients[0].role
             check_links()
         else:
@@ -310,6 +312,7 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         # A full queue's drain time plus the one-way delays: what the probe receiver waits at the end.
         drain_s = (spec.down.buffer.to_bytes(FRAME_BYTES) * 8 / spec.down.rate if spec.down.rate else 0.0) \
             + (sched.down.max_delay_ns + sched.up.max_delay_ns) / 1e9 + 0.3
+        ctx.t0_ns = runzero.fix(sc, handles, ctx.t0_ns, ctx.extra_prov)   # issue 16: t0 when ready
         (ctx.data / "cross").mkdir(parents=True, exist_ok=True)
         xt = CrossTraffic(topo, ctx.data / "cross", ctx, bulk_spec, voip_spec, drain_s)
         stack.callback(xt.stop)
@@ -391,6 +394,7 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         summary["http"] = {"protocol": http.protocol, "tls": http.tls is not None, "port": http.port,
                            **{k: tally[k] for k in ("requests", "by_protocol", "by_tls_version", "by_cipher")}}
         summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
+    fidelity.finish_summary(sc, ctx, {pname: sched}, fid, summary)   # issue 16: whole-run verdict
     return summary
 
 

@@ -76,6 +76,8 @@ struct dl {
 	int64_t t0_initial_ns;
 	int64_t t0_set_at_ns;
 	uint64_t t0_updates;
+	uint64_t steplog_rows;         /* rows written to the step log */
+	uint64_t steplog_rows_old_t0;  /* ... of which on the clock before the last t0 move */
 };
 
 static volatile sig_atomic_t g_stop;
@@ -190,9 +192,11 @@ static void on_packet(void *ctx, uint32_t id, uint32_t len, int64_t now)
 			d->st.delay_steps++;
 		d->have_delay = 1;
 		d->last_delay_ns = delay;
-		if (d->steplog)
+		if (d->steplog) {
 			fprintf(d->steplog, "%" PRId64 ",%" PRId64 "\n", depart,
 				delay / 1000);
+			d->steplog_rows++;
+		}
 	}
 	target = d->t0_ns + depart + delay;
 	if (target < d->last_target_ns)
@@ -289,6 +293,7 @@ static int apply_t0_file(struct dl *d)
 	d->t0_set_at_ns = mono_ns();
 	d->t0_updates++;
 	d->have_delay = 0; /* the step log restarts on the new clock */
+	d->steplog_rows_old_t0 = d->steplog_rows;
 	if (d->steplog)
 		fflush(d->steplog);
 	if (snprintf(ack, sizeof(ack), "%s.ack", d->t0_file) >= (int)sizeof(ack) ||
@@ -344,6 +349,8 @@ static void write_extra(FILE *f, void *ctx)
 	fprintf(f, "  \"t0_initial_ns\": %" PRId64 ",\n", d->t0_initial_ns);
 	fprintf(f, "  \"t0_set_at_ns\": %" PRId64 ",\n", d->t0_set_at_ns);
 	fprintf(f, "  \"t0_updates\": %" PRIu64 ",\n", d->t0_updates);
+	fprintf(f, "  \"step_log_rows_before_t0_move\": %" PRIu64 ",\n",
+		d->steplog_rows_old_t0);
 	fprintf(f, "  \"drops_queue\": %" PRIu64 ",\n", c->queue_drops);
 	fprintf(f, "  \"drops_outage\": %" PRIu64 ",\n", d->drops_outage);
 	fprintf(f, "  \"drops_outage_flushed\": %" PRIu64 ",\n",
