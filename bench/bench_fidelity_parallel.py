@@ -81,10 +81,11 @@ def main() -> int:
         for n in (int(x) for x in a.levels.split(",")):
             runs = n * a.per_level
             spec = base / f"spec-p{n}.yaml"
-            # trials × 3 CCs ≥ runs; the sweep's run list is cut by a scenario-level grid of CCs.
+            # Exactly `runs` runs: as many CCs (of 3) as divide them, the rest as trials.
+            k = next(k for k in (3, 2, 1) if runs % k == 0)
             spec.write_text(yaml.safe_dump({
                 "name": "fid-bench", "scenarios": [a.scenario],
-                "grid": {"transport.cc": (ccs * runs)[:min(runs, 3)]}, "trials": -(-runs // min(runs, 3)),
+                "grid": {"transport.cc": ccs[:k]}, "trials": runs // k,
                 "overrides": {"video.duration": f"{a.video_s:g}s"}}))
             res = base / f"p{n}"
             t = time.monotonic()
