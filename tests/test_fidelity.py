@@ -159,3 +159,39 @@ def test_verdict_fields_and_a_path_a_single_tcp_flow_cannot_fill(tmp_path: Path)
     assert rows["wifi-down"]["configured_rate_bps"] == 25_000_000
     assert rows["wifi-up"]["configured_rate_bps"] is None
     assert isinstance(s["fidelity_ok"], bool)
+
+
+@needs_root
+@pytest.mark.netns
+def test_delay_line_moves_its_t0_on_request(tmp_path: Path) -> None:
+    """--t0-file + SIGUSR1 (links.emulator.set_t0's protocol): the line acknowledges the new t0,
+    applies the schedule on it from then on, and its stats say so. Schedule: 60 ms for the first
+    second of every 2 s, 0 ms for the second. Started with t0 = now (60 ms now), moved to now + 1 s
+    (−1 s on the new clock is the periodic extension's second half: 0 ms)."""
+    import signal
+    import time
+    sys.path.insert(0, str(REPO / "links" / "delayline"))
+    import hdl_harness as H
+    with H.Line() as line:
+        t0 = time.monotonic_ns()
+        t0_file = line.tmp / "dl.t0"
+        d = line.delayline(H.square(0, 60_000, 2_000_000, low_first=False), queue=0, t0_ns=t0,
+                           extra=["--t0-file", str(t0_file)])
+        line.add_queue("rs", 0)
+        before = [x["rtt_ns"] for x in line.ping(5, 0.01) if x["rtt_ns"] is not None]
+        new_t0 = time.monotonic_ns() + 1_000_000_000
+        t0_file.write_text(f"{new_t0}\n")
+        assert d.proc is not None
+        os.kill(d.proc.pid, signal.SIGUSR1)
+        ack = Path(f"{t0_file}.ack")
+        for _ in range(500):
+            if ack.exists() and ack.read_text().strip() == str(new_t0):
+                break
+            time.sleep(0.002)
+        assert ack.read_text().strip() == str(new_t0)
+        after = [x["rtt_ns"] for x in line.ping(5, 0.01) if x["rtt_ns"] is not None]
+        st = d.stop()
+    assert before and min(before) >= 60 * MS                 # never early: 60 ms on the initial clock
+    assert after and max(after) < 30 * MS                     # 0 ms on the new clock (any stall < 30 ms)
+    assert st["t0_ns"] == new_t0 and st["t0_initial_ns"] == t0 and st["t0_updates"] == 1
+    assert st["t0_set_at_ns"] > t0 and st["step_log_rows_before_t0_move"] >= 1
