@@ -147,7 +147,7 @@ def _step_mismatches(steps_csv: Path, stats: dict[str, Any], sched: Schedule) ->
 
 def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, logs: Path,
               schedules: dict[str, PathSchedules] | None, fid: dict[str, Any],
-              t0_ns: int | None = None) -> dict[str, Any]:
+              t0_ns: int | None = None, steal: StealWindow | None = None) -> dict[str, Any]:
     """The whole-run verdict, merged into `fid` (returned): call once the delay lines have stopped
     (their stats are in extra_prov["delay_lines"]) and the queue samplers have written
     data_dir/queues/<path>. Adds fid["run"] — per direction: lateness, drops, applied delays,
@@ -212,6 +212,8 @@ def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, lo
         entry["path"] = path
         run[label] = entry
     fid["run"] = run
+    note = _host_note(steal)   # the CPU time the hypervisor took during playback, named beside
+    warnings = [w + note for w in warnings]
     fid.setdefault("warnings", [])
     fid["warnings"] = [*fid["warnings"], *warnings]
     fid["table"] = table(fid, scenario)
@@ -249,7 +251,9 @@ def finish_summary(scenario: Scenario, ctx: Any, schedules: dict[str, PathSchedu
     hooks = test_hooks()
     if hooks:
         fid["test_hooks"] = hooks
-    judge_run(scenario, ctx.extra_prov, ctx.data, ctx.logs, schedules, fid)
+    st = summary.get("host_steal_during_playback")
+    judge_run(scenario, ctx.extra_prov, ctx.data, ctx.logs, schedules, fid,
+              steal=StealWindow.from_dict(st) if st else None)
     for w in fid["warnings"][before:]:
         ctx.opts.log(f"fidelity warning: {w}")
     summary["fidelity_ok"] = fid.get("ok")
