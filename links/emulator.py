@@ -60,6 +60,19 @@ class DirectionPlan:
     def needs_delay_line(self) -> bool:
         return self.schedule.max_delay_ns > 0 or self.spec.loss > 0 or self.spec.has_impairments
 
+    @property
+    def shaper_dev(self) -> str | None:
+        """The device whose tbf shapes this direction (None without a rate)."""
+        if self.spec.rate is None:
+            return None
+        return self.ifb if self.spec.order == "shape-then-delay" else self.out_if
+
+    @property
+    def t0_movable(self) -> bool:
+        """Whether run time zero can be set after the line started (set_t0). A capacity model and
+        outages keep state on the t0 clock that must not run backwards, so their t0 is fixed."""
+        return not self.spec.has_impairments
+
     def _base(self) -> Path:
         return self.base_dir or capacity.SHIPPED_TRACES
 
@@ -89,9 +102,23 @@ class DirectionHandle:
         return f"delay line {self.plan.label} exited with code {self.process.returncode}: {err.strip()}"
 
 
+# Test-only hooks, so tests can show that the fidelity verdict catches a broken emulator: the tbf
+# gets rate × MPVLAB_TEST_TBF_RATE_FACTOR, and the delay lines' schedules are shifted by
+# MPVLAB_TEST_DELAY_SKEW_US. Never set in a real run (the provenance records them if they are).
+TEST_RATE_FACTOR_ENV = "MPVLAB_TEST_TBF_RATE_FACTOR"
+TEST_DELAY_SKEW_ENV = "MPVLAB_TEST_DELAY_SKEW_US"
+
+
+def test_hooks() -> dict[str, str]:
+    import os
+    return {k: os.environ[k] for k in (TEST_RATE_FACTOR_ENV, TEST_DELAY_SKEW_ENV) if os.environ.get(k)}
+
+
 def tbf_argv(dev: str, spec: LinkDirection) -> list[str]:
+    import os
     assert spec.rate is not None
-    return ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{spec.rate}bit",
+    rate = round(spec.rate * float(os.environ.get(TEST_RATE_FACTOR_ENV) or 1))
+    return ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{rate}bit",
             "burst", str(spec.effective_burst()), "limit", str(spec.buffer.to_bytes(FRAME_BYTES))]
 
 
@@ -128,23 +155,53 @@ def _start_delay_line(handle: DirectionHandle, workdir: Path, t0_ns: int,
         "stats": workdir / f"delay-{label}.stats.json",
         "steps": workdir / f"delay-{label}.steps.csv",
         "stderr": workdir / f"delay-{label}.log",
+        "t0": workdir / f"delay-{label}.t0",
     }
-    plan.schedule.to_file(files["schedule"])
+    import os
+    skew_us = int(os.environ.get(TEST_DELAY_SKEW_ENV) or 0)
+    if skew_us:   # test-only: a line that does not follow its schedule
+        Schedule.piecewise([(t, v + skew_us * 1000) for t, v in zip(plan.schedule.times_ns, plan.schedule.delays_ns)],
+                           plan.schedule.period_ns).to_file(files["schedule"])
+    else:
+        plan.schedule.to_file(files["schedule"])
     files["ready"].unlink(missing_ok=True)
     argv = [str(DELAYLINE_BIN), "--queue", str(plan.queue_num), "--schedule", str(files["schedule"]),
             "--t0-ns", str(t0_ns), "--maxlen", str(plan.queue_maxlen()), "--ready-file", str(files["ready"]),
             "--stats", str(files["stats"]), "--step-log", str(files["steps"])]
+    if plan.t0_movable:
+        argv += ["--t0-file", str(files["t0"])]
     if plan.spec.loss > 0:
         argv += ["--loss", repr(plan.spec.loss), "--seed", str(plan.seed)]
     if plan.spec.has_impairments:
         argv += capacity.delayline_args(plan.spec.impairments(), workdir=workdir, label=label, seed=plan.seed,
                                         base_dir=plan._base())
+    cpu = _pinned_cpu(plan)
+    if cpu is not None:
+        argv = ["taskset", "-c", str(cpu), *argv]
     with files["stderr"].open("wb") as err:
         handle.process = plan.router.popen(argv, stdout=err, stderr=subprocess.STDOUT)
     handle.ref = proc.ProcRef.of(handle.process.pid, f"delayline {label}")
     on_process(handle.ref)
     handle.files = files
     proc.wait_ready(handle.process, files["ready"], f"delay line {label}", 5.0, log=files["stderr"], error=LinkError)
+
+
+# Delay-line CPU placement (issue 16, opt-in while measured): MPVLAB_DELAYLINE_PIN=spread pins each
+# line to one CPU, chosen from its IFB name (unique per run and direction), so concurrent runs' lines
+# spread over the CPUs instead of migrating between them. Measured on 2 cores, 4 lines (3 with bulk
+# TCP): the probe line's lateness p99 86–129 µs pinned (4 runs) vs 124–994 µs unpinned (5 runs);
+# but in whole runs (bench/bench_fidelity_parallel.py, --parallel 3 and 4, 8 s videos) lateness p99
+# was 0.14 ms pinned vs 0.09–0.10 ms unpinned — no gain shown there, so it stays off by default.
+PIN_ENV = "MPVLAB_DELAYLINE_PIN"
+
+
+def _pinned_cpu(plan: DirectionPlan) -> int | None:
+    import os
+    import zlib
+    if os.environ.get(PIN_ENV) != "spread":
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[zlib.crc32(plan.ifb.encode()) % len(cpus)]
 
 
 def stop_direction(handle: DirectionHandle) -> dict[str, Any]:
@@ -158,3 +215,38 @@ def stop_direction(handle: DirectionHandle) -> dict[str, Any]:
         stats = {"error": "no stats written"}
     stats["exit_code"] = handle.process.returncode
     return stats
+
+
+def set_t0(handles: list[DirectionHandle], t0_ns: int, timeout_s: float = 2.0) -> None:
+    """Move run time zero of running delay lines to `t0_ns` (CLOCK_MONOTONIC): each line reads it
+    from its t0 file on SIGUSR1 and acknowledges; returns once every line has. Packets already held
+    keep their release times; later ones get delay(arrival − t0_ns). Lines that cannot move their t0
+    (plan.t0_movable) must not be passed."""
+    import os
+    import signal
+    import time
+    live = [h for h in handles if h.process is not None]
+    for h in live:
+        if not h.plan.t0_movable:
+            raise LinkError(f"delay line {h.plan.label} has a fixed t0 (capacity model or outages)")
+        tmp = h.files["t0"].with_suffix(".t0.tmp")
+        tmp.write_text(f"{t0_ns}\n")
+        os.replace(tmp, h.files["t0"])   # atomic: the line never reads half a number
+        ack = Path(f"{h.files['t0']}.ack")
+        ack.unlink(missing_ok=True)
+        assert h.process is not None
+        os.kill(h.process.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + timeout_s
+    for h in live:
+        ack = Path(f"{h.files['t0']}.ack")
+        while True:
+            try:
+                if int(ack.read_text().strip() or 0) == t0_ns:
+                    break
+            except (OSError, ValueError):
+                pass
+            if not h.alive():
+                raise LinkError(h.describe_death())
+            if time.monotonic() > deadline:
+                raise LinkError(f"delay line {h.plan.label} did not take the new t0 within {timeout_s:g} s")
+            time.sleep(0.001)

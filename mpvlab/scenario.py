@@ -269,6 +269,8 @@ class FidelitySpec(Strict):
     probe: bool = True
     rtt_tolerance: Duration = 2 * 10**6
     rate_tolerance: float = Field(0.05, gt=0.0, lt=1.0)
+    # Physical runs' probes. Emulated runs use the fixed, kernel-measured pre-check instead
+    # (mpvlab/precheck.py: 300 RTT samples per path, ~0.6 s of backlogged tbf) and the whole-run verdict.
     probe_duration: Duration = 3 * 10**9
 
 

@@ -239,6 +239,20 @@ class CCStateView(Record):
     definition: str
 
 
+class FidelityRow(Record):
+    """Configured vs achieved for one path direction over the whole run (mpvlab/fidelity.py)."""
+
+    link: str
+    configured_rate_bps: int | None
+    achieved_rate_bps: int | None        # tbf dequeue rate while it had a backlog
+    rate_ratio: float | None
+    backlogged_s: float | None
+    precheck_rate_ratio: float | None
+    precheck_rtt_error_ms_p99: float | None
+    lateness_ms_p99: float | None         # delay line: actual − scheduled release, every packet
+    lateness_ms_max: float | None
+
+
 class RunHead(Record):
     run_id: str
     scenario: str
@@ -253,6 +267,7 @@ class RunHead(Record):
     run_wall_s: Annotated[float, MetricDef(
         "run wall time", "s", 0, INF, "none", "wall-clock time of the whole run", MPVLAB, rank=15)]
     host_steal_during_playback: Steal
+    fidelity_table: list[FidelityRow] | None = None   # configured vs achieved (mpvlab/fidelity.py)
 
 
 # Fields that several kinds of run share, declared (with their metric) once.

@@ -118,15 +118,19 @@ def test_smoke_run_is_complete_and_correct(smoke: tuple[subprocess.CompletedProc
     assert abs(s["duration_s"] - 20.0) < 0.5
     assert all(c["ok"] for c in s["cross_checks"].values()), s["cross_checks"]
     assert s["path_switches"] > 0
-    # Fidelity probes: goodput of each 3 Mbit/s path at 3e6 × 1448/1514 within 3 %, less the share
-    # of CPU time the hypervisor took during the probes, which the run records (tests/hostnoise.py).
-    steal = prov["fidelity"]["host_steal"]["rate_probes"]
-    assert 0 <= steal["fraction"] and steal["window_s"] >= 2.0
+    # Pre-run check: each 3 Mbit/s tbf dequeued at its rate while backlogged (qdisc counters) within
+    # 3 %, less the share of CPU time the hypervisor took meanwhile (tests/hostnoise.py); the
+    # kernel-stamped RTT matched the schedules.
+    steal = prov["fidelity"]["host_steal"]["rate_check"]
+    assert 0 <= steal["fraction"]
     for path in ("wifi", "lte"):
         rate = prov["fidelity"]["paths"][path]["rate_down"]
-        lo, hi = lowered(3e6 * 1448 / 1514, 0.03, steal["fraction"])
-        assert lo <= rate["achieved_goodput_bps"] <= hi, (rate, steal)
+        lo, hi = lowered(3e6, 0.03, steal["fraction"])
+        assert lo <= rate["achieved_bps"] <= hi, (rate, steal)
         assert abs(prov["fidelity"]["paths"][path]["rtt"]["error_ms_p50"]) < 1.0
+    # The whole-run verdict: lateness and the playback window's tbf rate per direction.
+    assert {r["link"] for r in s["fidelity_table"]} == {"wifi-down", "wifi-up", "lte-down", "lte-up"}
+    assert prov["fidelity"]["run"]["wifi-down"]["lateness_packets"] > 1000
     # Provenance
     assert prov["host"]["kernel"] == os.uname().release
     assert prov["seed"] == 1 and prov["cc"]["kernel_name"] == "cubic"
@@ -411,12 +415,12 @@ def test_per_path_server_addressing(tmp_path: Path) -> None:
     assert size < handed < size + 1000
     assert s["frames_expected"] == 300 and s["frames_accounted"] is True
     played_accounted(s)
-    # Fidelity probes went to each path's own server address: goodput of each 3 Mbit/s path.
-    steal = prov["fidelity"]["host_steal"]["rate_probes"]
+    # Fidelity checks went to each path's own server address: each 3 Mbit/s tbf's rate.
+    steal = prov["fidelity"]["host_steal"]["rate_check"]
     for path in ("wifi", "lte"):
         rate = prov["fidelity"]["paths"][path]["rate_down"]
-        lo, hi = lowered(3e6 * 1448 / 1514, 0.03, steal["fraction"])
-        assert lo <= rate["achieved_goodput_bps"] <= hi, (rate, steal)
+        lo, hi = lowered(3e6, 0.03, steal["fraction"])
+        assert lo <= rate["achieved_bps"] <= hi, (rate, steal)
         assert abs(prov["fidelity"]["paths"][path]["rtt"]["error_ms_p50"]) < 1.0
     assert_nothing_left(s["run_id"])
 

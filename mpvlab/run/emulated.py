@@ -15,7 +15,7 @@ import collectors
 import schedulers
 from collectors import qdiscstat
 from core import naming, proc
-from mpvlab import fidelity, sampling, transport
+from mpvlab import fidelity, runzero, sampling, transport
 from topologies import dual_path
 from core.errors import RunFailed
 from mpvlab.run import capture
@@ -55,7 +55,13 @@ class EmulatedNetwork:
     check = check_links
 
     def precheck(self, ctx: RunContext) -> dict[str, Any]:
-        return fidelity.run_probes(self.topo, ctx.scenario, self.schedules, ctx.t0_ns, ctx.logs)
+        return fidelity.run_probes(self.topo, ctx.scenario, self.schedules, ctx.t0_ns, ctx.logs, handles=self.handles)
+
+    def ready(self, ctx: RunContext) -> None:
+        ctx.t0_ns = runzero.fix(ctx.scenario, self.handles, ctx.t0_ns, ctx.extra_prov)
+
+    def judge(self, ctx: RunContext, fid: dict[str, Any], summary: dict[str, Any]) -> None:
+        fidelity.finish_summary(ctx.scenario, ctx, self.schedules, fid, summary)
 
     def before_t0(self, ctx: RunContext, stack: contextlib.ExitStack) -> None:
         # observe.pcap: tcpdumps from before t0 until after the workload (issues 22/23).
@@ -173,6 +179,7 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
         f"{h.plan.label}": {"router": h.plan.router.name, "in_if": h.plan.in_if, "out_if": h.plan.out_if,
                             "order": h.plan.spec.order, "burst_bytes": h.plan.spec.effective_burst(),
                             "limit_bytes": h.plan.spec.buffer.to_bytes(),
+                            "shaper_dev": h.plan.shaper_dev,
                             "delay_backend": "nfqueue-delayline" if h.plan.needs_delay_line else "none",
                             "schedule": h.plan.schedule.to_text().splitlines()[1:],
                             "qdiscs": h.plan.router.run(["tc", "qdisc", "show"]).stdout.strip().splitlines()}

@@ -5,6 +5,7 @@
     workload.serve            the server side answering
     network.precheck          the emulator's pre-run fidelity check (scenario `fidelity.probe`)
     network.before_t0         collectors that take time to come up (packet capture)
+    network.ready             preparation done: run time zero fixed now (mpvlab/runzero.py)
     wait for time zero        the links watched meanwhile
     network.start_collectors  samplers, queue counters, scheduler trace, cross traffic …
     workload.start            the client side(s), at time zero
@@ -12,6 +13,8 @@
     network.stop_collectors   collectors stop and write their files
     workload.finish           the workload's part of the summary
     network.summarise         the network's part around it; the run head is added here, once
+    network.judge             after teardown: the whole-run fidelity verdict from the emulator's own
+                              evidence (delay lines' lateness, shapers' counters; mpvlab/fidelity.py)
 
 Everything started is undone by one ExitStack on success, error or Ctrl-C, in reverse order; the
 session (session.py) around it owns the ledger, the result directory and provenance. A topology
@@ -27,18 +30,13 @@ from typing import Any, Mapping
 
 from core import hoststeal
 from core.errors import RunFailed
+from mpvlab import runzero
 from mpvlab.run.context import RunContext
 from mpvlab.run.network import BringUp, run_head
 from mpvlab.run.steps import NO_FIDELITY_PROBE, record_fidelity, wait_for_t0
 from mpvlab.run.workloads.registry import WORKLOADS, WorkloadFactory
 
 POLL_S = 0.2      # how often the links, workload and collectors are checked during the run
-
-
-def lead_time_s(ctx: RunContext) -> float:
-    """Time from bringing the links up to run time zero: the pre-run check runs inside it."""
-    sc = ctx.scenario
-    return (sc.fidelity.probe_duration / 1e9 + 4.0) if sc.fidelity.probe else 2.0
 
 
 def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, WorkloadFactory] = WORKLOADS) -> dict[str, Any]:
@@ -53,9 +51,9 @@ def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, Workload
     workload.prepare(ctx)
 
     with contextlib.ExitStack() as stack:
-        # Run time zero is fixed before the links come up, ahead of the pre-run check, so the delay
-        # lines start on the same clock the workload and samplers use; the workload starts at t0.
-        net = bring_up(ctx, stack, lead_time_s(ctx))
+        # Run time zero is provisional when the links come up (the delay lines start on the clock the
+        # workload and samplers use) and fixed by network.ready once everything is prepared.
+        net = bring_up(ctx, stack, runzero.lead_s(sc))
 
         # The server answers before the pre-run check: a physical network measures its paths' rate
         # with a download from it; the emulated ones bring their own probe server.
@@ -69,6 +67,7 @@ def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, Workload
             fid = dict(NO_FIDELITY_PROBE)
         record_fidelity(ctx, fid)
         net.before_t0(ctx, stack)
+        net.ready(ctx)
 
         phase("waiting for time zero")
         late_ms = wait_for_t0(ctx, net.check)
@@ -93,5 +92,6 @@ def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, Workload
         warnings = body.pop("warnings", []) + outcome.warnings
         summary = {**run_head(ctx, fid), **body, "warnings": warnings,
                    "host_steal_during_playback": playing_steal.window.as_dict()}
+    net.judge(ctx, fid, summary)
     summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
     return summary

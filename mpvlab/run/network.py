@@ -25,6 +25,9 @@ class Network(Protocol):
         """After the pre-run check, before the wait for time zero: collectors that take time to come
         up and must see the workload's first packet (packet capture)."""
 
+    def ready(self, ctx: RunContext) -> None:
+        """Preparation is done: fix run time zero (ctx.t0_ns) — soon, not after a fixed lead."""
+
     def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int) -> None:
         """At run time zero, before the workload's client: samplers, counters, traces, cross traffic.
         `port` is the workload's server port (the subflow sampler watches it)."""
@@ -38,6 +41,10 @@ class Network(Protocol):
     def summarise(self, ctx: RunContext, outcome: Outcome, fid: dict[str, Any]) -> dict[str, Any]:
         """The network's part of summary.json around `outcome.fields` (the run head is added by the
         life cycle). May raise RunFailed when a cross-check shows the run measured something else."""
+
+    def judge(self, ctx: RunContext, fid: dict[str, Any], summary: dict[str, Any]) -> None:
+        """After teardown (the delay lines have written their statistics): the whole-run fidelity
+        verdict into `fid` (provenance) and the summary's fidelity fields."""
 
 
 BringUp = Callable[[RunContext, contextlib.ExitStack, float], Network]

@@ -31,7 +31,7 @@ from typing import Any
 from collectors import qdiscstat
 from links.emulator import FRAME_BYTES, DirectionHandle, apply_direction
 from core import proc
-from mpvlab import fidelity, sampling
+from mpvlab import fidelity, runzero, sampling
 from mpvlab.run import steps
 from mpvlab.run.cross import CrossTraffic
 from core.netns import Netns
@@ -142,6 +142,7 @@ def bring_up(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float) -> "Sh
                         "out_if": hd.plan.out_if, "order": hd.plan.spec.order,
                         "burst_bytes": hd.plan.spec.effective_burst(),
                         "limit_bytes": hd.plan.spec.buffer.to_bytes(FRAME_BYTES),
+                        "shaper_dev": hd.plan.shaper_dev,
                         "delay_backend": "nfqueue-delayline" if hd.plan.needs_delay_line else "none",
                         "schedule": hd.plan.schedule.to_text().splitlines()[1:]}
         for hd in handles}
@@ -181,9 +182,15 @@ class SharedNetwork:
         view = _ProbeView(self.topo.server, c0.node, self.topo.server_addr,
                           [_ProbePath(self.path_name, c0.addr, self.topo.server_addr)])
         fid = fidelity.run_probes(view, ctx.scenario, {self.path_name: self.schedules},  # type: ignore[arg-type]
-                                  ctx.t0_ns, ctx.logs)
+                                  ctx.t0_ns, ctx.logs, handles=self.handles)
         fid["probed_from"] = c0.role
         return fid
+
+    def ready(self, ctx: RunContext) -> None:
+        ctx.t0_ns = runzero.fix(ctx.scenario, self.handles, ctx.t0_ns, ctx.extra_prov)
+
+    def judge(self, ctx: RunContext, fid: dict[str, Any], summary: dict[str, Any]) -> None:
+        fidelity.finish_summary(ctx.scenario, ctx, {self.path_name: self.schedules}, fid, summary)
 
     def before_t0(self, ctx: RunContext, stack: contextlib.ExitStack) -> None:
         pass                            # no packet capture on this kind (scenario.py refuses observe.pcap)

@@ -68,14 +68,27 @@ struct dl {
 	uint64_t drops_flushed; /* waiting for the link when an outage began */
 	FILE *steplog;
 	FILE *rlog;
+	/* Run time zero may be set after start (--t0-file + SIGUSR1): the
+	 * orchestrator fixes it when the run is ready instead of guessing a
+	 * lead. t0_initial_ns is the value at start, t0_set_at_ns when the
+	 * last new value was applied (0 = never). */
+	const char *t0_file;
+	int64_t t0_initial_ns;
+	int64_t t0_set_at_ns;
+	uint64_t t0_updates;
+	uint64_t steplog_rows;         /* rows written to the step log */
+	uint64_t steplog_rows_old_t0;  /* ... of which on the clock before the last t0 move */
 };
 
 static volatile sig_atomic_t g_stop;
+static volatile sig_atomic_t g_t0_pending;
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	g_stop = 1;
+	if (sig == SIGUSR1)
+		g_t0_pending = 1;
+	else
+		g_stop = 1;
 }
 
 static int64_t mono_ns(void)
@@ -179,9 +192,11 @@ static void on_packet(void *ctx, uint32_t id, uint32_t len, int64_t now)
 			d->st.delay_steps++;
 		d->have_delay = 1;
 		d->last_delay_ns = delay;
-		if (d->steplog)
+		if (d->steplog) {
 			fprintf(d->steplog, "%" PRId64 ",%" PRId64 "\n", depart,
 				delay / 1000);
+			d->steplog_rows++;
+		}
 	}
 	target = d->t0_ns + depart + delay;
 	if (target < d->last_target_ns)
@@ -252,12 +267,56 @@ static int write_ready_file(const char *path)
 	return 0;
 }
 
+/* SIGUSR1: read the new run time zero from --t0-file (one integer, CLOCK_MONOTONIC
+ * ns), apply it to packets arriving from now on (held packets keep their
+ * targets) and acknowledge by writing "<t0-file>.ack" atomically with the same
+ * value, so the caller knows the line follows it before that instant comes. */
+static int apply_t0_file(struct dl *d)
+{
+	char tmp[4096], ack[4096];
+	long long v;
+	FILE *f;
+
+	if (!d->t0_file) {
+		fprintf(stderr, PROG ": SIGUSR1 without --t0-file\n");
+		return 0;
+	}
+	f = fopen(d->t0_file, "r");
+	if (!f || fscanf(f, "%lld", &v) != 1 || v <= 0) {
+		fprintf(stderr, PROG ": cannot read t0 from %s\n", d->t0_file);
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	d->t0_ns = (int64_t)v;
+	d->t0_set_at_ns = mono_ns();
+	d->t0_updates++;
+	d->have_delay = 0; /* the step log restarts on the new clock */
+	d->steplog_rows_old_t0 = d->steplog_rows;
+	if (d->steplog)
+		fflush(d->steplog);
+	if (snprintf(ack, sizeof(ack), "%s.ack", d->t0_file) >= (int)sizeof(ack) ||
+	    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", ack, (int)getpid()) >= (int)sizeof(tmp))
+		return -1;
+	f = fopen(tmp, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "%lld\n", v);
+	if (fclose(f) != 0 || rename(tmp, ack) != 0) {
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: " PROG " --queue NUM --schedule FILE [--t0-ns MONOTONIC_NS]\n"
 		"        [--loss PROB --seed N] [--maxlen N] [--rt-prio P]\n"
 		"        [--ready-file PATH] [--stats FILE] [--step-log FILE]\n"
+		"        [--t0-file PATH]  (SIGUSR1: read a new t0 from PATH, ack in PATH.ack)\n"
 		"        [--ge-p P --ge-r R --ge-loss-bad X --ge-loss-good Y]  (Gilbert-Elliott instead of --loss)\n"
 		"        [--capacity-trace FILE [--opportunity-bytes N] | --rate-schedule FILE]\n"
 		"        [--packet-overhead N] [--queue-packets N] [--queue-bytes N]\n"
@@ -287,6 +346,11 @@ static void write_extra(FILE *f, void *ctx)
 	static const char *kinds[] = { "none", "trace", "rate" };
 	const struct dl_capacity *c = &d->link;
 
+	fprintf(f, "  \"t0_initial_ns\": %" PRId64 ",\n", d->t0_initial_ns);
+	fprintf(f, "  \"t0_set_at_ns\": %" PRId64 ",\n", d->t0_set_at_ns);
+	fprintf(f, "  \"t0_updates\": %" PRIu64 ",\n", d->t0_updates);
+	fprintf(f, "  \"step_log_rows_before_t0_move\": %" PRIu64 ",\n",
+		d->steplog_rows_old_t0);
 	fprintf(f, "  \"drops_queue\": %" PRIu64 ",\n", c->queue_drops);
 	fprintf(f, "  \"drops_outage\": %" PRIu64 ",\n", d->drops_outage);
 	fprintf(f, "  \"drops_outage_flushed\": %" PRIu64 ",\n",
@@ -373,6 +437,7 @@ int main(int argc, char **argv)
 		{ "outage", required_argument, 0, 1011 },
 		{ "release-log", required_argument, 0, 1012 },
 		{ "loss-selftest", required_argument, 0, 1013 },
+		{ "t0-file", required_argument, 0, 1014 },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -459,6 +524,9 @@ int main(int argc, char **argv)
 			break;
 		case 1012:
 			rlog_path = optarg;
+			break;
+		case 1014:
+			d.t0_file = optarg;
 			break;
 		case 1013:
 			if (parse_u64_arg("--loss-selftest", optarg, 1ULL << 40, &selftest))
@@ -638,16 +706,26 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
 	sigemptyset(&block);
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &block, &orig);
 	sigdelset(&orig, SIGTERM);
 	sigdelset(&orig, SIGINT);
+	sigdelset(&orig, SIGUSR1);
 
 	memset(&ri, 0, sizeof(ri));
 	ri.start_ns = mono_ns();
 	d.t0_ns = have_t0 ? (int64_t)t0 : ri.start_ns;
+	d.t0_initial_ns = d.t0_ns;
+	if (d.t0_file && (d.link.kind != DL_CAP_NONE || d.out.n > 0)) {
+		/* A capacity model and outages keep state in t0-relative time
+		 * that must never run backwards: t0 is fixed for them. */
+		fprintf(stderr, PROG ": --t0-file cannot be combined with a capacity model or outages\n");
+		return 2;
+	}
 	d.last_target_ns = INT64_MIN;
 
 	/* With a capacity model the kernel must hand us MTU-sized packets
@@ -693,6 +771,13 @@ int main(int argc, char **argv)
 			tsp = &ts;
 		}
 		r = ppoll(&pfd, 1, tsp, &orig);
+		if (g_t0_pending) {
+			g_t0_pending = 0;
+			if (apply_t0_file(&d) < 0) {
+				rc = 1;
+				break;
+			}
+		}
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;

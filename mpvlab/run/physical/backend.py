@@ -140,6 +140,12 @@ class PhysicalNetwork:
     def before_t0(self, ctx: RunContext, stack: contextlib.ExitStack) -> None:
         pass                            # no packet capture on this kind (scenario.py refuses observe.pcap)
 
+    def ready(self, ctx: RunContext) -> None:
+        pass      # run time zero was set after the kind's own lead (bring_up): remote hosts' delay lines
+
+    def judge(self, ctx: RunContext, fid: dict[str, Any], summary: dict[str, Any]) -> None:
+        pass      # the physical probes' verdict (precheck) is the run's; no delay-line evidence pulled back
+
     def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int) -> None:
         assert self.run is not None
         self.poller = SubflowPoller(self.run, ctx.data / "subflows.csv")

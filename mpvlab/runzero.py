@@ -1,0 +1,45 @@
+"""Run time zero set when the run is ready, not guessed ahead of it.
+
+The delay lines must run before t0 (the pre-run check and the HTTP preflight go through them), and
+their schedules are on the t0 clock. They start on a provisional t0 (now), and once everything
+before the workload is done, `fix` moves them to now + MARGIN_NS (links.emulator.set_t0, each line
+acknowledges) — so no run waits out a fixed lead. A line with a capacity model or outages keeps state
+on the t0 clock that must not run backwards: a scenario with one keeps the old fixed lead.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from links.emulator import DirectionHandle, set_t0
+from mpvlab.scenario import Scenario
+
+# Between fixing t0 and reaching it: the lines' acknowledgement (a signal and a file, ~1 ms at
+# SCHED_FIFO) fits many times over.
+MARGIN_NS = 50_000_000
+
+
+def movable(sc: Scenario) -> bool:
+    return not any(d.has_impairments for p in sc.paths.values() for d in (p.down, p.up))
+
+
+def lead_s(sc: Scenario) -> float:
+    """The lead at which bring-up sets the provisional t0: 0 when it will be moved, else the old
+    fixed lead (probe time + 4 s; without the probe 2 s)."""
+    if movable(sc):
+        return 0.0
+    return (sc.fidelity.probe_duration / 1e9 + 4.0) if sc.fidelity.probe else 2.0
+
+
+def fix(sc: Scenario, handles: list[DirectionHandle], provisional_ns: int, extra_prov: dict[str, Any]) -> int:
+    """Returns the run's t0: now + MARGIN_NS, applied to every delay line, or the provisional one
+    when the lines cannot move it. Recorded in provenance (`t0`)."""
+    if not movable(sc):
+        extra_prov["t0"] = {"set": "fixed lead", "lead_s": lead_s(sc)}
+        return provisional_ns
+    t0 = time.monotonic_ns() + MARGIN_NS
+    set_t0(handles, t0)
+    extra_prov["t0"] = {"set": "when ready", "margin_ms": MARGIN_NS / 1e6,
+                        "after_link_up_s": round((t0 - provisional_ns) / 1e9, 3)}
+    return t0

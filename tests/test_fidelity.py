@@ -1,0 +1,197 @@
+"""The fidelity verdict measures the emulator (mpvlab/fidelity.py, mpvlab/precheck.py): its fields are
+produced and of the right kind, its arithmetic is the delay line's and the token bucket's, and a
+deliberately broken emulator is caught. Correctness only: how often a sound emulator passes under
+load is a bench figure (bench/bench_fidelity_parallel.py), not a test."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from links.schedule import Schedule
+from mpvlab import fidelity, precheck
+
+REPO = Path(__file__).resolve().parent.parent
+MS = 1_000_000
+
+
+# --- arithmetic -------------------------------------------------------------------------------
+
+def test_expected_rtt_follows_the_fifo_through_a_step_down() -> None:
+    """Down delay 60 ms until 1 s, then 0: a request whose reply reaches the line just after the
+    step leaves behind the last packet held at 60 ms (the line never reorders), not at once."""
+    up = Schedule.constant(0)
+    down = Schedule.piecewise([(0, 60 * MS), (1000 * MS, 0)])
+    sends = [990 * MS, 995 * MS, 1001 * MS, 1100 * MS]
+    exp = precheck.expected_rtts_ns(sends, up, down)
+    assert exp[0] == 60 * MS and exp[1] == 60 * MS
+    assert exp[2] == 995 * MS + 60 * MS - 1001 * MS        # FIFO: behind the packet sent at 995 ms
+    assert exp[3] == 0
+
+
+def _tbf_rows(dev: str, rate_bps: float, busy: list[bool], dt: float = 0.01) -> list[dict[str, Any]]:
+    rows, sent = [], 0
+    for i, b in enumerate(busy):
+        rows.append({"t_s": i * dt, "dev": dev, "kind": "tbf", "backlog_bytes": 5000 if b else 0,
+                     "sent_bytes": sent, "drops": 0})
+        sent += int(rate_bps / 8 * dt) if b else 100
+    return rows
+
+
+def test_backlogged_rate_reads_the_shaper_rate_only_while_backlogged() -> None:
+    busy = [False] * 10 + [True] * 50 + [False] * 20 + [True] * 50
+    rows = _tbf_rows("ifb0", 0.9 * 25e6, busy) + _tbf_rows("other", 1e9, [True] * 120)
+    r = precheck.backlogged_rate(rows, "ifb0", 25_000_000)
+    assert r["ratio"] == pytest.approx(0.9, abs=0.002)
+    assert 0.9 < r["backlogged_s"] < 1.0          # idle time and each busy period's first interval left out
+    assert precheck.backlogged_rate(_tbf_rows("ifb0", 1e6, [False] * 50), "ifb0", 10**6).get("ratio") is None
+
+
+def test_rtt_judged_against_the_schedule_at_each_send_time(tmp_path: Path) -> None:
+    """A path whose measured RTT is 20 ms is sound against a 20 ms schedule, and wrong against a
+    schedule that steps to 30 ms half-way (the samples after the step are 10 ms early)."""
+    f = tmp_path / "k.csv"
+    f.write_text("seq,t_send_ns,rtt_ns,user_rtt_ns\n"
+                 + "".join(f"{i},{i * 5 * MS},{20 * MS + 100_000},{21 * MS}\n" for i in range(300)))
+    ok = precheck.judge_rtt(f, Schedule.constant(0), Schedule.constant(20 * MS), 0, 2.0)
+    assert ok["ok"] and ok["samples"] == 300 and ok["error_ms_p50"] == pytest.approx(0.1)
+    assert ok["userspace_noise_ms_p99"] == pytest.approx(0.9)
+    bad = precheck.judge_rtt(f, Schedule.constant(0), Schedule.piecewise([(0, 20 * MS), (750 * MS, 30 * MS)]), 0, 2.0)
+    assert not bad["ok"] and bad["error_ms_p1"] == pytest.approx(-9.9)
+
+
+def test_step_log_checked_against_the_schedule_across_a_t0_move(tmp_path: Path) -> None:
+    """Rows before the t0 move are on the initial clock; a delay the schedule does not give is named."""
+    sched = Schedule.piecewise([(0, 5 * MS), (1000 * MS, 65 * MS)], 2000 * MS)
+    steps = tmp_path / "s.csv"
+    t0_init, moved_at = 10**12, 10**12 + 3500 * MS
+    stats = {"t0_ns": moved_at + 50 * MS, "t0_initial_ns": t0_init, "t0_set_at_ns": moved_at,
+             "step_log_rows_before_t0_move": 1}
+    # old clock: 1.2 s → 65 ms (right); new clock: −40 ms → 65 ms (periodic extension: right), 0.3 s → 5 ms
+    steps.write_text("t_ns_rel,delay_us\n1200000000,65000\n-40000000,65000\n300000000,5000\n")
+    assert fidelity._step_mismatches(steps, stats, sched) == []
+    steps.write_text("t_ns_rel,delay_us\n1200000000,65000\n300000000,15000\n")
+    bad = fidelity._step_mismatches(steps, stats, sched)
+    assert len(bad) == 1 and "15 ms" in bad[0]
+
+
+# --- real runs --------------------------------------------------------------------------------
+
+SCENARIO = """\
+name: {name}
+seed: 5
+paths:
+  wifi:
+    down: {{rate: {rate}, buffer: 100KB, delay: {wifi_delay}}}
+    up: {{delay: {up_delay}}}
+  lte:
+    down: {{rate: {rate}, buffer: 100KB, delay: {lte_delay}}}
+    up: {{delay: {up_delay}}}
+video: {{duration: 5s, bitrate: 2mbit, width: 640, height: 360}}
+"""
+
+
+def _run(tmp: Path, name: str, env: dict[str, str] | None = None, **kw: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    f = tmp / f"{name}.yaml"
+    f.write_text(SCENARIO.format(name=name, **kw))
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", "--results", str(tmp / "res"), str(f)],
+                        capture_output=True, text=True, timeout=240, cwd=REPO, env={**os.environ, **(env or {})})
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    run_dir = next(d for d in (tmp / "res" / name).iterdir() if d.is_dir())
+    return (json.loads((run_dir / "summary.json").read_text()),
+            json.loads((run_dir / "provenance.json").read_text()))
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="real runs need root")
+
+
+@needs_root
+@pytest.mark.netns
+@pytest.mark.e2e
+def test_broken_emulator_is_caught(tmp_path: Path) -> None:
+    """tbf at 0.9 × its configured rate and delay lines 10 ms off their schedules (test-only hooks
+    in links/emulator.py): the pre-check names the rate and the RTT of each path, and the
+    whole-run verdict names the delays the lines applied; the run is marked."""
+    s, prov = _run(tmp_path, "broken", env={"MPVLAB_TEST_TBF_RATE_FACTOR": "0.9", "MPVLAB_TEST_DELAY_SKEW_US": "10000"},
+                   rate="3mbit", wifi_delay="{kind: square, base: 5ms, amplitude: 40ms, period: 2s}",
+                   lte_delay="20ms", up_delay="0ms")
+    fid = prov["fidelity"]
+    assert s["fidelity_ok"] is False and fid["test_hooks"]
+    w = s["fidelity_warnings"]
+    for path in ("wifi", "lte"):
+        assert any(x.startswith(f"path {path}: pre-run tbf rate") for x in w), w
+        assert any(x.startswith(f"path {path}: pre-run RTT error") for x in w), w
+        assert any(x.startswith(f"{path}-down: delay line applied delays") for x in w), w
+        assert fid["paths"][path]["rate_down"]["ratio"] < 0.95
+        assert fid["paths"][path]["rtt"]["error_ms_p50"] > 5
+
+
+@needs_root
+@pytest.mark.netns
+@pytest.mark.e2e
+def test_verdict_fields_and_a_path_a_single_tcp_flow_cannot_fill(tmp_path: Path) -> None:
+    """Issue 23: 25 Mbit/s × 100 ms RTT (BDP 312 KB) behind a 100 KB buffer — one TCP flow cannot
+    reach the tbf rate there, so the rate is judged by what the configuration allows: the token
+    bucket's dequeue rate while it has a backlog. No rate warning; every verdict field produced."""
+    s, prov = _run(tmp_path, "bdp", rate="25mbit", wifi_delay="50ms", lte_delay="50ms", up_delay="50ms")
+    fid = prov["fidelity"]
+    assert not [x for x in s["fidelity_warnings"] if "rate" in x or "goodput" in x], s["fidelity_warnings"]
+    assert prov["t0"]["set"] == "when ready"
+    for path in ("wifi", "lte"):
+        rtt = fid["paths"][path]["rtt"]
+        assert rtt["samples"] + rtt["lost"] == precheck.PRE_COUNT >= 300
+        assert isinstance(rtt["error_ms_p99"], float) and isinstance(rtt["ok"], bool)
+        assert rtt["expected_ms_min"] == rtt["expected_ms_max"] == 100.0
+        rate = fid["paths"][path]["rate_down"]
+        assert rate["configured_bps"] == 25_000_000 and isinstance(rate["ratio"], float)
+        for d in ("down", "up"):
+            e = fid["run"][f"{path}-{d}"]
+            assert isinstance(e["lateness_ms_p99"], float) and isinstance(e["lateness_ms_max"], float)
+            assert e["lateness_packets"] > 0 and e["delay_mismatches"] == 0
+        assert isinstance(fid["run"][f"{path}-down"]["rate"]["backlogged_s"], float)
+    rows = {r["link"]: r for r in s["fidelity_table"]}
+    assert rows["wifi-down"]["configured_rate_bps"] == 25_000_000
+    assert rows["wifi-up"]["configured_rate_bps"] is None
+    assert isinstance(s["fidelity_ok"], bool)
+
+
+@needs_root
+@pytest.mark.netns
+def test_delay_line_moves_its_t0_on_request(tmp_path: Path) -> None:
+    """--t0-file + SIGUSR1 (links.emulator.set_t0's protocol): the line acknowledges the new t0,
+    applies the schedule on it from then on, and its stats say so. Schedule: 60 ms for the first
+    second of every 2 s, 0 ms for the second. Started with t0 = now (60 ms now), moved to now + 1 s
+    (−1 s on the new clock is the periodic extension's second half: 0 ms)."""
+    import signal
+    import time
+    sys.path.insert(0, str(REPO / "links" / "delayline"))
+    import hdl_harness as H
+    with H.Line() as line:
+        t0 = time.monotonic_ns()
+        t0_file = line.tmp / "dl.t0"
+        d = line.delayline(H.square(0, 60_000, 2_000_000, low_first=False), queue=0, t0_ns=t0,
+                           extra=["--t0-file", str(t0_file)])
+        line.add_queue("rs", 0)
+        before = [x["rtt_ns"] for x in line.ping(5, 0.01) if x["rtt_ns"] is not None]
+        new_t0 = time.monotonic_ns() + 1_000_000_000
+        t0_file.write_text(f"{new_t0}\n")
+        assert d.proc is not None
+        os.kill(d.proc.pid, signal.SIGUSR1)
+        ack = Path(f"{t0_file}.ack")
+        for _ in range(500):
+            if ack.exists() and ack.read_text().strip() == str(new_t0):
+                break
+            time.sleep(0.002)
+        assert ack.read_text().strip() == str(new_t0)
+        after = [x["rtt_ns"] for x in line.ping(5, 0.01) if x["rtt_ns"] is not None]
+        st = d.stop()
+    assert before and min(before) >= 60 * MS                 # never early: 60 ms on the initial clock
+    assert after and max(after) < 30 * MS                     # 0 ms on the new clock (any stall < 30 ms)
+    assert st["t0_ns"] == new_t0 and st["t0_initial_ns"] == t0 and st["t0_updates"] == 1
+    assert st["t0_set_at_ns"] > t0 and st["step_log_rows_before_t0_move"] >= 1
