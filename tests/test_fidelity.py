@@ -170,8 +170,7 @@ def test_delay_line_moves_its_t0_on_request(tmp_path: Path) -> None:
     (−1 s on the new clock is the periodic extension's second half: 0 ms)."""
     import signal
     import time
-    sys.path.insert(0, str(REPO / "links" / "delayline"))
-    import hdl_harness as H
+    from testbed import delayline as H
     with H.Line() as line:
         t0 = time.monotonic_ns()
         t0_file = line.tmp / "dl.t0"
