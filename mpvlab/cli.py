@@ -23,7 +23,8 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
         verdict = validate_file(Path(f), Path(args.key_dir) if args.key_dir else None)
         console.print(Text(verdict.text, style=None if verdict.ok else "red"))
         bad += not verdict.ok
-    return 1 if bad else 0
+    # 2, as `mpvlab run` and `mpvlab sweep` exit on input they refuse (README: exit codes)
+    return 2 if bad else 0
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:

@@ -306,9 +306,9 @@ class Scenario(Strict):
         want = {"dual-path": 2, "dumbbell": 1, "shared-bottleneck": 1,
                 "physical": len(self.paths)}[self.topology.kind]
         if self.topology.kind == "physical" and not 1 <= len(self.paths) <= 2:
-            raise ValueError(f"topology physical takes 1 or 2 paths, got {len(self.paths)}: {list(self.paths)}")
+            raise ValueError(f"paths: topology physical takes 1 or 2 paths, got {len(self.paths)}: {list(self.paths)}")
         if len(self.paths) != want:
-            raise ValueError(f"topology {self.topology.kind} needs exactly {want} path{'s' if want > 1 else ''}, "
+            raise ValueError(f"paths: topology {self.topology.kind} needs exactly {want} path{'s' if want > 1 else ''}, "
                              f"got {len(self.paths)}: {list(self.paths)}")
         if self.transport.subflows is not None and self.transport.subflows > len(self.paths):
             raise ValueError("transport.subflows cannot exceed the number of paths")
