@@ -17,6 +17,7 @@ from mpvlab import fidelity, sampling, transport
 from topologies import dual_path
 from core.errors import RunFailed
 from mpvlab.run.context import RunContext
+from mpvlab.run import liveness
 from mpvlab.run.views import summarise
 from mpvlab.run.workloads.base import Ends
 from mpvlab.run.workloads.registry import WORKLOADS
@@ -79,6 +80,7 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         mib_ends = {"server": topo.server.pid, "client": topo.client.pid}
         mib_before = {end: sampling.read_mptcp_mib(pid) for end, pid in mib_ends.items()}
         workload.start(ctx, stack, ends)
+        watch = liveness.Watch.for_run(ctx, topo.nodes)   # issue 15/23 hook: components and node shells
         sampler.start()
         stack.callback(sampler.stop)
         ctx.extra_prov["player_start_late_ms"] = round(late_ms, 3)
@@ -86,9 +88,11 @@ def execute(ctx: RunContext) -> dict[str, Any]:
         with hoststeal.StealMeter() as playing_steal:
             while workload.running():
                 check_links()
+                watch.check()                              # issue 15/23 hook
                 workload.check(ctx)
                 phase(workload.progress(ctx))
                 time.sleep(0.2)
+        watch.check()   # issue 15/23 hook: a death that ended the workload is named, not its symptom
         counters_after = sampling.read_net_dev(topo.client.pid)
         mib = {end: sampling.mptcp_mib_delta(mib_before[end], sampling.read_mptcp_mib(pid))
                for end, pid in mib_ends.items()}

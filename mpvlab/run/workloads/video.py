@@ -13,7 +13,7 @@ from typing import Any
 
 from core.errors import RunFailed
 from mpvlab import content, server
-from mpvlab.run import steps
+from mpvlab.run import liveness, steps
 from mpvlab.run.context import RunContext
 from mpvlab.run.workloads.base import Ends, Outcome
 
@@ -90,7 +90,10 @@ class VideoWorkload:
         ps = steps.read_json(ctx.logs / "player-summary.json")
         if self.player.returncode != 0:
             reason = ps.get("reason") or ps.get("error") if ps else None
-            raise RunFailed(f"player exited with code {self.player.returncode}: {reason or 'see logs/player.log'}")
+            # in words (`killed by SIGKILL`, `exited with status 1`), with when, as for any component
+            when = (time.monotonic_ns() - ctx.t0_ns) / 1e9
+            raise RunFailed(f"player (pid {self.player.pid}) {liveness.describe_status(self.player.returncode)} "
+                            f"by {when:.1f} s after run time zero: {reason or 'see logs/player.log'}")
         # Every request the player made must have used the scenario's protocol (and TLS), or the run
         # measured something else than it claims.
         tally = server.tally_access_log(ctx.logs / "apache" / "access.log", http)
