@@ -129,8 +129,10 @@ def _interrupt(p: subprocess.Popen[str]) -> str:
 
 
 def _start(args: list[str]) -> subprocess.Popen[str]:
+    # SIGINT back to its default in the child: a pytest started as a background job inherits it ignored
     return subprocess.Popen([sys.executable, "-m", "mpvlab", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, cwd=REPO, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, cwd=REPO, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _nothing_left(run_id: str) -> None:
@@ -155,7 +157,6 @@ def test_ctrl_c_of_a_run_exits_130_and_cleans_up(tmp_path: Path) -> None:
         if p.poll() is None:
             p.kill()
             p.wait()
-    print(out)
     assert p.returncode == 130, out
     assert "Traceback" not in out, out
     (run_dir,) = [d for d in (results / "ctrlc-run").iterdir() if d.is_dir()]
@@ -182,7 +183,6 @@ def test_ctrl_c_of_a_sweep_exits_130_and_records_interrupted(tmp_path: Path) -> 
         if p.poll() is None:
             p.kill()
             p.wait()
-    print(out)
     assert p.returncode == 130, out
     assert "Traceback" not in out, out
     manifest = json.loads((results / "ctrlc" / "sweep.json").read_text())
