@@ -43,6 +43,8 @@ SECRET = "H15B-TOP-SECRET-CONTENT-4711"
 SECRET_HASH = "$6$h15bsecrethash$AbCdEfGhIjKlMnOp"
 # Per case, in-process: a hang becomes a failure (validating any of these takes milliseconds).
 CASE_TIME_LIMIT_S = 20
+# Per case, in-process: new address space it may take (a 1 MiB scenario parses in a few MB).
+CASE_MEMORY_BYTES = 512 << 20
 # Per CLI subprocess: CPU seconds and address space (Python + pydantic need ~300 MB of it).
 CLI_CPU_S = 60
 CLI_MEMORY_BYTES = 2 << 30
@@ -496,15 +498,28 @@ CASES = [*escape_cases(), *sensitive_cases(), *bomb_cases(), *huge_cases(), *spe
 
 @contextlib.contextmanager
 def time_limit(seconds: int) -> Iterator[None]:
+    """A hang becomes TimeoutError, and more than CASE_MEMORY_BYTES of new address space a
+    MemoryError (both fail the case: validation must raise neither)."""
     def hang(_sig: int, _frame: Any) -> None:
         raise TimeoutError(f"validation took more than {seconds} s: a hang")
     old = signal.signal(signal.SIGALRM, hang)
+    old_as = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (_vm_size() + CASE_MEMORY_BYTES, old_as[1]))
     signal.alarm(seconds)
     try:
         yield
     finally:
         signal.alarm(0)
+        resource.setrlimit(resource.RLIMIT_AS, old_as)
         signal.signal(signal.SIGALRM, old)
+
+
+def _vm_size() -> int:
+    """This process's address space now (VmSize), in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmSize in /proc/self/status")
 
 
 def _forbidden_text(case: Case, folder: Path) -> list[str]:
