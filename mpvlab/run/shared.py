@@ -34,7 +34,7 @@ from collectors import qdiscstat
 from links.emulator import FRAME_BYTES, DirectionHandle, apply_direction
 from core import hoststeal, proc
 from mpvlab import fidelity, sampling, server
-from mpvlab.run import steps
+from mpvlab.run import liveness, steps
 from core.netns import Netns
 from core.errors import RunFailed
 from mpvlab.run.context import RunContext
@@ -349,8 +349,10 @@ def execute(ctx: RunContext) -> dict[str, Any]:
             stack.callback(s.stop)
         ctx.extra_prov["player_start_late_ms"] = round(late_ms, 3)
         deadline = time.monotonic() + timeout_s + 10
+        watch = liveness.Watch.for_run(ctx, topo.nodes)   # issue 15/23 hook: components and node shells
         while any(p.poll() is None for p, _ in players.values()):
             check_links()
+            watch.check()                                  # issue 15/23 hook
             if not apache.alive():
                 raise RunFailed(f"apache exited with code {apache.process.returncode} during playback")
             if time.monotonic() > deadline:
@@ -362,6 +364,7 @@ def execute(ctx: RunContext) -> dict[str, Any]:
             phase(f"playing ({(time.monotonic_ns() - ctx.t0_ns) / 1e9:5.1f} s of {sc.video.duration / 1e9:g} s "
                   f"video; {running} of {len(players)} players running)")
             time.sleep(0.2)
+        watch.check()   # issue 15/23 hook: a death that ended the players is named, not its symptom
         t_end = time.monotonic_ns()
         leaves_after = {lf.role: sampling.read_net_dev(lf.node.pid)[lf.if_] for lf in topo.leaves}
         tbf_after = _tbf_counters(topo.router.ns, ifb) if ifb else None
