@@ -85,10 +85,12 @@ class TransportSpec(Strict):
         try:
             params = entry.params.model_validate(values)
         except ValidationError as e:
+            # each in words as any other field's (mpvlab/messages.py), not pydantic's `Value error, …`
             raise ValueError("; ".join(
                 f"cc_params.{'.'.join(str(x) for x in err['loc'])}: "
                 + (f"unknown key for cc {name!r}; allowed: {', '.join(entry.params.model_fields)}"
-                   if err["type"] == "extra_forbidden" else err["msg"])
+                   if err["type"] == "extra_forbidden"
+                   else messages.describe_error(err, entry.params).split(": ", 1)[-1])
                 for err in e.errors())) from None
         return {**data, "cc_params": params.model_dump()}
 

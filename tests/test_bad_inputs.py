@@ -168,6 +168,18 @@ def escape_cases() -> Iterator[Case]:
         yield Case(f"escape-override-{i}", "escape", spec_file({"overrides": {"paths.lte.down.delay": delay}},
                                                                extra=_escape_setup),
                    expect, kind="spec", forbidden_files=forbid)
+        # the same name as a capacity trace (the delay line's link) and as a user BPF object
+        capacity = {"paths.lte.down.rate": DELETE, "paths.lte.down.capacity": {"rate": {"kind": "trace", "file": path}}}
+
+        def cap(d: Path, capacity: dict[str, Any] = capacity) -> Path:
+            _escape_setup(d)
+            return scenario_file(with_values(capacity))(d)
+        yield Case(f"escape-capacity-{i}", "escape", cap, ("paths.lte.down.capacity",), forbidden_files=forbid)
+
+        def bpf(d: Path, path: str = path) -> Path:
+            _escape_setup(d)
+            return scenario_file(with_values({"transport.cc": {"bpf": path}}))(d)
+        yield Case(f"escape-bpf-{i}", "escape", bpf, ("transport", "bpf", "scenario's folder"), forbidden_files=forbid)
 
 
 def _link_yaml_to(target: str) -> Callable[[Path], None]:
@@ -305,6 +317,9 @@ def special_cases() -> Iterator[Case]:
     yield Case("special-trace-directory", "special", trace_is(lambda d: (d / "t.txt").mkdir(exist_ok=True) or d),
                ("paths.lte.down.delay", *rf))
     yield Case("special-trace-missing", "special", trace_is(lambda d: d), ("paths.lte.down.delay",))
+    yield Case("special-capacity-fifo", "special", lambda d: (fifo("c.txt")(d), scenario_file(with_values({
+        "paths.lte.down.rate": DELETE, "paths.lte.down.capacity": {"rate": {"kind": "trace", "file": "c.txt"}}}))(d))[1],
+        ("paths.lte.down.capacity", "not a regular file"), cli=True)
     yield Case("special-spec-scenario-fifo", "special",
                spec_file({"scenarios": ["f.yaml"]}, extra=lambda d: fifo("f.yaml")(d)),
                ("scenarios[0]", *rf), kind="spec")
