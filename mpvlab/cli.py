@@ -256,6 +256,9 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     if args.status:
         return cluster.cmd_status(plan, args, console)
     if args.run is not None:
+        if (bad_root := results_root_problem(Path(args.results))) is not None:   # before the run starts
+            console.print(Text(bad_root, style="red"))
+            return 2
         return cluster.cmd_run(plan, args, console)
     if not 1 <= args.parallel <= 8:
         console.print(Text("--parallel: allowed 1..8 (see README for what this machine holds)", style="red"))

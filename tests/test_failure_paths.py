@@ -68,7 +68,7 @@ def test_run_as_non_root_says_it_needs_root_and_creates_nothing() -> None:
 
 
 @pytest.mark.parametrize("where", ["regular-file", "under-a-file", "proc", "sys"])
-@pytest.mark.parametrize("command", ["run", "sweep"])
+@pytest.mark.parametrize("command", ["run", "sweep", "sweep-one-run"])
 def test_unusable_results_root_is_refused_in_words(where: str, command: str, tmp_path: Path) -> None:
     afile = tmp_path / "afile"
     afile.write_text("x")
@@ -79,7 +79,10 @@ def test_unusable_results_root_is_refused_in_words(where: str, command: str, tmp
     spec = tmp_path / "spec.yaml"
     spec.write_text("name: badroot-sweep\nscenarios: [s.yaml]\n")
     before = set(ledger.LEDGER_DIR.glob("*.json")) if ledger.LEDGER_DIR.is_dir() else set()
-    cp = mpvlab(command, str(f if command == "run" else spec), "--results", str(root))
+    args = {"run": ["run", str(f)], "sweep": ["sweep", str(spec)],
+            # one planned run by its key, as a Slurm array task or GNU parallel starts it
+            "sweep-one-run": ["sweep", str(spec), "--run", "badroot|trial=0"]}[command]
+    cp = mpvlab(*args, "--results", str(root))
     out = cp.stdout + cp.stderr
     assert cp.returncode == 2, out
     assert f"--results {root}" in out and "Traceback" not in out, out
