@@ -217,6 +217,11 @@ def _field_name(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
+def field_name(loc: tuple[Any, ...]) -> str:
+    """A location as a message names it (keys that are not names are not shown: see _SHOWABLE_KEY)."""
+    return _field_name(loc)
+
+
 def describe_error(e: dict[str, Any], model: type[BaseModel], quote: bool = True) -> str:
     """`field: what is allowed; got <excerpt>` for one entry of ValidationError.errors()."""
     loc = tuple(e["loc"])

@@ -87,7 +87,7 @@ class TransportSpec(Strict):
         except ValidationError as e:
             # each in words as any other field's (mpvlab/messages.py), not pydantic's `Value error, …`
             raise ValueError("; ".join(
-                f"cc_params.{'.'.join(str(x) for x in err['loc'])}: "
+                f"cc_params.{messages.field_name(tuple(err['loc']))}: "
                 + (f"unknown key for cc {name!r}; allowed: {', '.join(entry.params.model_fields)}"
                    if err["type"] == "extra_forbidden"
                    else messages.describe_error(err, entry.params).split(": ", 1)[-1])
