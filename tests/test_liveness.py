@@ -159,3 +159,12 @@ def test_which_labels_are_watched() -> None:
     for label in ("player", "player client0", "bulk sender", "bulk receiver", "iperf3 client bulk",
                   "voip sender probe", "netns member", "delayline wifi-down"):
         assert not liveness.watched(label), label
+
+
+def test_a_death_before_run_time_zero_is_placed_before_it(procs: Procs) -> None:
+    p = procs.start()
+    watch = liveness.Watch(time.monotonic_ns() + 3_600 * 10**9, [_entry(p, "apache")])   # t0 an hour ahead
+    p.kill()
+    _until_zombie(p.pid)
+    with pytest.raises(RunFailed, match=r"between 36\d\d\.\d s before and 3\d\d\d\.\d s before run time zero"):
+        watch.check()

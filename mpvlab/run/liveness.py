@@ -74,6 +74,11 @@ def zombie_status(pid: int) -> str | None:
     return f"exited with status {(code >> 8) & 0xFF}"
 
 
+def _rel(s: float) -> str:
+    """`2.1 s after` / `0.4 s before` (a watch made before run time zero reports either)."""
+    return f"{s:.1f} s after" if s >= 0 else f"{-s:.1f} s before"
+
+
 def watched(label: str) -> bool:
     return not label.startswith(UNWATCHED_PREFIXES + SEPARATELY_WATCHED_PREFIXES)
 
@@ -97,7 +102,7 @@ class Watch:
     def _when(self) -> str:
         now = time.monotonic_ns()
         lo, hi = (self.last_ok_ns - self.t0_ns) / 1e9, (now - self.t0_ns) / 1e9
-        return f"between {lo:.1f} s and {hi:.1f} s after run time zero"
+        return f"between {_rel(lo)} and {_rel(hi)} run time zero"
 
     def problems(self) -> list[str]:
         out: list[str] = []
