@@ -92,7 +92,7 @@ class Watch:
     t0_ns: int
     ledger_procs: list[dict[str, object]]
     nodes: dict[str, NodeLike] = field(default_factory=dict)
-    last_ok_ns: int = field(default_factory=time.monotonic_ns)
+    last_ok_ns: int | None = None      # the last check that found everything alive (None: none yet)
 
     @classmethod
     def for_run(cls, ctx: Any, nodes: Iterable[NodeLike] = ()) -> "Watch":
@@ -100,8 +100,12 @@ class Watch:
         return cls(ctx.t0_ns, ctx.ledger.procs, {str(n.mn.name): n for n in nodes})
 
     def _when(self) -> str:
-        now = time.monotonic_ns()
-        lo, hi = (self.last_ok_ns - self.t0_ns) / 1e9, (now - self.t0_ns) / 1e9
+        hi = (time.monotonic_ns() - self.t0_ns) / 1e9
+        if self.last_ok_ns is None:     # dead at the first look: it may have died any time before
+            return f"by {_rel(hi)} run time zero (found at the first check)"
+        lo = (self.last_ok_ns - self.t0_ns) / 1e9
+        if lo >= 0 or hi < 0:           # both on one side: `between 2.1 s and 2.3 s after run time zero`
+            return f"between {abs(lo):.1f} s and {_rel(hi) if hi >= 0 else f'{-hi:.1f} s before'} run time zero"
         return f"between {_rel(lo)} and {_rel(hi)} run time zero"
 
     def problems(self) -> list[str]:
