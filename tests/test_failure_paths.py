@@ -191,3 +191,27 @@ def test_ctrl_c_of_a_sweep_exits_130_and_records_interrupted(tmp_path: Path) -> 
     manifest = json.loads((results / "ctrlc" / "sweep.json").read_text())
     assert [r["state"] for r in manifest["runs"]] == ["interrupted"], manifest["runs"]
     _nothing_left(led.run_id)
+
+
+@pytest.mark.netns
+@pytest.mark.e2e
+def test_ctrl_c_of_one_planned_run_exits_130(tmp_path: Path) -> None:
+    """`mpvlab sweep SPEC --run KEY` (what a Slurm array task starts) follows the same convention."""
+    (tmp_path / "s.yaml").write_text(BULK.format(name="ctrlc-one", seconds=30))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: ctrlc1\nscenarios: [s.yaml]\n")
+    results = tmp_path / "results"
+    p = _start(["sweep", str(spec), "--results", str(results), "--run", "ctrlc-one|trial=0"])
+    try:
+        _wait_for(lambda: (ld := _ledger_of(results, "ctrlc1/**/ctrlc-one/*")) is not None
+                  and any(x["label"].startswith("bulk") for x in ld.procs), "the planned run", p)
+        led = _ledger_of(results, "ctrlc1/**/ctrlc-one/*")
+        assert led is not None
+        out = _interrupt(p)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, out
+    assert "Traceback" not in out, out
+    _nothing_left(led.run_id)
