@@ -60,8 +60,8 @@ class UserBpfCC(Strict):
     @classmethod
     def _path(cls, v: str) -> str:
         if not _OBJ_RE.match(v) or v.startswith("/") or ".." in Path(v).parts:
-            raise ValueError(f"bpf: {v!r} must be a relative path to a .o file inside the scenario's folder "
-                             "(characters [A-Za-z0-9_./-], no '..', at most 200)")
+            raise ValueError(f"{v!r} must be a relative path to a .o file inside the scenario's folder "
+                             "(letters, digits and _ . / -, no '..', at most 200 characters)")
         return v
 
     # Before pydantic's coercion: lax int parsing would turn True into 1 and "7" into 7.

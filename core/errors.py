@@ -18,3 +18,12 @@ class RunFailed(MpvlabError):
 
 class Interrupted(MpvlabError):
     """Ctrl-C, SIGTERM or SIGHUP ended the run; its cleanup ran."""
+
+
+class RunInterrupted(RunFailed):
+    """A run that Ctrl-C, SIGTERM or SIGHUP ended (its cleanup ran; its status.json says failed with a
+    reason starting `interrupted`). `mpvlab run` and `mpvlab sweep` both exit 130 for it (README)."""
+
+
+# The exit code of an interrupted `mpvlab run` or `mpvlab sweep` (128 + SIGINT, as shells report a Ctrl-C).
+EXIT_INTERRUPTED = 130

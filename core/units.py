@@ -8,6 +8,7 @@ of 2.4 % errors in published buffer sizes.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from core.errors import InputError
@@ -32,6 +33,15 @@ class UnitError(InputError, ValueError):
     """A quantity that does not parse; the message says what is allowed."""
 
 
+def _number(text: str, what: str, given: object) -> float:
+    """The digits of a matched quantity as a finite float: 400 digits are `inf` to float(), and
+    round(inf) would raise OverflowError instead of a message."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise UnitError(f"{what} {given!r} is too large a number; use a unit that keeps it to a few digits")
+    return value
+
+
 def parse_rate(text: str | int | float) -> int:
     """'3mbit' -> 3_000_000 (bit/s). Units: bit, kbit, mbit, gbit (case-insensitive)."""
     if not isinstance(text, str):
@@ -44,7 +54,7 @@ def parse_rate(text: str | int | float) -> int:
             f"rate {text!r} is not <number><unit> with unit one of {', '.join(RATE_UNITS)}"
             f" (e.g. '3mbit', '5.24mbit'){hint}"
         )
-    value = float(m.group("num")) * RATE_UNITS[unit]
+    value = _number(m.group("num"), "rate", text) * RATE_UNITS[unit]
     if value <= 0:
         raise UnitError(f"rate {text!r} must be positive")
     return round(value)
@@ -60,7 +70,7 @@ def parse_size(text: str | int | float) -> int:
             f"size {text!r} is not <number><unit> with unit one of {', '.join(SIZE_UNITS)}"
             " (SI: KB = 1000 B; IEC: KiB = 1024 B)"
         )
-    return round(float(m.group("num")) * SIZE_UNITS[m.group("unit")])
+    return round(_number(m.group("num"), "size", text) * SIZE_UNITS[m.group("unit")])
 
 
 @dataclass(frozen=True)
@@ -107,7 +117,7 @@ def parse_duration_ns(text: str | int | float, *, allow_negative: bool = False) 
         raise UnitError(
             f"duration {text!r} is not <number><unit> with unit one of {', '.join(TIME_UNITS_NS)} (e.g. '60ms', '20s')"
         )
-    value = round(float(m.group("num")) * TIME_UNITS_NS[m.group("unit")])
+    value = round(_number(m.group("num"), "duration", text) * TIME_UNITS_NS[m.group("unit")])
     if s.startswith("-"):
         if not allow_negative:
             raise UnitError(f"duration {text!r} must not be negative")
@@ -117,15 +127,19 @@ def parse_duration_ns(text: str | int | float, *, allow_negative: bool = False) 
 
 def parse_probability(value: str | int | float) -> float:
     """'1%' -> 0.01; 0.01 -> 0.01. Must lie in [0, 1)."""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        # true, null, a list or a mapping: float() would raise TypeError, not say what is allowed
         raise UnitError(f"probability {value!r} must be a number in [0, 1) or a percentage like '1%'")
     if isinstance(value, str):
         m = _PERCENT_RE.match(value.strip())
         if not m:
             raise UnitError(f"probability {value!r} must be a number in [0, 1) or a percentage like '1%'")
-        p = float(m.group("num")) / 100.0
+        p = _number(m.group("num"), "probability", value) / 100.0
     else:
-        p = float(value)
+        try:
+            p = float(value)
+        except OverflowError:                     # an int of 400 digits
+            raise UnitError(f"probability {value!r} must lie in [0, 1)") from None
     if not 0.0 <= p < 1.0:
         raise UnitError(f"probability {value!r} must lie in [0, 1)")
     return p

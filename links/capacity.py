@@ -248,7 +248,7 @@ class TraceRate(Strict):
     @model_validator(mode="after")
     def _repeat_only_time_rate(self) -> "TraceRate":
         if ".." in Path(self.file).parts:
-            raise ValueError("trace file must not contain '..'")
+            raise ValueError("trace file must not contain '..': give a file inside the scenario's folder or links/traces/")
         if self.format == "mahimahi" and self.repeat:
             raise ValueError("a mahimahi trace repeats with its own last timestamp; 'repeat' is for time-rate")
         return self
@@ -395,10 +395,19 @@ def rate_schedule_text(s: Schedule) -> str:
 def resolve_trace(spec: TraceRate, base_dir: Path) -> Path:
     """The trace file: relative to the scenario's folder and inside it, or else a shipped trace
     under links/traces/ (e.g. `mahimahi/Verizon-LTE-short.down`)."""
+    found: list[str] = []     # why a name that is there was not taken: said, instead of "not found"
     for root in (Path(base_dir), SHIPPED_TRACES):
         p = (root / spec.file).resolve()
-        if p.is_relative_to(root.resolve()) and p.is_file():
+        if not p.is_relative_to(root.resolve()):
+            if (root / spec.file).exists() or (root / spec.file).is_symlink():
+                found.append(f"{root / spec.file} leads out of {root} (symbolic link); a trace must be a file inside it")
+            continue
+        if p.is_file():
             return p
+        if p.exists():
+            found.append(f"{root / spec.file} is not a regular file")
+    if found:
+        raise InputError(f"trace file {spec.file!r}: " + "; ".join(found))
     raise InputError(f"trace file {spec.file!r} not found in {base_dir} or {SHIPPED_TRACES}")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -15,6 +16,28 @@ from core import ledger
 from mpvlab.scenario import ScenarioError, load_scenario
 
 
+def results_root_problem(root: Path) -> str | None:
+    """Why --results cannot hold result directories (a regular file, a folder this user cannot write,
+    a read-only or pseudo file system), checked before a run or sweep creates anything; None if fine.
+    The folder is created if missing, as the run would."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return f"--results {root}: is not a folder; give a folder for the result directories"
+    except OSError as e:
+        return (f"--results {root}: cannot create it ({(e.strerror or 'error').lower()}); give a folder this user "
+                "can write")
+    if not root.is_dir():
+        return f"--results {root}: is not a folder; give a folder for the result directories"
+    probe = root / f".mpvlab-write-check-{os.getpid()}"
+    try:        # os.access says yes to root even on a read-only file system: try it
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as e:
+        return f"--results {root}: cannot write in it ({(e.strerror or 'error').lower()}); give a folder this user can write"
+    return None
+
+
 def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     from mpvlab.validation import validate_file   # issue 15: scenario or sweep spec, all the run's checks
 
@@ -23,11 +46,12 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
         verdict = validate_file(Path(f), Path(args.key_dir) if args.key_dir else None)
         console.print(Text(verdict.text, style=None if verdict.ok else "red"))
         bad += not verdict.ok
-    return 1 if bad else 0
+    # 2, as `mpvlab run` and `mpvlab sweep` exit on input they refuse (README: exit codes)
+    return 2 if bad else 0
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from core.errors import RunFailed
+    from core.errors import EXIT_INTERRUPTED, RunFailed, RunInterrupted
     from mpvlab.run.context import RunOptions
     from mpvlab.run.session import run_scenario
 
@@ -42,6 +66,12 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             raise ScenarioError("\n".join([f"{path}: invalid scenario", *(f"  {p}" for p in problems)]))
     except InputError as e:
         console.print(Text(str(e), style="red"))
+        return 2
+    if os.geteuid() != 0:   # said before anything is created (the result folder included)
+        console.print(Text("mpvlab run needs root (network namespaces, tc, iptables, BPF)", style="red"))
+        return 2
+    if (bad_root := results_root_problem(Path(args.results))) is not None:   # before any ledger or namespace
+        console.print(Text(bad_root, style="red"))
         return 2
     start = time.monotonic()
     state = {"phase": "starting"}
@@ -65,10 +95,19 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             run_dir = run_scenario(sc, path, text, RunOptions(results_root=Path(args.results), progress=progress,
                                                               log=log, key_dir=Path(args.key_dir) if args.key_dir
                                                               else None))
+        except RunInterrupted as e:
+            live.update(status)
+            console.print(Text(str(e), style="yellow"))
+            return EXIT_INTERRUPTED
         except RunFailed as e:
             live.update(status)
             console.print(Text(str(e), style="red"))
             return 1
+        except KeyboardInterrupt:
+            # Ctrl-C before the run had its ledger (reaping, the run id): nothing of it to clean.
+            live.update(status)
+            console.print(Text("interrupted before the run started; nothing was created", style="yellow"))
+            return EXIT_INTERRUPTED
     _print_summary(console, run_dir)
     return 0
 
@@ -206,6 +245,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     """Expand a sweep spec into runs and make them (resumable; see mpvlab/sweep/)."""
     import os
 
+    from core.errors import EXIT_INTERRUPTED
     from mpvlab.run.steps import ensure_content
     from mpvlab.sweep import Sweeper, SweepError, estimate_run_s, expand, load_spec
     from mpvlab.sweep.display import SweepDisplay
@@ -221,6 +261,9 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     if args.status:
         return cluster.cmd_status(plan, args, console)
     if args.run is not None:
+        if (bad_root := results_root_problem(Path(args.results))) is not None:   # before the run starts
+            console.print(Text(bad_root, style="red"))
+            return 2
         return cluster.cmd_run(plan, args, console)
     if not 1 <= args.parallel <= 8:
         console.print(Text("--parallel: allowed 1..8 (see README for what this machine holds)", style="red"))
@@ -233,6 +276,9 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         return 0
     if os.geteuid() != 0:
         console.print(Text("mpvlab sweep needs root (each run builds network namespaces, tc, BPF)", style="red"))
+        return 2
+    if (bad_root := results_root_problem(Path(args.results))) is not None:   # before any run starts
+        console.print(Text(bad_root, style="red"))
         return 2
     seen: set[str] = set()
     for r in plan.runs:                       # encode each video once, before any run starts (on a
@@ -254,7 +300,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         return 2
     except KeyboardInterrupt as e:
         console.print(Text(f"sweep stopped ({e}); run the same command again to resume", style="yellow"))
-        return 130
+        return EXIT_INTERRUPTED     # as an interrupted `mpvlab run` (README: exit codes)
     console.print(f"sweep {plan.sweep}: {counts['complete']} complete, {counts['failed']} failed"
                   f"{'' if not counts['failed'] else ' (listed in sweep.json; --retry-failed redoes them)'}; "
                   f"manifest {sweeper.manifest_path}")

@@ -178,6 +178,11 @@ def _problem(e: yaml.YAMLError) -> str:
         mark = e.problem_mark or e.context_mark
         what = e.problem or e.context or "syntax error"
         return f"line {mark.line + 1}, column {mark.column + 1}: {what}" if mark else what
+    if isinstance(e, yaml.reader.ReaderError):
+        # A control character (e.g. NUL) in the text: its position and code, never the text around it.
+        code = ord(e.character) if isinstance(e.character, str) else int(e.character)
+        return (f"character {e.position} (code {code:#x}) is a control character; YAML text may hold "
+                "printable characters, tabs and line breaks only")
     return "syntax error"
 
 
@@ -196,7 +201,7 @@ def _precheck_events(text: str, source: str) -> None:
         elif isinstance(ev, yaml.AliasEvent):
             aliases += 1
             if aliases > MAX_YAML_ALIASES:
-                raise InputFileError(f"{source}: {_mark(ev)}: more than {MAX_YAML_ALIASES} aliases (*name); "
+                raise InputFileError(f"{source}: {_mark(ev)}: more than {MAX_YAML_ALIASES} aliases (*name), the limit for one file; "
                                      "write the values out instead")
 
 

@@ -58,6 +58,10 @@ MAX_PROBE_NS = 60 * S
 # its own minimum is one page.
 MIN_SOCKBUF = 4096
 MAX_SOCKBUF = 1 << 30
+# Video bitrates (video.bitrate, video.bitrates): x264 cannot encode a usable picture below 10 kbit/s,
+# and above 1 Gbit/s the encode alone would outlast any run (99999999999999999999gbit was accepted).
+MIN_VIDEO_BPS = 10_000
+MAX_VIDEO_BPS = 10**9
 # Cross traffic start/duration: within the longest run (see MAX_SCHEDULE_TIME_NS).
 MAX_CROSS_TIME_NS = MAX_SCHEDULE_TIME_NS
 
@@ -151,6 +155,11 @@ def scenario_problems(sc: Any) -> list[str]:
         if not (MIN_SOCKBUF <= v[0] <= v[1] <= v[2] <= MAX_SOCKBUF):
             out.append(f"hosts.{field}: give min ≤ default ≤ max, each within 4096B … 1GiB (the kernel's page "
                        "minimum and its int-sized maximum)")
+    for i, rate in ([(None, sc.video.bitrate)] + list(enumerate(sc.video.bitrates or []))):
+        if not MIN_VIDEO_BPS <= rate <= MAX_VIDEO_BPS:
+            where = "video.bitrate" if i is None else f"video.bitrates[{i}]"
+            out.append(f"{where}: {units.format_rate(rate) if rate < 10**15 else 'this rate'} is outside "
+                       "10kbit … 1gbit (below, the encoder makes no usable picture; above, the encode outlasts any run)")
     bulk = sc.cross_traffic.bulk if sc.cross_traffic is not None else None
     if bulk is not None:
         if not 0 <= bulk.start <= MAX_CROSS_TIME_NS:

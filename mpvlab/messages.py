@@ -10,6 +10,7 @@ or no excerpt at all when the file is not one the user named directly (`quote=Fa
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from typing import Any, Literal, Union
@@ -196,9 +197,17 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | N
 # --- one error -------------------------------------------------------------------------------------
 
 
+# A key is named in a message only if it looks like a key a person would write: a file that is not a
+# scenario at all (e.g. /etc/shadow given by mistake) parses into keys that are its lines, and a
+# message must never print a file's contents back.
+_SHOWABLE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,40}")
+
+
 def _field_name(loc: tuple[Any, ...]) -> str:
     out = ""
     for p in loc:
+        if isinstance(p, str) and p != "[key]" and not _SHOWABLE_KEY.fullmatch(p):
+            p = "(a key that is not a name; not shown)"
         if p == "[key]":
             out += " (as a name)"
         elif isinstance(p, int):
@@ -206,6 +215,11 @@ def _field_name(loc: tuple[Any, ...]) -> str:
         else:
             out += ("." if out else "") + str(p)
     return out or "(top level)"
+
+
+def field_name(loc: tuple[Any, ...]) -> str:
+    """A location as a message names it (keys that are not names are not shown: see _SHOWABLE_KEY)."""
+    return _field_name(loc)
 
 
 def describe_error(e: dict[str, Any], model: type[BaseModel], quote: bool = True) -> str:
@@ -253,6 +267,10 @@ def describe_error(e: dict[str, Any], model: type[BaseModel], quote: bool = True
     if kind in bounds and bounds[kind][1] in ctx:
         what = f" ({words})" if words in _SERIALIZER_WORDS.values() else ""
         return f"{field}: must be {bounds[kind][0]} {ctx[bounds[kind][1]]}{what}{got}"
+    if kind in ("too_short", "too_long") and ("min_length" in ctx or "max_length" in ctx):
+        # pydantic says `List should have at least 1 item after validation, not 0`
+        n = ctx.get("min_length") if kind == "too_short" else ctx.get("max_length")
+        return f"{field}: give {'at least' if kind == 'too_short' else 'at most'} {n} item{'s' if n != 1 else ''}{got}"
     if kind in ("too_long", "too_short", "string_too_long", "string_too_short"):
         return f"{field}: {str(e['msg']).replace('Input should', 'must').replace('Value should', 'must')}{got}"
     msg = str(e["msg"]).removeprefix("Value error, ")

@@ -86,10 +86,12 @@ class TransportSpec(Strict):
         try:
             params = entry.params.model_validate(values)
         except ValidationError as e:
+            # each in words as any other field's (mpvlab/messages.py), not pydantic's `Value error, …`
             raise ValueError("; ".join(
-                f"cc_params.{'.'.join(str(x) for x in err['loc'])}: "
+                f"cc_params.{messages.field_name(tuple(err['loc']))}: "
                 + (f"unknown key for cc {name!r}; allowed: {', '.join(entry.params.model_fields)}"
-                   if err["type"] == "extra_forbidden" else err["msg"])
+                   if err["type"] == "extra_forbidden"
+                   else messages.describe_error(err, entry.params).split(": ", 1)[-1])
                 for err in e.errors())) from None
         return {**data, "cc_params": params.model_dump()}
 
@@ -332,12 +334,12 @@ class Scenario(Strict):
         want = {"dual-path": min(max(len(self.paths), 2), MAX_PATHS), "dumbbell": 1, "shared-bottleneck": 1,
                 "physical": len(self.paths)}[self.topology.kind]
         if self.topology.kind == "physical" and not 1 <= len(self.paths) <= 2:
-            raise ValueError(f"topology physical takes 1 or 2 paths, got {len(self.paths)}: {list(self.paths)}")
+            raise ValueError(f"paths: topology physical takes 1 or 2 paths, got {len(self.paths)}: {list(self.paths)}")
         if self.topology.kind == "dual-path" and len(self.paths) != want:
-            raise ValueError(f"topology dual-path takes 2 to {MAX_PATHS} paths, got {len(self.paths)}: "
+            raise ValueError(f"paths: topology dual-path takes 2 to {MAX_PATHS} paths, got {len(self.paths)}: "
                              f"{list(self.paths)}")
         if len(self.paths) != want:
-            raise ValueError(f"topology {self.topology.kind} needs exactly {want} path{'s' if want > 1 else ''}, "
+            raise ValueError(f"paths: topology {self.topology.kind} needs exactly {want} path{'s' if want > 1 else ''}, "
                              f"got {len(self.paths)}: {list(self.paths)}")
         if self.transport.subflows is not None and self.transport.subflows > len(self.paths):
             raise ValueError("transport.subflows cannot exceed the number of paths")

@@ -29,10 +29,11 @@ def open_shell(scenario: Scenario, scenario_file: Path, scenario_text: str, comm
         log(f"cleaned leftover of an earlier run: {name}")
     run_id = naming.new_run_id()
     workdir = Path(tempfile.mkdtemp(prefix=f"mpvlab-shell-{run_id}-"))
-    (workdir / "logs").mkdir()
-    led = ledger.Ledger.create(run_id, workdir)
-    ctx = RunContext(scenario, scenario_file, scenario_text, run_id, workdir, led, RunOptions(log=log))
-    try:
+    led: ledger.Ledger | None = None
+    try:   # the folder goes however the shell ends, even if the ledger cannot be written
+        (workdir / "logs").mkdir()
+        led = ledger.Ledger.create(run_id, workdir)
+        ctx = RunContext(scenario, scenario_file, scenario_text, run_id, workdir, led, RunOptions(log=log))
         with contextlib.ExitStack() as stack:
             net = bring_up_network(ctx, stack, lead_s=0.0)
             topo = net.topo
@@ -51,7 +52,8 @@ def open_shell(scenario: Scenario, scenario_file: Path, scenario_text: str, comm
                 script.write_text(commands)
                 CLI(mn, script=str(script))
     finally:
-        ledger.cleanup_run(led)
+        if led is not None:
+            ledger.cleanup_run(led)
         shutil.rmtree(workdir, ignore_errors=True)   # delay-line logs of an interactive session only
 
 

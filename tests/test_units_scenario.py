@@ -111,7 +111,7 @@ def test_cli_validate_reports_and_exits_nonzero(tmp_path: Path) -> None:
     f.write_text("name: t\npaths: {wifi: {down: {rate: 3}}, lte: {}}\n")
     cp = subprocess.run([sys.executable, "-m", "mpvlab", "validate", str(f), str(REPO / "scenarios" / "smoke.yaml")],
                         capture_output=True, text=True, cwd=REPO)
-    assert cp.returncode == 1
+    assert cp.returncode == 2
     assert f"{f}: invalid scenario" in cp.stdout and "paths.wifi.down.rate" in cp.stdout
     assert "smoke.yaml: ok" in cp.stdout
 

@@ -47,6 +47,10 @@ class EmulatedNetwork:
     captures: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     cap: Any = None                     # observe.pcap's capture (mpvlab/run/capture.py), or None
 
+    @property
+    def nodes(self) -> list[Any]:
+        return list(self.topo.nodes)
+
     def check_links(self) -> None:
         for h in self.handles:
             if not h.alive():

@@ -31,6 +31,7 @@ from typing import Any, Mapping
 from core import hoststeal
 from core.errors import RunFailed
 from mpvlab import runzero
+from mpvlab.run import liveness
 from mpvlab.run.context import RunContext
 from mpvlab.run.network import BringUp, run_head
 from mpvlab.run.steps import NO_FIDELITY_PROBE, record_fidelity, wait_for_t0
@@ -76,14 +77,19 @@ def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, Workload
         phase(workload.progress(ctx))
         net.start_collectors(ctx, stack, workload.port)
         workload.start(ctx, stack, net.ends)
+        # Every registered process and every node's shell, watched: a death is named (which
+        # component, when, how), not its symptom in some later step (liveness.py).
+        watch = liveness.Watch.for_run(ctx, net.nodes)
         # CPU time the hypervisor took while the workload ran, recorded beside the results.
         with hoststeal.StealMeter() as playing_steal:
             while workload.running():
                 net.check()
+                watch.check()
                 workload.check(ctx)
                 net.poll(ctx)
                 phase(workload.progress(ctx))
                 time.sleep(POLL_S)
+        watch.check()       # a death that ended the workload is named, not its symptom
         net.stop_collectors(ctx)
 
         phase("checks")

@@ -6,7 +6,7 @@ kinds.py."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 from mpvlab.run.context import RunContext
 from mpvlab.run.workloads.base import Ends, Outcome
@@ -14,6 +14,7 @@ from mpvlab.run.workloads.base import Ends, Outcome
 
 class Network(Protocol):
     ends: Ends                      # where the workload's server and client(s) run
+    nodes: Sequence[Any]            # the emulated nodes whose shells must live (liveness.NodeLike); () if none
 
     def check(self) -> None:
         """Raise RunFailed naming the component when a part of the emulator died (a delay line …)."""

@@ -19,7 +19,7 @@ from mpvlab import provenance
 from mpvlab import summary as summary_model
 
 from mpvlab.scenario import Scenario, dump_yaml, resolved_dict
-from core.errors import Interrupted, RunFailed
+from core.errors import Interrupted, RunFailed, RunInterrupted
 from mpvlab.run.context import RunContext, RunOptions
 from mpvlab.run.kinds import KINDS
 
@@ -66,11 +66,13 @@ def run_scenario(scenario: Scenario, scenario_file: Path, scenario_text: str, op
     rundir.write_text(run_dir / "scenario.yaml", scenario_text)
     rundir.write_text(run_dir / "resolved.yaml", dump_yaml(resolved_dict(scenario)))
     failure: str | None = None
+    interrupted = False     # issue 15 hook: an interrupted run raises RunInterrupted (exit 130)
     try:
         with _signals_as_exceptions():
             summary = KINDS[ctx.scenario.topology.kind](ctx)
     except (KeyboardInterrupt, Interrupted) as e:
         failure = str(e) or "interrupted (Ctrl-C)"
+        interrupted = True
     except RunFailed as e:
         failure = str(e)
     except Exception as e:  # noqa: BLE001 — any other error still must leave a marked result dir
@@ -94,7 +96,8 @@ def run_scenario(scenario: Scenario, scenario_file: Path, scenario_text: str, op
             failure = f"the summary does not match its model (mpvlab/summary.py): {e}"
     if failure is not None:
         rundir.write_status(run_dir, "failed", reason=failure)
-        raise RunFailed(f"run {run_id} failed: {failure}\n  results kept for inspection in {run_dir}")
+        raise (RunInterrupted if interrupted else RunFailed)(
+            f"run {run_id} failed: {failure}\n  results kept for inspection in {run_dir}")
     rundir.write_json(run_dir / "summary.json", summary)
     rundir.write_status(run_dir, "complete", fidelity_ok=summary.get("fidelity_ok"))
     return run_dir

@@ -172,6 +172,10 @@ class SharedNetwork:
     t_start: int = 0
     t_end: int = 0
 
+    @property
+    def nodes(self) -> list[Any]:
+        return list(self.topo.nodes)
+
     def check(self) -> None:
         for hd in self.handles:
             if not hd.alive():

@@ -57,7 +57,15 @@ def cmd_run(plan: Plan, args: argparse.Namespace, console: Console) -> int:
     except SweepError as e:
         console.print(Text(str(e), style="red"))
         return 2
+    except KeyboardInterrupt:     # outside the run itself (its own interruption is an outcome below)
+        from core.errors import EXIT_INTERRUPTED
+        console.print(Text(f"interrupted {args.run} (recorded in its attempts); run it again to redo it",
+                           style="yellow"))
+        return EXIT_INTERRUPTED
     console.print(f"{out.state} {out.key} {out.run_dir or ''}" + (f"\n  {out.reason}" if out.reason else ""))
+    if out.state == "interrupted":
+        from core.errors import EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED     # as `mpvlab run` and `mpvlab sweep` (README: exit codes)
     return 0 if out.state in ("complete", "already-complete") else 1
 
 

@@ -127,6 +127,10 @@ class PhysicalNetwork:
     before: dict[str, dict[str, int]] = field(default_factory=dict)
     after: dict[str, dict[str, int]] = field(default_factory=dict)
 
+    # No emulated nodes here; the local processes in the ledger (ssh clients of the remote ones) are
+    # watched by the life cycle all the same.
+    nodes: tuple[Any, ...] = ()
+
     def check(self) -> None:
         for h in self.links:
             if not h.alive():

@@ -13,7 +13,7 @@ from typing import Any
 
 from core.errors import RunFailed
 from mpvlab import content, server
-from mpvlab.run import steps
+from mpvlab.run import liveness, steps
 from mpvlab.run.context import RunContext
 from mpvlab.run.workloads.base import Ends, Outcome
 
@@ -107,7 +107,10 @@ class VideoWorkload:
                 reason = ps.get("reason") or ps.get("error") if ps else None
                 where = f"logs/{role}/player.log" if self.several else "logs/player.log"
                 who = f"player {role}" if self.several else "player"
-                raise RunFailed(f"{who} exited with code {player.returncode}: {reason or 'see ' + where}")
+                # in words (`killed by SIGKILL`, `exited with status 1`), with when, as for any component
+                when = (time.monotonic_ns() - ctx.t0_ns) / 1e9
+                raise RunFailed(f"{who} (pid {player.pid}) {liveness.describe_status(player.returncode)} "
+                                f"by {when:.1f} s after run time zero: {reason or 'see ' + where}")
             per_client[role] = ps
         # Every request a player made must have used the scenario's protocol (and TLS), or the run
         # measured something else than it claims.

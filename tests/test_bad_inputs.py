@@ -1,0 +1,692 @@
+"""Bad input, by class, can never escape, crash or hang (issue 15).
+
+Every case is an input a user (or a hostile file) can give `mpvlab validate`, `mpvlab run` or
+`mpvlab sweep`: files outside the scenario's folder (directly, or through a sweep's grid or
+overrides), a sweep naming /etc/shadow, YAML alias bombs, huge files, devices and FIFOs, bytes that
+are not UTF-8, duplicate keys, sweeps of 900,000 runs, physically absurd values, wrong types, and a
+property-based generator over the scenario schema. For each:
+- no traceback and no hang: the bulk is checked in-process (mpvlab.validation.validate_file, the
+  function `mpvlab validate` calls) under an alarm, a representative subset of each class through
+  the CLI in a subprocess under CPU-time and address-space limits;
+- the message names the file, the field and what is allowed, in words (no regex), and never echoes
+  what a file it points at contains;
+- the CLI exits 2 and creates nothing: its runtime directory (where a run writes its ledger before
+  it creates any namespace) stays empty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import re
+import resource
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mpvlab.validation import validate_file
+
+REPO = Path(__file__).resolve().parent.parent
+
+# What a file the input points at contains; none of it may appear in a message.
+SECRET = "H15B-TOP-SECRET-CONTENT-4711"
+SECRET_HASH = "$6$h15bsecrethash$AbCdEfGhIjKlMnOp"
+# Per case, in-process: a hang becomes a failure (validating any of these takes milliseconds).
+CASE_TIME_LIMIT_S = 20
+# Per case, in-process: new address space it may take (a 1 MiB scenario parses in a few MB).
+CASE_MEMORY_BYTES = 512 << 20
+# Per CLI subprocess: CPU seconds and address space (Python + pydantic need ~300 MB of it).
+CLI_CPU_S = 60
+CLI_MEMORY_BYTES = 2 << 30
+# A regex in a message means it says how the code checks, not what is allowed.
+REGEX_SIGNS = re.compile(r"\^\[|\]\{|\\d|\\w|\[a-z|\$'|\.\*|\(\?")
+
+BASE: dict[str, Any] = {
+    "name": "bad",
+    "seed": 1,
+    "paths": {
+        "wifi": {"down": {"rate": "3mbit", "buffer": "100KB",
+                          "delay": {"kind": "square", "base": "5ms", "amplitude": "60ms", "period": "10s"}}},
+        "lte": {"down": {"rate": "3mbit", "buffer": "100KB", "delay": "20ms"}},
+    },
+    "transport": {"cc": "cubic", "scheduler": "default"},
+    "video": {"duration": "6s", "bitrate": "2mbit"},
+    "fidelity": {"probe_duration": "3s"},
+}
+
+
+def with_values(values: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """BASE with each dotted path set (a value of DELETE removes the key)."""
+    doc = copy.deepcopy(BASE if base is None else base)
+    for dotted, v in values.items():
+        node = doc
+        *head, last = dotted.split(".")
+        for k in head:
+            if not isinstance(node.get(k), dict):
+                node[k] = {}             # an earlier change put a non-mapping here: this one wins
+            node = node[k]
+        if v is DELETE:
+            node.pop(last, None)
+        else:
+            node[last] = v
+    return doc
+
+
+DELETE = object()
+
+
+def dump(doc: Any) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+
+
+# --- the cases -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    id: str
+    cls: str
+    build: Callable[[Path], Path]          # writes what it needs into its own folder, returns the input
+    expect: tuple[str, ...]                # substrings of the message: field and what is allowed
+    kind: str = "scenario"                 # scenario | spec: which CLI commands take it
+    cli: bool = False                      # also through the CLI in a subprocess (the class's sample)
+    forbidden_files: tuple[str, ...] = field(default=())
+
+
+def _secret_outside(d: Path) -> Path:
+    """A file outside the case's folder whose contents must never be echoed."""
+    f = d.parent / f"{d.name}-outside-secret.txt"
+    f.write_text(f"0 20\n# {SECRET}\nroot:{SECRET_HASH}:19000:0:99999:7:::\n")
+    return f
+
+
+def scenario_file(doc: Any | str | bytes, name: str = "s.yaml") -> Callable[[Path], Path]:
+    def build(d: Path) -> Path:
+        f = d / name
+        if isinstance(doc, bytes):
+            f.write_bytes(doc)
+        else:
+            f.write_text(doc if isinstance(doc, str) else dump(doc))
+        return f
+    return build
+
+
+def spec_file(spec: dict[str, Any] | str, scenario: Any = None,
+              extra: Callable[[Path], None] | None = None) -> Callable[[Path], Path]:
+    """A sweep spec in the case's folder, with the scenario it names (sub/base.yaml) beside it."""
+    def build(d: Path) -> Path:
+        (d / "sub").mkdir(exist_ok=True)
+        (d / "sub" / "base.yaml").write_text(dump(BASE if scenario is None else scenario))
+        if extra is not None:
+            extra(d)
+        f = d / "spec.yaml"
+        f.write_text(spec if isinstance(spec, str) else dump({"name": "bad-sweep", "scenarios": ["sub/base.yaml"],
+                                                              **spec}))
+        return f
+    return build
+
+
+def _escape_setup(d: Path) -> None:
+    """Links inside the folder that point out of it, and the secret they point at."""
+    secret = _secret_outside(d)
+    for sub in (d, d / "sub"):
+        sub.mkdir(exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            (sub / "link-out.txt").symlink_to(secret)
+        with contextlib.suppress(FileExistsError):
+            (sub / "linkdir").symlink_to(secret.parent)
+
+
+ESCAPES = ["x/../../../etc/passwd", "../etc/passwd", "/etc/passwd", "../../../../../../etc/shadow",
+           "./../secret.txt", "~/x", "a/b/../../../../etc/hostname", "link-out.txt", "linkdir/link-out.txt",
+           "%2e%2e/etc/passwd", "x/..//../etc/passwd"]
+
+
+def escape_cases() -> Iterator[Case]:
+    for i, path in enumerate(ESCAPES):
+        delay = {"kind": "trace", "file": path}
+        expect = ("paths.lte.down.delay.file", "scenario's folder")
+        forbid = ("/etc/passwd", "/etc/shadow")
+
+        def scen(d: Path, delay: dict[str, Any] = delay) -> Path:
+            _escape_setup(d)
+            return scenario_file(with_values({"paths.lte.down.delay": delay}))(d)
+        yield Case(f"escape-scenario-{i}", "escape", scen, expect, cli=i < 2, forbidden_files=forbid)
+        yield Case(f"escape-grid-{i}", "escape", spec_file({"grid": {"paths.lte.down.delay": [delay]}},
+                                                           extra=_escape_setup),
+                   expect, kind="spec", cli=i == 0, forbidden_files=forbid)
+        yield Case(f"escape-override-{i}", "escape", spec_file({"overrides": {"paths.lte.down.delay": delay}},
+                                                               extra=_escape_setup),
+                   expect, kind="spec", forbidden_files=forbid)
+        # the same name as a capacity trace (the delay line's link) and as a user BPF object
+        capacity = {"paths.lte.down.rate": DELETE, "paths.lte.down.capacity": {"rate": {"kind": "trace", "file": path}}}
+
+        def cap(d: Path, capacity: dict[str, Any] = capacity) -> Path:
+            _escape_setup(d)
+            return scenario_file(with_values(capacity))(d)
+        yield Case(f"escape-capacity-{i}", "escape", cap, ("paths.lte.down.capacity",), forbidden_files=forbid)
+
+        def bpf(d: Path, path: str = path) -> Path:
+            _escape_setup(d)
+            return scenario_file(with_values({"transport.cc": {"bpf": path}}))(d)
+        yield Case(f"escape-bpf-{i}", "escape", bpf, ("transport", "bpf", "scenario's folder"), forbidden_files=forbid)
+
+
+def _link_yaml_to(target: str) -> Callable[[Path], None]:
+    def extra(d: Path) -> None:
+        dest = Path(target) if target.startswith("/") else _secret_outside(d)
+        with contextlib.suppress(FileExistsError):
+            (d / "linked.yaml").symlink_to(dest)
+    return extra
+
+
+def sensitive_cases() -> Iterator[Case]:
+    forbid = ("/etc/shadow", "/etc/passwd")
+    for i, (rel, extra) in enumerate([
+        ("/etc/shadow", None), ("../../../../../../etc/shadow", None), ("/etc/passwd", None),
+        ("/proc/self/environ", None), ("/etc/shadow.yaml", None),
+        ("linked.yaml", _link_yaml_to("/etc/shadow")), ("linked.yaml", _link_yaml_to("secret")),
+        ("linked.yaml", _link_yaml_to("/dev/zero")),
+    ]):
+        spec = dump({"name": "bad-sweep", "scenarios": [rel]})
+        yield Case(f"sensitive-{i}", "sensitive", spec_file(spec, extra=extra), ("scenarios[0]",),
+                   kind="spec", cli=i in (0, 5), forbidden_files=forbid)
+    # The same files named directly: their contents are still never printed back.
+    for i, target in enumerate(["/etc/shadow", "/etc/passwd"]):
+        yield Case(f"sensitive-direct-{i}", "sensitive", lambda d, t=target: Path(t), (),
+                   cli=i == 0, forbidden_files=forbid)
+
+
+BOMB_LEVELS = "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 9))
+BOMBS = {
+    "billion-laughs": "l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + BOMB_LEVELS,
+    "mapping-bomb": "m0: &m0 {x: 1, y: 2, z: 3, w: 4}\n" + "".join(
+        f"m{i}: &m{i} {{" + ", ".join(f"k{j}: *m{i - 1}" for j in range(9)) + "}\n" for i in range(1, 9)),
+    "merge-bomb": "a: &a {x: 1}\n" + "".join(f"b{i}: &b{i}\n  <<: *{'a' if i == 0 else f'b{i - 1}'}\n  y{i}: 1\n"
+                                              for i in range(150)),
+    "recursive-anchor": "a: &a [1, *a]\n",
+    "recursive-mapping": "a: &a {b: *a}\n",
+    "many-aliases": "x: &x 1\nl: [" + ", ".join(["*x"] * 150) + "]\n",
+    "deep-lists": "[" * 5000,
+    "deep-mappings": "".join("  " * i + f"k{i}:\n" for i in range(60)) + "  " * 60 + "v: 1\n",
+    "deep-flow": "a: " + "{b: " * 200 + "1" + "}" * 200 + "\n",
+}
+
+
+def bomb_cases() -> Iterator[Case]:
+    expect = ("limit",)
+    for i, (name, text) in enumerate(BOMBS.items()):
+        exp = ("not allowed",) if name.startswith("recursive") else expect
+        yield Case(f"bomb-{name}", "bomb", scenario_file(text), exp, cli=i < 2)
+        # The same structure as a sweep spec's values: refused before the spec's schema is looked at.
+        spec = text if text.startswith("[") else "name: bad-sweep\nscenarios: [x.yaml]\n" + text
+        yield Case(f"bomb-{name}-in-spec", "bomb", scenario_file(spec, "spec.yaml"), exp, kind="spec")
+
+
+def huge_cases() -> Iterator[Case]:
+    def sparse(name: str, size: int) -> Callable[[Path], Path]:
+        def build(d: Path) -> Path:
+            f = d / name
+            with f.open("wb") as fh:
+                fh.truncate(size)
+            return f
+        return build
+
+    def text_file(name: str, size: int) -> Callable[[Path], Path]:
+        def build(d: Path) -> Path:
+            f = d / name
+            line = b"# " + b"x" * 1000 + b"\n"
+            f.write_bytes(dump(BASE).encode() + line * (size // len(line) + 1))
+            return f
+        return build
+
+    def with_trace(make: Callable[[Path], Any]) -> Callable[[Path], Path]:
+        def build(d: Path) -> Path:
+            make(d)
+            return scenario_file(with_values({"paths.lte.down.delay": {"kind": "trace", "file": "t.txt"}}))(d)
+        return build
+
+    yield Case("huge-scenario-sparse", "huge", sparse("s.yaml", 1 << 30), ("size limit",), cli=True)
+    yield Case("huge-scenario-text", "huge", text_file("s.yaml", (1 << 20) + 1), ("size limit",))
+    yield Case("huge-spec", "huge", sparse("spec.yaml", 5 << 20), ("size limit",), kind="spec", cli=True)
+    yield Case("huge-trace-sparse", "huge", with_trace(lambda d: sparse("t.txt", (16 << 20) + 1)(d)),
+               ("paths.lte.down.delay", "size limit"))
+    yield Case("huge-trace-points", "huge", with_trace(
+        lambda d: (d / "t.txt").write_text("".join(f"{i} 20\n" for i in range(100_001)))),
+        ("paths.lte.down.delay", "100,000"))
+    # written out by hand: yaml.safe_dump of 100,001 points alone takes seconds
+    points = "".join(f"          - [{i}ms, 20ms]\n" for i in range(100_001))
+    yield Case("huge-piecewise-points", "huge", scenario_file(dump(BASE).replace(
+        "      delay: 20ms\n", "      delay:\n        kind: piecewise\n        points:\n" + points)),
+        ("size limit",))
+
+
+def special_cases() -> Iterator[Case]:
+    def fifo(name: str) -> Callable[[Path], Path]:
+        def build(d: Path) -> Path:
+            f = d / name
+            if not f.exists():
+                os.mkfifo(f)
+            return f
+        return build
+
+    def sock(d: Path) -> Path:
+        f = d / "s.yaml"
+        s = socket.socket(socket.AF_UNIX)
+        with contextlib.suppress(OSError):
+            s.bind(str(f))
+        s.close()
+        return f
+
+    def link(name: str, target: str) -> Callable[[Path], Path]:
+        def build(d: Path) -> Path:
+            f = d / name
+            with contextlib.suppress(FileExistsError):
+                f.symlink_to(target)
+            return f
+        return build
+
+    def trace_is(make: Callable[[Path], Path]) -> Callable[[Path], Path]:
+        def build(d: Path) -> Path:
+            make(d)
+            return scenario_file(with_values({"paths.lte.down.delay": {"kind": "trace", "file": "t.txt"}}))(d)
+        return build
+
+    rf = ("regular file",)
+    yield Case("special-dev-zero", "special", lambda d: Path("/dev/zero"), rf, cli=True)
+    yield Case("special-dev-urandom", "special", lambda d: Path("/dev/urandom"), rf)
+    yield Case("special-dev-null", "special", lambda d: Path("/dev/null"), rf)
+    yield Case("special-fifo", "special", fifo("s.yaml"), rf, cli=True)
+    yield Case("special-directory", "special", lambda d: d, rf)
+    yield Case("special-socket", "special", sock, rf)
+    yield Case("special-link-to-zero", "special", link("s.yaml", "/dev/zero"), rf)
+    yield Case("special-missing", "special", lambda d: d / "nope.yaml", ("no such file",))
+    yield Case("special-trace-fifo", "special", trace_is(fifo("t.txt")), ("paths.lte.down.delay", *rf), cli=True)
+    yield Case("special-trace-zero-link", "special", trace_is(link("t.txt", "/dev/zero")),
+               ("paths.lte.down.delay", "scenario's folder"))
+    yield Case("special-trace-directory", "special", trace_is(lambda d: (d / "t.txt").mkdir(exist_ok=True) or d),
+               ("paths.lte.down.delay", *rf))
+    yield Case("special-trace-missing", "special", trace_is(lambda d: d), ("paths.lte.down.delay",))
+    yield Case("special-capacity-fifo", "special", lambda d: (fifo("c.txt")(d), scenario_file(with_values({
+        "paths.lte.down.rate": DELETE, "paths.lte.down.capacity": {"rate": {"kind": "trace", "file": "c.txt"}}}))(d))[1],
+        ("paths.lte.down.capacity", "not a regular file"), cli=True)
+    yield Case("special-spec-scenario-fifo", "special",
+               spec_file({"scenarios": ["f.yaml"]}, extra=lambda d: fifo("f.yaml")(d)),
+               ("scenarios[0]", *rf), kind="spec")
+
+
+def encoding_cases() -> Iterator[Case]:
+    good = dump(BASE).encode()
+    variants = {
+        "latin1": good.replace(b"name: bad", b"name: caf\xe9"),
+        "utf16": dump(BASE).encode("utf-16"),
+        "bad-continuation": good.replace(b"name: bad", b"name: b\xc3\x28d"),
+        "overlong": good.replace(b"name: bad", b"name: \xc0\xafbad"),
+        "surrogate": good.replace(b"name: bad", b"name: \xed\xa0\x80bad"),
+        "truncated": good + b"\xe2\x82",
+    }
+    for i, (name, data) in enumerate(variants.items()):
+        yield Case(f"encoding-{name}", "encoding", scenario_file(data), ("UTF-8",), cli=i == 0)
+    for i, ch in enumerate([b"\x00", b"\x1b", b"\x7f", b"\x08"]):
+        yield Case(f"encoding-control-{i}", "encoding", scenario_file(good.replace(b"name: bad", b"name: b" + ch + b"d")),
+                   ("control character",))
+    yield Case("encoding-trace", "encoding", lambda d: ((d / "t.txt").write_bytes(b"0 20\n1000 2\xff0\n"),
+               scenario_file(with_values({"paths.lte.down.delay": {"kind": "trace", "file": "t.txt"}}))(d))[1],
+               ("paths.lte.down.delay", "UTF-8"))
+    yield Case("encoding-spec", "encoding", lambda d: ((d / "spec.yaml").write_bytes(
+        b"name: bad\xfe\nscenarios: [a.yaml]\n"), d / "spec.yaml")[1], ("UTF-8",), kind="spec", cli=True)
+
+
+def duplicate_cases() -> Iterator[Case]:
+    text = dump(BASE)
+    yield Case("dup-top", "duplicate", scenario_file(text + "seed: 2\n"), ("duplicate key", "'seed'"), cli=True)
+    yield Case("dup-nested", "duplicate", scenario_file(text.replace("    down:\n      rate: 3mbit\n",
+                                                                     "    down:\n      rate: 3mbit\n      rate: 9mbit\n", 1)),
+               ("duplicate key", "'rate'"))
+    yield Case("dup-path", "duplicate", scenario_file(text.replace("  lte:\n", "  wifi: {}\n  lte:\n", 1)),
+               ("duplicate key", "'wifi'"))
+    yield Case("dup-flow", "duplicate", scenario_file(text + "observe: {sample_hz: 10, sample_hz: 20}\n"),
+               ("duplicate key", "'sample_hz'"))
+    yield Case("dup-spec-grid", "duplicate", lambda d: ((d / "spec.yaml").write_text(
+        "name: s\nscenarios: [a.yaml]\ngrid:\n  transport.cc: [cubic]\n  transport.cc: [bbr]\n"), d / "spec.yaml")[1],
+        ("duplicate key", "'transport.cc'"), kind="spec", cli=True)
+    yield Case("dup-spec-name", "duplicate", lambda d: ((d / "spec.yaml").write_text(
+        "name: s\nname: t\nscenarios: [a.yaml]\n"), d / "spec.yaml")[1], ("duplicate key", "'name'"), kind="spec")
+
+
+def sweep_size_cases() -> Iterator[Case]:
+    def values(n: int, unit: str, start: int) -> list[str]:
+        return [f"{start + i}{unit}" for i in range(n)]
+    runs = ("runs", "limit")
+    yield Case("sweep-900k", "sweep-size", spec_file({"grid": {
+        "transport.cc": ["cubic", "bbr", "reno"], "video.bitrate": values(300, "kbit", 100),
+        "fidelity.probe_duration": values(1000, "ms", 1000)}}), runs, kind="spec", cli=True)
+    yield Case("sweep-1m", "sweep-size", spec_file({"grid": {
+        "video.bitrate": values(100, "kbit", 100), "fidelity.probe_duration": values(100, "ms", 1000),
+        "paths.lte.down.delay": values(100, "ms", 1)}}), runs, kind="spec")
+    yield Case("sweep-trials", "sweep-size", spec_file({"trials": 900_000}), ("trials", "at most"), kind="spec")
+    yield Case("sweep-scenarios-x-grid", "sweep-size", spec_file(
+        {"scenarios": ["sub/base.yaml"] * 5, "grid": {"video.bitrate": values(1000, "kbit", 100)}, "trials": 1000}),
+        runs, kind="spec")
+    yield Case("sweep-empty-grid-key", "sweep-size", spec_file({"grid": {"video.bitrate": []}}),
+               ("video.bitrate", "at least one value"), kind="spec")
+    yield Case("sweep-grid-not-list", "sweep-size", spec_file({"grid": {"video.bitrate": "2mbit"}}),
+               ("grid.video.bitrate", "a list"), kind="spec")
+    yield Case("sweep-grid-name", "sweep-size", spec_file({"grid": {"name": ["a", "b"]}}),
+               ("name", "cannot be varied"), kind="spec")
+
+
+# (dotted field, value, words the message must hold besides the field)
+ABSURD: list[tuple[str, Any, tuple[str, ...]]] = [
+    ("paths.lte.down.delay", "61s", ("0 … 60s",)),
+    ("paths.lte.down.delay", "-1ms", ("negative",)),
+    ("paths.lte.down.delay", "100000000000000000000000s", ("60s",)),
+    ("paths.lte.down.rate", "99999999999999999999gbit", ("8kbit … 100gbit",)),
+    ("paths.lte.down.rate", "1bit", ("8kbit … 100gbit",)),
+    ("paths.lte.down.rate", "0bit", ("positive",)),
+    ("paths.lte.down.rate", "101gbit", ("8kbit … 100gbit",)),
+    ("paths.lte.down.buffer", "0KB", ("one frame",)),
+    ("paths.lte.down.buffer", "0pkt", ("at least 1 packet",)),
+    ("paths.lte.down.buffer", "2GB", ("1GiB",)),
+    ("paths.lte.down.buffer", "99999999999999999999GB", ("1GiB",)),
+    ("paths.lte.down.burst", "0B", ("1514B",)),
+    ("paths.lte.down.burst", "10GB", ("1GiB",)),
+    ("paths.lte.down.loss", "200%", ("[0, 1)",)),
+    ("paths.lte.down.loss", -0.5, ("[0, 1)",)),
+    ("fidelity.probe_duration", "950400s", ("1s … 60s",)),
+    ("fidelity.probe_duration", "11d", ("us, ms, s, min",)),
+    ("fidelity.probe_duration", "100ms", ("1s … 60s",)),
+    ("paths.lte.down.delay", {"kind": "piecewise", "points": [["1s", "10ms"], ["2s", "20ms"]]}, ("time 0",)),
+    ("paths.lte.down.delay", {"kind": "piecewise", "points": [["0s", "10ms"], ["2s", "20ms"], ["1s", "5ms"]]},
+     ("strictly increase",)),
+    ("paths.lte.down.delay", {"kind": "piecewise", "points": [["0s", "10ms"], ["0s", "20ms"]]},
+     ("strictly increase",)),
+    ("paths.lte.down.delay", {"kind": "piecewise", "points": [["0s", "61s"]]}, ("0 … 60s",)),
+    ("paths.lte.down.delay", {"kind": "piecewise", "points": [["0s", "1ms"], ["2000min", "1ms"]]}, ("24h",)),
+    ("paths.lte.down.delay", {"kind": "piecewise", "points": []}, ("at least 1 item",)),
+    ("paths.lte.down.delay", {"kind": "square", "base": "5ms", "amplitude": "100s", "period": "1s"}, ("60s",)),
+    ("paths.lte.down.delay", {"kind": "square", "base": "5ms", "amplitude": "5ms", "period": "2000min"}, ("24h",)),
+    ("paths.lte.down.delay", {"kind": "square", "base": "5ms", "amplitude": "5ms", "period": "0s"}, ("positive",)),
+    ("paths.wifi.down.delay.duty", 5, ("less than 1",)),
+    ("transport.cc_params", {"beta": 3}, ("takes no parameters",)),
+    ("transport.cc_params", {"x": 1}, ("cc_params",)),
+    ("video.bitrate", "99999999999999999999gbit", ("10kbit … 1gbit",)),
+    ("video.bitrate", "1bit", ("10kbit … 1gbit",)),
+    ("video.duration", "0s", ("1s and 60min",)),
+    ("video.duration", "11d", ("us, ms, s, min",)),
+    ("video.fps", 1_000_000, ("at most 120",)),
+    ("video.width", 100_000_000, ("at most 3840",)),
+    ("observe.sample_hz", 1_000_000_000, ("at most",)),
+    ("player.timeout_factor", 1e308, ("at most 20",)),
+    ("hosts.client_tcp_rmem", ["2GiB", "4KiB", "4KiB"], ("min ≤ default ≤ max",)),
+    ("paths.lte.down.rate", "9" * 400 + "gbit", ("too large a number",)),
+    ("paths.lte.down.buffer", "9" * 400 + "KB", ("too large a number",)),
+    ("video.duration", "9" * 400 + "s", ("too large a number",)),
+    ("paths.lte.down.loss", 10**400, ("[0, 1)",)),
+    ("seed", -1, ("at least 0",)),
+]
+
+
+def absurd_cases() -> Iterator[Case]:
+    for i, (dotted, value, words) in enumerate(ABSURD):
+        # The field as the message names it: a delay's own field for a duty, the mapping for cc_params.
+        fname = "paths.lte.down.delay" if dotted.startswith("paths.lte.down.delay") else dotted
+        fname = "cc_params" if dotted == "transport.cc_params" else fname
+        yield Case(f"absurd-{i}", "absurd", scenario_file(with_values({dotted: value})), (fname, *words),
+                   cli=i in (0, 3))
+        # A sweep may not set the seed at all (it derives one per run): that is what it must say then.
+        spec_words = ("cannot be varied",) if dotted == "seed" else words
+        yield Case(f"absurd-override-{i}", "absurd", spec_file({"overrides": {dotted: value}}), (fname, *spec_words),
+                   kind="spec", cli=i == 0)
+
+
+WRONG_TYPES: list[tuple[str, Any, tuple[str, ...]]] = [
+    ("paths.lte.down.delay", True, ("expected a delay such as 20ms",)),
+    ("paths.lte.down.delay", [1, 2], ("expected a delay",)),
+    ("paths.lte.down.delay", None, ("delay",)),
+    ("paths.lte.down.delay", {"kind": "nope"}, ("kinds: constant, square, piecewise, trace",)),
+    ("paths.lte.down.rate", True, ("rate",)),
+    ("paths.lte.down.rate", {"a": 1}, ("rate",)),
+    ("paths.lte.down.rate", 3, ("unit",)),
+    ("paths.lte.down.buffer", [], ("size",)),
+    ("seed", "x", ("whole number",)),
+    ("seed", 1.5, ("whole number",)),
+    ("name", 5, ("name",)),
+    ("name", None, ("name",)),
+    ("name", "../../etc", ("lowercase letters",)),
+    ("paths", ["a"], ("paths",)),
+    ("paths", 5, ("paths",)),
+    ("paths", {}, ("exactly 2 paths",)),
+    ("video", 3, ("video",)),
+    ("transport.cc", 5, ("transport.cc",)),
+    ("transport.cc", ["cubic"], ("transport.cc",)),
+    ("transport.cc", "vegasx", ("transport.cc",)),
+    ("fidelity.probe", "maybe", ("true or false",)),
+    ("observe.sample_hz", "fast", ("whole number",)),
+    ("player.mode", "fast", ("discard or rebuffer",)),
+    ("transport.cc", {"\r\rx": None}, ("transport", "not shown")),       # a key of control characters
+    ("paths.lte.down", {"rate": "3mbit", "\x1b[2J": 1}, ("paths.lte.down", "not shown")),
+    ("paths.lte.down.loss", None, ("number in [0, 1)",)),
+    ("paths.lte.down.loss", [0.1], ("number in [0, 1)",)),
+    ("bogus", 1, ("unknown key", "allowed here")),
+    ("paths.lte.down.bogus", 1, ("unknown key", "allowed here")),
+]
+
+
+def wrong_type_cases() -> Iterator[Case]:
+    for i, (dotted, value, words) in enumerate(WRONG_TYPES):
+        fname = dotted.split(".bogus")[0] if "bogus" in dotted else dotted
+        # `cc: {bpf: …}` is the bpf CC's parameters: its problems are named under transport's cc_params
+        fname = "transport: cc_params" if dotted == "transport.cc" and isinstance(value, dict) else fname
+        yield Case(f"type-{i}", "wrong-type", scenario_file(with_values({dotted: value})), (fname, *words),
+                   cli=i in (0, 8))
+    for i, (text, words) in enumerate([
+        ("- a\n- b\n", ("mapping at the top level",)), ("hello\n", ("mapping at the top level",)),
+        ("", ("mapping at the top level",)), ("name: x\nseed: 2001-01-01\n", ("seed", "whole number")),
+        ("name: x\nseed: !!binary aGVsbG8=\n", ("seed", "whole number")),
+        ("name: x\nseed: !!python/object:os.system x\n", ("line 2",)),
+        ("name: x\nseed: !!set {a, b}\n", ("seed",)), ("name: x\n? [a, b]\n: 1\n", ("plain value",)),
+        ("name: x\npaths: {wifi: {down: {rate: 3mbit\n", ("not valid YAML", "line")),
+        ("name: x\nseed: " + "9" * 5000 + "\n", ("number",)),
+    ]):
+        yield Case(f"type-doc-{i}", "wrong-type", scenario_file(text), words, cli=i == 0)
+    yield Case("type-spec-trials", "wrong-type", spec_file({"trials": "many"}), ("trials", "whole number"),
+               kind="spec", cli=True)
+    yield Case("type-spec-scenarios", "wrong-type", spec_file(dump({"name": "s", "scenarios": "a.yaml"})),
+               ("scenarios", "a list"), kind="spec")
+    yield Case("type-grid-delay", "wrong-type", spec_file({"grid": {"paths.lte.down.delay": [True]}}),
+               ("paths.lte.down.delay", "expected a delay"), kind="spec")
+
+
+CASES = [*escape_cases(), *sensitive_cases(), *bomb_cases(), *huge_cases(), *special_cases(), *encoding_cases(),
+         *duplicate_cases(), *sweep_size_cases(), *absurd_cases(), *wrong_type_cases()]
+
+
+# --- the checks ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int) -> Iterator[None]:
+    """A hang becomes TimeoutError, and more than CASE_MEMORY_BYTES of new address space a
+    MemoryError (both fail the case: validation must raise neither)."""
+    def hang(_sig: int, _frame: Any) -> None:
+        raise TimeoutError(f"validation took more than {seconds} s: a hang")
+    old = signal.signal(signal.SIGALRM, hang)
+    old_as = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (_vm_size() + CASE_MEMORY_BYTES, old_as[1]))
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        resource.setrlimit(resource.RLIMIT_AS, old_as)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _vm_size() -> int:
+    """This process's address space now (VmSize), in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmSize in /proc/self/status")
+
+
+def _forbidden_text(case: Case, folder: Path) -> list[str]:
+    """Every line of the files the case points at that a message must not contain."""
+    out = [SECRET, SECRET_HASH]
+    for f in case.forbidden_files:
+        with contextlib.suppress(OSError):
+            out += [ln for ln in Path(f).read_text(errors="replace").splitlines() if len(ln) >= 12]
+    return out
+
+
+def rules(text: str) -> str:
+    """What the message says is allowed: its problem lines without the excerpt of what was given
+    (`; got ...`, the user's own text, may hold anything) and without the header (it names the grid
+    point, the user's values too)."""
+    return "\n".join(line.split("; got ")[0] for line in text.splitlines()[1:]) or text.split(": ", 1)[-1]
+
+
+def check_message(case: Case, path: Path, text: str, folder: Path) -> None:
+    assert "Traceback" not in text, text
+    assert text.startswith(str(path)), f"the message must name the file {path}:\n{text}"
+    for want in case.expect:
+        assert want in text, f"{case.id}: {want!r} missing from:\n{text}"
+    assert not REGEX_SIGNS.search(rules(text)), f"{case.id}: a regex instead of words:\n{text}"
+    for line in text.splitlines()[1:]:       # one problem per line, each naming its field
+        assert ": " in line, f"{case.id}: a line without its field: {line!r}\n{text}"
+    for secret in _forbidden_text(case, folder):
+        assert secret not in text, f"{case.id}: echoes file contents ({secret[:20]}…):\n{text}"
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("bad")
+
+
+def _build(case: Case, root: Path) -> tuple[Path, Path]:
+    folder = root / case.id
+    folder.mkdir(exist_ok=True)
+    return case.build(folder), folder
+
+
+def test_the_base_scenario_is_valid(tmp_path: Path) -> None:
+    """The cases are BASE with one thing wrong: BASE itself must pass, or they prove nothing."""
+    f = tmp_path / "s.yaml"
+    f.write_text(dump(BASE))
+    v = validate_file(f)
+    assert v.ok, v.text
+
+
+def test_there_are_enough_cases() -> None:
+    assert len(CASES) >= 150, len(CASES)
+    assert len({c.id for c in CASES}) == len(CASES)
+    classes = {c.cls for c in CASES}
+    assert all(any(c.cli for c in CASES if c.cls == k) for k in classes), "each class has a CLI sample"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_refused_in_words(case: Case, root: Path) -> None:
+    path, folder = _build(case, root)
+    with time_limit(CASE_TIME_LIMIT_S):
+        verdict = validate_file(path)
+    assert not verdict.ok, f"{case.id}: accepted:\n{verdict.text}"
+    check_message(case, path, verdict.text, folder)
+
+
+def _limits() -> None:
+    resource.setrlimit(resource.RLIMIT_CPU, (CLI_CPU_S, CLI_CPU_S))
+    resource.setrlimit(resource.RLIMIT_AS, (CLI_MEMORY_BYTES, CLI_MEMORY_BYTES))
+
+
+def _cli(args: list[str], runtime: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MPVLAB_RUNTIME_DIR": str(runtime), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "mpvlab", *args], capture_output=True, text=True, cwd=REPO,
+                          env=env, timeout=CLI_CPU_S * 2, preexec_fn=_limits)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.cli], ids=lambda c: c.id)
+def test_cli_exits_2_and_creates_nothing(case: Case, root: Path, tmp_path: Path) -> None:
+    """validate, and the command that would act on it (run, or a sweep's dry run), refuse it alike:
+    exit 2, no traceback, the file named, nothing written where a run keeps its ledger."""
+    path, folder = _build(case, root)
+    runtime = tmp_path / "runtime"
+    commands = [["validate", str(path)]]
+    if case.kind == "scenario":
+        commands.append(["run", str(path), "--results", str(tmp_path / "results")])
+    else:
+        commands.append(["sweep", str(path), "--dry-run", "--results", str(tmp_path / "results")])
+    for args in commands:
+        cp = _cli(args, runtime)
+        out = cp.stdout + cp.stderr
+        assert cp.returncode == 2, f"{args[0]} {case.id}: exit {cp.returncode}\n{out}"
+        assert "Traceback" not in out, out
+        assert str(path) in out, out
+        for secret in _forbidden_text(case, folder):
+            assert secret not in out, f"{case.id}: echoes file contents:\n{out}"
+    assert not runtime.exists() or not any(runtime.rglob("*")), list(runtime.rglob("*"))
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*"))
+
+
+# --- property-based: any value at any field of the schema --------------------------------------------
+
+LEAVES = ["name", "seed", "description", "paths.wifi.down.rate", "paths.wifi.down.buffer", "paths.wifi.down.delay",
+          "paths.wifi.down.burst", "paths.wifi.down.loss", "paths.wifi.up", "paths.lte.down.delay",
+          "paths.lte.up.delay", "paths.lte", "paths", "transport.cc", "transport.cc_params", "transport.scheduler",
+          "transport.scheduler_params", "transport.subflows", "video", "video.duration", "video.bitrate",
+          "video.bitrates", "video.kind", "video.fps", "video.width", "player", "player.mode", "player.buffer",
+          "player.abr", "player.timeout_factor", "fidelity.probe", "fidelity.probe_duration", "observe.sample_hz",
+          "hosts.client_tcp_rmem", "hosts.offloads", "server.protocol", "server.tls", "topology.kind",
+          "topology.server_addressing", "workload.kind", "cross_traffic", "paths.wifi.down.delay.kind",
+          "paths.wifi.down.delay.period", "paths.wifi.down.delay.duty", "paths.wifi.down.delay.file"]
+UNITS = ["", "ms", "s", "min", "us", "h", "d", "bit", "kbit", "mbit", "gbit", "B", "KB", "MB", "GB", "KiB", "pkt",
+         "%"]
+numbers = st.one_of(st.integers(min_value=-(2**70), max_value=2**70),
+                    st.floats(allow_nan=True, allow_infinity=True))
+unit_text = st.builds(lambda n, u: f"{n}{u}", numbers, st.sampled_from(UNITS))
+scalars = st.one_of(st.none(), st.booleans(), numbers, unit_text, st.text(max_size=30))
+values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                       st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+                      max_leaves=12)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(changes=st.dictionaries(st.sampled_from(LEAVES), st.one_of(values, st.just(DELETE)), min_size=1, max_size=3))
+def test_any_value_anywhere_is_refused_in_words_or_accepted(changes: dict[str, Any], tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(text := dump(with_values(changes)))
+    with time_limit(CASE_TIME_LIMIT_S):
+        verdict = validate_file(f)       # must not raise, whatever the value
+    assert verdict.text.startswith(str(f)), verdict.text
+    assert "Traceback" not in verdict.text
+    if not verdict.ok:
+        # (a message may quote a short excerpt of the value: only a regex the input did not hold counts)
+        given = text + repr(changes)        # as written, and as a message's excerpt renders it
+        assert REGEX_SIGNS.search(given) or not REGEX_SIGNS.search(rules(verdict.text)), verdict.text
+        for line in verdict.text.splitlines()[1:]:
+            assert ": " in line, f"a problem line without its field: {line!r}\n{verdict.text}"
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(LEAVES), grid=st.lists(values, min_size=1, max_size=4))
+def test_any_grid_is_refused_in_words_or_accepted(key: str, grid: list[Any], tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir(exist_ok=True)
+    (tmp_path / "sub" / "base.yaml").write_text(dump(BASE))
+    f = tmp_path / "spec.yaml"
+    f.write_text(text := dump({"name": "prop", "scenarios": ["sub/base.yaml"], "grid": {key: grid}}))
+    with time_limit(CASE_TIME_LIMIT_S):
+        verdict = validate_file(f)
+    assert verdict.text.startswith(str(f)), verdict.text
+    if not verdict.ok:
+        given = text + repr(grid)
+        assert REGEX_SIGNS.search(given) or not REGEX_SIGNS.search(rules(verdict.text)), verdict.text
