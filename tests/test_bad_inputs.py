@@ -466,7 +466,7 @@ WRONG_TYPES: list[tuple[str, Any, tuple[str, ...]]] = [
     ("name", "../../etc", ("lowercase letters",)),
     ("paths", ["a"], ("paths",)),
     ("paths", 5, ("paths",)),
-    ("paths", {}, ("exactly 2 paths",)),
+    ("paths", {}, ("takes 2 to 8 paths",)),
     ("video", 3, ("video",)),
     ("transport.cc", 5, ("transport.cc",)),
     ("transport.cc", ["cubic"], ("transport.cc",)),

@@ -77,8 +77,8 @@ def test_errors_name_file_field_and_allowed() -> None:
     assert "transport.cc:" in msg and "available: cubic, reno, bbr, bbr-s" in msg
 
 
-def test_dual_path_needs_two_paths() -> None:
-    with pytest.raises(ScenarioError, match="exactly 2 paths"):
+def test_dual_path_needs_two_to_eight_paths() -> None:
+    with pytest.raises(ScenarioError, match="dual-path takes 2 to 8 paths"):
         parse_scenario({"name": "t", "paths": {"wifi": {}}})
 
 
