@@ -660,7 +660,9 @@ values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=
                       max_leaves=12)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# derandomize: the examples are the same on every run, so CI never meets a new counterexample by chance
+# (explore with `--hypothesis-seed=random` locally; a case found that way goes into the hand-written lists).
+@settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(changes=st.dictionaries(st.sampled_from(LEAVES), st.one_of(values, st.just(DELETE)), min_size=1, max_size=3))
 def test_any_value_anywhere_is_refused_in_words_or_accepted(changes: dict[str, Any], tmp_path: Path) -> None:
     f = tmp_path / "s.yaml"
@@ -677,7 +679,7 @@ def test_any_value_anywhere_is_refused_in_words_or_accepted(changes: dict[str, A
             assert ": " in line, f"a problem line without its field: {line!r}\n{verdict.text}"
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(key=st.sampled_from(LEAVES), grid=st.lists(values, min_size=1, max_size=4))
 def test_any_grid_is_refused_in_words_or_accepted(key: str, grid: list[Any], tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir(exist_ok=True)
