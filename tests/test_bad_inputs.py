@@ -661,7 +661,7 @@ values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=
 
 
 # derandomize: the examples are the same on every run, so CI never meets a new counterexample by chance
-# (explore with `--hypothesis-seed=random` locally; a case found that way goes into the hand-written lists).
+# (to explore, drop derandomize locally; a case found that way goes into the hand-written lists).
 @settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(changes=st.dictionaries(st.sampled_from(LEAVES), st.one_of(values, st.just(DELETE)), min_size=1, max_size=3))
 def test_any_value_anywhere_is_refused_in_words_or_accepted(changes: dict[str, Any], tmp_path: Path) -> None:
