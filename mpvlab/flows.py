@@ -28,7 +28,6 @@ playback window. Two kinds of mean, named in the field:
 
 from __future__ import annotations
 
-import csv
 import ipaddress
 import json
 import math

@@ -1,7 +1,10 @@
 """The scenario: a researcher's YAML, validated strictly before anything touches the kernel.
 
 Every field has a documented default, every quantity carries its unit (mpvlab/units.py), and unknown
-keys are errors. `load_scenario()` returns the validated model; `resolved_dict()` gives the same
+keys are errors. The sections are composed from the components' own models: links (links/spec.py),
+topologies and cross traffic (topologies/spec.py), the workloads with the video, server and player
+sections (mpvlab/run/workloads/spec.py), the collectors (collectors/spec.py), CCs and schedulers
+(their registries). `load_scenario()` returns the validated model; `resolved_dict()` gives the same
 scenario with every default filled in, which is what each run stores next to the file as given.
 """
 
@@ -9,17 +12,19 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from cc import registry as cc_registry
-from core.quantities import Duration, Rate, Size, Strict
-from mpvlab.run.workloads.spec import VideoWorkloadSpec, WorkloadSpec
-from links.spec import ConstantDelay, PiecewiseDelay, SquareDelay, TraceDelay
+from core.quantities import Duration, Size, Strict
+from collectors.spec import ObserveSpec
+from mpvlab.run.workloads.spec import (
+    STUDY_DASH_LADDER, PlayerSpec, ServerSpec, VideoSpec, VideoWorkloadSpec, WorkloadSpec,
+)
 from schedulers import registry as scheduler_registry
-from topologies.spec import PATH_NAME_RE, LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
+from topologies.spec import PATH_NAME_RE, CrossTrafficSpec, LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
 from core.errors import InputError
 from mpvlab import inputs, limits, messages  # issue 15: safe loading, limits, messages in words
 
@@ -125,148 +130,6 @@ class TransportSpec(Strict):
     subflows: int | None = Field(None, ge=1, le=2, description="MPTCP subflows expected; default: one per path")
 
 
-STUDY_DASH_LADDER = [1_000_000] + [2_500_000 * i for i in range(1, 11)]  # docs/studies.md §2: 1 … 25 Mbit/s
-
-
-class VideoSpec(Strict):
-    """progressive: one H.264 MP4 at `bitrate`. dash: a ladder of representations at `bitrates`
-    (default: the BBR-S study's 11 levels, 1 … 25 Mbit/s), `segment` long each."""
-
-    kind: Literal["progressive", "dash"] = "progressive"
-    duration: Duration = 30 * 10**9
-    bitrate: Rate = 5_240_000
-    bitrates: list[Rate] | None = Field(None, min_length=1, max_length=16)
-    segment: Duration = 5 * 10**9
-    width: int = Field(1280, ge=64, le=3840)
-    height: int = Field(720, ge=64, le=2160)
-    fps: int = Field(30, ge=1, le=120)
-
-    @field_validator("duration")
-    @classmethod
-    def _duration_range(cls, v: int) -> int:
-        if not 1 * 10**9 <= v <= 3600 * 10**9:
-            raise ValueError("video duration must lie between 1s and 60min")
-        return v
-
-
-class ServerSpec(Strict):
-    """The video server (Apache httpd). protocol: `http/1.1`, or `h2` (HTTP/2, mod_http2, negotiated by
-    TLS ALPN). tls: `auto` is TLS exactly when the protocol is h2; `true` also serves HTTP/1.1 over TLS
-    (to separate TLS's cost from HTTP/2's effect); `false` is plain HTTP. With TLS the run makes a
-    self-signed certificate of its own and the player trusts exactly that one."""
-
-    protocol: Literal["http/1.1", "h2"] = "http/1.1"
-    tls: Literal["auto"] | bool = "auto"
-
-    @model_validator(mode="after")
-    def _h2_needs_tls(self) -> "ServerSpec":
-        if self.protocol == "h2" and self.tls is False:
-            raise ValueError(
-                "protocol h2 needs TLS (tls: auto or true): the player's HTTP client (GStreamer souphttpsrc "
-                "with libsoup 3) negotiates HTTP/2 only through TLS ALPN and cannot speak cleartext h2c")
-        return self
-
-    @property
-    def tls_enabled(self) -> bool:
-        return self.protocol == "h2" if self.tls == "auto" else bool(self.tls)
-
-
-class PlayerSpec(Strict):
-    """buffer: the playout buffer (default 2 s progressive, 30 s DASH). abr (DASH only): `gst` is
-    dashdemux's own rate adaptation, `bba` a buffer-based BBA-0 map (reservoir, cushion)."""
-
-    mode: Literal["discard", "rebuffer"] = "discard"
-    max_lateness: Duration = 20 * 10**6
-    buffer: Duration | None = None
-    abr: str = Field("gst", pattern=r"^[a-z][a-z0-9-]{0,31}$",
-                     description="dashdemux: gst | bba; fetcher own: an ABR of player/abr (throughput, bba, "
-                                 "bola, dynamic, festive, sabre, on-off)")
-    fetcher: Literal["dashdemux", "own"] = Field(
-        "dashdemux", description="DASH: GStreamer's dashdemux, or mpvlab's own client (player/dash_client.py: "
-                                 "MPTCP socket, pipelining, paced reads; HTTP/1.1 without TLS)")
-    abr_params: dict[str, Any] = Field(default_factory=dict, description="fetcher own: the ABR's parameters")
-    rcvbuf: Size | None = Field(None, description="fetcher own: the socket's SO_RCVBUF request (SABRE sizes its "
-                                                   "pipeline from it)")
-    bba_reservoir: Duration = 5 * 10**9
-    bba_cushion: Duration = 15 * 10**9
-    gst_bitrate_limit: float = Field(0.8, gt=0.0, le=1.0)
-    rebuffer_resume: Duration = 1 * 10**9
-    startup_buffer: Duration = Field(1 * 10**9, description="playback starts once this much video is buffered")
-    cpu: int | None = Field(None, ge=0, le=1023, description="pin the player to this CPU (taskset); None: any")
-    decode: bool = Field(True, description="False: count bytes and underflows without decoding (light; no "
-                                           "picture discards then)")
-    timeout_factor: float = Field(3.0, ge=1.2, le=20.0, description="give up after this × video length + 30 s")
-
-    @model_validator(mode="after")
-    def _abr_known(self) -> "PlayerSpec":
-        if self.fetcher == "dashdemux":
-            if self.abr not in ("gst", "bba"):
-                raise ValueError(f"abr {self.abr!r} needs fetcher: own (dashdemux knows gst and bba)")
-            if self.abr_params or self.rcvbuf is not None:
-                raise ValueError("abr_params and rcvbuf are for fetcher: own")
-            return self
-        from player.abr import REGISTRY as ABRS
-        if self.abr not in ABRS:
-            raise ValueError(f"abr {self.abr!r}: with fetcher own, one of {', '.join(sorted(ABRS))}")
-        model = ABRS[self.abr].Params
-        try:
-            model.model_validate(self.abr_params)
-        except ValidationError as e:
-            problems = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or '(all)'}: "
-                                 + ("unknown key" if err["type"] == "extra_forbidden" else err["msg"])
-                                 for err in e.errors())
-            raise ValueError(f"abr_params for {self.abr}: {problems} (keys: "
-                             f"{', '.join(model.model_fields) or 'none'})") from None
-        if self.rcvbuf is not None and not 4096 <= self.rcvbuf <= 1 << 30:
-            raise ValueError("rcvbuf must be 4 KiB … 1 GiB")
-        return self
-
-
-class BulkTrafficSpec(Strict):
-    """A competing bulk TCP flow (iperf3) from the server to the cross-traffic host through the
-    bottleneck. start: run time at which it begins; duration: None = until the last player finishes."""
-
-    cc: Literal["cubic", "bbr", "reno"] = "cubic"
-    start: Duration = 0
-    duration: Duration | None = None
-
-    @field_validator("duration")
-    @classmethod
-    def _duration_positive(cls, v: int | None) -> int | None:
-        if v is not None and v <= 0:
-            raise ValueError("duration must be positive (leave it out to run until the last player finishes)")
-        return v
-
-
-class VoipTrafficSpec(Strict):
-    """A VoIP-like constant-bit-rate UDP probe from the server to the cross-traffic host, whose
-    one-way queuing delay is recorded per packet (SABRE, docs/studies.md §4)."""
-
-    rate: Rate = 80_000
-    packet_size: Size = Field(150, description="IP packet size; 36 B (IP+UDP+probe header) … 1500 B (one MTU)")
-
-    @field_validator("rate")
-    @classmethod
-    def _rate_range(cls, v: int) -> int:
-        if not 1_000 <= v <= 10_000_000:
-            raise ValueError("rate must lie between 1kbit and 10mbit")
-        return v
-
-    @field_validator("packet_size")
-    @classmethod
-    def _size_range(cls, v: int) -> int:
-        if not 36 <= v <= 1500:
-            raise ValueError("packet_size must lie between 36B and 1500B (one packet per MTU, no fragments)")
-        return v
-
-
-class CrossTrafficSpec(Strict):
-    """shared-bottleneck only. Either or both; each starts at run time zero (bulk: at `start`)."""
-
-    bulk: BulkTrafficSpec | None = None
-    voip: VoipTrafficSpec | None = None
-
-
 class FidelitySpec(Strict):
     probe: bool = True
     rtt_tolerance: Duration = 2 * 10**6
@@ -274,32 +137,6 @@ class FidelitySpec(Strict):
     # Physical runs' probes. Emulated runs use the fixed, kernel-measured pre-check instead
     # (mpvlab/precheck.py: 300 RTT samples per path, ~0.6 s of backlogged tbf) and the whole-run verdict.
     probe_duration: Duration = 3 * 10**9
-
-
-class PcapSpec(Strict):
-    """Packet capture (collectors/pcap.py): tcpdump on every interface of each named point, for the whole
-    run (started before time zero, stopped after playback), into data/pcap/<point>-<if>.pcap. A
-    capture at `server` also gives the wire-order path-switch count (collectors/wire_switches.py)."""
-
-    points: list[str] = Field(min_length=1, description="client, server, router-<path> (one per path)")
-    snaplen: int = Field(128, ge=64, le=65535, description="bytes kept per packet; 128 keeps every header "
-                         "and the MPTCP DSS option")
-    max_mb: int = Field(200, ge=1, le=4096, description="per file, MB (10^6 B): the capture stops there and the "
-                        "summary marks it truncated")
-
-    @field_validator("points")
-    @classmethod
-    def _unique(cls, v: list[str]) -> list[str]:
-        dup = sorted({p for p in v if v.count(p) > 1})
-        if dup:
-            raise ValueError(f"observe.pcap.points names {', '.join(dup)} more than once")
-        return v
-
-
-class ObserveSpec(Strict):
-    sample_hz: int = Field(100, ge=1, le=1000, description="time-series sampling rate of the collectors")
-    min_path_share: float = Field(0.05, ge=0.0, lt=0.5, description="fail the run if a path carries less")
-    pcap: PcapSpec | None = Field(None, description="packet capture; off unless given")
 
 
 class Scenario(Strict):

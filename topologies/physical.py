@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from topologies.spec import LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
 from core.hosts import Host, LocalHost, SshHost

@@ -7,10 +7,10 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, field_validator
 
 from core import validators as hostval
-from core.quantities import Strict
+from core.quantities import Duration, Rate, Size, Strict
 from links.spec import ConstantDelay, LinkDirection
 
 PATH_NAME_RE = r"^[a-z][a-z0-9]{0,7}$"
@@ -123,3 +123,50 @@ class TopologySpec(Strict):
     server_addressing: Literal["single", "per-path"] = "single"
     hosts: dict[HostRef, HostEntry] = Field(default_factory=dict)
     roles: RolesSpec | None = None
+
+
+# --- cross traffic on the shared bottleneck (`cross_traffic:`) -----------------------------------
+
+class BulkTrafficSpec(Strict):
+    """A competing bulk TCP flow (iperf3) from the server to the cross-traffic host through the
+    bottleneck. start: run time at which it begins; duration: None = until the last player finishes."""
+
+    cc: Literal["cubic", "bbr", "reno"] = "cubic"
+    start: Duration = 0
+    duration: Duration | None = None
+
+    @field_validator("duration")
+    @classmethod
+    def _duration_positive(cls, v: int | None) -> int | None:
+        if v is not None and v <= 0:
+            raise ValueError("duration must be positive (leave it out to run until the last player finishes)")
+        return v
+
+
+class VoipTrafficSpec(Strict):
+    """A VoIP-like constant-bit-rate UDP probe from the server to the cross-traffic host, whose
+    one-way queuing delay is recorded per packet (SABRE, docs/studies.md §4)."""
+
+    rate: Rate = 80_000
+    packet_size: Size = Field(150, description="IP packet size; 36 B (IP+UDP+probe header) … 1500 B (one MTU)")
+
+    @field_validator("rate")
+    @classmethod
+    def _rate_range(cls, v: int) -> int:
+        if not 1_000 <= v <= 10_000_000:
+            raise ValueError("rate must lie between 1kbit and 10mbit")
+        return v
+
+    @field_validator("packet_size")
+    @classmethod
+    def _size_range(cls, v: int) -> int:
+        if not 36 <= v <= 1500:
+            raise ValueError("packet_size must lie between 36B and 1500B (one packet per MTU, no fragments)")
+        return v
+
+
+class CrossTrafficSpec(Strict):
+    """shared-bottleneck only. Either or both; each starts at run time zero (bulk: at `start`)."""
+
+    bulk: BulkTrafficSpec | None = None
+    voip: VoipTrafficSpec | None = None

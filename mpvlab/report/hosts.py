@@ -8,7 +8,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mpvlab.report.aggregate import Collection, NotAggregated, Run
+    from mpvlab.report.aggregate import Collection, Run
 
 
 def host_kind(prov: dict[str, Any]) -> str:

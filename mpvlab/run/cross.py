@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mpvlab.run.context import RunContext
-from mpvlab.scenario import BulkTrafficSpec, VoipTrafficSpec
+from topologies.spec import BulkTrafficSpec, VoipTrafficSpec
 from topologies import cross_traffic as ct
 from topologies import shared_bottleneck as sb
 

@@ -174,7 +174,6 @@ class Plan:
 
 def expand(spec: SweepSpec, spec_file: Path, quick: bool = False) -> Plan:
     """Every scenario × grid point × trial, validated now — a bad value fails before any run starts."""
-    base = spec_file.resolve().parent
     grid = dict(spec.grid)
     overrides = dict(spec.overrides)
     trials = spec.trials

@@ -1,14 +1,16 @@
-"""What a scenario says about its workload (`workload:`), one model per kind. The registry of the
+"""What a scenario says about its workload (`workload:`), one model per kind, and the video
+workload's own sections (`video:`, `server:`, `player:`). The registry of the
 code that runs each kind is registry.py; this module holds only the models, so that the scenario
 schema can compose them without importing the run."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from core.quantities import Duration, Size, Strict
+from core.quantities import Duration, Rate, Size, Strict
+from player.abr import REGISTRY as ABRS
 
 # A bulk transfer's size: at least one full segment; at most what 8 paths at 10 Gbit/s move in ten
 # minutes is far beyond any emulated run here, so 100 GB bounds typos, not experiments.
@@ -44,3 +46,101 @@ class BulkWorkloadSpec(Strict):
 
 
 WorkloadSpec = Annotated[Union[VideoWorkloadSpec, BulkWorkloadSpec], Field(discriminator="kind")]
+
+
+# --- the video workload's sections of the scenario ---------------------------------------------
+
+STUDY_DASH_LADDER = [1_000_000] + [2_500_000 * i for i in range(1, 11)]  # docs/studies.md §2: 1 … 25 Mbit/s
+
+
+class VideoSpec(Strict):
+    """progressive: one H.264 MP4 at `bitrate`. dash: a ladder of representations at `bitrates`
+    (default: the BBR-S study's 11 levels, 1 … 25 Mbit/s), `segment` long each."""
+
+    kind: Literal["progressive", "dash"] = "progressive"
+    duration: Duration = 30 * 10**9
+    bitrate: Rate = 5_240_000
+    bitrates: list[Rate] | None = Field(None, min_length=1, max_length=16)
+    segment: Duration = 5 * 10**9
+    width: int = Field(1280, ge=64, le=3840)
+    height: int = Field(720, ge=64, le=2160)
+    fps: int = Field(30, ge=1, le=120)
+
+    @field_validator("duration")
+    @classmethod
+    def _duration_range(cls, v: int) -> int:
+        if not 1 * 10**9 <= v <= 3600 * 10**9:
+            raise ValueError("video duration must lie between 1s and 60min")
+        return v
+
+
+class ServerSpec(Strict):
+    """The video server (Apache httpd). protocol: `http/1.1`, or `h2` (HTTP/2, mod_http2, negotiated by
+    TLS ALPN). tls: `auto` is TLS exactly when the protocol is h2; `true` also serves HTTP/1.1 over TLS
+    (to separate TLS's cost from HTTP/2's effect); `false` is plain HTTP. With TLS the run makes a
+    self-signed certificate of its own and the player trusts exactly that one."""
+
+    protocol: Literal["http/1.1", "h2"] = "http/1.1"
+    tls: Literal["auto"] | bool = "auto"
+
+    @model_validator(mode="after")
+    def _h2_needs_tls(self) -> "ServerSpec":
+        if self.protocol == "h2" and self.tls is False:
+            raise ValueError(
+                "protocol h2 needs TLS (tls: auto or true): the player's HTTP client (GStreamer souphttpsrc "
+                "with libsoup 3) negotiates HTTP/2 only through TLS ALPN and cannot speak cleartext h2c")
+        return self
+
+    @property
+    def tls_enabled(self) -> bool:
+        return self.protocol == "h2" if self.tls == "auto" else bool(self.tls)
+
+
+class PlayerSpec(Strict):
+    """buffer: the playout buffer (default 2 s progressive, 30 s DASH). abr (DASH only): `gst` is
+    dashdemux's own rate adaptation, `bba` a buffer-based BBA-0 map (reservoir, cushion)."""
+
+    mode: Literal["discard", "rebuffer"] = "discard"
+    max_lateness: Duration = 20 * 10**6
+    buffer: Duration | None = None
+    abr: str = Field("gst", pattern=r"^[a-z][a-z0-9-]{0,31}$",
+                     description="dashdemux: gst | bba; fetcher own: an ABR of player/abr (throughput, bba, "
+                                 "bola, dynamic, festive, sabre, on-off)")
+    fetcher: Literal["dashdemux", "own"] = Field(
+        "dashdemux", description="DASH: GStreamer's dashdemux, or mpvlab's own client (player/dash_client.py: "
+                                 "MPTCP socket, pipelining, paced reads; HTTP/1.1 without TLS)")
+    abr_params: dict[str, Any] = Field(default_factory=dict, description="fetcher own: the ABR's parameters")
+    rcvbuf: Size | None = Field(None, description="fetcher own: the socket's SO_RCVBUF request (SABRE sizes its "
+                                                   "pipeline from it)")
+    bba_reservoir: Duration = 5 * 10**9
+    bba_cushion: Duration = 15 * 10**9
+    gst_bitrate_limit: float = Field(0.8, gt=0.0, le=1.0)
+    rebuffer_resume: Duration = 1 * 10**9
+    startup_buffer: Duration = Field(1 * 10**9, description="playback starts once this much video is buffered")
+    cpu: int | None = Field(None, ge=0, le=1023, description="pin the player to this CPU (taskset); None: any")
+    decode: bool = Field(True, description="False: count bytes and underflows without decoding (light; no "
+                                           "picture discards then)")
+    timeout_factor: float = Field(3.0, ge=1.2, le=20.0, description="give up after this × video length + 30 s")
+
+    @model_validator(mode="after")
+    def _abr_known(self) -> "PlayerSpec":
+        if self.fetcher == "dashdemux":
+            if self.abr not in ("gst", "bba"):
+                raise ValueError(f"abr {self.abr!r} needs fetcher: own (dashdemux knows gst and bba)")
+            if self.abr_params or self.rcvbuf is not None:
+                raise ValueError("abr_params and rcvbuf are for fetcher: own")
+            return self
+        if self.abr not in ABRS:
+            raise ValueError(f"abr {self.abr!r}: with fetcher own, one of {', '.join(sorted(ABRS))}")
+        model = ABRS[self.abr].Params
+        try:
+            model.model_validate(self.abr_params)
+        except ValidationError as e:
+            problems = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or '(all)'}: "
+                                 + ("unknown key" if err["type"] == "extra_forbidden" else err["msg"])
+                                 for err in e.errors())
+            raise ValueError(f"abr_params for {self.abr}: {problems} (keys: "
+                             f"{', '.join(model.model_fields) or 'none'})") from None
+        if self.rcvbuf is not None and not 4096 <= self.rcvbuf <= 1 << 30:
+            raise ValueError("rcvbuf must be 4 KiB … 1 GiB")
+        return self
