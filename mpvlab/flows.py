@@ -38,7 +38,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-PROBE_PORT = 5201       # mpvlab/fidelity.py PROBE_PORT
+PROBE_PORT = 5201       # the TCP fidelity probe of runs before the kernel-timestamped pre-check (older results)
 CROSS_PORT = 5301       # mpvlab/run/shared.py BULK_PORT (cross traffic)
 BULK_WORKLOAD_PORT = 5401   # mpvlab/run/workloads/bulk.py BULK_PORT
 ROLES = ("workload", "probe", "check", "cross", "other")

@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from links.schedule import Schedule  # noqa: E402
 from mpvlab.report import style as st  # noqa: E402
+from mpvlab.report.capacity import configured_capacity  # noqa: E402
 
 BIN_S = 1.0     # the report's bin (figures.throughput_series), so both show the same curve
 
@@ -36,35 +37,6 @@ def _schedule(run_dir: Path, label: str) -> Schedule | None:
     period = int(lines[0].split()[1]) * 1000
     points = [tuple(int(x) * 1000 for x in ln.split()) for ln in lines[1:]]
     return Schedule.piecewise([(t, d) for t, d in points], period)
-
-
-def _configured_capacity(run_dir: Path, end_s: float) -> dict[str, list[tuple[float, float]]]:
-    """Per path: the downlink's configured capacity per plot bin (tbf rate, rate schedule or trace,
-    outages at 0), from the run's resolved scenario; paths without a rate limit are left out."""
-    import yaml
-
-    from links.capacity import capacity_series
-    from mpvlab.scenario import parse_scenario
-    try:
-        sc = parse_scenario(yaml.safe_load((run_dir / "resolved.yaml").read_text()), str(run_dir / "resolved.yaml"))
-        base = Path(json.loads((run_dir / "provenance.json").read_text())["scenario_file"]).parent
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    out: dict[str, list[tuple[float, float]]] = {}
-    bin_ns, end_ns = int(BIN_S * 1e9), int(end_s * 1e9)
-    for name, spec in sc.paths.items():
-        d = spec.down
-        try:
-            if d.capacity is not None:
-                out[name] = capacity_series(d.capacity, d.outages, base, bin_ns, end_ns)
-            elif d.rate is not None:
-                cut = [(a, b) for a, b in d.outages]
-                out[name] = [((t + BIN_S / 2), d.rate * (1 - sum(max(0.0, min(t + BIN_S, b / 1e9) - max(t, a / 1e9))
-                                                                  for a, b in cut) / BIN_S))
-                             for t in (k * BIN_S for k in range(int(end_s / BIN_S)))]
-        except (OSError, ValueError):
-            continue      # a trace no longer where the run found it: the figure goes without the line
-    return out
 
 
 def plot_run(run_dir: Path) -> Path:
@@ -102,7 +74,7 @@ def plot_run(run_dir: Path) -> Path:
             ax_tput.plot(ts, rates, color=sty.colour("path", name), label=sty.label("path", name),
                          drawstyle="steps-mid")
         # the configured capacity of each path's downlink, dashed, beside what it achieved
-        for name, cap in _configured_capacity(run_dir, end).items():
+        for name, cap in configured_capacity(run_dir, BIN_S, end).items():
             ax_tput.plot([t for t, _ in cap], [b / 1e6 for _, b in cap], color=sty.colour("path", name), lw=0.8,
                          ls="--", drawstyle="steps-mid", label=f"{sty.label('path', name)} configured")
         ax_tput.set_ylabel(f"Mbit/s ({BIN_S:g} s bins,\non the wire;\ndashed: configured)")

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from cc import registry
-from mpvlab import fidelity, flows, sampling, server
+from mpvlab import flows, sampling, server
+from mpvlab.run import cross
 from mpvlab.run.workloads import bulk
 
 RULES = flows.RoleRules(80, frozenset({40200}))
@@ -32,7 +33,7 @@ def test_roles(tup: tuple[str, int, str, int], role: str) -> None:
 def test_constants_agree_with_the_run() -> None:
     # the rules name ports and the preflight marker that other modules own
     assert flows.PREFLIGHT_QUERY == server.PREFLIGHT_QUERY
-    assert flows.PROBE_PORT == fidelity.PROBE_PORT
+    assert flows.CROSS_PORT == cross.BULK_PORT
     assert flows.BULK_WORKLOAD_PORT == bulk.BULK_PORT
 
 

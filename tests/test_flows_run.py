@@ -92,9 +92,9 @@ def test_summary_estimate_is_the_video_flows_mean(run_dir: Path) -> None:
     w.append(statistics.median(w))
     tw = math.fsum(float(r["bw_est_bps"]) * x for r, x in zip(inwin, w)) / math.fsum(w)
     assert view["bw_est_bps_mean_time_weighted"] == pytest.approx(tw, rel=1e-9)
-    # the file holds other flows (at least the fidelity probe's), all named and left out
+    # the file holds other flows (at least the loopback readiness check's), all named and left out
     others = [r for r in rows if r not in player]
-    assert others and view["flows_by_role"]["workload"] >= 1 and view["flows_by_role"].get("probe", 0) >= 1
+    assert others and view["flows_by_role"]["workload"] >= 1 and view["flows_by_role"].get("check", 0) >= 1
     # mode shares: BBR's modes with v1's PROBE_BW sub-phases, summing to 1
     for kind in ("mode_share_time_weighted", "mode_share_per_sample"):
         assert set(view[kind]) <= STATES and math.fsum(view[kind].values()) == pytest.approx(1.0)
@@ -142,4 +142,4 @@ def test_tidy_table_gives_the_same_mean(run_dir: Path) -> None:
     cc = mpvlab.results.load(run_dir).cc
     w = cc[(cc.role == "workload") & (cc.t_s >= lo) & (cc.t_s <= hi)]
     assert w.bw_est_bps.mean() == pytest.approx(s["cc_state"]["bw_est_bps_mean_per_sample"], rel=1e-12)
-    assert set(cc.role) >= {"workload", "probe"}
+    assert set(cc.role) >= {"workload", "check"}

@@ -28,9 +28,13 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from cc import registry  # noqa: E402
+from core import units  # noqa: E402
 from mpvlab import flows  # noqa: E402
 from mpvlab.metrics import MetricDef  # noqa: E402
 from mpvlab.report import style as st  # noqa: E402
+from mpvlab.report.figure import GREY_SHADE, Figure, square_on_intervals  # noqa: E402
+from mpvlab.report.numbers import fmt  # noqa: E402
 from mpvlab.report.aggregate import Collection, Config, Run, cc_order, sched_order  # noqa: E402
 from mpvlab.report.stats import Summary, seed_for, summarise  # noqa: E402
 from mpvlab.results import _t0_ns, addr_to_path  # noqa: E402
@@ -82,14 +86,12 @@ def mode_segments(ts: list[float], states: list[str | None]) -> dict[str, list[t
 
 
 def state_spec(cc: str) -> Any:
-    from cc import registry
     e = registry.REGISTRY.get(cc)
     return e.state if e is not None and e.bbr_family else None
 
 
 def link_rates(run: Run) -> dict[str, float]:
     """Path → configured down rate (bit/s) where it is a constant rate."""
-    from core import units
     out = {}
     for p in run.paths or [k.split(".")[1] for k in run.resolved if k.startswith("paths.") and k.endswith(".down.rate")]:
         v = run.resolved.get(f"paths.{p}.down.rate")
@@ -214,7 +216,6 @@ def _err(s: Summary) -> tuple[float, float] | None:
 
 def over_time_figures(models: list[ConfigModel]) -> list[Any]:
     """Per scenario: a row per configuration (its representative run), estimate vs link | min RTT."""
-    from mpvlab.report.figures import GREY_SHADE, Figure, square_on_intervals
     groups: dict[str, list[ConfigModel]] = {}
     for cm in models:
         groups.setdefault(_group(cm.cfg), []).append(cm)
@@ -278,7 +279,6 @@ def over_time_figures(models: list[ConfigModel]) -> list[Any]:
 
 def mode_share_figures(models: list[ConfigModel], confidence: float) -> list[Any]:
     """Per scenario: share of time per mode, one bar per configuration (colour: CC, hatch: scheduler)."""
-    from mpvlab.report.figures import Figure
     groups: dict[str, list[ConfigModel]] = {}
     for cm in models:
         if cm.shares:
@@ -326,7 +326,6 @@ def mode_share_figures(models: list[ConfigModel], confidence: float) -> list[Any
 def estimate_figures(models: list[ConfigModel], confidence: float) -> list[Any]:
     """Per scenario: the estimate over the link rate and the min RTT per configuration, mean over
     trials with its interval and the trials as dots."""
-    from mpvlab.report.figures import Figure
     groups: dict[str, list[ConfigModel]] = {}
     for cm in models:
         if cm.ratio.n:
@@ -373,7 +372,6 @@ def figures(c: Collection) -> list[Any]:
 def html_rows(c: Collection) -> tuple[list[str], list[dict[str, Any]]]:
     """The report page's table: per configuration, estimate / link, min RTT and the mode shares as
     'mean [low, high]'."""
-    from mpvlab.report.html import fmt
     models = config_models(c)
     labels = sorted({k for cm in models for k in cm.shares}, key=state_order)
 

@@ -14,16 +14,9 @@ new kinds (DASH: quality level and buffer over time) are one more builder in BUI
 from __future__ import annotations
 
 import csv
-import io
 import math
-import multiprocessing
-import os
-import pickle
-import re
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import matplotlib
 
@@ -34,94 +27,12 @@ from matplotlib.patches import Patch  # noqa: E402
 from mpvlab import metrics  # noqa: E402
 from mpvlab.report import style as st  # noqa: E402
 from mpvlab.report.aggregate import Collection, Config, Run, cc_order, sched_order  # noqa: E402
+from mpvlab.report import bbr  # noqa: E402
+from mpvlab.report.capacity import configured_capacity  # noqa: E402
+from mpvlab.report.figure import (  # noqa: E402,F401 — Figure, render, render_all: also this module's interface
+    FORMATS, GREY_SHADE, Figure, render, render_all, square_on_intervals,
+)
 from mpvlab.results import addr_to_path, host_of  # noqa: E402
-
-FORMATS = ("pdf", "svg", "png")
-
-
-@dataclass
-class Figure:
-    """One figure, rendered: its bytes per format (PDF, SVG, PNG at style.PNG_DPI) and, once written,
-    the files under the report's figures/ folder."""
-
-    id: str
-    title: str
-    caption: str
-    mpl: Any = None                      # the matplotlib figure until rendered
-    data: dict[str, bytes] = field(default_factory=dict)
-    files: dict[str, Path] = field(default_factory=dict)
-
-    def rendered(self) -> dict[str, bytes]:
-        if not self.data:
-            self.data = render(self.mpl)
-            self.mpl = None
-        return self.data
-
-    @property
-    def png(self) -> bytes:
-        return self.rendered()["png"]
-
-    @property
-    def svg(self) -> bytes:
-        return self.rendered()["svg"]
-
-    @property
-    def stem(self) -> str:
-        """A file name from the id: letters, digits, '-', '_', '.' only."""
-        return re.sub(r"[^A-Za-z0-9_.-]+", "_", self.id).strip("_")[:120]
-
-    def write(self, folder: Path) -> dict[str, Path]:
-        folder.mkdir(parents=True, exist_ok=True)
-        for fmt, data in self.rendered().items():
-            p = folder / f"{self.stem}.{fmt}"
-            tmp = p.with_name(f".{p.name}.tmp")
-            tmp.write_bytes(data)
-            tmp.replace(p)            # a reader never sees half a figure
-            self.files[fmt] = p
-        return self.files
-
-
-def render(fig: plt.Figure) -> dict[str, bytes]:
-    """The figure as PDF, SVG and PNG bytes (the style's rc settings were active while it was drawn;
-    they are set again here because savefig reads pdf/svg font types at save time)."""
-    out = {}
-    with matplotlib.rc_context(st.RC):
-        # PNG first: its draw runs the constrained layout (in inches and points, so the same for every
-        # format); then freeze it, or each further savefig re-runs the layout (~0.25 s per multi-panel figure).
-        for fmt in ("png", "pdf", "svg"):
-            buf = io.BytesIO()
-            # metadata: no creation date, so the same results give byte-identical PDF/SVG files
-            meta = {"CreationDate": None} if fmt == "pdf" else ({"Date": None} if fmt == "svg" else {})
-            fig.savefig(buf, format=fmt, dpi=st.PNG_DPI if fmt == "png" else None, metadata=meta)
-            out[fmt] = buf.getvalue()
-            if fmt == "png":
-                fig.set_layout_engine("none")
-    plt.close(fig)
-    return out
-
-
-def _render_pickled(blob: bytes) -> dict[str, bytes]:
-    return render(pickle.loads(blob))
-
-
-def render_all(figs: list[Figure], workers: int | None = None) -> None:
-    """Render every figure, in up to `workers` processes (default: the CPUs, at most 4). Rendering is
-    ~90 % of a report's time (3 formats, 300 dpi): on the 1,000-run bench 2 processes took it from
-    14.5 s to ~8 s on this 2-CPU machine. The figures travel pickled (matplotlib supports it); the
-    workers are forked, so nothing else is re-imported."""
-    todo = [f for f in figs if not f.data]
-    n = min(len(todo), workers if workers is not None else min(os.cpu_count() or 1, 4))
-    if n < 2:
-        for f in todo:
-            f.rendered()
-        return
-    blobs = [pickle.dumps(f.mpl) for f in todo]
-    for f in todo:
-        plt.close(f.mpl)
-    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork")) as pool:
-        for f, data in zip(todo, pool.map(_render_pickled, blobs)):
-            f.data, f.mpl = data, None
-
 
 def _style(ax: plt.Axes) -> None:
     ax.grid(axis="y")
@@ -238,7 +149,10 @@ def cwnd_series(run: Run) -> dict[str, tuple[list[float], list[float]]]:
     return out
 
 
-def throughput_series(run: Run, bin_s: float = 1.0) -> dict[str, tuple[list[float], list[float]]]:
+THROUGHPUT_BIN_S = 1.0      # the throughput-over-time bins (mpvlab plot uses the same)
+
+
+def throughput_series(run: Run, bin_s: float = THROUGHPUT_BIN_S) -> dict[str, tuple[list[float], list[float]]]:
     """Per path: (bin centre s, Mbit/s) from data/links.csv cumulative rx bytes, in bins of bin_s."""
     cum: dict[str, list[tuple[float, float]]] = {}
     for row in _read_csv(run.run_dir / "data" / "links.csv"):
@@ -270,27 +184,6 @@ def throughput_series(run: Run, bin_s: float = 1.0) -> dict[str, tuple[list[floa
     return out
 
 
-def square_on_intervals(run: Run, path: str, t_end: float) -> list[tuple[float, float]]:
-    """When the path's down delay is a square wave: the [start, end) intervals with the amplitude ON."""
-    r = run.resolved
-    pre = f"paths.{path}.down.delay."
-    if r.get(pre + "kind") != "square":
-        return []
-    try:
-        from core import units
-        period = units.parse_duration_ns(r[pre + "period"]) / 1e9
-        phase = units.parse_duration_ns(r[pre + "phase"]) / 1e9
-        duty = float(r[pre + "duty"])
-    except (KeyError, ValueError, Exception):  # noqa: BLE001 — a figure decoration, never fatal
-        return []
-    out, k = [], math.floor((0 - phase) / period)
-    while phase + k * period < t_end:
-        s = phase + k * period
-        out.append((max(s, 0.0), min(s + duty * period, t_end)))
-        k += 1
-    return [iv for iv in out if iv[1] > iv[0]]
-
-
 def timeseries_figures(c: Collection, kind: str) -> list[Figure]:
     """One figure per scenario (× extra parameters): a panel per configuration, lines per path."""
     groups: dict[str, list[Config]] = {}
@@ -319,6 +212,11 @@ def timeseries_figures(c: Collection, kind: str) -> list[Figure]:
                 for p, (ts, vs) in s.items():
                     ax.plot(ts, vs, color=sty.colour("path", p), label=sty.label("path", p),
                             drawstyle="steps-mid" if kind == "throughput" else "default")
+                if kind == "throughput":     # the configured capacity, dashed, beside what was achieved
+                    for p, cap in configured_capacity(rep.run_dir, THROUGHPUT_BIN_S, t_end).items():
+                        if p in s:
+                            ax.plot([t for t, _ in cap], [b / 1e6 for _, b in cap], color=sty.colour("path", p),
+                                    lw=0.7, ls="--", drawstyle="steps-mid")
                 ax.set_title(f"{sty.label('cc', cfg.cc)} · {sty.label('scheduler', cfg.scheduler)} — run {rep.run_id} "
                              f"(of {len(cfg.runs)})",
                              loc="left", pad=2)
@@ -332,15 +230,13 @@ def timeseries_figures(c: Collection, kind: str) -> list[Figure]:
             what = "Congestion window per path" if kind == "cwnd" else "Throughput per path"
             fig.suptitle(f"{what} — {gname}", x=0.01, ha="left")
         cap = ("cwnd of each path's subflow in packets (ss, ~5 Hz)" if kind == "cwnd"
-               else "received bytes per path at the client interface, 1 s bins, in Mbit/s")
+               else "received bytes per path at the client interface, 1 s bins, in Mbit/s; dashed: the path's "
+                    "configured down capacity (tbf rate, rate schedule or trace; outages at 0)")
         figs.append(Figure(f"{kind}-{gname}", f"{what} — {gname}",
                            f"{cap}; one representative run per configuration (closest to the configuration's "
                            f"median picture discards, then underflows); shading: path's extra delay ON.",
                            fig))
     return figs
-
-
-GREY_SHADE = "#BBBBBB"
 
 
 def _bottleneck_buffer_key(cfg: Config) -> str | None:
@@ -414,7 +310,6 @@ def _bars(c: Collection) -> list[Figure]:
 
 
 def _bbr(c: Collection) -> list[Figure]:
-    from mpvlab.report import bbr          # imports this module's Figure
     return bbr.figures(c)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import html
-import math
 import os
 import time
 from collections import Counter
@@ -23,8 +22,11 @@ import pandas as pd
 
 from mpvlab import metrics
 from mpvlab.report.aggregate import Collection, Config
-from mpvlab.report.figures import Figure
+from mpvlab.report import bbr, style
+from mpvlab.report.figure import Figure
+from mpvlab.report.numbers import fmt, fmt_p
 from mpvlab.report.hosts import by_host, host_kind, mixed_configs
+from mpvlab.report.stats import ALPHA, N_RESAMPLES
 
 TEMPLATE = r"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -164,14 +166,6 @@ compare.</p>{% endif %}
 </body></html>
 """
 
-def fmt(v: float | None, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    if abs(v) >= 1000 or float(v).is_integer():
-        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.0f}"
-    return f"{v:.{digits}g}"
-
-
 def cell(cfg: Config, metric: str) -> str:
     s = cfg.stats.get(metric)
     if s is None or s.n == 0:
@@ -251,18 +245,10 @@ def _pairwise_note(pw: pd.DataFrame | None) -> str:
     return ""
 
 
-def fmt_p(p: float | None) -> str:
-    if p is None or (isinstance(p, float) and math.isnan(p)):
-        return "–"
-    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
-
-
 def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], tables: list[str],
            title: str, pairwise: pd.DataFrame | None = None, html_dir: Path | None = None) -> str:
     import scipy
 
-    from mpvlab.report import style
-    from mpvlab.report.stats import ALPHA, N_RESAMPLES
     paths = list(dict.fromkeys(p for r in c.runs for p in r.paths))
     sty = style.style_for(cc=sorted({cfg.cc for cfg in c.configs}))
     # The columns: the metrics whose definition names the summary view (mpvlab/summary.py), in its order.
@@ -332,7 +318,6 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
     sections = [(name, [{"id": f.id, "title": f.title, "caption": f.caption, "links": links(f),
                          "b64": base64.b64encode(f.svg).decode("ascii")} for f in figs])
                 for name, figs in figure_sections]
-    from mpvlab.report import bbr
     bbr_heads, bbr_rows = bbr.html_rows(c)
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     return env.from_string(TEMPLATE).render(

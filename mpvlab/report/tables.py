@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from mpvlab import metrics
+from mpvlab.report import bbr
 from mpvlab.report.aggregate import Collection
 
 
@@ -88,7 +89,6 @@ def write_tables(c: Collection, out: Path, pairwise: pd.DataFrame | None = None)
               ("not_aggregated", not_aggregated_frame(c)), ("metrics", metrics_frame(c))]
     if pairwise is not None:
         frames.append(("pairwise", pairwise))
-    from mpvlab.report import bbr
     models = bbr.config_models(c)
     if models:
         frames.append(("bbr_model", bbr.model_frame(models)))

@@ -77,7 +77,8 @@ def _retransmitted_segments_by_path(topo: dual_path.DualPath, subflows_csv: Path
     return out
 
 
-QUIET_MIN_S = 0.5    # a path "stopped carrying data" when its client saw no byte for this long
+QUIET_MIN_S = 0.5    # a path "stopped carrying data" when its client saw no data for this long
+DATA_STEP_BYTES = 1000   # less than one full data segment (1514 B on the wire), more than link chatter
 
 
 def quiet_intervals(links_csv: Path, min_gap_s: float = QUIET_MIN_S) -> dict[str, list[list[float]]]:
@@ -95,7 +96,9 @@ def quiet_intervals(links_csv: Path, min_gap_s: float = QUIET_MIN_S) -> dict[str
         return {}
     changes: dict[str, list[float]] = {}
     for path, rows in series.items():
-        changes[path] = [t for (t, b), (_t0, b0) in zip(rows[1:], rows) if b > b0]
+        # A step counts when at least one data segment's worth arrived: ARP and other link chatter
+        # (not cut by an outage, which acts on IP packets) must not split a quiet stretch.
+        changes[path] = [t for (t, b), (_t0, b0) in zip(rows[1:], rows) if b - b0 >= DATA_STEP_BYTES]
     last_any = max((c[-1] for c in changes.values() if c), default=None)
     out: dict[str, list[list[float]]] = {}
     for path, times in changes.items():
