@@ -71,7 +71,8 @@ class Host(Protocol):
             input_text: str | None = None) -> subprocess.CompletedProcess[str]: ...
 
     def popen(self, argv: list[str], *, stdout: IO[Any] | int | None = None, stderr: IO[Any] | int | None = None,
-              env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen[bytes]: ...
+              env: dict[str, str] | None = None, cwd: Path | None = None,
+              stdin: IO[Any] | int = subprocess.DEVNULL) -> subprocess.Popen[bytes]: ...
 
     def sysctl(self, key: str, value: str) -> None: ...
 
@@ -117,9 +118,10 @@ class LocalHost(_SysctlMixin):
         return _run_local(argv, check=check, timeout=timeout, input_text=input_text, label=self.name)
 
     def popen(self, argv: list[str], *, stdout: IO[Any] | int | None = None, stderr: IO[Any] | int | None = None,
-              env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen[bytes]:
+              env: dict[str, str] | None = None, cwd: Path | None = None,
+              stdin: IO[Any] | int = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
         # start_new_session for the same reason as Netns.popen: Ctrl-C reaches only the runner.
-        return subprocess.Popen(list(argv), stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
+        return subprocess.Popen(list(argv), stdout=stdout, stderr=stderr, stdin=stdin,
                                 env=env, cwd=cwd, start_new_session=True)
 
 

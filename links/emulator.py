@@ -67,12 +67,6 @@ class DirectionPlan:
             return None
         return self.ifb if self.spec.order == "shape-then-delay" else self.out_if
 
-    @property
-    def t0_movable(self) -> bool:
-        """Whether run time zero can be set after the line started (set_t0). A capacity model and
-        outages keep state on the t0 clock that must not run backwards, so their t0 is fixed."""
-        return not self.spec.has_impairments
-
     def _base(self) -> Path:
         return self.base_dir or capacity.SHIPPED_TRACES
 
@@ -168,8 +162,7 @@ def _start_delay_line(handle: DirectionHandle, workdir: Path, t0_ns: int,
     argv = [str(DELAYLINE_BIN), "--queue", str(plan.queue_num), "--schedule", str(files["schedule"]),
             "--t0-ns", str(t0_ns), "--maxlen", str(plan.queue_maxlen()), "--ready-file", str(files["ready"]),
             "--stats", str(files["stats"]), "--step-log", str(files["steps"])]
-    if plan.t0_movable:
-        argv += ["--t0-file", str(files["t0"])]
+    argv += ["--t0-file", str(files["t0"])]
     if plan.spec.loss > 0:
         argv += ["--loss", repr(plan.spec.loss), "--seed", str(plan.seed)]
     if plan.spec.has_impairments:
@@ -220,15 +213,13 @@ def stop_direction(handle: DirectionHandle) -> dict[str, Any]:
 def set_t0(handles: list[DirectionHandle], t0_ns: int, timeout_s: float = 2.0) -> None:
     """Move run time zero of running delay lines to `t0_ns` (CLOCK_MONOTONIC): each line reads it
     from its t0 file on SIGUSR1 and acknowledges; returns once every line has. Packets already held
-    keep their release times; later ones get delay(arrival − t0_ns). Lines that cannot move their t0
-    (plan.t0_movable) must not be passed."""
+    keep their release times; later ones get delay(arrival − t0_ns); a capacity model's queued
+    departures keep theirs, a trace restarts on the new clock and outages are still to come."""
     import os
     import signal
     import time
     live = [h for h in handles if h.process is not None]
     for h in live:
-        if not h.plan.t0_movable:
-            raise LinkError(f"delay line {h.plan.label} has a fixed t0 (capacity model or outages)")
         tmp = h.files["t0"].with_suffix(".t0.tmp")
         tmp.write_text(f"{t0_ns}\n")
         os.replace(tmp, h.files["t0"])   # atomic: the line never reads half a number

@@ -77,15 +77,22 @@ def run_probes(topo: Any, scenario: Scenario, schedules: dict[str, PathSchedules
             rate = precheck.rate_check(shapers, workdir)
         steal["rate_check"] = m.window
     tail_s = max(max(s.up.max_delay_ns + s.down.max_delay_ns for s in schedules.values()) / 1e9 + 0.3, 0.5)
+    # Every shaped direction the echoes cross sets the interval (the handles also cover a shared
+    # bottleneck, whose one path is not among the scenario's paths).
+    rates = [h.plan.spec.rate for h in handles or []]
+    rates += [d.rate for p in topo.paths if p.name in scenario.paths
+              for d in (scenario.paths[p.name].down, scenario.paths[p.name].up)]
+    interval_ms, count = precheck.rtt_plan(rates)
     with StealMeter() as m:
         precheck.rtt_run(topo.client.ns, [(p.client_addr, p.server_addr, workdir / f"precheck-rtt-{p.name}.csv")
-                                          for p in topo.paths], tail_s)
+                                          for p in topo.paths], tail_s, interval_ms, count)
     steal["rtt_check"] = m.window
     result["host_steal"] = {k: w.as_dict() for k, w in steal.items()}
     for p in topo.paths:
         spec = scenario.paths[p.name]
         rtt = precheck.judge_rtt(workdir / f"precheck-rtt-{p.name}.csv", schedules[p.name].up,
                                  schedules[p.name].down, t0_ns, f.rtt_tolerance / 1e6)
+        rtt["interval_ms"] = interval_ms
         impaired = spec.down.has_impairments or spec.up.has_impairments
         if impaired:
             # A capacity trace serves packets only at its delivery opportunities (gaps of 100+ ms in

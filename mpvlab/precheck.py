@@ -8,7 +8,9 @@ bucket with a backlog sends at exactly its rate (its tokens never exceed one pac
 ratio is 1 for a sound shaper whatever TCP or the path's BDP would allow — no Python reader, no
 congestion control, no receive window in the measurement.
 RTT: kernel-stamped ICMP echo (mpvlab/kping.py) answered by the server's kernel, PRE_COUNT samples
-per path every PRE_INTERVAL_MS (84-byte packets: 134 kbit/s, which leaves any shaped path idle),
+per path (`rtt_plan`), one every few ms set by the slowest shaped direction: 98 bytes on the wire at most
+MAX_PROBE_LOAD of its rate, so each echo finds the queue empty (it takes a quarter of the gap to
+serialise) and the bucket full (the mean is far below the rate), and at least MIN_INTERVAL_MS apart,
 each compared with the delay the schedules give AT ITS OWN SEND TIME, through the delay lines' FIFO
 (a packet never overtakes the one before it, so after a step down it leaves behind the last one
 held at the old delay).
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import socket
 import subprocess
 import sys
@@ -28,7 +31,11 @@ from typing import Any, Iterable
 from links.schedule import Schedule
 
 PRE_COUNT = 300
-PRE_INTERVAL_MS = 5.0
+MIN_COUNT = 100
+MAX_CHECK_S = 3.0
+MIN_INTERVAL_MS = 1.0
+MAX_PROBE_LOAD = 0.25
+ECHO_WIRE_BYTES = 98            # kping's 84-byte IP packet + the 14-byte Ethernet header tbf counts
 RATE_EXCESS = 1.5
 RATE_SECONDS = 0.6
 RATE_HZ = 1000
@@ -160,14 +167,27 @@ def rate_check(shapers: list[tuple[str, Any, Any, str, str, int]], workdir: Path
     return out
 
 
-def rtt_run(client_ns: Any, pairs: list[tuple[str, str, Path]], tail_s: float) -> None:
-    """kping from the client's namespace over every path at once."""
-    argv = [sys.executable, "-m", "mpvlab.kping", "--count", str(PRE_COUNT), "--interval-ms", str(PRE_INTERVAL_MS),
+def rtt_plan(rates_bps: Iterable[int | None]) -> tuple[float, int]:
+    """(interval ms, echo count) for paths whose shaped directions have these rates (None: unshaped):
+    98 wire bytes at most MAX_PROBE_LOAD of the slowest rate, at least MIN_INTERVAL_MS apart;
+    PRE_COUNT echoes, fewer (not below MIN_COUNT) where that would take longer than MAX_CHECK_S
+    (paths below ~260 kbit/s)."""
+    slowest = min((r for r in rates_bps if r), default=None)
+    ms = MIN_INTERVAL_MS if slowest is None else ECHO_WIRE_BYTES * 8 / (MAX_PROBE_LOAD * slowest) * 1e3
+    interval = max(math.ceil(ms * 1000) / 1000, MIN_INTERVAL_MS)    # whole µs, never below the load rule
+    count = min(PRE_COUNT, max(MIN_COUNT, int(MAX_CHECK_S * 1e3 / interval)))
+    return interval, count
+
+
+def rtt_run(client_ns: Any, pairs: list[tuple[str, str, Path]], tail_s: float, interval_ms: float,
+            count: int = PRE_COUNT) -> None:
+    """kping from the client's namespace over every path at once, one echo per path every interval_ms."""
+    argv = [sys.executable, "-m", "mpvlab.kping", "--count", str(count), "--interval-ms", str(interval_ms),
             "--tail-s", f"{tail_s:.3f}"]
     for src, dst, out in pairs:
         argv += ["--pair", f"{src},{dst},{out}"]
     p = client_ns.popen(argv, cwd=REPO, stderr=subprocess.PIPE)
-    _, err = p.communicate(timeout=PRE_COUNT * PRE_INTERVAL_MS / 1e3 + tail_s + 30)
+    _, err = p.communicate(timeout=count * interval_ms / 1e3 + tail_s + 30)
     if p.returncode != 0:
         raise RuntimeError(f"kernel-stamped RTT check failed: {err.decode(errors='replace')[-1000:]}")
 

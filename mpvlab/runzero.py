@@ -3,8 +3,9 @@
 The delay lines must run before t0 (the pre-run check and the HTTP preflight go through them), and
 their schedules are on the t0 clock. They start on a provisional t0 (now), and once everything
 before the workload is done, `fix` moves them to now + MARGIN_NS (links.emulator.set_t0, each line
-acknowledges) — so no run waits out a fixed lead. A line with a capacity model or outages keeps state
-on the t0 clock that must not run backwards: a scenario with one keeps the old fixed lead.
+acknowledges) — so no run waits out a fixed lead. Lines with a capacity model or outages move too:
+what they already decided keeps its absolute time, a trace restarts on the new clock and the outages
+are still to come (links/delayline/src/main.c, shift_clock).
 """
 
 from __future__ import annotations
@@ -20,24 +21,13 @@ from mpvlab.scenario import Scenario
 MARGIN_NS = 50_000_000
 
 
-def movable(sc: Scenario) -> bool:
-    return not any(d.has_impairments for p in sc.paths.values() for d in (p.down, p.up))
-
-
 def lead_s(sc: Scenario) -> float:
-    """The lead at which bring-up sets the provisional t0: 0 when it will be moved, else the old
-    fixed lead (probe time + 4 s; without the probe 2 s)."""
-    if movable(sc):
-        return 0.0
-    return (sc.fidelity.probe_duration / 1e9 + 4.0) if sc.fidelity.probe else 2.0
+    """The lead at which bring-up sets the provisional t0: none, since `fix` moves it."""
+    return 0.0
 
 
 def fix(sc: Scenario, handles: list[DirectionHandle], provisional_ns: int, extra_prov: dict[str, Any]) -> int:
-    """Returns the run's t0: now + MARGIN_NS, applied to every delay line, or the provisional one
-    when the lines cannot move it. Recorded in provenance (`t0`)."""
-    if not movable(sc):
-        extra_prov["t0"] = {"set": "fixed lead", "lead_s": lead_s(sc)}
-        return provisional_ns
+    """Returns the run's t0: now + MARGIN_NS, applied to every delay line. Recorded in provenance (`t0`)."""
     t0 = time.monotonic_ns() + MARGIN_NS
     set_t0(handles, t0)
     extra_prov["t0"] = {"set": "when ready", "margin_ms": MARGIN_NS / 1e6,

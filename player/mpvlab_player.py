@@ -76,6 +76,10 @@ class EventLog:
         self._t0 = t0_ns
         self._lock = threading.Lock()
 
+    def set_t0(self, t0_ns: int) -> None:
+        """t0 known only after start-up (--t0-from-stdin); nothing is emitted before it."""
+        self._t0 = t0_ns
+
     def t(self, mono_ns: int | None = None) -> float:
         """Seconds since t0 for a CLOCK_MONOTONIC reading (now if None)."""
         if mono_ns is None:
@@ -737,6 +741,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="underruns separated by less non-empty time than this are one episode")
     ap.add_argument("--t0-ns", type=int, default=None,
                     help="CLOCK_MONOTONIC ns that is t=0 for events (default: process start)")
+    ap.add_argument("--t0-from-stdin", action="store_true",
+                    help="build the pipeline, then wait for one line 't0 NS' on stdin and start at that "
+                         "CLOCK_MONOTONIC time (the runner starts players before t0, so their start-up "
+                         "cost is not part of the run; end of input before it: exit 1)")
     ap.add_argument("--timeout-s", type=float, default=None, help="give up after this (exit 3)")
     ap.add_argument("--frames-expected", type=int, default=None,
                     help="override the frame count derived from duration x framerate")
@@ -826,6 +834,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return a
 
 
+def _wait_for_t0() -> int | None:
+    """Read 't0 NS' from stdin and sleep until CLOCK_MONOTONIC reaches NS; None at end of input."""
+    line = sys.stdin.readline()
+    parts = line.split()
+    if len(parts) != 2 or parts[0] != "t0" or not parts[1].isdigit():
+        return None
+    t0 = int(parts[1])
+    if (wait_ns := t0 - time.monotonic_ns()) > 0:
+        time.sleep(wait_ns / 1e9)
+    return t0
+
+
 def main(argv: list[str] | None = None) -> int:
     t_proc = time.monotonic_ns()
     a = parse_args(argv)
@@ -844,6 +864,13 @@ def main(argv: list[str] | None = None) -> int:
             a.summary.write_text(json.dumps(summ, indent=2) + "\n")
             print(f"error: {e}", file=sys.stderr)
             return EXIT_INTERNAL
+        if a.t0_from_stdin:
+            t0 = _wait_for_t0()
+            if t0 is None:
+                print("error: stdin closed before a 't0 NS' line (the runner went away)", file=sys.stderr)
+                return EXIT_INTERNAL
+            ev.set_t0(t0)
+            player.t0_ns = t0
         code = player.run()
         ev.flush()
     summ = player.summary()

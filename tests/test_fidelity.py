@@ -23,6 +23,22 @@ MS = 1_000_000
 
 # --- arithmetic -------------------------------------------------------------------------------
 
+def test_echo_plan_keeps_the_slowest_direction_idle() -> None:
+    """98 wire bytes per echo at most a quarter of the slowest shaped rate, 1 ms apart at least
+    (unshaped or fast paths); 300 echoes, fewer (not below 100) where they would take over 3 s."""
+    plan = precheck.rtt_plan
+    assert plan([None, None]) == (precheck.MIN_INTERVAL_MS, precheck.PRE_COUNT) == (1.0, 300)
+    assert plan([100_000_000, None]) == (1.0, 300)
+    assert plan([3_000_000, 100_000_000])[0] == pytest.approx(98 * 8 / 750_000 * 1e3, abs=1e-3)
+    assert plan([500_000, 3_000_000]) == (pytest.approx(6.272, abs=1e-3), 300)
+    assert plan([64_000]) == (49.0, 100)                # 300 would take 14.7 s
+    assert plan([200_000])[1] == int(3000 / plan([200_000])[0])
+    for rate in (16_000, 64_000, 300_000, 1_000_000, 3_000_000, 25_000_000):
+        interval, count = plan([rate])
+        assert precheck.ECHO_WIRE_BYTES * 8 / (interval / 1e3) / rate <= precheck.MAX_PROBE_LOAD + 1e-9
+        assert precheck.MIN_COUNT <= count <= precheck.PRE_COUNT
+
+
 def test_expected_rtt_follows_the_fifo_through_a_step_down() -> None:
     """Down delay 60 ms until 1 s, then 0: a request whose reply reaches the line just after the
     step leaves behind the last packet held at 60 ms (the line never reorders), not at once."""

@@ -169,9 +169,14 @@ def test_concurrent_runs_do_not_interfere(tmp_path: Path) -> None:
 
 
 def test_thin_path_fails_the_run_with_a_clear_message(tmp_path: Path) -> None:
-    # A 6 s, 2 Mbit/s video is 1.5 MB; lte at 64 kbit/s can carry at most 64e3 / 8 × 6 s = 48 KB of it
-    # (3 %) while wifi at 20 Mbit/s carries the rest.
-    f = write_short(tmp_path, "thin", wifi_rate="20mbit", lte_rate="64kbit", duration="6s")
+    # A 6 s, 2 Mbit/s video is 1.5 MB, 5 % of it 75 KB; lte at 32 kbit/s carries at most 4 KB per
+    # second of the run, so the 6 s video would have to stall for over 12 s to give lte 5 %. Its
+    # 4 KB queue (1 s) bounds each stall behind it (with a 100 KB queue at 64 kbit/s, 12.5 s, one
+    # stall once took 6.6 s and lte reached 9 %). The pre-run check is not what this test is about.
+    f = tmp_path / "thin.yaml"
+    f.write_text(SHORT.format(name="thin", wifi_rate="20mbit", lte_rate="32kbit", duration="6s")
+                 .replace("{rate: 32kbit, buffer: 100KB", "{rate: 32kbit, buffer: 4KB")
+                 .replace("fidelity: {probe_duration: 2s}", "fidelity: {probe: false}"))
     cp = mpvlab("run", str(f), "--results", str(tmp_path / "r"))
     assert cp.returncode == 1
     assert "path(s) carried less than 5% of the bytes" in cp.stdout and "lte" in cp.stdout

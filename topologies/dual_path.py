@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from typing import Callable
+from typing import Any, Callable
 
 from core import naming
 from topologies.nodes import EmuNode, add_link, add_node, stop_node
@@ -130,44 +130,52 @@ def build(path_names: list[str], addressing: str, run_id: str, on_netns: Callabl
 
 
 def _configure(t: DualPath) -> None:
+    """Addresses, links, forwarding and routes. Each namespace's `ip` commands go in one batch (one
+    process instead of ~10: `ip netns exec` costs ~8 ms each); within a namespace they keep this
+    order, and no command depends on another namespace's."""
     c, s, e = t.client.ns, t.server.ns, t.edge.ns
+    cmds: dict[str, list[list[str]]] = {}
+    ns_of = {n.name: n for n in (c, s, e, *(p.router.ns for p in t.paths))}
+
+    def ip(ns: Any, *argv: str) -> None:
+        cmds.setdefault(ns.name, []).append(list(argv))
+
     for addr in t.server_addrs():
-        s.run(["ip", "addr", "add", f"{addr}/32", "dev", "lo"])
-    s.run(["ip", "addr", "add", f"{t.server_link_addr}/24", "dev", t.server_if])
-    s.run(["ip", "link", "set", t.server_if, "up"])
-    e.run(["ip", "addr", "add", f"{t.edge_server_addr}/24", "dev", t.edge_server_if])
-    e.run(["ip", "link", "set", t.edge_server_if, "up"])
-    e.sysctl("net.ipv4.ip_forward", "1")
-    e.sysctl("net.ipv4.conf.all.rp_filter", "0")
+        ip(s, "addr", "add", f"{addr}/32", "dev", "lo")
+    ip(s, "addr", "add", f"{t.server_link_addr}/24", "dev", t.server_if)
+    ip(s, "link", "set", t.server_if, "up")
+    ip(e, "addr", "add", f"{t.edge_server_addr}/24", "dev", t.edge_server_if)
+    ip(e, "link", "set", t.edge_server_if, "up")
     for addr in t.server_addrs():
-        e.run(["ip", "route", "add", f"{addr}/32", "via", t.server_link_addr])
+        ip(e, "route", "add", f"{addr}/32", "via", t.server_link_addr)
     for p in t.paths:
         r = p.router.ns
-        c.run(["ip", "addr", "add", f"{p.client_addr}/24", "dev", p.client_if])
-        c.run(["ip", "link", "set", p.client_if, "up"])
-        r.run(["ip", "addr", "add", f"{p.router_client_addr}/24", "dev", p.router_client_if])
-        r.run(["ip", "addr", "add", f"{p.router_server_addr}/24", "dev", p.router_server_if])
-        r.run(["ip", "link", "set", p.router_client_if, "up"])
-        r.run(["ip", "link", "set", p.router_server_if, "up"])
-        r.sysctl("net.ipv4.ip_forward", "1")
-        r.sysctl("net.ipv4.conf.all.rp_filter", "0")
+        ip(c, "addr", "add", f"{p.client_addr}/24", "dev", p.client_if)
+        ip(c, "link", "set", p.client_if, "up")
+        ip(r, "addr", "add", f"{p.router_client_addr}/24", "dev", p.router_client_if)
+        ip(r, "addr", "add", f"{p.router_server_addr}/24", "dev", p.router_server_if)
+        ip(r, "link", "set", p.router_client_if, "up")
+        ip(r, "link", "set", p.router_server_if, "up")
         # Only this path's server address: under `per-path` the other one is unreachable here.
-        r.run(["ip", "route", "add", f"{p.server_addr}/32", "via", p.edge_addr])
-        e.run(["ip", "addr", "add", f"{p.edge_addr}/24", "dev", p.edge_if])
-        e.run(["ip", "link", "set", p.edge_if, "up"])
-        e.run(["ip", "route", "add", f"10.0.{p.index + 1}.0/24", "via", p.router_server_addr])
+        ip(r, "route", "add", f"{p.server_addr}/32", "via", p.edge_addr)
+        ip(e, "addr", "add", f"{p.edge_addr}/24", "dev", p.edge_if)
+        ip(e, "link", "set", p.edge_if, "up")
+        ip(e, "route", "add", f"10.0.{p.index + 1}.0/24", "via", p.router_server_addr)
         # Client policy routing: traffic from this path's address leaves through this path.
-        c.run(["ip", "rule", "add", "from", p.client_addr, "table", str(p.table)])
-        c.run(["ip", "route", "add", "default", "via", p.router_client_addr, "dev", p.client_if,
-               "table", str(p.table)])
+        ip(c, "rule", "add", "from", p.client_addr, "table", str(p.table))
+        ip(c, "route", "add", "default", "via", p.router_client_addr, "dev", p.client_if, "table", str(p.table))
     first = t.paths[0]
-    c.run(["ip", "route", "add", "default", "via", first.router_client_addr, "dev", first.client_if])
+    ip(c, "route", "add", "default", "via", first.router_client_addr, "dev", first.client_if)
     if t.addressing == "per-path":
         # A join to a signalled address takes its source from the route (no subflow endpoint on the
         # client), so each further server address leaves through its path from that path's address.
         for p in t.paths[1:]:
-            c.run(["ip", "route", "add", f"{p.server_addr}/32", "via", p.router_client_addr, "dev", p.client_if,
-                   "src", p.client_addr])
+            ip(c, "route", "add", f"{p.server_addr}/32", "via", p.router_client_addr, "dev", p.client_if,
+               "src", p.client_addr)
+    for name, batch in cmds.items():
+        ns_of[name].ip_batch(batch)
+    for fwd in (e, *(p.router.ns for p in t.paths)):
+        fwd.sysctls({"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.rp_filter": "0"})
 
 
 def server_routes(t: DualPath) -> list[tuple[str, str, str]]:

@@ -27,18 +27,14 @@ def configure_hosts(topo: DualPath, *, tcp_no_metrics_save: bool, client_tcp_rme
     when a steering scheduler's controller announces them). Returns what was set, read back."""
     c, s = topo.client.ns, topo.server.ns
     record: dict[str, Any] = {}
-    for ns in (c, s):
-        for key, value in (
-            ("net.mptcp.enabled", "1"),
-            ("net.ipv4.tcp_no_metrics_save", "1" if tcp_no_metrics_save else "0"),
-            ("net.ipv4.conf.all.rp_filter", "0"),
-        ):
-            ns.sysctl(key, value)
+    for ns, buffers in ((c, {"net.ipv4.tcp_rmem": _triple(client_tcp_rmem)}),
+                        (s, {"net.ipv4.tcp_wmem": _triple(server_tcp_wmem)})):
+        ns.sysctls({"net.mptcp.enabled": "1",
+                    "net.ipv4.tcp_no_metrics_save": "1" if tcp_no_metrics_save else "0",
+                    "net.ipv4.conf.all.rp_filter": "0", **buffers})
         # One subflow per further path (at least 2, the value every two-path result was measured with).
         further_max = str(max(2, len(topo.paths) - 1))
         ns.run(["ip", "mptcp", "limits", "set", "subflow", further_max, "add_addr_accepted", further_max])
-    c.sysctl("net.ipv4.tcp_rmem", _triple(client_tcp_rmem))
-    s.sysctl("net.ipv4.tcp_wmem", _triple(server_tcp_wmem))
     further = topo.paths[1:subflows]
     if topo.addressing == "per-path":
         # The server signals each further path's own address; the client joins it from the source its
@@ -54,11 +50,9 @@ def configure_hosts(topo: DualPath, *, tcp_no_metrics_save: bool, client_tcp_rme
         for p in further:
             c.run(["ip", "mptcp", "endpoint", "add", p.client_addr, "dev", p.client_if, "subflow"])
     for ns in (c, s):
-        record[ns.name] = {
-            key: ns.read_sysctl(key)
-            for key in ("net.mptcp.enabled", "net.ipv4.tcp_no_metrics_save", "net.ipv4.tcp_rmem",
-                        "net.ipv4.tcp_wmem", "net.core.rmem_max", "net.ipv4.tcp_congestion_control")
-        }
+        record[ns.name] = ns.read_sysctls(["net.mptcp.enabled", "net.ipv4.tcp_no_metrics_save", "net.ipv4.tcp_rmem",
+                                           "net.ipv4.tcp_wmem", "net.core.rmem_max",
+                                           "net.ipv4.tcp_congestion_control"])
         record[ns.name]["mptcp_limits"] = ns.run(["ip", "mptcp", "limits", "show"]).stdout.strip()
         record[ns.name]["mptcp_endpoints"] = ns.run(["ip", "mptcp", "endpoint", "show"]).stdout.strip()
     return record

@@ -7,11 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from core.ledger import Ledger
+from mpvlab.run.timeline import Timeline
 from mpvlab.scenario import Scenario
-
-
-
-
 
 REPO = Path(__file__).resolve().parents[2]   # the checkout: mpvlab/run/context.py → ../../..
 
@@ -34,10 +32,11 @@ class RunContext:
     scenario_text: str
     run_id: str
     run_dir: Path
-    ledger: ledger.Ledger
+    ledger: Ledger
     opts: RunOptions
     extra_prov: dict[str, Any] = field(default_factory=dict)
     t0_ns: int = 0
+    timeline: Timeline = field(default_factory=Timeline)   # recorded in provenance, failed runs too
 
     @property
     def logs(self) -> Path:

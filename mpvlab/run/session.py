@@ -21,6 +21,7 @@ from mpvlab import summary as summary_model
 from mpvlab.scenario import Scenario, dump_yaml, resolved_dict
 from core.errors import Interrupted, RunFailed, RunInterrupted
 from mpvlab.run.context import RunContext, RunOptions
+from mpvlab.run import timeline, warmup
 from mpvlab.run.kinds import KINDS
 
 
@@ -44,6 +45,7 @@ def run_scenario(scenario: Scenario, scenario_file: Path, scenario_text: str, op
     """Run once; returns the run directory (state complete). Raises RunFailed after marking it failed."""
     if os.geteuid() != 0:
         raise RunFailed("mpvlab run needs root (network namespaces, tc, iptables, BPF)")
+    warmup.start()
     try:
         reaped = ledger.reap_stale(opts.log)
     except ledger.LedgerError as e:
@@ -82,6 +84,7 @@ def run_scenario(scenario: Scenario, scenario_file: Path, scenario_text: str, op
         # Cleanup must not be interrupted by a second Ctrl-C half-way.
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
+            ctx.timeline.mark("ledger_cleanup")
             removed = ledger.cleanup_run(led)
             ctx.extra_prov["teardown_leftovers_removed_by_ledger"] = removed
         finally:
@@ -104,5 +107,8 @@ def run_scenario(scenario: Scenario, scenario_file: Path, scenario_text: str, op
 
 
 def _write_provenance(ctx: RunContext) -> None:
-    prov = provenance.collect(ctx.scenario_file, ctx.scenario.seed, ctx.run_id, ctx.extra_prov)
+    steps = {"process_start_to_run_s": timeline.since_process_start(ctx.timeline),
+             **ctx.timeline.as_dict()}
+    prov = provenance.collect(ctx.scenario_file, ctx.scenario.seed, ctx.run_id,
+                              {**ctx.extra_prov, "lifecycle_s": steps})
     rundir.write_json(ctx.run_dir / "provenance.json", prov)

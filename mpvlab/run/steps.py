@@ -146,9 +146,10 @@ def start_server(ctx: RunContext, stack: contextlib.ExitStack, video: "content.C
 
 
 def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, frames: int, out_dir: Path,
-                 http: server.HttpSetup, label: str = "player") -> tuple[subprocess.Popen[bytes], Any]:
+                 http: server.HttpSetup, label: str = "player",
+                 staged: bool = False) -> tuple[subprocess.Popen[bytes], Any]:
     """One player in namespace `ns`, writing player-events.jsonl, player-summary.json and player.log
-    into out_dir."""
+    into out_dir. `staged`: it builds its pipeline and waits for `release_player` to give it t0."""
     sc = ctx.scenario
     url = http.url(server_addr, video_name)
     argv = ["mptcpize", "run", sys.executable, str(PLAYER), "--url", url,
@@ -157,7 +158,7 @@ def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, fr
             "--buffer-ms", f"{sc.playout_buffer_ns / 1e6:g}",
             "--rebuffer-resume-ms", f"{sc.player.rebuffer_resume / 1e6:g}",
             "--startup-buffer-ms", f"{sc.player.startup_buffer / 1e6:g}",
-            "--t0-ns", str(ctx.t0_ns), "--timeout-s", f"{sc.video.duration / 1e9 * sc.player.timeout_factor + 30:g}",
+            *(["--t0-from-stdin"] if staged else ["--t0-ns", str(ctx.t0_ns)]), "--timeout-s", f"{sc.video.duration / 1e9 * sc.player.timeout_factor + 30:g}",
             "--frames-expected", str(frames)]
     if http.tls is not None:
         argv += ["--ca-file", str(http.tls.cert)]
@@ -177,8 +178,18 @@ def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, fr
             raise RunFailed(f"player.cpu = {sc.player.cpu}, but this machine has CPUs 0..{(os.cpu_count() or 1) - 1}")
         argv = ["taskset", "-c", str(sc.player.cpu), *argv]
     with (out_dir / "player.log").open("wb") as out:
-        p = ns.popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        p = ns.popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE if staged else subprocess.DEVNULL)
     return p, proc.ProcRef.of(p.pid, label)
+
+
+def release_player(p: subprocess.Popen[bytes], t0_ns: int, label: str) -> None:
+    """Give a staged player its t0 (it starts at once when t0 has passed, else sleeps until it)."""
+    assert p.stdin is not None
+    try:
+        p.stdin.write(f"t0 {t0_ns}\n".encode())
+        p.stdin.close()
+    except BrokenPipeError:
+        raise RunFailed(f"{label} exited before t0 (exit code {p.poll()}; see its log)") from None
 
 
 def record_delay_stats(ctx: RunContext, h: DirectionHandle) -> None:

@@ -8,18 +8,13 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from mpvlab import flows, sampling
-
+from mpvlab import sampling
 from topologies import dual_path
 from core.errors import RunFailed
 from mpvlab.run.context import RunContext
 from mpvlab.run.steps import check_subflows
 from mpvlab.run.workloads.base import Outcome
 from mpvlab.run.steps import queue_view
-
-
-
-
 
 
 def _scheduler_view(topo: dual_path.DualPath, sched: dict[str, Any]) -> dict[str, Any]:
@@ -126,6 +121,8 @@ def subflow_address_check(topo: dual_path.DualPath, subflows: list[dict[str, Any
 def cc_state_view(ctx: RunContext, sampler: sampling.Sampler, playback_s: float | None) -> dict[str, Any] | None:
     """Names every flow of the run's per-flow series (data/flows.json, .csv) and, for a CC whose state
     the registry names, its model over the workload's flows during playback (mpvlab/flows.py)."""
+    # Here, not at the top: flows brings pandas, which run/warmup.py imports while the network comes up.
+    from mpvlab import flows
     rules = flows.RoleRules(sampler.server_port, flows.preflight_ports(ctx.logs / "apache" / "access.log"))
     tokens = flows.mptcp_tokens(ctx.data)
     from cc.registry import KERNEL_BBR_STATE       # the ss samples' columns (also kernel BBR's state)

@@ -417,3 +417,19 @@ void dl_cap_reset(struct dl_capacity *c, int64_t t)
 	c->cur_left = 0;
 	c->last_finish_ns = t;
 }
+
+void dl_cap_shift(struct dl_capacity *c, int64_t delta)
+{
+	for (size_t i = 0; i < c->qcount; i++)
+		c->q[(c->qhead + i) & (c->qcap - 1)].start_ns -= delta;
+	if (c->kind == DL_CAP_TRACE) {
+		/* The trace's opportunities are on the t0 clock: the next packet
+		 * takes the first one after its arrival on the new clock. (Before
+		 * t0 is fixed the link carries only the pre-run check, drained by
+		 * then; a packet still queued keeps its departure.) */
+		c->have_cur = 0;
+		c->cur_left = 0;
+	} else {
+		c->last_finish_ns -= delta;
+	}
+}

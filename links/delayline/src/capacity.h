@@ -103,5 +103,8 @@ int dl_cap_arrive(struct dl_capacity *c, int64_t t, uint32_t ip_len,
 /* The link goes away at t (an outage starts): forget the queue and any
  * partly used opportunity; the caller drops the packets still waiting. */
 void dl_cap_reset(struct dl_capacity *c, int64_t t);
+/* Run time zero moved later by delta: relative times shift by -delta so every
+ * absolute instant already decided stays put; a trace restarts on the new clock. */
+void dl_cap_shift(struct dl_capacity *c, int64_t delta);
 
 #endif

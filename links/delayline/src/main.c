@@ -267,6 +267,25 @@ static int write_ready_file(const char *path)
 	return 0;
 }
 
+/* Run time zero moves by delta: every time kept relative to t0 moves by -delta,
+ * so what was decided in absolute time (held packets' targets, the capacity
+ * model's queued departures) stays put. Outages are on the run's clock: those
+ * not yet begun on the new clock (now_rel) are still to come. */
+static void shift_clock(struct dl *d, int64_t delta, int64_t now_rel)
+{
+	for (size_t i = 0; i < d->count; i++) {
+		struct held *h = &d->ring[(d->head + i) & (d->cap - 1)];
+
+		h->arrival_rel -= delta;
+		h->depart_rel -= delta;
+	}
+	if (d->link.kind != DL_CAP_NONE)
+		dl_cap_shift(&d->link, delta);
+	d->next_outage = 0;
+	while (d->next_outage < d->out.n && d->out.start_ns[d->next_outage] <= now_rel)
+		d->next_outage++;
+}
+
 /* SIGUSR1: read the new run time zero from --t0-file (one integer, CLOCK_MONOTONIC
  * ns), apply it to packets arriving from now on (held packets keep their
  * targets) and acknowledge by writing "<t0-file>.ack" atomically with the same
@@ -289,6 +308,7 @@ static int apply_t0_file(struct dl *d)
 		return -1;
 	}
 	fclose(f);
+	shift_clock(d, (int64_t)v - d->t0_ns, mono_ns() - (int64_t)v);
 	d->t0_ns = (int64_t)v;
 	d->t0_set_at_ns = mono_ns();
 	d->t0_updates++;
@@ -720,12 +740,6 @@ int main(int argc, char **argv)
 	ri.start_ns = mono_ns();
 	d.t0_ns = have_t0 ? (int64_t)t0 : ri.start_ns;
 	d.t0_initial_ns = d.t0_ns;
-	if (d.t0_file && (d.link.kind != DL_CAP_NONE || d.out.n > 0)) {
-		/* A capacity model and outages keep state in t0-relative time
-		 * that must never run backwards: t0 is fixed for them. */
-		fprintf(stderr, PROG ": --t0-file cannot be combined with a capacity model or outages\n");
-		return 2;
-	}
 	d.last_target_ns = INT64_MIN;
 
 	/* With a capacity model the kernel must hand us MTU-sized packets

@@ -47,6 +47,9 @@ class RemoteVideoWorkload:
         self.apache = apache
         stack.callback(lambda: proc.stop_child(apache.process))
 
+    def stage(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
+        """Nothing to start ahead of t0."""
+
     def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
         assert self.run is not None
         sc = ctx.scenario

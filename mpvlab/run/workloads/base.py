@@ -65,6 +65,10 @@ class Workload(Protocol):
 
     def serve(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None: ...
 
+    def stage(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
+        """Start what the client side needs before t0 (programs that then wait for `start`), so
+        their start-up is not part of the run; it must send nothing before `start`."""
+
     def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None: ...
 
     def running(self) -> bool: ...

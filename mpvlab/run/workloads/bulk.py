@@ -56,6 +56,9 @@ class BulkWorkload:
         stack.callback(proc.stop_child, self.sender, 2.0)
         proc.wait_ready(self.sender, ready, "bulk sender", 10.0, log=out / "sender.log", error=RunFailed)
 
+    def stage(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
+        """Nothing to start ahead of t0."""
+
     def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
         out = ctx.logs / "bulk"
         argv = [sys.executable, str(ENDPOINT), "recv", "--addr", ends.server_addr, "--port", str(BULK_PORT),

@@ -60,7 +60,9 @@ class VideoWorkload:
         self.apache, self.video_name, self.http = steps.start_server(
             ctx, stack, self.video, ends.server, ends.cc_kernel_name, ends.server_env, ends.server_addr, ends.client)
 
-    def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
+    def stage(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
+        """The players start now and build their pipelines (interpreter, GStreamer, plugins: ~0.5 s
+        of CPU each) while the pre-run check runs; each then waits for t0 on its stdin."""
         assert self.http is not None
         sc = ctx.scenario
         several = len(ends.clients) > 1
@@ -69,10 +71,16 @@ class VideoWorkload:
             out_dir = ctx.logs / c.role if several else ctx.logs
             out_dir.mkdir(parents=True, exist_ok=True)
             player, ref = steps.start_player(ctx, c.ns, ends.server_addr, self.video_name, steps.frames_of(sc),
-                                             out_dir, self.http, label=f"player {c.role}" if several else "player")
+                                             out_dir, self.http, label=f"player {c.role}" if several else "player",
+                                             staged=True)
             ctx.ledger.add_proc(ref)
             self.players[c.role] = (player, out_dir)
         self.several = several
+
+    def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
+        sc = ctx.scenario
+        for role, (player, _) in self.players.items():
+            steps.release_player(player, ctx.t0_ns, f"player {role}" if self.several else "player")
         self.timeout_s = sc.video.duration / 1e9 * sc.player.timeout_factor + 30
         self.deadline = time.monotonic() + self.timeout_s + 10
 
