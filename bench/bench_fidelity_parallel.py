@@ -4,7 +4,8 @@
 One small sweep per level (a study scenario × CUBIC/BBR/BBR-S, `--per-level` runs per parallel slot,
 `--video-s` of video) into its own folder; per level it prints: runs/hour, overhead per run (each run's
 wall time in the sweep manifest − its video length), runs with fidelity warnings (and their kinds),
-the delay lines' release lateness (worst run's p99 and max), the kernel-stamped pre-check's RTT error
+where the overhead went (the runs'
+provenance `lifecycle_s`, mean seconds per step), the delay lines' release lateness (worst run's p99 and max), the kernel-stamped pre-check's RTT error
 p99 (worst path), the CPU time the hypervisor stole during playback (mean over runs), and the
 projected time of the full study — 3 scenarios × 3 CCs × 3 schedulers × 10 trials × 180 s — at that
 level: 270 × (180 s + overhead) / level. Other load on the machine shows in these figures too.
@@ -35,6 +36,7 @@ STUDY_VIDEO_S = 180.0
 def level_figures(root: Path, video_s: float) -> dict[str, Any]:
     man = json.loads((root / "sweep.json").read_text())
     over, lat_p99, lat_max, pre_p99, steal = [], [], [], [], []
+    steps: dict[str, list[float]] = {}
     warned, kinds, complete = 0, set(), 0
     for r in man["runs"]:
         if r["state"] != "complete":
@@ -57,11 +59,22 @@ def level_figures(root: Path, video_s: float) -> dict[str, Any]:
             if path.get("rtt", {}).get("error_ms_p99") is not None:
                 pre_p99.append(path["rtt"]["error_ms_p99"])
         steal.append(s["host_steal_during_playback"]["fraction"])
+        # Where the overhead went: the life cycle's steps (provenance lifecycle_s) with playback
+        # split into the player's start-up (network and buffering) and the rest of it.
+        life = dict(p.get("lifecycle_s") or {})
+        play, startup = life.pop("play", None), s.get("startup_delay_s")
+        life.pop("total", None)
+        if play is not None:
+            life["play beyond the video"] = play - video_s - (startup or 0.0)
+            life["player start-up (buffering)"] = startup or 0.0
+        for k, v in life.items():
+            steps.setdefault(k, []).append(v)
     nan = float("nan")
     return {"runs": len(man["runs"]), "complete": complete, "warned": warned, "kinds": sorted(kinds),
             "overhead_s": sum(over) / len(over) if over else nan,
             "lat_p99_ms": max(lat_p99, default=nan), "lat_max_ms": max(lat_max, default=nan),
-            "pre_p99_ms": max(pre_p99, default=nan), "steal": sum(steal) / len(steal) if steal else nan}
+            "pre_p99_ms": max(pre_p99, default=nan), "steal": sum(steal) / len(steal) if steal else nan,
+            "steps_s": {k: sum(v) / len(v) for k, v in steps.items()}}
 
 
 def main() -> int:
@@ -102,6 +115,8 @@ def main() -> int:
                   + (f"  [sweep exit {cp.returncode}: {cp.stderr.strip()[-300:]}]" if cp.returncode else ""))
             for k in f["kinds"]:
                 print(f"    warning kind: {k}")
+            top = sorted(f["steps_s"].items(), key=lambda kv: -kv[1])
+            print("    overhead by step (mean s): " + ", ".join(f"{k} {v:.2f}" for k, v in top if v >= 0.05))
     finally:
         if not a.keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -50,6 +50,16 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     return 2 if bad else 0
 
 
+# A run's delay lines, player (decoding video in real time) and samplers keep about one CPU busy, and
+# the measured figures (README "How many at once", bench/bench_fidelity_parallel.py) hold with one
+# run per two CPUs: the default leaves the other for the host, the sweep itself and other tenants.
+CPUS_PER_RUN = 2
+
+
+def default_parallel(cpus: int) -> int:
+    return max(1, min(8, cpus // CPUS_PER_RUN))
+
+
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from core.errors import EXIT_INTERRUPTED, RunFailed, RunInterrupted
     from mpvlab.run.context import RunOptions
@@ -265,11 +275,17 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
             console.print(Text(bad_root, style="red"))
             return 2
         return cluster.cmd_run(plan, args, console)
-    if not 1 <= args.parallel <= 8:
+    if args.parallel is None:
+        args.parallel = default_parallel(os.cpu_count() or 1)
+        parallel_note = (f"{args.parallel} at once: the default for {os.cpu_count()} CPUs (one run per "
+                         f"{CPUS_PER_RUN} CPUs; --parallel N to choose, README \"How many at once\")")
+    elif not 1 <= args.parallel <= 8:
         console.print(Text("--parallel: allowed 1..8 (see README for what this machine holds)", style="red"))
         return 2
+    else:
+        parallel_note = f"{args.parallel} at once"
     console.print(f"sweep [cyan]{plan.sweep}[/cyan]: {len(plan.configs)} configuration(s) × {plan.trials} "
-                  f"trial(s) = {len(plan.runs)} runs → {Path(args.results) / plan.sweep}")
+                  f"trial(s) = {len(plan.runs)} runs → {Path(args.results) / plan.sweep}; {parallel_note}")
     if args.dry_run:
         for r in plan.runs:
             console.print(f"  {r.key}  seed {r.seed}  (video {r.scenario.video.duration / 1e9:g} s)")
@@ -366,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     sw.add_argument("--quick", action="store_true", help="the spec's short variant (quick: block), for CI")
     sw.add_argument("--results", default=str(Path(__file__).resolve().parent.parent / "results"),
                     help="results root; the sweep writes <results>/<sweep-name>/ (default: ./results)")
-    sw.add_argument("--parallel", type=int, default=1, help="runs at once (default 1; see README for this machine)")
+    sw.add_argument("--parallel", type=int, default=None,
+                    help=f"runs at once, 1..8 (default: one per {CPUS_PER_RUN} CPUs of this machine, at least 1)")
     sw.add_argument("--retry-failed", action="store_true", help="redo runs that failed in an earlier invocation")
     sw.add_argument("--dry-run", action="store_true", help="list the planned runs and seeds, run nothing")
     sw.add_argument("--no-report", action="store_true", help="do not build RESULTS/<sweep>/report/ at the end")

@@ -67,11 +67,14 @@ def _ledger(results: Path) -> ledger.Ledger | None:
 
 
 def _wait_for_player(results: Path, run: subprocess.Popen[str]) -> ledger.Ledger:
-    """The run's ledger once its player is registered (the last process a run starts)."""
+    """The run's ledger once its player has started playing: the player is staged before t0 and
+    released at t0, after every collector started, so then every component is running."""
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while time.monotonic() < deadline:
         led = _ledger(results)
-        if led is not None and any(p["label"] == "player" for p in led.procs):
+        events = list(results.glob("fault-*/*/logs/player-events.jsonl"))
+        started = len(events) == 1 and '"type":"start"' in events[0].read_text()
+        if led is not None and started and any(p["label"] == "player" for p in led.procs):
             return led
         if run.poll() is not None:
             pytest.fail(f"the run ended before its player started:\n{run.stdout.read() if run.stdout else ''}")

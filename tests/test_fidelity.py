@@ -210,3 +210,49 @@ def test_delay_line_moves_its_t0_on_request(tmp_path: Path) -> None:
     assert after and max(after) < 30 * MS                     # 0 ms on the new clock (any stall < 30 ms)
     assert st["t0_ns"] == new_t0 and st["t0_initial_ns"] == t0 and st["t0_updates"] == 1
     assert st["t0_set_at_ns"] > t0 and st["step_log_rows_before_t0_move"] >= 1
+
+
+@needs_root
+@pytest.mark.netns
+def test_outage_follows_a_moved_t0(tmp_path: Path) -> None:
+    """A line with an outage moves its t0 too (runzero.fix no longer keeps a fixed lead for it): the
+    outage [1.0 s, 1.8 s) is on the run's clock. Started with t0 = now, moved to now + 2 s at once:
+    echoes 1.2–1.6 s after the start fall in the outage only on the OLD clock and all come back;
+    echoes 1.2–1.6 s after the NEW t0 are all dropped. Counts, not times: 40 ms margins either side
+    of every interval edge, far above a scheduling stall's effect on when an echo is sent."""
+    import signal
+    import time
+    from testbed import delayline as H
+    with H.Line() as line:
+        start = time.monotonic_ns()
+        t0_file = line.tmp / "dl.t0"
+        d = line.delayline(H.square(0, 0, 2_000_000, low_first=False), queue=0, t0_ns=start,
+                           extra=["--t0-file", str(t0_file), "--outage", "1000000:1800000"])
+        line.add_queue("rs", 0)
+        new_t0 = start + 2_000_000_000
+        t0_file.write_text(f"{new_t0}\n")
+        assert d.proc is not None
+        os.kill(d.proc.pid, signal.SIGUSR1)
+        ack = Path(f"{t0_file}.ack")
+        for _ in range(500):
+            if ack.exists() and ack.read_text().strip() == str(new_t0):
+                break
+            time.sleep(0.002)
+        assert ack.read_text().strip() == str(new_t0)
+
+        def echoes_from(at_ns: int) -> list[dict[str, Any]]:
+            time.sleep(max(0.0, (at_ns - time.monotonic_ns()) / 1e9))
+            return line.ping(8, 0.05, wait_s=0.5)
+
+        old_clock = echoes_from(start + 1_200_000_000)
+        new_clock = echoes_from(new_t0 + 1_200_000_000)
+        st = d.stop()
+
+    def inside(rows: list[dict[str, Any]], t0: int) -> list[dict[str, Any]]:
+        return [r for r in rows if 1_040_000_000 <= r["send_mono_ns"] - t0 <= 1_760_000_000]
+
+    old_in = [r for r in old_clock if r["send_mono_ns"] < new_t0 - 40_000_000]
+    assert old_in and all(r["rtt_ns"] is not None for r in old_in), old_clock
+    new_in = inside(new_clock, new_t0)
+    assert new_in and all(r["rtt_ns"] is None for r in new_in), new_clock
+    assert st["t0_ns"] == new_t0 and st["t0_updates"] == 1

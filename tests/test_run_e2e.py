@@ -198,7 +198,7 @@ def _start_and_wait_for_playback(tmp_path: Path, name: str) -> tuple[subprocess.
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         runs = list((results / name).glob("*/logs/player-events.jsonl")) if (results / name).exists() else []
-        if runs:
+        if runs and '"type":"start"' in runs[0].read_text():      # at t0; the file exists from staging
             return p, runs[0].parent.parent
         time.sleep(0.2)
     p.kill()

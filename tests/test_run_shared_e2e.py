@@ -154,8 +154,9 @@ def test_shared_run_interrupted_stops_everything(tmp_path: Path) -> None:
     deadline = time.monotonic() + 60
     run: Path | None = None
     while time.monotonic() < deadline and run is None:
+        # Players are staged before t0 (their events file exists then); "start" is written at t0.
         hits = list(results.glob("*/logs/client1/player-events.jsonl")) if results.exists() else []
-        run = hits[0].parent.parent.parent if hits else None
+        run = hits[0].parent.parent.parent if hits and '"type":"start"' in hits[0].read_text() else None
         time.sleep(0.2)
     if run is None:
         p.kill()

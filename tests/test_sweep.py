@@ -204,3 +204,9 @@ def test_real_sweep_resume_and_report(tmp_path: Path) -> None:
     page = (root / "report" / "report.html").read_text()
     # 3 bars + cwnd + throughput of one scenario + BBR's model, modes and estimate (a BBR-family CC ran)
     assert page.count('src="data:image/svg+xml;base64,') == 5 + 3
+
+
+def test_default_parallelism_is_one_run_per_two_cpus() -> None:
+    from mpvlab.cli import CPUS_PER_RUN, default_parallel
+    assert CPUS_PER_RUN == 2
+    assert [default_parallel(n) for n in (1, 2, 3, 4, 8, 64)] == [1, 1, 1, 2, 4, 8]
