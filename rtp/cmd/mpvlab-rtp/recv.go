@@ -39,25 +39,28 @@ type recvFrame struct {
 }
 
 type receiver struct {
-	cfg      recvConfig
-	conn     *net.UDPConn
-	mu       sync.Mutex
-	peer     *net.UDPAddr
-	frames   map[uint32]*recvFrame
-	end      map[string]any // the sender's end-of-stream record, once seen
-	bins     map[int64]*rateBin
-	packets  int
-	rtpBytes int64
-	badPkts  int
-	dupPkts  int
-	seqFirst int64
-	seqMax   int64
-	fbSent   int
-	fbBytes  int
-	firstNs  int64
-	lastNs   int64
-	mismatch int // frames whose reassembled NAL bytes differ from the sender's stamp
-	seenSeq  map[int64]bool
+	cfg       recvConfig
+	conn      *net.UDPConn
+	mu        sync.Mutex
+	peer      *net.UDPAddr
+	frames    map[uint32]*recvFrame
+	end       map[string]any // the sender's end-of-stream record, once seen
+	bins      map[int64]*rateBin
+	packets   int
+	rtpBytes  int64
+	badPkts   int
+	dupPkts   int
+	seqFirst  int64
+	seqMax    int64
+	fbSent    int
+	fbBytes   int
+	firstNs   int64
+	lastNs    int64
+	mismatch  int // frames whose reassembled NAL bytes differ from the sender's stamp
+	seenSeq   map[int64]bool
+	fbErrs    int // feedback the socket refused (no route, buffer full)
+	udpDgrams int // every datagram the socket read (RTP and the end records): the interface check
+	udpBytes  int64
 }
 
 type rateBin struct {
@@ -127,7 +130,13 @@ func runRecv(args []string) error {
 		if peer == nil {
 			return 0, nil
 		}
-		return conn.WriteToUDP(b, peer)
+		n, err := conn.WriteToUDP(b, peer)
+		if err != nil {
+			r.mu.Lock()
+			r.fbErrs++
+			r.mu.Unlock()
+		}
+		return n, err
 	}))
 	info := &interceptor.StreamInfo{SSRC: defaultSSRC, ClockRate: 90000, MimeType: "video/H264", PayloadType: payloadType,
 		RTPHeaderExtensions: []interceptor.RTPHeaderExtension{{URI: twccURI, ID: extTWCC}}}
@@ -174,6 +183,8 @@ func (r *receiver) readWire(b []byte, a interceptor.Attributes) (int, intercepto
 		if r.peer == nil {
 			r.peer = from
 		}
+		r.udpDgrams++
+		r.udpBytes += int64(n)
 		r.mu.Unlock()
 		if n >= len(endMagic) && string(b[:len(endMagic)]) == endMagic {
 			var end map[string]any
@@ -351,7 +362,7 @@ func (r *receiver) writeResults() error {
 		"playout_deadline_ms":        float64(c.deadline.Nanoseconds()) / 1e6,
 		"packets_received":           r.packets, "packets_expected": expected, "packets_lost": expected - r.packets,
 		"duplicate_packets": r.dupPkts, "unparsable_packets": r.badPkts,
-		"rtp_bytes_received": r.rtpBytes, "feedback_rtcp_sent": r.fbSent, "feedback_rtcp_bytes": r.fbBytes,
+		"rtp_bytes_received": r.rtpBytes, "udp_datagrams_received": r.udpDgrams, "udp_payload_bytes_received": r.udpBytes, "feedback_rtcp_sent": r.fbSent, "feedback_rtcp_bytes": r.fbBytes, "feedback_send_errors": r.fbErrs,
 		"latency_ms": map[string]any{"p50": pct(0.5), "p95": pct(0.95), "p99": pct(0.99), "max": pct(1.0),
 			"definition": "capture (encoder input, CLOCK_MONOTONIC) to the arrival of the frame's last missing packet"},
 	}

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,12 +24,13 @@ import (
 )
 
 type sendConfig struct {
-	dest, controller, out, ready, encoder string
-	initialBps, minBps, maxBps            int
-	duration                              time.Duration
-	fps, width, height, keyint            int
-	t0Ns                                  int64
-	drainWait                             time.Duration
+	dest, controller, out, ready, encoder, python string
+	content, local                                string
+	initialBps, minBps, maxBps                    int
+	duration                                      time.Duration
+	fps, width, height, keyint                    int
+	t0Ns                                          int64
+	drainWait                                     time.Duration
 }
 
 // sentPacket is one row of packets.csv: what left the socket.
@@ -79,10 +79,13 @@ func parseSendFlags(args []string) (sendConfig, error) {
 	fs := flag.NewFlagSet("send", flag.ContinueOnError)
 	c := sendConfig{}
 	fs.StringVar(&c.dest, "dest", "", "viewer address:port")
+	fs.StringVar(&c.local, "local", "", "local address to send from (default: the route's source)")
 	fs.StringVar(&c.controller, "controller", "gcc", "rate controller")
 	fs.StringVar(&c.out, "out", "", "directory for the CSVs and sender.json")
 	fs.StringVar(&c.ready, "ready", "", "file written once the encoder runs (pids)")
-	fs.StringVar(&c.encoder, "encoder", "", "the live encoder's command line, space-separated (python live_encoder.py)")
+	fs.StringVar(&c.encoder, "encoder", "", "the live encoder script (rtp/encoder/live_encoder.py)")
+	fs.StringVar(&c.python, "python", "/usr/bin/python3", "the Python with GStreamer's bindings (gi) that runs it")
+	fs.StringVar(&c.content, "content", "moving-smpte", "the encoder's test picture")
 	fs.IntVar(&c.initialBps, "initial-bitrate", 300_000, "bit/s before feedback")
 	fs.IntVar(&c.minBps, "min-bitrate", 50_000, "bit/s floor")
 	fs.IntVar(&c.maxBps, "max-bitrate", 1_300_000, "bit/s cap")
@@ -114,7 +117,13 @@ func runSend(args []string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := net.DialUDP("udp4", nil, raddr)
+	var laddr *net.UDPAddr
+	if cfg.local != "" {
+		if laddr, err = net.ResolveUDPAddr("udp4", cfg.local+":0"); err != nil {
+			return err
+		}
+	}
+	conn, err := net.DialUDP("udp4", laddr, raddr)
 	if err != nil {
 		return err
 	}
@@ -339,9 +348,8 @@ type encodedFrame struct {
 }
 
 func startEncoder(c sendConfig) (*encoder, error) {
-	argv := strings.Fields(c.encoder)
-	argv = append(argv, "--fps", fmt.Sprint(c.fps), "--width", fmt.Sprint(c.width), "--height", fmt.Sprint(c.height),
-		"--keyint", fmt.Sprint(c.keyint), "--bitrate-kbps", fmt.Sprint(c.initialBps/1000))
+	argv := []string{c.python, c.encoder, "--content", c.content, "--fps", fmt.Sprint(c.fps), "--width", fmt.Sprint(c.width), "--height", fmt.Sprint(c.height),
+		"--keyint", fmt.Sprint(c.keyint), "--bitrate-kbps", fmt.Sprint(c.initialBps / 1000)}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	// The encoder dies with the sender, even if the sender is killed (the run's ledger also has its pid).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
