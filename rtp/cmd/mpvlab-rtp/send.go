@@ -189,7 +189,15 @@ func runSend(args []string) error {
 	// Every target change goes to the encoder at once (the encoder's rate follows the controller
 	// at every update) and into targets.csv.
 	targets := make(chan int, 256)
+	var targetsMu sync.Mutex
+	targetsClosed := false
+	// GCC calls this from its own goroutines, also after the stream ended: never send on a closed channel.
 	s.bwe.OnTargetBitrateChange(func(bps int) {
+		targetsMu.Lock()
+		defer targetsMu.Unlock()
+		if targetsClosed {
+			return
+		}
 		select {
 		case targets <- bps:
 		default: // a burst of updates: the next one carries the newest value
@@ -213,7 +221,10 @@ func runSend(args []string) error {
 	}()
 
 	frames, err := s.sendFrames(enc, writer)
+	targetsMu.Lock()
+	targetsClosed = true
 	close(targets)
+	targetsMu.Unlock()
 	<-targetsDone
 	enc.stop()
 	if err != nil {
