@@ -1,5 +1,5 @@
 """The rtp workload (mpvlab/run/workloads/rtp.py, rtp/cmd/mpvlab-rtp) end to end: the shipped
-scenario scenarios/rtp-gcc-short.yaml — 20 s of live video under Google Congestion Control through a
+scenario scenarios/rtp-gcc-short.yaml (and the same with controller webrtc-bbr, all but the last point) — 20 s of live video under Google Congestion Control through a
 1 Mbit/s, 15 KB drop-tail bottleneck — and what must hold whatever the host's load:
 
 - every frame captured is accounted at the viewer exactly once: on time + late + lost = captured;
@@ -44,15 +44,22 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 @pytest.mark.netns
 @pytest.mark.e2e
-def test_rtp_gcc_run_accounts_every_frame_packet_and_byte(tmp_path: Path) -> None:
+@pytest.mark.parametrize("controller", ["gcc", "webrtc-bbr"])
+def test_rtp_run_accounts_every_frame_packet_and_byte(tmp_path: Path, controller: str) -> None:
+    """The shipped scenario, and the same with WebRTC's 2018 BBR in GCC's place (correctness only:
+    its rates are a study result, rtp/README.md)."""
+    name = f"rtp-{controller}"
+    f = tmp_path / f"{name}.yaml"
+    f.write_text(SCENARIO.read_text().replace("name: rtp-gcc-short", f"name: {name}")
+                 .replace("controller: gcc", f"controller: {controller}"))
     results = tmp_path / "results"
-    cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", str(SCENARIO), "--results", str(results)],
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(results)],
                         capture_output=True, text=True, timeout=120, cwd=REPO)
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    (run_dir,) = [d for d in (results / "rtp-gcc-short").iterdir() if d.is_dir()]
+    (run_dir,) = [d for d in (results / name).iterdir() if d.is_dir()]
     s = json.loads((run_dir / "summary.json").read_text())
     r = s["rtp"]
-    assert s["workload"] == "rtp" and s["topology"] == "dumbbell" and r["controller"] == "gcc"
+    assert s["workload"] == "rtp" and s["topology"] == "dumbbell" and r["controller"] == controller
 
     # Frames: the live source ran for the configured media time (a stalled host may skip captures,
     # never add them), and the viewer accounted each one exactly once.
@@ -92,7 +99,29 @@ def test_rtp_gcc_run_accounts_every_frame_packet_and_byte(tmp_path: Path) -> Non
     set_kbps = {int(t["encoder_set_bps"]) // 1000 for t in _rows(run_dir / "logs/rtp/sender/targets.csv")}
     used_kbps = {int(f["encoder_bps"]) // 1000 for f in tx_frames}
     assert used_kbps <= set_kbps, used_kbps - set_kbps
-    assert r["target_bps"]["updates"] >= 10         # GCC updated its target as feedback came in
+    assert r["target_bps"]["updates"] >= 10         # the controller updated its target as feedback came in
 
+    if controller != "gcc":
+        return
     steady = r["target_bps"]["steady_mean"]
     assert 0.5 * LINK_BPS <= steady <= 1.0 * LINK_BPS, r["target_bps"]
+
+
+@pytest.mark.parametrize("workload,topology,error", [
+    ({"kind": "rtp", "controller": "bbr"}, "dumbbell", "controller"),
+    ({"kind": "rtp", "initial_bitrate": "2mbit"}, "dumbbell", "min_bitrate ≤ initial_bitrate ≤ max_bitrate"),
+    ({"kind": "rtp", "max_bitrate": "100gbit"}, "dumbbell", "between 16kbit and 50mbit"),
+    ({"kind": "rtp", "duration": "1s"}, "dumbbell", "duration must lie between 2s and 60min"),
+    ({"kind": "rtp", "playout_deadline": "1ms"}, "dumbbell", "playout_deadline"),
+    ({"kind": "rtp", "width": 641}, "dumbbell", "multiple of 2"),
+    ({"kind": "rtp", "encoder": "x"}, "dumbbell", "encoder"),
+    ({"kind": "rtp"}, "dual-path", "rtp runs on topology dumbbell"),
+])
+def test_rtp_scenario_rejects_bad_input(workload: dict, topology: str, error: str) -> None:
+    from mpvlab.scenario import Scenario
+    paths = {"a": {"down": {"rate": "1mbit", "buffer": "15KB", "delay": "20ms"}}}
+    if topology == "dual-path":
+        paths["b"] = paths["a"]
+    with pytest.raises(ValueError) as e:
+        Scenario.model_validate({"name": "x", "topology": {"kind": topology}, "paths": paths, "workload": workload})
+    assert error in str(e.value), str(e.value)

@@ -46,7 +46,7 @@ class BulkWorkloadSpec(Strict):
 
 
 # The rate controllers mpvlab-rtp knows (rtp/cmd/mpvlab-rtp/controllers.go keeps the same registry).
-RTP_CONTROLLERS = ("gcc",)
+RTP_CONTROLLERS = ("gcc", "webrtc-bbr")
 
 
 class RtpWorkloadSpec(Strict):

@@ -27,6 +27,11 @@ var controllers = map[string]func(controllerConfig) (cc.BandwidthEstimator, erro
 			gcc.SendSideBWEMaxBitrate(c.MaxBps),
 		)
 	},
+	// WebRTC's 2018 BBR (rtp/bbr: three-best-samples filter, loss recovery sub-states, similar-RTT
+	// PROBE_RTT skip) with its own pacer and window (bbr_estimator.go).
+	"webrtc-bbr": func(c controllerConfig) (cc.BandwidthEstimator, error) {
+		return newBBREstimator(c)
+	},
 }
 
 func newController(name string, c controllerConfig) (cc.BandwidthEstimator, error) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/pion/interceptor/pkg/twcc"
 	"github.com/pion/rtcp"
@@ -82,5 +83,39 @@ func TestUnknownControllerIsNamed(t *testing.T) {
 	}
 	if _, err := newController("gcc", controllerConfig{300_000, 50_000, 1_000_000}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The BBR adapter's decoding of TWCC: pion's recorder reports arrivals 5 ms apart (µs on its clock)
+// and one loss; the acks must carry the same spacing and the loss, in sequence order.
+func TestTWCCAcksKeepArrivalSpacing(t *testing.T) {
+	rec := twcc.NewRecorder(1)
+	for i := 0; i < 10; i++ {
+		if i != 4 {
+			rec.Record(defaultSSRC, uint16(65533+i), int64(100_000+5_000*i))
+		}
+	}
+	pkts := rec.BuildFeedbackPacket()
+	raw, err := rtcp.Marshal(pkts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := rtcp.Unmarshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acks := twccAcks(parsed[0].(*rtcp.TransportLayerCC), 65530)
+	if len(acks) != 10 {
+		t.Fatalf("%d acks", len(acks))
+	}
+	for i, a := range acks {
+		if a.Seq != int64(65533+i) || a.Lost != (i == 4) {
+			t.Fatalf("ack %d: %+v", i, a)
+		}
+		if i > 0 && i != 4 && i != 5 {
+			if d := a.Arrival - acks[i-1].Arrival; d < 4750*time.Microsecond || d > 5250*time.Microsecond {
+				t.Fatalf("ack %d: arrival step %v, want 5 ms (±250 µs, TWCC's resolution)", i, d)
+			}
+		}
 	}
 }
