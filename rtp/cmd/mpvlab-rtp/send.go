@@ -203,11 +203,6 @@ func runSend(args []string) error {
 		default: // a burst of updates: the next one carries the newest value
 		}
 	})
-	encoderBps := func(target int) int {
-		// The encoder gets the target less the RTP/UDP/IP headers of the packets it will fill
-		// (about 12 + 24 extension + 8 UDP + 20 IP bytes per ≤ 1200-byte payload).
-		return target * maxPayloadMTU / (maxPayloadMTU + 64)
-	}
 	s.recordTarget(cfg.initialBps, encoderBps(cfg.initialBps))
 	enc.setBitrate(encoderBps(cfg.initialBps))
 	targetsDone := make(chan struct{})
@@ -340,6 +335,13 @@ func (s *sender) sendFrames(enc *encoder, w interceptor.RTPWriter) ([]frameRow, 
 	}
 }
 
+// encoderBps is what the encoder is asked for at a controller target: the target less the
+// RTP/UDP/IP headers of the packets it will fill (about 12 + 24 extension + 8 UDP + 20 IP bytes per
+// ≤ 1200-byte payload).
+func encoderBps(target int) int {
+	return target * maxPayloadMTU / (maxPayloadMTU + 64)
+}
+
 // --- the live encoder child (rtp/encoder/live_encoder.py) ---------------------------------------
 
 type encoder struct {
@@ -359,8 +361,10 @@ type encodedFrame struct {
 }
 
 func startEncoder(c sendConfig) (*encoder, error) {
+	// Started at the setting the initial target gives, so that every frame's bitrate is one the
+	// controller set (tests/test_rtp_run.py checks it), even a frame made before the first command.
 	argv := []string{c.python, c.encoder, "--content", c.content, "--fps", fmt.Sprint(c.fps), "--width", fmt.Sprint(c.width), "--height", fmt.Sprint(c.height),
-		"--keyint", fmt.Sprint(c.keyint), "--bitrate-kbps", fmt.Sprint(c.initialBps / 1000)}
+		"--keyint", fmt.Sprint(c.keyint), "--bitrate-kbps", fmt.Sprint(max(encoderBps(c.initialBps)/1000, 16))}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	// The encoder dies with the sender, even if the sender is killed (the run's ledger also has its pid).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
