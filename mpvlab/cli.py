@@ -141,6 +141,12 @@ def _print_summary(console: Console, run_dir: Path) -> None:
         console.print(f"  bulk transfer: {b['bytes_received'] / 1e6:.2f} MB in {b['transfer_s']:.3f} s "
                       f"({b['goodput_bps'] / 1e6:.2f} Mbit/s), cc {b['cc_seen']}")
         return
+    if s.get("workload") == "rtp":
+        r = s["rtp"]
+        console.print(f"  rtp {r['controller']}: {r['frames_captured']} frames captured, {r['frames_on_time']} on time, "
+                      f"{r['frames_late']} late, {r['frames_lost']} lost; latency p50 {r['latency_ms']['p50']} ms; "
+                      f"steady target {r['target_bps']['steady_mean']} bit/s; packet loss {r['packet_loss']}")
+        return
     console.print(f"  underflows {s['underflows']} ({_secs(s['underflow_total_s'])}), picture discards "
                   f"{s['picture_discards']}, startup {_secs(s['startup_delay_s'])}, playback {_secs(s['duration_s'])}")
     if s.get("fidelity_warnings"):

@@ -181,6 +181,12 @@ class Scenario(Strict):
         if self.transport.subflows is not None and self.transport.subflows > len(self.paths):
             raise ValueError("transport.subflows cannot exceed the number of paths")
         self._addressing_fits()
+        if self.workload.kind == "rtp" and self.topology.kind != "dumbbell":
+            raise ValueError(f"workload.kind rtp runs on topology dumbbell (one path; RTP over UDP is not "
+                             f"multipath), not {self.topology.kind}")
+        if self.workload.kind == "rtp" and self.transport.scheduler != "default":
+            raise ValueError("workload.kind rtp sends over UDP: transport.scheduler must be 'default' "
+                             f"(got {self.transport.scheduler!r})")
         if self.workload.kind != "video" and self.topology.kind not in ("dual-path", "dumbbell"):
             raise ValueError(f"workload.kind {self.workload.kind} runs on topology dual-path or dumbbell, "
                              f"not {self.topology.kind} (yet)")

@@ -204,6 +204,27 @@ class BulkRecord(Record):
     definition: str
 
 
+class RtpRecord(OpenRecord):
+    """workload rtp (mpvlab/run/workloads/rtp.py): frames captured = on time + late + lost at the viewer."""
+
+    controller: str
+    frames_captured: int
+    frames_on_time: int
+    frames_late: int
+    frames_lost: int
+    playout_deadline_ms: float
+    latency_ms: dict[str, Any]
+    packets_sent: int
+    packets_received: int
+    packets_lost: int
+    rtp_bytes_sent: int
+    rtp_bytes_received: int
+    feedback: dict[str, Any]
+    target_bps: dict[str, Any]
+    encoder_per_second: list[dict[str, Any]]
+    received_per_second: list[dict[str, Any]]
+
+
 class FlowStateRecord(Record):
     """One flow of the CC's state file: identity (`flow` = server-side 4-tuple, MPTCP token when `ss`
     showed one), role (mpvlab/flows.py), its rows in the window and its own means."""
@@ -288,7 +309,7 @@ class EmulatedSummary(RunHead, PlayerQoE):
     """dual-path and dumbbell runs (mpvlab/run/emulated.py), workload video (the player's QoE, flat) or bulk."""
 
     topology: Literal["dual-path", "dumbbell"]
-    workload: Literal["video", "bulk"]
+    workload: Literal["video", "bulk", "rtp"]
     scheduler: str
     duration_s: DurationS
     bytes_total: BytesTotal
@@ -328,6 +349,8 @@ class EmulatedSummary(RunHead, PlayerQoE):
     http: HttpRecord | None = None
     # workload bulk
     bulk: BulkRecord | None = None
+    # workload rtp
+    rtp: RtpRecord | None = None
 
 
 class PhysicalSummary(RunHead, PlayerQoE):

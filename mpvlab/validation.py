@@ -57,8 +57,10 @@ def _validate_scenario(path: Path, key_dir: Path | None) -> Verdict:
             note = f"; key files found in {where}"
         else:
             note = f"; key files not checked: no key folder {where} here (give --key-dir)"
-    return Verdict(True, f"{path}: ok (scenario {sc.name!r}, {len(sc.paths)} paths, cc {sc.transport.cc}, "
-                         f"scheduler {sc.transport.scheduler}, video {sc.video.duration / 1e9:g} s{note})")
+    w = sc.workload
+    what = (f"rtp {w.controller} {w.duration / 1e9:g} s" if w.kind == "rtp"    # UDP: no cc, no scheduler
+            else f"cc {sc.transport.cc}, scheduler {sc.transport.scheduler}, video {sc.video.duration / 1e9:g} s")
+    return Verdict(True, f"{path}: ok (scenario {sc.name!r}, {len(sc.paths)} paths, {what}{note})")
 
 
 def _validate_spec(path: Path) -> Verdict:

@@ -24,10 +24,11 @@ from core import proc
 from core.errors import RunFailed
 
 # Ledger labels of processes that end on their own while the run goes on (the workload's client and
-# endpoints, which the workload itself reports on; helpers of cleanup), so they are not watched.
+# endpoints, which the workload itself reports on — rtp: an encoder that dies ends its sender with an
+# error; helpers of cleanup), so they are not watched.
 # Every other registered process (Apache, schedtrace, qdiscstat, the scheduler's controller, a CC's
 # loader, delay lines) must live until the workload has ended.
-UNWATCHED_PREFIXES = ("player", "bulk ", "netns member", "iperf3 ", "voip ", "ssh master")
+UNWATCHED_PREFIXES = ("player", "bulk ", "rtp ", "netns member", "iperf3 ", "voip ", "ssh master")
 # Delay lines have their own check with their stderr in the message (links/emulator.py
 # describe_death); the run calls it first, so theirs is the message a user sees.
 SEPARATELY_WATCHED_PREFIXES = ("delayline ",)

@@ -168,6 +168,15 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
             per_path[p.name]["outages_configured_s"] = [[a / 1e9, b / 1e9] for a, b in outages]
     checks: dict[str, Any] = {}
     warnings: list[str] = []
+    if outcome.transport == "udp":
+        # No MPTCP connection to trace: the interface counters are checked against the datagrams the
+        # workload's own receiver read instead (udp_wire_check).
+        for name, v in per_path.items():
+            v["payload_bytes_handed"] = None
+        checks.update(udp_wire_check(per_path, outcome.wire or {}))
+        warnings += [f"cross-check {k} failed: {v}" for k, v in checks.items() if not v["ok"]]
+        return _body(ctx, sc, outcome, total, per_path, [], {"path_switches": None, "decisions": None,
+                     "definition": None}, steer, checks, warnings, sampler, playback_s)
     retrans = _retransmitted_segments_by_path(topo, ctx.data / "subflows.csv")
     for name, v in per_path.items():
         v["payload_bytes_handed"] = view["bytes_handed"][name]
@@ -196,6 +205,12 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
     checks["subflow_addresses"] = subflow_address_check(topo, subflows)
     if not checks["subflow_addresses"]["ok"]:
         raise RunFailed(f"MPTCP subflows on unexpected (client, server) address pairs: {checks['subflow_addresses']}")
+    return _body(ctx, sc, outcome, total, per_path, subflows, view, steer, checks, warnings, sampler, playback_s)
+
+
+def _body(ctx: RunContext, sc: Any, outcome: Outcome, total: int, per_path: dict[str, dict[str, Any]],
+          subflows: list[dict[str, Any]], view: dict[str, Any], steer: dict[str, Any], checks: dict[str, Any],
+          warnings: list[str], sampler: sampling.Sampler, playback_s: float | None) -> dict[str, Any]:
     return {
         "scheduler": sc.transport.scheduler,
         **outcome.fields,
@@ -211,3 +226,23 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
         "sampler_errors": sampler.errors,
         "cc_state": cc_state_view(ctx, sampler, playback_s),
     }
+
+
+UDP_OVERHEAD = 14 + 20 + 8   # Ethernet, IPv4, UDP headers: what the interface counts beyond the UDP payload
+UDP_OTHER_PACKETS = 20       # ARP, IPv6 neighbour/router solicitation the client's interface may see too
+
+
+def udp_wire_check(per_path: dict[str, dict[str, Any]], wire: dict[str, int]) -> dict[str, Any]:
+    """The client interface's receive counters against what the workload's receiver read from its UDP
+    socket: every datagram crossed the interface once with 42 bytes of headers, and little else did
+    (at most UDP_OTHER_PACKETS other packets, of at most 1 % of the bytes)."""
+    (name, v), = per_path.items()
+    dgrams, payload = wire.get("udp_datagrams", 0), wire.get("udp_payload_bytes", 0)
+    expected = payload + dgrams * UDP_OVERHEAD
+    extra_pkts, extra_bytes = v["rx_packets"] - dgrams, v["rx_bytes"] - expected
+    ok = dgrams > 0 and 0 <= extra_pkts <= UDP_OTHER_PACKETS and 0 <= extra_bytes <= 0.01 * expected
+    return {f"bytes_{name}_interface_vs_udp_socket": {
+        "interface_rx_bytes": v["rx_bytes"], "interface_rx_packets": v["rx_packets"],
+        "socket_datagrams": dgrams, "socket_udp_payload_bytes": payload, "expected_interface_bytes": expected,
+        "other_packets": extra_pkts, "other_bytes": extra_bytes, "tolerance": "0 ≤ other packets ≤ 20, "
+        "0 ≤ other bytes ≤ 1 %", "ok": ok}}

@@ -6,8 +6,9 @@ from typing import Callable
 
 from mpvlab.run.workloads.base import Workload
 from mpvlab.run.workloads.bulk import BulkWorkload
+from mpvlab.run.workloads.rtp import RtpWorkload
 from mpvlab.run.workloads.video import VideoWorkload
 
 WorkloadFactory = Callable[[], Workload]
 
-WORKLOADS: dict[str, WorkloadFactory] = {"video": VideoWorkload, "bulk": BulkWorkload}
+WORKLOADS: dict[str, WorkloadFactory] = {"video": VideoWorkload, "bulk": BulkWorkload, "rtp": RtpWorkload}

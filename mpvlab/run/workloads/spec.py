@@ -45,7 +45,51 @@ class BulkWorkloadSpec(Strict):
         return self
 
 
-WorkloadSpec = Annotated[Union[VideoWorkloadSpec, BulkWorkloadSpec], Field(discriminator="kind")]
+# The rate controllers mpvlab-rtp knows (rtp/cmd/mpvlab-rtp/controllers.go keeps the same registry).
+RTP_CONTROLLERS = ("gcc", "webrtc-bbr")
+
+
+class RtpWorkloadSpec(Strict):
+    """Live video server → client over RTP/UDP (rtp/README.md): a test picture encoded in real time
+    (x264, zerolatency) whose bitrate follows the rate `controller` at every update, TWCC feedback.
+    `duration` of media from the first captured frame; the controller's target stays within
+    [min_bitrate, max_bitrate] and starts at initial_bitrate; a frame complete later than capture +
+    `playout_deadline` counts as late. `timeout`: give up after this long (default duration + 60 s)."""
+
+    kind: Literal["rtp"]
+    controller: Literal[RTP_CONTROLLERS] = "gcc"  # type: ignore[valid-type]
+    duration: Duration = 20 * 10**9
+    max_bitrate: Rate = 1_300_000
+    min_bitrate: Rate = 50_000
+    initial_bitrate: Rate = 300_000            # libwebrtc's default start rate
+    fps: int = Field(30, ge=1, le=60)
+    width: int = Field(640, ge=64, le=1920, multiple_of=2)
+    height: int = Field(360, ge=64, le=1080, multiple_of=2)
+    keyint: int = Field(60, ge=1, le=600, description="frames between keyframes")
+    playout_deadline: Duration = 400 * 10**6
+    content: Literal["moving-smpte", "snow"] = "moving-smpte"
+    timeout: Duration | None = None
+
+    @model_validator(mode="after")
+    def _ranges(self) -> "RtpWorkloadSpec":
+        if not 2 * 10**9 <= self.duration <= 3600 * 10**9:
+            raise ValueError("duration must lie between 2s and 60min")
+        # 16 kbit/s is the encoder's floor; 50 Mbit/s bounds typos far above what x264 ultrafast
+        # makes of a 1080p test picture on one core.
+        for name in ("min_bitrate", "initial_bitrate", "max_bitrate"):
+            if not 16_000 <= getattr(self, name) <= 50_000_000:
+                raise ValueError(f"{name} must lie between 16kbit and 50mbit")
+        if not self.min_bitrate <= self.initial_bitrate <= self.max_bitrate:
+            raise ValueError("need min_bitrate ≤ initial_bitrate ≤ max_bitrate "
+                             f"(got {self.min_bitrate}, {self.initial_bitrate}, {self.max_bitrate} bit/s)")
+        if not 20 * 10**6 <= self.playout_deadline <= 10 * 10**9:
+            raise ValueError("playout_deadline must lie between 20ms and 10s")
+        if self.timeout is not None and not 10**9 <= self.timeout <= 24 * 3600 * 10**9:
+            raise ValueError("timeout must lie between 1s and 24h")
+        return self
+
+
+WorkloadSpec = Annotated[Union[VideoWorkloadSpec, BulkWorkloadSpec, RtpWorkloadSpec], Field(discriminator="kind")]
 
 
 # --- the video workload's sections of the scenario ---------------------------------------------

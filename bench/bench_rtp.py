@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Live video over RTP (workload rtp): the timing figures the test does not assert, each beside its
+configured value — per-frame end-to-end latency against the playout deadline, the encoder's achieved
+bitrate against the controller's target in every 1 s window (within 10 %?), the controller's steady
+target and the rate the viewer received against the link rate, packet loss.
+
+Usage (root): .venv/bin/python bench/bench_rtp.py [SCENARIO] [--runs N]
+(default: scenarios/rtp-gcc-short.yaml, one run; results kept under --results, /tmp/mpvlab-bench-rtp)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from mpvlab.scenario import load_scenario  # noqa: E402
+
+WITHIN = 0.10      # achieved vs target per window
+
+
+def run_once(scenario: Path, results: Path) -> dict[str, Any]:
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", str(scenario), "--results", str(results)],
+                        capture_output=True, text=True, timeout=600, cwd=REPO)
+    if cp.returncode != 0:
+        raise SystemExit(cp.stdout + cp.stderr)
+    run_dir = max((d for d in results.glob("*/*") if d.is_dir()), key=lambda d: d.stat().st_mtime)
+    s: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
+    s["_dir"] = str(run_dir)
+    return s
+
+
+def report(s: dict[str, Any], link_bps: int | None, buffer: str, delay: str) -> None:
+    r = s["rtp"]
+    lat = r["latency_ms"]
+    print(f"run {s['_dir']}")
+    print(f"  frames: captured {r['frames_captured']}, on time {r['frames_on_time']}, late {r['frames_late']}, "
+          f"lost {r['frames_lost']} (playout deadline {r['playout_deadline_ms']:g} ms)")
+    print(f"  latency capture→complete ms: p50 {lat['p50']:.1f}  p95 {lat['p95']:.1f}  p99 {lat['p99']:.1f}  "
+          f"max {lat['max']:.1f}   (configured: one-way delay {delay}, buffer {buffer}, deadline "
+          f"{r['playout_deadline_ms']:g} ms)")
+    windows = [w for w in r["encoder_per_second"] if w["frames"] >= 0.9 * max(x["frames"] for x in r["encoder_per_second"])]
+    ok = [w for w in windows if abs(w["achieved_bps"] - w["encoder_set_bps"]) <= WITHIN * w["encoder_set_bps"]]
+    ok_t = [w for w in windows if abs(w["achieved_bps"] - w["target_bps"]) <= WITHIN * w["target_bps"]]
+    print(f"  encoder achieved vs asked, full 1 s windows: {len(ok)}/{len(windows)} within ±{WITHIN:.0%} of the "
+          f"encoder setting, {len(ok_t)}/{len(windows)} within ±{WITHIN:.0%} of the controller target")
+    print("    t_s  achieved  encoder_set  target   ratio_to_target")
+    for w in r["encoder_per_second"]:
+        ratio = w["achieved_bps"] / w["target_bps"] if w["target_bps"] else float("nan")
+        print(f"    {w['t_s']:5.1f} {w['achieved_bps']:9d} {w['encoder_set_bps']:11.0f} {w['target_bps']:8.0f}   {ratio:.3f}")
+    rx = [x["received_bps"] for x in r["received_per_second"]][1:-1]   # full seconds only
+    t = r["target_bps"]
+    link = f"{link_bps / 1e6:g} Mbit/s" if link_bps else "unshaped"
+    print(f"  controller {r['controller']}: target initial {t['initial']}, final {t['final']}, steady mean "
+          f"{t['steady_mean']} bit/s ({t['steady_mean'] / link_bps:.3f} × link)" if link_bps else "")
+    if rx:
+        print(f"  received at the viewer: mean {statistics.mean(rx):.0f} bit/s over full seconds "
+              f"(link {link}{', ' + format(statistics.mean(rx) / link_bps, '.3f') + ' × link' if link_bps else ''})")
+    print(f"  packets: sent {r['packets_sent']}, lost {r['packets_lost']} ({r['packet_loss']:.4%}); feedback missing "
+          f"for {r['feedback']['transport_seqs_without_feedback']}")
+    print(f"  host steal during the stream: {s['host_steal_during_playback']}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scenario", nargs="?", default=str(REPO / "scenarios" / "rtp-gcc-short.yaml"))
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--results", default="/tmp/mpvlab-bench-rtp", help="kept, to look into")
+    args = ap.parse_args()
+    sc, _ = load_scenario(Path(args.scenario))
+    (path,) = sc.paths.values()
+    link_bps = path.down.rate
+    for _ in range(args.runs):
+        delay = getattr(path.down.delay, "value", None)
+        report(run_once(Path(args.scenario), Path(args.results)), link_bps, f"{path.down.buffer}",
+               f"{delay / 1e6:g} ms" if isinstance(delay, int) else f"{path.down.delay}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

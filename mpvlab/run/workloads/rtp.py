@@ -1,0 +1,198 @@
+"""The rtp workload: live video from the server (the broadcaster) to the client (the viewer) over
+RTP/UDP, rate-controlled by a send-side controller fed by TWCC feedback (rtp/README.md). Both ends are
+`rtp/build/mpvlab-rtp`; the sender runs the live encoder (rtp/encoder/live_encoder.py) as its child.
+
+Its part of the summary (`rtp`): every frame captured accounted at the viewer (on time, late beyond
+the playout deadline, lost), per-frame latency percentiles, packets and bytes both ends, the TWCC
+feedback coverage, the controller's target over time and the encoder's achieved bitrate per second.
+The run fails when the ends disagree on what was sent (frames or packets unaccounted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from core import proc
+from core.errors import RunFailed
+from mpvlab.run import steps
+from mpvlab.run.context import RunContext
+from mpvlab.run.workloads.base import Ends, Outcome
+
+ROOT = Path(__file__).resolve().parents[3]
+BINARY = ROOT / "rtp" / "build" / "mpvlab-rtp"
+ENCODER = ROOT / "rtp" / "encoder" / "live_encoder.py"
+RTP_PORT = 5601         # not the fidelity probe's 5201, the cross traffic's 5301 nor bulk's 5401
+STEADY_FROM = 0.5       # the steady-state target is the mean over the second half of the stream
+
+
+class RtpWorkload:
+    name = "rtp"
+    port = RTP_PORT
+
+    def __init__(self) -> None:
+        self.sender: subprocess.Popen[bytes] | None = None
+        self.receiver: subprocess.Popen[bytes] | None = None
+        self.deadline = 0.0
+        self.timeout_s = 0.0
+
+    def prepare(self, ctx: RunContext) -> None:
+        if not BINARY.exists():
+            raise RunFailed(f"{BINARY} is missing: run ./setup.sh (it builds rtp/ with Go)")
+
+    def serve(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
+        pass    # the viewer listens from time zero on (it bins arrivals on the run's fixed clock)
+
+    def _spawn(self, ctx: RunContext, stack: contextlib.ExitStack, host: Any, argv: list[str],
+               side: str) -> subprocess.Popen[bytes]:
+        out = ctx.logs / "rtp" / side
+        with (out / f"{side}.log").open("wb") as log:
+            p: subprocess.Popen[bytes] = host.popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        ctx.ledger.add_proc(proc.ProcRef.of(p.pid, f"rtp {side}"))
+        stack.callback(proc.stop_child, p, 3.0)
+        return p
+
+    def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
+        spec = ctx.scenario.workload
+        root = ctx.logs / "rtp"
+        for side in ("receiver", "sender"):
+            (root / side).mkdir(parents=True, exist_ok=True)
+        self.timeout_s = self._timeout_s(ctx)
+        r_ready = root / "receiver" / "ready.json"
+        self.receiver = self._spawn(ctx, stack, ends.client, [
+            # bound to the path's address: its feedback then leaves with that source, which the client's
+            # policy routing sends back over the path (a wildcard socket has no route)
+            str(BINARY), "recv", "--listen", f"{ends.clients[0].addr}:{RTP_PORT}", "--out", str(root / "receiver"),
+            "--ready", str(r_ready), "--t0-ns", str(ctx.t0_ns),
+            "--playout-deadline", f"{spec.playout_deadline}ns", "--start-timeout", "30s", "--idle-timeout", "10s",
+            "--max-run", f"{self.timeout_s:.0f}s"], "receiver")
+        proc.wait_ready(self.receiver, r_ready, "rtp receiver", 10.0, log=root / "receiver" / "receiver.log",
+                        error=RunFailed)
+        s_ready = root / "sender" / "ready.json"
+        self.sender = self._spawn(ctx, stack, ends.server, [
+            # from the server's address, the one the viewer's routes lead back to (the default source
+            # would be the server's link address, which the client has no route for)
+            str(BINARY), "send", "--local", ends.server_addr, "--dest", f"{ends.clients[0].addr}:{RTP_PORT}",
+            "--controller", spec.controller,
+            "--out", str(root / "sender"), "--ready", str(s_ready), "--t0-ns", str(ctx.t0_ns),
+            "--python", sys.executable, "--encoder", str(ENCODER), "--content", spec.content,
+            "--initial-bitrate", str(spec.initial_bitrate), "--min-bitrate", str(spec.min_bitrate),
+            "--max-bitrate", str(spec.max_bitrate), "--duration", f"{spec.duration}ns",
+            "--fps", str(spec.fps), "--width", str(spec.width), "--height", str(spec.height),
+            "--keyint", str(spec.keyint)], "sender")
+        proc.wait_ready(self.sender, s_ready, "rtp sender", 20.0, log=root / "sender" / "sender.log", error=RunFailed)
+        # The encoder is the sender's child (it dies with it: PR_SET_PDEATHSIG); the ledger has it too,
+        # so a killed run's cleanup finds it by pid and start time.
+        enc_pid = steps.read_json(s_ready).get("encoder_pid")
+        if isinstance(enc_pid, int) and enc_pid > 0:
+            ctx.ledger.add_proc(proc.ProcRef.of(enc_pid, "rtp encoder"))
+        self.deadline = time.monotonic() + self.timeout_s
+
+    @staticmethod
+    def _timeout_s(ctx: RunContext) -> float:
+        spec = ctx.scenario.workload
+        return spec.timeout / 1e9 if spec.timeout is not None else spec.duration / 1e9 + 60
+
+    def running(self) -> bool:
+        assert self.sender is not None and self.receiver is not None
+        return self.sender.poll() is None or self.receiver.poll() is None
+
+    def check(self, ctx: RunContext) -> None:
+        assert self.sender is not None and self.receiver is not None
+        for p, side in ((self.sender, "sender"), (self.receiver, "receiver")):
+            if p.poll() not in (None, 0):
+                raise RunFailed(f"rtp {side} exited with code {p.returncode} (logs/rtp/{side}/{side}.log)")
+        if time.monotonic() > self.deadline:
+            raise RunFailed(f"rtp stream did not finish within {self.timeout_s:.0f} s")
+
+    def progress(self, ctx: RunContext) -> str:
+        return f"streaming ({(time.monotonic_ns() - ctx.t0_ns) / 1e9:5.1f} s)"
+
+    def finish(self, ctx: RunContext) -> Outcome:
+        root = ctx.logs / "rtp"
+        self.check(ctx)
+        tx, rx = steps.read_json(root / "sender" / "sender.json"), steps.read_json(root / "receiver" / "receiver.json")
+        if not tx or not rx:
+            raise RunFailed("rtp stream left no record (logs/rtp/)")
+        record, warnings = rtp_record(ctx, tx, rx, root)
+        duration_s = (rx.get("last_packet_s") or 0.0) - (rx.get("first_packet_s") or 0.0)
+        wire = {"udp_datagrams": rx["udp_datagrams_received"], "udp_payload_bytes": rx["udp_payload_bytes_received"]}
+        return Outcome({"rtp": record, "duration_s": round(duration_s, 6)}, duration_s, "rtp_streams", 1,
+                       warnings=warnings, transport="udp", wire=wire)
+
+
+def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Path) -> tuple[dict[str, Any], list[str]]:
+    """The summary's `rtp` part, after the checks that make it trustworthy: the viewer accounted exactly
+    the frames the broadcaster captured, and every packet sent was received or counted lost."""
+    spec = ctx.scenario.workload
+    captured = tx["frames_captured"]
+    on_time, late, lost = rx["frames_on_time"], rx["frames_late"], rx["frames_lost"]
+    if not rx["end_record_seen"]:
+        raise RunFailed("rtp: the sender's end-of-stream record never reached the viewer")
+    if rx["frames_accounted"] != captured or on_time + late + lost != captured:
+        raise RunFailed(f"rtp: {captured} frames captured, the viewer accounted {rx['frames_accounted']} "
+                        f"(on time {on_time} + late {late} + lost {lost})")
+    if rx["packets_expected"] != tx["packets_sent"] or rx["packets_received"] + rx["packets_lost"] != tx["packets_sent"]:
+        raise RunFailed(f"rtp: {tx['packets_sent']} packets sent, the viewer expected {rx['packets_expected']} "
+                        f"and received {rx['packets_received']}")
+    if rx["rtp_bytes_received"] > tx["rtp_bytes_sent"]:
+        raise RunFailed(f"rtp: {rx['rtp_bytes_received']} RTP bytes received, more than the {tx['rtp_bytes_sent']} sent")
+    warnings = []
+    fb = tx["feedback"]
+    if fb["transport_seqs_without_feedback"]:
+        warnings.append(f"rtp: {fb['transport_seqs_without_feedback']} of {fb['transport_seqs_sent']} packets never "
+                        "appeared in TWCC feedback (logs/rtp/sender/sender.json)")
+    if rx["frames_reassembly_mismatch"]:
+        warnings.append(f"rtp: {rx['frames_reassembly_mismatch']} complete frames reassembled to other NAL bytes than sent")
+    targets = _read_csv(root / "sender" / "targets.csv")
+    enc = _read_csv(root / "sender" / "encoder.csv")
+    steady = _steady_target(enc)
+    record = {
+        "controller": spec.controller,
+        "frames_captured": captured, "frames_on_time": on_time, "frames_late": late, "frames_lost": lost,
+        "frames_lost_incomplete": rx["frames_lost_incomplete"], "frames_lost_unseen": rx["frames_lost_unseen"],
+        "frames_reassembly_mismatch": rx["frames_reassembly_mismatch"],
+        "playout_deadline_ms": rx["playout_deadline_ms"],
+        "latency_ms": rx["latency_ms"],
+        "packets_sent": tx["packets_sent"], "packets_received": rx["packets_received"], "packets_lost": rx["packets_lost"],
+        "packet_loss": round(rx["packets_lost"] / tx["packets_sent"], 6) if tx["packets_sent"] else None,
+        "rtp_bytes_sent": tx["rtp_bytes_sent"], "rtp_bytes_received": rx["rtp_bytes_received"],
+        "feedback": fb,
+        "target_bps": {"initial": spec.initial_bitrate, "final": tx.get("final_target_bps"),
+                       "updates": tx["target_updates"], "steady_mean": steady,
+                       "steady_definition": "time-weighted mean of the controller's target over the stream's "
+                                            "second half (1 s windows of capture time)"},
+        "encoder_per_second": [{"t_s": float(r["window_start_s"]), "frames": int(r["frames"]),
+                                "achieved_bps": int(r["achieved_bps"]), "target_bps": float(r["target_bps_mean"]),
+                                "encoder_set_bps": float(r["encoder_set_bps_mean"])} for r in enc],
+        "received_per_second": [{"second": int(r["second"]), "received_bps": int(r["received_bps"])}
+                                for r in _read_csv(root / "receiver" / "rate.csv")],
+        "target_changes": len(targets),
+        "files": {"sender": "logs/rtp/sender/{frames,packets,targets,encoder}.csv",
+                  "receiver": "logs/rtp/receiver/{frames,rate}.csv"},
+    }
+    ctx.extra_prov["rtp"] = {"binary": str(BINARY), "encoder": str(ENCODER), "controller": spec.controller,
+                             "implementation": "pion/interceptor v0.1.51 (pkg/gcc, pkg/twcc, pkg/cc)"}
+    return record, warnings
+
+
+def _steady_target(enc: list[dict[str, str]]) -> float | None:
+    """The mean target over the full 1 s windows of the stream's second half."""
+    full = [r for r in enc if int(r["frames"]) > 0]
+    half = full[int(len(full) * STEADY_FROM):-1] if len(full) > 2 else []
+    if not half:
+        return None
+    return round(sum(float(r["target_bps_mean"]) for r in half) / len(half))
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    try:
+        with path.open() as f:
+            return list(csv.DictReader(f))
+    except OSError:
+        return []

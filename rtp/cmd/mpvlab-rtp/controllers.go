@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/pion/interceptor/pkg/cc"
+	"github.com/pion/interceptor/pkg/gcc"
+)
+
+// controllerConfig is what every rate controller is built from.
+type controllerConfig struct {
+	InitialBps, MinBps, MaxBps int
+}
+
+// controllers: the registry of send-side rate controllers, by the name a scenario uses
+// (mpvlab/run/workloads/spec.py keeps the same list). Each returns pion's BandwidthEstimator, the
+// interface the cc interceptor drives with TWCC feedback and asks for the target.
+var controllers = map[string]func(controllerConfig) (cc.BandwidthEstimator, error){
+	// Google Congestion Control as pion implements it: delay-based (arrival-group trendline,
+	// overuse detector, AIMD rate controller) and loss-based estimates, the lower wins; its own
+	// leaky-bucket pacer sends at 1.5 × the target.
+	"gcc": func(c controllerConfig) (cc.BandwidthEstimator, error) {
+		return gcc.NewSendSideBWE(
+			gcc.SendSideBWEInitialBitrate(c.InitialBps),
+			gcc.SendSideBWEMinBitrate(c.MinBps),
+			gcc.SendSideBWEMaxBitrate(c.MaxBps),
+		)
+	},
+	// WebRTC's 2018 BBR (rtp/bbr: three-best-samples filter, loss recovery sub-states, similar-RTT
+	// PROBE_RTT skip) with its own pacer and window (bbr_estimator.go).
+	"webrtc-bbr": func(c controllerConfig) (cc.BandwidthEstimator, error) {
+		return newBBREstimator(c)
+	},
+}
+
+func newController(name string, c controllerConfig) (cc.BandwidthEstimator, error) {
+	f, ok := controllers[name]
+	if !ok {
+		names := make([]string, 0, len(controllers))
+		for n := range controllers {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return nil, fmt.Errorf("unknown controller %q (known: %v)", name, names)
+	}
+	return f(c)
+}

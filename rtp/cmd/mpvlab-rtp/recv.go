@@ -1,0 +1,374 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/pion/interceptor"
+	"github.com/pion/interceptor/pkg/twcc"
+	"github.com/pion/rtcp"
+	"github.com/pion/rtp"
+	"github.com/pion/rtp/codecs"
+)
+
+type recvConfig struct {
+	listen, out, ready string
+	deadline           time.Duration // playout deadline: capture → frame complete
+	t0Ns               int64
+	startTimeout, idle time.Duration
+	maxRun             time.Duration
+}
+
+type recvFrame struct {
+	captureNs  int64
+	count      uint16
+	nalBytes   uint32
+	parts      map[uint16][]byte
+	firstNs    int64
+	completeNs int64 // arrival of the packet that completed it; 0 while incomplete
+	bytes      int
+}
+
+type receiver struct {
+	cfg       recvConfig
+	conn      *net.UDPConn
+	mu        sync.Mutex
+	peer      *net.UDPAddr
+	frames    map[uint32]*recvFrame
+	end       map[string]any // the sender's end-of-stream record, once seen
+	bins      map[int64]*rateBin
+	packets   int
+	rtpBytes  int64
+	badPkts   int
+	dupPkts   int
+	seqFirst  int64
+	seqMax    int64
+	fbSent    int
+	fbBytes   int
+	firstNs   int64
+	lastNs    int64
+	mismatch  int // frames whose reassembled NAL bytes differ from the sender's stamp
+	seenSeq   map[int64]bool
+	fbErrs    int // feedback the socket refused (no route, buffer full)
+	udpDgrams int // every datagram the socket read (RTP and the end records): the interface check
+	udpBytes  int64
+}
+
+type rateBin struct {
+	bytes   int64
+	packets int
+}
+
+func parseRecvFlags(args []string) (recvConfig, error) {
+	fs := flag.NewFlagSet("recv", flag.ContinueOnError)
+	c := recvConfig{}
+	fs.StringVar(&c.listen, "listen", ":5600", "UDP address to listen on")
+	fs.StringVar(&c.out, "out", "", "directory for the CSVs and receiver.json")
+	fs.StringVar(&c.ready, "ready", "", "file written once the socket listens")
+	fs.DurationVar(&c.deadline, "playout-deadline", 400*time.Millisecond, "a frame complete later than capture + this is late")
+	fs.Int64Var(&c.t0Ns, "t0-ns", 0, "run time zero, CLOCK_MONOTONIC ns")
+	fs.DurationVar(&c.startTimeout, "start-timeout", 60*time.Second, "give up when no packet came for this long from the start")
+	fs.DurationVar(&c.idle, "idle-timeout", 10*time.Second, "end when no packet came for this long after the first")
+	fs.DurationVar(&c.maxRun, "max-run", time.Hour, "end after this long in any case")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if c.out == "" {
+		return c, errors.New("recv needs --out")
+	}
+	return c, nil
+}
+
+func runRecv(args []string) error {
+	cfg, err := parseRecvFlags(args)
+	if err != nil {
+		return err
+	}
+	laddr, err := net.ResolveUDPAddr("udp4", cfg.listen)
+	if err != nil {
+		return err
+	}
+	conn, err := net.ListenUDP("udp4", laddr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	r := &receiver{cfg: cfg, conn: conn, frames: map[uint32]*recvFrame{}, bins: map[int64]*rateBin{},
+		seqFirst: -1, seqMax: -1, seenSeq: map[int64]bool{}}
+
+	// pion's TWCC sender interceptor records each packet's transport-wide number and arrival time
+	// and sends the feedback (every 100 ms, its default, as libwebrtc) through the RTCP writer.
+	tf, err := twcc.NewSenderInterceptor()
+	if err != nil {
+		return err
+	}
+	reg := interceptor.Registry{}
+	reg.Add(tf)
+	chain, err := reg.Build("mpvlab")
+	if err != nil {
+		return err
+	}
+	chain.BindRTCPWriter(interceptor.RTCPWriterFunc(func(pkts []rtcp.Packet, _ interceptor.Attributes) (int, error) {
+		b, err := rtcp.Marshal(pkts)
+		if err != nil {
+			return 0, err
+		}
+		r.mu.Lock()
+		peer := r.peer
+		r.fbSent++
+		r.fbBytes += len(b)
+		r.mu.Unlock()
+		if peer == nil {
+			return 0, nil
+		}
+		n, err := conn.WriteToUDP(b, peer)
+		if err != nil {
+			r.mu.Lock()
+			r.fbErrs++
+			r.mu.Unlock()
+		}
+		return n, err
+	}))
+	info := &interceptor.StreamInfo{SSRC: defaultSSRC, ClockRate: 90000, MimeType: "video/H264", PayloadType: payloadType,
+		RTPHeaderExtensions: []interceptor.RTPHeaderExtension{{URI: twccURI, ID: extTWCC}}}
+	reader := chain.BindRemoteStream(info, interceptor.RTPReaderFunc(r.readWire))
+	if cfg.ready != "" {
+		if err := writeJSON(cfg.ready, map[string]any{"pid": os.Getpid(), "listen": conn.LocalAddr().String()}); err != nil {
+			return err
+		}
+	}
+	started := time.Now()
+	_ = conn.SetReadDeadline(started.Add(cfg.startTimeout))
+	buf := make([]byte, 2048)
+	for time.Since(started) < cfg.maxRun {
+		n, _, err := reader.Read(buf, nil)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				break // the end (after the sender's end record) or silence
+			}
+			r.badPkts++ // an RTP packet the chain could not parse: counted, not fatal
+			continue
+		}
+		r.onRTP(buf[:n])
+	}
+	_ = chain.Close()
+	if err := r.writeResults(); err != nil {
+		return err
+	}
+	if r.end == nil {
+		return fmt.Errorf("the sender's end-of-stream record never arrived (%d packets received)", r.packets)
+	}
+	return nil
+}
+
+// readWire is the bottom of the chain: one datagram; the sender's end record is taken here and never
+// reaches the chain, which parses every datagram it is given as RTP.
+func (r *receiver) readWire(b []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
+	for {
+		n, from, err := r.conn.ReadFromUDP(b)
+		if err != nil {
+			return 0, a, err
+		}
+		r.mu.Lock()
+		if r.peer == nil {
+			r.peer = from
+		}
+		r.udpDgrams++
+		r.udpBytes += int64(n)
+		r.mu.Unlock()
+		if n >= len(endMagic) && string(b[:len(endMagic)]) == endMagic {
+			var end map[string]any
+			if json.Unmarshal(b[len(endMagic):n], &end) == nil && r.end == nil {
+				r.end = end
+				// Packets arrive before the end record (one FIFO path); half a second more lets the
+				// twcc interceptor send its last feedback.
+				_ = r.conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			}
+			continue
+		}
+		if r.end == nil {
+			_ = r.conn.SetReadDeadline(time.Now().Add(r.cfg.idle))
+		}
+		return n, a, nil
+	}
+}
+
+func (r *receiver) onRTP(b []byte) {
+	now := monotonicNs()
+	var p rtp.Packet
+	if err := p.Unmarshal(b); err != nil {
+		r.badPkts++
+		return
+	}
+	st, err := parseStamp(p.GetExtension(extFrame), p.GetExtension(extFramePart))
+	if err != nil || st.Count == 0 || st.Index >= st.Count {
+		r.badPkts++
+		return
+	}
+	seq := int64(p.SequenceNumber)
+	if r.seqMax >= 0 {
+		seq = unwrap16(p.SequenceNumber, r.seqMax)
+	}
+	if r.seenSeq[seq] {
+		r.dupPkts++
+		return
+	}
+	r.seenSeq[seq] = true
+	if r.seqFirst < 0 || seq < r.seqFirst {
+		r.seqFirst = seq
+	}
+	r.seqMax = max(r.seqMax, seq)
+	r.packets++
+	r.rtpBytes += int64(len(b))
+	if r.firstNs == 0 {
+		r.firstNs = now
+	}
+	r.lastNs = now
+	bin := (now - r.cfg.t0Ns) / 1e9
+	if r.bins[bin] == nil {
+		r.bins[bin] = &rateBin{}
+	}
+	r.bins[bin].bytes += int64(len(b))
+	r.bins[bin].packets++
+
+	f := r.frames[st.Frame]
+	if f == nil {
+		f = &recvFrame{captureNs: st.CaptureNs, count: st.Count, nalBytes: st.NALBytes, parts: map[uint16][]byte{}, firstNs: now}
+		r.frames[st.Frame] = f
+	}
+	if f.completeNs != 0 {
+		return
+	}
+	f.parts[st.Index] = append([]byte(nil), p.Payload...)
+	f.bytes += len(b)
+	if len(f.parts) == int(f.count) {
+		f.completeNs = now
+		if r.reassemble(f) != f.nalBytes {
+			r.mismatch++
+		}
+		f.parts = nil // the bytes are checked; keep the memory flat
+	}
+}
+
+// reassemble depacketises a complete frame in packet order (pion's H264 depacketiser: single NAL,
+// STAP-A, FU-A) and counts its NAL bytes as the sender did.
+func (r *receiver) reassemble(f *recvFrame) uint32 {
+	d := &codecs.H264Packet{}
+	var au []byte
+	for i := uint16(0); i < f.count; i++ {
+		out, err := d.Unmarshal(f.parts[i])
+		if err != nil {
+			return 0
+		}
+		au = append(au, out...)
+	}
+	return nalBytes(au)
+}
+
+func (r *receiver) writeResults() error {
+	c := r.cfg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// Which frames existed: 0 … frames-1 by the sender's end record; without it, up to the highest seen.
+	total := 0
+	for n := range r.frames {
+		total = max(total, int(n)+1)
+	}
+	endSeen := r.end != nil
+	if endSeen {
+		if v, ok := r.end["frames"].(float64); ok {
+			total = max(total, int(v))
+		}
+	}
+	var rows [][]string
+	var onTime, late, lostIncomplete, lostUnseen int
+	var lat []float64
+	for n := 0; n < total; n++ {
+		f := r.frames[uint32(n)]
+		status, latMs, capS, got, want := "lost", "", "", "0", ""
+		switch {
+		case f == nil:
+			lostUnseen++
+		case f.completeNs == 0:
+			lostIncomplete++
+			capS, got, want = secs(f.captureNs, c.t0Ns), strconv.Itoa(len(f.parts)), strconv.Itoa(int(f.count))
+		default:
+			l := float64(f.completeNs-f.captureNs) / 1e6
+			lat = append(lat, l)
+			latMs, capS, got, want = strconv.FormatFloat(l, 'f', 3, 64), secs(f.captureNs, c.t0Ns), strconv.Itoa(int(f.count)), strconv.Itoa(int(f.count))
+			if f.completeNs-f.captureNs <= c.deadline.Nanoseconds() {
+				status = "on_time"
+				onTime++
+			} else {
+				status = "late"
+				late++
+			}
+		}
+		rows = append(rows, []string{strconv.Itoa(n), capS, status, latMs, got, want})
+	}
+	if err := writeCSV(filepath.Join(c.out, "frames.csv"), []string{"frame", "capture_s", "status", "latency_ms",
+		"packets_received", "packets_in_frame"}, rows); err != nil {
+		return err
+	}
+	rows = rows[:0]
+	var secsKeys []int64
+	for k := range r.bins {
+		secsKeys = append(secsKeys, k)
+	}
+	sort.Slice(secsKeys, func(i, j int) bool { return secsKeys[i] < secsKeys[j] })
+	if len(secsKeys) > 0 {
+		for k := secsKeys[0]; k <= secsKeys[len(secsKeys)-1]; k++ {
+			b := r.bins[k]
+			if b == nil {
+				b = &rateBin{}
+			}
+			rows = append(rows, []string{itoa(k), itoa(b.bytes * 8), strconv.Itoa(b.packets)})
+		}
+	}
+	if err := writeCSV(filepath.Join(c.out, "rate.csv"), []string{"second", "received_bps", "packets"}, rows); err != nil {
+		return err
+	}
+	expected := 0
+	if r.seqFirst >= 0 {
+		expected = int(r.seqMax - r.seqFirst + 1)
+	}
+	if endSeen {
+		if v, ok := r.end["packets"].(float64); ok {
+			expected = int(v) // the sender numbers from 0: every packet it sent
+		}
+	}
+	sort.Float64s(lat)
+	pct := func(q float64) any {
+		if len(lat) == 0 {
+			return nil
+		}
+		return lat[min(len(lat)-1, int(q*float64(len(lat))))]
+	}
+	out := map[string]any{
+		"end_record_seen": endSeen, "frames_sent_by_end_record": r.end["frames"],
+		"frames_accounted": total, "frames_on_time": onTime, "frames_late": late,
+		"frames_lost": lostIncomplete + lostUnseen, "frames_lost_incomplete": lostIncomplete, "frames_lost_unseen": lostUnseen,
+		"frames_reassembly_mismatch": r.mismatch,
+		"playout_deadline_ms":        float64(c.deadline.Nanoseconds()) / 1e6,
+		"packets_received":           r.packets, "packets_expected": expected, "packets_lost": expected - r.packets,
+		"duplicate_packets": r.dupPkts, "unparsable_packets": r.badPkts,
+		"rtp_bytes_received": r.rtpBytes, "udp_datagrams_received": r.udpDgrams, "udp_payload_bytes_received": r.udpBytes, "feedback_rtcp_sent": r.fbSent, "feedback_rtcp_bytes": r.fbBytes, "feedback_send_errors": r.fbErrs,
+		"latency_ms": map[string]any{"p50": pct(0.5), "p95": pct(0.95), "p99": pct(0.99), "max": pct(1.0),
+			"definition": "capture (encoder input, CLOCK_MONOTONIC) to the arrival of the frame's last missing packet"},
+	}
+	if r.firstNs != 0 {
+		out["first_packet_s"] = float64(r.firstNs-c.t0Ns) / 1e9
+		out["last_packet_s"] = float64(r.lastNs-c.t0Ns) / 1e9
+	}
+	return writeJSON(filepath.Join(c.out, "receiver.json"), out)
+}

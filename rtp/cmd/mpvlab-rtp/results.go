@@ -1,0 +1,138 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path) // readers never see half a file
+}
+
+func writeCSV(path string, header []string, rows [][]string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	_ = w.Write(header)
+	_ = w.WriteAll(rows)
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// secs is a run-time instant in seconds since t0, as the other collectors write it.
+func secs(ns, t0 int64) string { return strconv.FormatFloat(float64(ns-t0)/1e9, 'f', 6, 64) }
+
+// stepMean is the time-weighted mean of a step function (values set at times ts) over [a, b).
+func stepMean(ts []int64, vs []int, a, b int64) float64 {
+	if b <= a || len(ts) == 0 {
+		return 0
+	}
+	var acc float64
+	for i := range ts {
+		lo, hi := ts[i], b
+		if i+1 < len(ts) {
+			hi = ts[i+1]
+		}
+		if i == 0 && lo > a {
+			lo = a // before the first record the first value held (the initial target)
+		}
+		lo, hi = max(lo, a), min(hi, b)
+		if hi > lo {
+			acc += float64(vs[i]) * float64(hi-lo)
+		}
+	}
+	return acc / float64(b-a)
+}
+
+func (s *sender) writeResults(frames []frameRow) error {
+	c := s.cfg
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var rows [][]string
+	for _, f := range frames {
+		rows = append(rows, []string{itoa(int64(f.frame)), itoa(f.captureNs), secs(f.captureNs, c.t0Ns),
+			strconv.FormatFloat(float64(f.handedNs-f.captureNs)/1e6, 'f', 3, 64), strconv.FormatBool(f.keyframe),
+			itoa(int64(f.bytes)), itoa(int64(f.nalBytes)), itoa(int64(f.packets)), itoa(int64(f.encoderBps)), itoa(int64(f.targetBps))})
+	}
+	if err := writeCSV(filepath.Join(c.out, "frames.csv"), []string{"frame", "capture_ns", "capture_s",
+		"encode_to_pacer_ms", "keyframe", "bytes", "nal_bytes", "packets", "encoder_bps", "target_bps"}, rows); err != nil {
+		return err
+	}
+	rows = rows[:0]
+	var rtpBytes int64
+	for _, p := range s.packets {
+		rtpBytes += int64(p.wireBytes)
+		rows = append(rows, []string{secs(p.tNs, c.t0Ns), itoa(p.tseq), itoa(int64(p.seq)), itoa(int64(p.frame)), itoa(int64(p.wireBytes))})
+	}
+	if err := writeCSV(filepath.Join(c.out, "packets.csv"), []string{"t_s", "transport_seq", "rtp_seq", "frame", "udp_payload_bytes"}, rows); err != nil {
+		return err
+	}
+	rows = rows[:0]
+	ts, tv, ev := []int64{}, []int{}, []int{}
+	for _, t := range s.targets {
+		ts, tv, ev = append(ts, t.tNs), append(tv, t.targetBps), append(ev, t.encoderBp)
+		st, _ := json.Marshal(t.stats)
+		rows = append(rows, []string{secs(t.tNs, c.t0Ns), itoa(int64(t.targetBps)), itoa(int64(t.encoderBp)), string(st)})
+	}
+	if err := writeCSV(filepath.Join(c.out, "targets.csv"), []string{"t_s", "target_bps", "encoder_set_bps", "controller_stats"}, rows); err != nil {
+		return err
+	}
+	// The encoder's achieved bitrate per 1 s of capture time beside what it was asked for then.
+	rows = rows[:0]
+	if len(frames) > 0 {
+		first := frames[0].captureNs
+		nwin := int((frames[len(frames)-1].captureNs-first)/1e9) + 1
+		bits := make([]int64, nwin)
+		nfr := make([]int, nwin)
+		for _, f := range frames {
+			w := int((f.captureNs - first) / 1e9)
+			bits[w] += int64(f.bytes) * 8
+			nfr[w]++
+		}
+		for w := 0; w < nwin; w++ {
+			a, b := first+int64(w)*1e9, first+int64(w+1)*1e9
+			rows = append(rows, []string{secs(a, c.t0Ns), itoa(int64(nfr[w])), itoa(bits[w]),
+				fmt.Sprintf("%.0f", stepMean(ts, tv, a, b)), fmt.Sprintf("%.0f", stepMean(ts, ev, a, b))})
+		}
+	}
+	if err := writeCSV(filepath.Join(c.out, "encoder.csv"), []string{"window_start_s", "frames", "achieved_bps",
+		"target_bps_mean", "encoder_set_bps_mean"}, rows); err != nil {
+		return err
+	}
+	fb := s.ledger.summary()
+	out := map[string]any{
+		"controller": c.controller, "frames_captured": len(frames), "packets_sent": s.wireSent,
+		"packets_handed": s.handed, "rtp_bytes_sent": rtpBytes, "send_errors": s.sendErrs, "feedback": fb,
+		"fps": c.fps, "width": c.width, "height": c.height, "duration_s": c.duration.Seconds(),
+		"bitrate_bps":    map[string]int{"initial": c.initialBps, "min": c.minBps, "max": c.maxBps},
+		"target_updates": len(s.targets),
+	}
+	if len(frames) > 0 {
+		out["first_capture_s"] = float64(frames[0].captureNs-c.t0Ns) / 1e9
+		out["last_capture_s"] = float64(frames[len(frames)-1].captureNs-c.t0Ns) / 1e9
+	}
+	if len(s.targets) > 0 {
+		out["final_target_bps"] = s.targets[len(s.targets)-1].targetBps
+	}
+	return writeJSON(filepath.Join(c.out, "sender.json"), out)
+}

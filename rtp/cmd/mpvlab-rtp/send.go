@@ -1,0 +1,435 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/pion/interceptor"
+	"github.com/pion/interceptor/pkg/cc"
+	"github.com/pion/interceptor/pkg/twcc"
+	"github.com/pion/rtp"
+	"github.com/pion/rtp/codecs"
+)
+
+type sendConfig struct {
+	dest, controller, out, ready, encoder, python string
+	content, local                                string
+	initialBps, minBps, maxBps                    int
+	duration                                      time.Duration
+	fps, width, height, keyint                    int
+	t0Ns                                          int64
+	drainWait                                     time.Duration
+}
+
+// sentPacket is one row of packets.csv: what left the socket.
+type sentPacket struct {
+	tNs         int64
+	tseq        int64
+	seq         uint16
+	frame       uint32
+	wireBytes   int // RTP header + payload: the UDP payload
+	payloadSize int
+}
+
+// frameRow is one row of frames.csv: one encoded frame as captured and handed to the pacer.
+type frameRow struct {
+	frame      uint32
+	captureNs  int64
+	handedNs   int64
+	keyframe   bool
+	bytes      int
+	nalBytes   uint32
+	packets    int
+	encoderBps int // the encoder's bitrate setting when it produced the frame
+	targetBps  int // the controller's target when the frame was handed over
+}
+
+type targetRow struct {
+	tNs                  int64
+	targetBps, encoderBp int
+	stats                map[string]any
+}
+
+type sender struct {
+	cfg      sendConfig
+	conn     *net.UDPConn
+	bwe      cc.BandwidthEstimator
+	ledger   *feedbackLedger
+	mu       sync.Mutex
+	packets  []sentPacket
+	targets  []targetRow
+	handed   int // packets handed to the interceptor chain (the pacer queues them)
+	wireSent int // packets written to the socket
+	sendErrs int
+}
+
+func parseSendFlags(args []string) (sendConfig, error) {
+	fs := flag.NewFlagSet("send", flag.ContinueOnError)
+	c := sendConfig{}
+	fs.StringVar(&c.dest, "dest", "", "viewer address:port")
+	fs.StringVar(&c.local, "local", "", "local address to send from (default: the route's source)")
+	fs.StringVar(&c.controller, "controller", "gcc", "rate controller")
+	fs.StringVar(&c.out, "out", "", "directory for the CSVs and sender.json")
+	fs.StringVar(&c.ready, "ready", "", "file written once the encoder runs (pids)")
+	fs.StringVar(&c.encoder, "encoder", "", "the live encoder script (rtp/encoder/live_encoder.py)")
+	fs.StringVar(&c.python, "python", "/usr/bin/python3", "the Python with GStreamer's bindings (gi) that runs it")
+	fs.StringVar(&c.content, "content", "moving-smpte", "the encoder's test picture")
+	fs.IntVar(&c.initialBps, "initial-bitrate", 300_000, "bit/s before feedback")
+	fs.IntVar(&c.minBps, "min-bitrate", 50_000, "bit/s floor")
+	fs.IntVar(&c.maxBps, "max-bitrate", 1_300_000, "bit/s cap")
+	fs.DurationVar(&c.duration, "duration", 20*time.Second, "media time to send, from the first captured frame")
+	fs.IntVar(&c.fps, "fps", 30, "frames per second")
+	fs.IntVar(&c.width, "width", 640, "")
+	fs.IntVar(&c.height, "height", 360, "")
+	fs.IntVar(&c.keyint, "keyint", 60, "frames between keyframes")
+	fs.Int64Var(&c.t0Ns, "t0-ns", 0, "run time zero, CLOCK_MONOTONIC ns")
+	fs.DurationVar(&c.drainWait, "drain-wait", 3*time.Second, "how long to wait for the pacer and the last feedback")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if c.dest == "" || c.out == "" || c.encoder == "" {
+		return c, errors.New("send needs --dest, --out and --encoder")
+	}
+	if c.minBps <= 0 || c.initialBps < c.minBps || c.maxBps < c.initialBps {
+		return c, fmt.Errorf("need 0 < min %d ≤ initial %d ≤ max %d bit/s", c.minBps, c.initialBps, c.maxBps)
+	}
+	return c, nil
+}
+
+func runSend(args []string) error {
+	cfg, err := parseSendFlags(args)
+	if err != nil {
+		return err
+	}
+	raddr, err := net.ResolveUDPAddr("udp4", cfg.dest)
+	if err != nil {
+		return err
+	}
+	var laddr *net.UDPAddr
+	if cfg.local != "" {
+		if laddr, err = net.ResolveUDPAddr("udp4", cfg.local+":0"); err != nil {
+			return err
+		}
+	}
+	conn, err := net.DialUDP("udp4", laddr, raddr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	s := &sender{cfg: cfg, conn: conn, ledger: newFeedbackLedger()}
+
+	// The interceptor chain, as pion/webrtc builds it for a sender: the cc interceptor (estimator +
+	// pacer) is added first so that it sits nearest the network, the TWCC header-extension
+	// interceptor outside it numbers every packet as it is handed over.
+	ccf, err := cc.NewInterceptor(func() (cc.BandwidthEstimator, error) {
+		return newController(cfg.controller, controllerConfig{cfg.initialBps, cfg.minBps, cfg.maxBps})
+	})
+	if err != nil {
+		return err
+	}
+	ccf.OnNewPeerConnection(func(_ string, e cc.BandwidthEstimator) { s.bwe = e })
+	hdr, err := twcc.NewHeaderExtensionInterceptor()
+	if err != nil {
+		return err
+	}
+	reg := interceptor.Registry{}
+	reg.Add(ccf)
+	reg.Add(hdr)
+	chain, err := reg.Build("mpvlab")
+	if err != nil {
+		return err
+	}
+	info := &interceptor.StreamInfo{
+		SSRC: defaultSSRC, ClockRate: 90000, MimeType: "video/H264", PayloadType: payloadType,
+		RTPHeaderExtensions: []interceptor.RTPHeaderExtension{{URI: twccURI, ID: extTWCC}},
+	}
+	writer := chain.BindLocalStream(info, interceptor.RTPWriterFunc(s.writeWire))
+	rtcpReader := chain.BindRTCPReader(interceptor.RTCPReaderFunc(
+		func(b []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
+			n, err := conn.Read(b)
+			if err == nil {
+				s.ledger.onRTCP(b[:n])
+			}
+			return n, a, err
+		}))
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			if _, _, err := rtcpReader.Read(buf, nil); err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				// an undecodable datagram is counted by the ledger; keep reading
+			}
+		}
+	}()
+
+	enc, err := startEncoder(cfg)
+	if err != nil {
+		return err
+	}
+	defer enc.stop()
+	if cfg.ready != "" {
+		if err := writeJSON(cfg.ready, map[string]any{"pid": os.Getpid(), "encoder_pid": enc.cmd.Process.Pid}); err != nil {
+			return err
+		}
+	}
+	// Every target change goes to the encoder at once (the encoder's rate follows the controller
+	// at every update) and into targets.csv.
+	targets := make(chan int, 256)
+	var targetsMu sync.Mutex
+	targetsClosed := false
+	// GCC calls this from its own goroutines, also after the stream ended: never send on a closed channel.
+	s.bwe.OnTargetBitrateChange(func(bps int) {
+		targetsMu.Lock()
+		defer targetsMu.Unlock()
+		if targetsClosed {
+			return
+		}
+		select {
+		case targets <- bps:
+		default: // a burst of updates: the next one carries the newest value
+		}
+	})
+	s.recordTarget(cfg.initialBps, encoderBps(cfg.initialBps))
+	enc.setBitrate(encoderBps(cfg.initialBps))
+	targetsDone := make(chan struct{})
+	go func() {
+		defer close(targetsDone)
+		for bps := range targets {
+			e := encoderBps(bps)
+			enc.setBitrate(e)
+			s.recordTarget(bps, e)
+		}
+	}()
+
+	frames, err := s.sendFrames(enc, writer)
+	targetsMu.Lock()
+	targetsClosed = true
+	close(targets)
+	targetsMu.Unlock()
+	<-targetsDone
+	enc.stop()
+	if err != nil {
+		return err
+	}
+	// Let the pacer drain and the feedback for the last packets come back, then tell the viewer
+	// how many frames there were.
+	deadline := time.Now().Add(cfg.drainWait)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		drained := s.wireSent == s.handed
+		s.mu.Unlock()
+		if drained && s.ledger.lastCovered() {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	end, _ := json.Marshal(map[string]any{"frames": len(frames), "packets": s.wireSent, "ssrc": defaultSSRC})
+	for i := 0; i < 5; i++ { // UDP: repeated, the viewer takes the first
+		_, _ = conn.Write(append([]byte(endMagic), end...))
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the viewer's last feedback
+	_ = chain.Close()
+	return s.writeResults(frames)
+}
+
+// writeWire is the bottom of the chain: what the pacer releases goes to the socket here.
+func (s *sender) writeWire(h *rtp.Header, payload []byte, _ interceptor.Attributes) (int, error) {
+	buf, err := h.Marshal()
+	if err != nil {
+		return 0, err
+	}
+	buf = append(buf, payload...)
+	// Into the feedback ledger before the socket: on a short path the feedback naming this packet
+	// can be read by the other goroutine before Write returns.
+	var ext rtp.TransportCCExtension
+	tseq := int64(-1)
+	if e := h.GetExtension(extTWCC); e != nil && ext.Unmarshal(e) == nil {
+		tseq = s.ledger.onSent(ext.TransportSequence)
+	}
+	now := monotonicNs()
+	n, err := s.conn.Write(buf)
+	st, _ := parseStamp(h.GetExtension(extFrame), h.GetExtension(extFramePart))
+	s.mu.Lock()
+	s.wireSent++
+	if err != nil {
+		s.sendErrs++
+	}
+	s.packets = append(s.packets, sentPacket{now, tseq, h.SequenceNumber, st.Frame, len(buf), len(payload)})
+	s.mu.Unlock()
+	if err != nil {
+		// ECONNREFUSED from an earlier ICMP, ENOBUFS: counted; the stream goes on as UDP would
+		return len(buf), nil
+	}
+	return n, nil
+}
+
+func (s *sender) recordTarget(bps, encBps int) {
+	var stats map[string]any
+	if s.bwe != nil {
+		stats = s.bwe.GetStats()
+	}
+	s.mu.Lock()
+	s.targets = append(s.targets, targetRow{monotonicNs(), bps, encBps, stats})
+	s.mu.Unlock()
+}
+
+// sendFrames reads encoded frames until `duration` of media has been captured, packetises each
+// (pion's H264 payloader: single NAL, STAP-A for SPS+PPS, FU-A), stamps every packet with its frame
+// and hands them to the chain (TWCC numbering, then the controller's pacer).
+func (s *sender) sendFrames(enc *encoder, w interceptor.RTPWriter) ([]frameRow, error) {
+	var rows []frameRow
+	pay := &codecs.H264Payloader{}
+	var seq uint16
+	first := int64(-1)
+	for {
+		f, err := enc.next()
+		if err != nil {
+			return rows, fmt.Errorf("encoder: %w (%s)", err, filepath.Join(s.cfg.out, "encoder.log"))
+		}
+		if first < 0 {
+			first = f.captureNs
+		}
+		if f.captureNs-first >= s.cfg.duration.Nanoseconds() {
+			return rows, nil
+		}
+		payloads := pay.Payload(maxPayloadMTU, f.data)
+		nb := nalBytes(f.data)
+		row := frameRow{frame: f.number, captureNs: f.captureNs, keyframe: f.key, bytes: len(f.data),
+			nalBytes: nb, packets: len(payloads), encoderBps: f.kbps * 1000, targetBps: s.bwe.GetTargetBitrate()}
+		for i, p := range payloads {
+			st := frameStamp{Frame: f.number, CaptureNs: f.captureNs, Index: uint16(i), Count: uint16(len(payloads)), NALBytes: nb}
+			fe, pe := st.marshal()
+			h := rtp.Header{Version: 2, PayloadType: payloadType, SequenceNumber: seq, SSRC: defaultSSRC,
+				Timestamp: uint32(f.captureNs * 9 / 100_000), Marker: i == len(payloads)-1}
+			if err := h.SetExtension(extFrame, fe); err != nil {
+				return rows, err
+			}
+			if err := h.SetExtension(extFramePart, pe); err != nil {
+				return rows, err
+			}
+			seq++
+			s.mu.Lock()
+			s.handed++
+			s.mu.Unlock()
+			if _, err := w.Write(&h, p, interceptor.Attributes{}); err != nil {
+				return rows, fmt.Errorf("pacer: %w", err)
+			}
+		}
+		row.handedNs = monotonicNs()
+		rows = append(rows, row)
+	}
+}
+
+// encoderBps is what the encoder is asked for at a controller target: the target less the
+// RTP/UDP/IP headers of the packets it will fill (about 12 + 24 extension + 8 UDP + 20 IP bytes per
+// ≤ 1200-byte payload).
+func encoderBps(target int) int {
+	return target * maxPayloadMTU / (maxPayloadMTU + 64)
+}
+
+// --- the live encoder child (rtp/encoder/live_encoder.py) ---------------------------------------
+
+type encoder struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	mu     sync.Mutex
+	done   bool
+}
+
+type encodedFrame struct {
+	number    uint32
+	captureNs int64
+	key       bool
+	kbps      int
+	data      []byte
+}
+
+func startEncoder(c sendConfig) (*encoder, error) {
+	// Started at the setting the initial target gives, so that every frame's bitrate is one the
+	// controller set (tests/test_rtp_run.py checks it), even a frame made before the first command.
+	argv := []string{c.python, c.encoder, "--content", c.content, "--fps", fmt.Sprint(c.fps), "--width", fmt.Sprint(c.width), "--height", fmt.Sprint(c.height),
+		"--keyint", fmt.Sprint(c.keyint), "--bitrate-kbps", fmt.Sprint(max(encoderBps(c.initialBps)/1000, 16))}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	// The encoder dies with the sender, even if the sender is killed (the run's ledger also has its pid).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	logf, err := os.Create(filepath.Join(c.out, "encoder.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = logf
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &encoder{cmd: cmd, stdin: in, stdout: bufio.NewReaderSize(out, 1<<20)}, nil
+}
+
+func (e *encoder) setBitrate(bps int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.done {
+		_, _ = fmt.Fprintf(e.stdin, "bitrate %d\n", max(bps/1000, 16))
+	}
+}
+
+func (e *encoder) next() (encodedFrame, error) {
+	var h [24]byte
+	if _, err := io.ReadFull(e.stdout, h[:]); err != nil {
+		return encodedFrame{}, err
+	}
+	n := binary.BigEndian.Uint32(h[20:])
+	if n > 16<<20 {
+		return encodedFrame{}, fmt.Errorf("frame of %d bytes", n)
+	}
+	f := encodedFrame{number: binary.BigEndian.Uint32(h[0:]), captureNs: int64(binary.BigEndian.Uint64(h[4:])),
+		key: binary.BigEndian.Uint32(h[12:]) != 0, kbps: int(binary.BigEndian.Uint32(h[16:])), data: make([]byte, n)}
+	_, err := io.ReadFull(e.stdout, f.data)
+	return f, err
+}
+
+func (e *encoder) stop() {
+	e.mu.Lock()
+	if e.done {
+		e.mu.Unlock()
+		return
+	}
+	e.done = true
+	_, _ = io.WriteString(e.stdin, "stop\n")
+	_ = e.stdin.Close()
+	e.mu.Unlock()
+	exited := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, e.stdout) // let it flush and see EOF
+		_ = e.cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(3 * time.Second):
+		_ = e.cmd.Process.Kill()
+		<-exited
+	}
+}
