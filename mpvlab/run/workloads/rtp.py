@@ -57,6 +57,9 @@ class RtpWorkload:
         stack.callback(proc.stop_child, p, 3.0)
         return p
 
+    def stage(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
+        """Nothing ahead of t0: the receiver and the sender (with its encoder) start at t0."""
+
     def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
         spec = ctx.scenario.workload
         root = ctx.logs / "rtp"
