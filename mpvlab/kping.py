@@ -21,6 +21,7 @@ import select
 import socket
 import struct
 import time
+from core import icmp
 
 SO_TIMESTAMPING = 37            # asm-generic/socket.h (SCM_TIMESTAMPING has the same value)
 SOF_TX_SOFTWARE = 1 << 1
@@ -34,19 +35,10 @@ ICMP_ECHO, ICMP_ECHOREPLY = 8, 0
 PAYLOAD = 56                    # ping's default: 84-byte IP packets
 
 
-def _checksum(b: bytes) -> int:
-    if len(b) % 2:
-        b += b"\0"
-    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
-    s = (s >> 16) + (s & 0xFFFF)
-    s += s >> 16
-    return ~s & 0xFFFF
-
-
 def _echo(ident: int, seq: int) -> bytes:
     body = struct.pack("!Q", seq) + b"\xa5" * (PAYLOAD - 8)
     hdr = struct.pack("!BBHHH", ICMP_ECHO, 0, 0, ident, seq & 0xFFFF)
-    return struct.pack("!BBHHH", ICMP_ECHO, 0, _checksum(hdr + body), ident, seq & 0xFFFF) + body
+    return struct.pack("!BBHHH", ICMP_ECHO, 0, icmp.checksum(hdr + body), ident, seq & 0xFFFF) + body
 
 
 def _ts_from_cmsg(ancdata: list[tuple[int, int, bytes]]) -> int | None:

@@ -24,6 +24,8 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 
 
 def _icmp_checksum(b: bytes) -> int:
+    # core/icmp.py's, repeated: this file runs as a plain script inside the rig's namespaces
+    # (standard library only, see above), where the repository's packages are not importable.
     if len(b) % 2:
         b += b"\0"
     s = sum(struct.unpack(f"!{len(b) // 2}H", b))
