@@ -203,7 +203,7 @@ def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, lo
             if qdir not in qrows:
                 try:
                     from collectors import qdiscstat
-                    qrows[qdir] = qdiscstat.load_samples(data_dir / "queues" / qdir)[0]
+                    qrows[qdir] = qdiscstat.load_samples(data_dir / "queues" / qdir, links=False)[0]
                 except Exception:  # noqa: BLE001 — a missing sampler file is a note, not a verdict
                     qrows[qdir] = []
             r = precheck.backlogged_rate(qrows[qdir], dev, int(d_spec.rate))

@@ -157,7 +157,7 @@ def rate_check(shapers: list[tuple[str, Any, Any, str, str, int]], workdir: Path
         for b in blasters:
             b.wait(timeout=RATE_SECONDS + 20)
     for path, router, _srv, dev, _addr, rate in todo:
-        rows, _ = qdiscstat.load_samples(workdir / f"precheck-rate-{path}")
+        rows, _ = qdiscstat.load_samples(workdir / f"precheck-rate-{path}", links=False)
         out[path] = backlogged_rate(rows, dev, rate)
     # The queue the check filled must be empty again before anything else is measured or run.
     deadline = time.monotonic() + 10

@@ -239,7 +239,7 @@ def check_subflows(sc: Scenario, subflows: list[dict[str, Any]], expected_cc: st
 
 def queue_view(out_dir: Path) -> dict[str, Any]:
     """Peak and mean backlog and the drops of each shaping qdisc (tbf) on a router during playback."""
-    rows, _links = qdiscstat.load_samples(out_dir)
+    rows, _ = qdiscstat.load_samples(out_dir, links=False)
     out: dict[str, Any] = {}
     by_dev: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
