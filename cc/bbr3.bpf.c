@@ -36,6 +36,9 @@
 
 #include "percentile.h"
 #include "bbr3_state.h"
+#ifdef MPVLAB_COST_BENCH
+#include "cost_bench.h"
+#endif
 
 char _license[] SEC("license") = "GPL";
 
@@ -1139,8 +1142,9 @@ void BPF_PROG(bbr3_release, struct sock *sk)
 		r->closed = 1;
 }
 
-SEC("struct_ops/bbr3_cong_control")
-void BPF_PROG(bbr3_cong_control, struct sock *sk, u32 ack, int flag, const struct rate_sample *rs)
+/* v3's bbr_main. Inlined into the struct_ops program below, which (in the bench-only build,
+ * -DMPVLAB_COST_BENCH, cost_bench.h) times it. */
+static __always_inline void cong_control(struct sock *sk, u32 ack, int flag, const struct rate_sample *rs)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	struct inet_connection_sock *icsk = (struct inet_connection_sock *)sk;
@@ -1247,6 +1251,18 @@ void BPF_PROG(bbr3_cong_control, struct sock *sk, u32 ack, int flag, const struc
 	b->loss_in_cycle |= s.lost > 0;
 	b->ecn_in_cycle |= s.delivered_ce > 0;
 	note_state(sk, b, false);
+}
+
+SEC("struct_ops/bbr3_cong_control")
+void BPF_PROG(bbr3_cong_control, struct sock *sk, u32 ack, int flag, const struct rate_sample *rs)
+{
+#ifdef MPVLAB_COST_BENCH
+	__u64 t0 = bpf_ktime_get_ns();
+#endif
+	cong_control(sk, ack, flag, rs);
+#ifdef MPVLAB_COST_BENCH
+	cost_note(bpf_ktime_get_ns() - t0);
+#endif
 }
 
 SEC("struct_ops/bbr3_ssthresh")
