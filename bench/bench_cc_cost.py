@@ -151,7 +151,7 @@ def main() -> None:
                                        "max_ns": cost.max_ns, "over_20us": cost.over, "goodput_mbps": round(gp / 1e6, 2),
                                        "steal": round(steal, 4), "loadavg": load})
                 print(f"   round {rnd + 1} {label:26s} calls {cost.calls:7d}  mean {cost.mean:6.0f} ns  "
-                      f"p50 {cost.quantile(0.5):5.0f}  p99 {cost.quantile(0.99):6.0f}  max {cost.max_ns:7d}  "
+                      f"p50 {cost.quantile(0.5):5.0f}  p99 {cost.quantile(0.99):6.0f}  max {cost.max_ns:7d} (>20us {cost.over})  "
                       f"goodput {gp / 1e6:5.2f} Mbit/s  steal {steal:.1%}  load {load:.2f}", flush=True)
     print(f"\n   {'CC':26s} {'calls':>8s} {'mean ns':>8s} {'p50 ns':>7s} {'p99 ns':>7s} {'max ns':>8s} {'>20us':>6s}  goal")
     for label, c in total.items():
