@@ -12,7 +12,8 @@ transfer under run-scoped names and disappear with their loader.
 
 Workload: bulk iperf3 over the tbf dumbbell with a delay line (testbed.dumbbell.DelayDumbbell),
 25 Mbit/s, RTT 20 ms, buffer 2 x BDP; CCs interleaved per round so host noise hits all of them.
-bbr3 / bbr3-s run with their state export on (100 Hz, as in a platform run).
+bbr3 / bbr3-s run with their state export on (100 Hz, as in a platform run); `--no-export` turns it
+off (the object then refreshes its record once a second) to see its share of the cost.
 
     sudo .venv/bin/python bench/bench_cc_cost.py [--seconds 8] [--rounds 3] [--json OUT]
 
@@ -109,12 +110,13 @@ def loadavg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
-def run_one(label: str, seconds: float, work: Path) -> tuple[Cost, float, float, float]:
+def run_one(label: str, seconds: float, work: Path, export_on: bool = True) -> tuple[Cost, float, float, float]:
     """One bulk transfer under `label`'s CC: (cost record, goodput bit/s, steal fraction, load)."""
     obj, params, export = CCS[label]
     work.mkdir(parents=True, exist_ok=True)
     with DelayDumbbell(prefix="h20c", rate_bit=RATE, limit_bytes=int(2 * BDP), rtt_ms=RTT_MS, workdir=work) as d:
-        kw = dict(state_csv=work / "state.csv", events_csv=work / "events.csv", state_hz=100.0) if export else {}
+        kw = (dict(state_csv=work / "state.csv", events_csv=work / "events.csv", state_hz=100.0)
+              if export and export_on else {})
         with load_bpf_cc(obj, "h20cost", params, workdir=work, **kw) as load:
             d.set_cc("h20cost")
             with StealMeter() as m:
@@ -129,6 +131,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--no-export", action="store_true", help="bbr3 / bbr3-s without the state CSV")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root (BPF, network namespaces)")
@@ -138,13 +141,15 @@ def main() -> None:
         sys.exit(f"missing {missing}: run `make -C cc`")
     print(f"== per-ACK cost (cong_control / bbr_main per call, timed in-program, cc/cost_bench.h); "
           f"bulk over tbf {RATE / 1e6:.0f} Mbit/s, RTT {RTT_MS:.0f} ms, buffer 2 x BDP; {a.seconds:.0f} s per run, "
-          f"{a.rounds} round(s), CCs interleaved; goal <= {GOAL_NS} ns per call")
+          f"{a.rounds} round(s), CCs interleaved; state export {'off' if a.no_export else 'on, 100 Hz'}; "
+          f"goal <= {GOAL_NS} ns per call")
     total: dict[str, Cost] = {}
     per_run: dict[str, list[dict]] = {k: [] for k in CCS}
     with tempfile.TemporaryDirectory(prefix="h20-cost-") as tmp:
         for rnd in range(a.rounds):
             for label in CCS:
-                cost, gp, steal, load = run_one(label, a.seconds, Path(tmp) / f"{rnd}-{len(per_run[label])}")
+                cost, gp, steal, load = run_one(label, a.seconds, Path(tmp) / f"{rnd}-{len(per_run[label])}",
+                                                  not a.no_export)
                 total[label] = total[label] + cost if label in total else cost
                 per_run[label].append({"calls": cost.calls, "mean_ns": round(cost.mean, 1),
                                        "p50_ns": cost.quantile(0.5), "p99_ns": cost.quantile(0.99),
