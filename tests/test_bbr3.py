@@ -190,11 +190,18 @@ def _check_common(m: dict) -> list[dict]:
     assert len({r["sport"] for r in rows}) == 1
     # mode order: STARTUP, DRAIN, then PROBE_BW (PROBE_RTT may follow)
     trans = [e for e in m["events"] if e["flow_id"] == m["flow"] and e["kind"] == "transition"]
-    assert [(e["from_mode"], e["to_mode"]) for e in trans[:2]] == [("STARTUP", "DRAIN"), ("DRAIN", "PROBE_BW")]
+    if (trans[0]["from_mode"], trans[0]["to_mode"]) == ("STARTUP", "PROBE_BW"):
+        # v3 checks DRAIN's exit in the ACK that enters DRAIN (bbr_check_drain): with inflight
+        # already at the target, DRAIN lasts no ACK and the export never sees it (bench_bbr3_matrix:
+        # 100 Mbit/s, 100 ms, 0.5 x BDP). It is still STARTUP -> DRAIN -> PROBE_BW.
+        first = trans[0]
+    else:
+        assert [(e["from_mode"], e["to_mode"]) for e in trans[:2]] == [("STARTUP", "DRAIN"), ("DRAIN", "PROBE_BW")]
+        first = trans[1]
     # DRAIN hands over to PROBE_BW's DOWN; v3 checks the cycle phase in the same ACK (check_drain,
     # then update_cycle_phase), so when inflight is already at the cruise target - as with bbr3-s,
     # whose estimate is 0.85 of the rate - DOWN ends within that ACK and the export sees CRUISE.
-    assert trans[1]["to_phase"] in ("DOWN", "CRUISE")
+    assert first["to_phase"] in ("DOWN", "CRUISE")
     pbw = bbr3.probe_bw_transitions(m["events"], m["flow"])
     assert pbw, "no PROBE_BW sub-state change"
     assert set(pbw) <= bbr3.PROBE_BW_ORDER, set(pbw) - bbr3.PROBE_BW_ORDER
