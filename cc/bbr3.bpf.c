@@ -36,6 +36,9 @@
 
 #include "percentile.h"
 #include "bbr3_state.h"
+#ifdef MPVLAB_COST_BENCH
+#include "cost_bench.h"
+#endif
 
 char _license[] SEC("license") = "GPL";
 
@@ -907,6 +910,36 @@ __noinline __u32 bbr3_pct_step(struct pct_window *w, __u32 sample, __u32 p_bp)
 	return pct_value(w, p_bp);
 }
 
+/* The sample the percentile window gets for this ACK (0: none).
+ *
+ * A delivery-rate sample measures the path only when the sender offered more than the path
+ * carried. While we pace below our own raw estimate - every PROBE_BW phase but UP once the factor
+ * is < 1 (CRUISE paces at 0.85 x p x 0.99), DRAIN, PROBE_RTT's cwnd of 4 - a sample at or above
+ * the rate we paced at says only "the path carries at least what we sent". Entered as is, such
+ * samples pulled the percentile down to the pacing rate, which is factor x percentile: a
+ * geometric decline per window (N = 100: ~2 rounds) that only the rare UP phases held up, at
+ * ~0.3 of the link (cc/README.md, "BBRv3-S"). A max filter (v3, BBR v1) is blind to such low
+ * samples; a percentile is not. So they are censored the way BBR treats app-limited samples: they
+ * may not lower the estimate - entered as the current raw percentile (a neutral sample). A sample
+ * below the pacing rate (the path delivered less than we sent: a real limit) or above the raw
+ * percentile (a probe got more through) is entered as is; app-limited samples stay out. */
+static __always_inline __u32 pct_sample(struct b3 *b, struct smp *s)
+{
+	u64 pace_bw;
+
+	if (!(s->interval_us > 0 && s->acked_sacked) || s->is_app_limited)
+		return 0;
+	if (!b->bw_pct_raw || s->sample_bw >= b->bw_pct_raw)
+		return s->sample_bw;
+	if (b->mode == PROBE_RTT)
+		return b->bw_pct_raw;
+	/* the rate in effect (set on the previous ACK): bw x pacing_gain x (1 - margin) */
+	pace_bw = ((u64)bbr_bw(b) * b->pacing_gain >> BBR_SCALE) * (100 - PACING_MARGIN_PCT) / 100;
+	if (pace_bw < b->bw_pct_raw && s->sample_bw >= pace_bw)
+		return b->bw_pct_raw;
+	return s->sample_bw;
+}
+
 static __always_inline void pct_update(struct sock *sk, struct b3 *b, struct smp *s)
 {
 	struct pct_window *w;
@@ -918,8 +951,7 @@ static __always_inline void pct_update(struct sock *sk, struct b3 *b, struct smp
 	w = bpf_sk_storage_get(&bbr3_pct_map, sk, 0, 0);
 	if (!w)
 		return;
-	v = bbr3_pct_step(w, s->interval_us > 0 && s->acked_sacked && !s->is_app_limited ? s->sample_bw : 0,
-			  mpvlab_param_percentile_bp);
+	v = bbr3_pct_step(w, pct_sample(b, s), mpvlab_param_percentile_bp);
 	if (!v)
 		return;
 	b->bw_pct_raw = v;
@@ -1139,8 +1171,9 @@ void BPF_PROG(bbr3_release, struct sock *sk)
 		r->closed = 1;
 }
 
-SEC("struct_ops/bbr3_cong_control")
-void BPF_PROG(bbr3_cong_control, struct sock *sk, u32 ack, int flag, const struct rate_sample *rs)
+/* v3's bbr_main. Inlined into the struct_ops program below, which (in the bench-only build,
+ * -DMPVLAB_COST_BENCH, cost_bench.h) times it. */
+static __always_inline void cong_control(struct sock *sk, u32 ack, int flag, const struct rate_sample *rs)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	struct inet_connection_sock *icsk = (struct inet_connection_sock *)sk;
@@ -1247,6 +1280,18 @@ void BPF_PROG(bbr3_cong_control, struct sock *sk, u32 ack, int flag, const struc
 	b->loss_in_cycle |= s.lost > 0;
 	b->ecn_in_cycle |= s.delivered_ce > 0;
 	note_state(sk, b, false);
+}
+
+SEC("struct_ops/bbr3_cong_control")
+void BPF_PROG(bbr3_cong_control, struct sock *sk, u32 ack, int flag, const struct rate_sample *rs)
+{
+#ifdef MPVLAB_COST_BENCH
+	__u64 t0 = bpf_ktime_get_ns();
+#endif
+	cong_control(sk, ack, flag, rs);
+#ifdef MPVLAB_COST_BENCH
+	cost_note(bpf_ktime_get_ns() - t0);
+#endif
 }
 
 SEC("struct_ops/bbr3_ssthresh")

@@ -190,11 +190,18 @@ def _check_common(m: dict) -> list[dict]:
     assert len({r["sport"] for r in rows}) == 1
     # mode order: STARTUP, DRAIN, then PROBE_BW (PROBE_RTT may follow)
     trans = [e for e in m["events"] if e["flow_id"] == m["flow"] and e["kind"] == "transition"]
-    assert [(e["from_mode"], e["to_mode"]) for e in trans[:2]] == [("STARTUP", "DRAIN"), ("DRAIN", "PROBE_BW")]
+    if (trans[0]["from_mode"], trans[0]["to_mode"]) == ("STARTUP", "PROBE_BW"):
+        # v3 checks DRAIN's exit in the ACK that enters DRAIN (bbr_check_drain): with inflight
+        # already at the target, DRAIN lasts no ACK and the export never sees it (bench_bbr3_matrix:
+        # 100 Mbit/s, 100 ms, 0.5 x BDP). It is still STARTUP -> DRAIN -> PROBE_BW.
+        first = trans[0]
+    else:
+        assert [(e["from_mode"], e["to_mode"]) for e in trans[:2]] == [("STARTUP", "DRAIN"), ("DRAIN", "PROBE_BW")]
+        first = trans[1]
     # DRAIN hands over to PROBE_BW's DOWN; v3 checks the cycle phase in the same ACK (check_drain,
     # then update_cycle_phase), so when inflight is already at the cruise target - as with bbr3-s,
     # whose estimate is 0.85 of the rate - DOWN ends within that ACK and the export sees CRUISE.
-    assert trans[1]["to_phase"] in ("DOWN", "CRUISE")
+    assert first["to_phase"] in ("DOWN", "CRUISE")
     pbw = bbr3.probe_bw_transitions(m["events"], m["flow"])
     assert pbw, "no PROBE_BW sub-state change"
     assert set(pbw) <= bbr3.PROBE_BW_ORDER, set(pbw) - bbr3.PROBE_BW_ORDER
@@ -247,18 +254,27 @@ def test_bbr3_over_tbf_rtt20(built: None, tmp_path: Path) -> None:
 def test_bbr3s_percentile_times_factor(built: None, tmp_path: Path) -> None:
     """BBRv3-S (N=100, p=85, factor 0.85): max_bw is the percentile x 0.85 on every row, the raw
     percentile is the link's payload rate, and the same cycle order holds."""
-    m = _transfer(tmp_path, "bbr3-s", 6, int(2 * BDP), window=100, percentile=85.0, factor=0.85)
+    got = least_contended(lambda: _transfer(tmp_path, "bbr3-s", 6, int(2 * BDP), window=100, percentile=85.0,
+                                            factor=0.85), what="bbr3-s 6 s", attempts=2)
+    m, steal = got.value, got.steal
     steady = _check_common(m)
     full = [r for r in steady if int(r["n_samples"]) == 100]
     assert len(full) >= 30
     for r in full:
         assert float(r["max_bw_bps"]) == pytest.approx(float(r["percentile_bw_bps"]), abs=1)
         assert float(r["percentile_bw_bps"]) == pytest.approx(0.85 * float(r["raw_percentile_bw_bps"]), rel=1e-3, abs=2)
-    # Delivery-rate samples cannot beat the link (10 % for ACK compression). Where the estimate
-    # settles below it is the estimator's own dynamics (pacing at 0.85 x p85 feeds back into the
-    # samples: 0.34 of the link in a 6 s bulk run here), a research result, not a bound.
+    # The raw percentile measures the path, not our own pacing: samples taken while pacing below it
+    # (CRUISE at 0.85 x p x 0.99) are censored (cc/bbr3.bpf.c pct_sample). Before that it fed on
+    # its own pacing and fell geometrically to ~0.34 of the link within 6 s. Bounds: from below,
+    # the link's payload rate with a margin for the window's spread (samples below the link on
+    # ACKs that straddle a pause), lowered by what the host stole; from above, as for bbr3's max
+    # filter, ACK compression (a descheduled receiver acks in bursts): no more than half again.
     raw = statistics.median(float(r["raw_percentile_bw_bps"]) for r in full)
-    assert 0 < raw <= 1.10 * IDEAL, raw / IDEAL
+    lo, _ = lowered(0.80 * IDEAL, 0.0, steal.lost)
+    assert lo <= raw <= 1.5 * IDEAL, (raw / IDEAL, steal.describe())
+    # the estimate a late row uses is still the percentile x factor of a live path: no decay
+    late = [float(r["raw_percentile_bw_bps"]) for r in full[len(full) // 2:]]
+    assert statistics.median(late) >= lo, (statistics.median(late) / IDEAL, steal.describe())
     # pacing below the link most of the time (0.85 x), so goodput cannot exceed the link either
     assert m["goodput"] <= IDEAL * 1.01
 
