@@ -77,6 +77,14 @@ class DashView(Record):
         "the stall ratio under the BBR-S study's name, clamped at 0", STUDY_BBRS,
         **SKEWED, qoe=True, clamp=True, rank=17,
         views={"summary": View(8, "DASH stall rate", only_if_present=True)})] = None
+    rebuffer_events: Annotated[int | None, MetricDef(
+        "DASH rebuffer events", "events", 0, INF, "lower",
+        "playout-buffer underflow episodes (= underflows), under the DASH studies' name", STUDY_BBRS,
+        **SKEWED, qoe=True, rank=19.5)] = None
+    rebuffer_ratio: Annotated[float | None, MetricDef(
+        "DASH rebuffer ratio", "stalled / playback", 0, 1, "lower",
+        "time in underflow / total playback time (the share of the session spent stalled; the stall rate "
+        "divides the same excess by the video length instead)", STUDY_BBRS, **SKEWED, qoe=True, rank=19.6)] = None
     abr_policy_mismatches: int | None = None
     segments: int
 
