@@ -253,9 +253,6 @@ class Scenario(Strict):
         if self.player.fetcher == "own":
             if self.video.kind != "dash":
                 raise ValueError("player.fetcher: own is a DASH client; video.kind must be dash")
-            if self.server.protocol != "http/1.1" or self.server.tls_enabled:
-                raise ValueError("player.fetcher: own speaks HTTP/1.1 without TLS (server: {protocol: http/1.1, "
-                                 "tls: false})")
         return self
 
     @model_validator(mode="after")
