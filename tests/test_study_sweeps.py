@@ -148,6 +148,9 @@ def test_sabre_study_quick_sweep_and_report(tmp_path: Path) -> None:
             print(f"{abr:6} {role}: levels {levels}, quality {qoe['dash']['quality_avg']}, stall rate "
                   f"{qoe['dash']['stall_rate']}, startup {qoe['startup_delay_s']} s, "
                   f"modes {sum(c['changed'] for c in ps.get('sabre_checks') or [])} changes")
+        agg = s["aggregate"]
+        for k in ("quality_avg", "stall_rate", "rebuffer_ratio", "bitrate_switches"):
+            assert agg[f"{k}_mean"] == pytest.approx(sum(q["dash"][k] for q in s["players"].values()) / 2, abs=1e-6)
         v = s["cross_traffic"]["voip"]
         with (d / "data" / "cross" / "voip-probe.csv").open() as f:
             qd = [int(row["queuing_delay_ns"]) / 1e6 for row in csv.DictReader(f)]
@@ -160,3 +163,6 @@ def test_sabre_study_quick_sweep_and_report(tmp_path: Path) -> None:
               f"{v['queuing_delay_ms']['p95']}, p99 {v['queuing_delay_ms']['p99']}, max {max(qd):.1f}")
     figs = {f.stem for f in (root / "report" / "figures").glob("*.svg")}
     assert {"voip-ccdf-sabre-shared", "dash-bitrate-sabre-shared"} <= figs, figs
+    # The study's per-run numbers are metrics of the report (tables with intervals over trials).
+    page = (root / "report" / "report.html").read_text()
+    assert "VoIP probe queuing delay, 95th percentile" in page and "DASH average quality level (mean over players)" in page
