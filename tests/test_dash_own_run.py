@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 IPPROTO_MPTCP = getattr(socket, "IPPROTO_MPTCP", 262)
@@ -80,3 +81,25 @@ def test_own_client_over_http2_with_sabre(tmp_path: Path) -> None:
     assert s["frames_accounted"] and s["frames_rendered"] + s["picture_discards"] == s["frames_expected"] == 360
     media = sum(g["bytes"] + g["init_bytes"] for g in segs)
     assert media <= p["bytes_received"] <= media + 64 * 1024
+
+
+def test_own_fetcher_abr_is_checked_against_ladder_segment_and_buffer() -> None:
+    """The ABR's checks that need the ladder (BBA's reservoir + cushion, FESTIVE's target buffer, SABRE's
+    thresholds) refuse a scenario before any run, naming the ABR, the segment and the buffer; the
+    dashdemux BBA rule (player.bba_*) does not speak for the own fetcher's bba (abr_params)."""
+    from mpvlab.scenario import parse_scenario
+    from core.errors import InputError
+    base = yaml.safe_load((REPO / "scenarios" / "bbrs-dash-own-short.yaml").read_text())
+    cases = {"bba": ({}, "bba: reservoir + cushion (20 s) must be below the buffer (10 s)"),
+             "festive": ({}, "festive: target_buffer_s"),
+             "sabre": ({"refill_below_s": 9, "backoff_above_s": 8}, "refill_below_s (9) must not exceed")}
+    for abr, (params, why) in cases.items():
+        data = {**base, "player": {**base["player"], "abr": abr, "abr_params": params}}
+        with pytest.raises((InputError, ValueError)) as e:
+            parse_scenario(data)
+        msg = str(e.value)
+        assert f"player.abr {abr} with this ladder, 5 s segments and a 10 s buffer" in msg and why in msg, msg
+        assert "player.bba_reservoir" not in msg
+    # fitting parameters pass: BBA with a reservoir + cushion below the 10 s buffer
+    ok = {**base, "player": {**base["player"], "abr": "bba", "abr_params": {"reservoir_s": 2, "cushion_s": 6}}}
+    assert parse_scenario(ok).player.abr == "bba"
