@@ -10,9 +10,14 @@ would hold the server back and SABRE's pacing of socket reads would stop governi
 16 MiB windows (replenished as data is consumed) only the socket's receive buffer limits the
 server, as over HTTP/1.1.
 
-Several requests may be outstanding (SABRE pipelines them as concurrent streams); a server may
-interleave their DATA frames. The client consumes responses in request order, so data of a later
-stream that arrives first is kept here (bounded by what was requested) until its turn.
+Several requests may be outstanding (SABRE pipelines them; an init segment goes out with the media
+segment after it). Each new stream is made to depend exclusively on the previous one still open
+(RFC 7540 §5.3 priorities), so that the server sends the responses one after the other in request
+order, as HTTP/1.1 pipelining does: measured with Apache's mod_http2 and equal default priorities, a
+5 s media segment's 15.6 MB went out before the 805 B init segment requested with it, the client
+could hand nothing to the decoder until the init had arrived (an underflow), and a response's
+download time no longer meant anything. A server that ignores priorities may still interleave: the
+data of a later stream that arrives first is kept here until its turn.
 """
 
 from __future__ import annotations
@@ -64,10 +69,13 @@ class H2Conn:
         return self.conn.data_to_send()
 
     def request(self, path: str) -> tuple[int, bytes]:
-        """A GET as a new stream: (stream id, bytes to write)."""
+        """A GET as a new stream, after the previous open one (module docstring): (stream id, bytes to write)."""
         sid = self.conn.get_next_available_stream_id()
+        open_ = [k for k, st in self.streams.items() if not st.ended and st.reset is None]
+        prio = {"priority_depends_on": max(open_), "priority_exclusive": True, "priority_weight": 16} if open_ else {}
         self.conn.send_headers(sid, [(":method", "GET"), (":scheme", "https"), (":authority", self.authority),
-                                     (":path", path), ("user-agent", "mpvlab-dash-client")], end_stream=True)
+                                     (":path", path), ("user-agent", "mpvlab-dash-client")], end_stream=True,
+                               **prio)
         self.streams[sid] = StreamState(sid, path)
         return sid, self.conn.data_to_send()
 

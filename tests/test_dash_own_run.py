@@ -78,6 +78,12 @@ def test_own_client_over_http2_with_sabre(tmp_path: Path) -> None:
     assert all(d["outstanding"] <= depth(d["level_before"]) for d in decs), decs
     # The pipeline is filled to the formula (concurrent streams on the one connection), not just bounded.
     assert any(d["outstanding"] == depth(d["level_before"]) > 1 for d in decs), decs
+    # Responses arrive in request order (each stream depends on the previous one: player/h2_conn.py):
+    # every init segment is complete before the first byte of the media segment requested with it.
+    with_init = [g for g in segs if g["init_bytes"] > 0]
+    assert len(with_init) == len(p["init_downloads"]) >= 1
+    for init, g in zip(p["init_downloads"], with_init):
+        assert init["t_last_byte"] <= g["t_first_byte"], (init, g)
     assert s["frames_accounted"] and s["frames_rendered"] + s["picture_discards"] == s["frames_expected"] == 360
     media = sum(g["bytes"] + g["init_bytes"] for g in segs)
     assert media <= p["bytes_received"] <= media + 64 * 1024

@@ -1,5 +1,5 @@
 """player/h2_conn.py against an in-process HTTP/2 server (the `h2` package's server side), no
-network: requests become streams 1, 3, 5 …; interleaved DATA frames of concurrent streams land in
+network: requests become streams 1, 3, 5 …, each after the previous open one (priority); interleaved DATA frames of concurrent streams land in
 their own stream, in order; every byte is acknowledged so the HTTP/2 windows never hold the sender
 (only the socket does); resets, errors and GOAWAY surface."""
 
@@ -33,6 +33,10 @@ def test_streams_in_order_with_interleaved_data_and_wide_windows() -> None:
     assert (a, b) == (1, 3)
     evs = srv.receive_data(out_a + out_b)
     got = {e.stream_id: dict(e.headers) for e in evs if isinstance(e, h2.events.RequestReceived)}
+    # The second stream depends exclusively on the first, still open: the server sends them in order.
+    prio = {e.stream_id: e.priority_updated for e in evs if isinstance(e, h2.events.RequestReceived)}
+    assert prio[1] is None
+    assert (prio[3].depends_on, prio[3].exclusive) == (1, True)
     assert got[1][":path"] == "/v/seg1.m4s" and got[3][":authority"] == "srv:443" and got[3][":scheme"] == "https"
     # Our SETTINGS gave every stream a 16 MiB window and the connection 16 MiB more than the default.
     assert srv.remote_settings.initial_window_size == WINDOW
