@@ -152,6 +152,7 @@ class Request:
     buffer_s: float | None = None
     depth: int = 1             # requests outstanding when this one was sent (itself included)
     stream_id: int = 0         # HTTP/2: the request's stream
+    cached: bytes | None = None  # HTTP/2: an init segment fetched at the start, handed over, not requested
 
 
 @dataclass
@@ -225,6 +226,7 @@ class ClientSession(SegmentPlayback):
         self.alpn: str | None = None
         self.tls_version: str | None = None
         self.h2: Any = None                     # h2_conn.H2Conn when http_version == "h2"
+        self._init_cache: dict[int, bytes] = {}  # HTTP/2: level → init segment (_prefetch_inits)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -306,6 +308,8 @@ class ClientSession(SegmentPlayback):
             if self.rcvbuf is None:
                 raise FetchError("sabre needs --rcvbuf-bytes (its pipelining depth is computed from it)")
             self.pacer.set_rate(self.abr.target_read_bps())
+        if self.h2 is not None:
+            self._prefetch_inits()
         self._t_tick = time.monotonic()
         self._next_tick = self._t_tick + self._check_period()
         self._stream()
@@ -335,6 +339,22 @@ class ClientSession(SegmentPlayback):
             s.sendall(self.h2.start())
         s.settimeout(RECV_TIMEOUT_S)
         return s
+
+    def _prefetch_inits(self) -> None:
+        """HTTP/2: every representation's init segment, once, before the first media request (as dash.js
+        caches them). Requested with its media segment instead, the init came after it: Apache's
+        mod_http2 sent an 805 B init after the 15.6 MB media segment requested right behind it, even
+        with the media stream depending on the init's (player/h2_conn.py), so the decoder, which needs
+        the init first, starved for the whole 5 s segment."""
+        reqs = [Request("init", self._abs(r.init), level=r.level, t_request=self._now()) for r in self.reps]
+        self._send(reqs)
+        for r in reqs:
+            body, t_fb, t_lb = self._read_response(r, push=False)
+            assert isinstance(body, bytes)
+            self.add_bytes(len(body))
+            self._init_cache[r.level] = body
+            self.init_downloads.append({"level": r.level, "uri": r.path, "bytes": len(body),
+                                        "t_first_byte": round(t_fb, 6), "t_last_byte": round(t_lb, 6)})
 
     def _check_period(self) -> float:
         return self.abr.p.check_period_s if isinstance(self.abr, Sabre) else 0.2
@@ -368,7 +388,7 @@ class ClientSession(SegmentPlayback):
                 rep = self.reps[lvl]
                 reqs: list[Request] = []
                 if lvl != init_level:
-                    reqs.append(Request("init", self._abs(rep.init), level=lvl))
+                    reqs.append(Request("init", self._abs(rep.init), level=lvl, cached=self._init_cache.get(lvl)))
                     init_level = lvl
                 number = rep.start_number + next_index
                 media = Request("media", self._abs(_fill_number(rep.media, number)), level=lvl,
@@ -393,9 +413,10 @@ class ClientSession(SegmentPlayback):
             body_len, t_fb, t_lb = self._read_response(req, push=True)
             if req.kind == "init":
                 init_bytes_pending += body_len
-                self.init_downloads.append({"level": req.level, "uri": req.path, "bytes": body_len,
-                                            "t_first_byte": round(t_fb, 6), "t_last_byte": round(t_lb, 6)})
-                prev_done_t = t_lb
+                if req.cached is None:       # a prefetched init never had the connection here
+                    self.init_downloads.append({"level": req.level, "uri": req.path, "bytes": body_len,
+                                                "t_first_byte": round(t_fb, 6), "t_last_byte": round(t_lb, 6)})
+                    prev_done_t = t_lb
                 continue
             # Pipelined: a response has the connection from the later of its request and the
             # end of the previous response.
@@ -429,6 +450,9 @@ class ClientSession(SegmentPlayback):
     # ---- socket I/O ----------------------------------------------------------------------
     def _send(self, reqs: list[Request]) -> None:
         assert self.sock is not None
+        reqs = [r for r in reqs if r.cached is None]
+        if not reqs:
+            return
         if self.h2 is not None:
             parts = []
             for r in reqs:
@@ -513,6 +537,11 @@ class ClientSession(SegmentPlayback):
     def _read_response(self, req: Request, push: bool) -> tuple[bytes | int, float, float]:
         """Status line + headers + Content-Length body. push: hand the body to the appsrc as it
         arrives and return its length; else return the body."""
+        if req.cached is not None:
+            if push:
+                self._push(req.cached)
+            t = self._now()
+            return (len(req.cached) if push else req.cached), t, t
         if self.h2 is not None:
             return self._read_response_h2(req, push)
         t_fb: float | None = None
@@ -582,8 +611,10 @@ class ClientSession(SegmentPlayback):
             if self.h2.terminated:
                 raise FetchError(f"GET {req.path}: the server ended the connection: {self.h2.terminated}")
             self._write(self.h2.feed(self._recv(READ_CHUNK)))
-        t_lb = self._now()
-        t_fb = st.t_first if st.t_first is not None else t_lb
+        # Times as the frames were read (wire order), not when this loop got to the stream: a stream the
+        # server finished while an earlier one was being consumed keeps its own times.
+        t_lb = st.t_end if st.t_end is not None else self._now()
+        t_fb = next((t for t in (st.t_first, st.t_headers) if t is not None), t_lb)
         self.h2.done(req.stream_id)
         return (total if push else bytes(body)), t_fb, t_lb
 

@@ -10,14 +10,13 @@ would hold the server back and SABRE's pacing of socket reads would stop governi
 16 MiB windows (replenished as data is consumed) only the socket's receive buffer limits the
 server, as over HTTP/1.1.
 
-Several requests may be outstanding (SABRE pipelines them; an init segment goes out with the media
-segment after it). Each new stream is made to depend exclusively on the previous one still open
-(RFC 7540 §5.3 priorities), so that the server sends the responses one after the other in request
-order, as HTTP/1.1 pipelining does: measured with Apache's mod_http2 and equal default priorities, a
-5 s media segment's 15.6 MB went out before the 805 B init segment requested with it, the client
-could hand nothing to the decoder until the init had arrived (an underflow), and a response's
-download time no longer meant anything. A server that ignores priorities may still interleave: the
-data of a later stream that arrives first is kept here until its turn.
+Several requests may be outstanding (SABRE pipelines them). Each new stream is made to depend
+exclusively on the previous one still open (RFC 7540 §5.3 priorities), asking the server to send the
+responses one after the other in request order, as HTTP/1.1 pipelining does. A server may still
+interleave or reorder (Apache's mod_http2 sent an 805 B init segment after the 15.6 MB media segment
+requested behind it, with and without the dependency; the client therefore fetches the init
+segments up front over HTTP/2: dash_client._prefetch_inits): the data of a later stream that arrives
+first is kept here until its turn, and each stream keeps the times its own frames were read.
 """
 
 from __future__ import annotations
@@ -46,7 +45,9 @@ class StreamState:
     status: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
     chunks: deque[bytes] = field(default_factory=deque)
-    t_first: float | None = None       # first frame of the response (HEADERS) seen
+    t_headers: float | None = None     # the response's HEADERS frame read
+    t_first: float | None = None       # its first DATA frame read (the first body byte)
+    t_end: float | None = None         # its END_STREAM read (the last body byte)
     ended: bool = False
     reset: int | None = None           # RST_STREAM error code
 
@@ -92,14 +93,17 @@ class H2Conn:
                 hdrs = {str(k): str(v) for k, v in ev.headers}
                 st.headers = hdrs
                 st.status = int(hdrs.get(":status", "0"))
-                st.t_first = self.now()
+                st.t_headers = self.now()
             elif isinstance(ev, h2.events.DataReceived) and st is not None:
                 if ev.data:
                     st.chunks.append(bytes(ev.data))
+                    if st.t_first is None:
+                        st.t_first = self.now()
                 # Consumed as far as HTTP/2 flow control goes: the socket's buffer is the only limit.
                 self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             elif isinstance(ev, h2.events.StreamEnded) and st is not None:
                 st.ended = True
+                st.t_end = self.now()
             elif isinstance(ev, h2.events.StreamReset) and st is not None:
                 st.reset = int(ev.error_code)
             elif isinstance(ev, h2.events.ConnectionTerminated):

@@ -54,7 +54,7 @@ def test_streams_in_order_with_interleaved_data_and_wide_windows() -> None:
         srv.receive_data(cli_out)                 # the WINDOW_UPDATEs go back
     for sid in (1, 3):
         st = cli.streams[sid]
-        assert st.status == 200 and st.ended and st.t_first == 1.5
+        assert st.status == 200 and st.ended and st.t_headers == st.t_first == st.t_end == 1.5
         assert b"".join(st.chunks) == body[sid]
         # every byte acknowledged: the server's window for the stream is full again (or the stream closed)
     assert srv.outbound_flow_control_window >= WINDOW + 65_535 - 170_000
