@@ -27,7 +27,8 @@ the new moov in stream (as with dashdemux).
 
 HTTP/2 (`--http-version h2`, an https:// URL): TLS with ALPN "h2" over the same MPTCP socket, the
 protocol from the `h2` package (player/h2_conn.py); each request is a stream, SABRE's pipeline is
-concurrent streams, and the reads stay paced and back-pressured exactly as over HTTP/1.1. An
+concurrent streams, the init segments are fetched once up front (_prefetch_inits says why), and the
+reads stay paced and back-pressured exactly as over HTTP/1.1. An
 https:// URL with `--http-version http/1.1` is HTTP/1.1 over TLS (ALPN "http/1.1").
 """
 
