@@ -88,6 +88,6 @@ done
 # study's 11 × 10 min ladder, minutes to encode) is made on first use by `mpvlab run` / `sweep`.
 say "preparing video content for the smoke and Wi-Fi/LTE scenarios (cache: /var/cache/mpvlab/content)"
 "$VENV/bin/mpvlab" prepare scenarios/smoke.yaml scenarios/wifi-lte-*.yaml scenarios/dash-h2-short.yaml \
-  scenarios/sabre-shared-short.yaml
+  scenarios/sabre-shared-short.yaml scenarios/bbrs-dash-own-short.yaml scenarios/sabre-own-short.yaml
 
 say "done. Try: .venv/bin/mpvlab run scenarios/smoke.yaml"

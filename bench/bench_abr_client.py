@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -91,6 +92,23 @@ def main() -> int:
     print("mode changes: " + ", ".join(f"{c['t']:.1f}s->{c['mode']} (occ {c['occupancy']:.2f}, buf "
                                        f"{c['buffer_s']:.1f}s)" for c in s["sabre_checks"] if c["changed"]))
     print("depth per request: " + " ".join(str(d["outstanding"]) for d in s["abr_decisions"]))
+    # SABRE's pipelining: 1 + ceil(rcvbuf x 8 / (r x s)) for the level current at each request
+    seg_s = s["segment_s"]
+    formula = [1 + math.ceil(a.rcvbuf * 8 / (r_ * seg_s)) for r_ in rates]
+    at_formula = sum(d["outstanding"] == formula[d["level_before"]] for d in s["abr_decisions"])
+    above = sum(d["outstanding"] > formula[d["level_before"]] for d in s["abr_decisions"])
+    print(f"depth formula per level (rcvbuf {a.rcvbuf} B, {seg_s:g} s segments): {formula}; requests that "
+          f"filled the pipeline to it: {at_formula} of {len(s['abr_decisions'])}, above it: {above}")
+    # Each mode change against the rule (player/abr/sabre.py): to backoff needs O >= threshold and
+    # B >= backoff_above_s; to refill needs O < threshold or B < refill_below_s.
+    changes = [c for c in s["sabre_checks"] if c["changed"]]
+    thr, buf_s = p["occupancy_threshold"], a.buffer_ms / 1000
+    refill_below = p["refill_below_s"] if p.get("refill_below_s") is not None else buf_s / 2
+    backoff_above = p["backoff_above_s"] if p.get("backoff_above_s") is not None else buf_s - seg_s
+    ok = sum((c["occupancy"] >= thr and c["buffer_s"] >= backoff_above) if c["mode"] == "backoff"
+             else (c["occupancy"] < thr or c["buffer_s"] < refill_below) for c in changes)
+    print(f"mode changes: {len(changes)}, by the 75 % rule (threshold {thr}, backoff at B >= {backoff_above:g} s, "
+          f"refill below {refill_below:g} s or O < threshold): {ok} of {len(changes)}")
     print(f"{'t (s)':>7} {'mode':>8} {'target':>9} {'read':>9} {'error':>8}  note")
     errs = {"refill": [], "backoff": []}
     for w in windows(s["sabre_checks"]):

@@ -63,8 +63,9 @@ def collect(models: Iterable[type[BaseModel]], prefix: str = "") -> list[MetricD
     return sorted(found.values(), key=lambda d: (d.rank, order.index(d.key)))
 
 
-# The run-level metrics of every kind of single-client run, and the per-path ones (paths.<name>.<key>).
-METRICS: list[MetricDef] = collect([summary.EmulatedSummary, summary.PhysicalSummary])
+# The run-level metrics of every kind of run (a shared-bottleneck run's: its players' means and the
+# VoIP probe's delay percentiles), and the per-path ones (paths.<name>.<key>).
+METRICS: list[MetricDef] = collect([summary.EmulatedSummary, summary.PhysicalSummary, summary.SharedSummary])
 PATH_METRICS: list[MetricDef] = collect([summary.PathRecord])
 
 BY_KEY: dict[str, MetricDef] = {m.key: m for m in METRICS}

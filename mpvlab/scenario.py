@@ -247,7 +247,8 @@ class Scenario(Strict):
         v, p = self.video, self.player
         if v.kind == "dash" and v.segment <= 0:
             raise ValueError("video.segment must be positive")
-        if v.kind == "dash" and p.abr == "bba" and p.bba_reservoir + p.bba_cushion >= self.playout_buffer_ns:
+        if (v.kind == "dash" and p.fetcher == "dashdemux" and p.abr == "bba"
+                and p.bba_reservoir + p.bba_cushion >= self.playout_buffer_ns):
             raise ValueError("player.bba_reservoir + player.bba_cushion must be smaller than player.buffer "
                              f"({self.playout_buffer_ns / 1e9:g} s)")
         if v.kind == "progressive" and v.bitrates is not None:
@@ -259,9 +260,16 @@ class Scenario(Strict):
         if self.player.fetcher == "own":
             if self.video.kind != "dash":
                 raise ValueError("player.fetcher: own is a DASH client; video.kind must be dash")
-            if self.server.protocol != "http/1.1" or self.server.tls_enabled:
-                raise ValueError("player.fetcher: own speaks HTTP/1.1 without TLS (server: {protocol: http/1.1, "
-                                 "tls: false})")
+            # The ABR's checks that need the ladder, segment and buffer (BBA's reservoir + cushion below
+            # the buffer, FESTIVE's target within it, SABRE's thresholds) run here, before any run, and
+            # not only in the player after the network was built.
+            from player.abr import Ladder, make
+            try:
+                make(self.player.abr, Ladder(tuple(sorted(set(self.dash_ladder))), self.video.segment / 1e9,
+                                             self.playout_buffer_ns / 1e9), self.player.abr_params, self.seed)
+            except ValueError as e:
+                raise ValueError(f"player.abr {self.player.abr} with this ladder, {self.video.segment / 1e9:g} s "
+                                 f"segments and a {self.playout_buffer_ns / 1e9:g} s buffer: {e}") from None
         return self
 
     @model_validator(mode="after")

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from mpvlab.metricdef import INF, MPVLAB, STUDY_BBRS, STUDY_WIFI_LTE, MetricDef, View
+from mpvlab.metricdef import INF, MPVLAB, STUDY_BBRS, STUDY_SABRE, STUDY_WIFI_LTE, MetricDef, View
 
 SCHEMA_VERSION = 1
 
@@ -77,6 +77,14 @@ class DashView(Record):
         "the stall ratio under the BBR-S study's name, clamped at 0", STUDY_BBRS,
         **SKEWED, qoe=True, clamp=True, rank=17,
         views={"summary": View(8, "DASH stall rate", only_if_present=True)})] = None
+    rebuffer_events: Annotated[int | None, MetricDef(
+        "DASH rebuffer events", "events", 0, INF, "lower",
+        "playout-buffer underflow episodes (= underflows), under the DASH studies' name", STUDY_BBRS,
+        **SKEWED, qoe=True, rank=19.5)] = None
+    rebuffer_ratio: Annotated[float | None, MetricDef(
+        "DASH rebuffer ratio", "stalled / playback", 0, 1, "lower",
+        "time in underflow / total playback time (the share of the session spent stalled; the stall rate "
+        "divides the same excess by the video length instead)", STUDY_BBRS, **SKEWED, qoe=True, rank=19.6)] = None
     abr_policy_mismatches: int | None = None
     segments: int
 
@@ -379,6 +387,50 @@ class SharedPlayer(PlayerQoE):
     mean_throughput_bps: int | None
 
 
+def _mean_over_players(what: str, unit: str, hi: float, better: str, rank: float, skewed: bool = True) -> Any:
+    return Annotated[float | None, MetricDef(
+        f"{what} (mean over players)", unit, 0, hi, better,  # type: ignore[arg-type]
+        f"each player's {what} (its `dash` record), averaged over the run's players", STUDY_SABRE,
+        **(SKEWED if skewed else {}), qoe=True, rank=rank)]
+
+
+class SharedAggregate(OpenRecord):
+    """The players of a shared-bottleneck run together (mpvlab/run/shared.py); the DASH means are the
+    study's per-run QoE when every player runs DASH, null otherwise."""
+
+    players: int
+    quality_avg_mean: _mean_over_players("DASH average quality level", "level (0 = lowest)", INF,
+                                         "higher", 16.1) = None
+    bitrate_avg_bps_mean: _mean_over_players("DASH average bitrate", "bit/s", INF, "higher", 18.1,
+                                             skewed=False) = None
+    bitrate_switches_mean: _mean_over_players("DASH bitrate switches", "switches", INF, "lower", 19.1) = None
+    stall_rate_mean: _mean_over_players("DASH stall rate", "(playback − video) / video", INF, "lower", 17.1) = None
+    rebuffer_ratio_mean: _mean_over_players("DASH rebuffer ratio", "stalled / playback", 1, "lower", 19.7) = None
+
+
+def _voip_delay(q: str, rank: float) -> Any:
+    return Annotated[float | None, MetricDef(
+        f"VoIP probe queuing delay, {q}", "ms", 0, INF, "lower",
+        f"the {q} of the probe's one-way queuing delay (receiver's kernel rx stamp − sender's stamp, less the "
+        "run's smallest difference: topologies/voip_probe.py)", STUDY_SABRE, qoe=True, rank=rank)]
+
+
+class VoipQueuingDelay(OpenRecord):
+    p50: _voip_delay("median", 20.1) = None
+    p95: _voip_delay("95th percentile", 20.2) = None
+    p99: _voip_delay("99th percentile", 20.3) = None
+
+
+class VoipRecord(OpenRecord):
+    queuing_delay_ms: VoipQueuingDelay | None = None
+
+
+class CrossTraffic(OpenRecord):
+    """What the cross-traffic sources recorded (bulk, voip; topologies/); the probe's delay percentiles typed."""
+
+    voip: VoipRecord | None = None
+
+
 class SharedSummary(RunHead):
     """Shared-bottleneck runs (mpvlab/run/shared.py): N players and cross traffic behind one router."""
 
@@ -388,9 +440,9 @@ class SharedSummary(RunHead):
     video_length_s: float
     player_mode: str
     players: dict[str, SharedPlayer]
-    aggregate: dict[str, Any]
+    aggregate: SharedAggregate
     bottleneck: dict[str, Any]
-    cross_traffic: dict[str, Any]
+    cross_traffic: CrossTraffic
     subflows: list[Subflow]
     http: HttpRecord
     cc_state: CCStateView | None = None

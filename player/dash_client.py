@@ -25,7 +25,11 @@ outstanding and paces its reads (see abr/sabre.py). An init segment is requested
 media segment and before every segment whose level differs from the previous one; qtdemux takes
 the new moov in stream (as with dashdemux).
 
-HTTP/2 is not implemented (HTTP/1.1 only): see player/README.md.
+HTTP/2 (`--http-version h2`, an https:// URL): TLS with ALPN "h2" over the same MPTCP socket, the
+protocol from the `h2` package (player/h2_conn.py); each request is a stream, SABRE's pipeline is
+concurrent streams, the init segments are fetched once up front (_prefetch_inits says why), and the
+reads stay paced and back-pressured exactly as over HTTP/1.1. An
+https:// URL with `--http-version http/1.1` is HTTP/1.1 over TLS (ALPN "http/1.1").
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import errno
 import fcntl
 import math
 import socket
+import ssl
 import termios
 import threading
 import time
@@ -147,6 +152,8 @@ class Request:
     decision: dict[str, Any] = field(default_factory=dict)
     buffer_s: float | None = None
     depth: int = 1             # requests outstanding when this one was sent (itself included)
+    stream_id: int = 0         # HTTP/2: the request's stream
+    cached: bytes | None = None  # HTTP/2: an init segment fetched at the start, handed over, not requested
 
 
 @dataclass
@@ -183,11 +190,18 @@ class ClientSession(SegmentPlayback):
                  rcvbuf: int | None, mptcp: bool, buffer_s: float,
                  t_of_ns: Callable[[int], float], emit: Callable[..., float],
                  add_bytes: Callable[[int], None], position_s: Callable[[], float],
-                 on_fatal: Callable[[str], None]) -> None:
+                 on_fatal: Callable[[str], None], http_version: str = "http/1.1",
+                 ca_file: str | None = None) -> None:
         u = urllib.parse.urlsplit(url)
-        if u.scheme != "http":
-            raise ValueError("--fetcher own speaks plain http:// (HTTP/1.1) only")
-        self.host, self.port = u.hostname or "", u.port or 80
+        if u.scheme not in ("http", "https"):
+            raise ValueError("--fetcher own speaks http:// or https://")
+        if http_version not in ("http/1.1", "h2"):
+            raise ValueError(f"http version {http_version!r}: http/1.1 or h2")
+        if http_version == "h2" and u.scheme != "https":
+            raise ValueError("h2 needs an https:// URL (HTTP/2 is negotiated by TLS ALPN)")
+        self.tls = u.scheme == "https"
+        self.http_version, self.ca_file = http_version, ca_file
+        self.host, self.port = u.hostname or "", u.port or (443 if self.tls else 80)
         self.mpd_path = u.path or "/"
         self.base = self.mpd_path.rsplit("/", 1)[0] + "/"
         self.abr_name, self.abr_params, self.seed = abr_name, dict(abr_params), seed
@@ -210,6 +224,10 @@ class ClientSession(SegmentPlayback):
         self.sock: socket.socket | None = None
         self.rcvbuf_effective: int | None = None
         self.so_protocol: int | None = None
+        self.alpn: str | None = None
+        self.tls_version: str | None = None
+        self.h2: Any = None                     # h2_conn.H2Conn when http_version == "h2"
+        self._init_cache: dict[int, bytes] = {}  # HTTP/2: level → init segment (_prefetch_inits)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -269,6 +287,8 @@ class ClientSession(SegmentPlayback):
         self.sock = open_mptcp(self.host, self.port, self.rcvbuf, self.mptcp)
         self.rcvbuf_effective = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
         self.so_protocol = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PROTOCOL)
+        if self.tls:
+            self.sock = self._tls(self.sock)
         mpd = Request("mpd", self.mpd_path, t_request=self._now())
         self._send([mpd])
         body, _, _ = self._read_response(mpd, push=False)
@@ -289,12 +309,53 @@ class ClientSession(SegmentPlayback):
             if self.rcvbuf is None:
                 raise FetchError("sabre needs --rcvbuf-bytes (its pipelining depth is computed from it)")
             self.pacer.set_rate(self.abr.target_read_bps())
+        if self.h2 is not None:
+            self._prefetch_inits()
         self._t_tick = time.monotonic()
         self._next_tick = self._t_tick + self._check_period()
         self._stream()
         if not self._stop.is_set():
             assert self.appsrc is not None
             self.appsrc.emit("end-of-stream")
+
+    def _tls(self, raw: socket.socket) -> socket.socket:
+        """TLS over the connected MPTCP socket, trusting exactly --ca-file (or the system's store),
+        offering only the protocol asked for: a server that picks another one is an error, not a
+        silent fallback."""
+        ctx = ssl.create_default_context(cafile=self.ca_file)
+        ctx.set_alpn_protocols([self.http_version])
+        raw.settimeout(5.0)
+        try:
+            s = ctx.wrap_socket(raw, server_hostname=self.host)
+        except (ssl.SSLError, OSError) as e:
+            raw.close()
+            raise FetchError(f"TLS handshake with {self.host}:{self.port}: {e}") from None
+        self.alpn, self.tls_version = s.selected_alpn_protocol(), s.version()
+        if self.alpn != self.http_version:
+            s.close()
+            raise FetchError(f"the server negotiated ALPN {self.alpn!r}, not {self.http_version!r}")
+        if self.http_version == "h2":
+            from h2_conn import H2Conn
+            self.h2 = H2Conn(f"{self.host}:{self.port}", self._now)
+            s.sendall(self.h2.start())
+        s.settimeout(RECV_TIMEOUT_S)
+        return s
+
+    def _prefetch_inits(self) -> None:
+        """HTTP/2: every representation's init segment, once, before the first media request (as dash.js
+        caches them). Requested with its media segment instead, the init came after it: Apache's
+        mod_http2 sent an 805 B init after the 15.6 MB media segment requested right behind it, even
+        with the media stream depending on the init's (player/h2_conn.py), so the decoder, which needs
+        the init first, starved for the whole 5 s segment."""
+        reqs = [Request("init", self._abs(r.init), level=r.level, t_request=self._now()) for r in self.reps]
+        self._send(reqs)
+        for r in reqs:
+            body, t_fb, t_lb = self._read_response(r, push=False)
+            assert isinstance(body, bytes)
+            self.add_bytes(len(body))
+            self._init_cache[r.level] = body
+            self.init_downloads.append({"level": r.level, "uri": r.path, "bytes": len(body),
+                                        "t_first_byte": round(t_fb, 6), "t_last_byte": round(t_lb, 6)})
 
     def _check_period(self) -> float:
         return self.abr.p.check_period_s if isinstance(self.abr, Sabre) else 0.2
@@ -328,7 +389,7 @@ class ClientSession(SegmentPlayback):
                 rep = self.reps[lvl]
                 reqs: list[Request] = []
                 if lvl != init_level:
-                    reqs.append(Request("init", self._abs(rep.init), level=lvl))
+                    reqs.append(Request("init", self._abs(rep.init), level=lvl, cached=self._init_cache.get(lvl)))
                     init_level = lvl
                 number = rep.start_number + next_index
                 media = Request("media", self._abs(_fill_number(rep.media, number)), level=lvl,
@@ -353,9 +414,10 @@ class ClientSession(SegmentPlayback):
             body_len, t_fb, t_lb = self._read_response(req, push=True)
             if req.kind == "init":
                 init_bytes_pending += body_len
-                self.init_downloads.append({"level": req.level, "uri": req.path, "bytes": body_len,
-                                            "t_first_byte": round(t_fb, 6), "t_last_byte": round(t_lb, 6)})
-                prev_done_t = t_lb
+                if req.cached is None:       # a prefetched init never had the connection here
+                    self.init_downloads.append({"level": req.level, "uri": req.path, "bytes": body_len,
+                                                "t_first_byte": round(t_fb, 6), "t_last_byte": round(t_lb, 6)})
+                    prev_done_t = t_lb
                 continue
             # Pipelined: a response has the connection from the later of its request and the
             # end of the previous response.
@@ -389,8 +451,23 @@ class ClientSession(SegmentPlayback):
     # ---- socket I/O ----------------------------------------------------------------------
     def _send(self, reqs: list[Request]) -> None:
         assert self.sock is not None
-        data = b"".join(f"GET {r.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-                        f"User-Agent: mpvlab-dash-client\r\n\r\n".encode() for r in reqs)
+        reqs = [r for r in reqs if r.cached is None]
+        if not reqs:
+            return
+        if self.h2 is not None:
+            parts = []
+            for r in reqs:
+                r.stream_id, out = self.h2.request(r.path)
+                parts.append(out)
+            self._write(b"".join(parts))
+            return
+        self._write(b"".join(f"GET {r.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+                        f"User-Agent: mpvlab-dash-client\r\n\r\n".encode() for r in reqs))
+
+    def _write(self, data: bytes) -> None:
+        assert self.sock is not None
+        if not data:
+            return
         self.sock.settimeout(5.0)
         try:
             self.sock.sendall(data)
@@ -461,6 +538,13 @@ class ClientSession(SegmentPlayback):
     def _read_response(self, req: Request, push: bool) -> tuple[bytes | int, float, float]:
         """Status line + headers + Content-Length body. push: hand the body to the appsrc as it
         arrives and return its length; else return the body."""
+        if req.cached is not None:
+            if push:
+                self._push(req.cached)
+            t = self._now()
+            return (len(req.cached) if push else req.cached), t, t
+        if self.h2 is not None:
+            return self._read_response_h2(req, push)
         t_fb: float | None = None
         while b"\r\n\r\n" not in self._rx:
             if len(self._rx) > MAX_HEADER_BYTES:
@@ -505,6 +589,36 @@ class ClientSession(SegmentPlayback):
         t_lb = self._now()
         return (total if push else bytes(body or b"")), t_fb, t_lb
 
+    def _read_response_h2(self, req: Request, push: bool) -> tuple[bytes | int, float, float]:
+        """The request's stream to its end, reading the socket (paced, back-pressured) as needed;
+        other streams' data that arrives meanwhile stays in H2Conn until their turn."""
+        st = self.h2.streams[req.stream_id]
+        body = bytearray()
+        total = 0
+        while True:
+            if st.status is not None and st.status != 200:
+                raise FetchError(f"GET {req.path}: HTTP {st.status}")
+            while st.chunks:
+                chunk = st.chunks.popleft()
+                total += len(chunk)
+                if push:
+                    self._push(chunk)
+                else:
+                    body += chunk
+            if st.ended:
+                break
+            if st.reset is not None:
+                raise FetchError(f"GET {req.path}: stream reset by the server (error {st.reset})")
+            if self.h2.terminated:
+                raise FetchError(f"GET {req.path}: the server ended the connection: {self.h2.terminated}")
+            self._write(self.h2.feed(self._recv(READ_CHUNK)))
+        # Times as the frames were read (wire order), not when this loop got to the stream: a stream the
+        # server finished while an earlier one was being consumed keeps its own times.
+        t_lb = st.t_end if st.t_end is not None else self._now()
+        t_fb = next((t for t in (st.t_first, st.t_headers) if t is not None), t_lb)
+        self.h2.done(req.stream_id)
+        return (total if push else bytes(body)), t_fb, t_lb
+
     def _push(self, data: bytes) -> None:
         assert self.appsrc is not None
         ret = self.appsrc.emit("push-buffer", Gst.Buffer.new_wrapped(data))
@@ -524,7 +638,8 @@ class ClientSession(SegmentPlayback):
         return {
             "dash": True,
             "fetcher": "own",
-            "transport": {"protocol": "http/1.1", "mptcp": self.mptcp, "rcvbuf_bytes": self.rcvbuf,
+            "transport": {"protocol": self.http_version, "tls": self.tls, "alpn": self.alpn,
+                          "tls_version": self.tls_version, "mptcp": self.mptcp, "rcvbuf_bytes": self.rcvbuf,
                           "rcvbuf_effective": self.rcvbuf_effective,
                           "so_protocol": self.so_protocol},
             "abr": {"name": self.abr_name, "params": params, "seed": self.seed},

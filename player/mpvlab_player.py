@@ -220,7 +220,8 @@ class Player:
                 url=args.url, abr_name=args.abr, abr_params=args.abr_params, seed=args.seed,
                 rcvbuf=args.rcvbuf_bytes, mptcp=not args.no_mptcp, buffer_s=args.buffer_ms / 1000.0,
                 t_of_ns=events.t, emit=events.emit, add_bytes=self._add_bytes,
-                position_s=self._position_s, on_fatal=self._on_fetch_fatal)
+                position_s=self._position_s, on_fatal=self._on_fetch_fatal,
+                http_version=args.http_version, ca_file=None if args.ca_file is None else str(args.ca_file))
         elif args.dash:
             self.dash = mpvlab_dash.DashSession(
                 abr=args.abr, t_of_ns=events.t, emit=events.emit, add_bytes=self._add_bytes,
@@ -770,6 +771,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--rcvbuf-bytes", type=int, default=None,
                     help="own fetcher: SO_RCVBUF of the client socket (default: the namespace's "
                          "tcp_rmem autotuning); required by sabre")
+    ap.add_argument("--http-version", choices=("http/1.1", "h2"), default="http/1.1",
+                    help="own fetcher: HTTP/1.1 (http:// or, over TLS, https://) or HTTP/2 (https:// only: "
+                         "TLS ALPN h2, player/h2_conn.py)")
     ap.add_argument("--no-mptcp", action="store_true",
                     help="own fetcher: plain TCP socket instead of IPPROTO_MPTCP")
     ap.add_argument("--bba-reservoir-s", type=float, default=5.0,
@@ -803,8 +807,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             ap.error(f"--abr-params for {a.abr}: {e}")
         if a.rcvbuf_bytes is not None and not 4096 <= a.rcvbuf_bytes <= 1 << 30:
             ap.error("--rcvbuf-bytes must be in [4096, 2^30]")
-        if not a.url.startswith("http://"):
-            ap.error("--fetcher own speaks http:// (HTTP/1.1) only")
+        if a.http_version == "h2" and not a.url.startswith("https://"):
+            ap.error("--http-version h2 needs an https:// URL (HTTP/2 is negotiated by TLS ALPN)")
+        if a.http_version == "h2":
+            try:
+                import h2  # noqa: F401
+            except ModuleNotFoundError:
+                ap.error("--http-version h2 needs the Python package 'h2' (pip install -r requirements.txt)")
     elif a.dash and a.abr not in ("gst", "bba"):
         ap.error(f"--abr {a.abr!r}: the dashdemux fetcher knows gst and bba; "
                  "the registry's algorithms need --fetcher own")

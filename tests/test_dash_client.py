@@ -217,3 +217,45 @@ def test_sabre_pipelining_on_the_wire(testbed: tuple[Net, Apache], content3: Any
         assert c["mode"] == expect, c
         mode = c["mode"]
     assert s["frames_rendered"] + s["picture_discards"] == s["frames_expected"] == int(LEN_S * FPS)
+
+
+@pytest.mark.netns
+@netns_root
+def test_sabre_modes_change_on_the_wire(testbed: tuple[Net, Apache], content3: Any, tmp_path: Path) -> None:
+    """SABRE's mode changes on a real socket, not just its rule on scripted samples (tests/test_abr.py):
+    a 4 s playout buffer (backoff from refill at B >= 4 - 2 = 2 s with the socket >= 75 % full, refill
+    again below 75 % or B < 4 / 2 = 2 s) on a 3 Mbit/s link. Once the playout buffer is full the appsrc
+    holds the reader back, the socket fills past 75 % and SABRE must back off; reading at delta x R < R
+    (delta = 0.5 here, so that the buffer drains by 0.5 s per s, well within the 12 s video) then drains
+    the buffer below 2 s and it must refill. Every check's mode follows the rule from the
+    occupancy and buffer it recorded, and both transitions occur."""
+    net, apache = testbed
+    net.set_rate(3_000_000)
+    try:
+        s = play(net, url(apache, content3), tmp_path / "sabre-modes", "--fetcher", "own", "--abr", "sabre",
+                 "--rcvbuf-bytes", "131072", "--buffer-ms", "4000", "--abr-params", '{"delta": 0.5}')
+    finally:
+        net.set_rate(None)
+    assert s["dash_error"] is None and s["status"] == "eos"
+    p = s["abr"]["params"]
+    assert (p["occupancy_threshold"], p["lambda"], p["delta"]) == (0.75, 1.2, 0.5)
+    rates = [r["bitrate_bps"] for r in s["representations"]]
+    checks = s["sabre_checks"]
+    mode, seen = "refill", []
+    for c in checks:
+        fullsock = c["occupancy"] >= 0.75
+        if mode == "refill":
+            expect = "backoff" if fullsock and c["buffer_s"] >= 2.0 else "refill"
+        else:
+            expect = "refill" if (not fullsock or c["buffer_s"] < 2.0) else "backoff"
+        assert c["mode"] == expect, c
+        # the read target of the mode it is in: refill lambda x R_highest, backoff delta x R_level
+        want = 1.2 * rates[-1] if c["mode"] == "refill" else 0.5 * rates[c["level"]]
+        assert c["target_bps"] == pytest.approx(want, rel=1e-6), c
+        if c["changed"]:
+            seen.append(c["mode"])
+        mode = c["mode"]
+    print("\nsabre mode changes: " + ", ".join(f"{c['t']:.1f}s->{c['mode']} (occ {c['occupancy']:.2f}, "
+                                               f"buf {c['buffer_s']:.1f}s)" for c in checks if c["changed"]))
+    assert "backoff" in seen and "refill" in seen, seen
+    assert s["frames_rendered"] + s["picture_discards"] == s["frames_expected"] == int(LEN_S * FPS)

@@ -26,7 +26,7 @@ def _field_def(key: str) -> MetricDef | None:
         models: list[type[BaseModel]] = [summary.PathRecord]
         parts = parts[2:]
     else:
-        models = [summary.EmulatedSummary, summary.PhysicalSummary]
+        models = [summary.EmulatedSummary, summary.PhysicalSummary, summary.SharedSummary]
     for name in parts[:-1]:
         models = [m for model in models if name in model.model_fields
                   for m in metrics._models_in(model.model_fields[name].annotation)]

@@ -291,8 +291,15 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, outcome: Outcome,
     thr = [v["mean_throughput_bps"] for v in players.values() if v["mean_throughput_bps"]]
     stalls = [v["stall_ratio"] for v in players.values() if v["stall_ratio"] is not None]
     startups = [v["startup_delay_s"] for v in players.values() if v["startup_delay_s"] is not None]
+    def dash_mean(key: str) -> float | None:
+        # the study's per-run QoE: defined only when every player ran DASH and reported it
+        vals = [(v["dash"] or {}).get(key) for v in players.values()]
+        return round(sum(vals) / len(vals), 6) if vals and all(isinstance(x, (int, float)) for x in vals) else None
+
     aggregate = {
         "players": len(players),
+        **{f"{k}_mean": dash_mean(k) for k in ("quality_avg", "bitrate_avg_bps", "bitrate_switches", "stall_rate",
+                                               "rebuffer_ratio")},
         "frames_accounted_all": all(v["frames_accounted"] for v in players.values()),
         **{k: _sum([v[k] for v in players.values()]) for k in (
             "frames_expected", "frames_rendered", "picture_discards", "underflows", "underflow_total_s",

@@ -166,7 +166,8 @@ def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, fr
         argv.append("--no-decode")
     if sc.video.kind == "dash" and sc.player.fetcher == "own":
         argv += ["--dash", "--fetcher", "own", "--abr", sc.player.abr,
-                 "--abr-params", json.dumps(sc.player.abr_params), "--seed", str(sc.seed)]
+                 "--abr-params", json.dumps(sc.player.abr_params), "--seed", str(sc.seed),
+                 "--http-version", sc.server.protocol]
         if sc.player.rcvbuf is not None:
             argv += ["--rcvbuf-bytes", str(sc.player.rcvbuf)]
     elif sc.video.kind == "dash":

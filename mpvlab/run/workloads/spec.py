@@ -152,7 +152,8 @@ class PlayerSpec(Strict):
                                  "bola, dynamic, festive, sabre, on-off)")
     fetcher: Literal["dashdemux", "own"] = Field(
         "dashdemux", description="DASH: GStreamer's dashdemux, or mpvlab's own client (player/dash_client.py: "
-                                 "MPTCP socket, pipelining, paced reads; HTTP/1.1 without TLS)")
+                                 "MPTCP socket, pipelining, paced reads; HTTP/1.1, with or without TLS, or "
+                                 "HTTP/2 over TLS as server.protocol says)")
     abr_params: dict[str, Any] = Field(default_factory=dict, description="fetcher own: the ABR's parameters")
     rcvbuf: Size | None = Field(None, description="fetcher own: the socket's SO_RCVBUF request (SABRE sizes its "
                                                    "pipeline from it)")

@@ -170,5 +170,6 @@ def player_view(ps: dict[str, Any]) -> dict[str, Any]:
 def dash_view(ps: dict[str, Any]) -> dict[str, Any]:
     """docs/studies.md §2: average quality level over downloaded segments, stall rate, switches."""
     return {k: ps.get(k) for k in ("abr", "representations", "segment_s", "quality_avg", "bitrate_avg_bps",
-                                   "bitrate_switches", "stall_rate", "abr_policy_mismatches")} | {
+                                   "bitrate_switches", "stall_rate", "rebuffer_events", "rebuffer_ratio",
+                                   "abr_policy_mismatches")} | {
         "segments": len(ps.get("segments") or [])}
