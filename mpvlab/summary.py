@@ -394,18 +394,25 @@ def _mean_over_players(what: str, unit: str, hi: float, better: str, rank: float
         **(SKEWED if skewed else {}), qoe=True, rank=rank)]
 
 
+# The field types below, named (a call inside a class annotation reads as a forward reference to
+# linters and to anyone skimming).
+_QualityMean = _mean_over_players("DASH average quality level", "level (0 = lowest)", INF, "higher", 16.1)
+_BitrateMean = _mean_over_players("DASH average bitrate", "bit/s", INF, "higher", 18.1, skewed=False)
+_SwitchesMean = _mean_over_players("DASH bitrate switches", "switches", INF, "lower", 19.1)
+_StallRateMean = _mean_over_players("DASH stall rate", "(playback − video) / video", INF, "lower", 17.1)
+_RebufferMean = _mean_over_players("DASH rebuffer ratio", "stalled / playback", 1, "lower", 19.7)
+
+
 class SharedAggregate(OpenRecord):
     """The players of a shared-bottleneck run together (mpvlab/run/shared.py); the DASH means are the
     study's per-run QoE when every player runs DASH, null otherwise."""
 
     players: int
-    quality_avg_mean: _mean_over_players("DASH average quality level", "level (0 = lowest)", INF,
-                                         "higher", 16.1) = None
-    bitrate_avg_bps_mean: _mean_over_players("DASH average bitrate", "bit/s", INF, "higher", 18.1,
-                                             skewed=False) = None
-    bitrate_switches_mean: _mean_over_players("DASH bitrate switches", "switches", INF, "lower", 19.1) = None
-    stall_rate_mean: _mean_over_players("DASH stall rate", "(playback − video) / video", INF, "lower", 17.1) = None
-    rebuffer_ratio_mean: _mean_over_players("DASH rebuffer ratio", "stalled / playback", 1, "lower", 19.7) = None
+    quality_avg_mean: _QualityMean = None
+    bitrate_avg_bps_mean: _BitrateMean = None
+    bitrate_switches_mean: _SwitchesMean = None
+    stall_rate_mean: _StallRateMean = None
+    rebuffer_ratio_mean: _RebufferMean = None
 
 
 def _voip_delay(q: str, rank: float) -> Any:
@@ -415,10 +422,14 @@ def _voip_delay(q: str, rank: float) -> Any:
         "run's smallest difference: topologies/voip_probe.py)", STUDY_SABRE, qoe=True, rank=rank)]
 
 
+_VoipP50, _VoipP95, _VoipP99 = (_voip_delay("median", 20.1), _voip_delay("95th percentile", 20.2),
+                                _voip_delay("99th percentile", 20.3))
+
+
 class VoipQueuingDelay(OpenRecord):
-    p50: _voip_delay("median", 20.1) = None
-    p95: _voip_delay("95th percentile", 20.2) = None
-    p99: _voip_delay("99th percentile", 20.3) = None
+    p50: _VoipP50 = None
+    p95: _VoipP95 = None
+    p99: _VoipP99 = None
 
 
 class VoipRecord(OpenRecord):
