@@ -77,9 +77,15 @@ def test_pcap_run_bytes_match_the_interface_counters(tmp_path: Path) -> None:
     t = w["totals"]
     assert t["connections"] >= 1 and s["path_switches_wire"] == t["wire_switches"]
     trace = json.loads((run / "data" / "schedtrace" / "decisions_summary.json").read_text())
-    assert t["new_bytes"] == trace["totals"]["bytes_handed"]
-    if s["mptcp"]["reinjected_segments"] == 0:
+    reinjected = s["mptcp"]["reinjected_segments"]
+    if reinjected == 0:
+        assert t["new_bytes"] == trace["totals"]["bytes_handed"]
         assert t["dsn_order_switches"] == s["path_switches"] == t["decision_path_switches"]
+    else:
+        # The scheduler hands a reinjected range again (counted by the trace), while on the wire it
+        # is not new data: at most one segment (< 1500 B of payload) per reinjected segment. A CI
+        # run: 1 reinjection, handed − new = 842 B.
+        assert 0 <= trace["totals"]["bytes_handed"] - t["new_bytes"] <= reinjected * 1500
     assert t["wire_switches"] >= t["dsn_order_switches"]
     assert {sf["path"] for sf in w["subflows"].values()} == set(s["paths"])
 
