@@ -82,10 +82,11 @@ def test_pcap_run_bytes_match_the_interface_counters(tmp_path: Path) -> None:
         assert t["new_bytes"] == trace["totals"]["bytes_handed"]
         assert t["dsn_order_switches"] == s["path_switches"] == t["decision_path_switches"]
     else:
-        # The scheduler hands a reinjected range again (counted by the trace), while on the wire it
-        # is not new data: at most one segment (< 1500 B of payload) per reinjected segment. A CI
-        # run: 1 reinjection, handed − new = 842 B.
-        assert 0 <= trace["totals"]["bytes_handed"] - t["new_bytes"] <= reinjected * 1500
+        # The scheduler hands a reinjected range again (counted by the trace); on the wire that range
+        # is data already seen, so the surplus is bounded by the capture's re-sent bytes. One
+        # reinjection (MIB count 1) may re-hand several segments: CI runs saw 842 B and 8856 B,
+        # against 26112 B and 28736 B re-sent.
+        assert 0 <= trace["totals"]["bytes_handed"] - t["new_bytes"] <= t["retransmitted_bytes"]
     assert t["wire_switches"] >= t["dsn_order_switches"]
     assert {sf["path"] for sf in w["subflows"].values()} == set(s["paths"])
 
