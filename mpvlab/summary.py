@@ -183,7 +183,9 @@ class Steal(Record):
 
 
 class Mptcp(Record):
-    reinjected_segments: int
+    reinjected_segments: int   # the MIB's MPTCPRetrans: skbs re-sent, each possibly many segments long
+    reinjected_bytes: int = 0  # the msk's bytes_retrans: payload bytes re-sent (0 without a trace)
+    sent_bytes: int = 0        # the msk's bytes_sent: new payload bytes, header and body
     duplicate_data_segments_received: int
     mib: dict[str, dict[str, int]]
 

@@ -55,6 +55,19 @@ def played_through(s: dict[str, Any]) -> None:
     assert_played_through(s, StealWindow.from_dict(s["host_steal_during_playback"]), FPS)
 
 
+def every_byte_sent_once_and_handed(s: dict[str, Any], size: int) -> None:
+    """The msk sent the file plus the HTTP response header (a few hundred bytes) as new data, exactly
+    once; and the scheduler trace saw every byte the msk sent or re-sent handed to a subflow. Handed
+    may exceed sent + re-sent: when a subflow goes stale or closes, the kernel re-queues its unacked
+    data and pushes it again without counting it in either counter. A bound from the MIB's
+    reinjection count does not hold: one count is one skb, which carried 12220 bytes in a CI run."""
+    m = s["mptcp"]
+    assert 100 < m["sent_bytes"] - size < 1000, (size, m)
+    handed = sum(p["payload_bytes_handed"] for p in s["paths"].values())
+    assert handed >= m["sent_bytes"] + m["reinjected_bytes"], (handed, m)
+    assert (m["reinjected_bytes"] > 0) <= (m["reinjected_segments"] > 0), m
+
+
 def played_accounted(s: dict[str, Any]) -> None:
     """5.24 Mbit/s over 2 x 3 Mbit/s (5.74 Mbit/s of goodput) leaves 9.5 % of headroom, and the Wi-Fi
     delay steps by 60 ms every 5 s: a 2 s playout buffer may then underflow for a moment (a clean CI
@@ -99,12 +112,7 @@ def test_smoke_run_is_complete_and_correct(smoke: tuple[subprocess.CompletedProc
     prov = json.loads((run / "provenance.json").read_text())
     size = prov["content"]["size_bytes"]
 
-    # Every byte of the file went to the player: the scheduler handed exactly the file plus the
-    # HTTP response header (a few hundred bytes) to the two subflows, plus what MPTCP reinjected
-    # (at most one 1424-byte payload per reinjected segment, counted by the kernel's MIB).
-    handed = sum(p["payload_bytes_handed"] for p in s["paths"].values())
-    reinjected = s["mptcp"]["reinjected_segments"]
-    assert size < handed < size + 1000 + reinjected * 1424, (handed, size, s["mptcp"])
+    every_byte_sent_once_and_handed(s, size)
     assert s["host_steal_during_playback"]["window_s"] >= 19.5
     # On the wire: one 90-byte header per <= 1424-byte payload, so between the ideal 1514/1424 and
     # +1 % for ACKs of the request and retransmissions.
@@ -416,8 +424,7 @@ def test_per_path_server_addressing(tmp_path: Path) -> None:
     # 5.24 Mbit/s needs both 3 Mbit/s paths: each carries a real share; every frame is accounted for.
     assert all(p["share"] >= 0.05 for p in s["paths"].values()), s["paths"]
     size = prov["content"]["size_bytes"]
-    handed = sum(p["payload_bytes_handed"] for p in s["paths"].values())
-    assert size < handed < size + 1000
+    every_byte_sent_once_and_handed(s, size)
     assert s["frames_expected"] == 300 and s["frames_accounted"] is True
     played_accounted(s)
     # Fidelity checks went to each path's own server address: each 3 Mbit/s tbf's rate.

@@ -117,7 +117,7 @@ class EmulatedNetwork:
         assert self.sampler is not None
         body = summarise(ctx, self.topo, outcome, self.counters_before, self.counters_after, self.sampler,
                          self.trace_summary, self.sched.summary)
-        body["mptcp"] = mptcp_view(self.mib)
+        body["mptcp"] = mptcp_view(self.mib, self.trace_summary)
         # observe.pcap: capture record, byte cross-checks, wire-order path switches
         pcap_view = capture.view(self.topo, self.cap, self.trace_summary)
         body["cross_checks"].update(pcap_view.pop("checks"))

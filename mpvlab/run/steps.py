@@ -207,13 +207,19 @@ def read_json(path: Path) -> dict[str, Any]:
         return {}
 
 
-def mptcp_view(mib: dict[str, dict[str, int]]) -> dict[str, Any]:
-    """MPTCP-level events during playback, from the kernel's MIB of each end's namespace.
-    Reinjections (the server re-sending, on another subflow, data a stalled subflow had taken) are
-    handed to a subflow twice, so the scheduler trace counts them twice: this is what explains
-    `payload_bytes_handed` above the file size. Every counter that moved is kept in `mib`."""
+def mptcp_view(mib: dict[str, dict[str, int]], trace_summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """MPTCP-level events during playback, from the kernel's MIB of each end's namespace and the msk's
+    own byte counters (read by the scheduler trace). Reinjections (the server re-sending, on another
+    subflow, data a stalled subflow had taken) are handed to a subflow twice, so the scheduler trace
+    counts them twice: `reinjected_bytes` (the msk's `bytes_retrans`) is exactly that surplus. The MIB's
+    `MPTCPRetrans` counts one per skb built by `__mptcp_retrans`, and one skb may carry many segments'
+    worth of payload (a CI run saw 12220 bytes under a count of 1), so it is a count, not a size.
+    Every MIB counter that moved is kept in `mib`."""
+    conns = (trace_summary or {}).get("connections", [])
     return {
         "reinjected_segments": mib["server"].get("MPTCPRetrans", 0),
+        "reinjected_bytes": sum(int(c.get("msk_bytes_retrans", 0)) for c in conns),
+        "sent_bytes": sum(int(c.get("msk_bytes_sent", 0)) for c in conns),
         "duplicate_data_segments_received": mib["client"].get("DuplicateData", 0),
         "mib": {side: {k: v for k, v in d.items() if v} for side, d in mib.items()},   # non-zero only
     }
