@@ -14,19 +14,14 @@ import time
 from typing import Any
 
 from links.emulator import DirectionHandle, set_t0
-from mpvlab.scenario import Scenario
 
 # Between fixing t0 and reaching it: the lines' acknowledgement (a signal and a file, ~1 ms at
 # SCHED_FIFO) fits many times over.
 MARGIN_NS = 50_000_000
 
 
-def lead_s(sc: Scenario) -> float:
-    """The lead at which bring-up sets the provisional t0: none, since `fix` moves it."""
-    return 0.0
 
-
-def fix(sc: Scenario, handles: list[DirectionHandle], provisional_ns: int, extra_prov: dict[str, Any]) -> int:
+def fix(handles: list[DirectionHandle], provisional_ns: int, extra_prov: dict[str, Any]) -> int:
     """Returns the run's t0: now + MARGIN_NS, applied to every delay line. Recorded in provenance (`t0`)."""
     t0 = time.monotonic_ns() + MARGIN_NS
     set_t0(handles, t0)

@@ -35,7 +35,7 @@ def open_shell(scenario: Scenario, scenario_file: Path, scenario_text: str, comm
         led = ledger.Ledger.create(run_id, workdir)
         ctx = RunContext(scenario, scenario_file, scenario_text, run_id, workdir, led, RunOptions(log=log))
         with contextlib.ExitStack() as stack:
-            net = bring_up_network(ctx, stack, lead_s=0.0)
+            net = bring_up_network(ctx, stack)
             topo = net.topo
             mn = _cli_net(Mininet)
             for node in topo.nodes:

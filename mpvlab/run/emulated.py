@@ -62,7 +62,7 @@ class EmulatedNetwork:
         return fidelity.run_probes(self.topo, ctx.scenario, self.schedules, ctx.t0_ns, ctx.logs, handles=self.handles)
 
     def ready(self, ctx: RunContext) -> None:
-        ctx.t0_ns = runzero.fix(ctx.scenario, self.handles, ctx.t0_ns, ctx.extra_prov)
+        ctx.t0_ns = runzero.fix(self.handles, ctx.t0_ns, ctx.extra_prov)
 
     def judge(self, ctx: RunContext, fid: dict[str, Any], summary: dict[str, Any]) -> None:
         fidelity.finish_summary(ctx.scenario, ctx, self.schedules, fid, summary)
@@ -126,9 +126,9 @@ class EmulatedNetwork:
         return body
 
 
-def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float) -> EmulatedNetwork:
+def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack) -> EmulatedNetwork:
     """Topology, host settings, congestion control and link emulation, each undone by `stack`.
-    Run time zero is set to now + lead_s."""
+    Run time zero is provisional (now) until `ready` fixes it (runzero.py)."""
     sc, phase = ctx.scenario, ctx.opts.progress
     if sc.topology.kind == "shared-bottleneck":
         raise RunFailed("topology shared-bottleneck is brought up by mpvlab.run.shared (runs only; "
@@ -155,7 +155,7 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
     sched_params = schedulers.parse_params(sc.transport.scheduler, sc.transport.scheduler_params)
     server_env = schedulers.prepare_server(sc.transport.scheduler, sched_params, topo.server.ns.name)
 
-    ctx.t0_ns = time.monotonic_ns() + int(lead_s * 1e9)
+    ctx.t0_ns = time.monotonic_ns()      # provisional: the delay lines start on it; ready() moves it
 
     phase("links")
     ctx.extra_prov["link_backend"] = {"shaping": "tbf", "delay_and_loss": "nfqueue-delayline",

@@ -31,7 +31,6 @@ from typing import Any, Mapping
 
 from core import hoststeal
 from core.errors import RunFailed
-from mpvlab import runzero
 from mpvlab.run import liveness
 from mpvlab.run.context import RunContext
 from mpvlab.run.network import BringUp, run_head
@@ -58,7 +57,7 @@ def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, Workload
         # Run time zero is provisional when the links come up (the delay lines start on the clock the
         # workload and samplers use) and fixed by network.ready once everything is prepared.
         steps.mark("bring_up")
-        net = bring_up(ctx, stack, runzero.lead_s(sc))
+        net = bring_up(ctx, stack)
 
         # The server answers before the pre-run check: a physical network measures its paths' rate
         # with a download from it; the emulated ones bring their own probe server.

@@ -48,7 +48,7 @@ class Network(Protocol):
         verdict into `fid` (provenance) and the summary's fidelity fields."""
 
 
-BringUp = Callable[[RunContext, contextlib.ExitStack, float], Network]
+BringUp = Callable[[RunContext, contextlib.ExitStack], Network]
 
 
 def run_head(ctx: RunContext, fid: dict[str, Any]) -> dict[str, Any]:

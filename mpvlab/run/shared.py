@@ -101,9 +101,9 @@ def _set_server_cc(topo: sb.SharedBottleneck, cc_name: str) -> list[str]:
     return routes
 
 
-def bring_up(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float) -> "SharedNetwork":
+def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> "SharedNetwork":
     """Topology (N clients, a cross host when there is cross traffic), MPTCP with one subflow per
-    player, the players' congestion control, the bottleneck link; run time zero = now + lead_s."""
+    player, the players' congestion control, the bottleneck link; run time zero provisional (now) until `ready` fixes it."""
     sc, phase = ctx.scenario, ctx.opts.progress
     (pname, spec), = sc.paths.items()
     cross_spec = sc.cross_traffic
@@ -125,7 +125,7 @@ def bring_up(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float) -> "Sh
     ctx.extra_prov["cc"] = {"requested": sc.transport.cc, "kernel_name": cc_name,
                             "params": dict(sc.transport.cc_params)}
 
-    ctx.t0_ns = time.monotonic_ns() + int(lead_s * 1e9)
+    ctx.t0_ns = time.monotonic_ns()      # provisional: the delay lines start on it; ready() moves it
 
     phase("links")
     sched = fidelity.PathSchedules(down=steps.schedule_for(spec.down, ctx.scenario_file.parent),
@@ -191,7 +191,7 @@ class SharedNetwork:
         return fid
 
     def ready(self, ctx: RunContext) -> None:
-        ctx.t0_ns = runzero.fix(ctx.scenario, self.handles, ctx.t0_ns, ctx.extra_prov)
+        ctx.t0_ns = runzero.fix(self.handles, ctx.t0_ns, ctx.extra_prov)
 
     def judge(self, ctx: RunContext, fid: dict[str, Any], summary: dict[str, Any]) -> None:
         fidelity.finish_summary(ctx.scenario, ctx, {self.path_name: self.schedules}, fid, summary)

@@ -40,9 +40,9 @@ class PhysicalEnds(Ends):
     run: PhysicalRun | None = None
 
 
-def bring_up(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float) -> "PhysicalNetwork":
+def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> "PhysicalNetwork":
     """Hosts, preflight, guards, host settings and links; run time zero after the kind's own lead
-    (its probes run per path, so it grows with the number of paths; `lead_s` is the emulated one)."""
+    (its probes run per path, so it grows with the number of paths)."""
     sc, phase = ctx.scenario, ctx.opts.progress
     plan = make_plan(sc.topology, sc.paths, ctx.opts.key_dir or key_dir_default())  # key files checked
     prov: dict[str, Any] = {"roles": {"client": plan.client, "server": plan.server,
