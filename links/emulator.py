@@ -17,7 +17,10 @@ which the run detects, instead of silently carrying undelayed traffic.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -210,34 +213,48 @@ def stop_direction(handle: DirectionHandle) -> dict[str, Any]:
     return stats
 
 
+def request_t0(t0_file: Path, pid: int, t0_ns: int) -> None:
+    """The line's side of the protocol: write the new t0 atomically (the line never reads half a
+    number), clear the old acknowledgement, and signal the line (it rereads the file on SIGUSR1)."""
+    tmp = t0_file.with_suffix(".t0.tmp")
+    tmp.write_text(f"{t0_ns}\n")
+    os.replace(tmp, t0_file)
+    Path(f"{t0_file}.ack").unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR1)
+
+
+def await_t0_ack(t0_file: Path, t0_ns: int, deadline: float, alive: Callable[[], bool],
+                 label: str) -> None:
+    """Until the line acknowledged `t0_ns` in `<t0_file>.ack`; LinkError if it died or by `deadline`
+    (time.monotonic())."""
+    ack = Path(f"{t0_file}.ack")
+    while True:
+        try:
+            if int(ack.read_text().strip() or 0) == t0_ns:
+                return
+        except (OSError, ValueError):
+            pass
+        if not alive():
+            raise LinkError(f"delay line {label} died before taking the new t0")
+        if time.monotonic() > deadline:
+            raise LinkError(f"delay line {label} did not take the new t0 by its deadline")
+        time.sleep(0.001)
+
+
 def set_t0(handles: list[DirectionHandle], t0_ns: int, timeout_s: float = 2.0) -> None:
     """Move run time zero of running delay lines to `t0_ns` (CLOCK_MONOTONIC): each line reads it
     from its t0 file on SIGUSR1 and acknowledges; returns once every line has. Packets already held
     keep their release times; later ones get delay(arrival − t0_ns); a capacity model's queued
     departures keep theirs, a trace restarts on the new clock and outages are still to come."""
-    import os
-    import signal
-    import time
     live = [h for h in handles if h.process is not None]
     for h in live:
-        tmp = h.files["t0"].with_suffix(".t0.tmp")
-        tmp.write_text(f"{t0_ns}\n")
-        os.replace(tmp, h.files["t0"])   # atomic: the line never reads half a number
-        ack = Path(f"{h.files['t0']}.ack")
-        ack.unlink(missing_ok=True)
         assert h.process is not None
-        os.kill(h.process.pid, signal.SIGUSR1)
+        request_t0(h.files["t0"], h.process.pid, t0_ns)
     deadline = time.monotonic() + timeout_s
     for h in live:
-        ack = Path(f"{h.files['t0']}.ack")
-        while True:
-            try:
-                if int(ack.read_text().strip() or 0) == t0_ns:
-                    break
-            except (OSError, ValueError):
-                pass
+        try:
+            await_t0_ack(h.files["t0"], t0_ns, deadline, h.alive, h.plan.label)
+        except LinkError:
             if not h.alive():
-                raise LinkError(h.describe_death())
-            if time.monotonic() > deadline:
-                raise LinkError(f"delay line {h.plan.label} did not take the new t0 within {timeout_s:g} s")
-            time.sleep(0.001)
+                raise LinkError(h.describe_death()) from None
+            raise LinkError(f"delay line {h.plan.label} did not take the new t0 within {timeout_s:g} s") from None

@@ -177,6 +177,15 @@ def test_verdict_fields_and_a_path_a_single_tcp_flow_cannot_fill(tmp_path: Path)
     assert isinstance(s["fidelity_ok"], bool)
 
 
+def move_t0(d: Any, t0_file: Path, t0_ns: int) -> None:
+    """The production protocol (links.emulator) on a test line: request the new t0, wait for its ack."""
+    import time
+    from links.emulator import await_t0_ack, request_t0
+    assert d.proc is not None
+    request_t0(t0_file, d.proc.pid, t0_ns)
+    await_t0_ack(t0_file, t0_ns, time.monotonic() + 2.0, lambda: d.proc.poll() is None, "under test")
+
+
 @needs_root
 @pytest.mark.netns
 def test_delay_line_moves_its_t0_on_request(tmp_path: Path) -> None:
@@ -184,7 +193,6 @@ def test_delay_line_moves_its_t0_on_request(tmp_path: Path) -> None:
     applies the schedule on it from then on, and its stats say so. Schedule: 60 ms for the first
     second of every 2 s, 0 ms for the second. Started with t0 = now (60 ms now), moved to now + 1 s
     (−1 s on the new clock is the periodic extension's second half: 0 ms)."""
-    import signal
     import time
     from testbed import delayline as H
     with H.Line() as line:
@@ -195,15 +203,7 @@ def test_delay_line_moves_its_t0_on_request(tmp_path: Path) -> None:
         line.add_queue("rs", 0)
         before = [x["rtt_ns"] for x in line.ping(5, 0.01) if x["rtt_ns"] is not None]
         new_t0 = time.monotonic_ns() + 1_000_000_000
-        t0_file.write_text(f"{new_t0}\n")
-        assert d.proc is not None
-        os.kill(d.proc.pid, signal.SIGUSR1)
-        ack = Path(f"{t0_file}.ack")
-        for _ in range(500):
-            if ack.exists() and ack.read_text().strip() == str(new_t0):
-                break
-            time.sleep(0.002)
-        assert ack.read_text().strip() == str(new_t0)
+        move_t0(d, t0_file, new_t0)
         after = [x["rtt_ns"] for x in line.ping(5, 0.01) if x["rtt_ns"] is not None]
         st = d.stop()
     assert before and min(before) >= 60 * MS                 # never early: 60 ms on the initial clock
@@ -220,7 +220,6 @@ def test_outage_follows_a_moved_t0(tmp_path: Path) -> None:
     echoes 1.2–1.6 s after the start fall in the outage only on the OLD clock and all come back;
     echoes 1.2–1.6 s after the NEW t0 are all dropped. Counts, not times: 40 ms margins either side
     of every interval edge, far above a scheduling stall's effect on when an echo is sent."""
-    import signal
     import time
     from testbed import delayline as H
     with H.Line() as line:
@@ -230,15 +229,7 @@ def test_outage_follows_a_moved_t0(tmp_path: Path) -> None:
                            extra=["--t0-file", str(t0_file), "--outage", "1000000:1800000"])
         line.add_queue("rs", 0)
         new_t0 = start + 2_000_000_000
-        t0_file.write_text(f"{new_t0}\n")
-        assert d.proc is not None
-        os.kill(d.proc.pid, signal.SIGUSR1)
-        ack = Path(f"{t0_file}.ack")
-        for _ in range(500):
-            if ack.exists() and ack.read_text().strip() == str(new_t0):
-                break
-            time.sleep(0.002)
-        assert ack.read_text().strip() == str(new_t0)
+        move_t0(d, t0_file, new_t0)
 
         def echoes_from(at_ns: int) -> list[dict[str, Any]]:
             time.sleep(max(0.0, (at_ns - time.monotonic_ns()) / 1e9))
