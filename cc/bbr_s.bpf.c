@@ -31,13 +31,13 @@
 
 #include "percentile.h"
 #include "bbrs_state.h"
+#include "kernel_bbr_ops.h"
 
 char _license[] SEC("license") = "GPL";
 
 #define BW_SCALE 24
 #define BW_UNIT (1ULL << BW_SCALE)
 #define BBR_BW_RTTS 10 /* CYCLE_LEN + 2: stock max-filter window, rounds */
-#define TCP_CONG_NON_RESTRICTED 0x1
 #define AF_INET 2
 #define AF_INET6 10
 
@@ -53,15 +53,6 @@ const volatile bool cfg_passthrough = false;
 __u64 next_flow_id = 0;
 __u64 storage_failures = 0; /* sockets left without a window: ran as stock BBR */
 __u64 pre_init_acks = 0;    /* ACKs before init (the SYN-ACK): stock bbr_main, as in tcp_bbr */
-
-extern void bbr_init(struct sock *sk) __ksym;
-extern void bbr_main(struct sock *sk, u32 ack, int flag, const struct rate_sample *rs) __ksym;
-extern u32 bbr_sndbuf_expand(struct sock *sk) __ksym;
-extern u32 bbr_undo_cwnd(struct sock *sk) __ksym;
-extern void bbr_cwnd_event(struct sock *sk, enum tcp_ca_event event) __ksym;
-extern u32 bbr_ssthresh(struct sock *sk) __ksym;
-extern u32 bbr_min_tso_segs(struct sock *sk) __ksym;
-extern void bbr_set_state(struct sock *sk, u8 new_state) __ksym;
 
 struct bbrs_sk {
 	__u64 flow_id;
@@ -321,41 +312,8 @@ void BPF_PROG(bbrs_cong_control, struct sock *sk, u32 ack, int flag,
 		export_state(sk, st);
 }
 
-SEC("struct_ops/bbrs_ssthresh")
-u32 BPF_PROG(bbrs_ssthresh, struct sock *sk)
-{
-	return bbr_ssthresh(sk);
-}
-
-SEC("struct_ops/bbrs_undo_cwnd")
-u32 BPF_PROG(bbrs_undo_cwnd, struct sock *sk)
-{
-	return bbr_undo_cwnd(sk);
-}
-
-SEC("struct_ops/bbrs_cwnd_event")
-void BPF_PROG(bbrs_cwnd_event, struct sock *sk, enum tcp_ca_event event)
-{
-	bbr_cwnd_event(sk, event);
-}
-
-SEC("struct_ops/bbrs_set_state")
-void BPF_PROG(bbrs_set_state, struct sock *sk, u8 new_state)
-{
-	bbr_set_state(sk, new_state);
-}
-
-SEC("struct_ops/bbrs_min_tso_segs")
-u32 BPF_PROG(bbrs_min_tso_segs, struct sock *sk)
-{
-	return bbr_min_tso_segs(sk);
-}
-
-SEC("struct_ops/bbrs_sndbuf_expand")
-u32 BPF_PROG(bbrs_sndbuf_expand, struct sock *sk)
-{
-	return bbr_sndbuf_expand(sk);
-}
+/* ssthresh, undo_cwnd, cwnd_event, set_state, min_tso_segs, sndbuf_expand: the kernel's own. */
+KERNEL_BBR_PASSTHROUGH_OPS(bbrs)
 
 /* The loader replaces the placeholder name in the ELF image before opening. */
 SEC(".struct_ops")

@@ -11,19 +11,9 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "cost_bench.h"
+#include "kernel_bbr_ops.h"
 
 char _license[] SEC("license") = "GPL";
-
-#define TCP_CONG_NON_RESTRICTED 0x1 /* include/net/tcp.h (a macro: not in vmlinux.h) */
-
-extern void bbr_init(struct sock *sk) __ksym;
-extern void bbr_main(struct sock *sk, u32 ack, int flag, const struct rate_sample *rs) __ksym;
-extern u32 bbr_sndbuf_expand(struct sock *sk) __ksym;
-extern u32 bbr_undo_cwnd(struct sock *sk) __ksym;
-extern void bbr_cwnd_event(struct sock *sk, enum tcp_ca_event event) __ksym;
-extern u32 bbr_ssthresh(struct sock *sk) __ksym;
-extern u32 bbr_min_tso_segs(struct sock *sk) __ksym;
-extern void bbr_set_state(struct sock *sk, u8 new_state) __ksym;
 
 SEC("struct_ops/kbbr_init")
 void BPF_PROG(kbbr_init, struct sock *sk)
@@ -40,41 +30,7 @@ void BPF_PROG(kbbr_cong_control, struct sock *sk, u32 ack, int flag, const struc
 	cost_note(bpf_ktime_get_ns() - t0);
 }
 
-SEC("struct_ops/kbbr_ssthresh")
-u32 BPF_PROG(kbbr_ssthresh, struct sock *sk)
-{
-	return bbr_ssthresh(sk);
-}
-
-SEC("struct_ops/kbbr_undo_cwnd")
-u32 BPF_PROG(kbbr_undo_cwnd, struct sock *sk)
-{
-	return bbr_undo_cwnd(sk);
-}
-
-SEC("struct_ops/kbbr_cwnd_event")
-void BPF_PROG(kbbr_cwnd_event, struct sock *sk, enum tcp_ca_event event)
-{
-	bbr_cwnd_event(sk, event);
-}
-
-SEC("struct_ops/kbbr_set_state")
-void BPF_PROG(kbbr_set_state, struct sock *sk, u8 new_state)
-{
-	bbr_set_state(sk, new_state);
-}
-
-SEC("struct_ops/kbbr_min_tso_segs")
-u32 BPF_PROG(kbbr_min_tso_segs, struct sock *sk)
-{
-	return bbr_min_tso_segs(sk);
-}
-
-SEC("struct_ops/kbbr_sndbuf_expand")
-u32 BPF_PROG(kbbr_sndbuf_expand, struct sock *sk)
-{
-	return bbr_sndbuf_expand(sk);
-}
+KERNEL_BBR_PASSTHROUGH_OPS(kbbr)
 
 /* bpfcc-loader writes the run-scoped name over this one before loading. */
 SEC(".struct_ops")
