@@ -42,6 +42,9 @@ class Figure:
     mpl: Any = None                      # the matplotlib figure until rendered
     data: dict[str, bytes] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
+    # the figure's numbers as data files beside it (extension → bytes, e.g. {"csv": …}), so a reader
+    # (or a test) can check a figure's values without parsing its drawing
+    tables: dict[str, bytes] = field(default_factory=dict)
 
     def rendered(self) -> dict[str, bytes]:
         if not self.data:
@@ -70,6 +73,12 @@ class Figure:
             tmp.write_bytes(data)
             tmp.replace(p)            # a reader never sees half a figure
             self.files[fmt] = p
+        for ext, data in self.tables.items():
+            p = folder / f"{self.stem}.{ext}"
+            tmp = p.with_name(f".{p.name}.tmp")
+            tmp.write_bytes(data)
+            tmp.replace(p)
+            self.files[ext] = p
         return self.files
 
 

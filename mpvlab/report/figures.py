@@ -27,7 +27,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from mpvlab import metrics  # noqa: E402
 from mpvlab.report import style as st  # noqa: E402
 from mpvlab.report.aggregate import Collection, Config, Run, cc_order, sched_order  # noqa: E402
-from mpvlab.report import bbr, dash  # noqa: E402
+from mpvlab.report import bbr, dash, rtp  # noqa: E402
 from mpvlab.report.capacity import configured_capacity  # noqa: E402
 from mpvlab.report.figure import (  # noqa: E402,F401 — Figure, render, render_all: also this module's interface
     FORMATS, GREY_SHADE, Figure, render, render_all, square_on_intervals,
@@ -320,6 +320,9 @@ BUILDERS: list[tuple[str, Builder]] = [
     ("DASH: quality and stalls against the bottleneck buffer", dash_vs_buffer),
     ("DASH: selected bitrate over time", dash.bitrate_figures),
     ("VoIP probe: queuing delay CCDF", dash.voip_ccdf_figures),
+    ("RTP live video: average bitrate per controller", rtp.bitrate_figures),
+    ("RTP live video: GCC − webrtc-bbr bitrate difference", rtp.difference_figures),
+    ("RTP live video: estimates against achieved bitrate", rtp.estimate_figures),
     ("BBR's model over time (BBR-family CCs)", _bbr),
 ]
 
