@@ -299,7 +299,11 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
                   f"trial(s) = {len(plan.runs)} runs → {Path(args.results) / plan.sweep}; {parallel_note}")
     if args.dry_run:
         for r in plan.runs:
-            console.print(f"  {r.key}  seed {r.seed}  (video {r.scenario.video.duration / 1e9:g} s)")
+            # an rtp run streams workload.duration of live video; the video section is not used then
+            wl = r.scenario.workload
+            what = (f"stream {wl.duration / 1e9:g} s" if wl.kind == "rtp"
+                    else f"video {r.scenario.video.duration / 1e9:g} s")
+            console.print(f"  {r.key}  seed {r.seed}  ({what})")
         return 0
     if os.geteuid() != 0:
         console.print(Text("mpvlab sweep needs root (each run builds network namespaces, tc, BPF)", style="red"))
