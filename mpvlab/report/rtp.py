@@ -152,13 +152,17 @@ def bitrate_figures(c: Collection) -> list[Figure]:
     classes = buffer_classes([cond for _, cond, _ in runs])
     ctrls = _controllers(runs)
     conds = sorted({cond for _, cond, _ in runs}, key=lambda x: (x.rtt_ms, x.rate_bps, x.buffer_bytes))
+    panels = []
+    for comp in (False, True):
+        sel = [(r, cond, bps) for r, cond, bps in runs if competing(r) == comp]
+        panels.append((comp, sel, [x for x in conds if any(cond == x for _, cond, _ in sel)]))
+    # each panel as tall as its conditions need; an empty one keeps room for its note only
+    heights = [max(len(here), 1.5) for _, _, here in panels]
     with matplotlib.rc_context(st.RC):
-        fig, axes = plt.subplots(2, 1, figsize=(st.FULL_W, 1.6 + 0.25 * len(conds) * 2), squeeze=False,
-                                 layout="constrained")
-        for ax, comp in zip(axes[:, 0], (False, True)):
-            sel = [(r, cond, bps) for r, cond, bps in runs if competing(r) == comp]
+        fig, axes = plt.subplots(2, 1, figsize=(st.FULL_W, 1.4 + 0.3 * sum(heights)), squeeze=False,
+                                 layout="constrained", gridspec_kw={"height_ratios": heights})
+        for ax, (comp, sel, here) in zip(axes[:, 0], panels):
             ax.set_title("with TCP competition" if comp else "without competition", loc="left", pad=2)
-            here = [x for x in conds if any(cond == x for _, cond, _ in sel)]
             if not here:
                 ax.text(0.5, 0.5, "no competition runs" if comp else "no runs without competition",
                         ha="center", va="center", transform=ax.transAxes)
