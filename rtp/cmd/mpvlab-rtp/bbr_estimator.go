@@ -161,15 +161,10 @@ func (e *bbrEstimator) WriteRTCP(pkts []rtcp.Packet, _ interceptor.Attributes) e
 // twccAcks: one bbr.Ack per status in the feedback. Arrival times get a 1 s offset so that none is
 // zero (the controller reads a zero delivered-time as "nothing delivered yet").
 func twccAcks(fb *rtcp.TransportLayerCC, ref int64) []bbr.Ack {
-	seq := unwrap16(fb.BaseSequenceNumber, ref)
 	arrival := time.Second + time.Duration(fb.ReferenceTime)*64*time.Millisecond
-	left := int(fb.PacketStatusCount)
 	deltas := fb.RecvDeltas
-	var acks []bbr.Ack
-	add := func(status uint16) {
-		if left <= 0 {
-			return
-		}
+	acks := make([]bbr.Ack, 0, fb.PacketStatusCount)
+	forEachStatus(fb, ref, func(seq int64, status uint16) {
 		a := bbr.Ack{Seq: seq, Lost: status == rtcp.TypeTCCPacketNotReceived}
 		if !a.Lost && len(deltas) > 0 {
 			arrival += time.Duration(deltas[0].Delta) * time.Microsecond
@@ -177,21 +172,7 @@ func twccAcks(fb *rtcp.TransportLayerCC, ref int64) []bbr.Ack {
 			a.Arrival = arrival
 		}
 		acks = append(acks, a)
-		seq++
-		left--
-	}
-	for _, c := range fb.PacketChunks {
-		switch ch := c.(type) {
-		case *rtcp.RunLengthChunk:
-			for i := 0; i < int(ch.RunLength); i++ {
-				add(ch.PacketStatusSymbol)
-			}
-		case *rtcp.StatusVectorChunk:
-			for _, s := range ch.SymbolList {
-				add(s)
-			}
-		}
-	}
+	})
 	return acks
 }
 

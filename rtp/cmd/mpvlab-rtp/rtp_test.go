@@ -119,3 +119,35 @@ func TestTWCCAcksKeepArrivalSpacing(t *testing.T) {
 		}
 	}
 }
+
+// The shared chunk walk: statuses for base, base+1, … across the 16-bit wrap, and no more than
+// PacketStatusCount of them although the chunks hold more symbols (a run longer than needed, a
+// status vector's padding), which both the ledger and the BBR adapter must ignore.
+func TestForEachStatusStopsAtStatusCount(t *testing.T) {
+	fb := &rtcp.TransportLayerCC{
+		BaseSequenceNumber: 65534,
+		PacketStatusCount:  6,
+		PacketChunks: []rtcp.PacketStatusChunk{
+			&rtcp.RunLengthChunk{PacketStatusSymbol: rtcp.TypeTCCPacketReceivedSmallDelta, RunLength: 3},
+			&rtcp.StatusVectorChunk{SymbolSize: rtcp.TypeTCCSymbolSizeOneBit, SymbolList: []uint16{
+				rtcp.TypeTCCPacketNotReceived, rtcp.TypeTCCPacketReceivedSmallDelta, rtcp.TypeTCCPacketNotReceived,
+				rtcp.TypeTCCPacketReceivedSmallDelta, rtcp.TypeTCCPacketReceivedSmallDelta, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+			&rtcp.RunLengthChunk{PacketStatusSymbol: rtcp.TypeTCCPacketReceivedSmallDelta, RunLength: 5},
+		},
+	}
+	var seqs []int64
+	var lost []bool
+	forEachStatus(fb, 65530, func(seq int64, status uint16) {
+		seqs = append(seqs, seq)
+		lost = append(lost, status == rtcp.TypeTCCPacketNotReceived)
+	})
+	wantLost := []bool{false, false, false, true, false, true}
+	if len(seqs) != 6 {
+		t.Fatalf("%d statuses, want 6: %v", len(seqs), seqs)
+	}
+	for i := range seqs {
+		if seqs[i] != int64(65534+i) || lost[i] != wantLost[i] {
+			t.Fatalf("status %d: seq %d lost %v; want seq %d lost %v", i, seqs[i], lost[i], 65534+i, wantLost[i])
+		}
+	}
+}
