@@ -176,6 +176,9 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
         "received_per_second": [{"second": int(r["second"]), "received_bps": int(r["received_bps"])}
                                 for r in _read_csv(root / "receiver" / "rate.csv")],
         "target_changes": len(targets),
+        # CPU time of each end's process (user/system s, all threads; the sender's excludes its
+        # encoder child): the per-packet cost of a real run, printed by bench/bench_rtp.py
+        "process_cpu_s": {"sender": tx.get("cpu"), "receiver": rx.get("cpu")},
         "files": {"sender": "logs/rtp/sender/{frames,packets,targets,encoder}.csv",
                   "receiver": "logs/rtp/receiver/{frames,rate}.csv"},
     }
