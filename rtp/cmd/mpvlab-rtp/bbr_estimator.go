@@ -113,26 +113,32 @@ func (e *bbrEstimator) pace() {
 				}
 				e.blocked = time.Time{}
 				q := e.queue.Remove(e.queue.Front()).(*queued)
-				size := q.h.MarshalSize() + len(q.payload)
-				seq := int64(-1)
-				var ext rtp.TransportCCExtension
-				if x := q.h.GetExtension(e.extID); x != nil && ext.Unmarshal(x) == nil {
-					seq = int64(ext.TransportSequence)
-					if e.lastSent >= 0 {
-						seq = unwrap16(ext.TransportSequence, e.lastSent)
-					}
-					e.lastSent = seq
-				}
-				e.c.OnPacketSent(e.now(), seq, size, e.queue.Len() == 0)
-				e.tokens -= float64(size)
-				w := e.writer
-				e.mu.Unlock()
-				_, _ = w.Write(&q.h, q.payload, q.attrs)
-				e.mu.Lock()
+				e.tokens -= float64(e.sendLocked(q))
 			}
 			e.mu.Unlock()
 		}
 	}
+}
+
+// sendLocked tells the controller a packet leaves and writes it (e.mu is released for the write:
+// the writer may take the sender's locks); its size.
+func (e *bbrEstimator) sendLocked(q *queued) int {
+	size := q.h.MarshalSize() + len(q.payload)
+	seq := int64(-1)
+	var ext rtp.TransportCCExtension
+	if x := q.h.GetExtension(e.extID); x != nil && ext.Unmarshal(x) == nil {
+		seq = int64(ext.TransportSequence)
+		if e.lastSent >= 0 {
+			seq = unwrap16(ext.TransportSequence, e.lastSent)
+		}
+		e.lastSent = seq
+	}
+	e.c.OnPacketSent(e.now(), seq, size, e.queue.Len() == 0)
+	w := e.writer
+	e.mu.Unlock()
+	_, _ = w.Write(&q.h, q.payload, q.attrs)
+	e.mu.Lock()
+	return size
 }
 
 // WriteRTCP decodes TWCC feedback into the controller's acks: statuses for base, base+1, …, each
@@ -176,6 +182,18 @@ func twccAcks(fb *rtcp.TransportLayerCC, ref int64) []bbr.Ack {
 	return acks
 }
 
+// flush sends every queued packet now, past the window and the pacing rate: the sender calls it
+// once the stream has ended and its drain wait ran out (send.go), never during the stream.
+func (e *bbrEstimator) flush() {
+	e.stopPacer() // in order, from here alone
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for e.queue.Len() > 0 {
+		q := e.queue.Remove(e.queue.Front()).(*queued)
+		e.sendLocked(q)
+	}
+}
+
 func (e *bbrEstimator) GetTargetBitrate() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -199,11 +217,15 @@ func (e *bbrEstimator) GetStats() map[string]any {
 }
 
 func (e *bbrEstimator) Close() error {
+	e.stopPacer()
+	return nil
+}
+
+func (e *bbrEstimator) stopPacer() {
 	select {
 	case <-e.done:
 	default:
 		close(e.done)
 	}
 	e.wg.Wait()
-	return nil
 }
