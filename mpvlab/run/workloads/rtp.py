@@ -146,6 +146,9 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
     if rx["rtp_bytes_received"] > tx["rtp_bytes_sent"]:
         raise RunFailed(f"rtp: {rx['rtp_bytes_received']} RTP bytes received, more than the {tx['rtp_bytes_sent']} sent")
     warnings = []
+    if tx.get("packets_flushed_at_end"):
+        warnings.append(f"rtp: the controller's window still held {tx['packets_flushed_at_end']} packets when the "
+                        "stream ended; they were sent past it before the end record (logs/rtp/sender/sender.json)")
     fb = tx["feedback"]
     if fb["transport_seqs_without_feedback"]:
         warnings.append(f"rtp: {fb['transport_seqs_without_feedback']} of {fb['transport_seqs_sent']} packets never "

@@ -186,11 +186,11 @@ func TestBBRFlushSendsWhatThePacerHolds(t *testing.T) {
 	if before >= n {
 		t.Fatalf("the pacer sent all %d packets in 50 ms at 300 kbit/s", before)
 	}
-	e.flush()
+	flushed := e.flush()
 	mu.Lock()
 	defer mu.Unlock()
-	if len(got) != n {
-		t.Fatalf("%d packets written after flush, want %d", len(got), n)
+	if flushed <= 0 || flushed > n-before || len(got) != n {
+		t.Fatalf("%d packets written after flushing %d (%d before), want %d", len(got), flushed, before, n)
 	}
 	for i, s := range got {
 		if s != uint16(i) {

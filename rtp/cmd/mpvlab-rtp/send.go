@@ -73,6 +73,7 @@ type sender struct {
 	handed   int // packets handed to the interceptor chain (the pacer queues them)
 	wireSent int // packets written to the socket
 	sendErrs int
+	flushed  int // packets the controller's window still held at the end, sent past it (flush)
 }
 
 func parseSendFlags(args []string) (sendConfig, error) {
@@ -231,8 +232,11 @@ func runSend(args []string) error {
 		// A window can still hold packets (webrtc-bbr's, shut by a tail loss that no later packet
 		// reveals): the stream is over, so they go out now. Else the pacer would send them after
 		// the end record, which must count every packet sent (the viewer checks it).
-		if f, ok := s.bwe.(interface{ flush() }); ok {
-			f.flush()
+		if f, ok := s.bwe.(interface{ flush() int }); ok {
+			n := f.flush()
+			s.mu.Lock()
+			s.flushed = n
+			s.mu.Unlock()
 			s.waitDrained(time.Second)
 		}
 	}
