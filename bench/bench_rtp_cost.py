@@ -3,9 +3,9 @@
 runs the Go benchmarks in rtp/cmd/mpvlab-rtp/cost_test.go (their comment says what each measures)
 and prints, per controller, the CPU time per packet beside the packet rate it ran at, less the
 "none" baseline (the same stream and feedback with no controller), and the viewer's / sender's
-TWCC work per packet; and webrtc-bbr's controller alone on a virtual clock (its pacer's window keeps
-the live stream far below 5 Mbit/s, rtp/README.md). Offline, like rtp/Makefile: the machine's Go (GOTOOLCHAIN=local), the module
-cache setup.sh filled (GOFLAGS=-mod=readonly, GOPROXY=off).
+TWCC work per packet; and webrtc-bbr's controller alone on a virtual clock (its window keeps the
+live stream far below 5 Mbit/s, rtp/README.md). Offline, like rtp/Makefile: the machine's Go
+(GOTOOLCHAIN=local), the module cache setup.sh filled (GOFLAGS=-mod=readonly, GOPROXY=off).
 
 Usage: .venv/bin/python bench/bench_rtp_cost.py [--count N] [--packets P]
 """
