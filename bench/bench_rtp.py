@@ -2,7 +2,8 @@
 """Live video over RTP (workload rtp): the timing figures the test does not assert, each beside its
 configured value — per-frame end-to-end latency against the playout deadline, the encoder's achieved
 bitrate against the controller's target in every 1 s window (within 10 %?), the controller's steady
-target and the rate the viewer received against the link rate, packet loss.
+target and the rate the viewer received against the link rate, packet loss, and each end's process
+CPU time per packet (scenarios/rtp-gcc-5mbit.yaml: at 5 Mbit/s).
 
 Usage (root): .venv/bin/python bench/bench_rtp.py [SCENARIO] [--runs N]
 (default: scenarios/rtp-gcc-short.yaml, one run; results kept under --results, /tmp/mpvlab-bench-rtp)
@@ -66,6 +67,19 @@ def report(s: dict[str, Any], link_bps: int | None, buffer: str, delay: str) -> 
     print(f"  packets: sent {r['packets_sent']}, lost {r['packets_lost']} ({r['packet_loss']:.4%}); feedback missing "
           f"for {r['feedback']['transport_seqs_without_feedback']}")
     print(f"  host steal during the stream: {s['host_steal_during_playback']}")
+    report_cpu(r, s["duration_s"])
+
+
+def report_cpu(r: dict[str, Any], duration_s: float) -> None:
+    """Each end's process CPU time per packet and as a share of one core over the stream."""
+    for side, packets in (("sender", r["packets_sent"]), ("receiver", r["packets_received"])):
+        cpu = (r.get("process_cpu_s") or {}).get(side)
+        if not cpu or not packets:
+            continue
+        total = cpu["user_s"] + cpu["system_s"]
+        print(f"  {side} process CPU: {total:.2f} s (user {cpu['user_s']:.2f}, system {cpu['system_s']:.2f}) = "
+              f"{total / packets * 1e6:.1f} µs per packet, {total / duration_s:.1%} of a core over "
+              f"{duration_s:.1f} s ({packets / duration_s:.0f} pkt/s)")
 
 
 def main() -> int:

@@ -146,6 +146,9 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
     if rx["rtp_bytes_received"] > tx["rtp_bytes_sent"]:
         raise RunFailed(f"rtp: {rx['rtp_bytes_received']} RTP bytes received, more than the {tx['rtp_bytes_sent']} sent")
     warnings = []
+    if tx.get("packets_flushed_at_end"):
+        warnings.append(f"rtp: the controller's window still held {tx['packets_flushed_at_end']} packets when the "
+                        "stream ended; they were sent past it before the end record (logs/rtp/sender/sender.json)")
     fb = tx["feedback"]
     if fb["transport_seqs_without_feedback"]:
         warnings.append(f"rtp: {fb['transport_seqs_without_feedback']} of {fb['transport_seqs_sent']} packets never "
@@ -176,6 +179,9 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
         "received_per_second": [{"second": int(r["second"]), "received_bps": int(r["received_bps"])}
                                 for r in _read_csv(root / "receiver" / "rate.csv")],
         "target_changes": len(targets),
+        # CPU time of each end's process (user/system s, all threads; the sender's excludes its
+        # encoder child): the per-packet cost of a real run, printed by bench/bench_rtp.py
+        "process_cpu_s": {"sender": tx.get("cpu"), "receiver": rx.get("cpu")},
         "files": {"sender": "logs/rtp/sender/{frames,packets,targets,encoder}.csv",
                   "receiver": "logs/rtp/receiver/{frames,rate}.csv"},
     }

@@ -113,26 +113,32 @@ func (e *bbrEstimator) pace() {
 				}
 				e.blocked = time.Time{}
 				q := e.queue.Remove(e.queue.Front()).(*queued)
-				size := q.h.MarshalSize() + len(q.payload)
-				seq := int64(-1)
-				var ext rtp.TransportCCExtension
-				if x := q.h.GetExtension(e.extID); x != nil && ext.Unmarshal(x) == nil {
-					seq = int64(ext.TransportSequence)
-					if e.lastSent >= 0 {
-						seq = unwrap16(ext.TransportSequence, e.lastSent)
-					}
-					e.lastSent = seq
-				}
-				e.c.OnPacketSent(e.now(), seq, size, e.queue.Len() == 0)
-				e.tokens -= float64(size)
-				w := e.writer
-				e.mu.Unlock()
-				_, _ = w.Write(&q.h, q.payload, q.attrs)
-				e.mu.Lock()
+				e.tokens -= float64(e.sendLocked(q))
 			}
 			e.mu.Unlock()
 		}
 	}
+}
+
+// sendLocked tells the controller a packet leaves and writes it (e.mu is released for the write:
+// the writer may take the sender's locks); its size.
+func (e *bbrEstimator) sendLocked(q *queued) int {
+	size := q.h.MarshalSize() + len(q.payload)
+	seq := int64(-1)
+	var ext rtp.TransportCCExtension
+	if x := q.h.GetExtension(e.extID); x != nil && ext.Unmarshal(x) == nil {
+		seq = int64(ext.TransportSequence)
+		if e.lastSent >= 0 {
+			seq = unwrap16(ext.TransportSequence, e.lastSent)
+		}
+		e.lastSent = seq
+	}
+	e.c.OnPacketSent(e.now(), seq, size, e.queue.Len() == 0)
+	w := e.writer
+	e.mu.Unlock()
+	_, _ = w.Write(&q.h, q.payload, q.attrs)
+	e.mu.Lock()
+	return size
 }
 
 // WriteRTCP decodes TWCC feedback into the controller's acks: statuses for base, base+1, …, each
@@ -161,15 +167,10 @@ func (e *bbrEstimator) WriteRTCP(pkts []rtcp.Packet, _ interceptor.Attributes) e
 // twccAcks: one bbr.Ack per status in the feedback. Arrival times get a 1 s offset so that none is
 // zero (the controller reads a zero delivered-time as "nothing delivered yet").
 func twccAcks(fb *rtcp.TransportLayerCC, ref int64) []bbr.Ack {
-	seq := unwrap16(fb.BaseSequenceNumber, ref)
 	arrival := time.Second + time.Duration(fb.ReferenceTime)*64*time.Millisecond
-	left := int(fb.PacketStatusCount)
 	deltas := fb.RecvDeltas
-	var acks []bbr.Ack
-	add := func(status uint16) {
-		if left <= 0 {
-			return
-		}
+	acks := make([]bbr.Ack, 0, fb.PacketStatusCount)
+	forEachStatus(fb, ref, func(seq int64, status uint16) {
 		a := bbr.Ack{Seq: seq, Lost: status == rtcp.TypeTCCPacketNotReceived}
 		if !a.Lost && len(deltas) > 0 {
 			arrival += time.Duration(deltas[0].Delta) * time.Microsecond
@@ -177,22 +178,23 @@ func twccAcks(fb *rtcp.TransportLayerCC, ref int64) []bbr.Ack {
 			a.Arrival = arrival
 		}
 		acks = append(acks, a)
-		seq++
-		left--
-	}
-	for _, c := range fb.PacketChunks {
-		switch ch := c.(type) {
-		case *rtcp.RunLengthChunk:
-			for i := 0; i < int(ch.RunLength); i++ {
-				add(ch.PacketStatusSymbol)
-			}
-		case *rtcp.StatusVectorChunk:
-			for _, s := range ch.SymbolList {
-				add(s)
-			}
-		}
-	}
+	})
 	return acks
+}
+
+// flush sends every queued packet now, past the window and the pacing rate: the sender calls it
+// once the stream has ended and its drain wait ran out (send.go), never during the stream.
+// How many it sent.
+func (e *bbrEstimator) flush() int {
+	e.stopPacer() // in order, from here alone
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for ; e.queue.Len() > 0; n++ {
+		q := e.queue.Remove(e.queue.Front()).(*queued)
+		e.sendLocked(q)
+	}
+	return n
 }
 
 func (e *bbrEstimator) GetTargetBitrate() int {
@@ -218,11 +220,15 @@ func (e *bbrEstimator) GetStats() map[string]any {
 }
 
 func (e *bbrEstimator) Close() error {
+	e.stopPacer()
+	return nil
+}
+
+func (e *bbrEstimator) stopPacer() {
 	select {
 	case <-e.done:
 	default:
 		close(e.done)
 	}
 	e.wg.Wait()
-	return nil
 }

@@ -55,39 +55,18 @@ func (l *feedbackLedger) onRTCP(raw []byte) {
 	}
 }
 
-// account walks the packet status chunks: statuses are for base, base+1, … (PacketStatusCount).
+// account marks every status the feedback carries (forEachStatus): reported, and received unless
+// the status says not received.
 func (l *feedbackLedger) account(fb *rtcp.TransportLayerCC) {
-	ref := l.lastSent
-	if ref < 0 {
-		ref = 0
-	}
-	seq := unwrap16(fb.BaseSequenceNumber, ref)
-	left := int(fb.PacketStatusCount)
-	mark := func(status uint16) {
-		if left <= 0 {
+	forEachStatus(fb, max(l.lastSent, 0), func(seq int64, status uint16) {
+		if _, ok := l.sent[seq]; !ok {
 			return
 		}
-		if _, ok := l.sent[seq]; ok {
-			l.sent[seq] = true
-			if status != rtcp.TypeTCCPacketNotReceived {
-				l.received[seq] = true
-			}
+		l.sent[seq] = true
+		if status != rtcp.TypeTCCPacketNotReceived {
+			l.received[seq] = true
 		}
-		seq++
-		left--
-	}
-	for _, c := range fb.PacketChunks {
-		switch ch := c.(type) {
-		case *rtcp.RunLengthChunk:
-			for i := 0; i < int(ch.RunLength); i++ {
-				mark(ch.PacketStatusSymbol)
-			}
-		case *rtcp.StatusVectorChunk:
-			for _, s := range ch.SymbolList {
-				mark(s)
-			}
-		}
-	}
+	})
 }
 
 type feedbackSummary struct {

@@ -363,6 +363,7 @@ func (r *receiver) writeResults() error {
 		"packets_received":           r.packets, "packets_expected": expected, "packets_lost": expected - r.packets,
 		"duplicate_packets": r.dupPkts, "unparsable_packets": r.badPkts,
 		"rtp_bytes_received": r.rtpBytes, "udp_datagrams_received": r.udpDgrams, "udp_payload_bytes_received": r.udpBytes, "feedback_rtcp_sent": r.fbSent, "feedback_rtcp_bytes": r.fbBytes, "feedback_send_errors": r.fbErrs,
+		"cpu": processCPU(),
 		"latency_ms": map[string]any{"p50": pct(0.5), "p95": pct(0.95), "p99": pct(0.99), "max": pct(1.0),
 			"definition": "capture (encoder input, CLOCK_MONOTONIC) to the arrival of the frame's last missing packet"},
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 )
 
 func writeJSON(path string, v any) error {
@@ -122,10 +123,10 @@ func (s *sender) writeResults(frames []frameRow) error {
 	fb := s.ledger.summary()
 	out := map[string]any{
 		"controller": c.controller, "frames_captured": len(frames), "packets_sent": s.wireSent,
-		"packets_handed": s.handed, "rtp_bytes_sent": rtpBytes, "send_errors": s.sendErrs, "feedback": fb,
+		"packets_handed": s.handed, "rtp_bytes_sent": rtpBytes, "send_errors": s.sendErrs, "packets_flushed_at_end": s.flushed, "feedback": fb,
 		"fps": c.fps, "width": c.width, "height": c.height, "duration_s": c.duration.Seconds(),
 		"bitrate_bps":    map[string]int{"initial": c.initialBps, "min": c.minBps, "max": c.maxBps},
-		"target_updates": len(s.targets),
+		"target_updates": len(s.targets), "cpu": processCPU(),
 	}
 	if len(frames) > 0 {
 		out["first_capture_s"] = float64(frames[0].captureNs-c.t0Ns) / 1e9
@@ -135,4 +136,14 @@ func (s *sender) writeResults(frames []frameRow) error {
 		out["final_target_bps"] = s.targets[len(s.targets)-1].targetBps
 	}
 	return writeJSON(filepath.Join(c.out, "sender.json"), out)
+}
+
+// processCPU: this process's CPU time so far (every goroutine; not the encoder child, which has
+// its own), for the per-packet cost of a real run (bench/bench_rtp.py prints it per packet).
+func processCPU() map[string]float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return nil
+	}
+	return map[string]float64{"user_s": float64(ru.Utime.Nano()) / 1e9, "system_s": float64(ru.Stime.Nano()) / 1e9}
 }

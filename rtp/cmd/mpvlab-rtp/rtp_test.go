@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/pion/interceptor"
 	"github.com/pion/interceptor/pkg/twcc"
 	"github.com/pion/rtcp"
+	"github.com/pion/rtp"
 	"github.com/pion/rtp/codecs"
 )
 
@@ -116,6 +119,82 @@ func TestTWCCAcksKeepArrivalSpacing(t *testing.T) {
 			if d := a.Arrival - acks[i-1].Arrival; d < 4750*time.Microsecond || d > 5250*time.Microsecond {
 				t.Fatalf("ack %d: arrival step %v, want 5 ms (±250 µs, TWCC's resolution)", i, d)
 			}
+		}
+	}
+}
+
+// The shared chunk walk: statuses for base, base+1, … across the 16-bit wrap, and no more than
+// PacketStatusCount of them although the chunks hold more symbols (a run longer than needed, a
+// status vector's padding), which both the ledger and the BBR adapter must ignore.
+func TestForEachStatusStopsAtStatusCount(t *testing.T) {
+	fb := &rtcp.TransportLayerCC{
+		BaseSequenceNumber: 65534,
+		PacketStatusCount:  6,
+		PacketChunks: []rtcp.PacketStatusChunk{
+			&rtcp.RunLengthChunk{PacketStatusSymbol: rtcp.TypeTCCPacketReceivedSmallDelta, RunLength: 3},
+			&rtcp.StatusVectorChunk{SymbolSize: rtcp.TypeTCCSymbolSizeOneBit, SymbolList: []uint16{
+				rtcp.TypeTCCPacketNotReceived, rtcp.TypeTCCPacketReceivedSmallDelta, rtcp.TypeTCCPacketNotReceived,
+				rtcp.TypeTCCPacketReceivedSmallDelta, rtcp.TypeTCCPacketReceivedSmallDelta, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+			&rtcp.RunLengthChunk{PacketStatusSymbol: rtcp.TypeTCCPacketReceivedSmallDelta, RunLength: 5},
+		},
+	}
+	var seqs []int64
+	var lost []bool
+	forEachStatus(fb, 65530, func(seq int64, status uint16) {
+		seqs = append(seqs, seq)
+		lost = append(lost, status == rtcp.TypeTCCPacketNotReceived)
+	})
+	wantLost := []bool{false, false, false, true, false, true}
+	if len(seqs) != 6 {
+		t.Fatalf("%d statuses, want 6: %v", len(seqs), seqs)
+	}
+	for i := range seqs {
+		if seqs[i] != int64(65534+i) || lost[i] != wantLost[i] {
+			t.Fatalf("status %d: seq %d lost %v; want seq %d lost %v", i, seqs[i], lost[i], 65534+i, wantLost[i])
+		}
+	}
+}
+
+// At the end of a stream the webrtc-bbr adapter's flush sends everything its pacer and window still
+// hold, in order, and nothing is sent twice (send.go calls it before the end record, which must
+// count every packet sent).
+func TestBBRFlushSendsWhatThePacerHolds(t *testing.T) {
+	e, err := newBBREstimator(controllerConfig{300_000, 50_000, 1_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var mu sync.Mutex
+	var got []uint16
+	info := &interceptor.StreamInfo{SSRC: defaultSSRC, RTPHeaderExtensions: []interceptor.RTPHeaderExtension{{URI: twccURI, ID: extTWCC}}}
+	w := e.AddStream(info, interceptor.RTPWriterFunc(func(h *rtp.Header, p []byte, _ interceptor.Attributes) (int, error) {
+		mu.Lock()
+		got = append(got, h.SequenceNumber)
+		mu.Unlock()
+		return len(p), nil
+	}))
+	const n = 100 // 126 KB: at 300 kbit/s the pacer needs seconds for it
+	for i := 0; i < n; i++ {
+		if _, err := w.Write(&rtp.Header{Version: 2, SequenceNumber: uint16(i), SSRC: defaultSSRC}, make([]byte, maxPayloadMTU), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	before := len(got)
+	mu.Unlock()
+	if before >= n {
+		t.Fatalf("the pacer sent all %d packets in 50 ms at 300 kbit/s", before)
+	}
+	flushed := e.flush()
+	mu.Lock()
+	defer mu.Unlock()
+	if flushed <= 0 || flushed > n-before || len(got) != n {
+		t.Fatalf("%d packets written after flushing %d (%d before), want %d", len(got), flushed, before, n)
+	}
+	for i, s := range got {
+		if s != uint16(i) {
+			t.Fatalf("packet %d has sequence %d: out of order or repeated", i, s)
 		}
 	}
 }

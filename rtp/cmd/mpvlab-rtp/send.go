@@ -73,6 +73,7 @@ type sender struct {
 	handed   int // packets handed to the interceptor chain (the pacer queues them)
 	wireSent int // packets written to the socket
 	sendErrs int
+	flushed  int // packets the controller's window still held at the end, sent past it (flush)
 }
 
 func parseSendFlags(args []string) (sendConfig, error) {
@@ -227,17 +228,22 @@ func runSend(args []string) error {
 	}
 	// Let the pacer drain and the feedback for the last packets come back, then tell the viewer
 	// how many frames there were.
-	deadline := time.Now().Add(cfg.drainWait)
-	for time.Now().Before(deadline) {
-		s.mu.Lock()
-		drained := s.wireSent == s.handed
-		s.mu.Unlock()
-		if drained && s.ledger.lastCovered() {
-			break
+	if !s.waitDrained(cfg.drainWait) {
+		// A window can still hold packets (webrtc-bbr's, shut by a tail loss that no later packet
+		// reveals): the stream is over, so they go out now. Else the pacer would send them after
+		// the end record, which must count every packet sent (the viewer checks it).
+		if f, ok := s.bwe.(interface{ flush() int }); ok {
+			n := f.flush()
+			s.mu.Lock()
+			s.flushed = n
+			s.mu.Unlock()
+			s.waitDrained(time.Second)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	end, _ := json.Marshal(map[string]any{"frames": len(frames), "packets": s.wireSent, "ssrc": defaultSSRC})
+	s.mu.Lock()
+	wireSent := s.wireSent
+	s.mu.Unlock()
+	end, _ := json.Marshal(map[string]any{"frames": len(frames), "packets": wireSent, "ssrc": defaultSSRC})
 	for i := 0; i < 5; i++ { // UDP: repeated, the viewer takes the first
 		_, _ = conn.Write(append([]byte(endMagic), end...))
 		time.Sleep(20 * time.Millisecond)
@@ -245,6 +251,22 @@ func runSend(args []string) error {
 	time.Sleep(200 * time.Millisecond) // the viewer's last feedback
 	_ = chain.Close()
 	return s.writeResults(frames)
+}
+
+// waitDrained waits up to d until the pacer has sent every packet handed to it and feedback covers
+// the last one; whether they have.
+func (s *sender) waitDrained(d time.Duration) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+		s.mu.Lock()
+		drained := s.wireSent == s.handed
+		s.mu.Unlock()
+		if drained && s.ledger.lastCovered() {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+	}
 }
 
 // writeWire is the bottom of the chain: what the pacer releases goes to the socket here.
