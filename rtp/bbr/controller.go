@@ -124,6 +124,14 @@ type Controller struct {
 	appLimitedUpTo int64 // samples from packets up to this seq are app-limited
 
 	lastSample float64
+
+	// ack aggregation (WebRTC's UpdateAckAggregationBytes): feedback arrives in batches, so more
+	// bytes are acknowledged at once than the estimate delivers in that time; the largest excess
+	// over the last bandwidthWindow rounds is added to the window once at full bandwidth.
+	maxAckHeight  *Filter // bytes, in the Rate field
+	aggEpochStart time.Duration
+	aggEpochBytes int64
+	aggStarted    bool
 }
 
 // New returns a controller in STARTUP.
@@ -135,7 +143,7 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("webrtc-bbr: initial rate must be > 0")
 	}
 	return &Controller{cfg: cfg, filter: NewFilter(cfg.Filter, bandwidthWindow), packets: map[int64]*sentPacket{},
-		lastSentSeq: -1, lastAckedSeq: -1, roundEndSeq: -1}, nil
+		maxAckHeight: NewFilter(Replacing, bandwidthWindow), lastSentSeq: -1, lastAckedSeq: -1, roundEndSeq: -1}, nil
 }
 
 // MinRTTExpiry is 10 s as in WebRTC, 5 s in the BBRv2-like variant.
@@ -209,11 +217,35 @@ func (c *Controller) CongestionWindow() int64 {
 	if c.mode == Startup || c.mode == Drain {
 		gain = highGain
 	}
-	cwnd := max(int64(gain*float64(c.BDP())), minCwnd)
+	cwnd := int64(gain * float64(c.BDP()))
+	if c.atFullBandwidth() {
+		cwnd += c.MaxAckHeight()
+	}
+	cwnd = max(cwnd, minCwnd)
 	if c.recovery != NotInRecovery && !c.cfg.NoRecovery && c.recoveryWnd > 0 {
 		cwnd = min(cwnd, c.recoveryWnd)
 	}
 	return cwnd
+}
+
+// atFullBandwidth is WebRTC's is_at_full_bandwidth_: STARTUP ended by the growth rule (it stays so).
+func (c *Controller) atFullBandwidth() bool { return c.fullBWRounds >= startupRounds }
+
+// MaxAckHeight is the largest ack-aggregation excess (bytes) of the last bandwidthWindow rounds.
+func (c *Controller) MaxAckHeight() int64 { return int64(c.maxAckHeight.Best()) }
+
+// updateAckAggregation is WebRTC's UpdateAckAggregationBytes at feedback time `now`: an epoch
+// runs while more bytes were acknowledged than the estimate would deliver since it began; its
+// excess (acknowledged − expected) feeds the max filter. An epoch whose bytes the estimate covers
+// ends, and the next begins with this feedback's bytes.
+func (c *Controller) updateAckAggregation(now time.Duration, acked int64) {
+	expected := int64(c.BandwidthEstimate() / 8 * (now - c.aggEpochStart).Seconds())
+	if c.aggEpochBytes <= expected {
+		c.aggEpochBytes, c.aggEpochStart = acked, now
+		return
+	}
+	c.aggEpochBytes += acked
+	c.maxAckHeight.Update(Sample{Rate: float64(c.aggEpochBytes - expected), Round: c.round})
 }
 
 // PacingRate in bit/s.
@@ -248,6 +280,9 @@ func (c *Controller) OnPacketSent(now time.Duration, seq int64, size int, appLim
 	}
 	c.inflight += int64(size)
 	c.lastSentSeq = seq
+	if !c.aggStarted { // WebRTC: the first aggregation epoch starts at the first send
+		c.aggEpochStart, c.aggStarted = now, true
+	}
 }
 
 // OnFeedback processes one feedback report received at `now` (acks in sequence order).
@@ -317,6 +352,11 @@ func (c *Controller) OnFeedback(now time.Duration, acks []Ack) {
 	}
 	if !c.cfg.NoRecovery {
 		c.updateRecovery(bytesLost > 0, isRoundStart)
+	}
+	if bytesAcked > 0 {
+		c.updateAckAggregation(now, bytesAcked)
+	}
+	if !c.cfg.NoRecovery {
 		c.updateRecoveryWindow(bytesAcked, bytesLost)
 	}
 	c.updateMode(now, isRoundStart)

@@ -215,7 +215,7 @@ func (e *bbrEstimator) GetStats() map[string]any {
 	return map[string]any{
 		"mode": e.c.Mode().String(), "recovery": e.c.Recovery().String(), "bwEstimate": e.c.BandwidthEstimate(),
 		"minRTTms": float64(e.c.MinRTT().Microseconds()) / 1000, "cwnd": e.c.CongestionWindow(),
-		"inflight": e.c.Inflight(), "pacingRate": e.c.PacingRate(), "queued": e.queue.Len(), "windowProbes": e.probes,
+		"inflight": e.c.Inflight(), "maxAckHeight": e.c.MaxAckHeight(), "pacingRate": e.c.PacingRate(), "queued": e.queue.Len(), "windowProbes": e.probes,
 	}
 }
 
