@@ -171,7 +171,8 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
                        "steady_definition": "time-weighted mean of the controller's target over the stream's "
                                             "second half (1 s windows of capture time)"},
         "encoder_per_second": [{"t_s": float(r["window_start_s"]), "frames": int(r["frames"]),
-                                "achieved_bps": int(r["achieved_bps"]), "target_bps": float(r["target_bps_mean"]),
+                                "achieved_bps": int(r["achieved_bps"]), "achieved_wire_bps": int(r["achieved_wire_bps"]),
+                                "target_bps": float(r["target_bps_mean"]),
                                 "encoder_set_bps": float(r["encoder_set_bps_mean"])} for r in enc],
         "received_per_second": [{"second": int(r["second"]), "received_bps": int(r["received_bps"])}
                                 for r in _read_csv(root / "receiver" / "rate.csv")],
