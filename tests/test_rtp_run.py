@@ -12,9 +12,10 @@ scenario scenarios/rtp-gcc-short.yaml (and the same with controller webrtc-bbr, 
   them (RTP + UDP + IPv4 headers) of the controller's target, which budgets for those headers; and
   over all full windows (the ramp too) at least 90 % within ±10 % of the setting. Measured with the
   100 ms VBV (rtp/README.md), 5 runs: steady 10/10 both ways, all 20/20 against the setting; with the
-  old 300 ms VBV the steady state was 8-9/10 but all windows 15-17/20 (the lag behind a rising
-  setting), which the 90 % bound catches. A CPU stall makes the encoder skip captures: such a window
-  (< 90 % of the frames) is left out, not counted;
+  old 300 ms VBV the steady state was 8-9/10 and all windows 15-17/20 in 3 bench runs, but one test
+  run with it passed these bounds: they are a floor that holds on a busy host, not a detector of that
+  regression (bench/bench_rtp.py shows the difference). A CPU stall makes the encoder skip captures:
+  such a window (< 90 % of the frames) is left out, not counted;
 - the viewer decoded what it received: every on-time frame is decoded, a decode error or undecodable
   (a frame it refers to was late or lost); decoded + decode errors + undecodable + late + lost =
   captured; never a decode error (whole frames of a valid stream); after a late or lost frame at most
