@@ -18,6 +18,7 @@ would hold pictures back by a frame per thread. Why Python: the encoder side's r
 from __future__ import annotations
 
 import json
+import resource
 import struct
 import sys
 from typing import Any, BinaryIO
@@ -104,7 +105,9 @@ def main() -> int:
     src.emit("end-of-stream")
     result = drain(pipe)
     pipe.set_state(Gst.State.NULL)
+    use = resource.getrusage(resource.RUSAGE_SELF)   # its cost on the viewer's host, start-up included
     result.update({"fed": fed, "refused": refused, "pictures": pictures,
+                   "cpu_s": round(use.ru_utime + use.ru_stime, 3),
                    "decoder": "avdec_h264 " + Gst.Registry.get().find_plugin("libav").get_version()})
     out.write("end " + json.dumps(result) + "\n")
     out.flush()
