@@ -20,6 +20,7 @@ scenario scenarios/rtp-gcc-short.yaml (and the same with controller webrtc-bbr, 
   (a frame it refers to was late or lost); decoded + decode errors + undecodable + late + lost =
   captured; never a decode error (whole frames of a valid stream); after a late or lost frame at most
   keyint - 1 frames are undecodable; and with no loss and nothing late, decoded = on time (rendered);
+  with 1 % loss (a third run) the attribution matches the sender's keyframes frame by frame;
 - GCC's steady-state target (mean over the second half) lies within 0.5× … 1.0× the 1 Mbit/s link.
   Why, from first principles: above the link the bottleneck queue grows, the delay-based detector
   signals overuse and GCC sets 0.85 × the rate the viewer received, which cannot exceed the link; and
