@@ -18,6 +18,10 @@ const playoutTick = 5 * time.Millisecond
 func (r *receiver) playout(now int64, final bool) []playedFrame {
 	var out []playedFrame
 	total := r.endFrames()
+	if final {
+		// without the end record (it never came), up to the highest frame seen, as writeResults counts
+		total = max(total, int(r.maxFrame+1))
+	}
 	for total < 0 || int(r.next) < total {
 		n := r.next
 		f := r.frames[n]

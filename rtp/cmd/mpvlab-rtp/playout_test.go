@@ -68,3 +68,13 @@ func TestPlayoutWaitsForUnseenFrame(t *testing.T) {
 		t.Fatalf("next %d, frame 2 %q; want 3, undecodable", r.next, r.decode[2])
 	}
 }
+
+// Without the sender's end record the final playout stops at the highest frame seen.
+func TestFinalPlayoutWithoutEndRecord(t *testing.T) {
+	r := &receiver{cfg: recvConfig{deadline: 400 * time.Millisecond}, frames: map[uint32]*recvFrame{},
+		decode: map[uint32]string{}, maxFrame: 1}
+	r.frames[1] = &recvFrame{captureNs: 33, completeNs: 50, key: true}
+	if out := r.playout(0, true); len(out) != 1 || r.next != 2 {
+		t.Fatalf("fed %d, next %d; want 1, 2", len(out), r.next)
+	}
+}
