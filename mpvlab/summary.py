@@ -214,6 +214,17 @@ class BulkRecord(Record):
     definition: str
 
 
+class RtpDecodeRecord(Record):
+    """The viewer's decoder (rtp/cmd/mpvlab-rtp/playout.go): decoded + decode_error + undecodable = on time."""
+
+    frames_decoded: int
+    frames_decode_error: int
+    frames_undecodable: int
+    decoder: dict[str, Any] | None
+    decoder_failure: str
+    definition: str
+
+
 class RtpRecord(OpenRecord):
     """workload rtp (mpvlab/run/workloads/rtp.py): frames captured = on time + late + lost at the viewer."""
 
@@ -224,6 +235,7 @@ class RtpRecord(OpenRecord):
     frames_lost: int
     playout_deadline_ms: float
     latency_ms: dict[str, Any]
+    decode: RtpDecodeRecord
     packets_sent: int
     packets_received: int
     packets_lost: int

@@ -6,7 +6,21 @@ scenario scenarios/rtp-gcc-short.yaml (and the same with controller webrtc-bbr, 
 - every packet sent appears in TWCC feedback (a handful may miss it: bounded and reported), and what
   the feedback reports received agrees with what the viewer counted;
 - the bytes agree three ways: RTP bytes sent, RTP bytes received, the client interface's counters;
-- the encoder followed the controller: every bitrate the encoder ran at was one the controller set;
+- the encoder followed the controller: every bitrate the encoder ran at was one the controller set,
+  and (gcc) in the steady state (second half) at least 80 % of the full 1 s windows are within ±10 %
+  twice over: the H.264 bytes of the encoder's setting, and the frames' packets as the IP layer carries
+  them (RTP + UDP + IPv4 headers) of the controller's target, which budgets for those headers; and
+  over all full windows (the ramp too) at least 90 % within ±10 % of the setting. Measured with the
+  100 ms VBV (rtp/README.md), 5 runs: steady 10/10 both ways, all 20/20 against the setting; with the
+  old 300 ms VBV the steady state was 8-9/10 and all windows 15-17/20 in 3 bench runs, but one test
+  run with it passed these bounds: they are a floor that holds on a busy host, not a detector of that
+  regression (bench/bench_rtp.py shows the difference). A CPU stall makes the encoder skip captures:
+  such a window (< 90 % of the frames) is left out, not counted;
+- the viewer decoded what it received: every on-time frame is decoded, a decode error or undecodable
+  (a frame it refers to was late or lost); decoded + decode errors + undecodable + late + lost =
+  captured; never a decode error (whole frames of a valid stream); after a late or lost frame at most
+  keyint - 1 frames are undecodable; and with no loss and nothing late, decoded = on time (rendered);
+  with 1 % loss (a third run) the attribution matches the sender's keyframes frame by frame;
 - GCC's steady-state target (mean over the second half) lies within 0.5× … 1.0× the 1 Mbit/s link.
   Why, from first principles: above the link the bottleneck queue grows, the delay-based detector
   signals overuse and GCC sets 0.85 × the rate the viewer received, which cannot exceed the link; and
@@ -18,8 +32,8 @@ scenario scenarios/rtp-gcc-short.yaml (and the same with controller webrtc-bbr, 
 And scenarios/rtp-gcc-step.yaml (the link steps from 2 to 0.5 Mbit/s): the same accounting, and GCC's
 target below 0.5 Mbit/s within a bound after the step (the test's docstring derives it).
 
-Timing figures (latency, achieved-vs-target per second) are printed by bench/bench_rtp.py, the step
-reaction time by bench/bench_rtp_step.py; the tests assert bounds only.
+Timing figures (latency, the per-window achieved-vs-target series) are printed by bench/bench_rtp.py,
+the step reaction time by bench/bench_rtp_step.py; the tests assert bounds only.
 """
 
 from __future__ import annotations
@@ -39,6 +53,10 @@ FPS, DURATION_S = 30, 20
 # Feedback the sender may never see: pion's TWCC recorder reports every packet it got; one lost
 # feedback datagram (the up path has no loss configured) would leave ~10 packets unreported.
 MISSING_FEEDBACK_BOUND = 20
+WITHIN = 0.10          # achieved vs asked per 1 s window
+STEADY_WITHIN_FRACTION = 0.8
+ALL_WITHIN_FRACTION = 0.9
+KEYINT = 60            # the scenario's default keyframe interval (workload spec)
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -93,6 +111,7 @@ def _assert_accounted(run_dir: Path, s: dict) -> None:
     (wire,) = s["cross_checks"].values()
     assert wire["ok"], wire
     assert s["paths"]["link"]["rx_bytes"] >= r["rtp_bytes_received"] + 42 * r["packets_received"]
+    _check_decoding(r, rx_frames)
 
 
 @pytest.mark.netns
@@ -121,6 +140,65 @@ def test_rtp_run_accounts_every_frame_packet_and_byte(tmp_path: Path, controller
         return
     steady = r["target_bps"]["steady_mean"]
     assert 0.5 * LINK_BPS <= steady <= 1.0 * LINK_BPS, r["target_bps"]
+    _check_encoder_follows(r["encoder_per_second"])
+
+
+@pytest.mark.netns
+@pytest.mark.e2e
+def test_rtp_viewer_decode_attribution_under_loss(tmp_path: Path) -> None:
+    """1 % independent loss on the bottleneck: frames are lost, and the viewer's attribution must agree
+    with the sender's ground truth (its keyframe flags, which the viewer never sees): an on-time frame
+    is decoded iff no frame since the last keyframe was late or lost, and the decoder decodes all it
+    is fed."""
+    lossy = SCENARIO.read_text().replace(
+        "down: {rate: 1mbit, buffer: 15KB, delay: 20ms}",
+        "down: {rate: 1mbit, buffer: 15KB, delay: 20ms, loss_model: {kind: independent, probability: 0.01}}")
+    assert "loss_model" in lossy
+    f = tmp_path / "rtp-lossy.yaml"
+    f.write_text(lossy.replace("name: rtp-gcc-short", "name: rtp-lossy"))
+    run_dir, s = _run(f, "rtp-lossy", tmp_path / "results")
+    r = s["rtp"]
+    tx = _rows(run_dir / "logs/rtp/sender/frames.csv")
+    rx = _rows(run_dir / "logs/rtp/receiver/frames.csv")
+    _check_decoding(r, rx)
+    # 20 s × ~70 packets/s at 1 %: ~14 expected; 0 would be a 1e-6 event (the loss model is seeded anyway).
+    assert r["frames_lost"] >= 1 and r["decode"]["frames_undecodable"] >= 1, r["decode"]
+    broken = True
+    for t, f in zip(tx, rx, strict=True):
+        if t["keyframe"] == "true":
+            broken = False
+        if f["status"] != "on_time":
+            broken = True
+            continue
+        assert f["decode"] == ("undecodable" if broken else "decoded"), (t, f)
+
+
+def _check_decoding(r: dict, rx_frames: list[dict[str, str]]) -> None:
+    d = r["decode"]
+    decoded, errors, undecodable = d["frames_decoded"], d["frames_decode_error"], d["frames_undecodable"]
+    assert decoded + errors + undecodable + r["frames_late"] + r["frames_lost"] == r["frames_captured"], (d, r)
+    assert d["decoder_failure"] == "" and d["decoder"]["error"] is None, d
+    assert d["decoder"]["fed"] == decoded + errors and d["decoder"]["pictures"] == decoded, d
+    assert errors == 0, d
+    per_frame = {st: sum(f["decode"] == st for f in rx_frames) for st in ("decoded", "decode_error", "undecodable")}
+    assert per_frame == {"decoded": decoded, "decode_error": errors, "undecodable": undecodable}
+    assert all((f["decode"] != "") == (f["status"] == "on_time") for f in rx_frames)
+    assert undecodable <= (r["frames_late"] + r["frames_lost"]) * (KEYINT - 1), d
+    if r["packets_lost"] == 0 and r["frames_late"] == 0:
+        assert decoded == r["frames_on_time"], d
+
+
+def _check_encoder_follows(per_second: list[dict]) -> None:
+    most = max(w["frames"] for w in per_second)
+    full = [w for w in per_second if w["frames"] >= 0.9 * most]
+    steady = full[len(full) // 2:]
+    assert len(steady) >= 5, per_second
+    video = sum(abs(w["achieved_bps"] - w["encoder_set_bps"]) <= WITHIN * w["encoder_set_bps"] for w in steady)
+    wire = sum(abs(w["achieved_wire_bps"] - w["target_bps"]) <= WITHIN * w["target_bps"] for w in steady)
+    assert video >= STEADY_WITHIN_FRACTION * len(steady), (video, steady)
+    assert wire >= STEADY_WITHIN_FRACTION * len(steady), (wire, steady)
+    video_all = sum(abs(w["achieved_bps"] - w["encoder_set_bps"]) <= WITHIN * w["encoder_set_bps"] for w in full)
+    assert video_all >= ALL_WITHIN_FRACTION * len(full), (video_all, full)
 
 
 STEP_SCENARIO = REPO / "scenarios" / "rtp-gcc-step.yaml"

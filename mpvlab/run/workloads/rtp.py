@@ -27,6 +27,7 @@ from mpvlab.run.workloads.base import Ends, Outcome
 ROOT = Path(__file__).resolve().parents[3]
 BINARY = ROOT / "rtp" / "build" / "mpvlab-rtp"
 ENCODER = ROOT / "rtp" / "encoder" / "live_encoder.py"
+DECODER = ROOT / "rtp" / "decoder" / "live_decoder.py"
 RTP_PORT = 5601         # not the fidelity probe's 5201, the cross traffic's 5301 nor bulk's 5401
 STEADY_FROM = 0.5       # the steady-state target is the mean over the second half of the stream
 
@@ -73,9 +74,10 @@ class RtpWorkload:
             str(BINARY), "recv", "--listen", f"{ends.clients[0].addr}:{RTP_PORT}", "--out", str(root / "receiver"),
             "--ready", str(r_ready), "--t0-ns", str(ctx.t0_ns),
             "--playout-deadline", f"{spec.playout_deadline}ns", "--start-timeout", "30s", "--idle-timeout", "10s",
-            "--max-run", f"{self.timeout_s:.0f}s"], "receiver")
+            "--max-run", f"{self.timeout_s:.0f}s", "--python", sys.executable, "--decoder", str(DECODER)], "receiver")
         proc.wait_ready(self.receiver, r_ready, "rtp receiver", 10.0, log=root / "receiver" / "receiver.log",
                         error=RunFailed)
+        self._register_child(ctx, r_ready, "decoder_pid", "rtp decoder")
         s_ready = root / "sender" / "ready.json"
         self.sender = self._spawn(ctx, stack, ends.server, [
             # from the server's address, the one the viewer's routes lead back to (the default source
@@ -89,12 +91,17 @@ class RtpWorkload:
             "--fps", str(spec.fps), "--width", str(spec.width), "--height", str(spec.height),
             "--keyint", str(spec.keyint)], "sender")
         proc.wait_ready(self.sender, s_ready, "rtp sender", 20.0, log=root / "sender" / "sender.log", error=RunFailed)
-        # The encoder is the sender's child (it dies with it: PR_SET_PDEATHSIG); the ledger has it too,
-        # so a killed run's cleanup finds it by pid and start time.
-        enc_pid = steps.read_json(s_ready).get("encoder_pid")
-        if isinstance(enc_pid, int) and enc_pid > 0:
-            ctx.ledger.add_proc(proc.ProcRef.of(enc_pid, "rtp encoder"))
+        self._register_child(ctx, s_ready, "encoder_pid", "rtp encoder")
         self.deadline = time.monotonic() + self.timeout_s
+
+    @staticmethod
+    def _register_child(ctx: RunContext, ready: Path, key: str, what: str) -> None:
+        """The encoder (the sender's child) and the decoder (the viewer's) die with their parent
+        (PR_SET_PDEATHSIG); the ledger has them too, so a killed run's cleanup finds them by pid and
+        start time."""
+        pid = steps.read_json(ready).get(key)
+        if isinstance(pid, int) and pid > 0:
+            ctx.ledger.add_proc(proc.ProcRef.of(pid, what))
 
     @staticmethod
     def _timeout_s(ctx: RunContext) -> float:
@@ -143,6 +150,10 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
     if rx["packets_expected"] != tx["packets_sent"] or rx["packets_received"] + rx["packets_lost"] != tx["packets_sent"]:
         raise RunFailed(f"rtp: {tx['packets_sent']} packets sent, the viewer expected {rx['packets_expected']} "
                         f"and received {rx['packets_received']}")
+    dec = rx["decode"]
+    if dec["frames_decoded"] + dec["frames_decode_error"] + dec["frames_undecodable"] != on_time:
+        raise RunFailed(f"rtp: {on_time} frames on time, the decoder settled {dec['frames_decoded']} decoded + "
+                        f"{dec['frames_decode_error']} errors + {dec['frames_undecodable']} undecodable")
     if rx["rtp_bytes_received"] > tx["rtp_bytes_sent"]:
         raise RunFailed(f"rtp: {rx['rtp_bytes_received']} RTP bytes received, more than the {tx['rtp_bytes_sent']} sent")
     warnings = []
@@ -155,6 +166,9 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
                         "appeared in TWCC feedback (logs/rtp/sender/sender.json)")
     if rx["frames_reassembly_mismatch"]:
         warnings.append(f"rtp: {rx['frames_reassembly_mismatch']} complete frames reassembled to other NAL bytes than sent")
+    if dec["decoder_failure"] or dec["frames_decode_error"]:
+        warnings.append(f"rtp: the viewer's decoder: {dec['frames_decode_error']} decode errors "
+                        f"{dec['decoder_failure']} (logs/rtp/receiver/decoder.log)")
     targets = _read_csv(root / "sender" / "targets.csv")
     enc = _read_csv(root / "sender" / "encoder.csv")
     steady = _steady_target(enc)
@@ -165,6 +179,7 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
         "frames_reassembly_mismatch": rx["frames_reassembly_mismatch"],
         "playout_deadline_ms": rx["playout_deadline_ms"],
         "latency_ms": rx["latency_ms"],
+        "decode": dec,
         "packets_sent": tx["packets_sent"], "packets_received": rx["packets_received"], "packets_lost": rx["packets_lost"],
         "packet_loss": round(rx["packets_lost"] / tx["packets_sent"], 6) if tx["packets_sent"] else None,
         "rtp_bytes_sent": tx["rtp_bytes_sent"], "rtp_bytes_received": rx["rtp_bytes_received"],
@@ -174,7 +189,8 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
                        "steady_definition": "time-weighted mean of the controller's target over the stream's "
                                             "second half (1 s windows of capture time)"},
         "encoder_per_second": [{"t_s": float(r["window_start_s"]), "frames": int(r["frames"]),
-                                "achieved_bps": int(r["achieved_bps"]), "target_bps": float(r["target_bps_mean"]),
+                                "achieved_bps": int(r["achieved_bps"]), "achieved_wire_bps": int(r["achieved_wire_bps"]),
+                                "target_bps": float(r["target_bps_mean"]),
                                 "encoder_set_bps": float(r["encoder_set_bps_mean"])} for r in enc],
         "received_per_second": [{"second": int(r["second"]), "received_bps": int(r["received_bps"])}
                                 for r in _read_csv(root / "receiver" / "rate.csv")],
@@ -185,7 +201,8 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
         "files": {"sender": "logs/rtp/sender/{frames,packets,targets,encoder}.csv",
                   "receiver": "logs/rtp/receiver/{frames,rate}.csv"},
     }
-    ctx.extra_prov["rtp"] = {"binary": str(BINARY), "encoder": str(ENCODER), "controller": spec.controller,
+    ctx.extra_prov["rtp"] = {"binary": str(BINARY), "encoder": str(ENCODER), "decoder": str(DECODER),
+                             "controller": spec.controller,
                              "implementation": "pion/interceptor v0.1.51 (pkg/gcc, pkg/twcc, pkg/cc)"}
     return record, warnings
 

@@ -20,6 +20,7 @@ const (
 	frameExtLen   = 12
 	framePartLen  = 8
 	maxPayloadMTU = 1200 // RTP payload bytes per packet, as WebRTC's video packetiser
+	udpIPv4Header = 28   // UDP (8) + IPv4 (20) bytes around every RTP packet
 )
 
 type frameStamp struct {

@@ -22,6 +22,7 @@ import (
 
 type recvConfig struct {
 	listen, out, ready string
+	decoder, python    string        // the decoder script (rtp/decoder/live_decoder.py); none: no decoding
 	deadline           time.Duration // playout deadline: capture → frame complete
 	t0Ns               int64
 	startTimeout, idle time.Duration
@@ -36,6 +37,8 @@ type recvFrame struct {
 	firstNs    int64
 	completeNs int64 // arrival of the packet that completed it; 0 while incomplete
 	bytes      int
+	key        bool   // holds an IDR slice
+	au         []byte // the access unit, kept for the decoder until played out
 }
 
 type receiver struct {
@@ -61,6 +64,13 @@ type receiver struct {
 	fbErrs    int // feedback the socket refused (no route, buffer full)
 	udpDgrams int // every datagram the socket read (RTP and the end records): the interface check
 	udpBytes  int64
+	// playout and decoding (playout.go)
+	dec      *decoderChild
+	next     uint32            // the next frame to play out
+	maxFrame int64             // the highest frame number seen
+	refOK    bool              // every frame since the last keyframe was played
+	decode   map[uint32]string // decDecoded, decError, decUndecodable per on-time frame
+	decErr   string            // the decoder child's failure, if any
 }
 
 type rateBin struct {
@@ -79,6 +89,8 @@ func parseRecvFlags(args []string) (recvConfig, error) {
 	fs.DurationVar(&c.startTimeout, "start-timeout", 60*time.Second, "give up when no packet came for this long from the start")
 	fs.DurationVar(&c.idle, "idle-timeout", 10*time.Second, "end when no packet came for this long after the first")
 	fs.DurationVar(&c.maxRun, "max-run", time.Hour, "end after this long in any case")
+	fs.StringVar(&c.decoder, "decoder", "", "the viewer's decoder script (rtp/decoder/live_decoder.py); empty: no decoding")
+	fs.StringVar(&c.python, "python", "/usr/bin/python3", "the Python with GStreamer's bindings (gi) that runs it")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -103,7 +115,14 @@ func runRecv(args []string) error {
 	}
 	defer conn.Close()
 	r := &receiver{cfg: cfg, conn: conn, frames: map[uint32]*recvFrame{}, bins: map[int64]*rateBin{},
-		seqFirst: -1, seqMax: -1, seenSeq: map[int64]bool{}}
+		seqFirst: -1, seqMax: -1, seenSeq: map[int64]bool{}, maxFrame: -1, decode: map[uint32]string{}}
+	ready := map[string]any{"pid": os.Getpid(), "listen": conn.LocalAddr().String()}
+	if cfg.decoder != "" {
+		if r.dec, err = startDecoder(cfg.python, cfg.decoder, cfg.out); err != nil {
+			return fmt.Errorf("decoder: %w", err)
+		}
+		ready["decoder_pid"] = r.dec.cmd.Process.Pid
+	}
 
 	// pion's TWCC sender interceptor records each packet's transport-wide number and arrival time
 	// and sends the feedback (every 100 ms, its default, as libwebrtc) through the RTCP writer.
@@ -142,9 +161,15 @@ func runRecv(args []string) error {
 		RTPHeaderExtensions: []interceptor.RTPHeaderExtension{{URI: twccURI, ID: extTWCC}}}
 	reader := chain.BindRemoteStream(info, interceptor.RTPReaderFunc(r.readWire))
 	if cfg.ready != "" {
-		if err := writeJSON(cfg.ready, map[string]any{"pid": os.Getpid(), "listen": conn.LocalAddr().String()}); err != nil {
+		if err := writeJSON(cfg.ready, ready); err != nil {
 			return err
 		}
+	}
+	stopPlayout, playoutDone := make(chan struct{}), make(chan struct{})
+	if r.dec != nil {
+		go r.runPlayout(stopPlayout, playoutDone)
+	} else {
+		close(playoutDone)
 	}
 	started := time.Now()
 	_ = conn.SetReadDeadline(started.Add(cfg.startTimeout))
@@ -162,6 +187,13 @@ func runRecv(args []string) error {
 		r.onRTP(buf[:n])
 	}
 	_ = chain.Close()
+	close(stopPlayout)
+	<-playoutDone
+	if r.dec != nil {
+		if err := r.finishDecoding(); err != nil {
+			r.decErr = err.Error() // reported in receiver.json; the frames it did not answer for are decode errors
+		}
+	}
 	if err := r.writeResults(); err != nil {
 		return err
 	}
@@ -188,8 +220,13 @@ func (r *receiver) readWire(b []byte, a interceptor.Attributes) (int, intercepto
 		r.mu.Unlock()
 		if n >= len(endMagic) && string(b[:len(endMagic)]) == endMagic {
 			var end map[string]any
-			if json.Unmarshal(b[len(endMagic):n], &end) == nil && r.end == nil {
+			r.mu.Lock() // the playout reads it
+			first := json.Unmarshal(b[len(endMagic):n], &end) == nil && r.end == nil
+			if first {
 				r.end = end
+			}
+			r.mu.Unlock()
+			if first {
 				// Packets arrive before the end record (one FIFO path); half a second more lets the
 				// twcc interceptor send its last feedback.
 				_ = r.conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
@@ -204,6 +241,9 @@ func (r *receiver) readWire(b []byte, a interceptor.Attributes) (int, intercepto
 }
 
 func (r *receiver) onRTP(b []byte) {
+	// Under the lock the playout takes: a frame's completion instant and the playout's view of it agree.
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	now := monotonicNs()
 	var p rtp.Packet
 	if err := p.Unmarshal(b); err != nil {
@@ -245,6 +285,7 @@ func (r *receiver) onRTP(b []byte) {
 	if f == nil {
 		f = &recvFrame{captureNs: st.CaptureNs, count: st.Count, nalBytes: st.NALBytes, parts: map[uint16][]byte{}, firstNs: now}
 		r.frames[st.Frame] = f
+		r.maxFrame = max(r.maxFrame, int64(st.Frame))
 	}
 	if f.completeNs != 0 {
 		return
@@ -253,26 +294,31 @@ func (r *receiver) onRTP(b []byte) {
 	f.bytes += len(b)
 	if len(f.parts) == int(f.count) {
 		f.completeNs = now
-		if r.reassemble(f) != f.nalBytes {
+		au := r.reassemble(f)
+		if nalBytes(au) != f.nalBytes {
 			r.mismatch++
+		}
+		f.key = isKeyframe(au)
+		if r.dec != nil && int64(st.Frame) >= int64(r.next) {
+			f.au = au // until played out
 		}
 		f.parts = nil // the bytes are checked; keep the memory flat
 	}
 }
 
 // reassemble depacketises a complete frame in packet order (pion's H264 depacketiser: single NAL,
-// STAP-A, FU-A) and counts its NAL bytes as the sender did.
-func (r *receiver) reassemble(f *recvFrame) uint32 {
+// STAP-A, FU-A) into an Annex B access unit; nil if a packet does not depacketise.
+func (r *receiver) reassemble(f *recvFrame) []byte {
 	d := &codecs.H264Packet{}
 	var au []byte
 	for i := uint16(0); i < f.count; i++ {
 		out, err := d.Unmarshal(f.parts[i])
 		if err != nil {
-			return 0
+			return nil
 		}
 		au = append(au, out...)
 	}
-	return nalBytes(au)
+	return au
 }
 
 func (r *receiver) writeResults() error {
@@ -314,10 +360,10 @@ func (r *receiver) writeResults() error {
 				late++
 			}
 		}
-		rows = append(rows, []string{strconv.Itoa(n), capS, status, latMs, got, want})
+		rows = append(rows, []string{strconv.Itoa(n), capS, status, latMs, got, want, r.decode[uint32(n)]})
 	}
 	if err := writeCSV(filepath.Join(c.out, "frames.csv"), []string{"frame", "capture_s", "status", "latency_ms",
-		"packets_received", "packets_in_frame"}, rows); err != nil {
+		"packets_received", "packets_in_frame", "decode"}, rows); err != nil {
 		return err
 	}
 	rows = rows[:0]
@@ -367,9 +413,27 @@ func (r *receiver) writeResults() error {
 		"latency_ms": map[string]any{"p50": pct(0.5), "p95": pct(0.95), "p99": pct(0.99), "max": pct(1.0),
 			"definition": "capture (encoder input, CLOCK_MONOTONIC) to the arrival of the frame's last missing packet"},
 	}
+	if r.dec != nil {
+		out["decode"] = r.decodeTotals()
+	}
 	if r.firstNs != 0 {
 		out["first_packet_s"] = float64(r.firstNs-c.t0Ns) / 1e9
 		out["last_packet_s"] = float64(r.lastNs-c.t0Ns) / 1e9
 	}
 	return writeJSON(filepath.Join(c.out, "receiver.json"), out)
+}
+
+// decodeTotals: frames decoded + decode errors + undecodable = frames on time (played out).
+func (r *receiver) decodeTotals() map[string]any {
+	n := map[string]int{}
+	for _, st := range r.decode {
+		n[st]++
+	}
+	return map[string]any{
+		"frames_decoded": n[decDecoded], "frames_decode_error": n[decError], "frames_undecodable": n[decUndecodable],
+		"decoder": r.dec.end, "decoder_failure": r.decErr,
+		"definition": "on-time frames fed in frame order to avdec_h264 (rtp/decoder/live_decoder.py): decoded = it put " +
+			"out their picture, decode_error = fed but no picture; undecodable = not fed because a frame since the " +
+			"last keyframe was late or lost (every P-frame refers to the one before it; no PLI)",
+	}
 }

@@ -98,26 +98,30 @@ func (s *sender) writeResults(frames []frameRow) error {
 	if err := writeCSV(filepath.Join(c.out, "targets.csv"), []string{"t_s", "target_bps", "encoder_set_bps", "controller_stats"}, rows); err != nil {
 		return err
 	}
-	// The encoder's achieved bitrate per 1 s of capture time beside what it was asked for then.
+	// The encoder's achieved bitrate per 1 s of capture time beside what it was asked for then: the
+	// H.264 bytes (the video, against the encoder's setting) and the same frames' packets as the IP
+	// layer carries them (RTP + UDP + IPv4 headers: what the controller's target budgets for).
 	rows = rows[:0]
 	if len(frames) > 0 {
 		first := frames[0].captureNs
 		nwin := int((frames[len(frames)-1].captureNs-first)/1e9) + 1
 		bits := make([]int64, nwin)
+		wireBits := make([]int64, nwin)
 		nfr := make([]int, nwin)
 		for _, f := range frames {
 			w := int((f.captureNs - first) / 1e9)
 			bits[w] += int64(f.bytes) * 8
+			wireBits[w] += int64(f.rtpBytes+udpIPv4Header*f.packets) * 8
 			nfr[w]++
 		}
 		for w := 0; w < nwin; w++ {
 			a, b := first+int64(w)*1e9, first+int64(w+1)*1e9
-			rows = append(rows, []string{secs(a, c.t0Ns), itoa(int64(nfr[w])), itoa(bits[w]),
+			rows = append(rows, []string{secs(a, c.t0Ns), itoa(int64(nfr[w])), itoa(bits[w]), itoa(wireBits[w]),
 				fmt.Sprintf("%.0f", stepMean(ts, tv, a, b)), fmt.Sprintf("%.0f", stepMean(ts, ev, a, b))})
 		}
 	}
 	if err := writeCSV(filepath.Join(c.out, "encoder.csv"), []string{"window_start_s", "frames", "achieved_bps",
-		"target_bps_mean", "encoder_set_bps_mean"}, rows); err != nil {
+		"achieved_wire_bps", "target_bps_mean", "encoder_set_bps_mean"}, rows); err != nil {
 		return err
 	}
 	fb := s.ledger.summary()

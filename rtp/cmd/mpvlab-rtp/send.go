@@ -50,6 +50,7 @@ type frameRow struct {
 	handedNs   int64
 	keyframe   bool
 	bytes      int
+	rtpBytes   int // its packets' RTP headers (with extensions) and payloads: what it adds to the UDP payload
 	nalBytes   uint32
 	packets    int
 	encoderBps int // the encoder's bitrate setting when it produced the frame
@@ -345,6 +346,7 @@ func (s *sender) sendFrames(enc *encoder, w interceptor.RTPWriter) ([]frameRow, 
 				return rows, err
 			}
 			seq++
+			row.rtpBytes += h.MarshalSize() + len(p)
 			s.mu.Lock()
 			s.handed++
 			s.mu.Unlock()
