@@ -143,9 +143,12 @@ def _print_summary(console: Console, run_dir: Path) -> None:
         return
     if s.get("workload") == "rtp":
         r = s["rtp"]
+        p50, steady, loss = r["latency_ms"].get("p50"), r["target_bps"]["steady_mean"], r["packet_loss"]
         console.print(f"  rtp {r['controller']}: {r['frames_captured']} frames captured, {r['frames_on_time']} on time, "
-                      f"{r['frames_late']} late, {r['frames_lost']} lost; latency p50 {r['latency_ms']['p50']} ms; "
-                      f"steady target {r['target_bps']['steady_mean']} bit/s; packet loss {r['packet_loss']}")
+                      f"{r['frames_late']} late, {r['frames_lost']} lost; latency p50 "
+                      f"{'n/a' if p50 is None else f'{p50:.1f} ms'}; steady target "
+                      f"{'n/a' if steady is None else f'{steady / 1e3:.0f} kbit/s'}; packet loss "
+                      f"{'n/a' if loss is None else f'{loss:.2%}'}")
         return
     console.print(f"  underflows {s['underflows']} ({_secs(s['underflow_total_s'])}), picture discards "
                   f"{s['picture_discards']}, startup {_secs(s['startup_delay_s'])}, playback {_secs(s['duration_s'])}")

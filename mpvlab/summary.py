@@ -229,6 +229,7 @@ class RtpRecord(OpenRecord):
     """workload rtp (mpvlab/run/workloads/rtp.py): frames captured = on time + late + lost at the viewer."""
 
     controller: str
+    bbr_variant: dict[str, Any] | None = None   # webrtc-bbr: the study's variant (workload.bbr); None = WebRTC's own
     frames_captured: int
     frames_on_time: int
     frames_late: int

@@ -43,6 +43,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -272,3 +273,26 @@ def test_rtp_scenario_rejects_bad_input(workload: dict, topology: str, error: st
     with pytest.raises(ValueError) as e:
         Scenario.model_validate({"name": "x", "topology": {"kind": topology}, "paths": paths, "workload": workload})
     assert error in str(e.value), str(e.value)
+
+
+def test_bbr_variant_only_with_webrtc_bbr_and_passed_to_the_sender() -> None:
+    """workload.bbr: the study's variants, refused with gcc (naming the field and what it needs), and
+    turned into exactly the sender's flags (rtp/cmd/mpvlab-rtp's Go test checks they reach the
+    controller)."""
+    from mpvlab.scenario import Scenario
+    paths = {"a": {"down": {"rate": "1mbit", "buffer": "15KB", "delay": "20ms"}}}
+
+    def wl(**kw: Any) -> dict:
+        return {"name": "x", "topology": {"kind": "dumbbell"}, "paths": paths, "workload": {"kind": "rtp", **kw}}
+    with pytest.raises(ValueError) as e:
+        Scenario.model_validate(wl(controller="gcc", bbr={"estimate": "third-best"}))
+    assert "bbr" in str(e.value) and "webrtc-bbr" in str(e.value), str(e.value)
+    with pytest.raises(ValueError) as e:
+        Scenario.model_validate(wl(controller="webrtc-bbr", bbr={"estimate": "second-best"}))
+    assert "third-best" in str(e.value), str(e.value)
+    sc = Scenario.model_validate(wl(controller="webrtc-bbr", bbr={"filter": "non-replacing", "estimate": "third-best",
+                                                                   "recovery": False, "probe_rtt": "v2"}))
+    assert sc.workload.bbr.sender_flags() == ["--bbr-non-replacing-filter", "--bbr-third-best",
+                                              "--bbr-no-recovery", "--bbr-probe-rtt-v2"]
+    default = Scenario.model_validate(wl(controller="webrtc-bbr", bbr={}))
+    assert default.workload.bbr.sender_flags() == []

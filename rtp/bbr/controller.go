@@ -169,6 +169,9 @@ func (c *Controller) bw() float64 {
 	return c.cfg.InitialRate
 }
 
+// Config is what the controller was built with (its variants included).
+func (c *Controller) Config() Config { return c.cfg }
+
 // MinRTT is the min-RTT estimate (0 before any sample).
 func (c *Controller) MinRTT() time.Duration { return c.minRTT }
 

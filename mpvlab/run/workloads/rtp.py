@@ -83,7 +83,7 @@ class RtpWorkload:
             # from the server's address, the one the viewer's routes lead back to (the default source
             # would be the server's link address, which the client has no route for)
             str(BINARY), "send", "--local", ends.server_addr, "--dest", f"{ends.clients[0].addr}:{RTP_PORT}",
-            "--controller", spec.controller,
+            "--controller", spec.controller, *(spec.bbr.sender_flags() if spec.bbr else []),
             "--out", str(root / "sender"), "--ready", str(s_ready), "--t0-ns", str(ctx.t0_ns),
             "--python", sys.executable, "--encoder", str(ENCODER), "--content", spec.content,
             "--initial-bitrate", str(spec.initial_bitrate), "--min-bitrate", str(spec.min_bitrate),
@@ -174,6 +174,7 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
     steady = _steady_target(enc)
     record = {
         "controller": spec.controller,
+        "bbr_variant": spec.bbr.model_dump() if spec.bbr else None,
         "frames_captured": captured, "frames_on_time": on_time, "frames_late": late, "frames_lost": lost,
         "frames_lost_incomplete": rx["frames_lost_incomplete"], "frames_lost_unseen": rx["frames_lost_unseen"],
         "frames_reassembly_mismatch": rx["frames_reassembly_mismatch"],

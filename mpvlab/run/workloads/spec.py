@@ -49,6 +49,26 @@ class BulkWorkloadSpec(Strict):
 RTP_CONTROLLERS = ("gcc", "webrtc-bbr")
 
 
+class WebrtcBbrVariant(Strict):
+    """The WebRTC study's variants of WebRTC's 2018 BBR (docs/studies.md §3), each off by default
+    (rtp/bbr Config): `filter: non-replacing` keeps the three highest samples as separate entries;
+    `estimate: third-best` takes the third-highest sample; `recovery: false` disables the recovery
+    state; `probe_rtt: v2` is BBRv2-like RTT probing (cwnd = BDP/2 during the probe, min-RTT expiry
+    5 s instead of 10 s)."""
+
+    filter: Literal["replacing", "non-replacing"] = "replacing"
+    estimate: Literal["best", "third-best"] = "best"
+    recovery: bool = True
+    probe_rtt: Literal["webrtc", "v2"] = "webrtc"
+
+    def sender_flags(self) -> list[str]:
+        """mpvlab-rtp send's flags for this variant (none for WebRTC's own)."""
+        return ((["--bbr-non-replacing-filter"] if self.filter == "non-replacing" else [])
+                + (["--bbr-third-best"] if self.estimate == "third-best" else [])
+                + ([] if self.recovery else ["--bbr-no-recovery"])
+                + (["--bbr-probe-rtt-v2"] if self.probe_rtt == "v2" else []))
+
+
 class RtpWorkloadSpec(Strict):
     """Live video server → client over RTP/UDP (rtp/README.md): a test picture encoded in real time
     (x264, zerolatency) whose bitrate follows the rate `controller` at every update, TWCC feedback.
@@ -58,6 +78,7 @@ class RtpWorkloadSpec(Strict):
 
     kind: Literal["rtp"]
     controller: Literal[RTP_CONTROLLERS] = "gcc"  # type: ignore[valid-type]
+    bbr: WebrtcBbrVariant | None = None         # controller webrtc-bbr only
     duration: Duration = 20 * 10**9
     max_bitrate: Rate = 1_300_000
     min_bitrate: Rate = 50_000
@@ -74,6 +95,8 @@ class RtpWorkloadSpec(Strict):
     def _ranges(self) -> "RtpWorkloadSpec":
         if not 2 * 10**9 <= self.duration <= 3600 * 10**9:
             raise ValueError("duration must lie between 2s and 60min")
+        if self.bbr is not None and self.controller != "webrtc-bbr":
+            raise ValueError(f"bbr (the study's BBR variants) applies to controller webrtc-bbr, not {self.controller}")
         # 16 kbit/s is the encoder's floor; 50 Mbit/s bounds typos far above what x264 ultrafast
         # makes of a 1080p test picture on one core.
         for name in ("min_bitrate", "initial_bitrate", "max_bitrate"):

@@ -53,6 +53,10 @@ func newBBREstimator(cfg controllerConfig) (*bbrEstimator, error) {
 	bc := bbr.DefaultConfig()
 	bc.MSS = maxPayloadMTU + 64
 	bc.InitialRate, bc.MinRate, bc.MaxRate = float64(cfg.InitialBps), float64(cfg.MinBps), float64(cfg.MaxBps)
+	if cfg.BBR.NonReplacingFilter {
+		bc.Filter = bbr.NonReplacing
+	}
+	bc.ThirdBest, bc.NoRecovery, bc.ProbeRTTv2 = cfg.BBR.ThirdBest, cfg.BBR.NoRecovery, cfg.BBR.ProbeRTTv2
 	c, err := bbr.New(bc)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,15 @@ import (
 // controllerConfig is what every rate controller is built from.
 type controllerConfig struct {
 	InitialBps, MinBps, MaxBps int
+	BBR                        bbrVariant // webrtc-bbr only: the study's variants (zero value: WebRTC's own)
+}
+
+// bbrVariant is docs/studies.md §3's variants of WebRTC's BBR, each off by default.
+type bbrVariant struct {
+	NonReplacingFilter bool // the filter keeps the three highest samples as separate entries
+	ThirdBest          bool // the third-highest sample is the estimate
+	NoRecovery         bool // the recovery state is disabled
+	ProbeRTTv2         bool // BBRv2-like RTT probing: cwnd = BDP/2 in PROBE_RTT, min-RTT expiry 5 s
 }
 
 // controllers: the registry of send-side rate controllers, by the name a scenario uses

@@ -115,7 +115,7 @@ func benchStream(b *testing.B, name string) {
 		if name == "none" {
 			return passThrough{}, nil
 		}
-		return newController(name, controllerConfig{costRateBps, 50_000, 2 * costRateBps})
+		return newController(name, controllerConfig{InitialBps: costRateBps, MinBps: 50_000, MaxBps: 2 * costRateBps})
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
 	"github.com/pion/rtp/codecs"
+	"mpvlab/rtp/bbr"
 )
 
 func TestStampRoundTrip(t *testing.T) {
@@ -81,10 +82,10 @@ func TestFeedbackLedgerCountsEveryStatus(t *testing.T) {
 }
 
 func TestUnknownControllerIsNamed(t *testing.T) {
-	if _, err := newController("nope", controllerConfig{300_000, 50_000, 1_000_000}); err == nil {
+	if _, err := newController("nope", controllerConfig{InitialBps: 300_000, MinBps: 50_000, MaxBps: 1_000_000}); err == nil {
 		t.Fatal("want an error")
 	}
-	if _, err := newController("gcc", controllerConfig{300_000, 50_000, 1_000_000}); err != nil {
+	if _, err := newController("gcc", controllerConfig{InitialBps: 300_000, MinBps: 50_000, MaxBps: 1_000_000}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -159,7 +160,7 @@ func TestForEachStatusStopsAtStatusCount(t *testing.T) {
 // hold, in order, and nothing is sent twice (send.go calls it before the end record, which must
 // count every packet sent).
 func TestBBRFlushSendsWhatThePacerHolds(t *testing.T) {
-	e, err := newBBREstimator(controllerConfig{300_000, 50_000, 1_000_000})
+	e, err := newBBREstimator(controllerConfig{InitialBps: 300_000, MinBps: 50_000, MaxBps: 1_000_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,5 +197,33 @@ func TestBBRFlushSendsWhatThePacerHolds(t *testing.T) {
 		if s != uint16(i) {
 			t.Fatalf("packet %d has sequence %d: out of order or repeated", i, s)
 		}
+	}
+}
+
+// The study's variants reach the controller from the command line, and only for webrtc-bbr.
+func TestBBRVariantFlagsReachTheController(t *testing.T) {
+	base := []string{"--dest", "10.0.0.1:5000", "--out", "/nonexistent", "--encoder", "x.py"}
+	cfg, err := parseSendFlags(append(base, "--controller", "webrtc-bbr", "--bbr-third-best",
+		"--bbr-non-replacing-filter", "--bbr-no-recovery", "--bbr-probe-rtt-v2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bbrVariant{NonReplacingFilter: true, ThirdBest: true, NoRecovery: true, ProbeRTTv2: true}
+	if cfg.bbr != want {
+		t.Fatalf("parsed %+v, want %+v", cfg.bbr, want)
+	}
+	e, err := newBBREstimator(controllerConfig{InitialBps: 300_000, MinBps: 50_000, MaxBps: 1_000_000, BBR: cfg.bbr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := e.c.Config()
+	if got.Filter != bbr.NonReplacing || !got.ThirdBest || !got.NoRecovery || !got.ProbeRTTv2 {
+		t.Fatalf("controller config %+v does not carry the variants", got)
+	}
+	if def, _ := newBBREstimator(controllerConfig{InitialBps: 300_000, MinBps: 50_000, MaxBps: 1_000_000}); def.c.Config().Filter != bbr.Replacing || def.c.Config().ThirdBest {
+		t.Fatalf("default config %+v is not WebRTC's", def.c.Config())
+	}
+	if _, err := parseSendFlags(append(base, "--controller", "gcc", "--bbr-third-best")); err == nil {
+		t.Fatal("a BBR variant with gcc was accepted")
 	}
 }

@@ -31,6 +31,7 @@ type sendConfig struct {
 	fps, width, height, keyint                    int
 	t0Ns                                          int64
 	drainWait                                     time.Duration
+	bbr                                           bbrVariant
 }
 
 // sentPacket is one row of packets.csv: what left the socket.
@@ -98,11 +99,18 @@ func parseSendFlags(args []string) (sendConfig, error) {
 	fs.IntVar(&c.keyint, "keyint", 60, "frames between keyframes")
 	fs.Int64Var(&c.t0Ns, "t0-ns", 0, "run time zero, CLOCK_MONOTONIC ns")
 	fs.DurationVar(&c.drainWait, "drain-wait", 3*time.Second, "how long to wait for the pacer and the last feedback")
+	fs.BoolVar(&c.bbr.NonReplacingFilter, "bbr-non-replacing-filter", false, "webrtc-bbr variant: the filter keeps the three highest samples")
+	fs.BoolVar(&c.bbr.ThirdBest, "bbr-third-best", false, "webrtc-bbr variant: the third-highest sample is the estimate")
+	fs.BoolVar(&c.bbr.NoRecovery, "bbr-no-recovery", false, "webrtc-bbr variant: no recovery state")
+	fs.BoolVar(&c.bbr.ProbeRTTv2, "bbr-probe-rtt-v2", false, "webrtc-bbr variant: BBRv2-like RTT probing")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if c.dest == "" || c.out == "" || c.encoder == "" {
 		return c, errors.New("send needs --dest, --out and --encoder")
+	}
+	if c.bbr != (bbrVariant{}) && c.controller != "webrtc-bbr" {
+		return c, fmt.Errorf("the --bbr-* variants apply to controller webrtc-bbr, not %q", c.controller)
 	}
 	if c.minBps <= 0 || c.initialBps < c.minBps || c.maxBps < c.initialBps {
 		return c, fmt.Errorf("need 0 < min %d ≤ initial %d ≤ max %d bit/s", c.minBps, c.initialBps, c.maxBps)
@@ -136,7 +144,7 @@ func runSend(args []string) error {
 	// pacer) is added first so that it sits nearest the network, the TWCC header-extension
 	// interceptor outside it numbers every packet as it is handed over.
 	ccf, err := cc.NewInterceptor(func() (cc.BandwidthEstimator, error) {
-		return newController(cfg.controller, controllerConfig{cfg.initialBps, cfg.minBps, cfg.maxBps})
+		return newController(cfg.controller, controllerConfig{InitialBps: cfg.initialBps, MinBps: cfg.minBps, MaxBps: cfg.maxBps, BBR: cfg.bbr})
 	})
 	if err != nil {
 		return err
