@@ -61,6 +61,25 @@ def test_full_spec_is_the_study_grid_with_the_named_buffer_rule() -> None:
     assert {r.params["workload.controller"] for r in plan.runs} == {"gcc", "webrtc-bbr"}
 
 
+def test_variants_spec_is_each_variant_alone_at_rtt_50_with_the_same_buffer_rule() -> None:
+    """sweeps/webrtc-bbr-variants.yaml: webrtc-bbr only, WebRTC's own and each study variant alone, at
+    RTT 50 ms × the four rates × both buffers of the study's rule, 5 trials: 5 × 8 × 5 = 200 runs."""
+    spec = REPO / "sweeps" / "webrtc-bbr-variants.yaml"
+    plan = expand(load_spec(spec), spec)
+    assert len(plan.runs) == 5 * 8 * 5
+    variants = set()
+    for r in plan.runs:
+        wl = r.scenario.workload
+        assert wl.controller == "webrtc-bbr" and wl.bbr is not None and wl.duration == 300 * 10**9
+        flags = tuple(wl.bbr.sender_flags())
+        assert len(flags) <= 1                  # each variant alone
+        variants.add(flags)
+        rtt, rate, buf = _link(r.scenario)
+        assert rtt == 50.0 and buf in _rule(rtt, rate), (r.key, buf)
+    assert variants == {(), ("--bbr-probe-rtt-v2",), ("--bbr-third-best",), ("--bbr-non-replacing-filter",),
+                        ("--bbr-no-recovery",)}
+
+
 def _run(summary: dict[str, Any]) -> Run:
     return Run(Path("/nonexistent"), "x", summary, {}, {}, None)
 
@@ -77,6 +96,15 @@ def test_figure_helpers_on_hand_data() -> None:
     assert not competing(_run({"rtp": {}}))
     assert not competing(_run({"cross_traffic": {"voip": {"sent": 10}, "bulk": None}}))
     assert competing(_run({"cross_traffic": {"bulk": {"cc_requested": "cubic"}}}))
+    # a webrtc-bbr variant is its own label (what differs from WebRTC's own); WebRTC's own keeps the name
+    from mpvlab.report.rtp import _ctrl
+    own = {"filter": "replacing", "estimate": "best", "recovery": True, "probe_rtt": "webrtc"}
+    assert _ctrl(_run({"rtp": {"controller": "webrtc-bbr", "bbr_variant": None}})) == "webrtc-bbr"
+    assert _ctrl(_run({"rtp": {"controller": "webrtc-bbr", "bbr_variant": own}})) == "webrtc-bbr"
+    assert _ctrl(_run({"rtp": {"controller": "webrtc-bbr", "bbr_variant": {**own, "estimate": "third-best",
+                                                                            "recovery": False}}})) \
+        == "webrtc-bbr (estimate third-best, recovery off)"
+    assert _ctrl(_run({"rtp": {"controller": "gcc"}})) == "gcc"
 
 
 def _rows(p: Path) -> list[dict[str, str]]:

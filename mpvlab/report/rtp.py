@@ -127,8 +127,19 @@ def _study_runs(c: Collection) -> list[tuple[Run, Condition, float]]:
     return out
 
 
+# workload.bbr's fields at WebRTC's own behaviour; a run that differs is labelled by what differs.
+BBR_DEFAULTS = {"filter": "replacing", "estimate": "best", "recovery": True, "probe_rtt": "webrtc"}
+
+
 def _ctrl(run: Run) -> str:
-    return str((rtp_record(run) or {}).get("controller") or "?")
+    """The controller's label: its name, and for a webrtc-bbr variant what differs from WebRTC's own
+    (so variants are their own bars and points, and the GCC − BBR difference compares WebRTC's own)."""
+    rec = rtp_record(run) or {}
+    name = str(rec.get("controller") or "?")
+    variant = rec.get("bbr_variant") or {}
+    changed = [f"{k} {v}" if not isinstance(v, bool) else f"{k} {'on' if v else 'off'}"
+               for k, v in variant.items() if k in BBR_DEFAULTS and v != BBR_DEFAULTS[k]]
+    return f"{name} ({', '.join(changed)})" if changed else name
 
 
 def _controllers(runs: list[tuple[Run, Condition, float]]) -> list[str]:
