@@ -68,9 +68,12 @@ def test_pcap_run_bytes_match_the_interface_counters(tmp_path: Path) -> None:
         assert r["counter_bytes"] >= p["rx_bytes"], (name, r, p)
 
     # Wire-order switches from the server's capture: the reader lost nothing, its new data is exactly
-    # the bytes the BPF trace saw handed to the subflows, and data-sequence-order switches are the
-    # decision-level switches (one decision hands one contiguous range to one subflow) when nothing
-    # was reinjected.
+    # the bytes the BPF trace saw handed to the subflows, and every data-sequence-order switch is a
+    # decision-level switch (one decision hands one contiguous range to one subflow) when nothing was
+    # reinjected. Not every decision-level switch shows in data order: when the kernel pushes on a
+    # subflow without calling the scheduler (collectors/README.md, Limits), the trace credits those
+    # bytes to the decision in progress and may count a switch there and back that the data order
+    # does not have (16 runs: equal in 13; in the other three the data order had 2 to 4 fewer).
     w = s["wire_switches"]
     assert w["parse"]["unmapped_segments"] == 0 and w["parse"]["mapping_mismatch"] == 0
     assert w["parse"]["options_truncated"] == 0
@@ -80,7 +83,8 @@ def test_pcap_run_bytes_match_the_interface_counters(tmp_path: Path) -> None:
     reinjected = s["mptcp"]["reinjected_segments"]
     if reinjected == 0:
         assert t["new_bytes"] == trace["totals"]["bytes_handed"]
-        assert t["dsn_order_switches"] == s["path_switches"] == t["decision_path_switches"]
+        assert s["path_switches"] == t["decision_path_switches"]
+        assert t["dsn_order_switches"] <= t["decision_path_switches"], t
     else:
         # The scheduler hands a reinjected range again (counted by the trace); on the wire that range
         # is data already seen, so the surplus is bounded by the capture's re-sent bytes. One
