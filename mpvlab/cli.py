@@ -159,7 +159,12 @@ def _secs(v: float | None) -> str:
 
 
 def _print_shared_summary(console: Console, s: dict) -> None:  # type: ignore[type-arg]
-    for role, p in s["players"].items():
+    if s.get("workload") == "rtp":
+        r, rx = s["rtp"], [x["received_bps"] for x in s["rtp"]["received_per_second"]]
+        console.print(f"  rtp {r['controller']}: {r['frames_captured']} frames captured, {r['frames_on_time']} on time, "
+                      f"{r['frames_late']} late, {r['frames_lost']} lost; received "
+                      f"{sum(rx) / max(1, len(rx)) / 1e6:.3f} Mbit/s mean; packet loss {r['packet_loss']}")
+    for role, p in (s.get("players") or {}).items():
         console.print(f"  {role}: {p['bytes_received'] / 1e6:.2f} MB, underflows {p['underflows']} "
                       f"({_secs(p['underflow_total_s'])}), picture discards {p['picture_discards']}, "
                       f"startup {_secs(p['startup_delay_s'])}, playback {_secs(p['playback_s'])}")

@@ -21,7 +21,7 @@ import json
 import sys
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from mpvlab.metricdef import INF, MPVLAB, STUDY_BBRS, STUDY_SABRE, STUDY_WIFI_LTE, MetricDef, View
 
@@ -445,20 +445,37 @@ class CrossTraffic(OpenRecord):
 
 
 class SharedSummary(RunHead):
-    """Shared-bottleneck runs (mpvlab/run/shared.py): N players and cross traffic behind one router."""
+    """Shared-bottleneck runs (mpvlab/run/shared.py): N players and cross traffic behind one router,
+    or (workload rtp) one viewer: its `rtp` record and the viewer interface's cross-check instead."""
 
     topology: Literal["shared-bottleneck"]
-    workload: Literal["video"] = "video"
+    workload: Literal["video", "rtp"] = "video"
     transport: str
-    video_length_s: float
-    player_mode: str
-    players: dict[str, SharedPlayer]
-    aggregate: SharedAggregate
     bottleneck: dict[str, Any]
     cross_traffic: CrossTraffic
     subflows: list[Subflow]
-    http: HttpRecord
     cc_state: CCStateView | None = None
+    # workload video
+    video_length_s: float | None = None
+    player_mode: str | None = None
+    players: dict[str, SharedPlayer] | None = None
+    aggregate: SharedAggregate | None = None
+    http: HttpRecord | None = None
+    # workload rtp: the viewer's interface counters (`clients`) and their check against its socket
+    rtp: RtpRecord | None = None
+    duration_s: float | None = None
+    clients: dict[str, dict[str, Any]] | None = None
+    cross_checks: dict[str, CrossCheck] | None = None
+
+    @model_validator(mode="after")
+    def _workload_parts(self) -> "SharedSummary":
+        """Each workload's own parts present: a summary is read without knowing which code wrote it."""
+        need = {"video": ("video_length_s", "player_mode", "players", "aggregate", "http"),
+                "rtp": ("rtp", "duration_s", "clients", "cross_checks")}[self.workload]
+        missing = [k for k in need if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"workload {self.workload}: missing {', '.join(missing)}")
+        return self
 
 
 Summary = Annotated[Union[EmulatedSummary, PhysicalSummary, SharedSummary], Field(discriminator="topology")]

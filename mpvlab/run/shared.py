@@ -39,7 +39,7 @@ from core.errors import RunFailed
 from mpvlab.run.context import RunContext
 from mpvlab.run.workloads.base import Client, Ends, Outcome
 from topologies import shared_bottleneck as sb
-from mpvlab.run.views import cc_state_view
+from mpvlab.run.views import cc_state_view, udp_wire_check
 from mpvlab.run.workloads.video import dash_view
 
 PATH_LABEL = "shared"       # the delay lines' and queue folder's label (the path's name is the user's)
@@ -148,7 +148,7 @@ def bring_up(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float) -> "Sh
         for hd in handles}
     ctx.extra_prov["links"]["qdiscs"] = topo.router.ns.run(["tc", "qdisc", "show"]).stdout.strip().splitlines()
     ifb = plans[0].ifb if spec.down.rate is not None else None
-    ends = Ends(topo.server.ns, tuple(Client(lf.role, lf.node.ns, lf.addr) for lf in topo.clients),
+    ends = Ends(topo.server.ns, tuple(Client(lf.role, lf.node.ns, lf.addr, lf.if_) for lf in topo.clients),
                 topo.server_addr, cc_name)
     return SharedNetwork(topo, pname, sched, handles, ifb, ends)
 
@@ -223,7 +223,7 @@ class SharedNetwork:
         self.leaves_before = {lf.role: sampling.read_net_dev(lf.node.pid)[lf.if_] for lf in topo.leaves}
         self.tbf_before = _tbf_counters(topo.router.ns, self.ifb) if self.ifb else None
         self.t_start = time.monotonic_ns()
-        self.run_s = sc.video.duration / 1e9 * sc.player.timeout_factor + 40
+        self.run_s = _workload_max_s(sc)
         self.cross.start_voip()
         if self.cross.bulk_due():
             self.cross.start_bulk(self.run_s)
@@ -251,11 +251,91 @@ class SharedNetwork:
 
     def summarise(self, ctx: RunContext, outcome: Outcome, fid: dict[str, Any]) -> dict[str, Any]:
         assert self.cross is not None
+        if outcome.transport == "udp":
+            return summarise_udp(ctx, self.ends, outcome, self.bottleneck_view(ctx, outcome), self.cross.result,
+                                 self.leaves_before, self.leaves_after, self.samplers)
         body = summarise(ctx, self.topo, outcome, self.leaves_before, self.leaves_after, self.tbf_before,
                          self.tbf_after, (self.t_end - self.t_start) / 1e9, self.samplers, self.cross.result)
         # every flow named; the CC's model over the players' flows only (mpvlab/flows.py)
         body["cc_state"] = cc_state_view(ctx, self.samplers[0], (self.t_end - ctx.t0_ns) / 1e9)
         return body
+
+    def bottleneck_view(self, ctx: RunContext, outcome: Outcome) -> dict[str, Any]:
+        """The link for a UDP workload: its receiver's payload is what the socket read (outcome.wire)."""
+        assert self.cross is not None
+        leaf_rx = {r: self.leaves_after[r]["rx_bytes"] - self.leaves_before[r]["rx_bytes"] for r in self.leaves_before}
+        return bottleneck_view(ctx, leaf_rx, self.tbf_before, self.tbf_after, (self.t_end - self.t_start) / 1e9,
+                               (outcome.wire or {}).get("udp_payload_bytes", 0), self.cross.result)
+
+
+def _workload_max_s(sc: Any) -> float:
+    """The longest the workload may take: how long a bulk cross flow without its own duration is
+    started for (the run stops it when the workload ends)."""
+    w = sc.workload
+    if w.kind == "rtp":
+        return (w.timeout if w.timeout is not None else w.duration + 60 * 10**9) / 1e9
+    return sc.video.duration / 1e9 * sc.player.timeout_factor + 40
+
+
+def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dict[str, Any], cross: dict[str, Any],
+                  before: dict[str, dict[str, int]], after: dict[str, dict[str, int]],
+                  samplers: list[sampling.Sampler]) -> dict[str, Any]:
+    """The kind's part of the summary for a UDP workload (rtp: one viewer in client0): its own record,
+    the bottleneck and the cross traffic, and the viewer's interface counters checked against the
+    datagrams its receiver read (views.udp_wire_check) — its own interface, as the bottleneck's also
+    carries the cross traffic."""
+    (viewer,) = ends.clients
+    assert viewer.iface is not None
+    counters = {viewer.role: {"interface": viewer.iface,
+                              "rx_bytes": after[viewer.role]["rx_bytes"] - before[viewer.role]["rx_bytes"],
+                              "rx_packets": after[viewer.role]["rx_packets"] - before[viewer.role]["rx_packets"]}}
+    checks = udp_wire_check(counters, outcome.wire or {})
+    warnings = [f"cross-check {k} failed: {v}" for k, v in checks.items() if not v["ok"]]
+    bulk = cross.get("bulk")
+    if bulk and bulk.get("cc_seen") not in (None, bulk["cc_requested"]):
+        raise RunFailed(f"bulk flow ran {bulk['cc_seen']}, not {bulk['cc_requested']}")
+    return {
+        "transport": f"udp, {ctx.scenario.workload.kind} to one client ({viewer.role})",
+        **outcome.fields,
+        "clients": counters,
+        "bottleneck": bottleneck,
+        "cross_traffic": cross,
+        "cross_checks": checks,
+        "subflows": [],
+        "warnings": warnings,
+        "sampler_errors": [e for s in samplers for e in s.errors],
+    }
+
+
+def bottleneck_view(ctx: RunContext, leaf_rx: dict[str, int], tbf_before: dict[str, int] | None,
+                    tbf_after: dict[str, int] | None, window_s: float, workload_payload: int,
+                    cross: dict[str, Any]) -> dict[str, Any]:
+    """The shared link over the collectors' window: its configuration, what each leaf received, the
+    tbf's counters and utilisation, and the payload every flow got beside the ideal."""
+    (pname, spec), = ctx.scenario.paths.items()
+    bottleneck: dict[str, Any] = {
+        "path": pname, "rate_bps": spec.down.rate, "limit_bytes": spec.down.buffer.to_bytes(FRAME_BYTES),
+        "burst_bytes": spec.down.effective_burst(), "window_s": round(window_s, 3),
+        "leaf_rx_bytes": leaf_rx, "leaf_rx_bytes_total": sum(leaf_rx.values()),
+        "queue": steps.queue_view(ctx.data / "queues" / PATH_LABEL),
+    }
+    if tbf_before and tbf_after:
+        tbf = {k: tbf_after[k] - tbf_before[k] for k in tbf_before}
+        bottleneck["tbf"] = tbf
+        assert spec.down.rate is not None
+        bottleneck["utilisation"] = round(tbf["bytes"] * 8 / (spec.down.rate * window_s), 4)
+    # Payload the bottleneck carried in the window: the workload's (players' HTTP bodies, RTP
+    # datagrams), the bulk flow's goodput and the probe's UDP payload (an upper bound: rate × window
+    # × 1448/1514 for full TCP frames).
+    payload = workload_payload
+    if "bulk" in cross:
+        payload += cross["bulk"].get("bytes_received") or 0
+    if "voip" in cross:
+        payload += cross["voip"]["received"] * (cross["voip"]["packet_size"] - 28)
+    bottleneck["payload_bytes"] = payload
+    if spec.down.rate:
+        bottleneck["payload_ideal_bytes"] = round(spec.down.rate / 8 * window_s * TCP_PAYLOAD / FRAME_BYTES)
+    return bottleneck
 
 
 PLAYER_KEYS = ("underflows", "underflow_total_s", "picture_discards", "picture_discards_no_underflow",
@@ -274,9 +354,7 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, outcome: Outcome,
               samplers: list[sampling.Sampler], cross: dict[str, Any]) -> dict[str, Any]:
     """The kind's part of the summary: each player's QoE, their aggregate, the bottleneck's counters
     and the cross traffic (the run head and the workload's warnings come from lifecycle.py)."""
-    sc = ctx.scenario
     summaries = outcome.per_client
-    (pname, spec), = sc.paths.items()
     leaf_bytes = {role: {"rx_bytes": after[role]["rx_bytes"] - before[role]["rx_bytes"],
                          "rx_packets": after[role]["rx_packets"] - before[role]["rx_packets"]} for role in before}
     players: dict[str, dict[str, Any]] = {}
@@ -311,28 +389,8 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, outcome: Outcome,
         "throughput_fairness_jain": (round(sum(thr) ** 2 / (len(thr) * sum(x * x for x in thr)), 4)
                                      if len(thr) == len(players) and thr else None),
     }
-    bottleneck: dict[str, Any] = {
-        "path": pname, "rate_bps": spec.down.rate, "limit_bytes": spec.down.buffer.to_bytes(FRAME_BYTES),
-        "burst_bytes": spec.down.effective_burst(), "window_s": round(window_s, 3),
-        "leaf_rx_bytes": {r: b["rx_bytes"] for r, b in leaf_bytes.items()},
-        "leaf_rx_bytes_total": sum(b["rx_bytes"] for b in leaf_bytes.values()),
-        "queue": steps.queue_view(ctx.data / "queues" / PATH_LABEL),
-    }
-    if tbf_before and tbf_after:
-        tbf = {k: tbf_after[k] - tbf_before[k] for k in tbf_before}
-        bottleneck["tbf"] = tbf
-        assert spec.down.rate is not None
-        bottleneck["utilisation"] = round(tbf["bytes"] * 8 / (spec.down.rate * window_s), 4)
-    # Payload the bottleneck carried in the window: the players' HTTP bodies, the bulk flow's goodput
-    # and the probe's UDP payload (an upper bound: rate × window × 1448/1514 for full TCP frames).
-    payload = _sum([v["bytes_received"] for v in players.values()]) or 0
-    if "bulk" in cross:
-        payload += cross["bulk"].get("bytes_received") or 0
-    if "voip" in cross:
-        payload += cross["voip"]["received"] * (cross["voip"]["packet_size"] - 28)
-    bottleneck["payload_bytes"] = payload
-    if spec.down.rate:
-        bottleneck["payload_ideal_bytes"] = round(spec.down.rate / 8 * window_s * TCP_PAYLOAD / FRAME_BYTES)
+    bottleneck = bottleneck_view(ctx, {r: b["rx_bytes"] for r, b in leaf_bytes.items()}, tbf_before, tbf_after,
+                                 window_s, _sum([v["bytes_received"] for v in players.values()]) or 0, cross)
     seen: dict[tuple[str, str], str] = {}
     for s in samplers:
         seen.update(s.subflows_seen)
