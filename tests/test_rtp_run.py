@@ -115,7 +115,7 @@ def test_rtp_run_accounts_every_frame_packet_and_byte(tmp_path: Path, controller
     ({"kind": "rtp", "playout_deadline": "1ms"}, "dumbbell", "playout_deadline"),
     ({"kind": "rtp", "width": 641}, "dumbbell", "multiple of 2"),
     ({"kind": "rtp", "encoder": "x"}, "dumbbell", "encoder"),
-    ({"kind": "rtp"}, "dual-path", "rtp runs on topology dumbbell"),
+    ({"kind": "rtp"}, "dual-path", "rtp runs on topology.kind dumbbell or shared-bottleneck"),
 ])
 def test_rtp_scenario_rejects_bad_input(workload: dict, topology: str, error: str) -> None:
     from mpvlab.scenario import Scenario
