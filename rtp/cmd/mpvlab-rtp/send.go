@@ -30,7 +30,7 @@ type sendConfig struct {
 	duration                                      time.Duration
 	fps, width, height, keyint                    int
 	t0Ns                                          int64
-	drainWait                                     time.Duration
+	drainWait, feedbackWait                       time.Duration
 }
 
 // sentPacket is one row of packets.csv: what left the socket.
@@ -73,6 +73,11 @@ type sender struct {
 	handed   int // packets handed to the interceptor chain (the pacer queues them)
 	wireSent int // packets written to the socket
 	sendErrs int
+	// wireMu serialises writes with the close of the wire: once closed, what the pacer still
+	// releases is not sent (unsentAtEnd), so the end record's packet count is the final one.
+	wireMu      sync.Mutex
+	wireClosed  bool
+	unsentAtEnd int
 }
 
 func parseSendFlags(args []string) (sendConfig, error) {
@@ -96,6 +101,8 @@ func parseSendFlags(args []string) (sendConfig, error) {
 	fs.IntVar(&c.keyint, "keyint", 60, "frames between keyframes")
 	fs.Int64Var(&c.t0Ns, "t0-ns", 0, "run time zero, CLOCK_MONOTONIC ns")
 	fs.DurationVar(&c.drainWait, "drain-wait", 3*time.Second, "how long to wait for the pacer and the last feedback")
+	fs.DurationVar(&c.feedbackWait, "feedback-wait", 3*time.Second,
+		"after the pacer's queue is dropped: how long to wait for the feedback on the last packet sent")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -237,7 +244,14 @@ func runSend(args []string) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	end, _ := json.Marshal(map[string]any{"frames": len(frames), "packets": s.wireSent, "ssrc": defaultSSRC})
+	// A pacer still holding packets (a window-limited controller behind a long queue) would send
+	// after the end record and the viewer would count one packet fewer than the sender: the wire
+	// closes here, and the feedback on what was sent still comes back before the end record.
+	sent := s.closeWire()
+	for deadline := time.Now().Add(cfg.feedbackWait); time.Now().Before(deadline) && !s.ledger.lastCovered(); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	end, _ := json.Marshal(map[string]any{"frames": len(frames), "packets": sent, "ssrc": defaultSSRC})
 	for i := 0; i < 5; i++ { // UDP: repeated, the viewer takes the first
 		_, _ = conn.Write(append([]byte(endMagic), end...))
 		time.Sleep(20 * time.Millisecond)
@@ -247,11 +261,27 @@ func runSend(args []string) error {
 	return s.writeResults(frames)
 }
 
+// closeWire stops writeWire sending and returns the packets it sent.
+func (s *sender) closeWire() int {
+	s.wireMu.Lock()
+	defer s.wireMu.Unlock()
+	s.wireClosed = true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wireSent
+}
+
 // writeWire is the bottom of the chain: what the pacer releases goes to the socket here.
 func (s *sender) writeWire(h *rtp.Header, payload []byte, _ interceptor.Attributes) (int, error) {
 	buf, err := h.Marshal()
 	if err != nil {
 		return 0, err
+	}
+	s.wireMu.Lock()
+	defer s.wireMu.Unlock()
+	if s.wireClosed {
+		s.unsentAtEnd++ // after the end record's count: never sent, never in packets.csv
+		return len(buf), nil
 	}
 	buf = append(buf, payload...)
 	// Into the feedback ledger before the socket: on a short path the feedback naming this packet
