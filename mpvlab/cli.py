@@ -304,7 +304,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
                   f"trial(s) = {len(plan.runs)} runs → {Path(args.results) / plan.sweep}; {parallel_note}")
     if args.dry_run:
         for r in plan.runs:
-            console.print(f"  {r.key}  seed {r.seed}  (video {r.scenario.video.duration / 1e9:g} s)")
+            console.print(f"  {r.key}  seed {r.seed}  ({r.scenario.workload.kind} {r.scenario.media_s:g} s)")
         return 0
     if os.geteuid() != 0:
         console.print(Text("mpvlab sweep needs root (each run builds network namespaces, tc, BPF)", style="red"))

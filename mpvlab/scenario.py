@@ -254,6 +254,12 @@ class Scenario(Strict):
         return self
 
     @property
+    def media_s(self) -> float:
+        """The stream's media length: the rtp workload's own duration, else the video's."""
+        w = self.workload
+        return (w.duration if w.kind == "rtp" else self.video.duration) / 1e9
+
+    @property
     def n_clients(self) -> int:
         """Clients: topology.clients for shared-bottleneck (default 2 players; 1 viewer for rtp), else 1."""
         if self.topology.kind != "shared-bottleneck":
