@@ -6,7 +6,10 @@
 The run's life cycle is the one of every kind (lifecycle.py); this module is the kind's backend:
 topology, congestion control and the link (bring_up), the pre-run check from client0 alone on the
 link, the collectors (queue counters, samplers, the cross traffic of cross.py — all started at t0)
-and the kind's summary. The workload runs one client in every clientI.
+and the kind's summary. The workload runs one client in every clientI; the rtp workload (live video
+over UDP) runs with one client, its viewer, and its summary is summarise_udp's: the `rtp` record, the
+viewer's own interface counters (Ends' Client.iface) checked against the datagrams its socket read,
+the bottleneck and the cross traffic.
 
 Transport: every player is an MPTCP connection with ONE subflow (mptcpize, as in dual-path runs;
 MPTCP limits 0 and no endpoints, so no joins). One code path for server and player, and the
