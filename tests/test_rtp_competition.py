@@ -184,3 +184,45 @@ def test_competition_scenarios_validate_with_one_viewer() -> None:
     # without topology.clients, rtp on the shared bottleneck means one viewer (players default to 2)
     from mpvlab.scenario import parse_scenario
     assert parse_scenario(_scenario(topology__clients=None)).n_clients == 1
+
+
+@pytest.mark.netns
+@pytest.mark.e2e
+@pytest.mark.skipif(os.geteuid() != 0, reason="end-to-end runs need root")
+@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed (./setup.sh)")
+def test_competition_run_interrupted_stops_everything(tmp_path: Path) -> None:
+    """Ctrl-C while the stream and the CUBIC flow run: the run's own teardown stops the RTP sender,
+    its encoder, the receiver, iperf3 and the delay lines (the ledger's fallback finds nothing left)
+    and removes every namespace and interface."""
+    import signal
+    from core import proc
+    p = subprocess.Popen([sys.executable, "-m", "mpvlab", "run", str(SCENARIO), "--results", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    results = tmp_path / "rtp-competition-short"
+    deadline = time.monotonic() + 60
+    run: Path | None = None
+    while time.monotonic() < deadline and run is None:
+        # the sender's ready file is written once its encoder runs; the bulk flow starts at 6 s
+        hits = list(results.glob("*/logs/rtp/sender/ready.json")) if results.exists() else []
+        run = hits[0].parents[3] if hits else None
+        time.sleep(0.2)
+    if run is None:
+        p.kill()
+        raise AssertionError("the stream never started: " + (p.communicate()[0] or ""))
+    time.sleep(BULK_START_S + 1.5)
+    led = json.loads((ledger.LEDGER_DIR / f"{run.name}.json").read_text())
+    labels = {x["label"] for x in led["procs"]}
+    assert {"rtp sender", "rtp receiver", "rtp encoder", "iperf3 client bulk", "delayline shared-down",
+            "delayline shared-up"} <= labels, labels
+    p.send_signal(signal.SIGINT)
+    out = p.communicate(timeout=60)[0]
+    assert p.returncode == 130, out
+    assert json.loads((run / "status.json").read_text())["state"] == "failed"
+    prov = json.loads((run / "provenance.json").read_text())
+    left = [x for x in prov["teardown_leftovers_removed_by_ledger"] if not x.startswith("web root")]
+    assert left == [], left
+    assert not [x for x in led["procs"] if proc.ProcRef(int(x["pid"]), int(x["start"]), x["label"]).alive()]
+    assert not [n for n in netns.list_netns() if run.name in n]
+    assert not (ledger.LEDGER_DIR / f"{run.name}.json").exists()
+    assert f"mv{run.name}" not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
