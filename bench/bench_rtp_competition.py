@@ -54,16 +54,13 @@ def run_once(scenario: Path, results: Path) -> dict[str, Any]:
 
 
 def rates(s: dict[str, Any]) -> dict[str, float | None]:
-    """RTP received bit/s before the bulk flow and while it ran (whole 1 s bins), and CUBIC's goodput."""
-    rx = s["rtp"]["received_per_second"]
-    bulk = s["cross_traffic"].get("bulk") or {}
-    lo = bulk.get("start_s", math.inf)
-    hi = lo + (bulk.get("seconds") or 0.0)
-    alone = [x["received_bps"] for x in rx if x["second"] + 1 <= lo]
-    both = [x["received_bps"] for x in rx if x["second"] >= math.ceil(lo) and x["second"] + 1 <= hi]
+    """RTP received bit/s before the bulk flow (whole 1 s bins) and while it ran, and CUBIC's goodput
+    (the summary's `competition` record, mpvlab/run/shared.py)."""
+    c = s.get("competition") or {}
+    lo = (c.get("interval_s") or [math.inf])[0]
+    alone = [x["received_bps"] for x in s["rtp"]["received_per_second"] if x["second"] + 1 <= lo]
     return {"rtp_alone_bps": statistics.fmean(alone) if alone else None,
-            "rtp_competing_bps": statistics.fmean(both) if both else None,
-            "cubic_bps": bulk.get("goodput_bps")}
+            "rtp_competing_bps": c.get("rtp_received_bps"), "cubic_bps": c.get("bulk_goodput_bps")}
 
 
 def report(s: dict[str, Any]) -> dict[str, float | None]:

@@ -120,6 +120,10 @@ def test_rtp_against_cubic_records_both_flows_and_accounts_everything(tmp_path: 
     assert len(inside) >= 10, (lo, hi, rx)
     rtp_bps = sum(inside) / len(inside)
     assert rtp_bps + bulk["goodput_bps"] <= LINK_BPS * (1 + RATE_MARGIN), (rtp_bps, bulk)
+    c = s["competition"]        # the same, as the summary records it for the report
+    assert (c["link_bps"], c["rtp_received_bps"], c["bulk_goodput_bps"]) == \
+        (LINK_BPS, round(rtp_bps), bulk["goodput_bps"]), c
+    assert c["rtp_share"] == round(rtp_bps / (rtp_bps + bulk["goodput_bps"]), 4), c
     # and over the whole window, the payload both got ≤ what tbf can pass (rate × window + burst)
     assert b["payload_bytes"] <= LINK_BPS / 8 * b["window_s"] + b["burst_bytes"], b
 

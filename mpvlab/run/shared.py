@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -300,6 +301,7 @@ def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dic
     return {
         "transport": f"udp, {ctx.scenario.workload.kind} to one client ({viewer.role})",
         **outcome.fields,
+        "competition": competition_view(bottleneck["rate_bps"], outcome.fields.get("rtp") or {}, bulk),
         "clients": counters,
         "bottleneck": bottleneck,
         "cross_traffic": cross,
@@ -308,6 +310,24 @@ def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dic
         "warnings": warnings,
         "sampler_errors": [e for s in samplers for e in s.errors],
     }
+
+
+def competition_view(link_bps: int | None, rtp: dict[str, Any], bulk: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Both flows' rates over the bulk flow's interval (null when no bulk flow ran): the viewer's 1 s
+    received bins that lie wholly inside it (a bin half inside would mix in the stream alone) and the
+    bulk flow's goodput over the same interval."""
+    if not bulk or not bulk.get("seconds") or bulk.get("goodput_bps") is None:
+        return None
+    lo, hi = bulk["start_s"], bulk["start_s"] + bulk["seconds"]
+    bins = [x["received_bps"] for x in rtp.get("received_per_second", [])
+            if x["second"] >= math.ceil(lo) and x["second"] + 1 <= hi]
+    rtp_bps = round(sum(bins) / len(bins)) if bins else None
+    total = (rtp_bps or 0) + bulk["goodput_bps"]
+    return {"link_bps": link_bps, "interval_s": [lo, round(hi, 3)], "rtp_bins": len(bins),
+            "rtp_received_bps": rtp_bps, "bulk_goodput_bps": bulk["goodput_bps"],
+            "rtp_share": round(rtp_bps / total, 4) if rtp_bps is not None and total else None,
+            "definition": "over the bulk flow's interval: the mean of the viewer's whole 1 s received bins "
+                          "inside it (RTP bytes, UDP payload) and the bulk flow's goodput (TCP payload)"}
 
 
 def bottleneck_view(ctx: RunContext, leaf_rx: dict[str, int], tbf_before: dict[str, int] | None,
