@@ -106,7 +106,8 @@ def main() -> None:
         def mean(k: str) -> str:
             vals = [r[k] for r in rows if r[k] is not None]
             return f"{statistics.fmean(vals) / 1e6:.3f}" if vals else "n/a"
-        print(f"{controller:12s} {mean('rtp_alone_bps'):>9s}  {mean('rtp_competing_bps'):>13s}  {mean('cubic_bps'):>5s}")
+        print(f"{controller:12s} {mean('rtp_alone_bps'):>9s}  {mean('rtp_competing_bps'):>13s}  "
+              f"{mean('cubic_bps'):>5s}")
 
 
 if __name__ == "__main__":

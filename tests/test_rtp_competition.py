@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,7 +51,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def _run(tmp_path: Path, controller: str) -> tuple[Path, dict, float]:  # type: ignore[type-arg]
+def _run(tmp_path: Path, controller: str) -> tuple[Path, dict[str, Any], float]:
     name = f"rtp-competition-{controller}"
     f = tmp_path / f"{name}.yaml"
     f.write_text(SCENARIO.read_text().replace("name: rtp-competition-short", f"name: {name}")
@@ -139,7 +140,7 @@ def test_rtp_against_cubic_records_both_flows_and_accounts_everything(tmp_path: 
     assert f"mv{rid}" not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
 
 
-def _scenario(**changes: object) -> dict:  # type: ignore[type-arg]
+def _scenario(**changes: object) -> dict[str, Any]:
     import yaml
     data = yaml.safe_load(SCENARIO.read_text())
     for dotted, value in changes.items():
@@ -163,7 +164,7 @@ def _scenario(**changes: object) -> dict:  # type: ignore[type-arg]
       "paths": {"a": {"down": {"rate": "1mbit"}}, "b": {"down": {"rate": "1mbit"}}}},
      "workload.kind rtp runs on topology.kind dumbbell or shared-bottleneck"),
 ])
-def test_competition_scenario_refuses_what_does_not_run(tmp_path: Path, changes: dict, error: str) -> None:  # type: ignore[type-arg]
+def test_competition_scenario_refuses_what_does_not_run(tmp_path: Path, changes: dict[str, Any], error: str) -> None:
     """The error names the file, the field and what is allowed."""
     import yaml
     from mpvlab.scenario import ScenarioError, load_scenario

@@ -190,7 +190,8 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack, lead_s: float
         for h in handles
     }
 
-    ends = Ends(topo.server.ns, (Client("client", topo.client.ns, topo.paths[0].client_addr, topo.paths[0].client_if),),
+    first = topo.paths[0]
+    ends = Ends(topo.server.ns, (Client("client", topo.client.ns, first.client_addr, first.client_if),),
                 topo.server_addr, cc_name, server_env)
     return EmulatedNetwork(topo, handles, schedules, cc_name, server_env, ends)
 
