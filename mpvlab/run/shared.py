@@ -293,7 +293,7 @@ def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dic
     counters = {viewer.role: {"interface": viewer.iface,
                               "rx_bytes": after[viewer.role]["rx_bytes"] - before[viewer.role]["rx_bytes"],
                               "rx_packets": after[viewer.role]["rx_packets"] - before[viewer.role]["rx_packets"]}}
-    checks = udp_wire_check(counters, outcome.wire or {})
+    checks = udp_wire_check(counters, outcome.wire or {}, bottleneck["window_s"])
     warnings = [f"cross-check {k} failed: {v}" for k, v in checks.items() if not v["ok"]]
     bulk = cross.get("bulk")
     if bulk and bulk.get("cc_seen") not in (None, bulk["cc_requested"]):
