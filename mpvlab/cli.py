@@ -162,7 +162,12 @@ def _secs(v: float | None) -> str:
 
 
 def _print_shared_summary(console: Console, s: dict) -> None:  # type: ignore[type-arg]
-    for role, p in s["players"].items():
+    if s.get("workload") == "rtp":
+        r, rx = s["rtp"], [x["received_bps"] for x in s["rtp"]["received_per_second"]]
+        console.print(f"  rtp {r['controller']}: {r['frames_captured']} frames captured, {r['frames_on_time']} on time, "
+                      f"{r['frames_late']} late, {r['frames_lost']} lost; received "
+                      f"{sum(rx) / max(1, len(rx)) / 1e6:.3f} Mbit/s mean; packet loss {r['packet_loss']}")
+    for role, p in (s.get("players") or {}).items():
         console.print(f"  {role}: {p['bytes_received'] / 1e6:.2f} MB, underflows {p['underflows']} "
                       f"({_secs(p['underflow_total_s'])}), picture discards {p['picture_discards']}, "
                       f"startup {_secs(p['startup_delay_s'])}, playback {_secs(p['playback_s'])}")
@@ -302,11 +307,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
                   f"trial(s) = {len(plan.runs)} runs → {Path(args.results) / plan.sweep}; {parallel_note}")
     if args.dry_run:
         for r in plan.runs:
-            # an rtp run streams workload.duration of live video; the video section is not used then
-            wl = r.scenario.workload
-            what = (f"stream {wl.duration / 1e9:g} s" if wl.kind == "rtp"
-                    else f"video {r.scenario.video.duration / 1e9:g} s")
-            console.print(f"  {r.key}  seed {r.seed}  ({what})")
+            console.print(f"  {r.key}  seed {r.seed}  ({r.scenario.workload.kind} {r.scenario.media_s:g} s)")
         return 0
     if os.geteuid() != 0:
         console.print(Text("mpvlab sweep needs root (each run builds network namespaces, tc, BPF)", style="red"))

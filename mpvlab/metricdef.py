@@ -28,6 +28,7 @@ INF = math.inf
 STUDY_WIFI_LTE = "Kondo et al., INTERNET 2023 (docs/studies.md §1)"
 STUDY_BBRS = "Vargas et al., WWW 2021 (docs/studies.md §2)"
 STUDY_SABRE = "Mansy, Ver Steeg, Ammar, MMSys 2013 (docs/studies.md §4)"
+STUDY_WEBRTC = "Drucker, Balasubramanian, Gandhi (docs/studies.md §3)"
 MPVLAB = "mpvlab (player/README.md)"
 
 

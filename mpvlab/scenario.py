@@ -139,6 +139,16 @@ class FidelitySpec(Strict):
     probe_duration: Duration = 3 * 10**9
 
 
+# Which workload runs on which topology kind: exactly these (mpvlab/run/kinds.py has the backends,
+# mpvlab/run/workloads/registry.py the workloads). bulk is one MPTCP transfer over the dual-path/
+# dumbbell paths; rtp is one UDP stream, on a single path or the shared bottleneck with one viewer.
+WORKLOAD_TOPOLOGIES: dict[str, tuple[str, ...]] = {
+    "video": ("dual-path", "dumbbell", "shared-bottleneck", "physical"),
+    "bulk": ("dual-path", "dumbbell"),
+    "rtp": ("dumbbell", "shared-bottleneck"),
+}
+
+
 class Scenario(Strict):
     name: str = Field(pattern=NAME_RE)
     description: str = ""
@@ -181,16 +191,24 @@ class Scenario(Strict):
         if self.transport.subflows is not None and self.transport.subflows > len(self.paths):
             raise ValueError("transport.subflows cannot exceed the number of paths")
         self._addressing_fits()
-        if self.workload.kind == "rtp" and self.topology.kind != "dumbbell":
-            raise ValueError(f"workload.kind rtp runs on topology dumbbell (one path; RTP over UDP is not "
-                             f"multipath), not {self.topology.kind}")
-        if self.workload.kind == "rtp" and self.transport.scheduler != "default":
-            raise ValueError("workload.kind rtp sends over UDP: transport.scheduler must be 'default' "
-                             f"(got {self.transport.scheduler!r})")
-        if self.workload.kind != "video" and self.topology.kind not in ("dual-path", "dumbbell"):
-            raise ValueError(f"workload.kind {self.workload.kind} runs on topology dual-path or dumbbell, "
-                             f"not {self.topology.kind} (yet)")
+        self._workload_fits_topology()
         return self
+
+    def _workload_fits_topology(self) -> None:
+        """Exactly the combinations WORKLOAD_TOPOLOGIES lists; rtp on shared-bottleneck with one viewer."""
+        kind, topo = self.workload.kind, self.topology.kind
+        allowed = WORKLOAD_TOPOLOGIES[kind]
+        if topo not in allowed:
+            why = " (one path: RTP over UDP is not multipath)" if kind == "rtp" else ""
+            raise ValueError(f"workload.kind {kind} runs on topology.kind {' or '.join(allowed)}{why}, not {topo}")
+        if kind == "rtp" and self.transport.scheduler != "default":
+            raise ValueError("transport.scheduler: workload.kind rtp sends over UDP, so only 'default' is allowed "
+                             f"(got {self.transport.scheduler!r})")
+        if kind == "rtp" and topo == "shared-bottleneck" and self.n_clients != 1:
+            # the rtp workload runs one broadcaster → viewer stream (workloads/rtp.py); several viewers
+            # would need one stream per client, which it does not run (yet)
+            raise ValueError(f"topology.clients: workload.kind rtp on shared-bottleneck takes exactly 1 client "
+                             f"(one viewer), got {self.n_clients}")
 
     def _addressing_fits(self) -> None:
         if self.topology.server_addressing == "single":
@@ -236,11 +254,17 @@ class Scenario(Strict):
         return self
 
     @property
+    def media_s(self) -> float:
+        """The stream's media length: the rtp workload's own duration, else the video's."""
+        w = self.workload
+        return (w.duration if w.kind == "rtp" else self.video.duration) / 1e9
+
+    @property
     def n_clients(self) -> int:
-        """Players: topology.clients for shared-bottleneck (default 2), else 1."""
+        """Clients: topology.clients for shared-bottleneck (default 2 players; 1 viewer for rtp), else 1."""
         if self.topology.kind != "shared-bottleneck":
             return 1
-        return self.topology.clients or 2
+        return self.topology.clients or (1 if self.workload.kind == "rtp" else 2)
 
     @model_validator(mode="after")
     def _dash_fits(self) -> "Scenario":

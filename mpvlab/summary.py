@@ -21,9 +21,9 @@ import json
 import sys
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from mpvlab.metricdef import INF, MPVLAB, STUDY_BBRS, STUDY_SABRE, STUDY_WIFI_LTE, MetricDef, View
+from mpvlab.metricdef import INF, MPVLAB, STUDY_BBRS, STUDY_SABRE, STUDY_WEBRTC, STUDY_WIFI_LTE, MetricDef, View
 
 SCHEMA_VERSION = 1
 
@@ -457,21 +457,57 @@ class CrossTraffic(OpenRecord):
     voip: VoipRecord | None = None
 
 
+class Competition(OpenRecord):
+    """workload rtp against a bulk cross flow (mpvlab/run/shared.py: competition_view): both flows'
+    rates over the bulk flow's interval, beside the link."""
+
+    link_bps: int | None
+    rtp_received_bps: Annotated[float | None, MetricDef(
+        "RTP received bitrate while competing", "bit/s", 0, INF, "higher",
+        "mean of the viewer's 1 s received-bit bins that lie inside the bulk flow's interval", STUDY_WEBRTC,
+        qoe=True, rank=21.1)]
+    bulk_goodput_bps: Annotated[float | None, MetricDef(
+        "bulk cross flow goodput", "bit/s", 0, INF, "none",
+        "bytes the cross host's kernel received over the bulk flow's interval", STUDY_WEBRTC, rank=21.2)]
+    rtp_share: Annotated[float | None, MetricDef(
+        "RTP share while competing", "fraction", 0, 1, "none",
+        "RTP received bitrate / (RTP received bitrate + bulk goodput), over the bulk flow's interval",
+        STUDY_WEBRTC, rank=21.3)]
+
+
 class SharedSummary(RunHead):
-    """Shared-bottleneck runs (mpvlab/run/shared.py): N players and cross traffic behind one router."""
+    """Shared-bottleneck runs (mpvlab/run/shared.py): N players and cross traffic behind one router,
+    or (workload rtp) one viewer: its `rtp` record and the viewer interface's cross-check instead."""
 
     topology: Literal["shared-bottleneck"]
-    workload: Literal["video"] = "video"
+    workload: Literal["video", "rtp"] = "video"
     transport: str
-    video_length_s: float
-    player_mode: str
-    players: dict[str, SharedPlayer]
-    aggregate: SharedAggregate
     bottleneck: dict[str, Any]
     cross_traffic: CrossTraffic
     subflows: list[Subflow]
-    http: HttpRecord
     cc_state: CCStateView | None = None
+    # workload video
+    video_length_s: float | None = None
+    player_mode: str | None = None
+    players: dict[str, SharedPlayer] | None = None
+    aggregate: SharedAggregate | None = None
+    http: HttpRecord | None = None
+    # workload rtp: the viewer's interface counters (`clients`) and their check against its socket
+    rtp: RtpRecord | None = None
+    duration_s: float | None = None
+    clients: dict[str, dict[str, Any]] | None = None
+    cross_checks: dict[str, CrossCheck] | None = None
+    competition: Competition | None = None      # when a bulk cross flow ran beside the stream
+
+    @model_validator(mode="after")
+    def _workload_parts(self) -> "SharedSummary":
+        """Each workload's own parts present: a summary is read without knowing which code wrote it."""
+        need = {"video": ("video_length_s", "player_mode", "players", "aggregate", "http"),
+                "rtp": ("rtp", "duration_s", "clients", "cross_checks")}[self.workload]
+        missing = [k for k in need if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"workload {self.workload}: missing {', '.join(missing)}")
+        return self
 
 
 Summary = Annotated[Union[EmulatedSummary, PhysicalSummary, SharedSummary], Field(discriminator="topology")]

@@ -263,7 +263,7 @@ def test_rtp_gcc_target_follows_a_step_down_of_the_link(tmp_path: Path) -> None:
     ({"kind": "rtp", "playout_deadline": "1ms"}, "dumbbell", "playout_deadline"),
     ({"kind": "rtp", "width": 641}, "dumbbell", "multiple of 2"),
     ({"kind": "rtp", "encoder": "x"}, "dumbbell", "encoder"),
-    ({"kind": "rtp"}, "dual-path", "rtp runs on topology dumbbell"),
+    ({"kind": "rtp"}, "dual-path", "rtp runs on topology.kind dumbbell or shared-bottleneck"),
 ])
 def test_rtp_scenario_rejects_bad_input(workload: dict, topology: str, error: str) -> None:
     from mpvlab.scenario import Scenario

@@ -190,8 +190,9 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack) -> EmulatedNe
         for h in handles
     }
 
-    ends = Ends(topo.server.ns, (Client("client", topo.client.ns, topo.paths[0].client_addr),), topo.server_addr,
-                cc_name, server_env)
+    first = topo.paths[0]
+    ends = Ends(topo.server.ns, (Client("client", topo.client.ns, first.client_addr, first.client_if),),
+                topo.server_addr, cc_name, server_env)
     return EmulatedNetwork(topo, handles, schedules, cc_name, server_env, ends)
 
 

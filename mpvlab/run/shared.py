@@ -6,7 +6,10 @@
 The run's life cycle is the one of every kind (lifecycle.py); this module is the kind's backend:
 topology, congestion control and the link (bring_up), the pre-run check from client0 alone on the
 link, the collectors (queue counters, samplers, the cross traffic of cross.py — all started at t0)
-and the kind's summary. The workload runs one client in every clientI.
+and the kind's summary. The workload runs one client in every clientI; the rtp workload (live video
+over UDP) runs with one client, its viewer, and its summary is summarise_udp's: the `rtp` record, the
+viewer's own interface counters (Ends' Client.iface) checked against the datagrams its socket read,
+the bottleneck and the cross traffic.
 
 Transport: every player is an MPTCP connection with ONE subflow (mptcpize, as in dual-path runs;
 MPTCP limits 0 and no endpoints, so no joins). One code path for server and player, and the
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +43,7 @@ from core.errors import RunFailed
 from mpvlab.run.context import RunContext
 from mpvlab.run.workloads.base import Client, Ends, Outcome
 from topologies import shared_bottleneck as sb
-from mpvlab.run.views import cc_state_view
+from mpvlab.run.views import cc_state_view, udp_wire_check
 from mpvlab.run.workloads.video import dash_view
 
 PATH_LABEL = "shared"       # the delay lines' and queue folder's label (the path's name is the user's)
@@ -148,7 +152,7 @@ def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> "SharedNetwork":
         for hd in handles}
     ctx.extra_prov["links"]["qdiscs"] = topo.router.ns.run(["tc", "qdisc", "show"]).stdout.strip().splitlines()
     ifb = plans[0].ifb if spec.down.rate is not None else None
-    ends = Ends(topo.server.ns, tuple(Client(lf.role, lf.node.ns, lf.addr) for lf in topo.clients),
+    ends = Ends(topo.server.ns, tuple(Client(lf.role, lf.node.ns, lf.addr, lf.if_) for lf in topo.clients),
                 topo.server_addr, cc_name)
     return SharedNetwork(topo, pname, sched, handles, ifb, ends)
 
@@ -223,7 +227,7 @@ class SharedNetwork:
         self.leaves_before = {lf.role: sampling.read_net_dev(lf.node.pid)[lf.if_] for lf in topo.leaves}
         self.tbf_before = _tbf_counters(topo.router.ns, self.ifb) if self.ifb else None
         self.t_start = time.monotonic_ns()
-        self.run_s = sc.video.duration / 1e9 * sc.player.timeout_factor + 40
+        self.run_s = _workload_max_s(sc)
         self.cross.start_voip()
         if self.cross.bulk_due():
             self.cross.start_bulk(self.run_s)
@@ -251,11 +255,110 @@ class SharedNetwork:
 
     def summarise(self, ctx: RunContext, outcome: Outcome, fid: dict[str, Any]) -> dict[str, Any]:
         assert self.cross is not None
+        if outcome.transport == "udp":
+            return summarise_udp(ctx, self.ends, outcome, self.bottleneck_view(ctx, outcome), self.cross.result,
+                                 self.leaves_before, self.leaves_after, self.samplers)
         body = summarise(ctx, self.topo, outcome, self.leaves_before, self.leaves_after, self.tbf_before,
                          self.tbf_after, (self.t_end - self.t_start) / 1e9, self.samplers, self.cross.result)
         # every flow named; the CC's model over the players' flows only (mpvlab/flows.py)
         body["cc_state"] = cc_state_view(ctx, self.samplers[0], (self.t_end - ctx.t0_ns) / 1e9)
         return body
+
+    def bottleneck_view(self, ctx: RunContext, outcome: Outcome) -> dict[str, Any]:
+        """The link for a UDP workload: its receiver's payload is what the socket read (outcome.wire)."""
+        assert self.cross is not None
+        leaf_rx = {r: self.leaves_after[r]["rx_bytes"] - self.leaves_before[r]["rx_bytes"] for r in self.leaves_before}
+        return bottleneck_view(ctx, leaf_rx, self.tbf_before, self.tbf_after, (self.t_end - self.t_start) / 1e9,
+                               (outcome.wire or {}).get("udp_payload_bytes", 0), self.cross.result)
+
+
+def _workload_max_s(sc: Any) -> float:
+    """The longest the workload may take: how long a bulk cross flow without its own duration is
+    started for (the run stops it when the workload ends)."""
+    w = sc.workload
+    if w.kind == "rtp":
+        return (w.timeout if w.timeout is not None else w.duration + 60 * 10**9) / 1e9
+    return sc.video.duration / 1e9 * sc.player.timeout_factor + 40
+
+
+def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dict[str, Any], cross: dict[str, Any],
+                  before: dict[str, dict[str, int]], after: dict[str, dict[str, int]],
+                  samplers: list[sampling.Sampler]) -> dict[str, Any]:
+    """The kind's part of the summary for a UDP workload (rtp: one viewer in client0): its own record,
+    the bottleneck and the cross traffic, and the viewer's interface counters checked against the
+    datagrams its receiver read (views.udp_wire_check) — its own interface, as the bottleneck's also
+    carries the cross traffic."""
+    (viewer,) = ends.clients
+    assert viewer.iface is not None
+    counters = {viewer.role: {"interface": viewer.iface,
+                              "rx_bytes": after[viewer.role]["rx_bytes"] - before[viewer.role]["rx_bytes"],
+                              "rx_packets": after[viewer.role]["rx_packets"] - before[viewer.role]["rx_packets"]}}
+    checks = udp_wire_check(counters, outcome.wire or {}, bottleneck["window_s"])
+    warnings = [f"cross-check {k} failed: {v}" for k, v in checks.items() if not v["ok"]]
+    bulk = cross.get("bulk")
+    if bulk and bulk.get("cc_seen") not in (None, bulk["cc_requested"]):
+        raise RunFailed(f"bulk flow ran {bulk['cc_seen']}, not {bulk['cc_requested']}")
+    return {
+        "transport": f"udp, {ctx.scenario.workload.kind} to one client ({viewer.role})",
+        **outcome.fields,
+        "competition": competition_view(bottleneck["rate_bps"], outcome.fields.get("rtp") or {}, bulk),
+        "clients": counters,
+        "bottleneck": bottleneck,
+        "cross_traffic": cross,
+        "cross_checks": checks,
+        "subflows": [],
+        "warnings": warnings,
+        "sampler_errors": [e for s in samplers for e in s.errors],
+    }
+
+
+def competition_view(link_bps: int | None, rtp: dict[str, Any], bulk: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Both flows' rates over the bulk flow's interval (null when no bulk flow ran): the viewer's 1 s
+    received bins that lie wholly inside it (a bin half inside would mix in the stream alone) and the
+    bulk flow's goodput over the same interval."""
+    if not bulk or not bulk.get("seconds") or bulk.get("goodput_bps") is None:
+        return None
+    lo, hi = bulk["start_s"], bulk["start_s"] + bulk["seconds"]
+    bins = [x["received_bps"] for x in rtp.get("received_per_second", [])
+            if x["second"] >= math.ceil(lo) and x["second"] + 1 <= hi]
+    rtp_bps = round(sum(bins) / len(bins)) if bins else None
+    total = (rtp_bps or 0) + bulk["goodput_bps"]
+    return {"link_bps": link_bps, "interval_s": [lo, round(hi, 3)], "rtp_bins": len(bins),
+            "rtp_received_bps": rtp_bps, "bulk_goodput_bps": bulk["goodput_bps"],
+            "rtp_share": round(rtp_bps / total, 4) if rtp_bps is not None and total else None,
+            "definition": "over the bulk flow's interval: the mean of the viewer's whole 1 s received bins "
+                          "inside it (RTP bytes, UDP payload) and the bulk flow's goodput (TCP payload)"}
+
+
+def bottleneck_view(ctx: RunContext, leaf_rx: dict[str, int], tbf_before: dict[str, int] | None,
+                    tbf_after: dict[str, int] | None, window_s: float, workload_payload: int,
+                    cross: dict[str, Any]) -> dict[str, Any]:
+    """The shared link over the collectors' window: its configuration, what each leaf received, the
+    tbf's counters and utilisation, and the payload every flow got beside the ideal."""
+    (pname, spec), = ctx.scenario.paths.items()
+    bottleneck: dict[str, Any] = {
+        "path": pname, "rate_bps": spec.down.rate, "limit_bytes": spec.down.buffer.to_bytes(FRAME_BYTES),
+        "burst_bytes": spec.down.effective_burst(), "window_s": round(window_s, 3),
+        "leaf_rx_bytes": leaf_rx, "leaf_rx_bytes_total": sum(leaf_rx.values()),
+        "queue": steps.queue_view(ctx.data / "queues" / PATH_LABEL),
+    }
+    if tbf_before and tbf_after:
+        tbf = {k: tbf_after[k] - tbf_before[k] for k in tbf_before}
+        bottleneck["tbf"] = tbf
+        assert spec.down.rate is not None
+        bottleneck["utilisation"] = round(tbf["bytes"] * 8 / (spec.down.rate * window_s), 4)
+    # Payload the bottleneck carried in the window: the workload's (players' HTTP bodies, RTP
+    # datagrams), the bulk flow's goodput and the probe's UDP payload (an upper bound: rate × window
+    # × 1448/1514 for full TCP frames).
+    payload = workload_payload
+    if "bulk" in cross:
+        payload += cross["bulk"].get("bytes_received") or 0
+    if "voip" in cross:
+        payload += cross["voip"]["received"] * (cross["voip"]["packet_size"] - 28)
+    bottleneck["payload_bytes"] = payload
+    if spec.down.rate:
+        bottleneck["payload_ideal_bytes"] = round(spec.down.rate / 8 * window_s * TCP_PAYLOAD / FRAME_BYTES)
+    return bottleneck
 
 
 PLAYER_KEYS = ("underflows", "underflow_total_s", "picture_discards", "picture_discards_no_underflow",
@@ -274,9 +377,7 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, outcome: Outcome,
               samplers: list[sampling.Sampler], cross: dict[str, Any]) -> dict[str, Any]:
     """The kind's part of the summary: each player's QoE, their aggregate, the bottleneck's counters
     and the cross traffic (the run head and the workload's warnings come from lifecycle.py)."""
-    sc = ctx.scenario
     summaries = outcome.per_client
-    (pname, spec), = sc.paths.items()
     leaf_bytes = {role: {"rx_bytes": after[role]["rx_bytes"] - before[role]["rx_bytes"],
                          "rx_packets": after[role]["rx_packets"] - before[role]["rx_packets"]} for role in before}
     players: dict[str, dict[str, Any]] = {}
@@ -311,28 +412,8 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, outcome: Outcome,
         "throughput_fairness_jain": (round(sum(thr) ** 2 / (len(thr) * sum(x * x for x in thr)), 4)
                                      if len(thr) == len(players) and thr else None),
     }
-    bottleneck: dict[str, Any] = {
-        "path": pname, "rate_bps": spec.down.rate, "limit_bytes": spec.down.buffer.to_bytes(FRAME_BYTES),
-        "burst_bytes": spec.down.effective_burst(), "window_s": round(window_s, 3),
-        "leaf_rx_bytes": {r: b["rx_bytes"] for r, b in leaf_bytes.items()},
-        "leaf_rx_bytes_total": sum(b["rx_bytes"] for b in leaf_bytes.values()),
-        "queue": steps.queue_view(ctx.data / "queues" / PATH_LABEL),
-    }
-    if tbf_before and tbf_after:
-        tbf = {k: tbf_after[k] - tbf_before[k] for k in tbf_before}
-        bottleneck["tbf"] = tbf
-        assert spec.down.rate is not None
-        bottleneck["utilisation"] = round(tbf["bytes"] * 8 / (spec.down.rate * window_s), 4)
-    # Payload the bottleneck carried in the window: the players' HTTP bodies, the bulk flow's goodput
-    # and the probe's UDP payload (an upper bound: rate × window × 1448/1514 for full TCP frames).
-    payload = _sum([v["bytes_received"] for v in players.values()]) or 0
-    if "bulk" in cross:
-        payload += cross["bulk"].get("bytes_received") or 0
-    if "voip" in cross:
-        payload += cross["voip"]["received"] * (cross["voip"]["packet_size"] - 28)
-    bottleneck["payload_bytes"] = payload
-    if spec.down.rate:
-        bottleneck["payload_ideal_bytes"] = round(spec.down.rate / 8 * window_s * TCP_PAYLOAD / FRAME_BYTES)
+    bottleneck = bottleneck_view(ctx, {r: b["rx_bytes"] for r, b in leaf_bytes.items()}, tbf_before, tbf_after,
+                                 window_s, _sum([v["bytes_received"] for v in players.values()]) or 0, cross)
     seen: dict[tuple[str, str], str] = {}
     for s in samplers:
         seen.update(s.subflows_seen)

@@ -4,6 +4,7 @@ between interface counters, the scheduler trace and Apache's log, and the player
 from __future__ import annotations
 
 import csv
+import math
 
 from pathlib import Path
 from typing import Any
@@ -173,7 +174,8 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
         # workload's own receiver read instead (udp_wire_check).
         for name, v in per_path.items():
             v["payload_bytes_handed"] = None
-        checks.update(udp_wire_check(per_path, outcome.wire or {}))
+        # the counters' window is the stream's plus a few seconds either side (in UDP_OTHER_PACKETS)
+        checks.update(udp_wire_check(per_path, outcome.wire or {}, playback_s or 0.0))
         warnings += [f"cross-check {k} failed: {v}" for k, v in checks.items() if not v["ok"]]
         return _body(ctx, sc, outcome, total, per_path, [], {"path_switches": None, "decisions": None,
                      "definition": None}, steer, checks, warnings, sampler, playback_s)
@@ -230,19 +232,33 @@ def _body(ctx: RunContext, sc: Any, outcome: Outcome, total: int, per_path: dict
 
 UDP_OVERHEAD = 14 + 20 + 8   # Ethernet, IPv4, UDP headers: what the interface counts beyond the UDP payload
 UDP_OTHER_PACKETS = 20       # ARP, IPv6 neighbour/router solicitation the client's interface may see too
+# … and per neighbour-reachability cycle: UDP confirms no neighbour, so the client's entry for its router
+# and the router's for the client go stale after base_reachable_time (30 s, drawn from 15 … 45 s) and
+# each is re-probed by one unicast ARP request or reply arriving at the client; the router's IPv6
+# router solicitations back off (4, 8, 16 … s: tcpdump on a viewer's interface, 28 s: 3 of them and
+# 1 ARP reply). A 5 min competition run saw 23 other packets.
+NEIGH_MIN_REACHABLE_S = 15.0
+NEIGH_PACKETS_PER_CYCLE = 2
 
 
-def udp_wire_check(per_path: dict[str, dict[str, Any]], wire: dict[str, int]) -> dict[str, Any]:
-    """The client interface's receive counters against what the workload's receiver read from its UDP
-    socket: every datagram crossed the interface once with 42 bytes of headers, and little else did
-    (at most UDP_OTHER_PACKETS other packets, of at most 1 % of the bytes)."""
+def udp_other_packets_allowed(window_s: float) -> int:
+    """Packets other than the workload's datagrams the client's interface may receive in `window_s`."""
+    return UDP_OTHER_PACKETS + NEIGH_PACKETS_PER_CYCLE * math.ceil(max(window_s, 0.0) / NEIGH_MIN_REACHABLE_S)
+
+
+def udp_wire_check(per_path: dict[str, dict[str, Any]], wire: dict[str, int], window_s: float) -> dict[str, Any]:
+    """The client interface's receive counters (read `window_s` apart) against what the workload's
+    receiver read from its UDP socket: every datagram crossed the interface once with 42 bytes of
+    headers, and little else did (udp_other_packets_allowed other packets, of at most 1 % of the bytes)."""
     (name, v), = per_path.items()
     dgrams, payload = wire.get("udp_datagrams", 0), wire.get("udp_payload_bytes", 0)
     expected = payload + dgrams * UDP_OVERHEAD
     extra_pkts, extra_bytes = v["rx_packets"] - dgrams, v["rx_bytes"] - expected
-    ok = dgrams > 0 and 0 <= extra_pkts <= UDP_OTHER_PACKETS and 0 <= extra_bytes <= 0.01 * expected
+    allowed = udp_other_packets_allowed(window_s)
+    ok = dgrams > 0 and 0 <= extra_pkts <= allowed and 0 <= extra_bytes <= 0.01 * expected
     return {f"bytes_{name}_interface_vs_udp_socket": {
         "interface_rx_bytes": v["rx_bytes"], "interface_rx_packets": v["rx_packets"],
         "socket_datagrams": dgrams, "socket_udp_payload_bytes": payload, "expected_interface_bytes": expected,
-        "other_packets": extra_pkts, "other_bytes": extra_bytes, "tolerance": "0 ≤ other packets ≤ 20, "
-        "0 ≤ other bytes ≤ 1 %", "ok": ok}}
+        "other_packets": extra_pkts, "other_bytes": extra_bytes, "other_packets_allowed": allowed,
+        "tolerance": f"0 ≤ other packets ≤ {UDP_OTHER_PACKETS} + {NEIGH_PACKETS_PER_CYCLE} per "
+                     f"{NEIGH_MIN_REACHABLE_S:g} s of the {window_s:.1f} s window, 0 ≤ other bytes ≤ 1 %", "ok": ok}}

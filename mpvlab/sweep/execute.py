@@ -353,7 +353,7 @@ def run_keys_by_state(manifest: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def estimate_run_s(scenario: Scenario) -> float:
-    """Before any run has finished: video length plus the platform's fixed cost per run (topology,
+    """Before any run has finished: media length plus the platform's fixed cost per run (topology,
     probes and lead-in, teardown — ~15 s measured here)."""
     probe = scenario.fidelity.probe_duration / 1e9 + 4.0 if scenario.fidelity.probe else 2.0
-    return scenario.video.duration / 1e9 + probe + 8.0
+    return scenario.media_s + probe + 8.0

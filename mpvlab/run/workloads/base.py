@@ -28,6 +28,9 @@ class Client:
     role: str
     ns: Host                            # a namespace here, or a real host (physical topology)
     addr: str
+    # The client's own interface the workload's packets arrive on: a UDP workload's receiver counts
+    # are checked against it (on the shared bottleneck the router's interfaces also carry cross traffic).
+    iface: str | None = None
 
 
 @dataclass(frozen=True)

@@ -157,9 +157,9 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
     if rx["rtp_bytes_received"] > tx["rtp_bytes_sent"]:
         raise RunFailed(f"rtp: {rx['rtp_bytes_received']} RTP bytes received, more than the {tx['rtp_bytes_sent']} sent")
     warnings = []
-    if tx.get("packets_flushed_at_end"):
-        warnings.append(f"rtp: the controller's window still held {tx['packets_flushed_at_end']} packets when the "
-                        "stream ended; they were sent past it before the end record (logs/rtp/sender/sender.json)")
+    if tx.get("packets_unsent_at_end"):
+        warnings.append(f"rtp: the controller's pacer still held {tx['packets_unsent_at_end']} packets when the "
+                        "stream ended; they were not sent (logs/rtp/sender/sender.json)")
     fb = tx["feedback"]
     if fb["transport_seqs_without_feedback"]:
         warnings.append(f"rtp: {fb['transport_seqs_without_feedback']} of {fb['transport_seqs_sent']} packets never "
@@ -182,6 +182,8 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
         "latency_ms": rx["latency_ms"],
         "decode": dec,
         "packets_sent": tx["packets_sent"], "packets_received": rx["packets_received"], "packets_lost": rx["packets_lost"],
+        # handed to the controller's pacer but still queued there when the stream ended: never sent
+        "packets_unsent_at_end": tx.get("packets_unsent_at_end"),
         "packet_loss": round(rx["packets_lost"] / tx["packets_sent"], 6) if tx["packets_sent"] else None,
         "rtp_bytes_sent": tx["rtp_bytes_sent"], "rtp_bytes_received": rx["rtp_bytes_received"],
         "feedback": fb,

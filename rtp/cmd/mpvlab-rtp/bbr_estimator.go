@@ -186,21 +186,6 @@ func twccAcks(fb *rtcp.TransportLayerCC, ref int64) []bbr.Ack {
 	return acks
 }
 
-// flush sends every queued packet now, past the window and the pacing rate: the sender calls it
-// once the stream has ended and its drain wait ran out (send.go), never during the stream.
-// How many it sent.
-func (e *bbrEstimator) flush() int {
-	e.stopPacer() // in order, from here alone
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for ; e.queue.Len() > 0; n++ {
-		q := e.queue.Remove(e.queue.Front()).(*queued)
-		e.sendLocked(q)
-	}
-	return n
-}
-
 func (e *bbrEstimator) GetTargetBitrate() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -127,7 +127,7 @@ func (s *sender) writeResults(frames []frameRow) error {
 	fb := s.ledger.summary()
 	out := map[string]any{
 		"controller": c.controller, "frames_captured": len(frames), "packets_sent": s.wireSent,
-		"packets_handed": s.handed, "rtp_bytes_sent": rtpBytes, "send_errors": s.sendErrs, "packets_flushed_at_end": s.flushed, "feedback": fb,
+		"packets_handed": s.handed, "packets_unsent_at_end": s.unsentAtEnd, "rtp_bytes_sent": rtpBytes, "send_errors": s.sendErrs, "feedback": fb,
 		"fps": c.fps, "width": c.width, "height": c.height, "duration_s": c.duration.Seconds(),
 		"bitrate_bps":    map[string]int{"initial": c.initialBps, "min": c.minBps, "max": c.maxBps},
 		"target_updates": len(s.targets), "cpu": processCPU(),

@@ -2,14 +2,11 @@ package main
 
 import (
 	"bytes"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/pion/interceptor"
 	"github.com/pion/interceptor/pkg/twcc"
 	"github.com/pion/rtcp"
-	"github.com/pion/rtp"
 	"github.com/pion/rtp/codecs"
 	"mpvlab/rtp/bbr"
 )
@@ -152,50 +149,6 @@ func TestForEachStatusStopsAtStatusCount(t *testing.T) {
 	for i := range seqs {
 		if seqs[i] != int64(65534+i) || lost[i] != wantLost[i] {
 			t.Fatalf("status %d: seq %d lost %v; want seq %d lost %v", i, seqs[i], lost[i], 65534+i, wantLost[i])
-		}
-	}
-}
-
-// At the end of a stream the webrtc-bbr adapter's flush sends everything its pacer and window still
-// hold, in order, and nothing is sent twice (send.go calls it before the end record, which must
-// count every packet sent).
-func TestBBRFlushSendsWhatThePacerHolds(t *testing.T) {
-	e, err := newBBREstimator(controllerConfig{InitialBps: 300_000, MinBps: 50_000, MaxBps: 1_000_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	var mu sync.Mutex
-	var got []uint16
-	info := &interceptor.StreamInfo{SSRC: defaultSSRC, RTPHeaderExtensions: []interceptor.RTPHeaderExtension{{URI: twccURI, ID: extTWCC}}}
-	w := e.AddStream(info, interceptor.RTPWriterFunc(func(h *rtp.Header, p []byte, _ interceptor.Attributes) (int, error) {
-		mu.Lock()
-		got = append(got, h.SequenceNumber)
-		mu.Unlock()
-		return len(p), nil
-	}))
-	const n = 100 // 126 KB: at 300 kbit/s the pacer needs seconds for it
-	for i := 0; i < n; i++ {
-		if _, err := w.Write(&rtp.Header{Version: 2, SequenceNumber: uint16(i), SSRC: defaultSSRC}, make([]byte, maxPayloadMTU), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	time.Sleep(50 * time.Millisecond)
-	mu.Lock()
-	before := len(got)
-	mu.Unlock()
-	if before >= n {
-		t.Fatalf("the pacer sent all %d packets in 50 ms at 300 kbit/s", before)
-	}
-	flushed := e.flush()
-	mu.Lock()
-	defer mu.Unlock()
-	if flushed <= 0 || flushed > n-before || len(got) != n {
-		t.Fatalf("%d packets written after flushing %d (%d before), want %d", len(got), flushed, before, n)
-	}
-	for i, s := range got {
-		if s != uint16(i) {
-			t.Fatalf("packet %d has sequence %d: out of order or repeated", i, s)
 		}
 	}
 }

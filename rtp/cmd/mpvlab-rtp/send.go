@@ -30,7 +30,7 @@ type sendConfig struct {
 	duration                                      time.Duration
 	fps, width, height, keyint                    int
 	t0Ns                                          int64
-	drainWait                                     time.Duration
+	drainWait, feedbackWait                       time.Duration
 	bbr                                           bbrVariant
 }
 
@@ -75,7 +75,11 @@ type sender struct {
 	handed   int // packets handed to the interceptor chain (the pacer queues them)
 	wireSent int // packets written to the socket
 	sendErrs int
-	flushed  int // packets the controller's window still held at the end, sent past it (flush)
+	// wireMu serialises writes with the close of the wire: once closed, what the pacer still
+	// releases is not sent (unsentAtEnd), so the end record's packet count is the final one.
+	wireMu      sync.Mutex
+	wireClosed  bool
+	unsentAtEnd int
 }
 
 func parseSendFlags(args []string) (sendConfig, error) {
@@ -103,6 +107,8 @@ func parseSendFlags(args []string) (sendConfig, error) {
 	fs.BoolVar(&c.bbr.ThirdBest, "bbr-third-best", false, "webrtc-bbr variant: the third-highest sample is the estimate")
 	fs.BoolVar(&c.bbr.NoRecovery, "bbr-no-recovery", false, "webrtc-bbr variant: no recovery state")
 	fs.BoolVar(&c.bbr.ProbeRTTv2, "bbr-probe-rtt-v2", false, "webrtc-bbr variant: BBRv2-like RTT probing")
+	fs.DurationVar(&c.feedbackWait, "feedback-wait", 3*time.Second,
+		"after the pacer's queue is dropped: how long to wait for the feedback on the last packet sent")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -237,22 +243,17 @@ func runSend(args []string) error {
 	}
 	// Let the pacer drain and the feedback for the last packets come back, then tell the viewer
 	// how many frames there were.
-	if !s.waitDrained(cfg.drainWait) {
-		// A window can still hold packets (webrtc-bbr's, shut by a tail loss that no later packet
-		// reveals): the stream is over, so they go out now. Else the pacer would send them after
-		// the end record, which must count every packet sent (the viewer checks it).
-		if f, ok := s.bwe.(interface{ flush() int }); ok {
-			n := f.flush()
-			s.mu.Lock()
-			s.flushed = n
-			s.mu.Unlock()
-			s.waitDrained(time.Second)
-		}
+	// Up to drainWait for the pacer to send what it holds and the feedback on it; a window-limited
+	// controller may still hold packets then — they are not sent (closeWire).
+	s.waitDrained(cfg.drainWait)
+	// A pacer still holding packets (a window-limited controller behind a long queue) would send
+	// after the end record and the viewer would count one packet fewer than the sender: the wire
+	// closes here, and the feedback on what was sent still comes back before the end record.
+	sent := s.closeWire()
+	for deadline := time.Now().Add(cfg.feedbackWait); time.Now().Before(deadline) && !s.ledger.lastCovered(); {
+		time.Sleep(10 * time.Millisecond)
 	}
-	s.mu.Lock()
-	wireSent := s.wireSent
-	s.mu.Unlock()
-	end, _ := json.Marshal(map[string]any{"frames": len(frames), "packets": wireSent, "ssrc": defaultSSRC})
+	end, _ := json.Marshal(map[string]any{"frames": len(frames), "packets": sent, "ssrc": defaultSSRC})
 	for i := 0; i < 5; i++ { // UDP: repeated, the viewer takes the first
 		_, _ = conn.Write(append([]byte(endMagic), end...))
 		time.Sleep(20 * time.Millisecond)
@@ -278,11 +279,27 @@ func (s *sender) waitDrained(d time.Duration) bool {
 	}
 }
 
+// closeWire stops writeWire sending and returns the packets it sent.
+func (s *sender) closeWire() int {
+	s.wireMu.Lock()
+	defer s.wireMu.Unlock()
+	s.wireClosed = true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wireSent
+}
+
 // writeWire is the bottom of the chain: what the pacer releases goes to the socket here.
 func (s *sender) writeWire(h *rtp.Header, payload []byte, _ interceptor.Attributes) (int, error) {
 	buf, err := h.Marshal()
 	if err != nil {
 		return 0, err
+	}
+	s.wireMu.Lock()
+	defer s.wireMu.Unlock()
+	if s.wireClosed {
+		s.unsentAtEnd++ // after the end record's count: never sent, never in packets.csv
+		return len(buf), nil
 	}
 	buf = append(buf, payload...)
 	// Into the feedback ledger before the socket: on a short path the feedback naming this packet
