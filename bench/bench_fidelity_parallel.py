@@ -96,8 +96,8 @@ def main() -> int:
             spec = base / f"spec-p{n}.yaml"
             # Exactly `runs` runs: as many CCs (of 3) as divide them, the rest as trials.
             k = next(k for k in (3, 2, 1) if runs % k == 0)
-            spec.write_text(yaml.safe_dump({
-                "name": "fid-bench", "scenarios": [a.scenario],
+            spec.write_text(yaml.safe_dump({   # absolute: the spec's own folder is not the caller's
+                "name": "fid-bench", "scenarios": [str(Path(a.scenario).resolve())],
                 "grid": {"transport.cc": ccs[:k]}, "trials": runs // k,
                 "overrides": {"video.duration": f"{a.video_s:g}s"}}))
             res = base / f"p{n}"
@@ -105,6 +105,9 @@ def main() -> int:
             cp = subprocess.run([str(MPVLAB), "sweep", str(spec), "--parallel", str(n), "--no-report",
                                  "--results", str(res)], capture_output=True, text=True, stdin=subprocess.DEVNULL)
             wall = time.monotonic() - t
+            if not (res / "fid-bench" / "sweep.json").exists():
+                print(f"--parallel {n}: the sweep did not start (exit {cp.returncode}):\n{cp.stdout[-2000:]}{cp.stderr[-2000:]}")
+                return 1
             f = level_figures(res / "fid-bench", a.video_s)
             proj_h = STUDY_RUNS * (STUDY_VIDEO_S + f["overhead_s"]) / n / 3600
             print(f"--parallel {n}: {f['complete']}/{f['runs']} runs in {wall:.0f} s = "
