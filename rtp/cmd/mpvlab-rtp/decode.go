@@ -6,13 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -37,23 +34,8 @@ type decoderChild struct {
 }
 
 func startDecoder(python, script, out string) (*decoderChild, error) {
-	cmd := exec.Command(python, script)
-	// Dies with the viewer even if the viewer is killed (the run's ledger also has its pid).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	logf, err := os.Create(filepath.Join(out, "decoder.log"))
+	cmd, in, stdout, err := startPythonChild([]string{python, script}, out, "decoder.log")
 	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = logf
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	d := &decoderChild{cmd: cmd, stdin: in, decoded: map[uint32]bool{}, done: make(chan struct{}), writeOK: true}

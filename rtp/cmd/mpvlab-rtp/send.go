@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/pion/interceptor"
@@ -414,23 +413,8 @@ func startEncoder(c sendConfig) (*encoder, error) {
 	// controller set (tests/test_rtp_run.py checks it), even a frame made before the first command.
 	argv := []string{c.python, c.encoder, "--content", c.content, "--fps", fmt.Sprint(c.fps), "--width", fmt.Sprint(c.width), "--height", fmt.Sprint(c.height),
 		"--keyint", fmt.Sprint(c.keyint), "--bitrate-kbps", fmt.Sprint(max(encoderBps(c.initialBps)/1000, 16))}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	// The encoder dies with the sender, even if the sender is killed (the run's ledger also has its pid).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	logf, err := os.Create(filepath.Join(c.out, "encoder.log"))
+	cmd, in, out, err := startPythonChild(argv, c.out, "encoder.log")
 	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = logf
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	return &encoder{cmd: cmd, stdin: in, stdout: bufio.NewReaderSize(out, 1<<20)}, nil
