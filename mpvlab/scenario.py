@@ -260,6 +260,11 @@ class Scenario(Strict):
         return (w.duration if w.kind == "rtp" else self.video.duration) / 1e9
 
     @property
+    def player_timeout_s(self) -> float:
+        """When a player is given up: `player.timeout_factor` × the video's length + 30 s."""
+        return self.video.duration / 1e9 * self.player.timeout_factor + 30
+
+    @property
     def n_clients(self) -> int:
         """Clients: topology.clients for shared-bottleneck (default 2 players; 1 viewer for rtp), else 1."""
         if self.topology.kind != "shared-bottleneck":

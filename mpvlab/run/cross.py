@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.errors import RunFailed
 from mpvlab.run.context import RunContext
 from topologies.spec import BulkTrafficSpec, VoipTrafficSpec
 from topologies import cross_traffic as ct
@@ -98,6 +99,15 @@ class CrossTraffic:
         if self.probe is not None:
             res = ct.stop_probe(self.probe, drain_s=self.drain_s)
             self.result["voip"] = _voip_view(res, self.probe, self.voip_spec)
+
+    def checked_result(self) -> dict[str, Any]:
+        """The cross traffic's record for the summary, once the bulk flow is known to have run the
+        congestion control asked for (its socket's CC, read while it ran): a run whose cross flow ran
+        another CC measured something else and fails."""
+        bulk = self.result.get("bulk")
+        if bulk and bulk.get("cc_seen") not in (None, bulk["cc_requested"]):
+            raise RunFailed(f"bulk flow ran {bulk['cc_seen']}, not {bulk['cc_requested']}")
+        return self.result
 
 
 def _iperf3_received(client_log: Path) -> tuple[int, float] | None:

@@ -75,7 +75,7 @@ class EmulatedNetwork:
     def _mib_ends(self) -> dict[str, int]:
         return {"server": self.topo.server.pid, "client": self.topo.client.pid}
 
-    def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int) -> None:
+    def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int, max_run_s: float) -> None:
         sc, topo = ctx.scenario, self.topo
         self.sampler = sampling.Sampler(ctx.t0_ns, topo.client.pid, {p.name: p.client_if for p in topo.paths},
                                         topo.server.ns, port, ctx.data, sc.observe.sample_hz)

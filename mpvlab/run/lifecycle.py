@@ -87,7 +87,7 @@ def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, Workload
 
         phase(workload.progress(ctx))
         steps.mark("start_collectors")
-        net.start_collectors(ctx, stack, workload.port)
+        net.start_collectors(ctx, stack, workload.port, workload.max_run_s(ctx))
         steps.mark("start")
         workload.start(ctx, stack, net.ends)
         # Every registered process and every node's shell, watched: a death is named (which

@@ -29,9 +29,10 @@ class Network(Protocol):
     def ready(self, ctx: RunContext) -> None:
         """Preparation is done: fix run time zero (ctx.t0_ns) — soon, not after a fixed lead."""
 
-    def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int) -> None:
+    def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int, max_run_s: float) -> None:
         """At run time zero, before the workload's client: samplers, counters, traces, cross traffic.
-        `port` is the workload's server port (the subflow sampler watches it)."""
+        `port` is the workload's server port (the subflow sampler watches it); `max_run_s` the longest
+        the workload may run (Workload.max_run_s)."""
 
     def poll(self, ctx: RunContext) -> None:
         """Once per poll interval while the workload runs (e.g. start cross traffic that is due)."""

@@ -203,7 +203,7 @@ class SharedNetwork:
     def before_t0(self, ctx: RunContext, stack: contextlib.ExitStack) -> None:
         pass                            # no packet capture on this kind (scenario.py refuses observe.pcap)
 
-    def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int) -> None:
+    def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int, max_run_s: float) -> None:
         sc, topo = ctx.scenario, self.topo
         spec = sc.paths[self.path_name]
         cross_spec = sc.cross_traffic
@@ -227,7 +227,7 @@ class SharedNetwork:
         self.leaves_before = {lf.role: sampling.read_net_dev(lf.node.pid)[lf.if_] for lf in topo.leaves}
         self.tbf_before = _tbf_counters(topo.router.ns, self.ifb) if self.ifb else None
         self.t_start = time.monotonic_ns()
-        self.run_s = _workload_max_s(sc)
+        self.run_s = max_run_s
         self.cross.start_voip()
         if self.cross.bulk_due():
             self.cross.start_bulk(self.run_s)
@@ -256,10 +256,10 @@ class SharedNetwork:
     def summarise(self, ctx: RunContext, outcome: Outcome, fid: dict[str, Any]) -> dict[str, Any]:
         assert self.cross is not None
         if outcome.transport == "udp":
-            return summarise_udp(ctx, self.ends, outcome, self.bottleneck_view(ctx, outcome), self.cross.result,
+            return summarise_udp(ctx, self.ends, outcome, self.bottleneck_view(ctx, outcome), self.cross.checked_result(),
                                  self.leaves_before, self.leaves_after, self.samplers)
         body = summarise(ctx, self.topo, outcome, self.leaves_before, self.leaves_after, self.tbf_before,
-                         self.tbf_after, (self.t_end - self.t_start) / 1e9, self.samplers, self.cross.result)
+                         self.tbf_after, (self.t_end - self.t_start) / 1e9, self.samplers, self.cross.checked_result())
         # every flow named; the CC's model over the players' flows only (mpvlab/flows.py)
         body["cc_state"] = cc_state_view(ctx, self.samplers[0], (self.t_end - ctx.t0_ns) / 1e9)
         return body
@@ -270,15 +270,6 @@ class SharedNetwork:
         leaf_rx = {r: self.leaves_after[r]["rx_bytes"] - self.leaves_before[r]["rx_bytes"] for r in self.leaves_before}
         return bottleneck_view(ctx, leaf_rx, self.tbf_before, self.tbf_after, (self.t_end - self.t_start) / 1e9,
                                (outcome.wire or {}).get("udp_payload_bytes", 0), self.cross.result)
-
-
-def _workload_max_s(sc: Any) -> float:
-    """The longest the workload may take: how long a bulk cross flow without its own duration is
-    started for (the run stops it when the workload ends)."""
-    w = sc.workload
-    if w.kind == "rtp":
-        return (w.timeout if w.timeout is not None else w.duration + 60 * 10**9) / 1e9
-    return sc.video.duration / 1e9 * sc.player.timeout_factor + 40
 
 
 def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dict[str, Any], cross: dict[str, Any],
@@ -296,8 +287,6 @@ def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dic
     checks = udp_wire_check(counters, outcome.wire or {}, bottleneck["window_s"])
     warnings = [f"cross-check {k} failed: {v}" for k, v in checks.items() if not v["ok"]]
     bulk = cross.get("bulk")
-    if bulk and bulk.get("cc_seen") not in (None, bulk["cc_requested"]):
-        raise RunFailed(f"bulk flow ran {bulk['cc_seen']}, not {bulk['cc_requested']}")
     return {
         "transport": f"udp, {ctx.scenario.workload.kind} to one client ({viewer.role})",
         **outcome.fields,
@@ -426,9 +415,6 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, outcome: Outcome,
     missing = [lf.role for lf in topo.clients if lf.addr not in peers]
     if missing:
         raise RunFailed(f"no video connection to {missing} was seen on the server (subflows: {subflows})")
-    bulk = cross.get("bulk")
-    if bulk and bulk.get("cc_seen") not in (None, bulk["cc_requested"]):
-        raise RunFailed(f"bulk flow ran {bulk['cc_seen']}, not {bulk['cc_requested']}")
     return {
         "transport": "mptcp, one subflow per player",
         "video_length_s": outcome.fields["video_length_s"],

@@ -158,7 +158,7 @@ def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, fr
             "--buffer-ms", f"{sc.playout_buffer_ns / 1e6:g}",
             "--rebuffer-resume-ms", f"{sc.player.rebuffer_resume / 1e6:g}",
             "--startup-buffer-ms", f"{sc.player.startup_buffer / 1e6:g}",
-            *(["--t0-from-stdin"] if staged else ["--t0-ns", str(ctx.t0_ns)]), "--timeout-s", f"{sc.video.duration / 1e9 * sc.player.timeout_factor + 30:g}",
+            *(["--t0-from-stdin"] if staged else ["--t0-ns", str(ctx.t0_ns)]), "--timeout-s", f"{sc.player_timeout_s:g}",
             "--frames-expected", str(frames)]
     if http.tls is not None:
         argv += ["--ca-file", str(http.tls.cert)]

@@ -150,7 +150,7 @@ class PhysicalNetwork:
     def judge(self, ctx: RunContext, fid: dict[str, Any], summary: dict[str, Any]) -> None:
         pass      # the physical probes' verdict (precheck) is the run's; no delay-line evidence pulled back
 
-    def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int) -> None:
+    def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int, max_run_s: float) -> None:
         assert self.run is not None
         self.poller = SubflowPoller(self.run, ctx.data / "subflows.csv")
         self.before = read_counters(self.run)

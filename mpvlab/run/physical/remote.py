@@ -56,7 +56,7 @@ def start_player(run: PhysicalRun, sc: Scenario, video_url: str, frames: int) ->
             "--rebuffer-resume-ms", f"{sc.player.rebuffer_resume / 1e6:g}",
             "--startup-buffer-ms", f"{sc.player.startup_buffer / 1e6:g}",
             "--t0-ns", str(run.t0_on(run.plan.client)),
-            "--timeout-s", f"{sc.video.duration / 1e9 * sc.player.timeout_factor + 30:g}",
+            "--timeout-s", f"{sc.player_timeout_s:g}",
             "--frames-expected", str(frames)]
     if not sc.player.decode:
         argv.append("--no-decode")

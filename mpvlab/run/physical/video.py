@@ -55,8 +55,12 @@ class RemoteVideoWorkload:
         sc = ctx.scenario
         url = f"http://{ends.server_addr}:{server.PORT}/video.mp4"
         self.player = start_player(self.run, sc, url, steps.frames_of(sc))
-        self.timeout_s = sc.video.duration / 1e9 * sc.player.timeout_factor + 30
-        self.deadline = time.monotonic() + self.timeout_s + 10
+        self.timeout_s = sc.player_timeout_s
+        self.deadline = time.monotonic() + self.max_run_s(ctx)
+
+    def max_run_s(self, ctx: RunContext) -> float:
+        """The player's own limit (player_timeout_s), and 10 s for it to notice and exit."""
+        return ctx.scenario.player_timeout_s + 10
 
     def running(self) -> bool:
         assert self.player is not None

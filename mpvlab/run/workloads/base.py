@@ -4,6 +4,7 @@ transfer, later live RTP video. The run lifecycle (mpvlab/run/lifecycle.py) call
     prepare(ctx)                 before any network exists (content, checks of the workload's own inputs)
     serve(ctx, stack, ends)      the server side up and answering, before run time zero
     start(ctx, stack, ends)      the client side, at run time zero
+    max_run_s(ctx)               the longest it may run from start before check gives up
     running() / check(ctx)       polled during the run; check raises RunFailed naming a dead component
     progress(ctx)                one line for the status display
     finish(ctx) -> Outcome       the workload's part of the summary, after its processes ended
@@ -77,6 +78,10 @@ class Workload(Protocol):
         their start-up is not part of the run; it must send nothing before `start`."""
 
     def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None: ...
+
+    def max_run_s(self, ctx: RunContext) -> float:
+        """The longest it may run from `start` before `check` gives up: what the network sizes
+        things that run alongside it by (a bulk cross flow without its own duration)."""
 
     def running(self) -> bool: ...
 

@@ -21,20 +21,15 @@ from core.errors import RunFailed
 from mpvlab.run import steps
 from mpvlab.run.context import RunContext
 from mpvlab.run.workloads.base import Ends, Outcome
+from mpvlab.run.workloads.two_ends import TwoEnds
 
 ENDPOINT = Path(__file__).resolve().parent / "bulk_endpoint.py"
 BULK_PORT = 5401        # not the fidelity probe's 5201 nor the cross traffic's 5301
 
 
-class BulkWorkload:
+class BulkWorkload(TwoEnds):
     name = "bulk"
     port = BULK_PORT
-
-    def __init__(self) -> None:
-        self.sender: subprocess.Popen[bytes] | None = None
-        self.receiver: subprocess.Popen[bytes] | None = None
-        self.deadline = 0.0
-        self.timeout_s = 0.0
 
     def prepare(self, ctx: RunContext) -> None:
         pass     # nothing to generate: the payload is zeros, made as it is sent
@@ -56,9 +51,6 @@ class BulkWorkload:
         stack.callback(proc.stop_child, self.sender, 2.0)
         proc.wait_ready(self.sender, ready, "bulk sender", 10.0, log=out / "sender.log", error=RunFailed)
 
-    def stage(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
-        """Nothing to start ahead of t0."""
-
     def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
         out = ctx.logs / "bulk"
         argv = [sys.executable, str(ENDPOINT), "recv", "--addr", ends.server_addr, "--port", str(BULK_PORT),
@@ -67,11 +59,9 @@ class BulkWorkload:
             self.receiver = ends.client.popen(argv, stdout=log, stderr=subprocess.STDOUT)
         ctx.ledger.add_proc(proc.ProcRef.of(self.receiver.pid, "bulk receiver"))
         stack.callback(proc.stop_child, self.receiver, 2.0)
-        self.timeout_s = self._timeout_s(ctx)
-        self.deadline = time.monotonic() + self.timeout_s
+        self.arm_deadline(ctx)
 
-    @staticmethod
-    def _timeout_s(ctx: RunContext) -> float:
+    def max_run_s(self, ctx: RunContext) -> float:
         """Time to give up: the scenario's limit. For a size, the default allows 10× the transfer at
         the slowest path's rate alone (a stalled run, not a slow one, is what this catches)."""
         spec, sc = ctx.scenario.workload, ctx.scenario
@@ -92,7 +82,7 @@ class BulkWorkload:
         assert self.sender is not None and self.receiver is not None
         if self.sender.poll() not in (None, 0):
             raise RunFailed(f"bulk sender exited with code {self.sender.returncode} (logs/bulk/sender.log)")
-        if time.monotonic() > self.deadline:
+        if self.overdue():
             self.receiver.kill()
             raise RunFailed(f"bulk transfer did not finish within {self.timeout_s:.0f} s")
 

@@ -23,6 +23,7 @@ from core.errors import RunFailed
 from mpvlab.run import steps
 from mpvlab.run.context import RunContext
 from mpvlab.run.workloads.base import Ends, Outcome
+from mpvlab.run.workloads.two_ends import TwoEnds
 
 ROOT = Path(__file__).resolve().parents[3]
 BINARY = ROOT / "rtp" / "build" / "mpvlab-rtp"
@@ -32,15 +33,9 @@ RTP_PORT = 5601         # not the fidelity probe's 5201, the cross traffic's 530
 STEADY_FROM = 0.5       # the steady-state target is the mean over the second half of the stream
 
 
-class RtpWorkload:
+class RtpWorkload(TwoEnds):
     name = "rtp"
     port = RTP_PORT
-
-    def __init__(self) -> None:
-        self.sender: subprocess.Popen[bytes] | None = None
-        self.receiver: subprocess.Popen[bytes] | None = None
-        self.deadline = 0.0
-        self.timeout_s = 0.0
 
     def prepare(self, ctx: RunContext) -> None:
         if not BINARY.exists():
@@ -58,15 +53,11 @@ class RtpWorkload:
         stack.callback(proc.stop_child, p, 3.0)
         return p
 
-    def stage(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
-        """Nothing ahead of t0: the receiver and the sender (with its encoder) start at t0."""
-
     def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
         spec = ctx.scenario.workload
         root = ctx.logs / "rtp"
         for side in ("receiver", "sender"):
             (root / side).mkdir(parents=True, exist_ok=True)
-        self.timeout_s = self._timeout_s(ctx)
         r_ready = root / "receiver" / "ready.json"
         self.receiver = self._spawn(ctx, stack, ends.client, [
             # bound to the path's address: its feedback then leaves with that source, which the client's
@@ -74,7 +65,7 @@ class RtpWorkload:
             str(BINARY), "recv", "--listen", f"{ends.clients[0].addr}:{RTP_PORT}", "--out", str(root / "receiver"),
             "--ready", str(r_ready), "--t0-ns", str(ctx.t0_ns),
             "--playout-deadline", f"{spec.playout_deadline}ns", "--start-timeout", "30s", "--idle-timeout", "10s",
-            "--max-run", f"{self.timeout_s:.0f}s", "--python", sys.executable, "--decoder", str(DECODER)], "receiver")
+            "--max-run", f"{self.max_run_s(ctx):.0f}s", "--python", sys.executable, "--decoder", str(DECODER)], "receiver")
         proc.wait_ready(self.receiver, r_ready, "rtp receiver", 10.0, log=root / "receiver" / "receiver.log",
                         error=RunFailed)
         self._register_child(ctx, r_ready, "decoder_pid", "rtp decoder")
@@ -92,7 +83,7 @@ class RtpWorkload:
             "--keyint", str(spec.keyint)], "sender")
         proc.wait_ready(self.sender, s_ready, "rtp sender", 20.0, log=root / "sender" / "sender.log", error=RunFailed)
         self._register_child(ctx, s_ready, "encoder_pid", "rtp encoder")
-        self.deadline = time.monotonic() + self.timeout_s
+        self.arm_deadline(ctx)
 
     @staticmethod
     def _register_child(ctx: RunContext, ready: Path, key: str, what: str) -> None:
@@ -103,8 +94,8 @@ class RtpWorkload:
         if isinstance(pid, int) and pid > 0:
             ctx.ledger.add_proc(proc.ProcRef.of(pid, what))
 
-    @staticmethod
-    def _timeout_s(ctx: RunContext) -> float:
+    def max_run_s(self, ctx: RunContext) -> float:
+        """The scenario's `timeout`, by default the stream's duration + 60 s."""
         spec = ctx.scenario.workload
         return spec.timeout / 1e9 if spec.timeout is not None else spec.duration / 1e9 + 60
 
@@ -117,7 +108,7 @@ class RtpWorkload:
         for p, side in ((self.sender, "sender"), (self.receiver, "receiver")):
             if p.poll() not in (None, 0):
                 raise RunFailed(f"rtp {side} exited with code {p.returncode} (logs/rtp/{side}/{side}.log)")
-        if time.monotonic() > self.deadline:
+        if self.overdue():
             raise RunFailed(f"rtp stream did not finish within {self.timeout_s:.0f} s")
 
     def progress(self, ctx: RunContext) -> str:

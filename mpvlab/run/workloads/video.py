@@ -81,8 +81,12 @@ class VideoWorkload:
         sc = ctx.scenario
         for role, (player, _) in self.players.items():
             steps.release_player(player, ctx.t0_ns, f"player {role}" if self.several else "player")
-        self.timeout_s = sc.video.duration / 1e9 * sc.player.timeout_factor + 30
-        self.deadline = time.monotonic() + self.timeout_s + 10
+        self.timeout_s = sc.player_timeout_s
+        self.deadline = time.monotonic() + self.max_run_s(ctx)
+
+    def max_run_s(self, ctx: RunContext) -> float:
+        """The player's own limit (player_timeout_s), and 10 s for it to notice and exit."""
+        return ctx.scenario.player_timeout_s + 10
 
     def running(self) -> bool:
         return any(p.poll() is None for p, _ in self.players.values())
