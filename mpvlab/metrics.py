@@ -29,7 +29,8 @@ from mpvlab.metricdef import (INF, MPVLAB, STUDY_BBRS, STUDY_WIFI_LTE, Direction
                               View, ViewName)
 
 __all__ = ["METRICS", "PATH_METRICS", "BY_KEY", "MetricDef", "View", "Direction", "Interval", "Test", "INF",
-           "MPVLAB", "STUDY_BBRS", "STUDY_WIFI_LTE", "collect", "path_metric", "lookup", "view", "stall_ratio"]
+           "MPVLAB", "STUDY_BBRS", "STUDY_WIFI_LTE", "collect", "path_metric", "lookup", "view", "stall_ratio",
+           "jain_index"]
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
@@ -112,3 +113,16 @@ def stall_ratio(playback_s: float, video_s: float) -> float:
     if video_s <= 0:
         raise ValueError(f"stall_ratio: video length must be > 0 (got {video_s})")
     return max(0.0, (playback_s - video_s) / video_s)
+
+
+def jain_index(xs: Iterable[float]) -> float:
+    """Jain's fairness index (Σx)² / (N·Σx²) of non-negative values: 1 when all are equal, 1/N when one
+    value holds everything (Jain, Chiu, Hawe, DEC-TR-301, 1984). The report's fairness between the players
+    of a shared-bottleneck run and the run's summary use this one formula."""
+    vals = [float(x) for x in xs]
+    if not vals or any(x < 0 for x in vals):
+        raise ValueError(f"jain_index: needs one or more non-negative values (got {vals})")
+    sq = sum(x * x for x in vals)
+    if sq == 0:
+        raise ValueError("jain_index: undefined when every value is 0")
+    return sum(vals) ** 2 / (len(vals) * sq)

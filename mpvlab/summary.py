@@ -418,6 +418,27 @@ _StallRateMean = _mean_over_players("DASH stall rate", "(playback − video) / v
 _RebufferMean = _mean_over_players("DASH rebuffer ratio", "stalled / playback", 1, "lower", 19.7)
 
 
+def _across_players(label: str, unit: str, hi: float, better: str, definition: str, rank: float,
+                    skewed: bool = True) -> Any:
+    """A metric of how the players of one run differ (null with fewer than two DASH players: one
+    player's fairness is trivially 1 and its min = max = mean)."""
+    return Annotated[float | None, MetricDef(
+        label, unit, 0, hi, better, definition, STUDY_SABRE,  # type: ignore[arg-type]
+        **(SKEWED if skewed else {}), qoe=True, rank=rank)]
+
+
+_BitrateJain = _across_players(
+    "DASH bitrate fairness between players (Jain)", "index (1 = equal)", 1, "higher",
+    "Jain's fairness index of the players' DASH average bitrates, (Σx)² / (N·Σx²): 1 when every player got "
+    "the same average bitrate, 1/N when one got everything (Jain, Chiu, Hawe, DEC-TR-301, 1984)", 18.2)
+_BitrateMin = _across_players("DASH average bitrate, lowest player", "bit/s", INF, "higher",
+                              "the smallest of the players' DASH average bitrates", 18.3, skewed=False)
+_BitrateMax = _across_players("DASH average bitrate, highest player", "bit/s", INF, "none",
+                              "the largest of the players' DASH average bitrates", 18.4, skewed=False)
+_StallRateMax = _across_players("DASH stall rate, worst player", "(playback − video) / video", INF, "lower",
+                                "the largest of the players' DASH stall rates", 17.2)
+
+
 class SharedAggregate(OpenRecord):
     """The players of a shared-bottleneck run together (mpvlab/run/shared.py); the DASH means are the
     study's per-run QoE when every player runs DASH, null otherwise."""
@@ -428,6 +449,11 @@ class SharedAggregate(OpenRecord):
     bitrate_switches_mean: _SwitchesMean = None
     stall_rate_mean: _StallRateMean = None
     rebuffer_ratio_mean: _RebufferMean = None
+    # between the players, when at least two ran DASH (mpvlab/run/shared.py)
+    bitrate_fairness_jain: _BitrateJain = None
+    bitrate_avg_bps_min: _BitrateMin = None
+    bitrate_avg_bps_max: _BitrateMax = None
+    stall_rate_max: _StallRateMax = None
 
 
 def _voip_delay(q: str, rank: float) -> Any:

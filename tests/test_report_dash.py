@@ -1,8 +1,15 @@
-"""mpvlab/report/dash.py's pure parts: the CCDF and the bitrate steps, from hand-made records."""
+"""mpvlab/report/dash.py's pure parts: the CCDF, the bitrate steps and the per-client values with Jain's
+index, from hand-made records."""
 
 from __future__ import annotations
 
-from mpvlab.report.dash import bitrate_steps, ccdf
+from pathlib import Path
+
+import pytest
+
+from mpvlab.metrics import jain_index
+from mpvlab.report.aggregate import Run
+from mpvlab.report.dash import bitrate_steps, ccdf, client_values, run_fairness
 
 
 def test_ccdf_is_the_share_strictly_above_each_distinct_value() -> None:
@@ -23,3 +30,32 @@ def test_bitrate_steps_hold_each_level_until_the_next_request_and_the_last_until
     ]}
     assert bitrate_steps(ps) == ([0.5, 2.0, 4.0, 6.0], [0.5, 2.0, 1.0, 1.0])
     assert bitrate_steps({}) == ([], [])
+
+
+def test_jain_index_by_hand() -> None:
+    assert jain_index([3.0, 3.0]) == 1.0                        # equal shares
+    assert jain_index([4.0, 0.0]) == 0.5                        # one took all: 1/N
+    assert jain_index([1.0, 2.0, 3.0]) == pytest.approx(36 / 42)   # (1+2+3)² / (3·(1+4+9))
+    for bad in ([], [0.0, 0.0], [1.0, -1.0]):
+        with pytest.raises(ValueError):
+            jain_index(bad)
+
+
+def _run(players: dict[str, object] | None) -> Run:
+    summary = {"run_id": "x", "players": players} if players is not None else {"run_id": "x"}
+    return Run(Path("/nonexistent"), "x", summary, {}, {}, None)
+
+
+def test_client_values_only_for_several_dash_players() -> None:
+    two = {"client1": {"startup_delay_s": 0.5, "dash": {"bitrate_avg_bps": 750_000.0, "stall_rate": 0.0,
+                                                          "quality_avg": 0.5, "bitrate_switches": 1}},
+           "client0": {"startup_delay_s": 0.4, "dash": {"bitrate_avg_bps": 1_600_000, "stall_rate": 0.01}}}
+    v = client_values(_run(two))
+    assert v is not None and list(v) == ["client0", "client1"]
+    assert v["client0"] == {"bitrate_avg_bps": 1_600_000.0, "stall_rate": 0.01, "startup_delay_s": 0.4}
+    assert v["client1"]["quality_avg"] == 0.5 and v["client1"]["bitrate_switches"] == 1.0
+    assert run_fairness(v) == pytest.approx(2.35e6 ** 2 / (2 * (1.6e6 ** 2 + 0.75e6 ** 2)))
+    # one player, no players, a player without a DASH record: no per-client view
+    assert client_values(_run({"client0": two["client0"]})) is None
+    assert client_values(_run(None)) is None
+    assert client_values(_run({**two, "client2": {"dash": None}})) is None

@@ -4,7 +4,8 @@ CLI, then its report — checked against the records and first principles, not a
 - BBR-S DASH study (docs/studies.md §2, sweeps/bbrs-dash-study.yaml --quick): BBR vs BBR-S with BOLA at a
   100 KB and a 10 MB buffer, 10 s of the study's 11-level ladder in 5 s segments, our own client.
 - SABRE residential study (§4, sweeps/sabre-study.yaml --quick): two clients on 6 Mbit/s, 256 packets,
-  100 ms RTT with the VoIP probe, on-off vs SABRE, 20 s of video in 2 s segments.
+  100 ms RTT with the VoIP probe, on-off vs SABRE, 20 s of video in 2 s segments; the report's per-client
+  figure, clients.csv and the fairness metric checked against the players' records.
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ def test_bbrs_dash_study_quick_sweep_and_report(tmp_path: Path) -> None:
             assert g["bytes"] <= burst + rate / 8 * (g["t_last_byte"] - g["t_request"]), g
     figs = {f.stem for f in (root / "report" / "figures").glob("*.svg")}
     assert {"dash-buffer-bbrs-dash", "dash-bitrate-bbrs-dash"} <= figs, figs
+    # Single-client runs: no per-client figure or table (their report is as before).
+    assert not any(f.startswith("dash-clients") for f in figs) and not (root / "report" / "clients.csv").exists()
     page = (root / "report" / "report.html").read_text()
     assert "DASH rebuffer ratio" in page and "against the bottleneck buffer" in page
 
@@ -107,6 +110,7 @@ def test_sabre_study_quick_sweep_and_report(tmp_path: Path) -> None:
     root = tmp_path / "sabre-study-quick"
     runs = _runs(root, 2, cp)
     print(f"\nsweep wall {wall:.1f} s")
+    expected_clients: dict[str, tuple[float, dict[str, Any]]] = {}
     for r, d in runs:
         s = json.loads((d / "summary.json").read_text())
         abr = r["params"]["player.abr"]
@@ -151,6 +155,14 @@ def test_sabre_study_quick_sweep_and_report(tmp_path: Path) -> None:
         agg = s["aggregate"]
         for k in ("quality_avg", "stall_rate", "rebuffer_ratio", "bitrate_switches"):
             assert agg[f"{k}_mean"] == pytest.approx(sum(q["dash"][k] for q in s["players"].values()) / 2, abs=1e-6)
+        # Between the two clients: Jain's index of their average bitrates, (Σx)²/(N·Σx²), in [1/2, 1], and the
+        # range of their bitrates and the worst stall rate — computed here from each player's record.
+        rates = [q["dash"]["bitrate_avg_bps"] for q in s["players"].values()]
+        jain = sum(rates) ** 2 / (2 * sum(x * x for x in rates))
+        assert 0.5 <= jain <= 1.0 and agg["bitrate_fairness_jain"] == pytest.approx(jain, abs=1e-6)
+        assert (agg["bitrate_avg_bps_min"], agg["bitrate_avg_bps_max"]) == (min(rates), max(rates))
+        assert agg["stall_rate_max"] == max(q["dash"]["stall_rate"] for q in s["players"].values())
+        expected_clients[s["run_id"]] = (jain, {role: q for role, q in s["players"].items()})
         v = s["cross_traffic"]["voip"]
         with (d / "data" / "cross" / "voip-probe.csv").open() as f:
             qd = [int(row["queuing_delay_ns"]) / 1e6 for row in csv.DictReader(f)]
@@ -162,7 +174,31 @@ def test_sabre_study_quick_sweep_and_report(tmp_path: Path) -> None:
         print(f"{abr:6} VoIP queuing delay ms: p50 {v['queuing_delay_ms']['p50']}, p95 "
               f"{v['queuing_delay_ms']['p95']}, p99 {v['queuing_delay_ms']['p99']}, max {max(qd):.1f}")
     figs = {f.stem for f in (root / "report" / "figures").glob("*.svg")}
-    assert {"voip-ccdf-sabre-shared", "dash-bitrate-sabre-shared"} <= figs, figs
+    assert {"voip-ccdf-sabre-shared", "dash-bitrate-sabre-shared", "dash-clients-sabre-shared"} <= figs, figs
+    # The per-client table behind that figure: one row per run × client, each value the player's own, and
+    # the run's Jain index as computed above.
+    with (root / "report" / "clients.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted((x["run_id"], x["client"]) for x in rows) == sorted(
+        (rid, role) for rid, (_, ps) in expected_clients.items() for role in ps)
+    for x in rows:
+        jain, ps = expected_clients[x["run_id"]]
+        q = ps[x["client"]]
+        assert int(x["clients"]) == 2 and float(x["bitrate_fairness_jain"]) == pytest.approx(jain, rel=1e-9)
+        for k in ("bitrate_avg_bps", "quality_avg", "stall_rate", "rebuffer_ratio", "bitrate_switches"):
+            assert float(x[k]) == pytest.approx(q["dash"][k], rel=1e-9, abs=1e-12), (k, x)
+        assert float(x["startup_delay_s"]) == pytest.approx(q["startup_delay_s"], rel=1e-9)
+    # The fairness is a typed metric of the report: its per-configuration mean (one trial) is the run's index.
+    with (root / "report" / "stats.csv").open(newline="") as f:
+        st = [x for x in csv.DictReader(f) if x["metric"] == "aggregate.bitrate_fairness_jain"]
+    by_cfg = {x["config"]: x for x in rows}
+    assert len(st) == 2 and all(
+        float(x["mean"]) == pytest.approx(float(by_cfg[x["config"]]["bitrate_fairness_jain"]), abs=1e-6) for x in st)
+    for rid, (jain, ps) in expected_clients.items():
+        print(f"run {rid}: Jain {jain:.4f}, " + ", ".join(
+            f"{role} {q['dash']['bitrate_avg_bps'] / 1e6:.3f} Mbit/s stall rate {q['dash']['stall_rate']}"
+            for role, q in ps.items()))
     # The study's per-run numbers are metrics of the report (tables with intervals over trials).
     page = (root / "report" / "report.html").read_text()
     assert "VoIP probe queuing delay, 95th percentile" in page and "DASH average quality level (mean over players)" in page
+    assert "DASH bitrate fairness between players (Jain)" in page and "Clients sharing the bottleneck" in page

@@ -8,6 +8,12 @@
   player-summary.json, drawn from the moment its request was sent), a panel per configuration, one
   line per player — for one representative run per configuration.
 
+- per client, for runs with two or more DASH players (the SABRE study's two clients sharing the link):
+  each client's average bitrate and stall rate (bar = mean over trials, dots = trials) and Jain's
+  fairness index of the clients' average bitrates per run (mpvlab.metrics.jain_index) — from the
+  players' records in summary.json (`players.<role>.dash`); the same rows are the report's
+  `clients.csv` (mpvlab/report/tables.py). Single-client runs have no such figure or table.
+
 The quality level and stall rate against the bottleneck buffer (§2) is figures.dash_vs_buffer. Every
 builder returns [] when its data is absent, so other studies' reports are unchanged.
 """
@@ -24,6 +30,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from mpvlab import metrics  # noqa: E402
 from mpvlab.report import style as st  # noqa: E402
 from mpvlab.report.aggregate import Collection, Config, Run  # noqa: E402
 from mpvlab.report.figure import Figure  # noqa: E402
@@ -154,4 +161,120 @@ def bitrate_figures(c: Collection) -> list[Figure]:
                                "Nominal bitrate of each media segment the ABR chose, from the moment its request "
                                "was sent (player-summary.json), one line per player; one representative run per "
                                "configuration.", fig))
+    return figs
+
+
+# ---------------------------------------------------------------------------------------------
+# Several clients on one bottleneck: per-client QoE and fairness between them
+
+CLIENT_FIELDS = ("bitrate_avg_bps", "quality_avg", "stall_rate", "rebuffer_ratio", "bitrate_switches")
+
+
+def client_values(run: Run) -> dict[str, dict[str, float]] | None:
+    """role → the player's DASH QoE (CLIENT_FIELDS, plus startup_delay_s when recorded) for a run with two
+    or more players that all reported their DASH average bitrate; None otherwise (single-client runs)."""
+    players = run.summary.get("players")
+    if not isinstance(players, dict) or len(players) < 2:
+        return None
+    out: dict[str, dict[str, float]] = {}
+    for role in sorted(players):
+        p = players[role] if isinstance(players[role], dict) else {}
+        d = p.get("dash") if isinstance(p.get("dash"), dict) else {}
+        if not isinstance(d.get("bitrate_avg_bps"), (int, float)):
+            return None
+        vals = {k: float(d[k]) for k in CLIENT_FIELDS if isinstance(d.get(k), (int, float))}
+        if isinstance(p.get("startup_delay_s"), (int, float)):
+            vals["startup_delay_s"] = float(p["startup_delay_s"])
+        out[role] = vals
+    return out
+
+
+def run_fairness(vals: dict[str, dict[str, float]]) -> float | None:
+    """Jain's index of the clients' average bitrates (None when every one is 0)."""
+    rates = [v["bitrate_avg_bps"] for v in vals.values()]
+    return metrics.jain_index(rates) if any(rates) else None
+
+
+def client_rows(c: Collection) -> list[dict[str, Any]]:
+    """One row per run × client of every multi-client run: the configuration, the run, the client's QoE
+    and the run's fairness index (repeated on each of its clients' rows)."""
+    rows: list[dict[str, Any]] = []
+    for cfg in c.configs:
+        for r in cfg.runs:
+            vals = client_values(r)
+            if vals is None:
+                continue
+            jain = run_fairness(vals)
+            for role, v in vals.items():
+                rows.append({"config": cfg.label, "scenario": cfg.scenario, "cc": cfg.cc, "scheduler": cfg.scheduler,
+                             "params": json.dumps(cfg.extra, sort_keys=True, default=str) if cfg.extra else "",
+                             "trial": (r.sweep or {}).get("trial"), "run_id": r.run_id, "run_dir": r.rel,
+                             "clients": len(vals), "client": role,
+                             **{k: v.get(k) for k in (*CLIENT_FIELDS, "startup_delay_s")},
+                             "bitrate_fairness_jain": jain})
+    return rows
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def clients_figures(c: Collection) -> list[Figure]:
+    """Per scenario: the clients' average bitrate and stall rate side by side per configuration, and Jain's
+    index of their average bitrates — bars are means over trials, dots the trials."""
+    groups: dict[str, list[tuple[Config, list[dict[str, dict[str, float]]]]]] = {}
+    for cfg in c.configs:
+        per_run = [v for r in cfg.runs if (v := client_values(r)) is not None]
+        if per_run:
+            groups.setdefault(cfg.scenario, []).append((cfg, per_run))
+    figs = []
+    colours = [st.BLUE, st.VERMILLION, st.GREEN, st.PURPLE, st.ORANGE, st.SKY, st.BLACK, st.YELLOW]
+    for scen, rows in groups.items():
+        roles = sorted({role for _, runs in rows for v in runs for role in v})
+        width = 0.8 / len(roles)
+        with matplotlib.rc_context(st.RC):
+            fig, axes = plt.subplots(1, 3, figsize=(st.FULL_W, 2.6), layout="constrained",
+                                     gridspec_kw={"width_ratios": [2, 2, 1.2]})
+            for ax, key, ylabel, per in ((axes[0], "bitrate_avg_bps", "average bitrate (Mbit/s)", 1e6),
+                                         (axes[1], "stall_rate", "stall rate", 1.0)):
+                for gi, (cfg, runs) in enumerate(rows):
+                    for ri, role in enumerate(roles):
+                        vals = [v[role][key] / per for v in runs if key in v.get(role, {})]
+                        if not vals:
+                            continue
+                        x = gi - 0.4 + width * (ri + 0.5)
+                        ax.bar(x, _mean(vals), width * 0.9, color=colours[ri % len(colours)], alpha=0.85,
+                               edgecolor="black", linewidth=0.5, label=role if gi == 0 else None)
+                        ax.scatter([x] * len(vals), vals, s=3, color="black", zorder=3, alpha=0.6, linewidths=0)
+                ax.set_ylabel(ylabel)
+                top = max((v[role][key] for _, runs in rows for v in runs for role in v if key in v[role]),
+                          default=0.0)
+                if key == "stall_rate":
+                    # as figures.dash_vs_buffer: a scale on which timing noise (≤ 1e-3) reads as 0
+                    ax.set_ylim(0.0, max(0.05, top * 1.15))
+                else:
+                    ax.set_ylim(0.0, None if top > 0 else 1.0)
+            ax = axes[2]
+            n_min = min(len(v) for _, runs in rows for v in runs)
+            for gi, (cfg, runs) in enumerate(rows):
+                js = [j for v in runs if (j := run_fairness(v)) is not None]
+                if js:
+                    ax.bar(gi, _mean(js), 0.6, color="#BBBBBB", edgecolor="black", linewidth=0.5)
+                    ax.scatter([gi] * len(js), js, s=3, color="black", zorder=3, alpha=0.6, linewidths=0)
+            ax.axhline(1.0 / n_min, color="#555", linestyle=":", linewidth=0.8)
+            ax.set_ylim(0.0, 1.05)
+            ax.set_ylabel("Jain's index of average bitrates")
+            for a in axes:
+                a.set_xticks(range(len(rows)))
+                a.set_xticklabels([_name(cfg) for cfg, _ in rows], rotation=30, ha="right")
+                a.set_xlim(-0.5, len(rows) - 0.5)
+                a.grid(axis="y")
+            axes[0].legend(loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=min(len(roles), 6))
+            fig.suptitle(f"Clients sharing the bottleneck — {scen}", x=0.01, ha="left")
+        ns = sorted({len(runs) for _, runs in rows})
+        figs.append(Figure(f"dash-clients-{scen}", f"Clients sharing the bottleneck — {scen}",
+                           "Each client's DASH average bitrate and stall rate per configuration (bar = mean over "
+                           f"trials, n = {', '.join(map(str, ns))}; dots = trials), and Jain's fairness index of the "
+                           "clients' average bitrates per run, (Σx)² / (N·Σx²) (dotted: 1/N, one client took "
+                           "everything). From the players' records in summary.json; values in clients.csv.", fig))
     return figs

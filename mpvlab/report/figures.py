@@ -319,6 +319,7 @@ BUILDERS: list[tuple[str, Builder]] = [
     ("Throughput per path over time", lambda c: timeseries_figures(c, "throughput")),
     ("DASH: quality and stalls against the bottleneck buffer", dash_vs_buffer),
     ("DASH: selected bitrate over time", dash.bitrate_figures),
+    ("DASH: clients sharing the bottleneck, per client and fairness", dash.clients_figures),
     ("VoIP probe: queuing delay CCDF", dash.voip_ccdf_figures),
     ("RTP live video: average bitrate per controller", rtp.bitrate_figures),
     ("RTP live video: GCC − webrtc-bbr bitrate difference", rtp.difference_figures),

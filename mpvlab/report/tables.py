@@ -2,7 +2,10 @@
 configuration × metric, with the metric's interval method, t and bootstrap intervals), pairwise (tests
 between configurations, mpvlab/report/pairwise.py), metrics (the definitions used), configs (wide: the headline means and CIs per configuration), not_aggregated
 (failed or incomplete runs and why), and, when a configuration's CC is BBR-family with a state series,
-bbr_model (mode shares, estimate / link rate, min RTT per configuration: mpvlab/report/bbr.py)."""
+bbr_model (mode shares, estimate / link rate, min RTT per configuration: mpvlab/report/bbr.py), and, when
+runs have several DASH clients, clients (one row per run × client: its average bitrate, quality, stall rate,
+rebuffer ratio, switches, startup and the run's Jain index of the clients' average bitrates:
+mpvlab/report/dash.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from mpvlab import metrics
-from mpvlab.report import bbr
+from mpvlab.report import bbr, dash
 from mpvlab.report.aggregate import Collection
 
 
@@ -89,6 +92,9 @@ def write_tables(c: Collection, out: Path, pairwise: pd.DataFrame | None = None)
               ("not_aggregated", not_aggregated_frame(c)), ("metrics", metrics_frame(c))]
     if pairwise is not None:
         frames.append(("pairwise", pairwise))
+    clients = dash.client_rows(c)
+    if clients:      # only runs with several DASH clients (mpvlab/report/dash.py)
+        frames.append(("clients", pd.DataFrame(clients)))
     models = bbr.config_models(c)
     if models:
         frames.append(("bbr_model", bbr.model_frame(models)))

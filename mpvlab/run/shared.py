@@ -35,7 +35,7 @@ from typing import Any
 from collectors import qdiscstat
 from links.emulator import FRAME_BYTES, DirectionHandle, apply_direction
 from core import proc
-from mpvlab import fidelity, runzero, sampling
+from mpvlab import fidelity, metrics, runzero, sampling
 from mpvlab.run import steps
 from mpvlab.run.cross import CrossTraffic
 from core.netns import Netns
@@ -386,10 +386,22 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, outcome: Outcome,
         vals = [(v["dash"] or {}).get(key) for v in players.values()]
         return round(sum(vals) / len(vals), 6) if vals and all(isinstance(x, (int, float)) for x in vals) else None
 
+    def dash_all(key: str) -> list[float] | None:
+        # every player's value, when at least two players ran DASH and all reported it (fairness is
+        # about how players differ: one player has none)
+        vals = [(v["dash"] or {}).get(key) for v in players.values()]
+        return [float(x) for x in vals] if len(vals) >= 2 and all(isinstance(x, (int, float)) for x in vals) \
+            else None
+
+    rates, stall_rates = dash_all("bitrate_avg_bps"), dash_all("stall_rate")
     aggregate = {
         "players": len(players),
         **{f"{k}_mean": dash_mean(k) for k in ("quality_avg", "bitrate_avg_bps", "bitrate_switches", "stall_rate",
                                                "rebuffer_ratio")},
+        "bitrate_fairness_jain": round(metrics.jain_index(rates), 6) if rates and any(rates) else None,
+        "bitrate_avg_bps_min": min(rates) if rates else None,
+        "bitrate_avg_bps_max": max(rates) if rates else None,
+        "stall_rate_max": max(stall_rates) if stall_rates else None,
         "frames_accounted_all": all(v["frames_accounted"] for v in players.values()),
         **{k: _sum([v[k] for v in players.values()]) for k in (
             "frames_expected", "frames_rendered", "picture_discards", "underflows", "underflow_total_s",
