@@ -10,7 +10,11 @@ Per config:
 - goodput / ideal: receiver-side bytes (iperf3 server intervals) in the steady window over
   rate x 1448/1514 (the payload a tbf counting 1514-byte frames carries); goal >= 0.95;
 - standing queue: the tbf backlog sampled at 100 Hz by collectors/qdiscstat in the steady window,
-  median and p90, over BDP; goal (deep buffer, 10 x BDP) <= 1.5 x BDP;
+  median and p90, over BDP; goal (deep buffer, 10 x BDP) <= 1.5 x BDP. Beside it, in packets: the BDP,
+  the queue's p90 and bbr3's own cwnd p90 and bandwidth estimate (x rate) — without loss v3 bounds
+  in-flight data by cwnd = 2 x BDP + the ack-aggregation allowance, +2 packets in PROBE_BW UP
+  (bbr_quantization_budget), so a queue of up to cwnd - BDP packets is v3's own design; at a 5-packet
+  BDP (3 Mbit/s, 20 ms) the 2 packets alone are 0.4 BDP;
 - loss per round (the CC's own round accounting, bbr3 state CSV): share of steady-state rounds whose
   loss rate exceeded 2 %, and the median loss rate of the lossy ones; goal (shallow buffer, 0.5 x
   BDP): <= 2 % most of the time, i.e. few rounds over;
@@ -58,6 +62,10 @@ class Result:
     goodput_ratio: float
     queue_med_bdp: float
     queue_p90_bdp: float
+    bdp_pkts: float         # the BDP in 1514-byte frames
+    queue_p90_pkts: float
+    cwnd_p90_pkts: float    # bbr3's cwnd (packets) over the steady window, p90
+    bw_est_med: float       # bbr3's bandwidth estimate over the steady window, median, x rate
     rounds: int
     rounds_over_2pct: int
     lossy_rounds: int
@@ -157,8 +165,11 @@ def run_config(rate: int, rtt_ms: float, buf: float, seconds: float, warmup: flo
     retrans = 100.0 * sent.get("retransmits", 0) * PAYLOAD / max(1, sent["bytes"])
     cpu = r["end"].get("cpu_utilization_percent", {})
     q = sorted(backlog) or [float("nan")]
+    cwnds = sorted(float(row["cwnd"]) for row in steady)
+    bw_est = statistics.median(float(row["bw_est_bps"]) for row in steady) / rate
     return Result(rate / 1e6, rtt_ms, buf, steady_goodput(r, warmup) / (rate * PAYLOAD / FRAME),
-                  statistics.median(q) / bdp, q[int(0.9 * (len(q) - 1))] / bdp, rounds, over, len(lossy),
+                  statistics.median(q) / bdp, q[int(0.9 * (len(q) - 1))] / bdp, bdp / FRAME,
+                  q[int(0.9 * (len(q) - 1))] / FRAME, cwnds[int(0.9 * (len(cwnds) - 1))], bw_est, rounds, over, len(lossy),
                   statistics.median(lossy_rates) if lossy_rates else 0.0, retrans, order_check(ev, flow),
                   m.window.lost, float(Path("/proc/loadavg").read_text().split()[0]),
                   float(cpu.get("host_total", float("nan"))), float(cpu.get("remote_total", float("nan"))))
@@ -183,6 +194,7 @@ def main() -> None:
     print(f"== bbr3 matrix: bulk iperf3 {a.seconds:.0f} s per config, steady state = [{a.warmup:.0f} s, end]; "
           "goals: goodput/ideal >= 0.95, deep-buffer queue <= 1.5 BDP, shallow-buffer rounds over 2 % loss rare")
     print(f"   {'rate':>5s} {'RTT':>4s} {'buf':>4s} | {'gp/ideal':>8s} | {'q med':>5s} {'q p90':>5s} (xBDP) | "
+          f"{'BDP':>5s} {'q p90':>5s} {'cwnd':>5s} (pkts) {'bw est':>6s} | "
           f"{'rounds':>6s} {'>2%':>4s} {'lossy':>5s} {'med loss':>8s} {'retx%':>6s} | {'steal':>5s} {'load':>4s} "
           f"{'cpuS':>5s} {'cpuR':>5s} | order")
     results: list[Result] = []
@@ -194,7 +206,9 @@ def main() -> None:
                     res = run_config(rate, rtt, buf, a.seconds, a.warmup, Path(tmp) / f"{rate}-{rtt}-{buf}")
                     results.append(res)
                     print(f"   {res.rate_mbit:5.0f} {res.rtt_ms:4.0f} {res.buf_bdp:4.1f} | {res.goodput_ratio:8.3f} | "
-                          f"{res.queue_med_bdp:5.2f} {res.queue_p90_bdp:5.2f}        | {res.rounds:6d} "
+                          f"{res.queue_med_bdp:5.2f} {res.queue_p90_bdp:5.2f}        | "
+                          f"{res.bdp_pkts:5.1f} {res.queue_p90_pkts:5.1f} {res.cwnd_p90_pkts:5.0f}        "
+                          f"{res.bw_est_med:6.3f} | {res.rounds:6d} "
                           f"{res.rounds_over_2pct:4d} {res.lossy_rounds:5d} {res.lossy_median_rate:8.3f} "
                           f"{res.retrans_pct:6.2f} | {res.steal:5.1%} {res.loadavg:4.1f} {res.cpu_snd:5.1f} "
                           f"{res.cpu_rcv:5.1f} | {res.order}", flush=True)

@@ -6,7 +6,8 @@ One small sweep per level (a study scenario × CUBIC/BBR/BBR-S, `--per-level` ru
 wall time in the sweep manifest − its video length), runs with fidelity warnings (and their kinds),
 where the overhead went (the runs'
 provenance `lifecycle_s`, mean seconds per step), the delay lines' release lateness (worst run's p99 and max), the kernel-stamped pre-check's RTT error
-p99 (worst path), the CPU time the hypervisor stole during playback (mean over runs), and the
+p99 (worst path), each shaper's achieved rate while backlogged over the whole run (min–max over
+runs, × the configured rate: a bulk flow's goodput is that × rate × 1448/1514), the CPU time the hypervisor stole during playback (mean over runs), and the
 projected time of the full study — 3 scenarios × 3 CCs × 3 schedulers × 10 trials × 180 s — at that
 level: 270 × (180 s + overhead) / level. Other load on the machine shows in these figures too.
 
@@ -27,6 +28,9 @@ from typing import Any
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mpvlab.fidelity import MIN_BACKLOGGED_S  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
 STUDY_RUNS = 3 * 3 * 3 * 10
@@ -35,7 +39,7 @@ STUDY_VIDEO_S = 180.0
 
 def level_figures(root: Path, video_s: float) -> dict[str, Any]:
     man = json.loads((root / "sweep.json").read_text())
-    over, lat_p99, lat_max, pre_p99, steal = [], [], [], [], []
+    over, lat_p99, lat_max, pre_p99, steal, rate_ratio = [], [], [], [], [], []
     steps: dict[str, list[float]] = {}
     warned, kinds, complete = 0, set(), 0
     for r in man["runs"]:
@@ -55,6 +59,11 @@ def level_figures(root: Path, video_s: float) -> dict[str, Any]:
             if "lateness_ms_p99" in e:
                 lat_p99.append(e["lateness_ms_p99"])
                 lat_max.append(e["lateness_ms_max"])
+        # Each shaper's achieved rate over the run while its queue was backlogged (kernel counters,
+        # mpvlab/fidelity.py): a bulk flow's goodput is this × rate × 1448/1514.
+        for row in fid.get("table") or []:
+            if row.get("rate_ratio") is not None and (row.get("backlogged_s") or 0.0) >= MIN_BACKLOGGED_S:
+                rate_ratio.append(row["rate_ratio"])
         for path in (fid.get("paths") or {}).values():
             if path.get("rtt", {}).get("error_ms_p99") is not None:
                 pre_p99.append(path["rtt"]["error_ms_p99"])
@@ -73,7 +82,8 @@ def level_figures(root: Path, video_s: float) -> dict[str, Any]:
     return {"runs": len(man["runs"]), "complete": complete, "warned": warned, "kinds": sorted(kinds),
             "overhead_s": sum(over) / len(over) if over else nan,
             "lat_p99_ms": max(lat_p99, default=nan), "lat_max_ms": max(lat_max, default=nan),
-            "pre_p99_ms": max(pre_p99, default=nan), "steal": sum(steal) / len(steal) if steal else nan,
+            "pre_p99_ms": max(pre_p99, default=nan),
+            "rate_min": min(rate_ratio, default=nan), "rate_max": max(rate_ratio, default=nan), "steal": sum(steal) / len(steal) if steal else nan,
             "steps_s": {k: sum(v) / len(v) for k, v in steps.items()}}
 
 
@@ -113,7 +123,8 @@ def main() -> int:
             print(f"--parallel {n}: {f['complete']}/{f['runs']} runs in {wall:.0f} s = "
                   f"{f['complete'] / wall * 3600:.0f} runs/h, overhead/run {f['overhead_s']:.1f} s, "
                   f"fidelity warnings {f['warned']}, lateness p99 {f['lat_p99_ms']:.3f} ms max "
-                  f"{f['lat_max_ms']:.2f} ms, pre-check RTT p99 {f['pre_p99_ms']:.3f} ms, steal "
+                  f"{f['lat_max_ms']:.2f} ms, pre-check RTT p99 {f['pre_p99_ms']:.3f} ms, tbf rate while "
+                  f"backlogged {f['rate_min']:.4f}–{f['rate_max']:.4f} × configured, steal "
                   f"{f['steal']:.1%}, full study ≈ {proj_h:.1f} h"
                   + (f"  [sweep exit {cp.returncode}: {cp.stderr.strip()[-300:]}]" if cp.returncode else ""))
             for k in f["kinds"]:
