@@ -22,6 +22,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from collectors import qdiscstat  # noqa: E402
 from mpvlab.scenario import load_scenario  # noqa: E402
 
 WITHIN = 0.10      # achieved vs target per window
@@ -53,7 +54,8 @@ def within(windows: list[dict[str, Any]], got: str, want: str) -> int:
     return sum(abs(w[got] - w[want]) <= WITHIN * w[want] for w in windows)
 
 
-def report(s: dict[str, Any], link_bps: int | None, buffer: str, delay: str) -> None:
+def report(s: dict[str, Any], link_bps: int | None, buffer: str, delay: str, path: str = "",
+           buffer_bytes: int | None = None, fps_configured: int | None = None) -> None:
     r = s["rtp"]
     lat = r["latency_ms"]
     print(f"run {s['_dir']}")
@@ -62,6 +64,10 @@ def report(s: dict[str, Any], link_bps: int | None, buffer: str, delay: str) -> 
     print(f"  latency capture→complete ms: p50 {lat['p50']:.1f}  p95 {lat['p95']:.1f}  p99 {lat['p99']:.1f}  "
           f"max {lat['max']:.1f}   (configured: one-way delay {delay}, buffer {buffer}, deadline "
           f"{r['playout_deadline_ms']:g} ms)")
+    fr, fps = r.get("freezes"), r.get("rendered_fps")
+    if fr and fps:
+        print(f"  rendered frame rate: mean {fps['mean']} fps (captured at {fps_configured} fps); freezes {fr['count']}, "
+              f"total {fr['total_s']:.3f} s, longest {fr['longest_s']:.3f} s")
     windows = full_windows(r["encoder_per_second"])
     for label, ws in (("all full", windows), ("steady (2nd half)", steady_windows(windows))):
         print(f"  encoder, {label} 1 s windows within ±{WITHIN:.0%}: video of the encoder setting "
@@ -89,7 +95,30 @@ def report(s: dict[str, Any], link_bps: int | None, buffer: str, delay: str) -> 
     print(f"  packets: sent {r['packets_sent']}, lost {r['packets_lost']} ({r['packet_loss']:.4%}); feedback missing "
           f"for {r['feedback']['transport_seqs_without_feedback']}")
     print(f"  host steal during the stream: {s['host_steal_during_playback']}")
+    if path:
+        report_queue(Path(s["_dir"]), path, link_bps, buffer_bytes)
     report_cpu(r, s["duration_s"])
+
+
+def report_queue(run_dir: Path, path: str, link_bps: int | None, buffer_bytes: int | None) -> None:
+    """The bottleneck's queuing delay from the kernel's own counters: each tbf's backlog, sampled by
+    collectors/qdiscstat while the stream ran, over the link rate — beside the buffer's drain time
+    (buffer × 8 / rate), which a drop-tail queue can never exceed."""
+    if not link_bps:
+        return
+    rows, _ = qdiscstat.load_samples(run_dir / "data" / "queues" / path, links=False)
+    by_dev: dict[str, list[float]] = {}
+    for q in rows:
+        if q["kind"] == "tbf":
+            by_dev.setdefault(str(q["dev"]), []).append(int(q["backlog_bytes"]) * 8 / link_bps * 1e3)
+    drain = f"{buffer_bytes * 8 / link_bps * 1e3:.0f} ms" if buffer_bytes else "?"
+    for dev, ms in sorted(by_dev.items()):
+        if max(ms) == 0:
+            continue            # the feedback direction: never queued
+        ms.sort()
+        pct = {p: ms[min(len(ms) - 1, int(p / 100 * len(ms)))] for p in (50, 95, 99)}
+        print(f"  bottleneck queuing delay ({dev}, {len(ms)} samples): p50 {pct[50]:.1f}  p95 {pct[95]:.1f}  "
+              f"p99 {pct[99]:.1f}  max {ms[-1]:.1f} ms   (buffer drain time {drain})")
 
 
 def report_cpu(r: dict[str, Any], duration_s: float) -> None:
@@ -111,12 +140,13 @@ def main() -> int:
     ap.add_argument("--results", default="/tmp/mpvlab-bench-rtp", help="kept, to look into")
     args = ap.parse_args()
     sc, _ = load_scenario(Path(args.scenario))
-    (path,) = sc.paths.values()
+    ((path_name, path),) = sc.paths.items()
     link_bps = path.down.rate
     for _ in range(args.runs):
         delay = getattr(path.down.delay, "value", None)
         report(run_once(Path(args.scenario), Path(args.results)), link_bps, f"{path.down.buffer}",
-               f"{delay / 1e6:g} ms" if isinstance(delay, int) else f"{path.down.delay}")
+               f"{delay / 1e6:g} ms" if isinstance(delay, int) else f"{path.down.delay}", path_name,
+               path.down.buffer.to_bytes() if path.down.buffer is not None else None, sc.workload.fps)
     return 0
 
 

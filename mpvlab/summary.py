@@ -225,6 +225,23 @@ class RtpDecodeRecord(Record):
     definition: str
 
 
+class RtpFreezeRecord(Record):
+    """Freezes at the viewer (mpvlab/run/workloads/rtp_freezes.py): W3C webrtc-stats' rule."""
+
+    count: int
+    total_s: float
+    longest_s: float
+    tail_without_render_s: float | None
+    definition: str
+
+
+class RtpFpsRecord(Record):
+    """Frames rendered (on time and decoded) per whole second of capture time."""
+
+    mean: float | None
+    per_second: list[int]
+
+
 class RtpRecord(OpenRecord):
     """workload rtp (mpvlab/run/workloads/rtp.py): frames captured = on time + late + lost at the viewer."""
 
@@ -237,6 +254,8 @@ class RtpRecord(OpenRecord):
     playout_deadline_ms: float
     latency_ms: dict[str, Any]
     decode: RtpDecodeRecord
+    freezes: RtpFreezeRecord
+    rendered_fps: RtpFpsRecord
     packets_sent: int
     packets_received: int
     packets_lost: int

@@ -113,6 +113,27 @@ def _assert_accounted(run_dir: Path, s: dict) -> None:
     assert wire["ok"], wire
     assert s["paths"]["link"]["rx_bytes"] >= r["rtp_bytes_received"] + 42 * r["packets_received"]
     _check_decoding(r, rx_frames)
+    _check_rendering(r, rx_frames)
+
+
+def _check_rendering(r: dict, rx_frames: list[dict[str, str]]) -> None:
+    """Rendered frames (on time and decoded) per second and freezes (rtp_freezes.py, unit-tested in
+    tests/test_rtp_freezes.py) are counted over the same frames the viewer accounted."""
+    rendered = [f for f in rx_frames if f["status"] == "on_time" and f["decode"] == "decoded"]
+    assert len(rendered) == r["decode"]["frames_decoded"]
+    per_second = r["rendered_fps"]["per_second"]
+    # whole seconds of capture time: all rendered frames but those of the last, partial second
+    assert len(rendered) - FPS <= sum(per_second) <= len(rendered), (len(rendered), per_second)
+    assert all(0 <= n <= FPS + 1 for n in per_second), per_second
+    fr = r["freezes"]
+    assert 0 <= fr["longest_s"] <= fr["total_s"] <= DURATION_S + 1 and fr["count"] >= (fr["total_s"] > 0)
+    caps = [float(f["capture_s"]) for f in rx_frames if f["capture_s"]]
+    if len(rendered) == r["frames_captured"] and max(b - a for a, b in zip(caps, caps[1:])) < 0.15:
+        # every frame rendered and the live source never stalled (a stalled host skips captures, which
+        # the viewer sees as a freeze): every interval is a capture gap, far below avg + 150 ms
+        assert fr["count"] == 0, fr
+    # each freeze is at least 150 ms beyond the average interval, so they cannot outnumber this
+    assert fr["count"] <= DURATION_S / 0.15
 
 
 @pytest.mark.netns

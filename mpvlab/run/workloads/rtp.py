@@ -22,6 +22,7 @@ from core import proc
 from core.errors import RunFailed
 from mpvlab.run import steps
 from mpvlab.run.context import RunContext
+from mpvlab.run.workloads import rtp_freezes
 from mpvlab.run.workloads.base import Ends, Outcome
 from mpvlab.run.workloads.two_ends import TwoEnds
 
@@ -172,6 +173,8 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
         "playout_deadline_ms": rx["playout_deadline_ms"],
         "latency_ms": rx["latency_ms"],
         "decode": dec,
+        # rendered = on time and decoded; freezes by WebRTC's rule (rtp_freezes.py)
+        **rtp_freezes.from_frames(_read_csv(root / "receiver" / "frames.csv")),
         "packets_sent": tx["packets_sent"], "packets_received": rx["packets_received"], "packets_lost": rx["packets_lost"],
         # handed to the controller's pacer but still queued there when the stream ended: never sent
         "packets_unsent_at_end": tx.get("packets_unsent_at_end"),
