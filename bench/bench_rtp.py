@@ -5,14 +5,18 @@ bitrate against the controller's target in every 1 s window (within 10 %?), the 
 target and the rate the viewer received against the link rate, packet loss, and each end's process
 CPU time per packet (scenarios/rtp-gcc-5mbit.yaml: at 5 Mbit/s).
 
-Usage (root): .venv/bin/python bench/bench_rtp.py [SCENARIO] [--runs N]
-(default: scenarios/rtp-gcc-short.yaml, one run; results kept under --results, /tmp/mpvlab-bench-rtp)
+Usage (root): .venv/bin/python bench/bench_rtp.py [SCENARIO] [--runs N] [--controller C] [--padding on|off]
+(default: scenarios/rtp-gcc-short.yaml, one run; results kept under --results, /tmp/mpvlab-bench-rtp).
+--controller runs the scenario with another controller; --padding (webrtc-bbr) sets workload.bbr.padding:
+the scenario is rewritten into the results directory, the shipped file stays as it is. Each run prints
+the padding webrtc-bbr sent while probing (its share of the bytes sent) and the host's load average.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -21,6 +25,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+import yaml  # noqa: E402
 
 from collectors import qdiscstat  # noqa: E402
 from mpvlab.scenario import load_scenario  # noqa: E402
@@ -92,9 +98,19 @@ def report(s: dict[str, Any], link_bps: int | None, buffer: str, delay: str, pat
     if rx:
         print(f"  received at the viewer: mean {statistics.mean(rx):.0f} bit/s over full seconds "
               f"(link {link}{', ' + format(statistics.mean(rx) / link_bps, '.3f') + ' × link' if link_bps else ''})")
+        pad = [x.get("padding_bps", 0) for x in r["received_per_second"]][1:-1]
+        both = statistics.mean(a + b for a, b in zip(rx, pad))
+        print(f"  received video + padding: mean {both:.0f} bit/s"
+              f"{' (' + format(both / link_bps, '.3f') + ' × link)' if link_bps else ''}")
+    if "padding_packets" in r:
+        print(f"  padding ({'on' if r['padding'] else 'off'}): {r['padding_packets']} packets, {r['padding_bytes']} bytes "
+              f"sent = {r['padding_share'] or 0:.1%} of the RTP bytes sent; received {r['padding_packets_received']}, "
+              f"lost {r['padding_packets_lost']}")
+    print(f"  frames on time: {r['frames_on_time']} of {r['frames_captured']}")
     print(f"  packets: sent {r['packets_sent']}, lost {r['packets_lost']} ({r['packet_loss']:.4%}); feedback missing "
           f"for {r['feedback']['transport_seqs_without_feedback']}")
-    print(f"  host steal during the stream: {s['host_steal_during_playback']}")
+    print(f"  host steal during the stream: {s['host_steal_during_playback']}; load average after the run "
+          f"(1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if path:
         report_queue(Path(s["_dir"]), path, link_bps, buffer_bytes)
     report_cpu(r, s["duration_s"])
@@ -133,12 +149,32 @@ def report_cpu(r: dict[str, Any], duration_s: float) -> None:
               f"{duration_s:.1f} s ({packets / duration_s:.0f} pkt/s)")
 
 
+def variant_scenario(scenario: Path, results: Path, controller: str | None, padding: str | None) -> Path:
+    """The scenario with another controller and/or workload.bbr.padding, written under `results`
+    (its own name, so runs of each variant stay apart)."""
+    doc = yaml.safe_load(scenario.read_text())
+    wl = doc["workload"]
+    if controller:
+        wl["controller"] = controller
+    if padding:
+        wl.setdefault("bbr", {})["padding"] = padding == "on"
+    doc["name"] = f"{doc['name']}-{wl['controller']}" + (f"-padding-{padding}" if padding else "")
+    results.mkdir(parents=True, exist_ok=True)
+    out = results / f"{doc['name']}.yaml"
+    out.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", nargs="?", default=str(REPO / "scenarios" / "rtp-gcc-short.yaml"))
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--results", default="/tmp/mpvlab-bench-rtp", help="kept, to look into")
+    ap.add_argument("--controller", help="run the scenario with this controller instead")
+    ap.add_argument("--padding", choices=("on", "off"), help="webrtc-bbr: workload.bbr.padding")
     args = ap.parse_args()
+    if args.controller or args.padding:
+        args.scenario = str(variant_scenario(Path(args.scenario), Path(args.results), args.controller, args.padding))
     sc, _ = load_scenario(Path(args.scenario))
     ((path_name, path),) = sc.paths.items()
     link_bps = path.down.rate

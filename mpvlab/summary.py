@@ -261,6 +261,15 @@ class RtpRecord(OpenRecord):
     packets_lost: int
     rtp_bytes_sent: int
     rtp_bytes_received: int
+    # padding-only packets (webrtc-bbr while BBR probes, rtp/README.md), not in the video's counts above;
+    # padding_share = padding bytes / (padding + video RTP bytes) sent
+    padding: bool = False
+    padding_packets: int = 0
+    padding_bytes: int = 0
+    padding_packets_received: int = 0
+    padding_bytes_received: int = 0
+    padding_packets_lost: int = 0
+    padding_share: float | None = None
     feedback: dict[str, Any]
     target_bps: dict[str, Any]
     encoder_per_second: list[dict[str, Any]]

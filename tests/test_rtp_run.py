@@ -92,26 +92,40 @@ def _assert_accounted(run_dir: Path, s: dict) -> None:
     assert by_status == {"on_time": r["frames_on_time"], "late": r["frames_late"], "lost": r["frames_lost"]}
     assert r["frames_reassembly_mismatch"] == 0      # complete frames depacketised to the bytes sent
 
-    # Packets and feedback.
+    # Packets and feedback. Padding-only packets (webrtc-bbr while probing) are their own rows and
+    # counts, never the video's; media and padding share one transport-wide sequence, consecutive in
+    # the order packets left (the pacer numbers them as they leave).
     packets = _rows(run_dir / "logs/rtp/sender/packets.csv")
-    assert len(packets) == r["packets_sent"] == sum(int(f["packets"]) for f in tx_frames)
+    media = [p for p in packets if p["padding"] == "false"]
+    padding = [p for p in packets if p["padding"] == "true"]
+    assert len(media) + len(padding) == len(packets)
+    assert len(media) == r["packets_sent"] == sum(int(f["packets"]) for f in tx_frames)
+    assert len(padding) == r["padding_packets"]
     assert r["packets_received"] + r["packets_lost"] == r["packets_sent"]
+    assert r["padding_packets_received"] + r["padding_packets_lost"] == r["padding_packets"]
+    tseqs = [int(p["transport_seq"]) for p in packets]
+    assert tseqs == list(range(tseqs[0], tseqs[0] + len(tseqs)))
     fb = r["feedback"]
-    assert fb["transport_seqs_sent"] == r["packets_sent"]
-    assert fb["transport_seqs_reported"] + fb["transport_seqs_without_feedback"] == r["packets_sent"]
+    every = r["packets_sent"] + r["padding_packets"]
+    assert fb["transport_seqs_sent"] == every
+    assert fb["transport_seqs_reported"] + fb["transport_seqs_without_feedback"] == every
     assert fb["transport_seqs_without_feedback"] <= MISSING_FEEDBACK_BOUND, fb
     # The feedback says received exactly what the viewer counted (less what it never reported on).
-    assert fb["transport_seqs_reported_received"] <= r["packets_received"] \
+    received = r["packets_received"] + r["padding_packets_received"]
+    assert fb["transport_seqs_reported_received"] <= received \
         <= fb["transport_seqs_reported_received"] + fb["transport_seqs_without_feedback"], (fb, r)
 
     # Bytes: sent = the packets' sum; received ≤ sent, short by at most the lost packets; the
-    # interface saw every datagram with its 42 header bytes and little else (views.udp_wire_check).
-    assert r["rtp_bytes_sent"] == sum(int(p["udp_payload_bytes"]) for p in packets)
-    largest = max(int(p["udp_payload_bytes"]) for p in packets)
+    # interface saw every datagram (video and padding) with its 42 header bytes and little else
+    # (views.udp_wire_check).
+    assert r["rtp_bytes_sent"] == sum(int(p["udp_payload_bytes"]) for p in media)
+    assert r["padding_bytes"] == sum(int(p["udp_payload_bytes"]) for p in padding)
+    largest = max(int(p["udp_payload_bytes"]) for p in media)
     assert r["rtp_bytes_sent"] - r["packets_lost"] * largest <= r["rtp_bytes_received"] <= r["rtp_bytes_sent"]
+    assert r["padding_bytes"] - r["padding_packets_lost"] * 300 <= r["padding_bytes_received"] <= r["padding_bytes"]
     (wire,) = s["cross_checks"].values()
     assert wire["ok"], wire
-    assert s["paths"]["link"]["rx_bytes"] >= r["rtp_bytes_received"] + 42 * r["packets_received"]
+    assert s["paths"]["link"]["rx_bytes"] >= r["rtp_bytes_received"] + r["padding_bytes_received"] + 42 * received
     _check_decoding(r, rx_frames)
     _check_rendering(r, rx_frames)
 
@@ -138,17 +152,27 @@ def _check_rendering(r: dict, rx_frames: list[dict[str, str]]) -> None:
 
 @pytest.mark.netns
 @pytest.mark.e2e
-@pytest.mark.parametrize("controller", ["gcc", "webrtc-bbr"])
-def test_rtp_run_accounts_every_frame_packet_and_byte(tmp_path: Path, controller: str) -> None:
+@pytest.mark.parametrize("controller,padding", [("gcc", None), ("webrtc-bbr", None), ("webrtc-bbr", False)])
+def test_rtp_run_accounts_every_frame_packet_and_byte(tmp_path: Path, controller: str, padding: bool | None) -> None:
     """The shipped scenario, and the same with WebRTC's 2018 BBR in GCC's place (correctness only:
-    its rates are a study result, rtp/README.md)."""
-    name = f"rtp-{controller}"
+    its rates are a study result, rtp/README.md), with its padding while probing (the default) and
+    without (workload.bbr.padding: false). GCC sends no padding; webrtc-bbr pads at least in
+    STARTUP, where the encoder's rate is below the pacing rate."""
+    name = f"rtp-{controller}" + ("" if padding is None else "-nopad")
     f = tmp_path / f"{name}.yaml"
-    f.write_text(SCENARIO.read_text().replace("name: rtp-gcc-short", f"name: {name}")
-                 .replace("controller: gcc", f"controller: {controller}"))
+    text = (SCENARIO.read_text().replace("name: rtp-gcc-short", f"name: {name}")
+            .replace("controller: gcc", f"controller: {controller}"))
+    if padding is not None:
+        text = text.replace(f"controller: {controller}", f"controller: {controller}\n  bbr: {{padding: {str(padding).lower()}}}")
+        assert "padding: false" in text
+    f.write_text(text)
     run_dir, s = _run(f, name, tmp_path / "results")
     r = s["rtp"]
     assert r["controller"] == controller
+    pads = controller == "webrtc-bbr" and padding is not False
+    assert r["padding"] is pads
+    assert (r["padding_packets"] > 0) if pads else (r["padding_packets"] == 0 == r["padding_bytes"]), r
+    assert sum(x["padding_bps"] for x in r["received_per_second"]) == 8 * r["padding_bytes_received"]
     _assert_accounted(run_dir, s)
     tx_frames = _rows(run_dir / "logs/rtp/sender/frames.csv")
 

@@ -267,6 +267,27 @@ func (c *Controller) TargetRate() float64 {
 	return max(t, c.cfg.MinRate)
 }
 
+// IsProbingForMoreBandwidth is WebRTC's rule for when its pacer may pad (BbrNetworkController's
+// IsProbingForMoreBandwidth): STARTUP, or the PROBE_BW phase whose pacing gain is above 1.
+func (c *Controller) IsProbingForMoreBandwidth() bool {
+	return c.mode == Startup || (c.mode == ProbeBW && c.pacingGain() > 1)
+}
+
+// PadRate (bit/s) is how fast the pacer may send padding when it has no media queued: WebRTC's
+// CreateRateUpdate sets the pacer's pad window to its data window while probing for more bandwidth
+// and to zero otherwise, i.e. the pacing rate while probing, else 0. Without it a sender whose
+// encoder stays below the window never fills it, and its bandwidth samples measure only itself.
+func (c *Controller) PadRate() float64 {
+	if c.IsProbingForMoreBandwidth() {
+		return c.PacingRate()
+	}
+	return 0
+}
+
+// WindowRoom is how many bytes the congestion window admits beyond what is in flight (≥ 0): padding
+// is sent only into it, never past the window.
+func (c *Controller) WindowRoom() int64 { return max(0, c.CongestionWindow()-c.inflight) }
+
 // CanSend reports whether the window admits another packet.
 func (c *Controller) CanSend() bool { return c.inflight < c.CongestionWindow() }
 

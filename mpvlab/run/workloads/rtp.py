@@ -148,6 +148,7 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
                         f"{dec['frames_decode_error']} errors + {dec['frames_undecodable']} undecodable")
     if rx["rtp_bytes_received"] > tx["rtp_bytes_sent"]:
         raise RunFailed(f"rtp: {rx['rtp_bytes_received']} RTP bytes received, more than the {tx['rtp_bytes_sent']} sent")
+    _check_padding(tx, rx)
     warnings = []
     if tx.get("packets_unsent_at_end"):
         warnings.append(f"rtp: the controller's pacer still held {tx['packets_unsent_at_end']} packets when the "
@@ -180,6 +181,14 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
         "packets_unsent_at_end": tx.get("packets_unsent_at_end"),
         "packet_loss": round(rx["packets_lost"] / tx["packets_sent"], 6) if tx["packets_sent"] else None,
         "rtp_bytes_sent": tx["rtp_bytes_sent"], "rtp_bytes_received": rx["rtp_bytes_received"],
+        # padding-only packets (webrtc-bbr while probing; rtp/README.md): apart from the video above
+        "padding": bool(tx["padding"]),
+        "padding_packets": tx["padding_packets_sent"], "padding_bytes": tx["padding_bytes_sent"],
+        "padding_packets_received": rx["padding_packets_received"],
+        "padding_bytes_received": rx["padding_bytes_received"],
+        "padding_packets_lost": rx["padding_packets_lost"],
+        "padding_share": (round(tx["padding_bytes_sent"] / (tx["padding_bytes_sent"] + tx["rtp_bytes_sent"]), 6)
+                          if tx["padding_bytes_sent"] + tx["rtp_bytes_sent"] else None),
         "feedback": fb,
         "target_bps": {"initial": spec.initial_bitrate, "final": tx.get("final_target_bps"),
                        "updates": tx["target_updates"], "steady_mean": steady,
@@ -189,7 +198,8 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
                                 "achieved_bps": int(r["achieved_bps"]), "achieved_wire_bps": int(r["achieved_wire_bps"]),
                                 "target_bps": float(r["target_bps_mean"]),
                                 "encoder_set_bps": float(r["encoder_set_bps_mean"])} for r in enc],
-        "received_per_second": [{"second": int(r["second"]), "received_bps": int(r["received_bps"])}
+        "received_per_second": [{"second": int(r["second"]), "received_bps": int(r["received_bps"]),
+                                 "padding_bps": int(r["padding_bps"])}
                                 for r in _read_csv(root / "receiver" / "rate.csv")],
         "target_changes": len(targets),
         # CPU time of each end's process (user/system s, all threads; the sender's excludes its
@@ -202,6 +212,27 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
                              "controller": spec.controller,
                              "implementation": "pion/interceptor v0.1.51 (pkg/gcc, pkg/twcc, pkg/cc)"}
     return record, warnings
+
+
+def _check_padding(tx: dict[str, Any], rx: dict[str, Any]) -> None:
+    """Padding is accounted like the video, apart from it: every padding packet sent was received or
+    counted lost, no more padding bytes arrived than left, every transport-wide number (media and
+    padding share one sequence) is in the feedback ledger, and the viewer's socket read at least the
+    video's and the padding's bytes (the interface check, views.udp_wire_check, compares the socket's
+    datagrams — padding included — with the interface counters)."""
+    sent = tx["padding_packets_sent"]
+    if rx["padding_packets_expected"] != sent or rx["padding_packets_received"] + rx["padding_packets_lost"] != sent:
+        raise RunFailed(f"rtp: {sent} padding packets sent, the viewer expected {rx['padding_packets_expected']} "
+                        f"and received {rx['padding_packets_received']}")
+    if rx["padding_bytes_received"] > tx["padding_bytes_sent"]:
+        raise RunFailed(f"rtp: {rx['padding_bytes_received']} padding bytes received, more than the "
+                        f"{tx['padding_bytes_sent']} sent")
+    if tx["feedback"]["transport_seqs_sent"] != tx["packets_sent"] + sent:
+        raise RunFailed(f"rtp: {tx['feedback']['transport_seqs_sent']} transport-wide numbers sent, not the "
+                        f"{tx['packets_sent']} video + {sent} padding packets")
+    if rx["udp_payload_bytes_received"] < rx["rtp_bytes_received"] + rx["padding_bytes_received"]:
+        raise RunFailed(f"rtp: the viewer's socket read {rx['udp_payload_bytes_received']} bytes, fewer than the "
+                        f"{rx['rtp_bytes_received']} video + {rx['padding_bytes_received']} padding bytes it counted")
 
 
 def _steady_target(enc: list[dict[str, str]]) -> float | None:

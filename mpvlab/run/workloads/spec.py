@@ -54,19 +54,23 @@ class WebrtcBbrVariant(Strict):
     (rtp/bbr Config): `filter: non-replacing` keeps the three highest samples as separate entries;
     `estimate: third-best` takes the third-highest sample; `recovery: false` disables the recovery
     state; `probe_rtt: v2` is BBRv2-like RTT probing (cwnd = BDP/2 during the probe, min-RTT expiry
-    5 s instead of 10 s)."""
+    5 s instead of 10 s). `padding` (on, as WebRTC): the pacer sends padding-only packets while BBR
+    probes for more bandwidth (rtp/README.md); `padding: false` is mpvlab-rtp's earlier behaviour,
+    kept reproducible — not WebRTC's."""
 
     filter: Literal["replacing", "non-replacing"] = "replacing"
     estimate: Literal["best", "third-best"] = "best"
     recovery: bool = True
     probe_rtt: Literal["webrtc", "v2"] = "webrtc"
+    padding: bool = True
 
     def sender_flags(self) -> list[str]:
         """mpvlab-rtp send's flags for this variant (none for WebRTC's own)."""
         return ((["--bbr-non-replacing-filter"] if self.filter == "non-replacing" else [])
                 + (["--bbr-third-best"] if self.estimate == "third-best" else [])
                 + ([] if self.recovery else ["--bbr-no-recovery"])
-                + (["--bbr-probe-rtt-v2"] if self.probe_rtt == "v2" else []))
+                + (["--bbr-probe-rtt-v2"] if self.probe_rtt == "v2" else [])
+                + ([] if self.padding else ["--bbr-no-padding"]))
 
 
 class RtpWorkloadSpec(Strict):

@@ -15,8 +15,10 @@ import (
 // bbrEstimator puts WebRTC's 2018 BBR (package bbr) behind pion's cc.BandwidthEstimator, so the
 // sender runs it exactly where it runs GCC: same packetiser, TWCC numbering and feedback path.
 // What it adds around the controller: a pacer that sends at BBR's pacing rate while its congestion
-// window admits packets, the TWCC feedback decoded into bbr.Acks (arrival times from the reference
-// time and receive deltas), and the target callbacks.
+// window admits packets, padding while BBR probes for more bandwidth (as libwebrtc's pacer pads up
+// to the pad window its BBR sets), the transport-wide sequence numbers (given here, at the point of
+// sending, so media and padding share one consecutive sequence), the TWCC feedback decoded into
+// bbr.Acks (arrival times from the reference time and receive deltas), and the target callbacks.
 type bbrEstimator struct {
 	mu       sync.Mutex
 	c        *bbr.Controller
@@ -27,14 +29,25 @@ type bbrEstimator struct {
 	onChange func(int)
 	last     int
 	lastSent int64 // unwrapped transport seq of the newest packet sent
+	nextSeq  int64 // the transport seq the next packet sent gets (media and padding alike)
 	tokens   float64
-	tick     time.Time
-	blocked  time.Time // since when the window has held back a queued packet (zero: not blocked)
-	done     chan struct{}
-	wg       sync.WaitGroup
-	minBps   int
-	maxBps   int
-	probes   int // packets sent past a window that stayed shut for windowStall
+	// Padding (padding.go): on unless the scenario turned it off; padTokens is the pad budget,
+	// refilled at the controller's PadRate and spent by media and padding alike (libwebrtc's
+	// padding budget), so media + padding stay within the pad rate.
+	padding   bool
+	padOff    bool // the stream ended: no more padding
+	padTokens float64
+	padSeq    uint16
+	lastTS    uint32 // RTP timestamp of the newest media packet: padding carries it, as libwebrtc's does
+	padSent   int
+	padBytes  int64
+	tick      time.Time
+	blocked   time.Time // since when the window has held back a queued packet (zero: not blocked)
+	done      chan struct{}
+	wg        sync.WaitGroup
+	minBps    int
+	maxBps    int
+	probes    int // packets sent past a window that stayed shut for windowStall
 }
 
 type queued struct {
@@ -62,7 +75,7 @@ func newBBREstimator(cfg controllerConfig) (*bbrEstimator, error) {
 		return nil, err
 	}
 	e := &bbrEstimator{c: c, start: time.Now(), queue: list.New(), done: make(chan struct{}), minBps: cfg.MinBps,
-		maxBps: cfg.MaxBps, lastSent: -1}
+		maxBps: cfg.MaxBps, lastSent: -1, padding: !cfg.BBR.NoPadding}
 	e.last = e.targetLocked()
 	return e, nil
 }
@@ -103,41 +116,103 @@ func (e *bbrEstimator) pace() {
 			return
 		case now := <-t.C:
 			e.mu.Lock()
-			e.tokens = min(e.tokens+now.Sub(e.tick).Seconds()*e.c.PacingRate()/8, float64(bbrBurst))
-			e.tick = now
-			for e.queue.Len() > 0 && e.tokens > 0 {
-				if !e.c.CanSend() {
-					if e.blocked.IsZero() {
-						e.blocked = now
-					}
-					if now.Sub(e.blocked) < windowStall {
-						break
-					}
-					e.probes++
-				}
-				e.blocked = time.Time{}
-				q := e.queue.Remove(e.queue.Front()).(*queued)
-				e.tokens -= float64(e.sendLocked(q))
-			}
+			e.tick = e.paceLocked(now)
 			e.mu.Unlock()
 		}
 	}
 }
 
-// sendLocked tells the controller a packet leaves and writes it (e.mu is released for the write:
-// the writer may take the sender's locks); its size.
-func (e *bbrEstimator) sendLocked(q *queued) int {
-	size := q.h.MarshalSize() + len(q.payload)
-	seq := int64(-1)
-	var ext rtp.TransportCCExtension
-	if x := q.h.GetExtension(e.extID); x != nil && ext.Unmarshal(x) == nil {
-		seq = int64(ext.TransportSequence)
-		if e.lastSent >= 0 {
-			seq = unwrap16(ext.TransportSequence, e.lastSent)
-		}
-		e.lastSent = seq
+// paceLocked is one pacer tick at `now`: the budgets refilled since the last tick, media released
+// while the window admits it, then padding if the media queue is empty; the tick's time.
+func (e *bbrEstimator) paceLocked(now time.Time) time.Time {
+	dt := now.Sub(e.tick).Seconds()
+	e.tokens = min(e.tokens+dt*e.c.PacingRate()/8, float64(bbrBurst))
+	padRate := e.padRateLocked()
+	if padRate > 0 {
+		e.padTokens = min(e.padTokens+dt*padRate/8, float64(bbrBurst))
+	} else {
+		e.padTokens = 0 // no budget saved up from a probing phase for later
 	}
-	e.c.OnPacketSent(e.now(), seq, size, e.queue.Len() == 0)
+	for e.queue.Len() > 0 && e.tokens > 0 {
+		if !e.c.CanSend() {
+			if e.blocked.IsZero() {
+				e.blocked = now
+			}
+			if now.Sub(e.blocked) < windowStall {
+				break
+			}
+			e.probes++
+		}
+		e.blocked = time.Time{}
+		q := e.queue.Remove(e.queue.Front()).(*queued)
+		size := float64(e.sendLocked(q, padRate == 0))
+		e.tokens -= size
+		e.padTokens = max(e.padTokens-size, -float64(bbrBurst))
+	}
+	// Padding: only with the media queue empty, within the pacing and pad budgets, and only into
+	// the window's room (a padding packet never takes in-flight data past the window).
+	for padRate > 0 && e.queue.Len() == 0 && e.tokens > 0 && e.padTokens > 0 && !e.padOff &&
+		e.c.WindowRoom() >= int64(e.paddingSize()) {
+		size := float64(e.sendPaddingLocked())
+		e.tokens -= size
+		e.padTokens -= size
+	}
+	return now
+}
+
+// padRateLocked: the controller's pad rate, or 0 with padding turned off or the stream ended.
+func (e *bbrEstimator) padRateLocked() float64 {
+	if !e.padding || e.padOff {
+		return 0
+	}
+	return e.c.PadRate()
+}
+
+// paddingSize is a padding packet's UDP payload: the RTP header with the transport-wide sequence
+// number extension, and the padding.
+func (e *bbrEstimator) paddingSize() int {
+	h := rtp.Header{Version: 2}
+	_ = h.SetExtension(max(e.extID, 1), make([]byte, 2))
+	return h.MarshalSize() + paddingBytes
+}
+
+// sendPaddingLocked sends one padding-only packet (padding.go); its size.
+func (e *bbrEstimator) sendPaddingLocked() int {
+	h := rtp.Header{Version: 2, Padding: true, PayloadType: paddingPT, SequenceNumber: e.padSeq, Timestamp: e.lastTS,
+		SSRC: paddingSSRC}
+	e.padSeq++
+	size := e.sendLocked(&queued{h: h, payload: paddingPayload()}, false)
+	e.padSent++
+	e.padBytes += int64(size)
+	return size
+}
+
+// StopPadding: the stream has ended (the sender waits for the pacer to drain and the feedback on
+// the last packet): padding then would only delay that.
+func (e *bbrEstimator) StopPadding() {
+	e.mu.Lock()
+	e.padOff = true
+	e.mu.Unlock()
+}
+
+// sendLocked gives a packet the next transport-wide sequence number, tells the controller it leaves
+// (appLimited: the pacer has nothing queued after it and will not pad) and writes it (e.mu is
+// released for the write: the writer may take the sender's locks); its size. Numbering here, where
+// packets leave in order, rather than where the packetiser hands them over, is what lets padding
+// (made here) and media share one consecutive sequence, as libwebrtc numbers in its pacer.
+func (e *bbrEstimator) sendLocked(q *queued, appLimited bool) int {
+	seq := e.nextSeq
+	e.nextSeq++
+	if e.extID != 0 {
+		ext, _ := (&rtp.TransportCCExtension{TransportSequence: uint16(seq)}).Marshal()
+		_ = q.h.SetExtension(e.extID, ext) // replaces a number given upstream, if any
+	}
+	e.lastSent = seq
+	if q.h.SSRC != paddingSSRC {
+		e.lastTS = q.h.Timestamp
+	}
+	size := q.h.MarshalSize() + len(q.payload)
+	e.c.OnPacketSent(e.now(), seq, size, appLimited && e.queue.Len() == 0)
 	w := e.writer
 	e.mu.Unlock()
 	_, _ = w.Write(&q.h, q.payload, q.attrs)
@@ -205,6 +280,7 @@ func (e *bbrEstimator) GetStats() map[string]any {
 		"mode": e.c.Mode().String(), "recovery": e.c.Recovery().String(), "bwEstimate": e.c.BandwidthEstimate(),
 		"minRTTms": float64(e.c.MinRTT().Microseconds()) / 1000, "cwnd": e.c.CongestionWindow(),
 		"inflight": e.c.Inflight(), "maxAckHeight": e.c.MaxAckHeight(), "pacingRate": e.c.PacingRate(), "queued": e.queue.Len(), "windowProbes": e.probes,
+		"padRate": e.padRateLocked(), "paddingPackets": e.padSent,
 	}
 }
 

@@ -20,7 +20,13 @@ type bbrVariant struct {
 	ThirdBest          bool // the third-highest sample is the estimate
 	NoRecovery         bool // the recovery state is disabled
 	ProbeRTTv2         bool // BBRv2-like RTT probing: cwnd = BDP/2 in PROBE_RTT, min-RTT expiry 5 s
+	NoPadding          bool // no padding while probing (mpvlab-rtp's behaviour before it padded; not WebRTC's)
 }
+
+// numbersAtSend: controllers whose own pacer gives the transport-wide sequence numbers as packets
+// leave (it sends padding between media packets); the sender then leaves pion's numbering
+// interceptor, which numbers at handover, out of the chain. GCC keeps pion's chain unchanged.
+var numbersAtSend = map[string]bool{"webrtc-bbr": true}
 
 // controllers: the registry of send-side rate controllers, by the name a scenario uses
 // (mpvlab/run/workloads/spec.py keeps the same list). Each returns pion's BandwidthEstimator, the

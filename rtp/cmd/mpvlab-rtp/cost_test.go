@@ -90,7 +90,9 @@ func (v *costViewer) write(h *rtp.Header, payload []byte, _ interceptor.Attribut
 		v.ledger.onSent(ext.TransportSequence)
 		v.mu.Lock()
 		v.rec.Record(h.SSRC, ext.TransportSequence, (time.Since(v.start) + costOneWay).Microseconds())
-		v.released++
+		if h.SSRC != paddingSSRC { // the stream's packets; webrtc-bbr's padding costs CPU but is not one
+			v.released++
+		}
 		v.mu.Unlock()
 	}
 	return len(buf), nil

@@ -64,6 +64,12 @@ type receiver struct {
 	fbErrs    int // feedback the socket refused (no route, buffer full)
 	udpDgrams int // every datagram the socket read (RTP and the end records): the interface check
 	udpBytes  int64
+	// padding-only packets (padding.go): counted here, never in the video's packets, bytes or frames
+	padPackets int
+	padBytes   int64
+	padDups    int
+	padSeen    map[int64]bool
+	padSeqMax  int64
 	// playout and decoding (playout.go)
 	dec      *decoderChild
 	next     uint32            // the next frame to play out
@@ -74,8 +80,8 @@ type receiver struct {
 }
 
 type rateBin struct {
-	bytes   int64
-	packets int
+	bytes, paddingBytes int64 // video packets' and padding packets' UDP payload
+	packets             int
 }
 
 func parseRecvFlags(args []string) (recvConfig, error) {
@@ -115,7 +121,8 @@ func runRecv(args []string) error {
 	}
 	defer conn.Close()
 	r := &receiver{cfg: cfg, conn: conn, frames: map[uint32]*recvFrame{}, bins: map[int64]*rateBin{},
-		seqFirst: -1, seqMax: -1, seenSeq: map[int64]bool{}, maxFrame: -1, decode: map[uint32]string{}}
+		seqFirst: -1, seqMax: -1, seenSeq: map[int64]bool{}, maxFrame: -1, decode: map[uint32]string{},
+		padSeen: map[int64]bool{}, padSeqMax: -1}
 	ready := map[string]any{"pid": os.Getpid(), "listen": conn.LocalAddr().String()}
 	if cfg.decoder != "" {
 		if r.dec, err = startDecoder(cfg.python, cfg.decoder, cfg.out); err != nil {
@@ -250,6 +257,10 @@ func (r *receiver) onRTP(b []byte) {
 		r.badPkts++
 		return
 	}
+	if p.SSRC == paddingSSRC {
+		r.onPadding(&p, len(b), now)
+		return
+	}
 	st, err := parseStamp(p.GetExtension(extFrame), p.GetExtension(extFramePart))
 	if err != nil || st.Count == 0 || st.Index >= st.Count {
 		r.badPkts++
@@ -304,6 +315,33 @@ func (r *receiver) onRTP(b []byte) {
 		}
 		f.parts = nil // the bytes are checked; keep the memory flat
 	}
+}
+
+// onPadding counts a padding-only packet (padding.go) apart from the video: its bytes per second in
+// rate.csv's own column, never a frame's or the video's packet count. Anything else on the padding
+// stream is unparsable.
+func (r *receiver) onPadding(p *rtp.Packet, size int, now int64) {
+	if !isPaddingOnly(p) {
+		r.badPkts++
+		return
+	}
+	seq := int64(p.SequenceNumber)
+	if r.padSeqMax >= 0 {
+		seq = unwrap16(p.SequenceNumber, r.padSeqMax)
+	}
+	if r.padSeen[seq] {
+		r.padDups++
+		return
+	}
+	r.padSeen[seq] = true
+	r.padSeqMax = max(r.padSeqMax, seq)
+	r.padPackets++
+	r.padBytes += int64(size)
+	bin := (now - r.cfg.t0Ns) / 1e9
+	if r.bins[bin] == nil {
+		r.bins[bin] = &rateBin{}
+	}
+	r.bins[bin].paddingBytes += int64(size)
 }
 
 // reassemble depacketises a complete frame in packet order (pion's H264 depacketiser: single NAL,
@@ -378,10 +416,10 @@ func (r *receiver) writeResults() error {
 			if b == nil {
 				b = &rateBin{}
 			}
-			rows = append(rows, []string{itoa(k), itoa(b.bytes * 8), strconv.Itoa(b.packets)})
+			rows = append(rows, []string{itoa(k), itoa(b.bytes * 8), strconv.Itoa(b.packets), itoa(b.paddingBytes * 8)})
 		}
 	}
-	if err := writeCSV(filepath.Join(c.out, "rate.csv"), []string{"second", "received_bps", "packets"}, rows); err != nil {
+	if err := writeCSV(filepath.Join(c.out, "rate.csv"), []string{"second", "received_bps", "packets", "padding_bps"}, rows); err != nil {
 		return err
 	}
 	expected := 0
@@ -392,6 +430,10 @@ func (r *receiver) writeResults() error {
 		if v, ok := r.end["packets"].(float64); ok {
 			expected = int(v) // the sender numbers from 0: every packet it sent
 		}
+	}
+	padExpected := r.padPackets
+	if v, ok := r.end["padding_packets"].(float64); ok {
+		padExpected = int(v)
 	}
 	sort.Float64s(lat)
 	pct := func(q float64) any {
@@ -408,6 +450,8 @@ func (r *receiver) writeResults() error {
 		"playout_deadline_ms":        float64(c.deadline.Nanoseconds()) / 1e6,
 		"packets_received":           r.packets, "packets_expected": expected, "packets_lost": expected - r.packets,
 		"duplicate_packets": r.dupPkts, "unparsable_packets": r.badPkts,
+		"padding_packets_received": r.padPackets, "padding_bytes_received": r.padBytes, "padding_packets_expected": padExpected,
+		"padding_packets_lost": padExpected - r.padPackets, "padding_duplicate_packets": r.padDups,
 		"rtp_bytes_received": r.rtpBytes, "udp_datagrams_received": r.udpDgrams, "udp_payload_bytes_received": r.udpBytes, "feedback_rtcp_sent": r.fbSent, "feedback_rtcp_bytes": r.fbBytes, "feedback_send_errors": r.fbErrs,
 		"cpu": processCPU(),
 		"latency_ms": map[string]any{"p50": pct(0.5), "p95": pct(0.95), "p99": pct(0.99), "max": pct(1.0),

@@ -80,12 +80,19 @@ func (s *sender) writeResults(frames []frameRow) error {
 		return err
 	}
 	rows = rows[:0]
-	var rtpBytes int64
+	var rtpBytes int64 // the video's packets: padding is counted apart
 	for _, p := range s.packets {
-		rtpBytes += int64(p.wireBytes)
-		rows = append(rows, []string{secs(p.tNs, c.t0Ns), itoa(p.tseq), itoa(int64(p.seq)), itoa(int64(p.frame)), itoa(int64(p.wireBytes))})
+		frame := itoa(int64(p.frame))
+		if p.padding {
+			frame = "" // padding belongs to no frame; its rtp_seq is the padding stream's
+		} else {
+			rtpBytes += int64(p.wireBytes)
+		}
+		rows = append(rows, []string{secs(p.tNs, c.t0Ns), itoa(p.tseq), itoa(int64(p.seq)), frame, itoa(int64(p.wireBytes)),
+			strconv.FormatBool(p.padding)})
 	}
-	if err := writeCSV(filepath.Join(c.out, "packets.csv"), []string{"t_s", "transport_seq", "rtp_seq", "frame", "udp_payload_bytes"}, rows); err != nil {
+	if err := writeCSV(filepath.Join(c.out, "packets.csv"), []string{"t_s", "transport_seq", "rtp_seq", "frame", "udp_payload_bytes",
+		"padding"}, rows); err != nil {
 		return err
 	}
 	rows = rows[:0]
@@ -128,6 +135,8 @@ func (s *sender) writeResults(frames []frameRow) error {
 	out := map[string]any{
 		"controller": c.controller, "frames_captured": len(frames), "packets_sent": s.wireSent,
 		"packets_handed": s.handed, "packets_unsent_at_end": s.unsentAtEnd, "rtp_bytes_sent": rtpBytes, "send_errors": s.sendErrs, "feedback": fb,
+		"padding":              !c.bbr.NoPadding && numbersAtSend[c.controller],
+		"padding_packets_sent": s.paddingSent, "padding_bytes_sent": s.paddingBytes, "padding_packets_unsent_at_end": s.paddingUnsent,
 		"fps": c.fps, "width": c.width, "height": c.height, "duration_s": c.duration.Seconds(),
 		"bitrate_bps":    map[string]int{"initial": c.initialBps, "min": c.minBps, "max": c.maxBps},
 		"target_updates": len(s.targets), "cpu": processCPU(),

@@ -41,6 +41,7 @@ type sentPacket struct {
 	frame       uint32
 	wireBytes   int // RTP header + payload: the UDP payload
 	payloadSize int
+	padding     bool // a padding-only packet (padding.go), not video
 }
 
 // frameRow is one row of frames.csv: one encoded frame as captured and handed to the pacer.
@@ -72,8 +73,10 @@ type sender struct {
 	packets  []sentPacket
 	targets  []targetRow
 	handed   int // packets handed to the interceptor chain (the pacer queues them)
-	wireSent int // packets written to the socket
-	sendErrs int
+	wireSent int // media packets written to the socket
+	// padding-only packets the controller's pacer sent (padding.go), apart from the media counts
+	paddingSent, paddingBytes, paddingUnsent int
+	sendErrs                                 int
 	// wireMu serialises writes with the close of the wire: once closed, what the pacer still
 	// releases is not sent (unsentAtEnd), so the end record's packet count is the final one.
 	wireMu      sync.Mutex
@@ -106,6 +109,7 @@ func parseSendFlags(args []string) (sendConfig, error) {
 	fs.BoolVar(&c.bbr.ThirdBest, "bbr-third-best", false, "webrtc-bbr variant: the third-highest sample is the estimate")
 	fs.BoolVar(&c.bbr.NoRecovery, "bbr-no-recovery", false, "webrtc-bbr variant: no recovery state")
 	fs.BoolVar(&c.bbr.ProbeRTTv2, "bbr-probe-rtt-v2", false, "webrtc-bbr variant: BBRv2-like RTT probing")
+	fs.BoolVar(&c.bbr.NoPadding, "bbr-no-padding", false, "webrtc-bbr: no padding while BBR probes (WebRTC pads)")
 	fs.DurationVar(&c.feedbackWait, "feedback-wait", 3*time.Second,
 		"after the pacer's queue is dropped: how long to wait for the feedback on the last packet sent")
 	if err := fs.Parse(args); err != nil {
@@ -147,7 +151,8 @@ func runSend(args []string) error {
 
 	// The interceptor chain, as pion/webrtc builds it for a sender: the cc interceptor (estimator +
 	// pacer) is added first so that it sits nearest the network, the TWCC header-extension
-	// interceptor outside it numbers every packet as it is handed over.
+	// interceptor outside it numbers every packet as it is handed over — except for a controller
+	// whose pacer numbers packets as they leave (numbersAtSend: webrtc-bbr, which pads).
 	ccf, err := cc.NewInterceptor(func() (cc.BandwidthEstimator, error) {
 		return newController(cfg.controller, controllerConfig{InitialBps: cfg.initialBps, MinBps: cfg.minBps, MaxBps: cfg.maxBps, BBR: cfg.bbr})
 	})
@@ -161,7 +166,9 @@ func runSend(args []string) error {
 	}
 	reg := interceptor.Registry{}
 	reg.Add(ccf)
-	reg.Add(hdr)
+	if !numbersAtSend[cfg.controller] {
+		reg.Add(hdr)
+	}
 	chain, err := reg.Build("mpvlab")
 	if err != nil {
 		return err
@@ -240,6 +247,9 @@ func runSend(args []string) error {
 	if err != nil {
 		return err
 	}
+	if p, ok := s.bwe.(interface{ StopPadding() }); ok {
+		p.StopPadding() // the stream ended: only media from here, so the drain and feedback waits end
+	}
 	// Let the pacer drain and the feedback for the last packets come back, then tell the viewer
 	// how many frames there were.
 	// Up to drainWait for the pacer to send what it holds and the feedback on it; a window-limited
@@ -248,11 +258,12 @@ func runSend(args []string) error {
 	// A pacer still holding packets (a window-limited controller behind a long queue) would send
 	// after the end record and the viewer would count one packet fewer than the sender: the wire
 	// closes here, and the feedback on what was sent still comes back before the end record.
-	sent := s.closeWire()
+	sent, padding := s.closeWire()
 	for deadline := time.Now().Add(cfg.feedbackWait); time.Now().Before(deadline) && !s.ledger.lastCovered(); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	end, _ := json.Marshal(map[string]any{"frames": len(frames), "packets": sent, "ssrc": defaultSSRC})
+	end, _ := json.Marshal(map[string]any{"frames": len(frames), "packets": sent, "ssrc": defaultSSRC,
+		"padding_packets": padding, "padding_ssrc": paddingSSRC})
 	for i := 0; i < 5; i++ { // UDP: repeated, the viewer takes the first
 		_, _ = conn.Write(append([]byte(endMagic), end...))
 		time.Sleep(20 * time.Millisecond)
@@ -278,14 +289,14 @@ func (s *sender) waitDrained(d time.Duration) bool {
 	}
 }
 
-// closeWire stops writeWire sending and returns the packets it sent.
-func (s *sender) closeWire() int {
+// closeWire stops writeWire sending and returns the media and padding packets it sent.
+func (s *sender) closeWire() (media, padding int) {
 	s.wireMu.Lock()
 	defer s.wireMu.Unlock()
 	s.wireClosed = true
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.wireSent
+	return s.wireSent, s.paddingSent
 }
 
 // writeWire is the bottom of the chain: what the pacer releases goes to the socket here.
@@ -296,8 +307,14 @@ func (s *sender) writeWire(h *rtp.Header, payload []byte, _ interceptor.Attribut
 	}
 	s.wireMu.Lock()
 	defer s.wireMu.Unlock()
+	pad := h.SSRC == paddingSSRC
 	if s.wireClosed {
-		s.unsentAtEnd++ // after the end record's count: never sent, never in packets.csv
+		// after the end record's count: never sent, never in packets.csv
+		if pad {
+			s.paddingUnsent++
+		} else {
+			s.unsentAtEnd++
+		}
 		return len(buf), nil
 	}
 	buf = append(buf, payload...)
@@ -312,11 +329,16 @@ func (s *sender) writeWire(h *rtp.Header, payload []byte, _ interceptor.Attribut
 	n, err := s.conn.Write(buf)
 	st, _ := parseStamp(h.GetExtension(extFrame), h.GetExtension(extFramePart))
 	s.mu.Lock()
-	s.wireSent++
+	if pad {
+		s.paddingSent++
+		s.paddingBytes += len(buf)
+	} else {
+		s.wireSent++
+	}
 	if err != nil {
 		s.sendErrs++
 	}
-	s.packets = append(s.packets, sentPacket{now, tseq, h.SequenceNumber, st.Frame, len(buf), len(payload)})
+	s.packets = append(s.packets, sentPacket{now, tseq, h.SequenceNumber, st.Frame, len(buf), len(payload), pad})
 	s.mu.Unlock()
 	if err != nil {
 		// ECONNREFUSED from an earlier ICMP, ENOBUFS: counted; the stream goes on as UDP would

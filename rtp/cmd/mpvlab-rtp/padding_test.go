@@ -1,0 +1,192 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/pion/interceptor"
+	"github.com/pion/rtp"
+)
+
+// wirePacket is what the BBR pacer handed to the wire, with the pacer's state at that moment.
+type wirePacket struct {
+	tseq          uint16
+	padding       bool
+	size          int
+	inflightAfter int64 // the controller's bytes in flight once it was sent
+	cwnd          int64
+	queued        int // media packets still queued
+}
+
+// pacerUnderTest: the webrtc-bbr estimator's pacer driven tick by tick (no goroutine, no feedback:
+// the controller stays in STARTUP, where it probes), writing into a recorder.
+func pacerUnderTest(t *testing.T, v bbrVariant) (*bbrEstimator, *[]wirePacket) {
+	t.Helper()
+	e, err := newBBREstimator(controllerConfig{InitialBps: 300_000, MinBps: 50_000, MaxBps: 1_300_000, BBR: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []wirePacket
+	e.extID = extTWCC
+	e.writer = interceptor.RTPWriterFunc(func(h *rtp.Header, p []byte, _ interceptor.Attributes) (int, error) {
+		var ext rtp.TransportCCExtension
+		if err := ext.Unmarshal(h.GetExtension(extTWCC)); err != nil {
+			t.Fatalf("a packet left without a transport-wide sequence number: %v", err)
+		}
+		pad := h.SSRC == paddingSSRC
+		if pad {
+			pkt := rtp.Packet{}
+			raw, _ := h.Marshal()
+			if err := pkt.Unmarshal(append(raw, p...)); err != nil || !isPaddingOnly(&pkt) {
+				t.Fatalf("padding packet does not parse as padding-only: %v %+v", err, pkt.Header)
+			}
+		}
+		out = append(out, wirePacket{ext.TransportSequence, pad, h.MarshalSize() + len(p), e.c.Inflight(),
+			e.c.CongestionWindow(), e.queue.Len()})
+		return h.MarshalSize() + len(p), nil
+	})
+	e.tick = time.Unix(0, 0)
+	return e, &out
+}
+
+func queueMedia(e *bbrEstimator, n int, seq *uint16) {
+	for i := 0; i < n; i++ {
+		h := rtp.Header{Version: 2, PayloadType: payloadType, SequenceNumber: *seq, SSRC: defaultSSRC}
+		*seq++
+		e.queue.PushBack(&queued{h: h, payload: make([]byte, maxPayloadMTU)})
+	}
+}
+
+// While BBR probes (STARTUP here), the pacer pads when its media queue is empty, never past the
+// congestion window, no faster than the pad rate; media and padding share one consecutive
+// transport-wide sequence; with the media queued, media goes first.
+func TestPacerPadsWithinWindowAndRate(t *testing.T) {
+	e, out := pacerUnderTest(t, bbrVariant{})
+	padRate := e.c.PadRate()
+	if padRate <= 0 || padRate != e.c.PacingRate() {
+		t.Fatalf("STARTUP: pad rate %g, pacing rate %g: want equal and > 0", padRate, e.c.PacingRate())
+	}
+	var mediaSeq uint16
+	now := e.tick
+	const ticks = 3000 // 6 s of 2 ms ticks, no feedback: the window must stop the padding
+	for i := 0; i < ticks; i++ {
+		if i%33 == 0 && i < 500 { // a frame of 3 packets every ~66 ms for the first second
+			queueMedia(e, 3, &mediaSeq)
+		}
+		now = now.Add(bbrTick)
+		e.mu.Lock()
+		e.tick = e.paceLocked(now)
+		e.mu.Unlock()
+	}
+	var pads, media, padBytes int
+	for i, p := range *out {
+		if p.tseq != uint16(i) {
+			t.Fatalf("packet %d left with transport seq %d: not consecutive", i, p.tseq)
+		}
+		if p.padding {
+			pads++
+			padBytes += p.size
+			if p.queued != 0 {
+				t.Fatalf("packet %d: padding sent with %d media packets queued", i, p.queued)
+			}
+			if p.inflightAfter > p.cwnd {
+				t.Fatalf("packet %d: padding took in-flight to %d, past the window %d", i, p.inflightAfter, p.cwnd)
+			}
+		} else {
+			media++
+		}
+	}
+	if media != int(mediaSeq) {
+		t.Fatalf("%d media packets sent of %d queued", media, mediaSeq)
+	}
+	t.Logf("%d media and %d padding packets (%d bytes); window %d, in flight %d", media, pads, padBytes,
+		e.c.CongestionWindow(), e.c.Inflight())
+	if pads == 0 {
+		t.Fatal("no padding while probing")
+	}
+	// Nothing acknowledged: the window filled and stopped the padding with less room than a packet.
+	if room := e.c.WindowRoom(); room >= int64(e.paddingSize()) {
+		t.Fatalf("padding stopped with %d bytes of window room (a padding packet is %d)", room, e.paddingSize())
+	}
+	// Rate: all bytes sent ≤ pad rate × elapsed + one burst (+ one packet the budget may overdraw).
+	var total int
+	for _, p := range *out {
+		total += p.size
+	}
+	limit := padRate/8*float64(ticks)*bbrTick.Seconds() + bbrBurst + float64(maxPayloadMTU+64)
+	if float64(total) > limit {
+		t.Fatalf("sent %d bytes in %v, more than the pad rate allows (%.0f)", total, ticks*bbrTick, limit)
+	}
+	if e.padSent != pads || e.padBytes != int64(padBytes) {
+		t.Fatalf("estimator counted %d padding packets / %d bytes, the wire %d / %d", e.padSent, e.padBytes, pads, padBytes)
+	}
+}
+
+// With padding turned off (workload.bbr.padding: false → --bbr-no-padding) the pacer sends media
+// only, numbered consecutively; StopPadding (the stream's end) also stops it.
+func TestPacerWithoutPadding(t *testing.T) {
+	for _, stop := range []bool{false, true} {
+		v := bbrVariant{NoPadding: !stop}
+		e, out := pacerUnderTest(t, v)
+		if stop {
+			e.StopPadding()
+		}
+		var mediaSeq uint16
+		now := e.tick
+		for i := 0; i < 500; i++ {
+			if i%33 == 0 {
+				queueMedia(e, 2, &mediaSeq)
+			}
+			now = now.Add(bbrTick)
+			e.mu.Lock()
+		e.tick = e.paceLocked(now)
+		e.mu.Unlock()
+		}
+		for i, p := range *out {
+			if p.padding || p.tseq != uint16(i) {
+				t.Fatalf("stop=%v packet %d: padding %v transport seq %d", stop, i, p.padding, p.tseq)
+			}
+		}
+		if len(*out) != int(mediaSeq) {
+			t.Fatalf("stop=%v: %d packets sent of %d queued", stop, len(*out), mediaSeq)
+		}
+	}
+	base := []string{"--dest", "10.0.0.1:5000", "--out", "/nonexistent", "--encoder", "x.py"}
+	cfg, err := parseSendFlags(append(base, "--controller", "webrtc-bbr", "--bbr-no-padding"))
+	if err != nil || !cfg.bbr.NoPadding {
+		t.Fatalf("--bbr-no-padding: %+v %v", cfg.bbr, err)
+	}
+	if _, err := parseSendFlags(append(base, "--controller", "gcc", "--bbr-no-padding")); err == nil {
+		t.Fatal("--bbr-no-padding with gcc was accepted")
+	}
+}
+
+// The viewer counts a padding-only packet apart: not a video packet, byte or frame.
+func TestViewerKeepsPaddingOutOfTheVideo(t *testing.T) {
+	r := &receiver{frames: map[uint32]*recvFrame{}, bins: map[int64]*rateBin{}, seqFirst: -1, seqMax: -1,
+		seenSeq: map[int64]bool{}, maxFrame: -1, decode: map[uint32]string{}, padSeen: map[int64]bool{}, padSeqMax: -1}
+	pad := rtp.Header{Version: 2, Padding: true, PayloadType: paddingPT, SSRC: paddingSSRC, SequenceNumber: 7}
+	raw, _ := pad.Marshal()
+	raw = append(raw, paddingPayload()...)
+	r.onRTP(raw)
+	r.onRTP(raw) // a duplicate
+	st := frameStamp{Frame: 0, Index: 0, Count: 1, NALBytes: 3}
+	fe, pe := st.marshal()
+	h := rtp.Header{Version: 2, PayloadType: payloadType, SSRC: defaultSSRC}
+	_ = h.SetExtension(extFrame, fe)
+	_ = h.SetExtension(extFramePart, pe)
+	media, _ := h.Marshal()
+	media = append(media, 0x65, 0x88, 0x84)
+	r.onRTP(media)
+	// padding bytes on the padding stream that are not padding-only: unparsable, not padding
+	bad := rtp.Header{Version: 2, PayloadType: paddingPT, SSRC: paddingSSRC, SequenceNumber: 8}
+	rawBad, _ := bad.Marshal()
+	r.onRTP(append(rawBad, 1, 2, 3))
+	if r.padPackets != 1 || r.padBytes != int64(len(raw)) || r.padDups != 1 {
+		t.Fatalf("padding: %d packets %d bytes %d duplicates, want 1, %d, 1", r.padPackets, r.padBytes, r.padDups, len(raw))
+	}
+	if r.packets != 1 || r.rtpBytes != int64(len(media)) || len(r.frames) != 1 || r.badPkts != 1 {
+		t.Fatalf("video: %d packets %d bytes %d frames %d unparsable, want 1, %d, 1, 1", r.packets, r.rtpBytes,
+			len(r.frames), r.badPkts, len(media))
+	}
+}
