@@ -41,6 +41,7 @@ from core import units  # noqa: E402
 from mpvlab.report import style as st  # noqa: E402
 from mpvlab.report.aggregate import Collection, Run  # noqa: E402
 from mpvlab.report.figure import Figure  # noqa: E402
+from mpvlab.run.workloads.spec import WebrtcBbrVariant  # noqa: E402
 
 TARGETS_CSV = Path("logs") / "rtp" / "sender" / "targets.csv"
 WIRE_PACKET = 1514          # bytes a 'Npkt' buffer holds per packet (full-size Ethernet frame), for ranking
@@ -128,7 +129,8 @@ def _study_runs(c: Collection) -> list[tuple[Run, Condition, float]]:
 
 
 # workload.bbr's fields at WebRTC's own behaviour; a run that differs is labelled by what differs.
-BBR_DEFAULTS = {"filter": "replacing", "estimate": "best", "recovery": True, "probe_rtt": "webrtc"}
+# WebRTC's own BBR: the variant model's defaults (one place, so a new variant field labels itself)
+BBR_DEFAULTS = WebrtcBbrVariant().model_dump()
 
 
 def _ctrl(run: Run) -> str:
