@@ -108,9 +108,16 @@ def check_on_link(mark: EcnMark, rate_bit: int | None, buffer_bytes: int, has_ca
                          "the tbf would drop before the marker marks")
 
 
-def marker_name(run_id: str) -> str:
-    """The run-scoped name of the marker's BPF program and map (BPF_OBJ_NAME_LEN 16 incl. NUL)."""
-    return f"ecnvq_{naming.check_run_id(run_id)}"
+def marker_name(shaper_ifb: str) -> str:
+    """The run-scoped name of a direction's marker program and map, from that direction's IFB name
+    (naming.ifname: `mv` + run id + tag, unique per run and direction): `ecn_<run id><tag>`, at most
+    14 chars (BPF_OBJ_NAME_LEN is 16 with the NUL)."""
+    m = re.fullmatch(r"mv([a-z0-9]{6})([a-z0-9]{1,4})", shaper_ifb)
+    assert m, shaper_ifb
+    return f"ecn_{naming.check_run_id(m.group(1))}{m.group(2)}"
+
+
+COUNTERS = ("pkts", "bytes", "ect", "not_ect", "ce_in", "non_ip", "marked", "mark_failed", "over_threshold")
 
 
 
@@ -130,6 +137,18 @@ class Marker:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def snapshot(self) -> dict[str, int]:
+        """The counters now, read from the map by id (maps are not per namespace): the run takes one
+        at the start and one at the end of the workload, so probe traffic before it is not counted."""
+        cp = proc.run(["bpftool", "-j", "map", "lookup", "id", str(self.ids[1]), "key", "0", "0", "0", "0"],
+                      check=False)
+        try:
+            val = json.loads(cp.stdout)["formatted"]["value"]
+            return {k: int(val[k]) for k in COUNTERS}
+        except (ValueError, KeyError, TypeError):
+            raise EcnMarkError(f"cannot read the ECN marker's map {self.name} (id {self.ids[1]}): "
+                               f"{(cp.stderr or cp.stdout).strip()[-300:]}") from None
+
     def stop(self) -> dict[str, Any]:
         """Detach and return the counters (the loader writes them after detaching)."""
         rc = proc.stop_child(self.process)
@@ -139,8 +158,36 @@ class Marker:
             return {"error": f"the ECN marker {self.name} wrote no counters (exit {rc}); see {self.files['log']}",
                     "exit_code": rc}
         stats["exit_code"] = rc
-        stats["threshold"] = stats["threshold_bytes"]
         return stats
+
+
+def window(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in COUNTERS}
+
+
+class WorkloadWindow:
+    """The markers' counts over the workload (summary.py EcnMarks): a snapshot of each marker's map
+    when the collectors start and one when they stop, so the pre-run probe's packets are not counted."""
+
+    def __init__(self, handles: list[Any]) -> None:
+        self.markers: dict[str, Marker] = {h.plan.label: h.ecn_marker for h in handles
+                                           if getattr(h, "ecn_marker", None) is not None}
+        self.before: dict[str, dict[str, int]] = {}
+        self.counts: dict[str, dict[str, Any]] = {}
+
+    def start(self) -> None:
+        self.before = {label: m.snapshot() for label, m in self.markers.items()}
+
+    def stop(self) -> None:
+        for label, m in self.markers.items():
+            if label not in self.before:
+                continue
+            c: dict[str, Any] = window(self.before[label], m.snapshot())
+            c["marked_fraction_of_ect"] = round(c["marked"] / c["ect"], 6) if c["ect"] else None
+            self.counts[label] = {"threshold_bytes": m.threshold_bytes, "rate_bit": m.rate_bit, **c}
+
+    def view(self) -> dict[str, dict[str, Any]] | None:
+        return self.counts or None
 
 
 def check_built() -> None:
@@ -150,21 +197,21 @@ def check_built() -> None:
 
 
 def start_marker(ns: Netns, dev: str, rate_bit: int, threshold_bytes: int, *, name: str, label: str,
-                 workdir: Path, t0_ns: int, sample_hz: int = 100,
+                 workdir: Path, samples_dir: Path | None = None, sample_hz: int = 100,
                  popen: Callable[[list[str], Any], subprocess.Popen[bytes]] | None = None,
                  on_process: Callable[[proc.ProcRef], None] | None = None) -> Marker:
     """Attach the marker at `dev` egress inside `ns`; returns once it is attached (ready file).
-    Its virtual backlog is sampled at `sample_hz` into ecn-<label>.csv (t_s from `t0_ns`, the run's
-    CLOCK_MONOTONIC zero, the same clock as collectors/qdiscstat)."""
+    Its virtual backlog is sampled at `sample_hz` into ecn-<label>.csv (t_mono_ns: CLOCK_MONOTONIC,
+    the clock of the run's time zero and of collectors/qdiscstat; `load_samples` converts)."""
     check_built()
     assert re.fullmatch(r"[a-z0-9-]{1,40}", label), label
-    files = {k: workdir / f"ecn-{label}.{ext}" for k, ext in
-             (("ready", "ready"), ("stats", "json"), ("samples", "csv"), ("log", "log"))}
+    files = {k: workdir / f"ecn-{label}.{ext}" for k, ext in (("ready", "ready"), ("stats", "json"), ("log", "log"))}
+    files["samples"] = (samples_dir or workdir) / f"ecn-{label}.csv"
     files["ready"].unlink(missing_ok=True)
     argv = [str(LOADER), "--obj", str(OBJECT), "--dev", dev, "--rate-bit", str(rate_bit),
             "--threshold-bytes", str(threshold_bytes), "--name", name, "--ready-file", str(files["ready"]),
             "--stats", str(files["stats"]), "--samples", str(files["samples"]),
-            "--sample-us", str(max(100, 1_000_000 // max(1, sample_hz))), "--t0-ns", str(t0_ns)]
+            "--sample-us", str(max(100, 1_000_000 // max(1, sample_hz)))]
     with files["log"].open("wb") as log:
         p = popen(argv, log) if popen else ns.popen(argv, stdout=log, stderr=subprocess.STDOUT)
     if on_process is not None:
@@ -174,14 +221,17 @@ def start_marker(ns: Netns, dev: str, rate_bit: int, threshold_bytes: int, *, na
     return Marker(label, name, dev, rate_bit, threshold_bytes, p, files, (ids[0], ids[1]))
 
 
-def load_samples(path: Path) -> list[dict[str, float]]:
+def load_samples(path: Path, t0_ns: int = 0) -> list[dict[str, float]]:
+    """Rows of a marker's samples with `t_s` = (t_mono_ns − t0_ns) / 1e9 added."""
     rows: list[dict[str, float]] = []
     with path.open() as f:
         head = f.readline().strip().split(",")
         for line in f:
             parts = line.strip().split(",")
             if len(parts) == len(head):
-                rows.append({k: float(v) for k, v in zip(head, parts)})
+                row = {k: float(v) for k, v in zip(head, parts)}
+                row["t_s"] = (int(parts[0]) - t0_ns) / 1e9
+                rows.append(row)
     return rows
 
 
@@ -196,3 +246,18 @@ def bpf_objects_named(name: str) -> dict[str, list[int]]:
             items = []
         out[key] = [int(i["id"]) for i in items if i.get("name") == name]
     return out
+
+
+def enable_ecn(namespaces: list[Netns]) -> dict[str, dict[str, str]]:
+    """`net.ipv4.tcp_ecn=1` (request ECN on outgoing connections, accept it on incoming ones) in each
+    of the run's own namespaces — never the root namespace. Returns what was read back, per
+    namespace, for the provenance."""
+    for ns in namespaces:
+        assert naming.run_id_of_netns(ns.name) is not None, f"not a run namespace: {ns.name}"
+        ns.sysctl("net.ipv4.tcp_ecn", "1")
+    return {ns.name: {"net.ipv4.tcp_ecn": ns.read_sysctl("net.ipv4.tcp_ecn")} for ns in namespaces}
+
+
+def wanted(directions: list[Any]) -> bool:
+    """Whether any link direction asks for ECN marking (then the endpoints negotiate ECN)."""
+    return any(getattr(d, "ecn_mark", None) is not None for d in directions)

@@ -5,7 +5,10 @@
  * its counters and detach it.
  *
  *   mpvlab-ecnmark --obj build/ecn_vq.bpf.o --dev IF --rate-bit R --threshold-bytes K --name NAME
- *                  --ready-file F --stats F.json [--samples F.csv --sample-us N --t0-ns T]
+ *                  --ready-file F --stats F.json [--samples F.csv --sample-us N]
+ *
+ * Samples: t_mono_ns (CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns and of the platform's run time
+ * zero, which may move after the marker starts), the virtual backlog then, and the counters.
  *
  * Run-scoped names: the program and its map are both created under NAME (e.g. ecnvq_<runid>),
  * so `bpftool prog/map show` names the run. libbpf 1.1 cannot rename either, so the object is
@@ -116,13 +119,13 @@ static uint64_t backlog_now(const struct vq_state *v, uint64_t now)
 int main(int argc, char **argv)
 {
 	const char *obj_path = NULL, *dev = NULL, *name = NULL, *ready = NULL, *stats = NULL, *samples = NULL;
-	uint64_t rate_bit = 0, threshold = 0, sample_us = 10000, t0_ns = 0;
+	uint64_t rate_bit = 0, threshold = 0, sample_us = 10000;
 	static const struct option opts[] = {
 		{"obj", required_argument, 0, 'o'},       {"dev", required_argument, 0, 'd'},
 		{"rate-bit", required_argument, 0, 'r'},  {"threshold-bytes", required_argument, 0, 'k'},
 		{"name", required_argument, 0, 'n'},      {"ready-file", required_argument, 0, 'R'},
 		{"stats", required_argument, 0, 's'},     {"samples", required_argument, 0, 'S'},
-		{"sample-us", required_argument, 0, 'u'}, {"t0-ns", required_argument, 0, 't'},
+		{"sample-us", required_argument, 0, 'u'},
 		{0, 0, 0, 0}};
 	int c;
 
@@ -137,7 +140,6 @@ int main(int argc, char **argv)
 		case 's': stats = optarg; break;
 		case 'S': samples = optarg; break;
 		case 'u': sample_us = parse_u64("--sample-us", optarg, 100, 10000000); break;
-		case 't': t0_ns = parse_u64("--t0-ns", optarg, 0, UINT64_MAX); break;
 		default: die("unknown option (see the comment at the top of ecnmark_loader.c)");
 		}
 	}
@@ -245,7 +247,7 @@ int main(int argc, char **argv)
 		csv = fopen(samples, "w");
 		if (!csv)
 			die("cannot write %s: %s", samples, strerror(errno));
-		fprintf(csv, "t_s,vq_backlog_bytes,pkts,ect,not_ect,marked\n");
+		fprintf(csv, "t_mono_ns,vq_backlog_bytes,pkts,ect,not_ect,marked\n");
 	}
 	FILE *rf = fopen(ready, "w");
 	if (!rf)
@@ -259,8 +261,8 @@ int main(int argc, char **argv)
 		if (csv) {
 			uint64_t now = mono_ns();
 			if (map_read(map_fd, &v) == 0)
-				fprintf(csv, "%.6f,%" PRIu64 ",%llu,%llu,%llu,%llu\n",
-					((double)now - (double)t0_ns) / 1e9, backlog_now(&v, now),
+				fprintf(csv, "%" PRIu64 ",%" PRIu64 ",%llu,%llu,%llu,%llu\n",
+					now, backlog_now(&v, now),
 					(unsigned long long)v.pkts, (unsigned long long)v.ect,
 					(unsigned long long)v.not_ect, (unsigned long long)v.marked);
 			next += sample_us * 1000ULL;
