@@ -117,7 +117,8 @@ def marker_name(shaper_ifb: str) -> str:
     return f"ecn_{naming.check_run_id(m.group(1))}{m.group(2)}"
 
 
-COUNTERS = ("pkts", "bytes", "ect", "not_ect", "ce_in", "non_ip", "marked", "mark_failed", "over_threshold")
+COUNTERS = ("pkts", "bytes", "ect", "not_ect", "ce_in", "non_ip", "marked", "mark_failed", "over_threshold",
+            "over_limit")
 
 
 
@@ -130,6 +131,7 @@ class Marker:
     dev: str
     rate_bit: int
     threshold_bytes: int
+    limit_bytes: int
     process: subprocess.Popen[bytes]
     files: dict[str, Path] = field(default_factory=dict)
     ids: tuple[int, int] = (0, 0)     # kernel prog id, map id
@@ -184,7 +186,8 @@ class WorkloadWindow:
                 continue
             c: dict[str, Any] = window(self.before[label], m.snapshot())
             c["marked_fraction_of_ect"] = round(c["marked"] / c["ect"], 6) if c["ect"] else None
-            self.counts[label] = {"threshold_bytes": m.threshold_bytes, "rate_bit": m.rate_bit, **c}
+            self.counts[label] = {"threshold_bytes": m.threshold_bytes, "rate_bit": m.rate_bit,
+                                  "limit_bytes": m.limit_bytes, **c}
 
     def view(self) -> dict[str, dict[str, Any]] | None:
         return self.counts or None
@@ -196,11 +199,12 @@ def check_built() -> None:
             raise EcnMarkError(f"{p} is missing: run ./setup.sh (it builds links/ecnmark)")
 
 
-def start_marker(ns: Netns, dev: str, rate_bit: int, threshold_bytes: int, *, name: str, label: str,
+def start_marker(ns: Netns, dev: str, rate_bit: int, threshold_bytes: int, limit_bytes: int, *, name: str, label: str,
                  workdir: Path, samples_dir: Path | None = None, sample_hz: int = 100,
                  popen: Callable[[list[str], Any], subprocess.Popen[bytes]] | None = None,
                  on_process: Callable[[proc.ProcRef], None] | None = None) -> Marker:
     """Attach the marker at `dev` egress inside `ns`; returns once it is attached (ready file).
+    `limit_bytes`: the tbf's limit, whose tail drop the virtual queue mirrors.
     Its virtual backlog is sampled at `sample_hz` into ecn-<label>.csv (t_mono_ns: CLOCK_MONOTONIC,
     the clock of the run's time zero and of collectors/qdiscstat; `load_samples` converts)."""
     check_built()
@@ -209,7 +213,7 @@ def start_marker(ns: Netns, dev: str, rate_bit: int, threshold_bytes: int, *, na
     files["samples"] = (samples_dir or workdir) / f"ecn-{label}.csv"
     files["ready"].unlink(missing_ok=True)
     argv = [str(LOADER), "--obj", str(OBJECT), "--dev", dev, "--rate-bit", str(rate_bit),
-            "--threshold-bytes", str(threshold_bytes), "--name", name, "--ready-file", str(files["ready"]),
+            "--threshold-bytes", str(threshold_bytes), "--limit-bytes", str(limit_bytes), "--name", name, "--ready-file", str(files["ready"]),
             "--stats", str(files["stats"]), "--samples", str(files["samples"]),
             "--sample-us", str(max(100, 1_000_000 // max(1, sample_hz)))]
     with files["log"].open("wb") as log:
@@ -218,7 +222,7 @@ def start_marker(ns: Netns, dev: str, rate_bit: int, threshold_bytes: int, *, na
         on_process(proc.ProcRef.of(p.pid, f"ecnmark {label}"))
     proc.wait_ready(p, files["ready"], f"ECN marker {label} ({dev})", 10.0, log=files["log"], error=EcnMarkError)
     ids = tuple(int(x) for x in files["ready"].read_text().split()[:2])
-    return Marker(label, name, dev, rate_bit, threshold_bytes, p, files, (ids[0], ids[1]))
+    return Marker(label, name, dev, rate_bit, threshold_bytes, limit_bytes, p, files, (ids[0], ids[1]))
 
 
 def load_samples(path: Path, t0_ns: int = 0) -> list[dict[str, float]]:

@@ -141,7 +141,8 @@ def apply_direction(plan: DirectionPlan, workdir: Path, t0_ns: int,
             assert dev is not None
             # The marker drains at the configured rate, not the test hook's (TEST_RATE_FACTOR_ENV).
             handle.ecn_marker = ecn.start_marker(
-                ns, dev, spec.rate, spec.ecn_mark.threshold.to_bytes(spec.rate), name=ecn.marker_name(plan.ifb),
+                ns, dev, spec.rate, spec.ecn_mark.threshold.to_bytes(spec.rate), spec.buffer.to_bytes(FRAME_BYTES),
+                name=ecn.marker_name(plan.ifb),
                 label=plan.label, workdir=workdir, samples_dir=data_dir, on_process=on_process)
     if plan.needs_delay_line:
         _start_delay_line(handle, workdir, t0_ns, on_process)

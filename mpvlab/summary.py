@@ -289,6 +289,7 @@ class EcnMarks(Record):
 
     threshold_bytes: int = Field(description="K: CE on ECT packets while the virtual queue holds more")
     rate_bit: int = Field(description="the drain rate of the virtual queue: the tbf's rate")
+    limit_bytes: int = Field(description="the tbf's limit, whose tail drop the virtual queue mirrors")
     pkts: int
     bytes: int
     ect: int = Field(description="ECT(0)/ECT(1) packets on arrival")
@@ -301,6 +302,7 @@ class EcnMarks(Record):
         rank=16)]
     mark_failed: int = Field(description="ECT packets the kernel helper refused to mark (expected 0)")
     over_threshold: int = Field(description="arrivals that found the virtual queue above K (marked or not)")
+    over_limit: int = Field(description="arrivals the tbf's limit tail-drops (left out of the virtual queue too)")
     marked_fraction_of_ect: float | None
 
 

@@ -13,6 +13,7 @@ struct vq_state {
 	/* configuration (written once by the loader before attaching) */
 	__u64 rate_Bps;          /* drain rate, bytes per second: the tbf's rate / 8 */
 	__u64 threshold_bytes;   /* K: mark ECT packets while the virtual backlog exceeds it */
+	__u64 limit_bytes;       /* the tbf's limit: an arrival that would overflow it is not queued (tbf drops it) */
 	/* the virtual queue */
 	__u64 backlog_bytes;     /* after the last arrival (including it) */
 	__u64 last_ns;           /* CLOCK_MONOTONIC of the last arrival */
@@ -26,6 +27,7 @@ struct vq_state {
 	__u64 marked;            /* ECT packets this program set to CE */
 	__u64 mark_failed;       /* bpf_skb_ecn_set_ce refused a packet parsed as ECT (expected 0) */
 	__u64 over_threshold;    /* arrivals that found backlog > K (marked or not) */
+	__u64 over_limit;        /* arrivals the tbf's limit would tail-drop: left out of the virtual queue */
 };
 
 #endif

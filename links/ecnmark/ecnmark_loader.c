@@ -4,7 +4,7 @@
  * device for the lifetime of this process, sample its virtual backlog, and on SIGTERM/SIGINT write
  * its counters and detach it.
  *
- *   mpvlab-ecnmark --obj build/ecn_vq.bpf.o --dev IF --rate-bit R --threshold-bytes K --name NAME
+ *   mpvlab-ecnmark --obj build/ecn_vq.bpf.o --dev IF --rate-bit R --threshold-bytes K --limit-bytes L --name NAME
  *                  --ready-file F --stats F.json [--samples F.csv --sample-us N]
  *
  * Samples: t_mono_ns (CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns and of the platform's run time
@@ -119,13 +119,13 @@ static uint64_t backlog_now(const struct vq_state *v, uint64_t now)
 int main(int argc, char **argv)
 {
 	const char *obj_path = NULL, *dev = NULL, *name = NULL, *ready = NULL, *stats = NULL, *samples = NULL;
-	uint64_t rate_bit = 0, threshold = 0, sample_us = 10000;
+	uint64_t rate_bit = 0, threshold = 0, limit = 0, sample_us = 10000;
 	static const struct option opts[] = {
 		{"obj", required_argument, 0, 'o'},       {"dev", required_argument, 0, 'd'},
 		{"rate-bit", required_argument, 0, 'r'},  {"threshold-bytes", required_argument, 0, 'k'},
 		{"name", required_argument, 0, 'n'},      {"ready-file", required_argument, 0, 'R'},
 		{"stats", required_argument, 0, 's'},     {"samples", required_argument, 0, 'S'},
-		{"sample-us", required_argument, 0, 'u'},
+		{"sample-us", required_argument, 0, 'u'}, {"limit-bytes", required_argument, 0, 'l'},
 		{0, 0, 0, 0}};
 	int c;
 
@@ -135,6 +135,7 @@ int main(int argc, char **argv)
 		case 'd': dev = optarg; break;
 		case 'r': rate_bit = parse_u64("--rate-bit", optarg, 8000, 10000000000ULL); break;
 		case 'k': threshold = parse_u64("--threshold-bytes", optarg, 1, 1ULL << 30); break;
+		case 'l': limit = parse_u64("--limit-bytes", optarg, 1514, 1ULL << 40); break;
 		case 'n': name = optarg; break;
 		case 'R': ready = optarg; break;
 		case 's': stats = optarg; break;
@@ -143,8 +144,8 @@ int main(int argc, char **argv)
 		default: die("unknown option (see the comment at the top of ecnmark_loader.c)");
 		}
 	}
-	if (!obj_path || !dev || !rate_bit || !threshold || !name || !ready || !stats)
-		die("--obj, --dev, --rate-bit, --threshold-bytes, --name, --ready-file and --stats are required");
+	if (!obj_path || !dev || !rate_bit || !threshold || !limit || !name || !ready || !stats)
+		die("--obj, --dev, --rate-bit, --threshold-bytes, --limit-bytes, --name, --ready-file and --stats are required");
 	{
 		regex_t re;
 		int bad;
@@ -213,6 +214,7 @@ int main(int argc, char **argv)
 	cfg.configured = 1;
 	cfg.rate_Bps = rate_bit / 8;
 	cfg.threshold_bytes = threshold;
+	cfg.limit_bytes = limit;
 	cfg.last_ns = mono_ns();
 	if (bpf_map_update_elem(map_fd, &key, &cfg, BPF_F_LOCK))
 		die("cannot configure map %s: %s", name, strerror(errno));
@@ -297,12 +299,13 @@ int main(int argc, char **argv)
 		"{\"name\": \"%s\", \"dev\": \"%s\", \"prog_id\": %u, \"map_id\": %u, \"rate_bit\": %" PRIu64
 		", \"threshold_bytes\": %" PRIu64 ", \"pkts\": %llu, \"bytes\": %llu, \"ect\": %llu, "
 		"\"not_ect\": %llu, \"ce_in\": %llu, \"non_ip\": %llu, \"marked\": %llu, \"mark_failed\": %llu, "
-		"\"over_threshold\": %llu, \"max_backlog_bytes\": %llu, \"detached\": %s}\n",
+		"\"over_threshold\": %llu, \"over_limit\": %llu, \"limit_bytes\": %" PRIu64 ", "
+		"\"max_backlog_bytes\": %llu, \"detached\": %s}\n",
 		name, dev, pinfo.id, minfo.id, rate_bit, threshold, (unsigned long long)v.pkts,
 		(unsigned long long)v.bytes, (unsigned long long)v.ect, (unsigned long long)v.not_ect,
 		(unsigned long long)v.ce_in, (unsigned long long)v.non_ip, (unsigned long long)v.marked,
 		(unsigned long long)v.mark_failed, (unsigned long long)v.over_threshold,
-		(unsigned long long)v.max_backlog_bytes, drc == 0 ? "true" : "false");
+		(unsigned long long)v.over_limit, limit, (unsigned long long)v.max_backlog_bytes, drc == 0 ? "true" : "false");
 	fclose(sf);
 	return drc == 0 ? 0 : 1;
 }
