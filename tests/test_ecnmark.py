@@ -84,6 +84,8 @@ def test_scenario_field_is_validated(tmp_path: Path) -> None:
     f.write_text(SCENARIO.format(mark="{threshold: 12500B}", buffer="125KB"))
     cp = _mpvlab("validate", str(f))
     assert cp.returncode == 0, cp.stdout[-1500:] + cp.stderr[-1500:]
+    cp = _mpvlab("validate", str(REPO / "scenarios" / "ecn-bbr3-bulk.yaml"))
+    assert cp.returncode == 0, cp.stdout[-1500:] + cp.stderr[-1500:]
 
 
 def test_threshold_conversion() -> None:
