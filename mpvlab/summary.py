@@ -296,10 +296,7 @@ class EcnMarks(Record):
     not_ect: int = Field(description="IP packets without ECN capability: never marked")
     ce_in: int = Field(description="packets already CE on arrival (not re-marked)")
     non_ip: int
-    marked: Annotated[int, MetricDef(
-        "ECN CE marks", "packets", 0, INF, "none",
-        "ECT packets the link's virtual-queue marker set to CE during the workload (links/ecn.py)", MPVLAB,
-        rank=16)]
+    marked: int = Field(description="ECT packets the link's virtual-queue marker set to CE during the workload")
     mark_failed: int = Field(description="ECT packets the kernel helper refused to mark (expected 0)")
     over_threshold: int = Field(description="arrivals that found the virtual queue above K (marked or not)")
     over_limit: int = Field(description="arrivals the tbf's limit tail-drops (left out of the virtual queue too)")
