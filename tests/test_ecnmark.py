@@ -168,6 +168,10 @@ def test_marks_only_ect_above_the_rate_and_leaves_nothing(tmp_path: Path) -> Non
         assert stats["marked"] == s3["marked"] and stats["ect"] >= s3["ect"]
         assert "ecn" not in Netns(d.ns_r).run(["tc", "filter", "show", "dev", "h20er1", "egress"]).stdout
         assert _gone(name) == {"prog": [], "map": []}
+        # A fault ends with a message naming it (here: a device that is not in the namespace).
+        with pytest.raises(ecn.EcnMarkError, match="no interface h20enone in this network namespace"):
+            ecn.start_marker(Netns(d.ns_r), "h20enone", RATE, K, LIMIT, name=name, label="f", workdir=tmp_path,
+                             popen=lambda argv, log: d.bed.popen(d.ns_r, argv, "ecnmark", stdout=log, stderr=log))
         # The virtual backlog was sampled: above the rate it passed K, and, like the tbf it follows,
         # it never holds more than the limit (40 Mbit/s into 25 for 2 s overflows 300 KB: tail drops).
         rows = ecn.load_samples(m.files["samples"])
