@@ -18,7 +18,8 @@ and the virtual queue's (the marker's own samples, 200 Hz) p50/p90 in the steady
 mean |virtual - real| between each qdisc sample and the nearest marker sample (the two samplers
 are not synchronised; a 5 ms grid at 25 Mbit/s moves the queue by up to 15.6 KB); tbf drops and
 the sender's retransmits; ECT packets and CE marks; bbr3's ecn_alpha (median of its state export
-in the steady window, a fraction) and whether ECN was eligible.
+in the steady window, a fraction) and whether ECN was eligible; the tbf's dequeue rate over the
+configured one where it stayed backlogged through the steady window (qdiscstat sent_bytes).
 
     sudo .venv/bin/python bench/bench_bbr3_ecn.py [--seconds 20] [--warmup 5] [--k-bdp 1] [--configs ...]
                                                   [--json OUT]
@@ -79,6 +80,7 @@ class Result:
     marked: int
     ecn_alpha: float | None
     ecn_eligible: str
+    tbf_rate_ratio: float
     steal: float
 
 
@@ -161,6 +163,12 @@ def run_config(label: str, seconds: float, warmup: float, work: Path, K: int = K
             j = min(cands, key=lambda j: abs(vt[j] - float(x["t_s"])))
             if abs(vt[j] - float(x["t_s"])) <= 1.0 / HZ:
                 diffs.append(vq[j] - float(x["backlog_bytes"]))
+    # The tbf's dequeue rate over the steady window when it never ran empty (a backlogged token bucket
+    # sends at its real rate): what the virtual queue's drain (the configured rate) is compared with.
+    rate_ratio = float("nan")
+    if len(steady) > 2 and min(q) > 0:
+        dt = float(steady[-1]["t_s"]) - float(steady[0]["t_s"])
+        rate_ratio = (int(steady[-1]["sent_bytes"]) - int(steady[0]["sent_bytes"])) * 8 / dt / RATE
     alpha, eligible = None, "-"
     if algo == "bbr3":
         rows = bbr3.read_rows(state)
@@ -178,7 +186,7 @@ def run_config(label: str, seconds: float, warmup: float, work: Path, K: int = K
                   statistics.mean(diffs) / 1000 if diffs else float("nan"),
                   statistics.mean(abs(x) for x in diffs) / 1000 if diffs else float("nan"),
                   drops, int(r["end"]["sum_sent"].get("retransmits", 0)), counts["ect"], counts["not_ect"],
-                  counts["marked"], alpha, eligible, m.window.lost)
+                  counts["marked"], alpha, eligible, rate_ratio, m.window.lost)
 
 
 def main() -> None:
@@ -200,7 +208,7 @@ def main() -> None:
           f"steady from {a.warmup:.0f} s")
     print(f"   {'config':10s} | {'gp/ideal':>8s} | {'q p50':>5s} {'q p90':>5s} | {'vq p50':>6s} {'vq p90':>6s} (xBDP) | "
           f"{'vq-q':>6s} {'|vq-q|':>6s} (KB) | {'drops':>5s} {'retx':>5s} | {'ECT':>6s} {'notECT':>6s} {'CE':>5s} | "
-          f"{'alpha':>5s} {'elig':>4s} | steal")
+          f"{'alpha':>5s} {'elig':>4s} | {'tbf rate':>8s} | steal")
     results = []
     with tempfile.TemporaryDirectory(prefix="h20e-ecn-") as tmp:
         for label in a.configs.split(","):
@@ -210,7 +218,8 @@ def main() -> None:
             print(f"   {res.config:10s} | {res.goodput_ratio:8.3f} | {res.q_p50_bdp:5.2f} {res.q_p90_bdp:5.2f} | "
                   f"{res.vq_p50_bdp:6.2f} {res.vq_p90_bdp:6.2f}        | {res.vq_minus_q_mean_kb:6.2f} "
                   f"{res.abs_diff_mean_kb:6.2f}      | {res.tbf_drops:5d} {res.retrans:5d} | {res.ect:6d} "
-                  f"{res.not_ect:6d} {res.marked:5d} | {al} {res.ecn_eligible:>4s} | {res.steal:.1%}", flush=True)
+                  f"{res.not_ect:6d} {res.marked:5d} | {al} {res.ecn_eligible:>4s} | {res.tbf_rate_ratio:8.5f} | "
+                  f"{res.steal:.1%}", flush=True)
     if a.json:
         a.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
 
