@@ -221,3 +221,33 @@ def test_run_marks_records_and_removes_the_marker(tmp_path: Path) -> None:
     assert (run_dir / "data" / "ecn-wan-down.csv").exists()
     assert _gone(f"ecn_{run_dir.name}") == {"prog": [], "map": []}
     assert Path("/proc/sys/net/ipv4/tcp_ecn").read_text() == root_ecn   # the root namespace untouched
+
+
+@pytest.mark.netns
+@pytest.mark.e2e
+def test_sigkilled_run_leaves_the_marker_to_cleanup(tmp_path: Path) -> None:
+    """A SIGKILLed runner leaves its marker attached (loader, filter, program, map); `mpvlab cleanup`
+    — what the next run also does — removes them by the run's ledger (process, then namespaces)."""
+    f = tmp_path / "crash.yaml"
+    f.write_text(SCENARIO.format(mark="{threshold: 4ms}", buffer="125KB").replace("duration: 3s", "duration: 30s")
+                 .replace("name: ecn-mark", "name: ecn-crash"))
+    results = tmp_path / "r"
+    p = subprocess.Popen([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(results)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 60
+        run_id = ""
+        while time.monotonic() < deadline:
+            runs = [d.name for d in (results / "ecn-crash").iterdir()] if (results / "ecn-crash").exists() else []
+            if runs and any(_gone(f"ecn_{runs[0]}", 0).values()):
+                run_id = runs[0]
+                break
+            time.sleep(0.2)
+        assert run_id, "the run never attached its marker"
+    finally:
+        p.kill()
+        p.wait()
+    assert any(_gone(f"ecn_{run_id}", 0.5).values())   # still attached after the runner died
+    cp = _mpvlab("cleanup")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert _gone(f"ecn_{run_id}") == {"prog": [], "map": []}
