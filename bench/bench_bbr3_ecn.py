@@ -21,7 +21,8 @@ the sender's retransmits; ECT packets and CE marks; bbr3's ecn_alpha (median of 
 in the steady window, a fraction) and whether ECN was eligible; the tbf's dequeue rate over the
 configured one where it stayed backlogged through the steady window (qdiscstat sent_bytes).
 
-    sudo .venv/bin/python bench/bench_bbr3_ecn.py [--seconds 20] [--warmup 5] [--k-bdp 1] [--configs ...]
+    sudo .venv/bin/python bench/bench_bbr3_ecn.py [--seconds 20] [--warmup 5] [--k-bdp 1] [--rtt-ms 4]
+                                                  [--configs ...]
                                                   [--json OUT]
 Not a test: figures depend on the host; printed with the configured values beside them.
 """
@@ -53,10 +54,8 @@ from testbed.dumbbell import RECEIVER_ADDR, DelayDumbbell  # noqa: E402
 
 FRAME, PAYLOAD = 1514, 1448
 PORT = 5343
-RATE, RTT_MS = 25_000_000, 4.0
-BDP = RATE / 8 * RTT_MS / 1000          # 12 500 B
-LIMIT = int(10 * BDP)
-K = int(BDP)
+RATE = 25_000_000
+RTT_MS = 4.0                             # default; --rtt-ms
 BURST = 2 * FRAME
 HZ = 200
 CONFIGS = {"bbr3+ecn": ("bbr3", True, True), "bbr3": ("bbr3", False, True),
@@ -114,11 +113,14 @@ def pct(xs: list[float], p: float) -> float:
     return xs[int(p * (len(xs) - 1))] if xs else float("nan")
 
 
-def run_config(label: str, seconds: float, warmup: float, work: Path, K: int = K) -> Result:
+def run_config(label: str, seconds: float, warmup: float, work: Path, K: int, rtt_ms: float = RTT_MS) -> Result:
+    """One config: K in bytes; the buffer is 10 x BDP at `rtt_ms`."""
+    BDP = RATE / 8 * rtt_ms / 1000
+    LIMIT = int(10 * BDP)
     algo, ecn_param, negotiate = CONFIGS[label]
     work.mkdir(parents=True, exist_ok=True)
     state, events = work / "state.csv", work / "events.csv"
-    with DelayDumbbell(prefix="h20e", rate_bit=RATE, burst_bytes=BURST, limit_bytes=LIMIT, rtt_ms=RTT_MS,
+    with DelayDumbbell(prefix="h20e", rate_bit=RATE, burst_bytes=BURST, limit_bytes=LIMIT, rtt_ms=rtt_ms,
                        workdir=work) as d:
         assert d.bed is not None
         for ns in (d.ns_a, d.ns_b):
@@ -195,6 +197,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--k-bdp", type=float, default=1.0, help="mark threshold K in BDPs (default 1)")
+    ap.add_argument("--rtt-ms", type=float, default=RTT_MS,
+                    help="RTT (default 4; above 5 ms v3 never becomes ECN-eligible)")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -202,8 +206,10 @@ def main() -> None:
     cc.build()
     build_qdiscstat()
     ecn.check_built()
+    BDP = RATE / 8 * a.rtt_ms / 1000
+    LIMIT = int(10 * BDP)
     k = int(a.k_bdp * BDP)
-    print(f"== bbr3 ECN: {RATE / 1e6:.0f} Mbit/s tbf, RTT {RTT_MS:g} ms, BDP {BDP / 1000:.1f} KB, buffer "
+    print(f"== bbr3 ECN: {RATE / 1e6:.0f} Mbit/s tbf, RTT {a.rtt_ms:g} ms, BDP {BDP / 1000:.1f} KB, buffer "
           f"{LIMIT / BDP:.0f} x BDP, mark threshold K = {k / BDP:g} x BDP ({k} B); bulk {a.seconds:.0f} s, "
           f"steady from {a.warmup:.0f} s")
     print(f"   {'config':10s} | {'gp/ideal':>8s} | {'q p50':>5s} {'q p90':>5s} | {'vq p50':>6s} {'vq p90':>6s} (xBDP) | "
@@ -212,7 +218,7 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory(prefix="h20e-ecn-") as tmp:
         for label in a.configs.split(","):
-            res = run_config(label, a.seconds, a.warmup, Path(tmp) / label, k)
+            res = run_config(label, a.seconds, a.warmup, Path(tmp) / label, k, a.rtt_ms)
             results.append(res)
             al = f"{res.ecn_alpha:5.3f}" if res.ecn_alpha is not None else "    -"
             print(f"   {res.config:10s} | {res.goodput_ratio:8.3f} | {res.q_p50_bdp:5.2f} {res.q_p90_bdp:5.2f} | "
