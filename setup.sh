@@ -76,7 +76,7 @@ fi
   || die "the Python environment is incomplete"
 
 # --- 3. native parts -------------------------------------------------------------------------
-for dir in links/delayline cc cc/preload collectors schedulers rtp; do
+for dir in links/delayline links/ecnmark cc cc/preload collectors schedulers rtp; do
   if [ -f "$dir/Makefile" ]; then
     say "building $dir"
     make -s -C "$dir"

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from links import capacity
+from links import capacity, ecn
 from links.schedule import Schedule
 from core import proc
 from core.netns import Netns
@@ -89,6 +89,7 @@ class DirectionHandle:
     files: dict[str, Path] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     ref: proc.ProcRef | None = None
+    ecn_marker: ecn.Marker | None = None     # the ECN marker at this direction's tbf (spec.ecn_mark)
 
     def alive(self) -> bool:
         return self.process is None or self.process.poll() is None
@@ -120,7 +121,9 @@ def tbf_argv(dev: str, spec: LinkDirection) -> list[str]:
 
 
 def apply_direction(plan: DirectionPlan, workdir: Path, t0_ns: int,
-                    on_process: Callable[[proc.ProcRef], None]) -> DirectionHandle:
+                    on_process: Callable[[proc.ProcRef], None], *, data_dir: Path | None = None) -> DirectionHandle:
+    """The tbf (and IFB), the ECN marker at the tbf's device when `spec.ecn_mark` (its backlog samples
+    in `data_dir`, else `workdir`), and the delay line."""
     ns, spec = plan.router, plan.spec
     handle = DirectionHandle(plan)
     if spec.rate is not None:
@@ -133,6 +136,14 @@ def apply_direction(plan: DirectionPlan, workdir: Path, t0_ns: int,
             ns.run(tbf_argv(plan.ifb, spec))
         else:
             ns.run(tbf_argv(plan.out_if, spec))
+        if spec.ecn_mark is not None:
+            dev = plan.shaper_dev
+            assert dev is not None
+            # The marker drains at the configured rate, not the test hook's (TEST_RATE_FACTOR_ENV).
+            handle.ecn_marker = ecn.start_marker(
+                ns, dev, spec.rate, spec.ecn_mark.threshold.to_bytes(spec.rate), spec.buffer.to_bytes(FRAME_BYTES),
+                name=ecn.marker_name(plan.ifb),
+                label=plan.label, workdir=workdir, samples_dir=data_dir, on_process=on_process)
     if plan.needs_delay_line:
         _start_delay_line(handle, workdir, t0_ns, on_process)
         ns.run(["iptables", "-w", "-A", "FORWARD", "-i", plan.in_if, "-o", plan.out_if,
@@ -201,15 +212,20 @@ def _pinned_cpu(plan: DirectionPlan) -> int | None:
 
 
 def stop_direction(handle: DirectionHandle) -> dict[str, Any]:
-    """Stop the delay line (it releases what it holds and writes its stats) and return the stats."""
+    """Stop the delay line (it releases what it holds and writes its stats) and the ECN marker (it
+    detaches and writes its counters); return the stats (the marker's under `ecn_mark`)."""
+    stats: dict[str, Any]
     if handle.process is None:
-        return {"delay_line": "none (no delay or loss configured)"}
-    proc.stop_child(handle.process)
-    try:
-        stats: dict[str, Any] = json.loads(handle.files["stats"].read_text())
-    except (OSError, ValueError):
-        stats = {"error": "no stats written"}
-    stats["exit_code"] = handle.process.returncode
+        stats = {"delay_line": "none (no delay or loss configured)"}
+    else:
+        proc.stop_child(handle.process)
+        try:
+            stats = json.loads(handle.files["stats"].read_text())
+        except (OSError, ValueError):
+            stats = {"error": "no stats written"}
+        stats["exit_code"] = handle.process.returncode
+    if handle.ecn_marker is not None:
+        stats["ecn_mark"] = handle.ecn_marker.stop()
     return stats
 
 

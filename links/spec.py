@@ -11,6 +11,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from core import units
 from core.quantities import Duration, Probability, QueueLimitT, Rate, Size, Strict
 from links.capacity import CapacitySpec, Impairments, LossSpec, OutageSpec, _check_outages
+from links.ecn import EcnMark, check_on_link
 
 
 class ConstantDelay(Strict):
@@ -81,6 +82,9 @@ class LinkDirection(Strict):
     capacity: CapacitySpec | None = None
     loss_model: LossSpec | None = None
     outages: OutageSpec = []
+    # ECN marking at this direction's tbf (links/ecn.py): a tc-BPF virtual queue draining at `rate`
+    # sets CE on ECT packets above `threshold`; the run turns on net.ipv4.tcp_ecn in its namespaces.
+    ecn_mark: EcnMark | None = None
 
     @field_validator("outages")
     @classmethod
@@ -94,6 +98,8 @@ class LinkDirection(Strict):
                              "two bottlenecks in series would make neither the configured one")
         if self.loss_model is not None and self.loss > 0:
             raise ValueError("give either loss (independent, a probability) or loss_model, not both")
+        if self.ecn_mark is not None:
+            check_on_link(self.ecn_mark, self.rate, self.buffer.to_bytes(), self.capacity is not None)
         return self
 
     def impairments(self) -> Impairments:

@@ -168,6 +168,11 @@ class Scenario(Strict):
     @model_validator(mode="after")
     def _paths_fit_topology(self) -> "Scenario":
         if self.topology.kind == "physical":
+            for pname, path in self.paths.items():
+                for dname in ("down", "up"):
+                    if getattr(path, dname).ecn_mark is not None:
+                        raise ValueError(f"paths.{pname}.{dname}.ecn_mark: not supported on topology physical (the "
+                                         "ECN marker is attached on the run's own emulated links only)")
             _check_physical(self)
         else:
             if self.topology.hosts or self.topology.roles is not None:

@@ -311,6 +311,26 @@ class CCStateView(Record):
     definition: str
 
 
+class EcnMarks(Record):
+    """One link direction's ECN marker (links/ecn.py) over the workload: packets that reached its
+    tbf's device from the start to the end of the workload (snapshots of the marker's map)."""
+
+    threshold_bytes: int = Field(description="K: CE on ECT packets while the virtual queue holds more")
+    rate_bit: int = Field(description="the drain rate of the virtual queue: the tbf's rate")
+    limit_bytes: int = Field(description="the tbf's limit, whose tail drop the virtual queue mirrors")
+    pkts: int
+    bytes: int
+    ect: int = Field(description="ECT(0)/ECT(1) packets on arrival")
+    not_ect: int = Field(description="IP packets without ECN capability: never marked")
+    ce_in: int = Field(description="packets already CE on arrival (not re-marked)")
+    non_ip: int
+    marked: int = Field(description="ECT packets the link's virtual-queue marker set to CE during the workload")
+    mark_failed: int = Field(description="ECT packets the kernel helper refused to mark (expected 0)")
+    over_threshold: int = Field(description="arrivals that found the virtual queue above K (marked or not)")
+    over_limit: int = Field(description="arrivals the tbf's limit tail-drops (left out of the virtual queue too)")
+    marked_fraction_of_ect: float | None
+
+
 class FidelityRow(Record):
     """Configured vs achieved for one path direction over the whole run (mpvlab/fidelity.py)."""
 
@@ -393,6 +413,9 @@ class EmulatedSummary(RunHead, PlayerQoE):
     mptcp: Mptcp
     cc_state: CCStateView | None = Field(None, description="a CC whose state the registry names: its model "
                                                             "over the workload's flows")
+    ecn_marks: dict[str, EcnMarks] | None = Field(
+        None, description="per link direction with ecn_mark (`<path>-<down|up>`): its marker's counts over the "
+                          "workload; null without ecn_mark")
     # workload video (and PlayerQoE's fields)
     video_length_s: float | None = None
     player_mode: str | None = None
@@ -540,6 +563,7 @@ class SharedSummary(RunHead):
     cross_traffic: CrossTraffic
     subflows: list[Subflow]
     cc_state: CCStateView | None = None
+    ecn_marks: dict[str, EcnMarks] | None = None
     # workload video
     video_length_s: float | None = None
     player_mode: str | None = None

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from links import ecn
 from links.emulator import DirectionHandle, DirectionPlan, apply_direction
 import collectors
 import schedulers
@@ -46,6 +47,7 @@ class EmulatedNetwork:
     trace_summary: dict[str, Any] = field(default_factory=dict)
     captures: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     cap: Any = None                     # observe.pcap's capture (mpvlab/run/capture.py), or None
+    ecn_window: ecn.WorkloadWindow | None = None   # ecn_mark: the markers' counts over the workload
 
     @property
     def nodes(self) -> list[Any]:
@@ -95,6 +97,8 @@ class EmulatedNetwork:
         if self.sched.pid is not None:
             ctx.ledger.add_proc(proc.ProcRef.of(self.sched.pid, f"scheduler {sc.transport.scheduler}"))
         self.counters_before = sampling.read_net_dev(topo.client.pid)
+        self.ecn_window = ecn.WorkloadWindow(self.handles)
+        self.ecn_window.start()
         self.mib_before = {end: sampling.read_mptcp_mib(pid) for end, pid in self._mib_ends().items()}
         self.sampler.start()
         stack.callback(self.sampler.stop)
@@ -105,6 +109,8 @@ class EmulatedNetwork:
     def stop_collectors(self, ctx: RunContext) -> None:
         assert self.sampler is not None
         self.counters_after = sampling.read_net_dev(self.topo.client.pid)
+        if self.ecn_window is not None:
+            self.ecn_window.stop()
         self.mib = {end: sampling.mptcp_mib_delta(self.mib_before[end], sampling.read_mptcp_mib(pid))
                     for end, pid in self._mib_ends().items()}
         self.sampler.stop()
@@ -118,6 +124,7 @@ class EmulatedNetwork:
         body = summarise(ctx, self.topo, outcome, self.counters_before, self.counters_after, self.sampler,
                          self.trace_summary, self.sched.summary)
         body["mptcp"] = mptcp_view(self.mib, self.trace_summary)
+        body["ecn_marks"] = self.ecn_window.view() if self.ecn_window else None
         # observe.pcap: capture record, byte cross-checks, wire-order path switches
         pcap_view = capture.view(self.topo, self.cap, self.trace_summary)
         body["cross_checks"].update(pcap_view.pop("checks"))
@@ -143,6 +150,9 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack) -> EmulatedNe
                            "router": p.router.ns.name} for p in topo.paths},
     }
     ctx.extra_prov["hosts"] = transport.configure_hosts(topo, sc)
+    if ecn.wanted([d for p in sc.paths.values() for d in (p.down, p.up)]):
+        # ECN negotiated by the endpoints (the routers forward, their setting does not matter)
+        ctx.extra_prov["hosts"]["ecn"] = ecn.enable_ecn([topo.server.ns, topo.client.ns])
     ctx.extra_prov["offloads"] = transport.set_offloads(topo, sc.hosts.offloads)
 
     phase("congestion control")
@@ -176,7 +186,7 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack) -> EmulatedNe
                                  naming.ifname(ctx.run_id, f"{letter}i{qnum}"), qnum, d,
                                  getattr(sched, direction), seed=sc.seed * 1000 + p.index * 2 + qnum,
                                  base_dir=ctx.scenario_file.parent)
-            h = apply_direction(plan, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc)
+            h = apply_direction(plan, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc, data_dir=ctx.data)
             handles.append(h)
             stack.callback(record_delay_stats, ctx, h)
     ctx.extra_prov["links"] = {

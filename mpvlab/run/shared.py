@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collectors import qdiscstat
+from links import ecn
 from links.emulator import FRAME_BYTES, DirectionHandle, apply_direction
 from core import proc
 from mpvlab import fidelity, metrics, runzero, sampling
@@ -122,6 +123,9 @@ def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> "SharedNetwork":
         "netns": list(topo.netns_names), "router_server_if": topo.router_server_if,
         "leaves": {lf.role: {"if": lf.if_, "addr": lf.addr, "router_if": lf.router_if} for lf in topo.leaves}}
     ctx.extra_prov["hosts"] = {**topo.host_record, "mptcp": _configure_mptcp(topo)}
+    if ecn.wanted([spec.down, spec.up]):
+        # ECN negotiated by the endpoints: the server and every leaf (players and cross hosts)
+        ctx.extra_prov["hosts"]["ecn"] = ecn.enable_ecn([topo.server.ns] + [lf.node.ns for lf in topo.leaves])
 
     phase("congestion control")
     cc_name = steps.setup_cc(ctx, stack)
@@ -138,7 +142,7 @@ def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> "SharedNetwork":
              topo.up_plan(spec.up, sched.up, seed=sc.seed * 1000 + 1, queue_num=1)]
     handles: list[DirectionHandle] = []
     for plan in plans:
-        hd = apply_direction(plan, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc)
+        hd = apply_direction(plan, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc, data_dir=ctx.data)
         handles.append(hd)
         stack.callback(steps.record_delay_stats, ctx, hd)
     ctx.extra_prov["links"] = {
@@ -175,6 +179,7 @@ class SharedNetwork:
     tbf_after: dict[str, int] | None = None
     t_start: int = 0
     t_end: int = 0
+    ecn_window: ecn.WorkloadWindow | None = None   # ecn_mark: the markers' counts over the workload
 
     @property
     def nodes(self) -> list[Any]:
@@ -226,6 +231,8 @@ class SharedNetwork:
                                                   port, ctx.data / lf.role, sc.observe.sample_hz, subflows=False))
         self.leaves_before = {lf.role: sampling.read_net_dev(lf.node.pid)[lf.if_] for lf in topo.leaves}
         self.tbf_before = _tbf_counters(topo.router.ns, self.ifb) if self.ifb else None
+        self.ecn_window = ecn.WorkloadWindow(self.handles)
+        self.ecn_window.start()
         self.t_start = time.monotonic_ns()
         self.run_s = max_run_s
         self.cross.start_voip()
@@ -248,6 +255,8 @@ class SharedNetwork:
         self.t_end = time.monotonic_ns()
         self.leaves_after = {lf.role: sampling.read_net_dev(lf.node.pid)[lf.if_] for lf in topo.leaves}
         self.tbf_after = _tbf_counters(topo.router.ns, self.ifb) if self.ifb else None
+        if self.ecn_window is not None:
+            self.ecn_window.stop()
         self.cross.stop()
         for s in self.samplers:
             s.stop()
@@ -262,6 +271,7 @@ class SharedNetwork:
                          self.tbf_after, (self.t_end - self.t_start) / 1e9, self.samplers, self.cross.checked_result())
         # every flow named; the CC's model over the players' flows only (mpvlab/flows.py)
         body["cc_state"] = cc_state_view(ctx, self.samplers[0], (self.t_end - ctx.t0_ns) / 1e9)
+        body["ecn_marks"] = self.ecn_window.view() if self.ecn_window else None
         return body
 
     def bottleneck_view(self, ctx: RunContext, outcome: Outcome) -> dict[str, Any]:
