@@ -265,12 +265,14 @@ class SharedNetwork:
     def summarise(self, ctx: RunContext, outcome: Outcome, fid: dict[str, Any]) -> dict[str, Any]:
         assert self.cross is not None
         if outcome.transport == "udp":
-            return summarise_udp(ctx, self.ends, outcome, self.bottleneck_view(ctx, outcome), self.cross.checked_result(),
-                                 self.leaves_before, self.leaves_after, self.samplers)
-        body = summarise(ctx, self.topo, outcome, self.leaves_before, self.leaves_after, self.tbf_before,
-                         self.tbf_after, (self.t_end - self.t_start) / 1e9, self.samplers, self.cross.checked_result())
-        # every flow named; the CC's model over the players' flows only (mpvlab/flows.py)
-        body["cc_state"] = cc_state_view(ctx, self.samplers[0], (self.t_end - ctx.t0_ns) / 1e9)
+            body = summarise_udp(ctx, self.ends, outcome, self.bottleneck_view(ctx, outcome),
+                                 self.cross.checked_result(), self.leaves_before, self.leaves_after, self.samplers)
+        else:
+            body = summarise(ctx, self.topo, outcome, self.leaves_before, self.leaves_after, self.tbf_before,
+                             self.tbf_after, (self.t_end - self.t_start) / 1e9, self.samplers,
+                             self.cross.checked_result())
+            # every flow named; the CC's model over the players' flows only (mpvlab/flows.py)
+            body["cc_state"] = cc_state_view(ctx, self.samplers[0], (self.t_end - ctx.t0_ns) / 1e9)
         body["ecn_marks"] = self.ecn_window.view() if self.ecn_window else None
         return body
 
