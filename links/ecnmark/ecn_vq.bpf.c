@@ -10,8 +10,10 @@
  * clsact egress runs just before the packet is enqueued on the root qdisc, so the virtual queue
  * sees exactly the tbf's arrivals (skb->len, the length tbf charges) and drains at the tbf's rate:
  * it is the tbf's backlog up to the tbf's token bucket (a full bucket lets `burst` bytes through
- * at once, which the virtual queue counts as queued): real <= virtual <= real + burst, with the
- * tbf's tail drop at `limit` mirrored (links/ecnmark/README.md, measured there).
+ * at once, which the virtual queue counts as queued), with the tbf's tail drop at `limit`
+ * mirrored. Measured (links/ecnmark/README.md): 0.9-2.0 KB above the real backlog when the queue
+ * empties now and then (the bucket), 0.75-5 KB below under a standing queue (the tbf dequeues at
+ * 0.99961 x its configured rate, so the virtual queue drains a little faster).
  * It marks at enqueue on the instantaneous backlog: DCTCP-style step marking.
  *
  * The packet starts with its Ethernet header here (veth / IFB egress; the IFB case gets the
