@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,7 +46,7 @@ import cc  # noqa: E402
 from cc import bbr3  # noqa: E402
 from collectors.qdiscstat import build_qdiscstat, load_samples, sample_queues  # noqa: E402
 from core.hoststeal import StealMeter  # noqa: E402
-from testbed.dumbbell import RECEIVER_ADDR, DelayDumbbell  # noqa: E402
+from testbed.dumbbell import DelayDumbbell  # noqa: E402
 
 FRAME, PAYLOAD = 1514, 1448
 PORT = 5321
@@ -81,22 +80,7 @@ class Result:
 def bulk(d: DelayDumbbell, seconds: float) -> dict:
     """iperf3 bulk flow sender -> receiver; the client's JSON with the server's (receiver-side)
     per-interval report in `server_output_json`."""
-    assert d.bed is not None
-    srv = d.bed.popen(d.ns_b, ["iperf3", "-s", "-1", "-J", "-B", RECEIVER_ADDR, "-p", str(PORT)],
-                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and f":{PORT}" not in d.ns(d.ns_b, "ss", "-ltnH").stdout:
-            time.sleep(0.05)
-        out = d.ns(d.ns_a, "iperf3", "-c", RECEIVER_ADDR, "-p", str(PORT), "-J", "--get-server-output",
-                   "-t", str(seconds), timeout=seconds + 40)
-        return json.loads(out.stdout)
-    finally:
-        try:
-            srv.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            srv.terminate()
-            srv.wait(timeout=5)
+    return d.iperf(seconds, omit=0, port=PORT, server_output=True)
 
 
 def steady_goodput(r: dict, warmup: float) -> float:

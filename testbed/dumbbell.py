@@ -110,10 +110,12 @@ class Dumbbell:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def iperf(self, seconds: float, omit: float = 2.0, port: int = 5201) -> dict:
-        """Bulk TCP from sender to receiver; returns iperf3's JSON summary."""
+    def iperf(self, seconds: float, omit: float = 2.0, port: int = 5201, server_output: bool = False) -> dict:
+        """Bulk TCP from sender to receiver; returns iperf3's JSON summary (with `server_output`, the
+        receiver's own per-interval report in `server_output_json`, as the benches' steady windows use)."""
         assert self.bed is not None
-        srv = self.bed.popen(self.ns_b, ["iperf3", "-s", "-1", "-B", RECEIVER_ADDR, "-p", str(port)],
+        srv = self.bed.popen(self.ns_b, ["iperf3", "-s", "-1", "-B", RECEIVER_ADDR, "-p", str(port),
+                                         *(["-J"] if server_output else [])],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 5
@@ -122,7 +124,9 @@ class Dumbbell:
                     break
                 time.sleep(0.05)
             out = self.ns(self.ns_a, "iperf3", "-c", RECEIVER_ADDR, "-p", str(port), "-J",
-                          "-t", str(seconds), "-O", str(omit), timeout=seconds + omit + 30)
+                          *(["--get-server-output"] if server_output else []),
+                          "-t", str(seconds), *(["-O", str(omit)] if omit else []),
+                          timeout=seconds + omit + 30 + (10 if server_output else 0))
             return json.loads(out.stdout)
         finally:
             try:
