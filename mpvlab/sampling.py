@@ -113,7 +113,9 @@ def parse_ss(text: str) -> list[dict[str, Any]]:
             elif key in ("bbr_min_rtt_ms", "bbr_pacing_gain", "bbr_cwnd_gain"):
                 row[key] = float(m.group(1))
             elif key == "mptcp_token":
-                row[key] = m.group(1)
+                # ss prints the token without leading zeros; the scheduler trace (and the kernel's
+                # u32) has 8 hex digits: one spelling, so a token below 0x10000000 matches
+                row[key] = f"{int(m.group(1), 16):08x}"
             else:
                 row[key] = int(m.group(1))
         row.pop("rtt", None)
