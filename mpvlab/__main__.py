@@ -1,5 +1,3 @@
-import sys
+from mpvlab.cli import entry
 
-from mpvlab.cli import main
-
-sys.exit(main())
+entry()

@@ -71,11 +71,6 @@ def run_probes(topo: Any, scenario: Scenario, schedules: dict[str, PathSchedules
                 continue
             shapers.append((p.name, h.plan.router, topo.server.ns, h.plan.shaper_dev, p.client_addr,
                             int(h.plan.spec.rate)))
-    rate: dict[str, dict[str, Any]] = {}
-    if shapers:
-        with StealMeter() as m:
-            rate = precheck.rate_check(shapers, workdir)
-        steal["rate_check"] = m.window
     tail_s = max(max(s.up.max_delay_ns + s.down.max_delay_ns for s in schedules.values()) / 1e9 + 0.3, 0.5)
     # Every shaped direction the echoes cross sets the interval (the handles also cover a shared
     # bottleneck, whose one path is not among the scenario's paths).
@@ -83,9 +78,19 @@ def run_probes(topo: Any, scenario: Scenario, schedules: dict[str, PathSchedules
     rates += [d.rate for p in topo.paths if p.name in scenario.paths
               for d in (scenario.paths[p.name].down, scenario.paths[p.name].up)]
     interval_ms, count = precheck.rtt_plan(rates)
-    with StealMeter() as m:
-        precheck.rtt_run(topo.client.ns, [(p.client_addr, p.server_addr, workdir / f"precheck-rtt-{p.name}.csv")
-                                          for p in topo.paths], tail_s, interval_ms, count)
+    # The echoes' program starts up during the rate check and begins when the queues are empty again.
+    echoes = precheck.RttCheck(topo.client.ns, [(p.client_addr, p.server_addr, workdir / f"precheck-rtt-{p.name}.csv")
+                                                for p in topo.paths], tail_s, interval_ms, count)
+    rate: dict[str, dict[str, Any]] = {}
+    try:
+        if shapers:
+            with StealMeter() as m:
+                rate = precheck.rate_check(shapers, workdir, f.rate_tolerance)
+            steal["rate_check"] = m.window
+        with StealMeter() as m:
+            echoes.run()
+    finally:
+        echoes.cancel()
     steal["rtt_check"] = m.window
     result["host_steal"] = {k: w.as_dict() for k, w in steal.items()}
     for p in topo.paths:

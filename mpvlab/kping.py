@@ -20,6 +20,7 @@ import os
 import select
 import socket
 import struct
+import sys
 import time
 from core import icmp
 
@@ -126,10 +127,13 @@ class _Pair:
                 f.write(f"{seq},{t_send},{rtt},{urtt}\n")
 
 
-def run(pairs: list[tuple[str, str, str]], count: int, interval_ms: float, tail_s: float) -> None:
+def run(pairs: list[tuple[str, str, str]], count: int, interval_ms: float, tail_s: float,
+        wait_for_go: bool = False) -> None:
     base = os.getpid() & 0xFFFF
     ps = [_Pair(src, dst, out, (base + i) & 0xFFFF) for i, (src, dst, out) in enumerate(pairs)]
     offset = realtime_offset_ns()
+    if wait_for_go and not sys.stdin.readline():
+        return          # the caller went away before the check began: nothing to measure
     step = int(interval_ms * 1e6)
     t_next = time.monotonic_ns()
     end = t_next + count * step + int(tail_s * 1e9)
@@ -161,8 +165,11 @@ def main() -> None:
     ap.add_argument("--count", type=int, required=True)
     ap.add_argument("--interval-ms", type=float, required=True)
     ap.add_argument("--tail-s", type=float, default=1.0, help="longest wait for the last replies")
+    ap.add_argument("--wait-for-go", action="store_true",
+                    help="set up, then start on a line from stdin (end of input: exit without sending)")
     a = ap.parse_args()
-    run([tuple(x.split(",", 2)) for x in a.pair], a.count, a.interval_ms, a.tail_s)  # type: ignore[misc]
+    run([tuple(x.split(",", 2)) for x in a.pair], a.count, a.interval_ms, a.tail_s,  # type: ignore[misc]
+        a.wait_for_go)
 
 
 if __name__ == "__main__":

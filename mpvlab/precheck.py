@@ -1,9 +1,12 @@
 """The short check before a run, measured by the kernel, and the arithmetic the whole-run verdict
 shares with it (mpvlab/fidelity.py).
 
-Rate: a paced UDP stream from the server at RATE_EXCESS × the configured rate keeps each path's
-downlink token bucket backlogged for RATE_SECONDS; the router's qdisc counters, sampled by the C
-sampler (collectors/qdiscstat) at 1 kHz, give what the tbf dequeued while it had a backlog. A token
+Rate: a paced UDP stream from the server fills each path's downlink token bucket's queue (FILL_EXCESS ×
+the configured rate for FILL_S) and then keeps it backlogged (HOLD_EXCESS ×) for `rate_seconds`; the
+router's qdisc counters, sampled by the C sampler (collectors/qdiscstat) at 1 kHz, give what the tbf
+dequeued while it had a backlog. The hold is just above the rate so the queue left to drain at the end
+is small (the check's cost is its own length, issue 16), yet a shaper up to HOLD_EXCESS × too fast
+stays backlogged and is measured, and a faster one still drains the fill's queue for a while. A token
 bucket with a backlog sends at exactly its rate (its tokens never exceed one packet then), so this
 ratio is 1 for a sound shaper whatever TCP or the path's BDP would allow — no Python reader, no
 congestion control, no receive window in the measurement.
@@ -36,8 +39,12 @@ MAX_CHECK_S = 3.0
 MIN_INTERVAL_MS = 1.0
 MAX_PROBE_LOAD = 0.25
 ECHO_WIRE_BYTES = 98            # kping's 84-byte IP packet + the 14-byte Ethernet header tbf counts
-RATE_EXCESS = 1.5
-RATE_SECONDS = 0.6
+FILL_EXCESS = 2.0
+FILL_S = 0.04
+HOLD_EXCESS = 1.1
+RATE_MIN_S = 0.3                # backlogged time measured: at least this (MIN_BACKLOGGED_S is 0.2) …
+RATE_MAX_S = 0.6                # … and at most this, for paths so slow that one frame is a large share
+FRAME_BITS = 1514 * 8
 RATE_HZ = 1000
 RATE_MAX_BPS = 300_000_000     # above this a Python sender cannot keep a tbf backlogged
 DISCARD_PORT = 9               # nothing listens: the client's kernel drops the datagrams
@@ -135,7 +142,15 @@ def _tbf_backlog(ns: Any, dev: str) -> int:
     return 0
 
 
-def rate_check(shapers: list[tuple[str, Any, Any, str, str, int]], workdir: Path) -> dict[str, dict[str, Any]]:
+def rate_seconds(rate_bps: int, tolerance: float) -> float:
+    """How long a tbf at rate_bps is held backlogged: long enough that one frame, the counters'
+    granularity, is at most a quarter of the tolerance (the ratio's error is below one frame over
+    the backlogged time), within [RATE_MIN_S, RATE_MAX_S]."""
+    return round(min(RATE_MAX_S, max(RATE_MIN_S, 4 * FRAME_BITS / (tolerance * rate_bps))), 3)
+
+
+def rate_check(shapers: list[tuple[str, Any, Any, str, str, int]], workdir: Path,
+               tolerance: float) -> dict[str, dict[str, Any]]:
     """`shapers`: (path, router_ns, server_ns, dev, client_addr, rate_bps) of each downlink tbf.
     All paths at once (each has its own router). Returns, per path, backlogged_rate's figures."""
     from collectors import qdiscstat
@@ -152,13 +167,14 @@ def rate_check(shapers: list[tuple[str, Any, Any, str, str, int]], workdir: Path
         for path, router, _srv, _dev, _addr, _rate in todo:
             stack.enter_context(qdiscstat.sample_queues(router.name, workdir / f"precheck-rate-{path}", t0, RATE_HZ))
         blasters = [srv.popen([sys.executable, "-m", "mpvlab.precheck", "blast", "--dst", addr,
-                               "--rate-bps", str(int(rate * RATE_EXCESS)), "--seconds", str(RATE_SECONDS)],
+                               "--rate-bps", str(rate), "--seconds", str(rate_seconds(rate, tolerance))],
                               cwd=REPO) for _p, _r, srv, _d, addr, rate in todo]
         for b in blasters:
-            b.wait(timeout=RATE_SECONDS + 20)
+            b.wait(timeout=RATE_MAX_S + 20)
     for path, router, _srv, dev, _addr, rate in todo:
         rows, _ = qdiscstat.load_samples(workdir / f"precheck-rate-{path}", links=False)
         out[path] = backlogged_rate(rows, dev, rate)
+        out[path]["held_s"] = rate_seconds(rate, tolerance)
     # The queue the check filled must be empty again before anything else is measured or run.
     deadline = time.monotonic() + 10
     for _path, router, _srv, dev, _addr, _rate in todo:
@@ -179,29 +195,51 @@ def rtt_plan(rates_bps: Iterable[int | None]) -> tuple[float, int]:
     return interval, count
 
 
-def rtt_run(client_ns: Any, pairs: list[tuple[str, str, Path]], tail_s: float, interval_ms: float,
-            count: int = PRE_COUNT) -> None:
-    """kping from the client's namespace over every path at once, one echo per path every interval_ms."""
-    argv = [sys.executable, "-m", "mpvlab.kping", "--count", str(count), "--interval-ms", str(interval_ms),
-            "--tail-s", f"{tail_s:.3f}"]
-    for src, dst, out in pairs:
-        argv += ["--pair", f"{src},{dst},{out}"]
-    p = client_ns.popen(argv, cwd=REPO, stderr=subprocess.PIPE)
-    _, err = p.communicate(timeout=count * interval_ms / 1e3 + tail_s + 30)
-    if p.returncode != 0:
-        raise RuntimeError(f"kernel-stamped RTT check failed: {err.decode(errors='replace')[-1000:]}")
+class RttCheck:
+    """kping from the client's namespace over every path at once, one echo per path every
+    interval_ms. Started (interpreter, imports, sockets) before it is needed and held until `go`, so
+    its start-up overlaps the rate check instead of adding to the pre-check's length (issue 16)."""
+
+    def __init__(self, client_ns: Any, pairs: list[tuple[str, str, Path]], tail_s: float, interval_ms: float,
+                 count: int = PRE_COUNT) -> None:
+        argv = [sys.executable, "-m", "mpvlab.kping", "--count", str(count), "--interval-ms", str(interval_ms),
+                "--tail-s", f"{tail_s:.3f}", "--wait-for-go"]
+        for src, dst, out in pairs:
+            argv += ["--pair", f"{src},{dst},{out}"]
+        self._budget_s = count * interval_ms / 1e3 + tail_s + 30
+        self._proc = client_ns.popen(argv, cwd=REPO, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def run(self) -> None:
+        """Start the echoes now and wait for them; raises RuntimeError naming kping's error."""
+        try:
+            _, err = self._proc.communicate(b"go\n", timeout=self._budget_s)
+        finally:
+            if self._proc.poll() is None:
+                self._proc.kill()
+                self._proc.wait()
+        if self._proc.returncode != 0:
+            raise RuntimeError(f"kernel-stamped RTT check failed: {err.decode(errors='replace')[-1000:]}")
+
+    def cancel(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
 
 
 def blast(dst: str, rate_bps: int, seconds: float) -> None:
-    """Paced UDP at rate_bps to a port nothing listens on (1472-byte payloads: 1514-byte frames)."""
+    """Paced UDP to a port nothing listens on (1472-byte payloads: 1514-byte frames): FILL_EXCESS ×
+    rate_bps for FILL_S, then HOLD_EXCESS × for `seconds`. Paced by the total due so far, so a stall
+    is caught up at once (the tbf drops what its buffer cannot hold; the intervals the queue ran
+    empty are left out of the measurement)."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
     payload = b"\0" * 1472
-    per_s = rate_bps / 8 / 1514
+    per_s = rate_bps / FRAME_BITS
     start = time.monotonic()
     sent = 0
-    while (el := time.monotonic() - start) < seconds:
-        due = int(el * per_s) + 1
+    while (el := time.monotonic() - start) < FILL_S + seconds:
+        filled = min(el, FILL_S) * FILL_EXCESS
+        due = int((filled + max(0.0, el - FILL_S) * HOLD_EXCESS) * per_s) + 1
         while sent < due:
             try:
                 s.sendto(payload, (dst, DISCARD_PORT))
