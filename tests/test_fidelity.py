@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,36 @@ def test_backlogged_rate_reads_the_shaper_rate_only_while_backlogged() -> None:
     assert r["ratio"] == pytest.approx(0.9, abs=0.002)
     assert 0.9 < r["backlogged_s"] < 1.0          # idle time and each busy period's first interval left out
     assert precheck.backlogged_rate(_tbf_rows("ifb0", 1e6, [False] * 50), "ifb0", 10**6).get("ratio") is None
+
+
+def test_rate_hold_keeps_one_frame_within_a_quarter_of_the_tolerance() -> None:
+    """The backlogged time the rate check holds: one 1514-byte frame (the counters' granularity) at
+    most a quarter of the tolerance's share of the bytes, clamped to [RATE_MIN_S, RATE_MAX_S]."""
+    for rate in (10**6, 3 * 10**6, 25 * 10**6, 10**9):
+        held = precheck.rate_seconds(rate, 0.05)
+        assert precheck.RATE_MIN_S <= held <= precheck.RATE_MAX_S
+        if held < precheck.RATE_MAX_S:
+            assert 1514 * 8 / (rate * held) <= 0.05 / 4 + 1e-4
+    assert precheck.rate_seconds(3 * 10**6, 0.05) == pytest.approx(4 * 12112 / (0.05 * 3e6), abs=1e-3)
+    assert precheck.rate_seconds(10**9, 0.05) == precheck.RATE_MIN_S
+    assert precheck.rate_seconds(100_000, 0.05) == precheck.RATE_MAX_S
+
+
+def test_still_running_returns_when_the_program_ends() -> None:
+    """The life cycle's poll waits on the workload's programs: back when they exit, not at the poll's end."""
+    from mpvlab.run.workloads.base import still_running
+    quick = subprocess.Popen(["sleep", "0.05"])
+    began = time.monotonic()
+    assert not still_running([quick], wait_s=30.0)
+    assert time.monotonic() - began < 20                 # 30 s had it not returned at the exit
+    assert quick.returncode == 0
+    slow = subprocess.Popen(["sleep", "30"])
+    try:
+        assert still_running([quick, slow], wait_s=0.01)
+    finally:
+        slow.kill()
+        slow.wait()
+    assert not still_running([quick, slow])
 
 
 def test_rtt_judged_against_the_schedule_at_each_send_time(tmp_path: Path) -> None:

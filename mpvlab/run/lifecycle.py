@@ -96,13 +96,12 @@ def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, Workload
         # CPU time the hypervisor took while the workload ran, recorded beside the results.
         steps.mark("play")
         with hoststeal.StealMeter() as playing_steal:
-            while workload.running():
+            while workload.running(wait_s=POLL_S):     # back as soon as the workload ends
                 net.check()
                 watch.check()
                 workload.check(ctx)
                 net.poll(ctx)
                 phase(workload.progress(ctx))
-                time.sleep(POLL_S)
         watch.check()       # a death that ended the workload is named, not its symptom
         steps.mark("stop_collectors")
         net.stop_collectors(ctx)

@@ -16,7 +16,7 @@ from mpvlab.run.physical.backend import PhysicalEnds
 from mpvlab.run.physical.collect import pull_apache_logs, pull_player_files
 from mpvlab.run.physical.remote import start_apache, start_player
 from mpvlab.run.physical.state import PhysicalRun, Started
-from mpvlab.run.workloads.base import Ends, Outcome
+from mpvlab.run.workloads.base import Ends, Outcome, still_running
 from mpvlab.run.workloads.video import apache_connections, player_view
 
 
@@ -62,9 +62,9 @@ class RemoteVideoWorkload:
         """The player's own limit (player_timeout_s), and 10 s for it to notice and exit."""
         return ctx.scenario.player_timeout_s + 10
 
-    def running(self) -> bool:
+    def running(self, wait_s: float = 0.0) -> bool:
         assert self.player is not None
-        return self.player.process.poll() is None
+        return still_running([self.player.process], wait_s)
 
     def check(self, ctx: RunContext) -> None:
         assert self.apache is not None and self.player is not None

@@ -5,7 +5,9 @@ transfer, later live RTP video. The run lifecycle (mpvlab/run/lifecycle.py) call
     serve(ctx, stack, ends)      the server side up and answering, before run time zero
     start(ctx, stack, ends)      the client side, at run time zero
     max_run_s(ctx)               the longest it may run from start before check gives up
-    running() / check(ctx)       polled during the run; check raises RunFailed naming a dead component
+    running(wait_s) / check(ctx) polled during the run: running waits up to wait_s for the workload's
+                                 programs to end (back at once when they do); check raises RunFailed
+                                 naming a dead component
     progress(ctx)                one line for the status display
     finish(ctx) -> Outcome       the workload's part of the summary, after its processes ended
 
@@ -15,8 +17,9 @@ A new workload is one module here plus an entry in WORKLOADS (workloads/__init__
 from __future__ import annotations
 
 import contextlib
+import subprocess
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 from core.hosts import Host
 from mpvlab.run.context import RunContext
@@ -83,10 +86,24 @@ class Workload(Protocol):
         """The longest it may run from `start` before `check` gives up: what the network sizes
         things that run alongside it by (a bulk cross flow without its own duration)."""
 
-    def running(self) -> bool: ...
+    def running(self, wait_s: float = 0.0) -> bool:
+        """Whether it still runs, after waiting up to wait_s for it to end (`still_running`)."""
 
     def check(self, ctx: RunContext) -> None: ...
 
     def progress(self, ctx: RunContext) -> str: ...
 
     def finish(self, ctx: RunContext) -> Outcome: ...
+
+
+def still_running(procs: Sequence[subprocess.Popen[bytes]], wait_s: float = 0.0) -> bool:
+    """Whether any of `procs` runs, after waiting up to wait_s on the last one still running: the
+    run ends when its programs exit, not at the next poll (up to a poll interval of idle wall time
+    per run otherwise, issue 16)."""
+    live = [p for p in procs if p.poll() is None]
+    if live and wait_s > 0:
+        try:
+            live[-1].wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            pass
+    return any(p.poll() is None for p in procs)

@@ -20,7 +20,7 @@ from core import proc
 from core.errors import RunFailed
 from mpvlab.run import steps
 from mpvlab.run.context import RunContext
-from mpvlab.run.workloads.base import Ends, Outcome
+from mpvlab.run.workloads.base import Ends, Outcome, still_running
 from mpvlab.run.workloads.two_ends import TwoEnds
 
 ENDPOINT = Path(__file__).resolve().parent / "bulk_endpoint.py"
@@ -74,9 +74,9 @@ class BulkWorkload(TwoEnds):
         assert spec.size is not None
         return spec.size * 8 / slowest * 10 + 30
 
-    def running(self) -> bool:
+    def running(self, wait_s: float = 0.0) -> bool:
         assert self.receiver is not None
-        return self.receiver.poll() is None
+        return still_running([self.receiver], wait_s)
 
     def check(self, ctx: RunContext) -> None:
         assert self.sender is not None and self.receiver is not None

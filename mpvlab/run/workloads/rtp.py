@@ -23,7 +23,7 @@ from core.errors import RunFailed
 from mpvlab.run import steps
 from mpvlab.run.context import RunContext
 from mpvlab.run.workloads import rtp_freezes
-from mpvlab.run.workloads.base import Ends, Outcome
+from mpvlab.run.workloads.base import Ends, Outcome, still_running
 from mpvlab.run.workloads.two_ends import TwoEnds
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -100,9 +100,9 @@ class RtpWorkload(TwoEnds):
         spec = ctx.scenario.workload
         return spec.timeout / 1e9 if spec.timeout is not None else spec.duration / 1e9 + 60
 
-    def running(self) -> bool:
+    def running(self, wait_s: float = 0.0) -> bool:
         assert self.sender is not None and self.receiver is not None
-        return self.sender.poll() is None or self.receiver.poll() is None
+        return still_running([self.sender, self.receiver], wait_s)
 
     def check(self, ctx: RunContext) -> None:
         assert self.sender is not None and self.receiver is not None

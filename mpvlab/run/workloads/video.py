@@ -15,7 +15,7 @@ from core.errors import RunFailed
 from mpvlab import content, server
 from mpvlab.run import liveness, steps
 from mpvlab.run.context import RunContext
-from mpvlab.run.workloads.base import Ends, Outcome
+from mpvlab.run.workloads.base import Ends, Outcome, still_running
 
 
 def apache_connections(access_log: Path) -> int:
@@ -88,8 +88,8 @@ class VideoWorkload:
         """The player's own limit (player_timeout_s), and 10 s for it to notice and exit."""
         return ctx.scenario.player_timeout_s + 10
 
-    def running(self) -> bool:
-        return any(p.poll() is None for p, _ in self.players.values())
+    def running(self, wait_s: float = 0.0) -> bool:
+        return still_running([p for p, _ in self.players.values()], wait_s)
 
     def check(self, ctx: RunContext) -> None:
         assert self.apache is not None
