@@ -49,7 +49,7 @@ from collectors.qdiscstat import build_qdiscstat, load_samples, sample_queues  #
 from core.hoststeal import StealMeter  # noqa: E402
 from core.netns import Netns  # noqa: E402
 from links import ecn  # noqa: E402
-from testbed.dumbbell import DelayDumbbell  # noqa: E402
+from testbed.dumbbell import DelayDumbbell, steady_goodput  # noqa: E402
 
 FRAME, PAYLOAD = 1514, 1448
 PORT = 5343
@@ -82,18 +82,6 @@ class Result:
     steal: float
 
 
-def bulk(d: DelayDumbbell, seconds: float) -> dict:
-    """iperf3 bulk flow sender -> receiver; the client's JSON with the server's (receiver-side)
-    per-interval report in `server_output_json`."""
-    return d.iperf(seconds, omit=0, port=PORT, server_output=True)
-
-
-def steady_goodput(r: dict, warmup: float) -> float:
-    ivs = [iv["sum"] for iv in r["server_output_json"]["intervals"] if iv["sum"]["start"] >= warmup - 1e-6]
-    secs = sum(s["seconds"] for s in ivs)
-    return sum(s["bytes"] for s in ivs) * 8 / secs if secs else float("nan")
-
-
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
     return xs[int(p * (len(xs) - 1))] if xs else float("nan")
@@ -121,14 +109,14 @@ def run_config(label: str, seconds: float, warmup: float, work: Path, K: int, rt
                 d.set_cc("h20ex")
                 before = marker.snapshot()
                 with sample_queues(d.ns_r, work / "q", t0, hz=HZ), StealMeter() as m:
-                    r = bulk(d, seconds)
+                    r = d.iperf(seconds, omit=0, port=PORT, server_output=True)
                 after = marker.snapshot()
                 d.set_cc("cubic")
         else:
             d.set_cc("cubic")
             before = marker.snapshot()
             with sample_queues(d.ns_r, work / "q", t0, hz=HZ), StealMeter() as m:
-                r = bulk(d, seconds)
+                r = d.iperf(seconds, omit=0, port=PORT, server_output=True)
             after = marker.snapshot()
         marker.stop()
         if not d.delay_alive():

@@ -46,7 +46,7 @@ import cc  # noqa: E402
 from cc import bbr3  # noqa: E402
 from collectors.qdiscstat import build_qdiscstat, load_samples, sample_queues  # noqa: E402
 from core.hoststeal import StealMeter  # noqa: E402
-from testbed.dumbbell import DelayDumbbell  # noqa: E402
+from testbed.dumbbell import DelayDumbbell, steady_goodput  # noqa: E402
 
 FRAME, PAYLOAD = 1514, 1448
 PORT = 5321
@@ -75,19 +75,6 @@ class Result:
     loadavg: float
     cpu_snd: float
     cpu_rcv: float
-
-
-def bulk(d: DelayDumbbell, seconds: float) -> dict:
-    """iperf3 bulk flow sender -> receiver; the client's JSON with the server's (receiver-side)
-    per-interval report in `server_output_json`."""
-    return d.iperf(seconds, omit=0, port=PORT, server_output=True)
-
-
-def steady_goodput(r: dict, warmup: float) -> float:
-    """Receiver-side payload bit/s over the server's intervals that start at or after `warmup`."""
-    ivs = [iv["sum"] for iv in r["server_output_json"]["intervals"] if iv["sum"]["start"] >= warmup - 1e-6]
-    secs = sum(s["seconds"] for s in ivs)
-    return sum(s["bytes"] for s in ivs) * 8 / secs if secs else float("nan")
 
 
 def order_check(events: list[dict[str, str]], flow: str) -> str:
@@ -123,7 +110,7 @@ def run_config(rate: int, rtt_ms: float, buf: float, seconds: float, warmup: flo
             d.set_cc("h20mx")
             t0 = time.monotonic_ns()
             with sample_queues(d.ns_r, work / "q", t0, hz=100), StealMeter() as m:
-                r = bulk(d, seconds)
+                r = d.iperf(seconds, omit=0, port=PORT, server_output=True)
             d.set_cc("cubic")
         if not d.delay_alive():
             raise RuntimeError("delay line died")

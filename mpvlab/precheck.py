@@ -162,19 +162,20 @@ def rate_check(shapers: list[tuple[str, Any, Any, str, str, int]], workdir: Path
             out[s[0]] = {"dev": s[3], "configured_bps": s[5], "check": f"not measured: above {RATE_MAX_BPS} bit/s"}
     if not todo:
         return out
+    held_s = {path: rate_seconds(rate, tolerance) for path, _r, _s, _d, _a, rate in todo}
     t0 = time.monotonic_ns()
     with contextlib.ExitStack() as stack:
         for path, router, _srv, _dev, _addr, _rate in todo:
             stack.enter_context(qdiscstat.sample_queues(router.name, workdir / f"precheck-rate-{path}", t0, RATE_HZ))
         blasters = [srv.popen([sys.executable, "-m", "mpvlab.precheck", "blast", "--dst", addr,
-                               "--rate-bps", str(rate), "--seconds", str(rate_seconds(rate, tolerance))],
-                              cwd=REPO) for _p, _r, srv, _d, addr, rate in todo]
+                               "--rate-bps", str(rate), "--seconds", str(held_s[path])],
+                              cwd=REPO) for path, _r, srv, _d, addr, rate in todo]
         for b in blasters:
             b.wait(timeout=RATE_MAX_S + 20)
     for path, router, _srv, dev, _addr, rate in todo:
         rows, _ = qdiscstat.load_samples(workdir / f"precheck-rate-{path}", links=False)
         out[path] = backlogged_rate(rows, dev, rate)
-        out[path]["held_s"] = rate_seconds(rate, tolerance)
+        out[path]["held_s"] = held_s[path]
     # The queue the check filled must be empty again before anything else is measured or run.
     deadline = time.monotonic() + 10
     for _path, router, _srv, dev, _addr, _rate in todo:
@@ -214,13 +215,12 @@ class RttCheck:
         try:
             _, err = self._proc.communicate(b"go\n", timeout=self._budget_s)
         finally:
-            if self._proc.poll() is None:
-                self._proc.kill()
-                self._proc.wait()
+            self.cancel()
         if self._proc.returncode != 0:
             raise RuntimeError(f"kernel-stamped RTT check failed: {err.decode(errors='replace')[-1000:]}")
 
     def cancel(self) -> None:
+        """Stop it if it still runs (never begun, or past its budget)."""
         if self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()

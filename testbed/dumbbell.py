@@ -136,6 +136,14 @@ class Dumbbell:
                 srv.wait(timeout=5)
 
 
+def steady_goodput(report: dict, warmup: float) -> float:
+    """Receiver-side payload bit/s over the receiver's intervals that start at or after `warmup`
+    (`Dumbbell.iperf(..., server_output=True)`'s report)."""
+    ivs = [iv["sum"] for iv in report["server_output_json"]["intervals"] if iv["sum"]["start"] >= warmup - 1e-6]
+    secs = sum(s["seconds"] for s in ivs)
+    return sum(s["bytes"] for s in ivs) * 8 / secs if secs else float("nan")
+
+
 @dataclass
 class DelayDumbbell(Dumbbell):
     rtt_ms: float = 20.0
