@@ -154,9 +154,7 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
         warnings.append(f"rtp: the controller's pacer still held {tx['packets_unsent_at_end']} packets when the "
                         "stream ended; they were not sent (logs/rtp/sender/sender.json)")
     fb = tx["feedback"]
-    if fb["transport_seqs_without_feedback"]:
-        warnings.append(f"rtp: {fb['transport_seqs_without_feedback']} of {fb['transport_seqs_sent']} packets never "
-                        "appeared in TWCC feedback (logs/rtp/sender/sender.json)")
+    warnings += feedback_warnings(fb, rx)
     if rx["frames_reassembly_mismatch"]:
         warnings.append(f"rtp: {rx['frames_reassembly_mismatch']} complete frames reassembled to other NAL bytes than sent")
     if dec["decoder_failure"] or dec["frames_decode_error"]:
@@ -212,6 +210,28 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
                              "controller": spec.controller,
                              "implementation": "pion/interceptor v0.1.51 (pkg/gcc, pkg/twcc, pkg/cc)"}
     return record, warnings
+
+
+def feedback_warnings(fb: dict[str, Any], rx: dict[str, Any]) -> list[str]:
+    """What the sender's TWCC ledger (fb) says went unreported, against what the viewer (rx) received.
+
+    Feedback can only name a packet the viewer received or one before a packet it received: the stream's
+    last packets, lost on the path with nothing after them, are in no feedback — nothing reveals the gap,
+    and the sender waited for that feedback in vain (--feedback-wait). A drop-tail queue kept full by
+    competing traffic does that now and then. Such a tail (`missing_feedback_at_tail`) is the path's loss,
+    which the viewer counted; no warning. A gap in the middle (a feedback datagram lost on the way back) is
+    one, and so is any disagreement between what feedback reported received and what the viewer received."""
+    missing, tail = fb["transport_seqs_without_feedback"], fb["missing_feedback_at_tail"]
+    received = rx["packets_received"] + rx["padding_packets_received"]
+    warnings = []
+    if missing > tail:
+        warnings.append(f"rtp: {missing - tail} of {fb['transport_seqs_sent']} packets before the stream's last "
+                        "never appeared in TWCC feedback (logs/rtp/sender/sender.json)")
+    if received != fb["transport_seqs_reported_received"]:
+        warnings.append(f"rtp: the viewer received {received} packets, TWCC feedback reported "
+                        f"{fb['transport_seqs_reported_received']} received and left {missing} unreported "
+                        "(logs/rtp/sender/sender.json, logs/rtp/receiver/receiver.json)")
+    return warnings
 
 
 def _check_padding(tx: dict[str, Any], rx: dict[str, Any]) -> None:
