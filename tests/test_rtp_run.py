@@ -51,8 +51,9 @@ REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "scenarios" / "rtp-gcc-short.yaml"
 LINK_BPS = 1_000_000
 FPS, DURATION_S = 30, 20
-# Feedback the sender may never see: pion's TWCC recorder reports every packet it got; one lost
-# feedback datagram (the up path has no loss configured) would leave ~10 packets unreported.
+# Feedback the sender may never see: pion's TWCC recorder reports every packet it got and every gap
+# before one, so only the stream's last packets, dropped at the 15 KB drop-tail queue with nothing after
+# them, go unreported (the up path has no loss configured; a lost feedback datagram would leave ~10).
 MISSING_FEEDBACK_BOUND = 20
 WITHIN = 0.10          # achieved vs asked per 1 s window
 STEADY_WITHIN_FRACTION = 0.8
