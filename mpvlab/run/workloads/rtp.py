@@ -219,8 +219,10 @@ def feedback_warnings(fb: dict[str, Any], rx: dict[str, Any]) -> list[str]:
     last packets, lost on the path with nothing after them, are in no feedback — nothing reveals the gap,
     and the sender waited for that feedback in vain (--feedback-wait). A drop-tail queue kept full by
     competing traffic does that now and then. Such a tail (`missing_feedback_at_tail`) is the path's loss,
-    which the viewer counted; no warning. A gap in the middle (a feedback datagram lost on the way back) is
-    one, and so is any disagreement between what feedback reported received and what the viewer received."""
+    which the viewer counted; no warning. Anything else unreported is one: a gap in the middle (a feedback
+    datagram lost on the way back) or the stream's first packets (feedback begins at the first packet the
+    viewer received; the ledger does not count them apart). So is any disagreement between what feedback
+    reported received and what the viewer received."""
     missing, tail = fb["transport_seqs_without_feedback"], fb["missing_feedback_at_tail"]
     received = rx["packets_received"] + rx["padding_packets_received"]
     warnings = []
