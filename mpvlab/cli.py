@@ -62,7 +62,7 @@ def default_parallel(cpus: int) -> int:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from core.errors import EXIT_INTERRUPTED, RunFailed, RunInterrupted
+    from core.errors import EXIT_INTERRUPTED, RunFailed, RunInterrupted, RunNotStarted
     from mpvlab.run.context import RunOptions
     from mpvlab.run.session import run_scenario
 
@@ -110,6 +110,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             live.update(status)
             console.print(Text(str(e), style="yellow"))
             return EXIT_INTERRUPTED
+        except RunNotStarted as e:    # nothing was started: exit 2, as for a refused input (README)
+            live.update(status)
+            console.print(Text(str(e), style="red"))
+            return 2
         except RunFailed as e:
             live.update(status)
             console.print(Text(str(e), style="red"))
