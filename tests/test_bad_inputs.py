@@ -509,8 +509,75 @@ def wrong_type_cases() -> Iterator[Case]:
                ("paths.lte.down.delay", "expected a delay"), kind="spec")
 
 
+CC_BUILD = REPO / "cc" / "build"
+
+
+def _bpf_case(source: Path | bytes, params: dict[str, int] | None = None) -> Callable[[Path], Path]:
+    """A scenario naming `cc.bpf` = the given object (copied into the case's folder, as a user would)."""
+    def build(d: Path) -> Path:
+        obj = d / "cc.bpf.o"
+        obj.write_bytes(source if isinstance(source, bytes) else source.read_bytes())
+        cc: dict[str, Any] = {"bpf": "cc.bpf.o", **({"params": params} if params else {})}
+        return scenario_file(with_values({"transport.cc": cc}))(d)
+    return build
+
+
+RTP_BASE = {**{k: v for k, v in BASE.items() if k not in ("video", "paths")},
+            "topology": {"kind": "dumbbell"}, "paths": {"bneck": {"down": {"rate": "5mbit", "delay": "10ms"}}},
+            "workload": {"kind": "rtp", "controller": "webrtc-bbr"}}
+BULK_BASE = {**{k: v for k, v in BASE.items() if k != "video"}, "workload": {"kind": "bulk", "duration": "2s"}}
+
+
+def issue33_cases() -> Iterator[Case]:
+    """What `validate` accepted and `run` then refused or ignored (issue 33): BPF objects inspected at
+    validation, sections a workload never reads, quoted booleans, absurd durations, a short message
+    for a huge list."""
+    reno = CC_BUILD / "examples" / "reno_mini.bpf.o"
+    bpf: list[tuple[Path | bytes, dict[str, int] | None, tuple[str, ...]]] = [
+        (b"not an object at all\n", None, ("not a BPF object",)),
+        (Path("/bin/true"), None, ("not a BPF object",)),                      # an ELF file, not BPF
+        (CC_BUILD / "examples" / "faults" / "with_kprobe.bpf.o", None, ("kprobe", "only struct_ops programs")),
+        (reno, {"nosuch": 1}, ("no parameter 'nosuch'", "it declares: beta_pct, ai_pkts")),
+        (reno, {"beta_pct": 2**40}, ("params.beta_pct", "outside [0, 4294967295]")),
+        (reno, {"beta_pct": -1}, ("params.beta_pct", "outside [0, 4294967295]")),
+    ]
+    for i, (source, params, words) in enumerate(bpf):
+        yield Case(f"bpf-object-{i}", "bpf-object", _bpf_case(source, params), ("transport.cc.bpf", *words),
+                   cli=i in (0, 2))
+    unused = [(RTP_BASE, "video", {"duration": "10s"}, "encodes its own test picture"),
+              (RTP_BASE, "player", {"max_lateness": "40ms"}, "receiver is mpvlab-rtp"),
+              (RTP_BASE, "server", {"tls": True}, "no web server"),
+              (BULK_BASE, "video", {"bitrate": "3mbit"}, "sends no video"),
+              (BULK_BASE, "player", {"mode": "rebuffer"}, "has no player")]
+    for i, (base, section, block, why) in enumerate(unused):
+        yield Case(f"unused-section-{i}", "unused-section", scenario_file({**base, section: block}),
+                   (section, "does not apply to workload.kind", why), cli=i == 0)
+    bools = [("fidelity.probe", "no"), ("fidelity.probe", "false"), ("fidelity.probe", 0), ("hosts.offloads", 1),
+             ("hosts.offloads", "off"), ("player.decode", "yes"), ("server.tls", "yes"), ("server.tls", 1)]
+    for i, (dotted, value) in enumerate(bools):
+        yield Case(f"strict-bool-{i}", "strict-bool", scenario_file(with_values({dotted: value})),
+                   (dotted, "true or false"), cli=i == 0)
+    yield Case("strict-bool-rtp-padding", "strict-bool",
+               scenario_file({**RTP_BASE, "workload": {**RTP_BASE["workload"], "bbr": {"padding": "no"}}}),
+               ("workload.bbr.padding", "true or false"))
+    durations = [("paths.lte.down.outages", [["1s", "1000000000000s"]], ("outages must end within 24h",)),
+                 ("paths.lte.down.outages", [["0s", "2000min"]], ("24h",)),
+                 ("player.max_lateness", "10000min", ("max_lateness", "at most 60s")),
+                 ("player.buffer", "10000min", ("buffer", "at most 60min")),
+                 ("player.startup_buffer", "6000min", ("startup_buffer", "at most 60min")),
+                 ("player.rebuffer_resume", "10000min", ("rebuffer_resume", "at most 60min"))]
+    for i, (dotted, value, words) in enumerate(durations):
+        fname = dotted.rsplit(".", 1)[0] if dotted.startswith("player.") else dotted
+        yield Case(f"absurd-duration-{i}", "absurd-duration", scenario_file(with_values({dotted: value})),
+                   (fname, *words), cli=i == 0)
+    yield Case("pcap-10000-points", "huge-list",
+               scenario_file(with_values({"observe.pcap": {"points": [f"router-x{i:05d}" for i in range(10_000)]}})),
+               # in-process only: parsing 10,000 list items takes PyYAML's pure-Python loader ~3 s a pass
+               ("observe.pcap.points", "at most 10 points", "got 10000"))
+
+
 CASES = [*escape_cases(), *sensitive_cases(), *bomb_cases(), *huge_cases(), *special_cases(), *encoding_cases(),
-         *duplicate_cases(), *sweep_size_cases(), *absurd_cases(), *wrong_type_cases()]
+         *duplicate_cases(), *sweep_size_cases(), *absurd_cases(), *wrong_type_cases(), *issue33_cases()]
 
 
 # --- the checks ------------------------------------------------------------------------------------
