@@ -213,7 +213,8 @@ class LedgerUnreadable(Exception):
     """A ledger file that cannot be read as a run's ledger; the message says why."""
 
 
-def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *, mark: bool = True) -> list[str]:
+def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *, mark: bool = True,
+                log_removed: bool = True) -> list[str]:
     """Remove everything a run's ledger lists and every namespace carrying its run id.
     Returns what it removed (for the log).
 
@@ -222,7 +223,8 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *,
     reported in one line naming the run and the rest still goes (issue 33). The ledger entry is
     removed unless a kernel object or process it lists is still there, so a later run retries only
     what really stayed. `mark`: whether a status.json still saying `running` is marked failed (the
-    run's own teardown writes its real outcome itself)."""
+    run's own teardown writes its real outcome itself). `log_removed`: whether what was removed is
+    logged too (a run's own teardown logs only what went wrong)."""
     removed: list[str] = []
     stayed = False      # a process or kernel object of the run is still there: keep its ledger
 
@@ -287,7 +289,7 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *,
         # Not an object of the kernel: a results folder that cannot be written keeps its ledger no longer.
         attempt(f"the status of its results folder {ledger.result_dir}",
                 lambda: mark_interrupted(Path(str(ledger.result_dir))), object_left=False)
-    for r in removed:
+    for r in removed if log_removed else []:
         log(f"cleaned {ledger.run_id}: {r}")
     if stayed:
         log(f"kept the ledger of run {ledger.run_id} ({ledger.path}): what could not be removed is retried by "

@@ -82,7 +82,7 @@ def run_scenario(scenario: Scenario, scenario_file: Path, scenario_text: str, op
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             ctx.timeline.mark("ledger_cleanup")
-            removed = ledger.cleanup_run(led, opts.log, mark=False)
+            removed = ledger.cleanup_run(led, opts.log, mark=False, log_removed=False)
             ctx.extra_prov["teardown_leftovers_removed_by_ledger"] = removed
         finally:
             signal.signal(signal.SIGINT, old)
@@ -122,7 +122,7 @@ def _open_run_dir(scenario: Scenario, scenario_file: Path, scenario_text: str, o
         rundir.write_text(run_dir / "scenario.yaml", scenario_text)
         rundir.write_text(run_dir / "resolved.yaml", dump_yaml(resolved_dict(scenario)))
     except OSError as e:
-        ledger.cleanup_run(led, opts.log, mark=False)
+        ledger.cleanup_run(led, opts.log, mark=False, log_removed=False)
         if run_dir.is_dir() and not run_dir.is_symlink():
             shutil.rmtree(run_dir, ignore_errors=True)
         for d in reversed(made):    # only folders this run made, and only when empty
