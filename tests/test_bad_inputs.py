@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -886,3 +887,25 @@ def test_report_never_replaces_a_folder_that_is_not_a_report(tmp_path: Path) -> 
     assert cp.returncode == 2 and "Traceback" not in out and "no earlier report" in out, out
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".mine.")]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="loading BPF needs root")
+def test_the_loader_never_loads_a_non_struct_ops_program(tmp_path: Path) -> None:
+    """Issue 33: bpfcc-loader (as `run` starts it, not --check) refuses an object holding a kprobe and a
+    tracepoint program before loading anything: neither program ever shows in `bpftool prog show`."""
+    ready = tmp_path / "ready.json"
+    p = subprocess.Popen([str(CC_BUILD / "bpfcc-loader"), "--obj", str(CC_BUILD / "examples" / "faults" / "with_kprobe.bpf.o"),
+                          "--name", "h33kprobe", "--ready-file", str(ready)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    loaded = ""
+    try:
+        deadline = time.monotonic() + 20
+        while p.poll() is None and not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        loaded = subprocess.run(["bpftool", "prog", "show"], capture_output=True, text=True).stdout
+    finally:
+        if p.poll() is None:
+            p.terminate()
+        _, err = p.communicate(timeout=30)
+    assert "wk_snoop" not in loaded and "wk_trace" not in loaded, "the kprobe/tracepoint program was loaded"
+    assert p.returncode == 1 and "only struct_ops programs" in err, (p.returncode, err)
