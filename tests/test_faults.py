@@ -187,7 +187,7 @@ def _wait_for_rtp_stream(results: Path, run: subprocess.Popen[str]) -> ledger.Le
     pytest.fail("the run's rtp stream never started")
 
 
-@pytest.mark.parametrize("side", ["sender", pytest.param("receiver", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("side", ["sender", "receiver"])
 def test_rtp_component_death_names_pid_and_time(side: str, tmp_path: Path) -> None:
     f = tmp_path / "s.yaml"
     f.write_text(RTP_SCENARIO.format(name=f"rtp-{side}"))
