@@ -263,6 +263,7 @@ struct opts {
 	const char *events_csv;
 	double state_hz;
 	const char *ready_file;
+	int check; /* --check: inspect the object and the parameters, load nothing */
 };
 
 static void usage(void)
@@ -272,7 +273,9 @@ static void usage(void)
 		"                    [--state-csv FILE] [--events-csv FILE] [--state-hz HZ] [--ready-file PATH]\n"
 		"  NAME    CC name to register, 1..%d chars of [A-Za-z0-9_-]\n"
 		"  --param sets the object's `const volatile mpvlab_param_NAME` global (integers)\n"
-		"  HZ      state samples per second, 0 < HZ <= 1000 (default 100)\n",
+		"  HZ      state samples per second, 0 < HZ <= 1000 (default 100)\n"
+		"  --check inspect only (exactly one tcp_congestion_ops, struct_ops programs only, the\n"
+		"          parameters exist and fit): print {\"params\": {...}} and load nothing\n",
 		CC_NAME_MAX);
 	exit(2);
 }
@@ -303,6 +306,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{ "events-csv", required_argument, NULL, 'e' },
 		{ "state-hz", required_argument, NULL, 'z' },
 		{ "ready-file", required_argument, NULL, 'r' },
+		{ "check", no_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -340,6 +344,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 				  die("invalid --state-hz '%s'", optarg);
 			  break;
 		case 'r': o->ready_file = optarg; break;
+		case 'c': o->check = 1; break;
 		default: usage();
 		}
 	}
@@ -405,7 +410,12 @@ static size_t find_name_offset(const void *elf_buf, size_t sz, const char *path,
 	obj = bpf_object__open_mem(elf_buf, sz, &oo);
 	if (!obj) {
 		print_log_tail(20);
-		die("%s is not a BPF object libbpf can open: %s", path, strerror(errno));
+	{
+		char why[128];
+
+		libbpf_strerror(errno, why, sizeof(why)); /* libbpf's own codes (4000+) too */
+		die("%s is not a BPF object libbpf can open: %s", path, why);
+	}
 	}
 	bpf_object__for_each_map(map, obj) {
 		if (bpf_map__type(map) == BPF_MAP_TYPE_STRUCT_OPS) {
@@ -807,6 +817,32 @@ int main(int argc, char **argv)
 		}
 		set_param(rodata, &slots[j], o.params[i].value);
 		o.params[i].used = 1;
+	}
+	/* A congestion control needs its struct_ops programs only: an object that also holds kprobe,
+	 * tracepoint or any other programs is refused before anything is loaded (libbpf would load
+	 * them all as root even though nothing attaches them). */
+	{
+		struct bpf_program *prog;
+
+		bpf_object__for_each_program(prog, obj) {
+			enum bpf_prog_type pt = bpf_program__type(prog);
+
+			if (pt != BPF_PROG_TYPE_STRUCT_OPS) {
+				const char *ts = libbpf_bpf_prog_type_str(pt);
+
+				die("%s: program '%s' (section %s) is of type %s; a congestion control object may "
+				    "hold only struct_ops programs (SEC(\"struct_ops/...\"))", o.obj,
+				    bpf_program__name(prog), bpf_program__section_name(prog), ts ? ts : "unknown");
+			}
+		}
+	}
+	if (o.check) {
+		printf("{\"struct_ops\": \"%s\", \"params\": {", oldname);
+		for (j = 0; j < nslots; j++)
+			printf("%s\"%s\": %lld", j ? ", " : "", slots[j].name, slots[j].value);
+		printf("}}\n");
+		bpf_object__close(obj);
+		return 0;
 	}
 	if (o.state_csv) {
 		if (!state_map)

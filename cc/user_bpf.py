@@ -102,6 +102,36 @@ def resolve_object(scenario_dir: Path, rel: str) -> Path:
     return path
 
 
+# Inspecting an object (libbpf opens and parses it, nothing is loaded) takes milliseconds; a minute
+# of 2-core steal cannot stretch it past this.
+CHECK_TIMEOUT_S = 30
+
+
+def check_object(obj: Path, params: Mapping[str, int]) -> dict[str, int]:
+    """What `run` would refuse about `obj`, found at validation by the loader's --check (libbpf opens
+    the object, nothing is loaded): exactly one `struct tcp_congestion_ops`, only struct_ops
+    programs (no kprobe or tracepoint program from a user's object is ever loaded), every given
+    parameter declared by the object and within its integer type. Returns the object's parameters
+    with their effective values; raises BpfCCError with the loader's one-line reason."""
+    if not LOADER.exists():
+        raise BpfCCError(f"cannot inspect the BPF object: {LOADER} missing (./setup.sh builds it)")
+    args = [str(LOADER), "--check", "--obj", str(obj), "--name", "mpvlab_check"]
+    for k, v in check_params(params).items():
+        args += ["--param", f"{k}={v}"]
+    try:
+        cp = subprocess.run(args, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise BpfCCError(f"inspecting {obj.name} took more than {CHECK_TIMEOUT_S} s") from None
+    if cp.returncode != 0:
+        lines = [ln for ln in cp.stderr.splitlines() if ln.startswith("bpfcc-loader: ")]
+        reason = lines[-1].removeprefix("bpfcc-loader: ") if lines else f"the loader exited with {cp.returncode}"
+        raise BpfCCError(reason.replace(str(obj), obj.name).replace("--param ", "params.")[:500])
+    try:
+        return {str(k): int(v) for k, v in json.loads(cp.stdout)["params"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise BpfCCError(f"inspecting {obj.name}: unexpected loader output") from None
+
+
 @dataclass(frozen=True)
 class BpfCCLoad:
     """A registered BPF CC; ids are the kernel objects the loader created."""

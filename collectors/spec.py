@@ -8,6 +8,9 @@ from pydantic import Field, field_validator
 from core.quantities import Strict
 
 
+MAX_POINTS = 10     # client, server and a router on each of at most 8 paths
+
+
 class PcapSpec(Strict):
     """Packet capture (collectors/pcap.py): tcpdump on every interface of each named point, for the whole
     run (started before time zero, stopped after playback), into data/pcap/<point>-<if>.pcap. A
@@ -22,6 +25,10 @@ class PcapSpec(Strict):
     @field_validator("points")
     @classmethod
     def _unique(cls, v: list[str]) -> list[str]:
+        # A topology has at most MAX_POINTS capture points; checked first, so a list of 10,000 names is
+        # one short message (not every name echoed back, issue 33).
+        if len(v) > MAX_POINTS:
+            raise ValueError(f"at most {MAX_POINTS} points (client, server and one router per path), got {len(v)}")
         dup = sorted({p for p in v if v.count(p) > 1})
         if dup:
             raise ValueError(f"observe.pcap.points names {', '.join(dup)} more than once")

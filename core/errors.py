@@ -16,6 +16,11 @@ class RunFailed(MpvlabError):
     """The run could not produce trustworthy results; the message says why."""
 
 
+class RunNotStarted(RunFailed):
+    """The run could not begin (its results folder cannot be written, say) and nothing was started:
+    no namespace, no process, no folder left. `mpvlab run` exits 2 for it, as for a refused input."""
+
+
 class Interrupted(MpvlabError):
     """Ctrl-C, SIGTERM or SIGHUP ended the run; its cleanup ran."""
 

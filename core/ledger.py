@@ -165,48 +165,145 @@ def owner_state(run_id: str) -> str:
 
 def load(path: Path) -> Ledger | None:
     try:
-        return Ledger(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
+        return read(path)
+    except LedgerUnreadable:
         return None
 
 
-def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None) -> list[str]:
+# A ledger holds a few dozen records; anything this large was not written by a run.
+MAX_LEDGER_BYTES = 1 << 20
+
+
+def read(path: Path) -> Ledger:
+    """The ledger at `path`, or LedgerUnreadable saying why (half-written, not JSON, wrong fields)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_LEDGER_BYTES + 1)
+    except OSError as e:
+        raise LedgerUnreadable(e.strerror or str(e)) from None
+    if len(raw) > MAX_LEDGER_BYTES:
+        raise LedgerUnreadable(f"larger than {MAX_LEDGER_BYTES} bytes")
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise LedgerUnreadable(f"not JSON ({str(e)[:120]})") from None
+    if not isinstance(data, dict):
+        raise LedgerUnreadable("not a JSON object")
+    try:
+        led = Ledger(**data)
+    except TypeError as e:
+        raise LedgerUnreadable(f"wrong fields ({e})") from None
+    if not isinstance(led.run_id, str) or not naming.RUN_ID_RE.fullmatch(led.run_id) or f"{led.run_id}.json" != path.name:
+        raise LedgerUnreadable(f"run_id {str(led.run_id)[:40]!r} does not match the file name")
+    for name in ("owner_pid", "owner_start"):
+        if not isinstance(getattr(led, name), int):
+            raise LedgerUnreadable(f"{name} is not an integer")
+    for name in ("netns", "procs", "bpf_ccs", "remote_procs", "undo", "secrets"):
+        if not isinstance(getattr(led, name), list):
+            raise LedgerUnreadable(f"{name} is not a list")
+    if not all(isinstance(p, dict) and isinstance(p.get("pid"), int) and isinstance(p.get("start"), int)
+               for p in led.procs):
+        raise LedgerUnreadable("procs holds a record without an integer pid and start")
+    if not isinstance(led.result_dir, str):
+        raise LedgerUnreadable("result_dir is not a string")
+    return led
+
+
+class LedgerUnreadable(Exception):
+    """A ledger file that cannot be read as a run's ledger; the message says why."""
+
+
+def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *, mark: bool = True,
+                log_removed: bool = True) -> list[str]:
     """Remove everything a run's ledger lists and every namespace carrying its run id.
-    Returns what it removed (for the log)."""
+    Returns what it removed (for the log).
+
+    Each object is removed on its own: one that cannot be (a full disk under the results folder, a
+    process that will not die, a field of the wrong type in a ledger a crash or a person left) is
+    reported in one line naming the run and the rest still goes (issue 33). The ledger entry is
+    removed unless a kernel object or process it lists is still there, so a later run retries only
+    what really stayed. `mark`: whether a status.json still saying `running` is marked failed (the
+    run's own teardown writes its real outcome itself). `log_removed`: whether what was removed is
+    logged too (a run's own teardown logs only what went wrong)."""
     removed: list[str] = []
-    for p in ledger.procs:
-        ref = proc.ProcRef(int(p["pid"]), int(p["start"]), str(p["label"]))  # type: ignore[arg-type]
-        if ref.alive():
-            proc.terminate(ref, grace=2.0)
-            removed.append(f"process {ref.pid} ({ref.label})")
-    removed += _cleanup_remote(ledger)
-    for cc in ledger.bpf_ccs:
-        if cc in Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split():
-            # The loader owns the struct_ops link; if it is gone but the CC is still there, it was
-            # registered persistently by someone: unregister by its run-scoped name only.
-            proc.run(["bpftool", "struct_ops", "unregister", "name", cc], check=False)
-            removed.append(f"congestion control {cc}")
-    names = set(ledger.netns) | {n for n in netns.list_netns() if naming.run_id_of_netns(n) == ledger.run_id}
-    for name in sorted(names):
-        if (netns.NETNS_DIR / name).exists():
-            netns.delete_netns(name)
-            removed.append(f"netns {name}")
-    www = WWW_DIR / ledger.run_id
-    if www.exists():
-        shutil.rmtree(www)
-        removed.append(f"web root {www}")
-    for secret in ledger.secrets:
-        # Files that must not outlive the run (e.g. a TLS private key in its result directory).
+    stayed = False      # a process or kernel object of the run is still there: keep its ledger
+
+    def attempt(what: str, step: Callable[[], None], *, object_left: bool = True) -> None:
+        nonlocal stayed
         try:
-            Path(secret).unlink()
-            removed.append(f"secret file {Path(secret).name}")
-        except FileNotFoundError:
-            pass
-    mark_interrupted(Path(ledger.result_dir))
-    ledger.remove()
-    for r in removed:
+            step()
+        except Exception as e:  # noqa: BLE001 — any failure is one line, never the end of the cleanup
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+            log(f"could not clean {what} of run {ledger.run_id}: {reason}")
+            stayed = stayed or object_left
+
+    def stop_procs() -> None:
+        for p in _records(ledger.procs, "procs"):
+            ref = proc.ProcRef(int(p["pid"]), int(p["start"]), str(p["label"]))  # type: ignore[arg-type]
+            if ref.alive():
+                proc.terminate(ref, grace=2.0)
+                removed.append(f"process {ref.pid} ({ref.label})")
+
+    def remote() -> None:
+        removed.extend(_cleanup_remote(ledger))
+
+    def bpf() -> None:
+        for cc in _records(ledger.bpf_ccs, "bpf_ccs"):
+            if cc in Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split():
+                # The loader owns the struct_ops link; if it is gone but the CC is still there, it was
+                # registered persistently by someone: unregister by its run-scoped name only.
+                proc.run(["bpftool", "struct_ops", "unregister", "name", str(cc)], check=False)
+                removed.append(f"congestion control {cc}")
+
+    def namespaces() -> None:
+        listed = [str(n) for n in _records(ledger.netns, "netns")]
+        mine = {n for n in listed if naming.run_id_of_netns(n) == ledger.run_id}
+        names = mine | {n for n in netns.list_netns() if naming.run_id_of_netns(n) == ledger.run_id}
+        for name in sorted(names):
+            if (netns.NETNS_DIR / name).exists():
+                netns.delete_netns(name)
+                removed.append(f"netns {name}")
+
+    def web_root() -> None:
+        www = WWW_DIR / ledger.run_id
+        if www.exists():
+            shutil.rmtree(www)
+            removed.append(f"web root {www}")
+
+    def secrets() -> None:
+        for secret in _records(ledger.secrets, "secrets"):
+            # Files that must not outlive the run (e.g. a TLS private key in its result directory).
+            try:
+                Path(str(secret)).unlink()
+                removed.append(f"secret file {Path(str(secret)).name}")
+            except FileNotFoundError:
+                pass
+
+    attempt("its processes", stop_procs)
+    attempt("its processes or changes on other hosts", remote)
+    attempt("its BPF congestion controls", bpf)
+    attempt("its network namespaces", namespaces)
+    attempt("its web root", web_root)
+    attempt("its secret files", secrets)
+    if mark:
+        # Not an object of the kernel: a results folder that cannot be written keeps its ledger no longer.
+        attempt(f"the status of its results folder {ledger.result_dir}",
+                lambda: mark_interrupted(Path(str(ledger.result_dir))), object_left=False)
+    for r in removed if log_removed else []:
         log(f"cleaned {ledger.run_id}: {r}")
+    if stayed:
+        log(f"kept the ledger of run {ledger.run_id} ({ledger.path}): what could not be removed is retried by "
+            "the next run or `mpvlab cleanup`")
+    else:
+        attempt(f"its ledger {ledger.path}", ledger.remove, object_left=False)
     return removed
+
+
+def _records(value: object, field_name: str) -> list[object]:
+    """A list field of a ledger read from disk: a ledger a crash or a person left may hold anything."""
+    if not isinstance(value, list):
+        raise TypeError(f"ledger field {field_name} is a {type(value).__name__}, not a list")
+    return value
 
 
 def _cleanup_remote(ledger: Ledger) -> list[str]:
@@ -274,6 +371,24 @@ def _ledger_paths() -> list[Path]:
                           "up or start anything (set MPVLAB_RUNTIME_DIR to a directory root can write)") from None
 
 
+def _reap_unreadable(path: Path, why: str, log: Callable[[str], None]) -> list[str]:
+    """A ledger that cannot be read (half-written by hand, corrupted, wrong types): what it lists is
+    unknown, but its run id (the file name) still finds the run's namespaces and web root. Only a run
+    whose owner lock is not held is touched (a live runner holds it from before its ledger exists)."""
+    rid = path.name.removesuffix(".json")
+    if not naming.RUN_ID_RE.fullmatch(rid):
+        log(f"ignored {path}: not a run ledger's name ({why})")
+        return []
+    if owner_state(rid) == "alive":
+        log(f"ledger of run {rid} unreadable ({why}) but its runner is alive: left alone")
+        return []
+    log(f"ledger of run {rid} unreadable ({why}): removing what carries its run id")
+    stub = Ledger(rid, 0, 0, "")
+    removed: list[str] = []
+    removed += cleanup_run(stub, log, mark=False)
+    return removed
+
+
 def reap_stale(log: Callable[[str], None] = lambda _m: None) -> list[str]:
     """Clean up after every run whose runner is dead: the ledgers in this runtime directory whose
     owner died, and every `mpv-` namespace whose run's owner lock is free (OWNER_LOCK_DIR). A
@@ -281,20 +396,35 @@ def reap_stale(log: Callable[[str], None] = lambda _m: None) -> list[str]:
     touched, nor one without a lock file (not a run this platform made)."""
     removed: list[str] = []
     for path in _ledger_paths():
-        ledger = load(path)
-        if ledger is not None and not ledger.owner_alive():
+        try:
+            ledger = read(path)
+        except LedgerUnreadable as e:
+            removed += _reap_unreadable(path, str(e), log)
+            continue
+        try:
+            alive = ledger.owner_alive()
+        except Exception as e:  # noqa: BLE001 — one run's problem is one line, never the end of reaping
+            log(f"could not tell whether run {ledger.run_id} is alive ({e}): left alone")
+            continue
+        if not alive:
             removed += cleanup_run(ledger, log)
     for name in netns.list_netns():
         rid = naming.run_id_of_netns(name)
-        if rid is not None and owner_state(rid) == "dead":
-            netns.delete_netns(name)
-            removed.append(f"orphan netns {name}")
-            log(f"cleaned orphan netns {name}")
+        try:
+            if rid is not None and owner_state(rid) == "dead":
+                netns.delete_netns(name)
+                removed.append(f"orphan netns {name}")
+                log(f"cleaned orphan netns {name}")
+        except Exception as e:  # noqa: BLE001 — one line, the rest still cleaned
+            log(f"could not clean orphan netns {name} of run {rid}: {e}")
     # Lock files of dead runs with nothing left to find them by (no ledger here, no namespace).
     ns_ids = {naming.run_id_of_netns(n) for n in netns.list_netns()}
     for lock in sorted(OWNER_LOCK_DIR.glob("*.lock")) if OWNER_LOCK_DIR.is_dir() else []:
         rid = lock.stem
         if (naming.RUN_ID_RE.fullmatch(rid) and rid not in ns_ids and not (LEDGER_DIR / f"{rid}.json").exists()
                 and owner_state(rid) == "dead"):
-            lock.unlink(missing_ok=True)
+            try:
+                lock.unlink(missing_ok=True)
+            except OSError as e:
+                log(f"could not remove the owner lock {lock} of run {rid}: {e.strerror}")
     return removed

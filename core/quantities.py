@@ -5,9 +5,10 @@ back in canonical unit form; and the strict base model every configuration model
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, model_validator
 
 from core import units
 
@@ -35,3 +36,56 @@ QueueLimitT = Annotated[
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    # pydantic's lax mode reads "no", "off", "0", 0 and 1 as booleans: `padding: "no"` (a quoted string)
+    # would silently mean false. A yes/no field takes YAML's true or false only (issue 33).
+    @model_validator(mode="before")
+    @classmethod
+    def _strict_booleans(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out = None
+        for name, value in data.items():
+            info = cls.model_fields.get(name) if isinstance(name, str) else None
+            if info is None or isinstance(value, bool):
+                continue
+            allowed = _bool_field_allows(info.annotation)
+            if allowed is not None and not any(value is a or (a is not None and value == a and type(value) is type(a))
+                                               for a in allowed):
+                # Handed on as a value no boolean validator accepts, so pydantic reports it at the
+                # field's own location with the field's own words (mpvlab/messages.py).
+                out = dict(data) if out is None else out
+                out[name] = NotABoolean(value)
+        return data if out is None else out
+
+
+class NotABoolean:
+    """A value given to a yes/no field that is not YAML's true or false (shown as it was given)."""
+
+    def __init__(self, given: Any) -> None:
+        self.given = given
+
+    def __repr__(self) -> str:
+        return repr(self.given)
+
+    def __str__(self) -> str:
+        return str(self.given)
+
+
+def _bool_field_allows(annotation: Any) -> tuple[Any, ...] | None:
+    """For a field whose type is bool, or bool combined only with None and Literal values: the non-bool
+    values it also takes; None for any other field (left to its own type)."""
+    members = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+    if bool not in members:
+        return None
+    allowed: list[Any] = []
+    for m in members:
+        if m is bool:
+            continue
+        if m is type(None):
+            allowed.append(None)
+        elif get_origin(m) is Literal:
+            allowed.extend(get_args(m))
+        else:
+            return None          # bool | int and the like: the other type decides
+    return tuple(allowed)

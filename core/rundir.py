@@ -13,6 +13,8 @@ results/<scenario>/<runid>/
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -25,22 +27,31 @@ STATES = ("running", "complete", "failed")
 
 def write_json(path: Path, data: Any) -> None:
     """Atomic: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are for every user of the machine to read
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=False, default=str)
-        f.write("\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def write_text(path: Path, text: str) -> None:
+    """Atomic (a fresh file renamed over the old one); on failure (a full disk) the fresh file is
+    removed, so a failed write takes no space and leaves no stray file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.fchmod(fd, 0o644)
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are for every user of the machine to read
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _overwrite_in_place(path: Path, text: str) -> None:
+    """The last resort for status.json on a full filesystem: truncating the old file frees its block,
+    which the new (as small) text then reuses. Not atomic, so only used when the atomic write failed."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
     with os.fdopen(fd, "w") as f:
         f.write(text)
-    os.replace(tmp, path)
 
 
 def read_status(run_dir: Path) -> dict[str, Any] | None:
@@ -61,7 +72,12 @@ def write_status(run_dir: Path, state: str, reason: str = "", **extra: Any) -> N
         **{k: v for k, v in previous.items() if k not in {"state", "reason", "started", "updated"}},
         **extra,
     }
-    write_json(run_dir / "status.json", data)
+    try:
+        write_json(run_dir / "status.json", data)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT) or not (run_dir / "status.json").is_file():
+            raise
+        _overwrite_in_place(run_dir / "status.json", json.dumps(data, indent=2, default=str) + "\n")
 
 
 def make_run_dir(results_root: Path, scenario_name: str, run_id: str) -> Path:

@@ -46,6 +46,7 @@ TRACE_MAX_BYTES = 16 * 1024 * 1024
 TRACE_MAX_LINES = 4 * 1024 * 1024      # the C side's limit too (capacity.h)
 TRACE_MAX_MS = 1 << 36                  # the C side's limit too
 RATE_MAX_BPS = 100 * 10**9
+MAX_OUTAGE_TIME_NS = 24 * 3600 * 10**9     # as a delay schedule's times (mpvlab/limits.py)
 MAX_OUTAGES = 4096                      # capacity.h DL_MAX_OUTAGES
 
 
@@ -344,6 +345,10 @@ def _check_outages(v: list[tuple[int, int]]) -> list[tuple[int, int]]:
             raise ValueError("outages must be sorted and must not overlap")
         if s % 1000 or e % 1000:
             raise ValueError("outage times must be whole microseconds")
+        if e > MAX_OUTAGE_TIME_NS:
+            # the delay line would hold the path down for that long (1e12 s was accepted; issue 33)
+            raise ValueError(f"outage [{units.format_duration(s)}, {units.format_duration(e)}]: outages must end "
+                             "within 24h of run time zero (no run lasts longer)")
         prev_end = e
     return v
 

@@ -62,7 +62,7 @@ def default_parallel(cpus: int) -> int:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from core.errors import EXIT_INTERRUPTED, RunFailed, RunInterrupted
+    from core.errors import EXIT_INTERRUPTED, RunFailed, RunInterrupted, RunNotStarted
     from mpvlab.run.context import RunOptions
     from mpvlab.run.session import run_scenario
 
@@ -110,6 +110,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             live.update(status)
             console.print(Text(str(e), style="yellow"))
             return EXIT_INTERRUPTED
+        except RunNotStarted as e:    # nothing was started: exit 2, as for a refused input (README)
+            live.update(status)
+            console.print(Text(str(e), style="red"))
+            return 2
         except RunFailed as e:
             live.update(status)
             console.print(Text(str(e), style="red"))
@@ -347,7 +351,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
-    from mpvlab.report import build_report
+    from mpvlab.report import ReportFolderError, build_report
 
     src = Path(args.results_dir)
     if not src.is_dir():
@@ -355,7 +359,11 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         return 2
     out = Path(args.out) if args.out else src / "report"
     t = time.monotonic()
-    rep = build_report(src, out)
+    try:
+        rep = build_report(src, out)
+    except ReportFolderError as e:
+        console.print(Text(str(e), style="red"))
+        return 2
     console.print(f"report of {rep.n_complete} complete run(s) in {rep.n_configs} configuration(s), "
                   f"{rep.n_failed} failed/incomplete run(s) listed, in {time.monotonic() - t:.1f} s")
     console.print(f"  {rep.html}")

@@ -217,9 +217,17 @@ def file_problems(sc: Any, scenario_file: Path, cache: dict[Path, list[str]] | N
     if sc.transport.cc == "bpf":
         from cc.user_bpf import BpfCCError, resolve_object
         try:   # the object lies inside the scenario's folder, a regular file of sane size
-            resolve_object(scenario_file.parent, sc.transport.cc_params["bpf"])
+            obj = resolve_object(scenario_file.parent, sc.transport.cc_params["bpf"])
         except BpfCCError as e:
             out.append(f"transport.{e}")
+        else:
+            from cc.user_bpf import check_object
+            try:   # what the loader would refuse at run time, found now (issue 33: validate ≡ run)
+                check_object(obj, sc.transport.cc_params.get("params") or {})
+            except BpfCCError as e:
+                reason = str(e)
+                named = reason.startswith(obj.name)      # the loader's reason names the object itself
+                out.append(f"transport.cc.bpf: {reason if named else sc.transport.cc_params['bpf'] + ': ' + reason}")
     for pname, p in sc.paths.items():
         for dname in ("down", "up"):
             cap = getattr(getattr(p, dname), "capacity", None)

@@ -149,6 +149,16 @@ WORKLOAD_TOPOLOGIES: dict[str, tuple[str, ...]] = {
 }
 
 
+# Sections a workload never reads, with what to use instead (Scenario._sections_apply_to_workload).
+SECTIONS_UNUSED_BY: dict[str, dict[str, str]] = {
+    "rtp": {"video": "it encodes its own test picture: set workload.duration, fps, width, height",
+            "player": "its receiver is mpvlab-rtp, with workload.playout_deadline",
+            "server": "it sends RTP over UDP, no web server"},
+    "bulk": {"video": "a bulk transfer sends no video", "player": "a bulk transfer has no player",
+             "server": "the bulk sender is its own server (no web server)"},
+}
+
+
 class Scenario(Strict):
     name: str = Field(pattern=NAME_RE)
     description: str = ""
@@ -206,6 +216,7 @@ class Scenario(Strict):
         if topo not in allowed:
             why = " (one path: RTP over UDP is not multipath)" if kind == "rtp" else ""
             raise ValueError(f"workload.kind {kind} runs on topology.kind {' or '.join(allowed)}{why}, not {topo}")
+        self._sections_apply_to_workload()
         if kind == "rtp" and self.transport.scheduler != "default":
             raise ValueError("transport.scheduler: workload.kind rtp sends over UDP, so only 'default' is allowed "
                              f"(got {self.transport.scheduler!r})")
@@ -214,6 +225,16 @@ class Scenario(Strict):
             # would need one stream per client, which it does not run (yet)
             raise ValueError(f"topology.clients: workload.kind rtp on shared-bottleneck takes exactly 1 client "
                              f"(one viewer), got {self.n_clients}")
+
+    def _sections_apply_to_workload(self) -> None:
+        """A section the workload never reads is refused, not silently ignored (issue 33): a `video:`
+        block on rtp would otherwise look like it set the stream's length or bitrate. A section equal to
+        its defaults (a resolved.yaml written out whole) says nothing and passes."""
+        why = SECTIONS_UNUSED_BY.get(self.workload.kind, {})
+        for section, reason in why.items():
+            if section in self.model_fields_set and getattr(self, section) != Scenario.model_fields[section].default:
+                raise ValueError(f"{section}: does not apply to workload.kind {self.workload.kind} ({reason}); "
+                                 "remove it")
 
     def _addressing_fits(self) -> None:
         if self.topology.server_addressing == "single":
@@ -232,7 +253,9 @@ class Scenario(Strict):
         known = ["client", "server", *(f"router-{p}" for p in self.paths)]
         bad = [p for p in self.observe.pcap.points if p not in known]
         if bad:
-            raise ValueError(f"observe.pcap.points: unknown point {', '.join(map(repr, bad))}; "
+            # at most a few names shown: a list of 10,000 made a 159 KB message (issue 33)
+            shown = ", ".join(repr(p[:40]) for p in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+            raise ValueError(f"observe.pcap.points: unknown point{'s' if len(bad) > 1 else ''} {shown}; "
                              f"this topology has {', '.join(known)}")
         return self
 

@@ -21,10 +21,12 @@ import copy
 import os
 import re
 import resource
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -508,8 +510,75 @@ def wrong_type_cases() -> Iterator[Case]:
                ("paths.lte.down.delay", "expected a delay"), kind="spec")
 
 
+CC_BUILD = REPO / "cc" / "build"
+
+
+def _bpf_case(source: Path | bytes, params: dict[str, int] | None = None) -> Callable[[Path], Path]:
+    """A scenario naming `cc.bpf` = the given object (copied into the case's folder, as a user would)."""
+    def build(d: Path) -> Path:
+        obj = d / "cc.bpf.o"
+        obj.write_bytes(source if isinstance(source, bytes) else source.read_bytes())
+        cc: dict[str, Any] = {"bpf": "cc.bpf.o", **({"params": params} if params else {})}
+        return scenario_file(with_values({"transport.cc": cc}))(d)
+    return build
+
+
+RTP_BASE = {**{k: v for k, v in BASE.items() if k not in ("video", "paths")},
+            "topology": {"kind": "dumbbell"}, "paths": {"bneck": {"down": {"rate": "5mbit", "delay": "10ms"}}},
+            "workload": {"kind": "rtp", "controller": "webrtc-bbr"}}
+BULK_BASE = {**{k: v for k, v in BASE.items() if k != "video"}, "workload": {"kind": "bulk", "duration": "2s"}}
+
+
+def issue33_cases() -> Iterator[Case]:
+    """What `validate` accepted and `run` then refused or ignored (issue 33): BPF objects inspected at
+    validation, sections a workload never reads, quoted booleans, absurd durations, a short message
+    for a huge list."""
+    reno = CC_BUILD / "examples" / "reno_mini.bpf.o"
+    bpf: list[tuple[Path | bytes, dict[str, int] | None, tuple[str, ...]]] = [
+        (b"not an object at all\n", None, ("not a BPF object",)),
+        (Path("/bin/true"), None, ("not a BPF object",)),                      # an ELF file, not BPF
+        (CC_BUILD / "examples" / "faults" / "with_kprobe.bpf.o", None, ("kprobe", "only struct_ops programs")),
+        (reno, {"nosuch": 1}, ("no parameter 'nosuch'", "it declares: beta_pct, ai_pkts")),
+        (reno, {"beta_pct": 2**40}, ("params.beta_pct", "outside [0, 4294967295]")),
+        (reno, {"beta_pct": -1}, ("params.beta_pct", "outside [0, 4294967295]")),
+    ]
+    for i, (source, params, words) in enumerate(bpf):
+        yield Case(f"bpf-object-{i}", "bpf-object", _bpf_case(source, params), ("transport.cc.bpf", *words),
+                   cli=i == 2)
+    unused = [(RTP_BASE, "video", {"duration": "10s"}, "encodes its own test picture"),
+              (RTP_BASE, "player", {"max_lateness": "40ms"}, "receiver is mpvlab-rtp"),
+              (RTP_BASE, "server", {"tls": True}, "no web server"),
+              (BULK_BASE, "video", {"bitrate": "3mbit"}, "sends no video"),
+              (BULK_BASE, "player", {"mode": "rebuffer"}, "has no player")]
+    for i, (base, section, block, why) in enumerate(unused):
+        yield Case(f"unused-section-{i}", "unused-section", scenario_file({**base, section: block}),
+                   (section, "does not apply to workload.kind", why), cli=i == 0)
+    bools = [("fidelity.probe", "no"), ("fidelity.probe", "false"), ("fidelity.probe", 0), ("hosts.offloads", 1),
+             ("hosts.offloads", "off"), ("player.decode", "yes"), ("server.tls", "yes"), ("server.tls", 1)]
+    for i, (dotted, value) in enumerate(bools):
+        yield Case(f"strict-bool-{i}", "strict-bool", scenario_file(with_values({dotted: value})),
+                   (dotted, "true or false"), cli=i == 0)
+    yield Case("strict-bool-rtp-padding", "strict-bool",
+               scenario_file({**RTP_BASE, "workload": {**RTP_BASE["workload"], "bbr": {"padding": "no"}}}),
+               ("workload.bbr.padding", "true or false"))
+    durations = [("paths.lte.down.outages", [["1s", "1000000000000s"]], ("outages must end within 24h",)),
+                 ("paths.lte.down.outages", [["0s", "2000min"]], ("24h",)),
+                 ("player.max_lateness", "10000min", ("max_lateness", "at most 60s")),
+                 ("player.buffer", "10000min", ("buffer", "at most 60min")),
+                 ("player.startup_buffer", "6000min", ("startup_buffer", "at most 60min")),
+                 ("player.rebuffer_resume", "10000min", ("rebuffer_resume", "at most 60min"))]
+    for i, (dotted, value, words) in enumerate(durations):
+        fname = dotted.rsplit(".", 1)[0] if dotted.startswith("player.") else dotted
+        yield Case(f"absurd-duration-{i}", "absurd-duration", scenario_file(with_values({dotted: value})),
+                   (fname, *words), cli=i == 0)
+    yield Case("pcap-10000-points", "absurd",
+               scenario_file(with_values({"observe.pcap": {"points": [f"router-x{i:05d}" for i in range(10_000)]}})),
+               # in-process only: parsing 10,000 list items takes PyYAML's pure-Python loader ~3 s a pass
+               ("observe.pcap.points", "at most 10 points", "got 10000"))
+
+
 CASES = [*escape_cases(), *sensitive_cases(), *bomb_cases(), *huge_cases(), *special_cases(), *encoding_cases(),
-         *duplicate_cases(), *sweep_size_cases(), *absurd_cases(), *wrong_type_cases()]
+         *duplicate_cases(), *sweep_size_cases(), *absurd_cases(), *wrong_type_cases(), *issue33_cases()]
 
 
 # --- the checks ------------------------------------------------------------------------------------
@@ -692,3 +761,152 @@ def test_any_grid_is_refused_in_words_or_accepted(key: str, grid: list[Any], tmp
     if not verdict.ok:
         given = text + repr(grid)
         assert REGEX_SIGNS.search(given) or not REGEX_SIGNS.search(rules(verdict.text)), verdict.text
+
+
+# --- issue 33: `mpvlab report` reads a results folder as untrusted input --------------------------------
+# A results folder can be crafted by anyone who can write in it, and the report runs as root: each
+# hostile run folder must become one row of not_aggregated (with its reason), never the end of the
+# report, never memory exhaustion; no write may follow a link planted in the report's folder.
+
+BILLION_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+    for p, c in zip("abcdefgh", "bcdefghi"))
+
+# run folder → (file, contents) written over a complete synthetic run; words its row's reason holds
+HOSTILE_RUNS: dict[str, tuple[str, str | bytes, str]] = {
+    "yaml-billion-laughs": ("resolved.yaml", BILLION_LAUGHS, "expands (through aliases)"),
+    "yaml-recursive-anchor": ("resolved.yaml", "a: &a [1, *a]\n", "itself"),
+    "yaml-invalid": ("resolved.yaml", "a: [1, 2\nb: {\n", "not valid YAML"),
+    "yaml-deep": ("resolved.yaml", "[" * 5000 + "]" * 5000, "nested deeper"),
+    "yaml-a-list": ("resolved.yaml", "- 1\n- 2\n", "not a mapping"),
+    "yaml-not-utf8": ("resolved.yaml", b"name: \xff\xfe\n", "UTF-8"),
+    "json-deep": ("summary.json", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    "json-invalid": ("summary.json", '{"scenario": "x", ', "unreadable"),
+    "json-a-list": ("summary.json", "[1, 2, 3]", "not a JSON object"),
+    "json-paths-wrong-type": ("summary.json", '{"scenario": "x", "paths": {"wifi": 5}}', "unexpected content"),
+    "json-paths-a-list": ("summary.json", '{"scenario": "x", "paths": [1, 2]}', "unexpected content"),
+    "json-warnings-wrong-type": ("summary.json", '{"scenario": "x", "warnings": [{"a": 1}]}', "not text"),
+    "status-deep": ("status.json", "{\"a\":" * 50_000 + "1" + "}" * 50_000, "nested too deeply"),
+    "status-a-string": ("status.json", '"complete"', "not a JSON object"),
+    "header-deep": ("scenario.yaml", "# mpvlab-sweep: " + "[" * 4000 + "]" * 4000 + "\nname: x\n", ""),
+}
+
+
+def _hostile_results(root: Path) -> tuple[Path, int]:
+    """Two complete synthetic runs per hostile case, one of them then broken; returns (folder, good runs)."""
+    from mpvlab.report.synthetic import make_set
+    src = root / "results"
+    make_set(src, ["sc"], ["cubic"], ["default"], trials=len(HOSTILE_RUNS) + 2)
+    runs = sorted((src / "sc").iterdir())
+    for d, (case, (name, data, _)) in zip(runs, HOSTILE_RUNS.items()):
+        (d / name).unlink(missing_ok=True)
+        (d / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+        d.rename(d.with_name(case))
+    # links to devices and to files outside: read through, they must be refused as not a regular file
+    special = runs[len(HOSTILE_RUNS)]
+    (special / "summary.json").unlink()
+    (special / "summary.json").symlink_to("/dev/zero")
+    special.rename(special.with_name("summary-to-dev-zero"))
+    return src, 2       # the untouched last run, and header-deep (a run whose unreadable header is no header)
+
+
+def test_report_lists_each_hostile_run_and_still_reports(tmp_path: Path) -> None:
+    from mpvlab.report import build_report
+    src, good = _hostile_results(tmp_path)
+    with time_limit(120), _memory_limit(1 << 30):
+        rep = build_report(src, src / "report", figures=False)
+    rows = {Path(n.rel).name: n for n in rep.collection.not_aggregated}
+    assert rep.n_complete == good, [r.rel for r in rep.collection.runs]
+    for case, (_, _, words) in HOSTILE_RUNS.items():
+        if case == "header-deep":        # the sweep header is optional: an unreadable one is no header
+            assert case not in rows
+            continue
+        assert case in rows, (case, sorted(rows))
+        assert words in rows[case].reason, (case, rows[case])
+        assert "Traceback" not in rows[case].reason and len(rows[case].reason) < 400, rows[case]
+    assert "regular file" in rows["summary-to-dev-zero"].reason or "device" in rows["summary-to-dev-zero"].reason
+    table = (src / "report" / "not_aggregated.csv").read_text()
+    assert all(case in table for case in HOSTILE_RUNS if case != "header-deep"), table
+
+
+@contextlib.contextmanager
+def _memory_limit(extra: int) -> Iterator[None]:
+    """At most `extra` more bytes of address space in this process while the block runs."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as f:
+        vm = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    resource.setrlimit(resource.RLIMIT_AS, (vm + extra, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _report_cli(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mpvlab", "report", *args], capture_output=True, text=True,
+                          cwd=REPO, env={**os.environ, "COLUMNS": "200"}, timeout=CLI_CPU_S * 4, preexec_fn=_limits)
+
+
+def test_report_never_writes_through_a_planted_link(tmp_path: Path) -> None:
+    """DIR/report/runs.csv a link to a file outside, then DIR/report itself a link to a folder outside:
+    the targets stay untouched, the report is written as real files inside DIR."""
+    from mpvlab.report.synthetic import make_set
+    src = tmp_path / "results"
+    make_set(src, ["sc"], ["cubic"], ["default"], trials=2)
+    victim = tmp_path / "victim.txt"
+    victim.write_text(SECRET)
+    (src / "report").mkdir()
+    (src / "report" / "report.html").write_text("an earlier report")
+    (src / "report" / "runs.csv").symlink_to(victim)
+    # in-process, without figures: the same staging folder and rename (figures only cost time here;
+    # the command's exit codes are test_report_never_replaces_a_folder_that_is_not_a_report's)
+    from mpvlab.report import build_report
+    build_report(src, src / "report", figures=False)
+    assert victim.read_text() == SECRET
+    assert not (src / "report" / "runs.csv").is_symlink() and "run_id" in (src / "report" / "runs.csv").read_text()
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.rmtree(src / "report")
+    (src / "report").symlink_to(outside)
+    build_report(src, src / "report", figures=False)
+    assert list(outside.iterdir()) == []
+    assert (src / "report").is_dir() and not (src / "report").is_symlink()
+    assert (src / "report" / "report.html").is_file()
+    assert not [p for p in src.iterdir() if p.name.startswith(".report.")], list(src.iterdir())
+
+
+def test_report_never_replaces_a_folder_that_is_not_a_report(tmp_path: Path) -> None:
+    from mpvlab.report.synthetic import make_set
+    src = tmp_path / "results"
+    make_set(src, ["sc"], ["cubic"], ["default"], trials=2)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text(SECRET)
+    cp = _report_cli([str(src), "--out", str(mine)])
+    out = cp.stdout + cp.stderr
+    assert cp.returncode == 2 and "Traceback" not in out and "no earlier report" in out, out
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".mine.")]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="loading BPF needs root")
+def test_the_loader_never_loads_a_non_struct_ops_program(tmp_path: Path) -> None:
+    """Issue 33: bpfcc-loader (as `run` starts it, not --check) refuses an object holding a kprobe and a
+    tracepoint program before loading anything: neither program ever shows in `bpftool prog show`."""
+    ready = tmp_path / "ready.json"
+    p = subprocess.Popen([str(CC_BUILD / "bpfcc-loader"), "--obj", str(CC_BUILD / "examples" / "faults" / "with_kprobe.bpf.o"),
+                          "--name", "h33kprobe", "--ready-file", str(ready)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    loaded = ""
+    try:
+        deadline = time.monotonic() + 20
+        while p.poll() is None and not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        loaded = subprocess.run(["bpftool", "prog", "show"], capture_output=True, text=True).stdout
+    finally:
+        if p.poll() is None:
+            p.terminate()
+        _, err = p.communicate(timeout=30)
+    assert "wk_snoop" not in loaded and "wk_trace" not in loaded, "the kprobe/tracepoint program was loaded"
+    assert p.returncode == 1 and "only struct_ops programs" in err, (p.returncode, err)

@@ -5,6 +5,7 @@ words before anything is created."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -14,10 +15,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
-from core import ledger, netns
+from core import ledger, netns, proc
 
 REPO = Path(__file__).resolve().parent.parent
 # Another user (nobody), keeping only the right to read and search files: the checkout may lie under a
@@ -219,3 +221,202 @@ def test_ctrl_c_of_one_planned_run_exits_130(tmp_path: Path) -> None:
     assert p.returncode == 130, out
     assert "Traceback" not in out, out
     _nothing_left(led.run_id)
+
+
+# --- issue 33: a dead run, a full disk or a broken ledger never hurts the next run ----------------------
+
+@contextlib.contextmanager
+def _small_tmpfs(kib: int) -> Iterator[Path]:
+    """A tmpfs of `kib` KiB on a fresh folder, always unmounted and removed (a full disk without
+    filling the host's)."""
+    mnt = Path(tempfile.mkdtemp(prefix="mpvlab-test-fulldisk-"))
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={kib}k,mode=0755", "mpvlab-test-fulldisk", str(mnt)],
+                   check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+        mnt.rmdir()
+
+
+def _fill(mnt: Path) -> None:
+    """Write until the filesystem says it is full (ENOSPC), keeping what was written."""
+    fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError as e:
+        assert e.errno == 28, e
+    finally:
+        os.close(fd)
+    assert os.statvfs(mnt).f_bavail == 0
+
+
+@contextlib.contextmanager
+def _private_runtime() -> Iterator[Path]:
+    """A runtime directory of our own (ledgers, web roots): the dead runs these tests fake or leave are
+    reaped by our commands only, never by a concurrent run on the machine. World-traversable like
+    /run/mpvlab, since Apache serves the run's web root from it as www-data."""
+    rt = Path(tempfile.mkdtemp(prefix="mpvlab-test-runtime-", dir="/run"))
+    os.chmod(rt, 0o755)
+    try:
+        yield rt
+    finally:
+        shutil.rmtree(rt, ignore_errors=True)
+
+
+def _dead_run_id() -> tuple[str, int]:
+    """A run id whose owner is dead: its lock file exists and nobody holds it; a pid that exited."""
+    from core import naming
+    rid = naming.new_run_id()
+    ledger.OWNER_LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    (ledger.OWNER_LOCK_DIR / f"{rid}.lock").write_text("0\n")
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return rid, p.pid
+
+
+def test_cleanup_survives_what_dead_runs_left(tmp_path: Path) -> None:
+    """Issue 33: a dead run whose results folder sits on a full filesystem, a half-written ledger, one
+    with wrong types and one whose results folder is gone: `mpvlab cleanup` removes each run's
+    namespace, reports each problem in one line naming the run, and exits 0; status.json of the
+    full-disk run no longer says `running`."""
+    with _private_runtime() as rt, _small_tmpfs(64) as full:
+        runs = rt / "runs"
+        runs.mkdir()
+        ids: dict[str, str] = {}
+        for case in ("fulldisk", "halfwritten", "wrongtypes", "nofolder"):
+            rid, pid = _dead_run_id()
+            ids[case] = rid
+            subprocess.run(["ip", "netns", "add", f"mpv-{rid}-client"], check=True)
+            result_dir = {"fulldisk": full / "run", "nofolder": tmp_path / "gone"}.get(case, tmp_path / case)
+            record = {"run_id": rid, "owner_pid": pid, "owner_start": 1, "result_dir": str(result_dir),
+                      "netns": [f"mpv-{rid}-client"], "procs": [], "bpf_ccs": []}
+            if case == "wrongtypes":
+                record["procs"] = "not a list of processes"
+            text = json.dumps(record)
+            (runs / f"{rid}.json").write_text(text[: len(text) // 2] if case == "halfwritten" else text)
+        (full / "run").mkdir()
+        (full / "run" / "status.json").write_text('{"state": "running", "reason": ""}\n')
+        _fill(full)
+        try:
+            cp = mpvlab("cleanup", env={"MPVLAB_RUNTIME_DIR": str(rt)})
+            out = cp.stdout + cp.stderr
+            assert cp.returncode == 0, out
+            assert "Traceback" not in out, out
+            for rid in ids.values():
+                assert not [n for n in netns.list_netns() if rid in n], (rid, out)
+                assert not (runs / f"{rid}.json").exists(), (rid, out)
+            # each problem is one line naming its run
+            for case in ("halfwritten", "wrongtypes"):
+                assert [ln for ln in out.splitlines() if ids[case] in ln and "ledger" in ln], out
+            status = json.loads((full / "run" / "status.json").read_text())
+            assert status["state"] == "failed", status
+            # a second cleanup finds nothing left and says so
+            cp2 = mpvlab("cleanup", env={"MPVLAB_RUNTIME_DIR": str(rt)})
+            assert cp2.returncode == 0 and "Traceback" not in cp2.stdout + cp2.stderr, cp2.stdout + cp2.stderr
+            assert not any(i in cp2.stdout for i in ids.values()), cp2.stdout
+        finally:
+            for rid in ids.values():
+                for n in netns.list_netns():
+                    if rid in n:
+                        netns.delete_netns(n)
+                (ledger.OWNER_LOCK_DIR / f"{rid}.lock").unlink(missing_ok=True)
+
+
+def test_run_on_a_full_results_filesystem_exits_2_and_leaves_no_folder(tmp_path: Path) -> None:
+    """Issue 33: nothing was started, so exit 2 (README "Exit codes"), a clear error, no empty run
+    folder and no ledger left behind."""
+    f = tmp_path / "s.yaml"
+    f.write_text(BULK.format(name="fullroot", seconds=1))
+    with _private_runtime() as rt, _small_tmpfs(64) as full:
+        (full / "results").mkdir()
+        _fill(full)
+        cp = mpvlab("run", str(f), "--results", str(full / "results"), env={"MPVLAB_RUNTIME_DIR": str(rt)})
+        out = cp.stdout + cp.stderr
+        assert cp.returncode == 2, out
+        assert "Traceback" not in out and "No space left on device" in out, out
+        assert list((full / "results").iterdir()) == [], list((full / "results").rglob("*"))
+        assert not list((rt / "runs").glob("*.json")) if (rt / "runs").is_dir() else True
+
+
+@pytest.mark.netns
+@pytest.mark.e2e
+def test_disk_filling_during_a_run_then_sigkill_leaves_nothing_behind(tmp_path: Path) -> None:
+    """Issue 33, both halves: (1) the disk fills during a run: the run ends failed (status.json not
+    left at `running`), its ledger entry reaped; (2) a run killed with SIGKILL on a full disk: the
+    next `mpvlab run` completes and `mpvlab cleanup` removes every object the dead run left."""
+    f = tmp_path / "s.yaml"
+    with _private_runtime() as rt, _small_tmpfs(4096) as full:
+        env = {"MPVLAB_RUNTIME_DIR": str(rt)}
+        runs = rt / "runs"
+        results = full / "results"
+        # (1) filled while running, the runner alive
+        f.write_text(BULK.format(name="fills", seconds=4))
+        p = _start_env(["run", str(f), "--results", str(results)], env)
+        try:
+            _wait_for(lambda: (ld := _ledger_in(runs)) is not None
+                      and any(x["label"].startswith("bulk") for x in ld.procs), "the bulk transfer", p)
+            rid = _ledger_in(runs).run_id  # type: ignore[union-attr]
+            _fill(full)
+            out, _ = p.communicate(timeout=RUN_TIMEOUT_S)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        assert p.returncode == 1, out
+        assert "Traceback" not in out, out
+        status = json.loads((results / "fills" / rid / "status.json").read_text())
+        assert status["state"] == "failed", status
+        assert "No space left on device" in status["reason"], status
+        _nothing_left_in(runs, rid)
+        (full / "filler").unlink()
+
+        # (2) SIGKILL on a full disk: its processes and namespaces stay behind, orphaned
+        f.write_text(BULK.format(name="killed", seconds=30))
+        p = _start_env(["run", str(f), "--results", str(results)], env)
+        try:
+            _wait_for(lambda: (ld := _ledger_in(runs)) is not None
+                      and any(x["label"].startswith("bulk") for x in ld.procs), "the bulk transfer", p)
+            dead = _ledger_in(runs)
+            assert dead is not None
+            _fill(full)
+            p.kill()
+            p.wait()
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        left = [n for n in netns.list_netns() if dead.run_id in n]
+        assert left, "the SIGKILLed run left no namespace: the test did not kill it mid-run"
+        (full / "filler").unlink()
+        # the next run reaps it and completes (the dead run's folder is on a full disk again)
+        f.write_text(BULK.format(name="next", seconds=1))
+        _fill(full)
+        cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(tmp_path / "r")],
+                            capture_output=True, text=True, cwd=REPO, timeout=RUN_TIMEOUT_S,
+                            env={**os.environ, "HOME": "/tmp", **env})
+        out = cp.stdout + cp.stderr
+        assert cp.returncode == 0, out
+        assert "Traceback" not in out and dead.run_id in out, out
+        _nothing_left_in(runs, dead.run_id)
+        for ref in dead.procs:
+            assert not proc.ProcRef(int(ref["pid"]), int(ref["start"]), str(ref["label"])).alive(), ref
+        cp = mpvlab("cleanup", env=env)
+        assert cp.returncode == 0 and "Traceback" not in cp.stdout + cp.stderr, cp.stdout + cp.stderr
+
+
+def _start_env(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "mpvlab", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=REPO, start_new_session=True,
+                            env={**os.environ, "HOME": "/tmp", **env})
+
+
+def _ledger_in(runs: Path) -> ledger.Ledger | None:
+    found = sorted(runs.glob("*.json")) if runs.is_dir() else []
+    return ledger.load(found[0]) if len(found) == 1 else None
+
+
+def _nothing_left_in(runs: Path, run_id: str) -> None:
+    assert not [n for n in netns.list_netns() if run_id in n], netns.list_netns()
+    assert not (runs / f"{run_id}.json").exists()

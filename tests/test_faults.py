@@ -158,3 +158,61 @@ def test_component_death_fails_the_run_and_names_it(fault: str, prepared: None, 
     assert not (ledger.OWNER_LOCK_DIR / f"{led.run_id}.lock").exists()
     left = [f"{r.label} (pid {r.pid})" for r in refs if r.alive()]
     assert not left, left
+
+
+# --- issue 33: the rtp workload's sender and receiver die like every other component: named in words
+# with their pid and when, relative to run time zero ---------------------------------------------------
+
+RTP_SCENARIO = """\
+name: fault-{name}
+seed: 1
+topology: {{kind: dumbbell}}
+paths:
+  link: {{down: {{rate: 1mbit, buffer: 15KB, delay: 20ms}}, up: {{delay: 20ms}}}}
+workload: {{kind: rtp, controller: gcc, duration: 8s, playout_deadline: 400ms}}
+fidelity: {{probe: false}}
+"""
+
+
+def _wait_for_rtp_stream(results: Path, run: subprocess.Popen[str]) -> ledger.Ledger:
+    """The run's ledger once sender, encoder and receiver are registered (the sender registers last)."""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        led = _ledger(results)
+        if led is not None and {"rtp sender", "rtp receiver", "rtp encoder"} <= {str(p["label"]) for p in led.procs}:
+            return led
+        if run.poll() is not None:
+            pytest.fail(f"the run ended before its stream started:\n{run.stdout.read() if run.stdout else ''}")
+        time.sleep(0.1)
+    pytest.fail("the run's rtp stream never started")
+
+
+@pytest.mark.parametrize("side", ["sender", "receiver"])
+def test_rtp_component_death_names_pid_and_time(side: str, tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(RTP_SCENARIO.format(name=f"rtp-{side}"))
+    run = subprocess.Popen([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(tmp_path / "results")],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    try:
+        led = _wait_for_rtp_stream(tmp_path / "results", run)
+        time.sleep(FAULT_AFTER_PLAYER_S)      # mid-stream (8 s of media)
+        assert run.poll() is None, "the run ended before the fault"
+        refs = _inject("rtp", f"rtp {side}", led)
+        (victim,) = [r for r in refs if r.label == f"rtp {side}"]
+        out, _ = run.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 1, f"exit {run.returncode}\n{out}"
+    assert "Traceback" not in out, out
+    (run_dir,) = [d for d in (tmp_path / "results" / f"fault-rtp-{side}").iterdir() if d.is_dir()]
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "failed", status
+    reason = status["reason"]
+    assert f"rtp {side} (pid {victim.pid}) killed by SIGKILL" in reason, reason
+    assert "run time zero" in reason, reason
+    assert not [n for n in netns.list_netns() if led.run_id in n], netns.list_netns()
+    assert not (ledger.LEDGER_DIR / f"{led.run_id}.json").exists()
+    left = [f"{r.label} (pid {r.pid})" for r in refs if r.alive()]
+    assert not left, left

@@ -21,18 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-import yaml
-
+from core.errors import InputError
 from mpvlab import metrics
+from mpvlab.inputs import InputFileError, load_result_json, load_result_yaml
 from mpvlab.metrics import MetricDef
 from mpvlab.report.style import order_key
 from mpvlab.report.stats import CONFIDENCE, Summary, seed_for, summarise
 from mpvlab.sweep import read_header
-
-try:  # libyaml: ~10x faster on the 1,000-run bench
-    _Loader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _Loader = yaml.SafeLoader
 
 # The metrics (key, label, unit, range, interval, test, views) are declared once, on the summary model's
 # fields (mpvlab/summary.py); mpvlab/metrics.py collects them. Read there at each call, not copied here.
@@ -51,11 +46,18 @@ def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _read_json(p: Path) -> dict[str, Any] | None:
+    """A run's JSON file if it is a readable object within the limits (mpvlab/inputs.py), else None."""
     try:
-        data = json.loads(p.read_text())
-        return data if isinstance(data, dict) else None
-    except (OSError, ValueError):
+        return _read_json_or_say(p)
+    except InputError:
         return None
+
+
+def _read_json_or_say(p: Path) -> dict[str, Any]:
+    data = load_result_json(p)
+    if not isinstance(data, dict):
+        raise InputFileError(f"{p.name}: a {type(data).__name__}, not a JSON object")
+    return data
 
 
 @dataclass
@@ -163,29 +165,56 @@ def find_run_dirs(source: Path, exclude: Iterable[Path] = ()) -> list[Path]:
 
 
 def load_run(d: Path, source: Path) -> Run | NotAggregated:
+    """One run folder; a folder that cannot be read as a run (a crash, a full disk, a crafted file) is a
+    row of `not_aggregated` with the reason, never the end of the report (issue 33)."""
     rel = str(d.relative_to(source)) if d != source else d.name
-    status = _read_json(d / "status.json")
-    if status is None:
-        return NotAggregated(rel, "unreadable", "status.json missing or not JSON")
-    if status.get("state") != "complete":
-        return NotAggregated(rel, str(status.get("state")), str(status.get("reason") or ""))
-    summary = _read_json(d / "summary.json")
-    if summary is None:
-        return NotAggregated(rel, "complete-without-summary", "status says complete but summary.json is unreadable")
     try:
-        resolved = flatten(yaml.load((d / "resolved.yaml").read_text(), Loader=_Loader) or {})
-    except (OSError, yaml.YAMLError):
-        resolved = {}
+        return _load_run(d, rel)
+    except InputError as e:
+        return NotAggregated(rel, "unreadable", _short(str(e), d))
+    except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as e:
+        # a field of the wrong type or shape in a file that parsed (only the platform writes these files)
+        return NotAggregated(rel, "unreadable", f"unexpected content ({type(e).__name__}: {str(e)[:160]})")
+
+
+def _short(message: str, d: Path) -> str:
+    """The reason without the run folder's path (the row names the run already)."""
+    return message.replace(f"{d}/", "")
+
+
+def _load_run(d: Path, rel: str) -> Run | NotAggregated:
+    try:
+        status = _read_json_or_say(d / "status.json")
+    except InputError as e:
+        return NotAggregated(rel, "unreadable", f"status.json missing or not JSON: {_short(str(e), d)}")
+    if status.get("state") != "complete":
+        return NotAggregated(rel, str(status.get("state"))[:40], str(status.get("reason") or "")[:2000])
+    try:
+        summary = _read_json_or_say(d / "summary.json")
+    except InputError as e:
+        return NotAggregated(rel, "complete-without-summary",
+                             f"status says complete but summary.json is unreadable: {_short(str(e), d)}")
+    resolved_path = d / "resolved.yaml"
+    raw = load_result_yaml(resolved_path) if resolved_path.exists() or resolved_path.is_symlink() else {}
+    if raw is not None and not isinstance(raw, dict):
+        raise InputFileError(f"resolved.yaml: a {type(raw).__name__}, not a mapping")
+    resolved = flatten(raw or {})
     header = None
     try:
         with (d / "scenario.yaml").open() as f:
             head = f.read(4096)
         header = read_header(head)
-    except OSError:
+    except (OSError, UnicodeDecodeError, RecursionError):
         pass
+    if not isinstance(header, dict):
+        header = None
     prov = _read_json(d / "provenance.json") or {}
     run = Run(d, rel, summary, resolved, prov, header)
     run.metrics = run_metrics(summary)
+    # Everything the grouping reads, read once here: a wrong type fails this run, not the report.
+    for key in (run.scenario, run.cc, run.scheduler, run.run_id, *run.paths, *run.warnings):
+        if not isinstance(key, str):
+            raise TypeError(f"summary.json: {key!r} is not text")
     return run
 
 

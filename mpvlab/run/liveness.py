@@ -80,6 +80,18 @@ def _rel(s: float) -> str:
     return f"{s:.1f} s after" if s >= 0 else f"{-s:.1f} s before"
 
 
+def when_found(t0_ns: int, last_ok_ns: int | None) -> str:
+    """When a component died, as far as checks every POLL_S can tell: between the last check that found
+    it alive and now, relative to run time zero (`between 2.1 s and 2.3 s after run time zero`)."""
+    hi = (time.monotonic_ns() - t0_ns) / 1e9
+    if last_ok_ns is None:          # dead at the first look: it may have died any time before
+        return f"by {_rel(hi)} run time zero (found at the first check)"
+    lo = (last_ok_ns - t0_ns) / 1e9
+    if lo >= 0 or hi < 0:           # both on one side: `between 2.1 s and 2.3 s after run time zero`
+        return f"between {abs(lo):.1f} s and {_rel(hi) if hi >= 0 else f'{-hi:.1f} s before'} run time zero"
+    return f"between {_rel(lo)} and {_rel(hi)} run time zero"
+
+
 def watched(label: str) -> bool:
     return not label.startswith(UNWATCHED_PREFIXES + SEPARATELY_WATCHED_PREFIXES)
 
@@ -101,13 +113,7 @@ class Watch:
         return cls(ctx.t0_ns, ctx.ledger.procs, {str(n.mn.name): n for n in nodes})
 
     def _when(self) -> str:
-        hi = (time.monotonic_ns() - self.t0_ns) / 1e9
-        if self.last_ok_ns is None:     # dead at the first look: it may have died any time before
-            return f"by {_rel(hi)} run time zero (found at the first check)"
-        lo = (self.last_ok_ns - self.t0_ns) / 1e9
-        if lo >= 0 or hi < 0:           # both on one side: `between 2.1 s and 2.3 s after run time zero`
-            return f"between {abs(lo):.1f} s and {_rel(hi) if hi >= 0 else f'{-hi:.1f} s before'} run time zero"
-        return f"between {_rel(lo)} and {_rel(hi)} run time zero"
+        return when_found(self.t0_ns, self.last_ok_ns)
 
     def problems(self) -> list[str]:
         out: list[str] = []

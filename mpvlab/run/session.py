@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import traceback
 
@@ -19,7 +20,7 @@ from mpvlab import provenance
 from mpvlab import summary as summary_model
 
 from mpvlab.scenario import Scenario, dump_yaml, resolved_dict
-from core.errors import Interrupted, RunFailed, RunInterrupted
+from core.errors import Interrupted, RunFailed, RunInterrupted, RunNotStarted
 from mpvlab.run.context import RunContext, RunOptions
 from mpvlab.run import timeline, warmup
 from mpvlab.run.kinds import KINDS
@@ -59,14 +60,7 @@ def run_scenario(scenario: Scenario, scenario_file: Path, scenario_text: str, op
         led = ledger.Ledger.create(run_id, run_dir)
     except ledger.LedgerError as e:
         raise RunFailed(str(e)) from None
-    try:
-        rundir.make_run_dir(opts.results_root, scenario.name, run_id)
-    except OSError as e:
-        ledger.cleanup_run(led)
-        raise RunFailed(f"cannot create the result directory {run_dir}: {e.strerror} (check --results)") from None
-    ctx = RunContext(scenario, scenario_file, scenario_text, run_id, run_dir, led, opts)
-    rundir.write_text(run_dir / "scenario.yaml", scenario_text)
-    rundir.write_text(run_dir / "resolved.yaml", dump_yaml(resolved_dict(scenario)))
+    ctx = _open_run_dir(scenario, scenario_file, scenario_text, opts, run_id, run_dir, led)
     failure: str | None = None
     interrupted = False     # issue 15 hook: an interrupted run raises RunInterrupted (exit 130)
     try:
@@ -79,31 +73,64 @@ def run_scenario(scenario: Scenario, scenario_file: Path, scenario_text: str, op
         failure = str(e)
     except Exception as e:  # noqa: BLE001 — any other error still must leave a marked result dir
         failure = f"{type(e).__name__}: {e}"
-        (ctx.logs / "runner-traceback.txt").write_text(traceback.format_exc())
+        try:
+            (ctx.logs / "runner-traceback.txt").write_text(traceback.format_exc())
+        except OSError as write_error:  # a full disk: the reason still goes to status.json below
+            opts.log(f"could not keep the traceback in {ctx.logs}: {write_error.strerror}")
     finally:
         # Cleanup must not be interrupted by a second Ctrl-C half-way.
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             ctx.timeline.mark("ledger_cleanup")
-            removed = ledger.cleanup_run(led)
+            removed = ledger.cleanup_run(led, opts.log, mark=False, log_removed=False)
             ctx.extra_prov["teardown_leftovers_removed_by_ledger"] = removed
         finally:
             signal.signal(signal.SIGINT, old)
-    _write_provenance(ctx)
-    if failure is None:
-        try:
-            summary_model.validated(summary)
-        except ValidationError as e:
-            # A bug of ours, never the user's: keep what was measured beside the reason.
-            rundir.write_json(run_dir / "summary.invalid.json", summary)
-            failure = f"the summary does not match its model (mpvlab/summary.py): {e}"
-    if failure is not None:
+    try:
+        _write_provenance(ctx)
+        if failure is None:
+            try:
+                summary_model.validated(summary)
+            except ValidationError as e:
+                # A bug of ours, never the user's: keep what was measured beside the reason.
+                rundir.write_json(run_dir / "summary.invalid.json", summary)
+                failure = f"the summary does not match its model (mpvlab/summary.py): {e}"
+        if failure is None:
+            rundir.write_json(run_dir / "summary.json", summary)
+            rundir.write_status(run_dir, "complete", fidelity_ok=summary.get("fidelity_ok"))
+            return run_dir
+    except OSError as e:
+        # The results folder filled up (or went away) at the end: the run cannot be trusted complete.
+        failure = f"{failure + '; ' if failure else ''}cannot write the results in {run_dir}: {e.strerror or e}"
+    try:
         rundir.write_status(run_dir, "failed", reason=failure)
-        raise (RunInterrupted if interrupted else RunFailed)(
-            f"run {run_id} failed: {failure}\n  results kept for inspection in {run_dir}")
-    rundir.write_json(run_dir / "summary.json", summary)
-    rundir.write_status(run_dir, "complete", fidelity_ok=summary.get("fidelity_ok"))
-    return run_dir
+    except OSError as e:
+        opts.log(f"could not mark {run_dir} failed ({e.strerror}): its status.json may still say running")
+    raise (RunInterrupted if interrupted else RunFailed)(
+        f"run {run_id} failed: {failure}\n  results kept for inspection in {run_dir}")
+
+
+def _open_run_dir(scenario: Scenario, scenario_file: Path, scenario_text: str, opts: RunOptions, run_id: str,
+                  run_dir: Path, led: ledger.Ledger) -> RunContext:
+    """The run's folder with its status `running` and the scenario as given and as resolved. If any of
+    it cannot be written (a full or read-only disk), nothing has been started: the ledger goes, so does
+    every folder made here, and the error is RunNotStarted (exit 2)."""
+    scenario_dir = opts.results_root / scenario.name
+    made = [d for d in (opts.results_root, scenario_dir) if not d.exists()]
+    try:
+        rundir.make_run_dir(opts.results_root, scenario.name, run_id)
+        rundir.write_text(run_dir / "scenario.yaml", scenario_text)
+        rundir.write_text(run_dir / "resolved.yaml", dump_yaml(resolved_dict(scenario)))
+    except OSError as e:
+        ledger.cleanup_run(led, opts.log, mark=False, log_removed=False)
+        if run_dir.is_dir() and not run_dir.is_symlink():
+            shutil.rmtree(run_dir, ignore_errors=True)
+        for d in reversed(made):    # only folders this run made, and only when empty
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise RunNotStarted(f"cannot create the result directory {run_dir}: {e.strerror or e} (check --results; "
+                            "nothing was started)") from None
+    return RunContext(scenario, scenario_file, scenario_text, run_id, run_dir, led, opts)
 
 
 def _write_provenance(ctx: RunContext) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from core import proc
 from core.errors import RunFailed
-from mpvlab.run import steps
+from mpvlab.run import liveness, steps
 from mpvlab.run.context import RunContext
 from mpvlab.run.workloads import rtp_freezes
 from mpvlab.run.workloads.base import Ends, Outcome, still_running
@@ -37,6 +37,8 @@ STEADY_FROM = 0.5       # the steady-state target is the mean over the second ha
 class RtpWorkload(TwoEnds):
     name = "rtp"
     port = RTP_PORT
+    # The last check that found sender and receiver alive (None: none yet), for when a death happened.
+    last_ok_ns: int | None = None
 
     def prepare(self, ctx: RunContext) -> None:
         if not BINARY.exists():
@@ -108,7 +110,11 @@ class RtpWorkload(TwoEnds):
         assert self.sender is not None and self.receiver is not None
         for p, side in ((self.sender, "sender"), (self.receiver, "receiver")):
             if p.poll() not in (None, 0):
-                raise RunFailed(f"rtp {side} exited with code {p.returncode} (logs/rtp/{side}/{side}.log)")
+                # in words, with its pid and when, as for every other component (liveness.py; issue 33)
+                raise RunFailed(f"rtp {side} (pid {p.pid}) {liveness.describe_status(p.returncode)} "
+                                f"{liveness.when_found(ctx.t0_ns, self.last_ok_ns)} "
+                                f"(logs/rtp/{side}/{side}.log)")
+        self.last_ok_ns = time.monotonic_ns()
         if self.overdue():
             raise RunFailed(f"rtp stream did not finish within {self.timeout_s:.0f} s")
 

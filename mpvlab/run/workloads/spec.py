@@ -167,6 +167,10 @@ class ServerSpec(Strict):
         return self.protocol == "h2" if self.tls == "auto" else bool(self.tls)
 
 
+MAX_LATENESS_NS = 60 * 10**9
+MAX_PLAYER_TIME_NS = 3600 * 10**9   # a video lasts at most 60 min (VideoSpec)
+
+
 class PlayerSpec(Strict):
     """buffer: the playout buffer (default 2 s progressive, 30 s DASH). abr (DASH only): `gst` is
     dashdemux's own rate adaptation, `bba` a buffer-based BBA-0 map (reservoir, cushion)."""
@@ -193,6 +197,18 @@ class PlayerSpec(Strict):
     decode: bool = Field(True, description="False: count bytes and underflows without decoding (light; no "
                                            "picture discards then)")
     timeout_factor: float = Field(3.0, ge=1.2, le=20.0, description="give up after this × video length + 30 s")
+
+    @model_validator(mode="after")
+    def _durations_sane(self) -> "PlayerSpec":
+        """Absurd durations are refused, not handed to GStreamer or the ABR (issue 33)."""
+        if self.max_lateness > MAX_LATENESS_NS:
+            raise ValueError("max_lateness must be at most 60s (a frame later than that is lost to any viewer; "
+                             "the default is 20ms)")
+        for name in ("buffer", "bba_reservoir", "bba_cushion", "rebuffer_resume", "startup_buffer"):
+            v = getattr(self, name)
+            if v is not None and v > MAX_PLAYER_TIME_NS:
+                raise ValueError(f"{name} must be at most 60min (the longest video)")
+        return self
 
     @model_validator(mode="after")
     def _abr_known(self) -> "PlayerSpec":
