@@ -290,6 +290,27 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
+    def _dashjs_fits(self) -> "Scenario":
+        if self.player.kind != "dashjs":
+            return self
+        if self.video.kind != "dash":
+            raise ValueError("player.kind: dashjs plays DASH only; video.kind must be dash (a progressive video "
+                             "needs player.kind: gstreamer)")
+        if self.workload.kind != "video":
+            raise ValueError("player.kind: dashjs is the video workload's player; workload.kind must be video")
+        if self.topology.kind == "physical":
+            raise ValueError("player.kind: dashjs runs on the emulated topologies only (not on physical hosts)")
+        from player import dashjs_setup
+        missing = dashjs_setup.missing()
+        if missing:
+            raise ValueError(f"player.kind: dashjs needs {missing} (./setup.sh installs it)")
+        p = self.player
+        if p.abr == "bba" and p.abr_params["reservoir_s"] + p.abr_params["cushion_s"] >= self.playout_buffer_ns / 1e9:
+            raise ValueError("player.abr_params: reservoir_s + cushion_s must be smaller than player.buffer "
+                             f"({self.playout_buffer_ns / 1e9:g} s)")
+        return self
+
+    @model_validator(mode="after")
     def _own_fetcher_fits(self) -> "Scenario":
         if self.player.fetcher == "own":
             if self.video.kind != "dash":

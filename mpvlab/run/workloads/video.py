@@ -53,6 +53,11 @@ class VideoWorkload:
         ctx.opts.progress("content")
         self.video = steps.ensure_content(ctx.scenario)
         ctx.extra_prov["content"] = steps.content_provenance(self.video)
+        if ctx.scenario.player.kind == "dashjs":
+            from player import dashjs_setup
+            ctx.extra_prov["dashjs"] = {"dashjs_version": dashjs_setup.dashjs_version(),
+                                        "chromium_version": dashjs_setup.chromium_version(),
+                                        "abr": ctx.scenario.player.abr, "abr_params": ctx.scenario.player.abr_params}
 
     def serve(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
         assert self.video is not None
@@ -132,6 +137,7 @@ class VideoWorkload:
                             f"{' over TLS' if http.tls else ''}: {tally}")
         warnings = []
         for role, ps in per_client.items():
+            warnings += decode_limited_warnings(role if self.several else "", ps)
             if ps.get("picture_discards_no_underflow"):
                 who = f"{role}: " if self.several else ""
                 warnings.append(f"{who}{ps['picture_discards_no_underflow']} picture discard(s) happened while the "
@@ -177,3 +183,17 @@ def dash_view(ps: dict[str, Any]) -> dict[str, Any]:
                                    "bitrate_switches", "stall_rate", "rebuffer_events", "rebuffer_ratio",
                                    "abr_policy_mismatches")} | {
         "segments": len(ps.get("segments") or [])}
+
+
+def decode_limited_warnings(who: str, ps: dict[str, Any]) -> list[str]:
+    """dash.js in Chromium: frames the browser dropped (droppedVideoFrames) mean decoding or rendering,
+    not the network, limited playback, when they happened although the buffer held video."""
+    if ps.get("player") != "dashjs":
+        return []
+    dropped, decoded = ps.get("picture_discards") or 0, ps.get("frames_decoded") or 0
+    if not dropped:
+        return []
+    cpu = (ps.get("cpu") or {}).get("share_of_core")
+    return [f"{who + ': ' if who else ''}Chromium dropped {dropped} of {decoded} frames "
+            f"({dropped / max(decoded, 1):.1%}; the browser used {cpu if cpu is not None else '?'} of a core): "
+            "decoding/rendering, not the network, limited playback there"]
