@@ -281,7 +281,7 @@ class Scenario(Strict):
         v, p = self.video, self.player
         if v.kind == "dash" and v.segment <= 0:
             raise ValueError("video.segment must be positive")
-        if (v.kind == "dash" and p.fetcher == "dashdemux" and p.abr == "bba"
+        if (v.kind == "dash" and p.kind == "gstreamer" and p.fetcher == "dashdemux" and p.abr == "bba"
                 and p.bba_reservoir + p.bba_cushion >= self.playout_buffer_ns):
             raise ValueError("player.bba_reservoir + player.bba_cushion must be smaller than player.buffer "
                              f"({self.playout_buffer_ns / 1e9:g} s)")

@@ -233,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
         t0 = t0 if t0 is not None else time.monotonic_ns()
         cfg = {"mpd_url": a.url, "abr": a.abr, "buffer_s": a.buffer_s, "abr_params": json.loads(a.abr_params)}
         t_start_ns = time.monotonic_ns()
+        # Written at once (the rest of the events follow at the end, from the page's record): a
+        # watcher sees that playback began.
+        with a.events.open("w") as fh:
+            fh.write(json.dumps({"t": round((t_start_ns - t0) / 1e9, 6), "type": "start"}) + "\n")
         cdp.evaluate(f"mpvlabStart({json.dumps(cfg)})")
         u_t0, s_t0, _ = tree_cpu_s(browser.pid)
         end_by = time.monotonic() + a.timeout_s
@@ -286,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
                  "browser": browser_info,
                  "clock_map_uncertainty_ms": clock_uncertainty_ms})
     summ["abr"] = {"name": a.abr, "params": json.loads(a.abr_params), "dashjs": raw.get("dashjs_version")}
-    with a.events.open("w") as fh:
+    with a.events.open("a") as fh:
         for e in summ.pop("events_out", []):
             fh.write(json.dumps(e) + "\n")
     tmp = a.summary.with_suffix(".tmp")

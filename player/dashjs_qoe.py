@@ -76,7 +76,7 @@ def summarize(raw: dict[str, Any], t0_ns: int, page_offset_ns: float, video_leng
     levels = [s["level"] for s in segs]
     pq = raw.get("playback_quality") or {}
     dropped, total = pq.get("dropped"), pq.get("total")
-    ev_out = [{"t": rs(t), "event": name, **({"detail": d} if d is not None else {})} for t, name, d in events]
+    ev_out = [{"t": rs(t), "type": name, **({"detail": d} if d is not None else {})} for t, name, d in events]
     return {
         "dash": True, "fetcher": "dashjs",
         "startup_delay_s": None if first is None or started is None else round((first - started) / 1000, 6),

@@ -251,7 +251,8 @@ class PlayerSpec(Strict):
 
     def _dashjs_fits(self) -> "PlayerSpec":
         if "abr" not in self.model_fields_set:
-            self.abr = "dynamic"   # dash.js's own default strategy, the study's default ABR
+            # dash.js's own default strategy, the study's default ABR (frozen model: set once, here)
+            object.__setattr__(self, "abr", "dynamic")
         if self.abr not in DASHJS_ABRS:
             raise ValueError(f"abr {self.abr!r} is not a dash.js ABR; with kind dashjs, one of "
                              f"{', '.join(DASHJS_ABRS)}")
@@ -268,7 +269,7 @@ class PlayerSpec(Strict):
                 raise ValueError(f"abr_params: dash.js's {self.abr} takes none here (bba and festive take some)")
             return self
         try:
-            self.abr_params = model.model_validate(self.abr_params).model_dump()
+            object.__setattr__(self, "abr_params", model.model_validate(self.abr_params).model_dump())
         except ValidationError as e:
             problems = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or '(all)'}: "
                                  + ("unknown key" if err["type"] == "extra_forbidden" else err["msg"])

@@ -1,0 +1,233 @@
+"""Player kind dashjs: the dash.js reference player in headless Chromium (player/dashjs_player.py).
+
+* validate refuses what dash.js cannot do (an ABR it lacks, a progressive video, a missing browser,
+  GStreamer-only settings), naming the field and what is allowed;
+* a 12 s run over MPTCP (HTTP/2 over TLS, the run's own certificate trusted by SPKI): every segment
+  dash.js requested appears once in Apache's access log with the same byte count, and the summary's
+  QoE recomputed from that log and the <video> element's events agrees with dash.js's own figures;
+* SIGKILL of the runner mid-playback: `mpvlab cleanup` leaves no Chromium process, namespace or file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from core import ledger, netns
+from mpvlab.scenario import Scenario
+from player import dashjs_qoe, dashjs_setup
+
+REPO = Path(__file__).resolve().parent.parent
+needs_browser = pytest.mark.skipif(dashjs_setup.missing() is not None,
+                                   reason=f"player kind dashjs: {dashjs_setup.missing()} (./setup.sh installs it)")
+
+BASE: dict[str, Any] = {
+    "name": "dashjs-t", "seed": 1, "topology": {"kind": "dumbbell"},
+    "paths": {"wired": {"down": {"rate": "20mbit", "buffer": "100KB", "delay": "10ms"}}},
+    "transport": {"cc": "cubic"},
+    "video": {"kind": "dash", "duration": "12s", "bitrates": ["500kbit", "1mbit", "2mbit"], "segment": "2s",
+              "width": 640, "height": 360},
+    "player": {"kind": "dashjs"},
+    "server": {"protocol": "h2"},
+    "fidelity": {"probe_duration": "2s"},
+}
+
+
+def scenario(**changes: Any) -> dict[str, Any]:
+    d = json.loads(json.dumps(BASE))
+    for key, value in changes.items():
+        d[key] = value
+    return d
+
+
+def refused(d: dict[str, Any]) -> str:
+    with pytest.raises(Exception) as e:
+        Scenario.model_validate(d)
+    return str(e.value)
+
+
+def test_defaults_to_dynamic_and_validates_rule_params() -> None:
+    sc = Scenario.model_validate(scenario())
+    assert sc.player.kind == "dashjs" and sc.player.abr == "dynamic"
+    sc = Scenario.model_validate(scenario(player={"kind": "dashjs", "abr": "festive"}))
+    assert sc.player.abr_params == {"window": 20, "safety": 0.85, "alpha": 12.0, "switch_window_s": 20.0}
+
+
+def test_validate_refuses_what_dashjs_cannot_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    msg = refused(scenario(player={"kind": "dashjs", "abr": "sabre"}))
+    assert "player" in msg and "'sabre' is not a dash.js ABR" in msg and "dynamic, bola, throughput, bba, festive" in msg
+    msg = refused(scenario(video={"kind": "progressive", "duration": "12s"}))
+    assert "video.kind must be dash" in msg and "player.kind: dashjs" in msg
+    msg = refused(scenario(player={"kind": "dashjs", "fetcher": "own"}))
+    assert "fetcher is for kind gstreamer" in msg
+    msg = refused(scenario(player={"kind": "dashjs", "mode": "rebuffer", "cpu": 1}))
+    assert "cpu, mode: not a setting of kind dashjs" in msg
+    msg = refused(scenario(player={"kind": "dashjs", "abr": "bba", "abr_params": {"reservoir": 3}}))
+    assert "reservoir: unknown key" in msg and "keys: reservoir_s, cushion_s" in msg
+    msg = refused(scenario(player={"kind": "dashjs", "abr": "bba", "buffer": "10s",
+                                   "abr_params": {"reservoir_s": 5, "cushion_s": 6}}))
+    assert "reservoir_s + cushion_s must be smaller than player.buffer (10 s)" in msg
+    monkeypatch.setattr(dashjs_setup, "CHROMIUM", Path("/nonexistent/h30/chromium"))
+    msg = refused(scenario())
+    assert "player.kind: dashjs needs Debian's chromium (/nonexistent/h30/chromium is missing)" in msg
+    # `mpvlab validate` is the same check, before anything touches the kernel.
+
+
+def test_validate_cli_names_the_field(tmp_path: Path) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml.safe_dump(scenario(player={"kind": "dashjs", "abr": "gst"})))
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "validate", str(f)], capture_output=True, text=True,
+                        cwd=REPO, timeout=60)
+    assert cp.returncode != 0 and "player" in cp.stdout + cp.stderr and "festive" in cp.stdout + cp.stderr
+
+
+def test_qoe_definitions_on_a_recorded_timeline() -> None:
+    """Stall episodes and ratios from a hand-made record whose answers are known."""
+    raw = {"started_ms": 1000.0,
+           "events": [[1000.0, "PLAYBACK_STARTED", None], [1500.0, "video.playing", None],
+                      [5500.0, "video.waiting", None], [6500.0, "video.playing", None],
+                      [14500.0, "video.ended", None]],
+           "bitrates": [{"q": 0, "bps": 500_000}, {"q": 1, "bps": 1_000_000}],
+           "fragments": [{"mediaType": "video", "type": "MediaSegment", "ok": True, "index": i, "quality": q,
+                          "bytes": 250_000, "media_duration_s": 2.0, "request_ms": 1000.0 + i, "first_byte_ms": 1100.0 + i,
+                          "end_ms": 1300.0 + i, "ttfb_ms": 100.0, "duration_ms": 300.0}
+                         for i, q in [(1, 0), (2, 1), (3, 1), (4, 0)]],
+           "playback_quality": {"dropped": 3, "total": 360}}
+    s = dashjs_qoe.summarize(raw, t0_ns=0, page_offset_ns=0.0, video_length_s=12.0, frames_expected=360)
+    assert s["startup_delay_s"] == 0.5 and s["playback_s"] == 13.0
+    assert s["underflow_episodes"] == [[5.5, 6.5]] and s["underflow_total_s"] == 1.0
+    assert s["rebuffer_ratio"] == round(1 / 13, 6) and s["stall_rate"] == round(1 / 12, 6)
+    assert s["quality_avg"] == 0.5 and s["bitrate_switches"] == 2 and s["segment_s"] == 2.0
+    assert [g["size_bps"] for g in s["segments"]] == [1_000_000] * 4
+    assert s["frames_rendered"] == 357 and s["picture_discards"] == 3 and s["frames_accounted"]
+
+
+def _run(tmp_path: Path, d: dict[str, Any]) -> Path:
+    f = tmp_path / f"{d['name']}.yaml"
+    f.write_text(yaml.safe_dump(d))
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(tmp_path / "r")],
+                        capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    (run_dir,) = [p for p in (tmp_path / "r" / d["name"]).iterdir() if p.is_dir()]
+    return run_dir
+
+
+@needs_browser
+@pytest.mark.netns
+@pytest.mark.e2e
+def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
+    run = _run(tmp_path, scenario())
+    s = json.loads((run / "summary.json").read_text())
+    p = json.loads((run / "logs" / "player-summary.json").read_text())
+    raw = json.loads((run / "data" / "dashjs" / "dashjs-raw.json").read_text())
+    prov = json.loads((run / "provenance.json").read_text())
+    assert p["status"] == "eos" and p["player"] == "dashjs"
+    assert prov["dashjs"]["dashjs_version"] == raw["dashjs_version"] == "3.0.3"
+    assert raw["codec_support"]["avc1.42c01e"] is True
+    # Every request over HTTP/2 and TLS (the run checks it too), the browser's sockets MPTCP: the
+    # server saw MPTCP subflows from the client's address on the one path.
+    assert s["http"]["by_protocol"] == {"HTTP/2.0": s["http"]["requests"]}
+    assert s["subflows"] and s["cross_checks"]["subflow_addresses"]["ok"]
+    assert s["mptcp"]["mib"]["server"].get("MPCapableACKRX", 0) >= 1
+    # Every media segment dash.js completed appears exactly once in the access log, same bytes.
+    log = dashjs_qoe.access_log_segments((run / "logs" / "apache" / "access.log").read_text().splitlines())
+    segs = p["segments"]
+    assert [g["index"] for g in segs] == list(range(6))   # 12 s of 2 s segments (dash.js counts from 0)
+    for g in segs:
+        path = "/" + g["url"].split("/", 3)[3]
+        assert log.get(path) == [g["bytes"]], (path, log.get(path), g["bytes"])
+    seg_paths = [k for k in log if "/seg-" in k]
+    assert len(seg_paths) == len(segs)        # nothing requested that dash.js did not report
+    # The QoE recomputed: quality from the access log's segment names (seg-<level>-<n>), stalls and
+    # playback from the <video> element's waiting/playing/ended events, against the summary.
+    levels = [int(k.rsplit("/", 1)[1].split("-")[1]) for k in sorted(seg_paths, key=lambda k: k[-9:])]
+    assert s["dash"]["quality_avg"] == pytest.approx(sum(levels) / len(levels))
+    assert s["dash"]["bitrate_switches"] == sum(1 for a, b in zip(levels, levels[1:]) if a != b)
+    first, ended, eps = dashjs_qoe.stall_episodes(raw["events"])
+    assert first is not None and ended is not None
+    assert s["startup_delay_s"] == pytest.approx((first - raw["started_ms"]) / 1000, abs=1e-3)
+    assert s["dash"]["rebuffer_events"] == len(eps) == s["underflows"]
+    playback = (ended - first) / 1000
+    assert s["duration_s"] == pytest.approx(playback, abs=1e-3)
+    stalled = sum(b - a for a, b in eps) / 1000
+    assert s["dash"]["rebuffer_ratio"] == pytest.approx(stalled / playback, abs=1e-5)
+    # Playback cannot be shorter than the video (the element's clock runs at 1x) and lasts the video
+    # plus the stalls (± 0.3 s: the element's start and end events against media time).
+    assert playback >= 12.0 - 0.05 and playback == pytest.approx(12.0 + stalled, abs=0.3)
+    # dash.js's own HTTP request list (DashMetrics) names the same media segments.
+    dm = [r["url"] for r in raw["http_requests"] if r["type"] == "MediaSegment"]
+    assert sorted(dm) == sorted(g["url"] for g in segs)
+    assert s["frames_expected"] == 360 and p["frames_decoded"] == 360
+    # The browser's CPU was measured, and no Chromium process outlived the run.
+    assert s["player_cpu"]["user_s"] > 0
+    assert not _chromium_pids_of(run.name)
+
+
+def _chromium_pids_of(run_id: str) -> list[int]:
+    """Chromium processes whose command line names this run's profile folder (the browser process;
+    its children are in the run's client namespace, which the run deletes after killing its members)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "chromium" in cmd and f"/{run_id}/data/dashjs" in cmd:
+                out.append(int(d))
+    return out
+
+
+def _netns_pids(run_id: str) -> list[int]:
+    pids: list[int] = []
+    for name in netns.list_netns():
+        if run_id in name:
+            pids += netns.pids_in_netns(os.stat(netns.NETNS_DIR / name).st_ino)
+    return pids
+
+
+@needs_browser
+@pytest.mark.netns
+@pytest.mark.e2e
+def test_sigkilled_dashjs_run_leaves_no_browser(tmp_path: Path) -> None:
+    d = scenario(name="dashjs-kill")
+    d["video"]["duration"] = "30s"
+    f = tmp_path / "k.yaml"
+    f.write_text(yaml.safe_dump(d))
+    results = tmp_path / "r"
+    p = subprocess.Popen([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(results)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    deadline = time.monotonic() + 90
+    run = None
+    while time.monotonic() < deadline and run is None:
+        for ev in results.glob("dashjs-kill/*/logs/player-events.jsonl"):
+            if '"type": "start"' in ev.read_text():
+                run = ev.parent.parent
+        time.sleep(0.2)
+    if run is None:
+        p.kill()
+        raise AssertionError("run never reached playback: " + (p.communicate()[0] or ""))
+    time.sleep(2.0)   # mid-playback: dash.js is fetching segments
+    browser = _chromium_pids_of(run.name)
+    members = _netns_pids(run.name)
+    assert browser and set(browser) <= set(members)   # Chromium runs inside the run's client namespace
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "cleanup"], capture_output=True, text=True, cwd=REPO,
+                        timeout=120)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert not _chromium_pids_of(run.name)
+    assert not [pid for pid in members if Path(f"/proc/{pid}").exists()
+                and "Z" != Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]]
+    assert not [n for n in netns.list_netns() if run.name in n]
+    assert not (ledger.LEDGER_DIR / f"{run.name}.json").exists()
+    assert not (ledger.WWW_DIR / run.name).exists()
