@@ -84,7 +84,7 @@ def test_validate_refuses_what_dashjs_cannot_do(monkeypatch: pytest.MonkeyPatch)
 
 def test_validate_cli_names_the_field(tmp_path: Path) -> None:
     f = tmp_path / "bad.yaml"
-    f.write_text(yaml.safe_dump(scenario(player={"kind": "dashjs", "abr": "gst"})))
+    f.write_text(yaml.safe_dump(scenario(player={"kind": "dashjs", "abr": "on-off"})))
     cp = subprocess.run([sys.executable, "-m", "mpvlab", "validate", str(f)], capture_output=True, text=True,
                         cwd=REPO, timeout=60)
     assert cp.returncode != 0 and "player" in cp.stdout + cp.stderr and "festive" in cp.stdout + cp.stderr
@@ -231,3 +231,14 @@ def test_sigkilled_dashjs_run_leaves_no_browser(tmp_path: Path) -> None:
     assert not [n for n in netns.list_netns() if run.name in n]
     assert not (ledger.LEDGER_DIR / f"{run.name}.json").exists()
     assert not (ledger.WWW_DIR / run.name).exists()
+
+
+def test_resolved_dashjs_scenario_round_trips() -> None:
+    """resolved.yaml and a sweep's overrides spell out every default: they must validate again."""
+    from mpvlab.scenario import override, resolved_dict
+    sc = Scenario.model_validate(scenario(player={"kind": "dashjs", "abr": "bba", "buffer": "30s"}))
+    again = Scenario.model_validate(resolved_dict(sc))
+    assert again.player == sc.player
+    own = Scenario.model_validate(scenario(player={"fetcher": "own", "abr": "bola", "buffer": "10s"}))
+    swapped = override(own, {"player": {"kind": "dashjs", "abr": "bola", "buffer": "10s"}})
+    assert swapped.player.kind == "dashjs" and swapped.player.fetcher == "dashdemux"

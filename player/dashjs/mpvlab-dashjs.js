@@ -24,7 +24,7 @@
       : bufferS >= p.reservoir_s + p.cushion_s ? rmax
       : rmin + (rmax - rmin) * (bufferS - p.reservoir_s) / p.cushion_s;
     const up = Math.min(prev + 1, levels.length - 1), down = Math.max(prev - 1, 0);
-    if (bufferS < p.reservoir_s) return 0;
+    if (bufferS <= p.reservoir_s) return 0;
     if (bufferS >= p.reservoir_s + p.cushion_s) return levels.length - 1;
     if (f >= levels[up]) {          // highest rate strictly below f(B)
       let q = 0; for (let i = 0; i < levels.length; i++) if (levels[i] < f) q = i; return q;

@@ -250,16 +250,20 @@ class PlayerSpec(Strict):
         return self
 
     def _dashjs_fits(self) -> "PlayerSpec":
-        if "abr" not in self.model_fields_set:
-            # dash.js's own default strategy, the study's default ABR (frozen model: set once, here)
+        # Judged by value, not by which keys were written: a resolved scenario (resolved.yaml, a
+        # sweep's override) spells out every default.
+        if self.abr == "gst":
+            # the field's default: dash.js's own default strategy, the study's default ABR (frozen
+            # model: set once, here)
             object.__setattr__(self, "abr", "dynamic")
         if self.abr not in DASHJS_ABRS:
             raise ValueError(f"abr {self.abr!r} is not a dash.js ABR; with kind dashjs, one of "
                              f"{', '.join(DASHJS_ABRS)}")
-        if "fetcher" in self.model_fields_set:
+        if self.fetcher != "dashdemux":
             raise ValueError("fetcher is for kind gstreamer; kind dashjs fetches with Chromium")
-        mine = {"abr", "abr_params", "buffer", "kind", "timeout_factor"}
-        other = sorted(self.model_fields_set - mine)
+        mine = {"abr", "abr_params", "buffer", "kind", "timeout_factor", "fetcher"}
+        other = sorted(name for name, f in type(self).model_fields.items()
+                       if name not in mine and getattr(self, name) != f.default)
         if other:
             raise ValueError(f"{', '.join(other)}: not a setting of kind dashjs (it takes abr, abr_params, buffer, "
                              "timeout_factor)")
