@@ -495,6 +495,15 @@ def override(scenario: Scenario, assignments: dict[str, Any], source: str = "<ov
     if "transport.cc" in assignments and not any(k.startswith("transport.cc_params") for k in assignments):
         if assignments["transport.cc"] != data["transport"]["cc"]:   # the same for cc_params (issue 15)
             data["transport"]["cc_params"] = {}
+    if "player.kind" in assignments and assignments["player.kind"] != data["player"]["kind"]:
+        # Another player starts from its own defaults (the other kind's settings are refused by it),
+        # keeping what both understand: the ABR, the buffer, the time limit. Into kind gstreamer with
+        # an ABR of player/abr, that is our own client (fetcher own), as in the DASH studies.
+        old = data["player"]
+        data["player"] = {"kind": assignments["player.kind"], "abr": old["abr"], "buffer": old["buffer"],
+                          "timeout_factor": old["timeout_factor"]}
+        if assignments["player.kind"] == "gstreamer" and old["abr"] not in ("gst", "bba"):
+            data["player"]["fetcher"] = "own"
     for dotted, value in assignments.items():
         if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z0-9_-]+)*", dotted):
             raise ScenarioError(f"{source}: bad parameter path {dotted!r}")

@@ -68,7 +68,7 @@ def summarize(raw: dict[str, Any], t0_ns: int, page_offset_ns: float, video_leng
             "bytes": f.get("bytes"), "url": f.get("url"),
             # the segment's real rate (its size over its media duration) beside the manifest's declared one
             "size_bps": round(f["bytes"] * 8 / f["media_duration_s"]) if f.get("media_duration_s") else None,
-            "t_request": rs(f.get("request_ms")), "t_first_byte": rs(f.get("first_byte_ms")), "t_done": rs(f.get("end_ms")),
+            "t_request": rs(f.get("request_ms")), "t_first_byte": rs(f.get("first_byte_ms")), "t_last_byte": rs(f.get("end_ms")),
             "ttfb_s": None if f.get("ttfb_ms") is None else round(f["ttfb_ms"] / 1000, 6),
             "download_s": None if dur is None else round(dur / 1000, 6),
             "throughput_bps": None if not dur else round(f["bytes"] * 8000 / dur),
