@@ -115,6 +115,8 @@ def start_browser(profile: Path, spki: str | None, log: Path) -> tuple[subproces
     if not os.access(CHROMIUM, os.X_OK):
         raise FileNotFoundError(f"{CHROMIUM} not found: install Debian's chromium (./setup.sh does)")
     profile.mkdir(parents=True, exist_ok=True)
+    port_file = profile / "DevToolsActivePort"
+    port_file.unlink(missing_ok=True)   # a stale one would name another browser's port
     flags = [*BASE_FLAGS, f"--user-data-dir={profile}"]
     if spki:
         # Trusts exactly the run's key (its SPKI's SHA-256): no CA store is touched, no other
@@ -123,7 +125,6 @@ def start_browser(profile: Path, spki: str | None, log: Path) -> tuple[subproces
     with log.open("ab") as out:
         p = subprocess.Popen([CHROMIUM, *flags, "about:blank"], stdout=out, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL)
-    port_file = profile / "DevToolsActivePort"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if p.poll() is not None:

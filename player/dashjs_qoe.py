@@ -50,6 +50,20 @@ def stall_episodes(events: list[list[Any]]) -> tuple[float | None, float | None,
     return first, ended, eps
 
 
+def stalls_with_data(eps: list[tuple[float, float]], buffer: list[list[float]],
+                     min_buffer_s: float = 1.0) -> list[dict[str, float]]:
+    """Stall episodes during which dash.js's own buffer level (sampled every 100 ms) stayed at or above
+    `min_buffer_s` at every sample: the video was there, so the network did not cause the stall (seen
+    here: dash.js 3.0.3 in Chromium 156 waits after its start-up seek, with the first segment
+    buffered, until the next segment is appended)."""
+    out = []
+    for a, b in eps:
+        levels = [lv for t, lv, *_ in buffer if a <= t <= b]
+        if levels and min(levels) >= min_buffer_s:
+            out.append({"start_ms": a, "end_ms": b, "buffer_s_min": round(min(levels), 3)})
+    return out
+
+
 def summarize(raw: dict[str, Any], t0_ns: int, page_offset_ns: float, video_length_s: float,
               frames_expected: int | None) -> dict[str, Any]:
     events = raw.get("events", [])
@@ -76,6 +90,7 @@ def summarize(raw: dict[str, Any], t0_ns: int, page_offset_ns: float, video_leng
     levels = [s["level"] for s in segs]
     pq = raw.get("playback_quality") or {}
     dropped, total = pq.get("dropped"), pq.get("total")
+    with_data = stalls_with_data(eps, raw.get("buffer") or [])
     ev_out = [{"t": rs(t), "type": name, **({"detail": d} if d is not None else {})} for t, name, d in events]
     return {
         "dash": True, "fetcher": "dashjs",
@@ -89,6 +104,9 @@ def summarize(raw: dict[str, Any], t0_ns: int, page_offset_ns: float, video_leng
         "stall_rate": None if stall is None else round(stall, 6),
         "rebuffer_events": len(eps),
         "rebuffer_ratio": None if not playback else round(stalled / playback, 6),
+        "stalls_with_data": [{"start": rs(x["start_ms"]), "end": rs(x["end_ms"]), "buffer_s_min": x["buffer_s_min"]}
+                             for x in with_data],
+        "stalls_with_data_s": round(sum(x["end_ms"] - x["start_ms"] for x in with_data) / 1000, 6),
         "frames_expected": frames_expected,
         "frames_decoded": total, "picture_discards": dropped,
         "frames_rendered": None if total is None or dropped is None else total - dropped,

@@ -137,8 +137,12 @@
     player.on(E.ERROR, (e) => { rec.error = JSON.stringify(e.error || e).slice(0, 500); ev("ERROR", rec.error); });
     player.on(E.PLAYBACK_ENDED, () => { rec.ended = true; });
     // The <video> element's own view: first frame, waiting/playing (stalls), dropped frames.
-    for (const name of ["loadeddata", "playing", "waiting", "stalled", "ended", "error"]) {
-      video.addEventListener(name, () => ev("video." + name, { t_media: video.currentTime }));
+    for (const name of ["loadeddata", "playing", "waiting", "stalled", "seeking", "seeked", "ended", "error"]) {
+      video.addEventListener(name, () => {
+        const b = [];
+        for (let i = 0; i < video.buffered.length; i++) b.push([video.buffered.start(i), video.buffered.end(i)]);
+        ev("video." + name, { t_media: video.currentTime, ready_state: video.readyState, buffered: b });
+      });
     }
     setInterval(() => {
       if (rec.started_ms !== null) rec.buffer.push([now(), player.getBufferLength("video") || 0, video.currentTime]);

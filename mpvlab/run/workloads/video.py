@@ -190,10 +190,15 @@ def decode_limited_warnings(who: str, ps: dict[str, Any]) -> list[str]:
     not the network, limited playback, when they happened although the buffer held video."""
     if ps.get("player") != "dashjs":
         return []
+    out = []
+    if ps.get("stalls_with_data"):
+        out.append(f"{who + ': ' if who else ''}dash.js stalled {ps['stalls_with_data_s']:.2f} s in "
+                   f"{len(ps['stalls_with_data'])} episode(s) while its buffer held ≥ 1 s of video (the player, "
+                   "not the network; player/README.md): its stall figures include them")
     dropped, decoded = ps.get("picture_discards") or 0, ps.get("frames_decoded") or 0
     if not dropped:
-        return []
+        return out
     cpu = (ps.get("cpu") or {}).get("share_of_core")
-    return [f"{who + ': ' if who else ''}Chromium dropped {dropped} of {decoded} frames "
+    return out + [f"{who + ': ' if who else ''}Chromium dropped {dropped} of {decoded} frames "
             f"({dropped / max(decoded, 1):.1%}; the browser used {cpu if cpu is not None else '?'} of a core): "
             "decoding/rendering, not the network, limited playback there"]
