@@ -116,6 +116,10 @@ def summarize(raw: dict[str, Any], t0_ns: int, page_offset_ns: float, video_leng
         "picture_discards_no_underflow": None, "frames_rendered_late": None,
         "representations": [{"level": q, "bitrate_bps": b} for q, b in sorted(rates.items())],
         "segments": segs, "segments_downloaded": len(segs),
+        # body bytes of every request dash.js completed (init and media segments; the MPD is not in
+        # dash.js's fragment record)
+        "bytes_received": sum(int(f.get("bytes") or 0) for f in raw.get("fragments", []) if f.get("ok")),
+        "download_complete": bool(segs) and ended is not None,
         "segment_s": next((f["media_duration_s"] for f in media_segments(raw) if f.get("media_duration_s")), None),
         "quality_avg": (sum(levels) / len(levels)) if levels else None,
         "bitrate_avg_bps": (sum(s["bitrate_bps"] or 0 for s in segs) / len(segs)) if segs else None,
