@@ -242,3 +242,50 @@ def test_resolved_dashjs_scenario_round_trips() -> None:
     own = Scenario.model_validate(scenario(player={"fetcher": "own", "abr": "bola", "buffer": "10s"}))
     swapped = override(own, {"player": {"kind": "dashjs", "abr": "bola", "buffer": "10s"}})
     assert swapped.player.kind == "dashjs" and swapped.player.fetcher == "dashdemux"
+
+
+@needs_browser
+def test_custom_rules_decide_as_the_python_abrs(tmp_path: Path) -> None:
+    """BBA and FESTIVE as dash.js rules (player/dashjs/mpvlab-dashjs.js) against player/abr's
+    implementations of the same papers, on the same inputs, in Debian's Chromium (a file:// page
+    and --dump-dom: no network, no DevTools port)."""
+    from player.abr import Download, Ladder
+    from player.abr.bba import BbaPolicy
+    from player.abr.festive import Festive, FestiveParams
+    rates = (1_000_000, 2_500_000, 5_000_000, 7_500_000, 10_000_000)
+    bba_cases = [(prev, b / 4) for prev in range(len(rates)) for b in range(0, 121)]
+    bba_py = [BbaPolicy(rates, 5.0, 15.0).decide(prev, buf) for prev, buf in bba_cases]
+    # FESTIVE: a deterministic throughput sequence with rises and drops; the Python rule decides, and
+    # each step's inputs (history, previous level, time) go to the JS rule in the same order.
+    fest = Festive(Ladder(rates, 2.0, 30.0), FestiveParams(), seed=1)
+    hist: list[Download] = []
+    steps, fest_py = [], []
+    tputs = [3e6, 4e6, 6e6, 8e6, 9e6, 12e6, 12e6, 11e6, 12e6, 13e6, 4e6, 3e6, 2e6, 8e6, 9e6, 15e6, 15e6, 15e6,
+             15e6, 15e6, 15e6, 6e6, 6e6, 9e6, 9e6, 9e6, 9e6, 9e6, 9e6, 20e6]
+    for k, bps in enumerate(tputs):
+        now = 2.0 * k
+        steps.append({"hist": [{"q": d.level, "bps": d.throughput_bps} for d in hist],
+                      "prev": fest.level if hist else None, "now": now})
+        c = fest.decide(10.0, hist, now)
+        fest_py.append(c.level)
+        hist.append(Download(c.level, int(bps * 2 / 8), 2.0, now + 2.0))
+    page = tmp_path / "rules.html"
+    js = (dashjs_setup.PAGE_DIR / "mpvlab-dashjs.js").as_uri()
+    page.write_text(f"""<!DOCTYPE html><html><head><script src="{js}"></script></head><body><pre id="o"></pre><script>
+const R = window.mpvlabRules, levels = {list(rates)};
+const bba = {json.dumps(bba_cases)}.map(([prev, b]) => R.bba({{reservoir_s: 5, cushion_s: 15}}, levels, prev, b));
+const st = {{switchTimes: []}}, p = {{window: 20, safety: 0.85, alpha: 12, switch_window_s: 20}};
+const fest = {json.dumps(steps)}.map((s) => R.festive(p, levels, s.hist, s.prev, s.now, st).q);
+document.getElementById("o").textContent = "RESULT" + JSON.stringify({{bba: bba, fest: fest}}) + "END";
+</script></body></html>""")
+    profile = tmp_path / "profile"
+    cp = subprocess.run([str(dashjs_setup.CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu",
+                         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                         "--disable-sync", "--allow-file-access-from-files", f"--user-data-dir={profile}",
+                         "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    out = cp.stdout
+    assert "RESULT" in out, cp.stderr[-2000:]
+    got = json.loads(out[out.index("RESULT") + 6:out.index("END")])
+    assert got["bba"] == bba_py
+    assert got["fest"] == fest_py
+    assert len(set(fest_py)) >= 3   # the sequence exercised switching up and down, not one level

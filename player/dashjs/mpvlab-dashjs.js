@@ -92,6 +92,9 @@
     return dashjs.FactoryMaker.getClassFactory(RuleClass);
   }
 
+  // For tests/test_dashjs.py: the rules' decisions against player/abr's Python ones, same inputs.
+  window.mpvlabRules = { bba: bbaChoose, festive: festiveChoose };
+
   const STRATEGY = { dynamic: "abrDynamic", bola: "abrBola", throughput: "abrThroughput" };
 
   window.mpvlabStart = function (cfg) {
