@@ -289,3 +289,69 @@ document.getElementById("o").textContent = "RESULT" + JSON.stringify({{bba: bba,
     assert got["bba"] == bba_py
     assert got["fest"] == fest_py
     assert len(set(fest_py)) >= 3   # the sequence exercised switching up and down, not one level
+
+
+def _segments_match_access_log(run: Path, ps: dict[str, Any], client_addr: str | None = None) -> None:
+    lines = (run / "logs" / "apache" / "access.log").read_text().splitlines()
+    if client_addr is not None:
+        lines = [ln for ln in lines if ln.startswith(client_addr + " ")]
+    log = dashjs_qoe.access_log_segments(lines)
+    for g in ps["segments"]:
+        assert log.get("/" + g["url"].split("/", 3)[3]) == [g["bytes"]], g
+    assert len([k for k in log if "/seg-" in k]) == len(ps["segments"])
+
+
+@needs_browser
+@pytest.mark.netns
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_dashjs_dual_path_bba_over_http1_tls(tmp_path: Path) -> None:
+    """Two paths: Chromium's MPTCP connections have a subflow on each, each path carries a share of
+    the bytes (the run's cross-checks), HTTP/1.1 over TLS, the BBA rule's decisions are the levels."""
+    d = scenario(name="dashjs-dual", paths={"wifi": {"down": {"rate": "3mbit", "buffer": "100KB", "delay": "5ms"}},
+                                            "lte": {"down": {"rate": "3mbit", "buffer": "100KB", "delay": "20ms"}}},
+                 player={"kind": "dashjs", "abr": "bba", "buffer": "8s",
+                         "abr_params": {"reservoir_s": 2, "cushion_s": 4}},
+                 server={"protocol": "http/1.1", "tls": True})
+    del d["topology"]
+    run = _run(tmp_path, d)
+    s = json.loads((run / "summary.json").read_text())
+    ps = json.loads((run / "logs" / "player-summary.json").read_text())
+    raw = json.loads((run / "data" / "dashjs" / "dashjs-raw.json").read_text())
+    assert s["http"]["by_protocol"] == {"HTTP/1.1": s["http"]["requests"]} and s["http"]["tls"]
+    seen = {tuple(x) for x in s["cross_checks"]["subflow_addresses"]["seen"]}
+    assert seen == {tuple(v) for v in s["cross_checks"]["subflow_addresses"]["expected"].values()}
+    assert all(p["share"] >= 0.1 for p in s["paths"].values()), s["paths"]
+    _segments_match_access_log(run, ps)
+    # The BBA rule made the choices: every segment's level is one of its decisions, the first the lowest.
+    decided = {x["quality"] for x in raw["decisions"] if x["rule"] == "bba"}
+    assert {g["level"] for g in ps["segments"]} <= decided
+    assert ps["segments"][0]["level"] == 0     # BBA-0 starts at the lowest rate
+
+
+@needs_browser
+@pytest.mark.netns
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_dashjs_two_players_share_a_bottleneck(tmp_path: Path) -> None:
+    d = scenario(name="dashjs-shared", topology={"kind": "shared-bottleneck", "clients": 2},
+                 paths={"shared": {"down": {"rate": "6mbit", "buffer": "256pkt", "delay": "20ms"},
+                                   "up": {"delay": "20ms"}}},
+                 player={"kind": "dashjs", "abr": "festive", "buffer": "10s"},
+                 server={"protocol": "http/1.1", "tls": False})
+    d["video"]["duration"] = "20s"
+    run = _run(tmp_path, d)
+    s = json.loads((run / "summary.json").read_text())
+    assert set(s["players"]) == {"client0", "client1"}
+    for role in ("client0", "client1"):
+        ps = json.loads((run / "logs" / role / "player-summary.json").read_text())
+        assert ps["status"] == "eos" and ps["segments_downloaded"] == 10 and ps["abr"]["name"] == "festive"
+        raw = json.loads((run / "data" / "dashjs" / role / "dashjs-raw.json").read_text())
+        assert raw["decisions"] and all(x["rule"] == "festive" for x in raw["decisions"])
+    log = (run / "logs" / "apache" / "access.log").read_text().splitlines()
+    clients = {ln.split()[0] for ln in log if "/seg-" in ln}
+    assert len(clients) == 2                       # one address per player, both fetched segments
+    # The media bytes Apache sent are the media bytes the two dash.js players report.
+    total = sum(int(ln.split('" 200 ')[1].split()[0]) for ln in log if "/seg-" in ln and '" 200 ' in ln)
+    assert total == sum(g["bytes"] for r in ("client0", "client1")
+                        for g in json.loads((run / "logs" / r / "player-summary.json").read_text())["segments"])
