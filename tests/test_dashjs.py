@@ -242,6 +242,13 @@ def test_resolved_dashjs_scenario_round_trips() -> None:
     own = Scenario.model_validate(scenario(player={"fetcher": "own", "abr": "bola", "buffer": "10s"}))
     swapped = override(own, {"player": {"kind": "dashjs", "abr": "bola", "buffer": "10s"}})
     assert swapped.player.kind == "dashjs" and swapped.player.fetcher == "dashdemux"
+    # The sweep's dimension player.kind: the other kind starts from its defaults, abr and buffer kept,
+    # and back to gstreamer with an ABR of player/abr is our own client.
+    js = override(own, {"player.kind": "dashjs"})
+    assert (js.player.kind, js.player.abr, js.player.buffer, js.player.fetcher) == ("dashjs", "bola", 10 * 10**9,
+                                                                                     "dashdemux")
+    back = override(js, {"player.kind": "gstreamer"})
+    assert (back.player.kind, back.player.fetcher, back.player.abr) == ("gstreamer", "own", "bola")
 
 
 @needs_browser
