@@ -224,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the dash.js page {a.page_url} did not load within 60 s")
             time.sleep(0.05)
+        # The runner waits for this before its pre-run check (the page load must not overlap it).
+        (a.data_dir / "page-loaded").write_text(f"{time.monotonic_ns()}\n")
         if a.t0_from_stdin:
             t0 = wait_for_t0()
             if t0 is None:

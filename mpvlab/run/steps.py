@@ -202,8 +202,7 @@ def dashjs_argv(ctx: RunContext, mpd_url: str, page_url: str, frames: int, out_d
     starts, which inherit LD_PRELOAD) open MPTCP sockets. Its profile and raw dash.js record live in
     the run's data/ folder (per player when there are several)."""
     sc = ctx.scenario
-    sub = label.replace("player", "").strip() or None
-    data = ctx.data / "dashjs" / sub if sub else ctx.data / "dashjs"
+    data = dashjs_data_dir(ctx, label)
     argv = ["mptcpize", "run", sys.executable, str(DASHJS_PLAYER), "--url", mpd_url, "--page-url", page_url,
             "--events", str(out_dir / "player-events.jsonl"), "--summary", str(out_dir / "player-summary.json"),
             "--data-dir", str(data), "--profile", str(data / "chromium-profile"),
@@ -214,6 +213,26 @@ def dashjs_argv(ctx: RunContext, mpd_url: str, page_url: str, frames: int, out_d
     if http.tls is not None:
         argv += ["--spki", tls.spki_sha256_b64(http.tls.cert)]
     return argv
+
+
+def dashjs_data_dir(ctx: RunContext, label: str) -> Path:
+    """data/dashjs/ (one player) or data/dashjs/<role>/ (several): raw record, browser log, profile."""
+    sub = label.replace("player", "").strip()
+    return ctx.data / "dashjs" / sub if sub else ctx.data / "dashjs"
+
+
+def wait_page_loaded(ctx: RunContext, p: subprocess.Popen[bytes], label: str, timeout_s: float = 90.0) -> None:
+    """A dash.js player has loaded its page (dash.js itself, ~0.6 MB, over the emulated path) before
+    the pre-run check starts, so that this traffic does not overlap the check's probes."""
+    ready = dashjs_data_dir(ctx, label) / "page-loaded"
+    deadline = time.monotonic() + timeout_s
+    while not ready.exists():
+        if p.poll() is not None:
+            raise RunFailed(f"{label} exited while loading the dash.js page (exit code {p.returncode}; see "
+                            f"{dashjs_data_dir(ctx, label) / 'chromium.log'} and its player.log)")
+        if time.monotonic() > deadline:
+            raise RunFailed(f"{label}: the browser did not load the dash.js page within {timeout_s:g} s")
+        time.sleep(0.05)
 
 
 def release_player(p: subprocess.Popen[bytes], t0_ns: int, label: str) -> None:

@@ -80,6 +80,9 @@ class VideoWorkload:
                                              staged=True)
             ctx.ledger.add_proc(ref)
             self.players[c.role] = (player, out_dir)
+        if sc.player.kind == "dashjs":
+            for c in ends.clients:
+                steps.wait_page_loaded(ctx, self.players[c.role][0], f"player {c.role}" if several else "player")
         self.several = several
 
     def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
