@@ -160,6 +160,35 @@ def calibrate(cdp: Cdp) -> tuple[float, float]:
     return best
 
 
+PAGE_STATE = ("JSON.stringify([location.href, document.readyState, typeof window.mpvlabStart, "
+              "performance.getEntriesByType('resource').map(e => [e.name, e.transferSize, e.encodedBodySize, "
+              "e.responseStatus, Math.round(e.duration)])])")
+
+
+def load_page(cdp: Cdp, url: str, attempts: int = 3) -> list[Any]:
+    """Navigate to the player page until its scripts ran (window.mpvlabStart exists). Seen here: now and
+    then the page completes with dash.js never executed — its connection died during the 0.6 MB and
+    the browser opened a new one for the next request. A failed attempt is recorded (its resource
+    timing entries) and the page loaded again; returns the failed attempts' records."""
+    failures: list[Any] = []
+    for _ in range(attempts):
+        nav = cdp.call("Page.navigate", {"url": url})
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if cdp.evaluate("typeof window.mpvlabStart") == "function":
+                return failures
+            state = json.loads(cdp.evaluate(PAGE_STATE))
+            if state[1] == "complete" and state[2] != "function":
+                # complete, scripts not run: give late script execution a moment, then retry
+                time.sleep(0.5)
+                if cdp.evaluate("typeof window.mpvlabStart") == "function":
+                    return failures
+                break
+            time.sleep(0.05)
+        failures.append({"navigate": nav, "page": json.loads(cdp.evaluate(PAGE_STATE))})
+    raise RuntimeError(f"the dash.js page {url} did not load its scripts in {attempts} attempts: {failures}")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--url", required=True, help="the MPD's URL on the run's server")
@@ -211,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     raw: dict[str, Any] = {}
     cpu: dict[str, Any] = {}
     browser_info: dict[str, Any] = {}
+    page_failures: list[Any] = []
     t0 = a.t0_ns
     offset_ns, clock_uncertainty_ms = 0.0, None
     try:
@@ -218,12 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         u_start, s_start, _ = tree_cpu_s(browser.pid)
         cdp = Cdp(page_target(port))
         cdp.call("Page.enable")
-        cdp.call("Page.navigate", {"url": a.page_url})
-        deadline = time.monotonic() + 60
-        while cdp.evaluate("typeof window.mpvlabStart") != "function":
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the dash.js page {a.page_url} did not load within 60 s")
-            time.sleep(0.05)
+        page_failures.extend(load_page(cdp, a.page_url))
         # The runner waits for this before its pre-run check (the page load must not overlap it).
         (a.data_dir / "page-loaded").write_text(f"{time.monotonic_ns()}\n")
         if a.t0_from_stdin:
@@ -290,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
                                 frames_expected=a.frames_expected)
     summ.update({"url": a.url, "status": status, "reason": reason, "exit_code": code, "t0_ns": t0,
                  "player": "dashjs", "buffer_ms": a.buffer_s * 1000, "cpu": cpu or None,
-                 "browser": browser_info,
+                 "browser": browser_info, "page_load_failures": page_failures,
                  "clock_map_uncertainty_ms": clock_uncertainty_ms})
     summ["abr"] = {"name": a.abr, "params": json.loads(a.abr_params), "dashjs": raw.get("dashjs_version")}
     with a.events.open("a") as fh:

@@ -194,6 +194,9 @@ def decode_limited_warnings(who: str, ps: dict[str, Any]) -> list[str]:
     if ps.get("player") != "dashjs":
         return []
     out = []
+    if ps.get("page_load_failures"):
+        out.append(f"{who + ': ' if who else ''}the dash.js page needed {len(ps['page_load_failures']) + 1} loads "
+                   "before t0 (its scripts did not run; player-summary.json page_load_failures)")
     if ps.get("stalls_with_data"):
         out.append(f"{who + ': ' if who else ''}dash.js stalled {ps['stalls_with_data_s']:.2f} s in "
                    f"{len(ps['stalls_with_data'])} episode(s) while its buffer held ≥ 1 s of video (the player, "
