@@ -75,6 +75,34 @@ fi
 "$VENV/bin/python" -c 'import gi, mininet, pydantic, yaml, rich, pandas, mpvlab' \
   || die "the Python environment is incomplete"
 
+# --- 2b. dash.js (player kind dashjs) ---------------------------------------------------------
+# The dash.js reference player, pinned to the release line of the BBR-S study's era (Chrome 80, early
+# 2020: dash.js 3.0.x; player/README.md says why), fetched with npm's own client and checked against
+# the registry's sha512 integrity before its dist/ bundle is unpacked into player/dashjs/vendor/.
+DASHJS_VERSION=3.0.3
+DASHJS_INTEGRITY=sha512-K5hnf9aEaGpC9AwWSFgxeENFjomVYHX88O5+ADbUTr2THd2GBKBC1v4Z9ERkXgVK+bNMFhRJYT4jOdR91g73bg==
+DASHJS_DIR=$ROOT/player/dashjs/vendor
+if [ "$(cat "$DASHJS_DIR/.version" 2>/dev/null)" != "$DASHJS_VERSION" ]; then
+  if ! command -v npm >/dev/null; then
+    say "installing npm (Debian) to fetch dash.js"
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends npm
+  fi
+  say "fetching dash.js $DASHJS_VERSION from the npm registry"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "dashjs@$DASHJS_VERSION" >/dev/null) || die "npm pack dashjs@$DASHJS_VERSION failed"
+  got="sha512-$(openssl dgst -sha512 -binary "$tmp/dashjs-$DASHJS_VERSION.tgz" | base64 -w0)"
+  [ "$got" = "$DASHJS_INTEGRITY" ] || die "dash.js $DASHJS_VERSION: integrity $got is not the pinned $DASHJS_INTEGRITY"
+  mkdir -p "$DASHJS_DIR"
+  tar -xzf "$tmp/dashjs-$DASHJS_VERSION.tgz" -C "$tmp" package/dist/dash.all.min.js package/package.json package/LICENSE.md 2>/dev/null \
+    || tar -xzf "$tmp/dashjs-$DASHJS_VERSION.tgz" -C "$tmp" package/dist/dash.all.min.js package/package.json
+  cp "$tmp/package/dist/dash.all.min.js" "$tmp/package/package.json" "$DASHJS_DIR/"
+  [ -f "$tmp/package/LICENSE.md" ] && cp "$tmp/package/LICENSE.md" "$DASHJS_DIR/"
+  rm -rf "$tmp"
+  echo "$DASHJS_VERSION" > "$DASHJS_DIR/.version"
+else
+  say "dash.js $DASHJS_VERSION: present"
+fi
+
 # --- 3. native parts -------------------------------------------------------------------------
 for dir in links/delayline links/ecnmark cc cc/preload collectors schedulers rtp; do
   if [ -f "$dir/Makefile" ]; then

@@ -304,12 +304,33 @@ class Scenario(Strict):
         v, p = self.video, self.player
         if v.kind == "dash" and v.segment <= 0:
             raise ValueError("video.segment must be positive")
-        if (v.kind == "dash" and p.fetcher == "dashdemux" and p.abr == "bba"
+        if (v.kind == "dash" and p.kind == "gstreamer" and p.fetcher == "dashdemux" and p.abr == "bba"
                 and p.bba_reservoir + p.bba_cushion >= self.playout_buffer_ns):
             raise ValueError("player.bba_reservoir + player.bba_cushion must be smaller than player.buffer "
                              f"({self.playout_buffer_ns / 1e9:g} s)")
         if v.kind == "progressive" and v.bitrates is not None:
             raise ValueError("video.bitrates is for kind: dash; a progressive video has one `bitrate`")
+        return self
+
+    @model_validator(mode="after")
+    def _dashjs_fits(self) -> "Scenario":
+        if self.player.kind != "dashjs":
+            return self
+        if self.video.kind != "dash":
+            raise ValueError("player.kind: dashjs plays DASH only; video.kind must be dash (a progressive video "
+                             "needs player.kind: gstreamer)")
+        if self.workload.kind != "video":
+            raise ValueError("player.kind: dashjs is the video workload's player; workload.kind must be video")
+        if self.topology.kind == "physical":
+            raise ValueError("player.kind: dashjs runs on the emulated topologies only (not on physical hosts)")
+        from player import dashjs_setup
+        missing = dashjs_setup.missing()
+        if missing:
+            raise ValueError(f"player.kind: dashjs needs {missing} (./setup.sh installs it)")
+        p = self.player
+        if p.abr == "bba" and p.abr_params["reservoir_s"] + p.abr_params["cushion_s"] >= self.playout_buffer_ns / 1e9:
+            raise ValueError("player.abr_params: reservoir_s + cushion_s must be smaller than player.buffer "
+                             f"({self.playout_buffer_ns / 1e9:g} s)")
         return self
 
     @model_validator(mode="after")
@@ -497,6 +518,15 @@ def override(scenario: Scenario, assignments: dict[str, Any], source: str = "<ov
     if "transport.cc" in assignments and not any(k.startswith("transport.cc_params") for k in assignments):
         if assignments["transport.cc"] != data["transport"]["cc"]:   # the same for cc_params (issue 15)
             data["transport"]["cc_params"] = {}
+    if "player.kind" in assignments and assignments["player.kind"] != data["player"]["kind"]:
+        # Another player starts from its own defaults (the other kind's settings are refused by it),
+        # keeping what both understand: the ABR, the buffer, the time limit. Into kind gstreamer with
+        # an ABR of player/abr, that is our own client (fetcher own), as in the DASH studies.
+        old = data["player"]
+        data["player"] = {"kind": assignments["player.kind"], "abr": old["abr"], "buffer": old["buffer"],
+                          "timeout_factor": old["timeout_factor"]}
+        if assignments["player.kind"] == "gstreamer" and old["abr"] not in ("gst", "bba"):
+            data["player"]["fetcher"] = "own"
     for dotted, value in assignments.items():
         if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z0-9_-]+)*", dotted):
             raise ScenarioError(f"{source}: bad parameter path {dotted!r}")

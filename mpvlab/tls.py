@@ -13,6 +13,7 @@ OpenSSL with --cacert).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import ipaddress
 import os
@@ -95,3 +96,11 @@ def make_self_signed(out_dir: Path, ip_addresses: list[str]) -> TlsMaterial:
     return TlsMaterial(cert=cert, key=key, ip_addresses=tuple(addrs),
                        sha256_fingerprint=fingerprint_sha256(cert.read_text()),
                        not_before=fields.get("notBefore", "").strip(), not_after=fields.get("notAfter", "").strip())
+
+
+def spki_sha256_b64(cert: Path) -> str:
+    """Base64 SHA-256 of the certificate's SubjectPublicKeyInfo: what Chromium's
+    --ignore-certificate-errors-spki-list takes to trust exactly this key (and no other)."""
+    pub = proc.run(["openssl", "x509", "-in", str(cert), "-noout", "-pubkey"], timeout=10).stdout
+    der = ssl.PEM_cert_to_DER_cert(pub.replace("PUBLIC KEY", "CERTIFICATE"))   # the same base64 armour
+    return base64.b64encode(hashlib.sha256(der).digest()).decode()

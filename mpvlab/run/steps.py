@@ -29,6 +29,8 @@ from mpvlab.run.context import REPO, RunContext
 
 
 PLAYER = REPO / "player" / "mpvlab_player.py"
+DASHJS_PLAYER = REPO / "player" / "dashjs_player.py"
+DASHJS_PAGE = "mpvlab-dashjs"   # the page's folder in the run's web root
 
 
 # Outside the checkout on purpose: Apache serves as www-data, which cannot traverse a checkout or results
@@ -125,6 +127,10 @@ def start_server(ctx: RunContext, stack: contextlib.ExitStack, video: "content.C
     # The file (progressive) or the ladder's folder (DASH) is linked into the run's web root.
     if isinstance(video, content.DashInfo):
         os.symlink(video.dir, docroot / video.dir.name)
+        if ctx.scenario.player.kind == "dashjs":
+            # dash.js and mpvlab's page reach the browser from this run's server, like the video.
+            from player import dashjs_setup
+            os.symlink(dashjs_setup.PAGE_DIR, docroot / DASHJS_PAGE)
         video_name = f"{video.dir.name}/{video.mpd.name}"
     else:
         video_name = "video.mp4"
@@ -152,6 +158,13 @@ def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, fr
     into out_dir. `staged`: it builds its pipeline and waits for `release_player` to give it t0."""
     sc = ctx.scenario
     url = http.url(server_addr, video_name)
+    if sc.player.kind == "dashjs":
+        argv = dashjs_argv(ctx, url, http.url(server_addr, f"{DASHJS_PAGE}/player.html"), frames, out_dir, http,
+                           label, staged)
+        with (out_dir / "player.log").open("wb") as out:
+            p = ns.popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                         stdin=subprocess.PIPE if staged else subprocess.DEVNULL)
+        return p, proc.ProcRef.of(p.pid, label)
     argv = ["mptcpize", "run", sys.executable, str(PLAYER), "--url", url,
             "--events", str(out_dir / "player-events.jsonl"), "--summary", str(out_dir / "player-summary.json"),
             "--mode", sc.player.mode, "--max-lateness-ms", f"{sc.player.max_lateness / 1e6:g}",
@@ -181,6 +194,45 @@ def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, fr
     with (out_dir / "player.log").open("wb") as out:
         p = ns.popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE if staged else subprocess.DEVNULL)
     return p, proc.ProcRef.of(p.pid, label)
+
+
+def dashjs_argv(ctx: RunContext, mpd_url: str, page_url: str, frames: int, out_dir: Path,
+                http: server.HttpSetup, label: str, staged: bool) -> list[str]:
+    """player/dashjs_player.py under mptcpize: the driver and Chromium (and every process Chromium
+    starts, which inherit LD_PRELOAD) open MPTCP sockets. Its profile and raw dash.js record live in
+    the run's data/ folder (per player when there are several)."""
+    sc = ctx.scenario
+    data = dashjs_data_dir(ctx, label)
+    argv = ["mptcpize", "run", sys.executable, str(DASHJS_PLAYER), "--url", mpd_url, "--page-url", page_url,
+            "--events", str(out_dir / "player-events.jsonl"), "--summary", str(out_dir / "player-summary.json"),
+            "--data-dir", str(data), "--profile", str(data / "chromium-profile"),
+            "--abr", sc.player.abr, "--abr-params", json.dumps(sc.player.abr_params),
+            "--buffer-s", f"{sc.playout_buffer_ns / 1e9:g}", "--video-length-s", f"{sc.video.duration / 1e9:g}",
+            *(["--t0-from-stdin"] if staged else ["--t0-ns", str(ctx.t0_ns)]),
+            "--timeout-s", f"{sc.player_timeout_s:g}", "--frames-expected", str(frames)]
+    if http.tls is not None:
+        argv += ["--spki", tls.spki_sha256_b64(http.tls.cert)]
+    return argv
+
+
+def dashjs_data_dir(ctx: RunContext, label: str) -> Path:
+    """data/dashjs/ (one player) or data/dashjs/<role>/ (several): raw record, browser log, profile."""
+    sub = label.replace("player", "").strip()
+    return ctx.data / "dashjs" / sub if sub else ctx.data / "dashjs"
+
+
+def wait_page_loaded(ctx: RunContext, p: subprocess.Popen[bytes], label: str, timeout_s: float = 90.0) -> None:
+    """A dash.js player has loaded its page (dash.js itself, ~0.6 MB, over the emulated path) before
+    the pre-run check starts, so that this traffic does not overlap the check's probes."""
+    ready = dashjs_data_dir(ctx, label) / "page-loaded"
+    deadline = time.monotonic() + timeout_s
+    while not ready.exists():
+        if p.poll() is not None:
+            raise RunFailed(f"{label} exited while loading the dash.js page (exit code {p.returncode}; see "
+                            f"{dashjs_data_dir(ctx, label) / 'chromium.log'} and its player.log)")
+        if time.monotonic() > deadline:
+            raise RunFailed(f"{label}: the browser did not load the dash.js page within {timeout_s:g} s")
+        time.sleep(0.05)
 
 
 def release_player(p: subprocess.Popen[bytes], t0_ns: int, label: str) -> None:

@@ -171,10 +171,40 @@ MAX_LATENESS_NS = 60 * 10**9
 MAX_PLAYER_TIME_NS = 3600 * 10**9   # a video lasts at most 60 min (VideoSpec)
 
 
+# The ABRs of player kind dashjs: dash.js's own strategies (abrDynamic, abrBola, abrThroughput) and
+# BBA and FESTIVE as custom rules (player/dashjs/mpvlab-dashjs.js).
+DASHJS_ABRS = ("dynamic", "bola", "throughput", "bba", "festive")
+
+
+class DashjsBbaParams(Strict):
+    """BBA-0's rate map (Huang et al. 2014): lowest rate up to `reservoir_s` of buffer, highest from
+    reservoir + cushion on, linear between."""
+
+    reservoir_s: float = Field(5.0, ge=0)
+    cushion_s: float = Field(15.0, gt=0)
+
+
+class DashjsFestiveParams(Strict):
+    """FESTIVE's selection (Jiang et al. 2012, §5.2-5.3), the same parameters as player/abr/festive.py."""
+
+    window: int = Field(20, ge=1, le=1000)
+    safety: float = Field(0.85, gt=0, le=1.0)
+    alpha: float = Field(12.0, ge=0)
+    switch_window_s: float = Field(20.0, gt=0)
+
+
+DASHJS_PARAMS: dict[str, type[Strict]] = {"bba": DashjsBbaParams, "festive": DashjsFestiveParams}
+
+
 class PlayerSpec(Strict):
     """buffer: the playout buffer (default 2 s progressive, 30 s DASH). abr (DASH only): `gst` is
-    dashdemux's own rate adaptation, `bba` a buffer-based BBA-0 map (reservoir, cushion)."""
+    dashdemux's own rate adaptation, `bba` a buffer-based BBA-0 map (reservoir, cushion).
+    kind `dashjs`: the dash.js reference player (pinned by setup.sh) in Debian's headless Chromium
+    (player/dashjs_player.py); abr then one of dynamic (default), bola, throughput, bba, festive."""
 
+    kind: Literal["gstreamer", "dashjs"] = Field(
+        "gstreamer", description="gstreamer: mpvlab's GStreamer player (fetcher dashdemux or own); dashjs: the "
+                                 "dash.js reference player in headless Chromium (DASH only)")
     mode: Literal["discard", "rebuffer"] = "discard"
     max_lateness: Duration = 20 * 10**6
     buffer: Duration | None = None
@@ -212,6 +242,8 @@ class PlayerSpec(Strict):
 
     @model_validator(mode="after")
     def _abr_known(self) -> "PlayerSpec":
+        if self.kind == "dashjs":
+            return self._dashjs_fits()
         if self.fetcher == "dashdemux":
             if self.abr not in ("gst", "bba"):
                 raise ValueError(f"abr {self.abr!r} needs fetcher: own (dashdemux knows gst and bba)")
@@ -231,4 +263,37 @@ class PlayerSpec(Strict):
                              f"{', '.join(model.model_fields) or 'none'})") from None
         if self.rcvbuf is not None and not 4096 <= self.rcvbuf <= 1 << 30:
             raise ValueError("rcvbuf must be 4 KiB … 1 GiB")
+        return self
+
+    def _dashjs_fits(self) -> "PlayerSpec":
+        # Judged by value, not by which keys were written: a resolved scenario (resolved.yaml, a
+        # sweep's override) spells out every default.
+        if self.abr == "gst":
+            # the field's default: dash.js's own default strategy, the study's default ABR (frozen
+            # model: set once, here)
+            object.__setattr__(self, "abr", "dynamic")
+        if self.abr not in DASHJS_ABRS:
+            raise ValueError(f"abr {self.abr!r} is not a dash.js ABR; with kind dashjs, one of "
+                             f"{', '.join(DASHJS_ABRS)}")
+        if self.fetcher != "dashdemux":
+            raise ValueError("fetcher is for kind gstreamer; kind dashjs fetches with Chromium")
+        mine = {"abr", "abr_params", "buffer", "kind", "timeout_factor", "fetcher"}
+        other = sorted(name for name, f in type(self).model_fields.items()
+                       if name not in mine and getattr(self, name) != f.default)
+        if other:
+            raise ValueError(f"{', '.join(other)}: not a setting of kind dashjs (it takes abr, abr_params, buffer, "
+                             "timeout_factor)")
+        model = DASHJS_PARAMS.get(self.abr)
+        if model is None:
+            if self.abr_params:
+                raise ValueError(f"abr_params: dash.js's {self.abr} takes none here (bba and festive take some)")
+            return self
+        try:
+            object.__setattr__(self, "abr_params", model.model_validate(self.abr_params).model_dump())
+        except ValidationError as e:
+            problems = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or '(all)'}: "
+                                 + ("unknown key" if err["type"] == "extra_forbidden" else err["msg"])
+                                 for err in e.errors())
+            raise ValueError(f"abr_params for dashjs {self.abr}: {problems} (keys: "
+                             f"{', '.join(model.model_fields)})") from None
         return self

@@ -53,6 +53,11 @@ class VideoWorkload:
         ctx.opts.progress("content")
         self.video = steps.ensure_content(ctx.scenario)
         ctx.extra_prov["content"] = steps.content_provenance(self.video)
+        if ctx.scenario.player.kind == "dashjs":
+            from player import dashjs_setup
+            ctx.extra_prov["dashjs"] = {"dashjs_version": dashjs_setup.dashjs_version(),
+                                        "chromium_version": dashjs_setup.chromium_version(),
+                                        "abr": ctx.scenario.player.abr, "abr_params": ctx.scenario.player.abr_params}
 
     def serve(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
         assert self.video is not None
@@ -75,6 +80,9 @@ class VideoWorkload:
                                              staged=True)
             ctx.ledger.add_proc(ref)
             self.players[c.role] = (player, out_dir)
+        if sc.player.kind == "dashjs":
+            for c in ends.clients:
+                steps.wait_page_loaded(ctx, self.players[c.role][0], f"player {c.role}" if several else "player")
         self.several = several
 
     def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
@@ -132,6 +140,7 @@ class VideoWorkload:
                             f"{' over TLS' if http.tls else ''}: {tally}")
         warnings = []
         for role, ps in per_client.items():
+            warnings += decode_limited_warnings(role if self.several else "", ps)
             if ps.get("picture_discards_no_underflow"):
                 who = f"{role}: " if self.several else ""
                 warnings.append(f"{who}{ps['picture_discards_no_underflow']} picture discard(s) happened while the "
@@ -177,3 +186,25 @@ def dash_view(ps: dict[str, Any]) -> dict[str, Any]:
                                    "bitrate_switches", "stall_rate", "rebuffer_events", "rebuffer_ratio",
                                    "abr_policy_mismatches")} | {
         "segments": len(ps.get("segments") or [])}
+
+
+def decode_limited_warnings(who: str, ps: dict[str, Any]) -> list[str]:
+    """dash.js in Chromium: frames the browser dropped (droppedVideoFrames) mean decoding or rendering,
+    not the network, limited playback, when they happened although the buffer held video."""
+    if ps.get("player") != "dashjs":
+        return []
+    out = []
+    if ps.get("page_load_failures"):
+        out.append(f"{who + ': ' if who else ''}the dash.js page needed {len(ps['page_load_failures']) + 1} loads "
+                   "before t0 (its scripts did not run; player-summary.json page_load_failures)")
+    if ps.get("stalls_with_data"):
+        out.append(f"{who + ': ' if who else ''}dash.js stalled {ps['stalls_with_data_s']:.2f} s in "
+                   f"{len(ps['stalls_with_data'])} episode(s) while its buffer held ≥ 1 s of video (the player, "
+                   "not the network; player/README.md): its stall figures include them")
+    dropped, decoded = ps.get("picture_discards") or 0, ps.get("frames_decoded") or 0
+    if not dropped:
+        return out
+    cpu = (ps.get("cpu") or {}).get("share_of_core")
+    return out + [f"{who + ': ' if who else ''}Chromium dropped {dropped} of {decoded} frames "
+            f"({dropped / max(decoded, 1):.1%}; the browser used {cpu if cpu is not None else '?'} of a core): "
+            "decoding/rendering, not the network, limited playback there"]

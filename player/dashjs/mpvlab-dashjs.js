@@ -1,0 +1,195 @@
+// mpvlab's glue around dash.js (3.0.x API): settings from the driver, BBA and FESTIVE as custom ABR
+// rules, and a record of dash.js's own events and metrics that the driver reads over the DevTools
+// protocol. All times are performance.now() in ms (the driver maps them to the run's clock).
+"use strict";
+(function () {
+  const rec = {
+    events: [],        // [t_ms, name, detail]
+    fragments: [],     // one per completed request dash.js made (media and init segments)
+    buffer: [],        // [t_ms, buffer level s] sampled every 100 ms while playing
+    decisions: [],     // custom rules' decisions with their inputs
+    ended: false, error: null, started_ms: null, dashjs_version: null,
+  };
+  window.mpvlabRecord = rec;
+  const now = () => performance.now();
+  const ev = (name, detail) => rec.events.push([now(), name, detail === undefined ? null : detail]);
+
+  // ---- BBA-0 (Huang et al., SIGCOMM 2014, §4): rate map from buffer level with reservoir r and
+  // cushion c; switch up only when f(B) reaches the next higher rate, down only when it falls to
+  // the next lower rate (the paper's Rate+ / Rate- hysteresis).
+  function bbaChoose(p, levels, prev, bufferS) {
+    const rmin = levels[0], rmax = levels[levels.length - 1];
+    if (prev === null) return 0;
+    const f = bufferS <= p.reservoir_s ? rmin
+      : bufferS >= p.reservoir_s + p.cushion_s ? rmax
+      : rmin + (rmax - rmin) * (bufferS - p.reservoir_s) / p.cushion_s;
+    const up = Math.min(prev + 1, levels.length - 1), down = Math.max(prev - 1, 0);
+    if (bufferS <= p.reservoir_s) return 0;
+    if (bufferS >= p.reservoir_s + p.cushion_s) return levels.length - 1;
+    if (f >= levels[up]) {          // highest rate strictly below f(B)
+      let q = 0; for (let i = 0; i < levels.length; i++) if (levels[i] < f) q = i; return q;
+    }
+    if (f <= levels[down]) {        // lowest rate strictly above f(B)
+      for (let i = 0; i < levels.length; i++) if (levels[i] > f) return i; return levels.length - 1;
+    }
+    return prev;
+  }
+
+  // ---- FESTIVE (Jiang, Sekar, Zhang, CoNEXT 2012, §5.2-5.3): harmonic mean of the last `window`
+  // segment throughputs, gradual switching (up one level only after level+1 segments at the current
+  // level, down one at once) and the delayed update by stability + alpha x efficiency score.
+  // Same definitions as player/abr/festive.py. dash.js schedules requests itself, so FESTIVE's
+  // randomised request times (§5.1) are not applied (stated in player/README.md).
+  function festiveChoose(p, levels, history, prev, nowS, state) {
+    if (prev === null || history.length === 0) return { q: 0, info: { w_bps: null } };
+    const last = history.slice(-p.window);
+    const w = last.length / last.reduce((a, h) => a + 1 / h.bps, 0);
+    const aim = p.safety * w;
+    const i = prev;
+    let run = 0;
+    for (let k = history.length - 1; k >= 0 && history[k].q === i; k--) run++;
+    let bStar = 0; for (let k = 0; k < levels.length; k++) if (levels[k] <= aim) bStar = k;
+    const ref = bStar > i ? (run >= i + 1 ? i + 1 : i) : (bStar < i ? i - 1 : i);
+    const info = { w_bps: Math.round(w), b_star: bStar, b_ref: ref, run: run };
+    if (ref === i) return { q: i, info: info };
+    const n = state.switchTimes.filter((t) => t > nowS - p.switch_window_s).length;
+    const denom = Math.min(aim, levels[ref]);
+    const scoreCur = Math.pow(2, n) + p.alpha * Math.abs(levels[i] / denom - 1);
+    const scoreRef = Math.pow(2, n + 1) + p.alpha * Math.abs(levels[ref] / denom - 1);
+    Object.assign(info, { n_switches: n, score_cur: scoreCur, score_ref: scoreRef });
+    if (scoreRef < scoreCur) { state.switchTimes.push(nowS); return { q: ref, info: info }; }
+    return { q: i, info: info };
+  }
+
+  function customRule(name, params, player) {
+    const state = { switchTimes: [] };
+    function RuleClass() {
+      const context = this.context;
+      const SwitchRequest = dashjs.FactoryMaker.getClassFactoryByName("SwitchRequest");
+      function getMaxIndex(rulesContext) {
+        const mediaInfo = rulesContext.getMediaInfo();
+        const req = SwitchRequest(context).create();
+        if (mediaInfo.type !== "video") return req;
+        const levels = rulesContext.getAbrController().getBitrateList(mediaInfo).map((b) => b.bitrate);
+        const media = rec.fragments.filter((f) => f.type === "MediaSegment" && f.mediaType === "video" && f.ok);
+        const prev = media.length ? media[media.length - 1].quality : null;
+        const bufferS = player.getBufferLength("video") || 0;
+        let q, info;
+        if (name === "bba") { q = bbaChoose(params, levels, prev, bufferS); info = { buffer_s: bufferS }; }
+        else {
+          const hist = media.filter((f) => f.duration_ms > 0).map((f) => ({ q: f.quality, bps: f.bytes * 8000 / f.duration_ms }));
+          const r = festiveChoose(params, levels, hist, prev, now() / 1000, state); q = r.q; info = r.info;
+        }
+        rec.decisions.push({ t_ms: now(), rule: name, quality: q, prev: prev, info: info });
+        req.quality = q;
+        req.reason = { rule: name };
+        req.priority = SwitchRequest.PRIORITY.STRONG;
+        return req;
+      }
+      return { getMaxIndex: getMaxIndex };
+    }
+    RuleClass.__dashjs_factory_name = name === "bba" ? "MpvlabBbaRule" : "MpvlabFestiveRule";
+    return dashjs.FactoryMaker.getClassFactory(RuleClass);
+  }
+
+  // For tests/test_dashjs.py: the rules' decisions against player/abr's Python ones, same inputs.
+  window.mpvlabRules = { bba: bbaChoose, festive: festiveChoose };
+
+  const STRATEGY = { dynamic: "abrDynamic", bola: "abrBola", throughput: "abrThroughput" };
+
+  window.mpvlabStart = function (cfg) {
+    rec.started_ms = now();
+    const video = document.getElementById("v");
+    const player = dashjs.MediaPlayer().create();
+    rec.dashjs_version = player.getVersion();
+    const custom = cfg.abr === "bba" || cfg.abr === "festive";
+    player.updateSettings({
+      debug: { logLevel: dashjs.Debug.LOG_LEVEL_WARNING },
+      streaming: {
+        stableBufferTime: cfg.buffer_s, bufferTimeAtTopQuality: cfg.buffer_s,
+        bufferTimeAtTopQualityLongForm: cfg.buffer_s,
+        abr: custom ? { useDefaultABRRules: false } : { ABRStrategy: STRATEGY[cfg.abr], useDefaultABRRules: true },
+      },
+    });
+    if (custom) player.addABRCustomRule("qualitySwitchRules", cfg.abr === "bba" ? "MpvlabBbaRule" : "MpvlabFestiveRule",
+                                        customRule(cfg.abr, cfg.abr_params, player));
+    const E = dashjs.MediaPlayer.events;
+    player.on(E.FRAGMENT_LOADING_COMPLETED, (e) => {
+      const r = e.request;
+      const t0 = r.requestStartDate ? r.requestStartDate.getTime() : null;
+      const tfb = r.firstByteDate ? r.firstByteDate.getTime() : null;
+      const tend = r.requestEndDate ? r.requestEndDate.getTime() : null;
+      // Dates are wall clock (ms); kept relative to the request start plus the wall→now() offset.
+      const wallToNow = now() - Date.now();
+      rec.fragments.push({
+        t_ms: now(), mediaType: r.mediaType, type: r.type, url: r.url, index: r.index, quality: r.quality,
+        start_s: r.startTime, media_duration_s: r.duration, bytes: r.bytesLoaded || 0, bytes_total: r.bytesTotal || 0,
+        request_ms: t0 === null ? null : t0 + wallToNow, first_byte_ms: tfb === null ? null : tfb + wallToNow,
+        end_ms: tend === null ? null : tend + wallToNow,
+        ttfb_ms: t0 !== null && tfb !== null ? tfb - t0 : null,
+        duration_ms: t0 !== null && tend !== null ? tend - t0 : null,
+        ok: !e.error, error: e.error ? String(e.error.message || e.error.code || e.error) : null,
+      });
+    });
+    for (const name of ["PLAYBACK_STARTED", "PLAYBACK_PLAYING", "PLAYBACK_WAITING", "PLAYBACK_STALLED",
+                        "PLAYBACK_PAUSED", "PLAYBACK_ENDED", "BUFFER_EMPTY", "BUFFER_LOADED",
+                        "QUALITY_CHANGE_REQUESTED", "QUALITY_CHANGE_RENDERED", "STREAM_INITIALIZED"]) {
+      player.on(E[name], (e) => ev(name, e && (e.newQuality !== undefined
+        ? { old: e.oldQuality, new: e.newQuality, type: e.mediaType } : (e.mediaType ? { type: e.mediaType } : null))));
+    }
+    player.on(E.ERROR, (e) => { rec.error = JSON.stringify(e.error || e).slice(0, 500); ev("ERROR", rec.error); });
+    player.on(E.PLAYBACK_ENDED, () => { rec.ended = true; });
+    // The <video> element's own view: first frame, waiting/playing (stalls), dropped frames.
+    for (const name of ["loadeddata", "playing", "waiting", "stalled", "seeking", "seeked", "ended", "error"]) {
+      video.addEventListener(name, () => {
+        const b = [];
+        for (let i = 0; i < video.buffered.length; i++) b.push([video.buffered.start(i), video.buffered.end(i)]);
+        ev("video." + name, { t_media: video.currentTime, ready_state: video.readyState, buffered: b });
+      });
+    }
+    setInterval(() => {
+      if (rec.started_ms !== null) rec.buffer.push([now(), player.getBufferLength("video") || 0, video.currentTime]);
+    }, 100);
+    rec.player = player;
+    player.initialize(video, cfg.mpd_url, true);
+    return rec.dashjs_version;
+  };
+
+  // The driver polls this (small) and reads the full record once at the end.
+  window.mpvlabState = function () {
+    const v = document.getElementById("v");
+    const q = v.getVideoPlaybackQuality ? v.getVideoPlaybackQuality() : null;
+    return { ended: rec.ended, error: rec.error, t_media: v.currentTime, fragments: rec.fragments.length,
+             dropped: q ? q.droppedVideoFrames : null, total: q ? q.totalVideoFrames : null };
+  };
+  window.mpvlabDump = function () {
+    const v = document.getElementById("v");
+    const q = v.getVideoPlaybackQuality ? v.getVideoPlaybackQuality() : null;
+    const out = Object.assign({}, rec);
+    delete out.player;
+    out.playback_quality = q ? { dropped: q.droppedVideoFrames, total: q.totalVideoFrames } : null;
+    out.bitrates = rec.player ? rec.player.getBitrateInfoListFor("video").map((b) => ({ q: b.qualityIndex, bps: b.bitrate, w: b.width, h: b.height })) : [];
+    try {
+      const dm = rec.player.getDashMetrics();
+      out.http_requests = (dm.getHttpRequests ? dm.getHttpRequests("video") : []).map((r) => ({
+        url: r.url, type: r.type, status: r.responsecode, trequest: r.trequest && r.trequest.getTime(),
+        tresponse: r.tresponse && r.tresponse.getTime(), tfinish: r._tfinish && r._tfinish.getTime(),
+        quality: r._quality, interval_ms: r.interval, trace: (r.trace || []).map((t) => ({ s: t.s && t.s.getTime(), d: t.d, b: t.b })),
+      }));
+      out.throughput_estimates_kbps = rec.throughput_estimates;
+    } catch (err) { out.http_requests_error = String(err); }
+    out.codec_support = {
+      "avc1.42c01e": MediaSource.isTypeSupported('video/mp4; codecs="avc1.42c01e"'),
+      "avc1.64001f": MediaSource.isTypeSupported('video/mp4; codecs="avc1.64001f"'),
+      "vp09.00.10.08": MediaSource.isTypeSupported('video/mp4; codecs="vp09.00.10.08"'),
+    };
+    return JSON.stringify(out);
+  };
+  // dash.js's own throughput estimate (the ABR's input), sampled with the buffer.
+  rec.throughput_estimates = [];
+  setInterval(() => {
+    if (rec.player) {
+      try { rec.throughput_estimates.push([now(), rec.player.getAverageThroughput("video")]); } catch (err) { /* before init */ }
+    }
+  }, 500);
+})();

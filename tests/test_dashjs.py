@@ -1,0 +1,367 @@
+"""Player kind dashjs: the dash.js reference player in headless Chromium (player/dashjs_player.py).
+
+* validate refuses what dash.js cannot do (an ABR it lacks, a progressive video, a missing browser,
+  GStreamer-only settings), naming the field and what is allowed;
+* a 12 s run over MPTCP (HTTP/2 over TLS, the run's own certificate trusted by SPKI): every segment
+  dash.js requested appears once in Apache's access log with the same byte count, and the summary's
+  QoE recomputed from that log and the <video> element's events agrees with dash.js's own figures;
+* SIGKILL of the runner mid-playback: `mpvlab cleanup` leaves no Chromium process, namespace or file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from core import ledger, netns
+from mpvlab.scenario import Scenario
+from player import dashjs_qoe, dashjs_setup
+
+REPO = Path(__file__).resolve().parent.parent
+needs_browser = pytest.mark.skipif(dashjs_setup.missing() is not None,
+                                   reason=f"player kind dashjs: {dashjs_setup.missing()} (./setup.sh installs it)")
+
+BASE: dict[str, Any] = {
+    "name": "dashjs-t", "seed": 1, "topology": {"kind": "dumbbell"},
+    "paths": {"wired": {"down": {"rate": "20mbit", "buffer": "100KB", "delay": "10ms"}}},
+    "transport": {"cc": "cubic"},
+    "video": {"kind": "dash", "duration": "12s", "bitrates": ["500kbit", "1mbit", "2mbit"], "segment": "2s",
+              "width": 640, "height": 360},
+    "player": {"kind": "dashjs"},
+    "server": {"protocol": "h2"},
+    "fidelity": {"probe_duration": "2s"},
+}
+
+
+def scenario(**changes: Any) -> dict[str, Any]:
+    d = json.loads(json.dumps(BASE))
+    for key, value in changes.items():
+        d[key] = value
+    return d
+
+
+def refused(d: dict[str, Any]) -> str:
+    with pytest.raises(Exception) as e:
+        Scenario.model_validate(d)
+    return str(e.value)
+
+
+def test_defaults_to_dynamic_and_validates_rule_params() -> None:
+    sc = Scenario.model_validate(scenario())
+    assert sc.player.kind == "dashjs" and sc.player.abr == "dynamic"
+    sc = Scenario.model_validate(scenario(player={"kind": "dashjs", "abr": "festive"}))
+    assert sc.player.abr_params == {"window": 20, "safety": 0.85, "alpha": 12.0, "switch_window_s": 20.0}
+
+
+def test_validate_refuses_what_dashjs_cannot_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    msg = refused(scenario(player={"kind": "dashjs", "abr": "sabre"}))
+    assert "player" in msg and "'sabre' is not a dash.js ABR" in msg and "dynamic, bola, throughput, bba, festive" in msg
+    msg = refused(scenario(video={"kind": "progressive", "duration": "12s"}))
+    assert "video.kind must be dash" in msg and "player.kind: dashjs" in msg
+    msg = refused(scenario(player={"kind": "dashjs", "fetcher": "own"}))
+    assert "fetcher is for kind gstreamer" in msg
+    msg = refused(scenario(player={"kind": "dashjs", "mode": "rebuffer", "cpu": 1}))
+    assert "cpu, mode: not a setting of kind dashjs" in msg
+    msg = refused(scenario(player={"kind": "dashjs", "abr": "bba", "abr_params": {"reservoir": 3}}))
+    assert "reservoir: unknown key" in msg and "keys: reservoir_s, cushion_s" in msg
+    msg = refused(scenario(player={"kind": "dashjs", "abr": "bba", "buffer": "10s",
+                                   "abr_params": {"reservoir_s": 5, "cushion_s": 6}}))
+    assert "reservoir_s + cushion_s must be smaller than player.buffer (10 s)" in msg
+    monkeypatch.setattr(dashjs_setup, "CHROMIUM", Path("/nonexistent/h30/chromium"))
+    msg = refused(scenario())
+    assert "player.kind: dashjs needs Debian's chromium (/nonexistent/h30/chromium is missing)" in msg
+    # `mpvlab validate` is the same check, before anything touches the kernel.
+
+
+def test_validate_cli_names_the_field(tmp_path: Path) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml.safe_dump(scenario(player={"kind": "dashjs", "abr": "on-off"})))
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "validate", str(f)], capture_output=True, text=True,
+                        cwd=REPO, timeout=60)
+    assert cp.returncode != 0 and "player" in cp.stdout + cp.stderr and "festive" in cp.stdout + cp.stderr
+
+
+def test_qoe_definitions_on_a_recorded_timeline() -> None:
+    """Stall episodes and ratios from a hand-made record whose answers are known."""
+    raw = {"started_ms": 1000.0,
+           "events": [[1000.0, "PLAYBACK_STARTED", None], [1500.0, "video.playing", None],
+                      [5500.0, "video.waiting", None], [6500.0, "video.playing", None],
+                      [14500.0, "video.ended", None]],
+           "bitrates": [{"q": 0, "bps": 500_000}, {"q": 1, "bps": 1_000_000}],
+           "fragments": [{"mediaType": "video", "type": "MediaSegment", "ok": True, "index": i, "quality": q,
+                          "bytes": 250_000, "media_duration_s": 2.0, "request_ms": 1000.0 + i, "first_byte_ms": 1100.0 + i,
+                          "end_ms": 1300.0 + i, "ttfb_ms": 100.0, "duration_ms": 300.0}
+                         for i, q in [(1, 0), (2, 1), (3, 1), (4, 0)]],
+           "playback_quality": {"dropped": 3, "total": 360}}
+    s = dashjs_qoe.summarize(raw, t0_ns=0, page_offset_ns=0.0, video_length_s=12.0, frames_expected=360)
+    assert s["startup_delay_s"] == 0.5 and s["playback_s"] == 13.0
+    assert s["underflow_episodes"] == [[5.5, 6.5]] and s["underflow_total_s"] == 1.0
+    assert s["rebuffer_ratio"] == round(1 / 13, 6) and s["stall_rate"] == round(1 / 12, 6)
+    assert s["quality_avg"] == 0.5 and s["bitrate_switches"] == 2 and s["segment_s"] == 2.0
+    assert [g["size_bps"] for g in s["segments"]] == [1_000_000] * 4
+    assert s["frames_rendered"] == 357 and s["picture_discards"] == 3 and s["frames_accounted"]
+
+
+def _run(tmp_path: Path, d: dict[str, Any]) -> Path:
+    f = tmp_path / f"{d['name']}.yaml"
+    f.write_text(yaml.safe_dump(d))
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(tmp_path / "r")],
+                        capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    (run_dir,) = [p for p in (tmp_path / "r" / d["name"]).iterdir() if p.is_dir()]
+    return run_dir
+
+
+@needs_browser
+@pytest.mark.netns
+@pytest.mark.e2e
+def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
+    run = _run(tmp_path, scenario())
+    s = json.loads((run / "summary.json").read_text())
+    p = json.loads((run / "logs" / "player-summary.json").read_text())
+    raw = json.loads((run / "data" / "dashjs" / "dashjs-raw.json").read_text())
+    prov = json.loads((run / "provenance.json").read_text())
+    assert p["status"] == "eos" and p["player"] == "dashjs"
+    assert prov["dashjs"]["dashjs_version"] == raw["dashjs_version"] == "3.0.3"
+    assert raw["codec_support"]["avc1.42c01e"] is True
+    # Every request over HTTP/2 and TLS (the run checks it too), the browser's sockets MPTCP: the
+    # server saw MPTCP subflows from the client's address on the one path.
+    assert s["http"]["by_protocol"] == {"HTTP/2.0": s["http"]["requests"]}
+    assert s["subflows"] and s["cross_checks"]["subflow_addresses"]["ok"]
+    # (the connection was set up before t0, when the page loaded: the MIB's handshake counters moved
+    # before the playback window; the msk's own byte counter shows the video went over MPTCP)
+    assert s["mptcp"]["sent_bytes"] >= sum(g["bytes"] for g in json.loads(
+        (run / "logs" / "player-summary.json").read_text())["segments"])
+    # Every media segment dash.js completed appears exactly once in the access log, same bytes.
+    log = dashjs_qoe.access_log_segments((run / "logs" / "apache" / "access.log").read_text().splitlines())
+    segs = p["segments"]
+    assert [g["index"] for g in segs] == list(range(6))   # 12 s of 2 s segments (dash.js counts from 0)
+    for g in segs:
+        path = "/" + g["url"].split("/", 3)[3]
+        assert log.get(path) == [g["bytes"]], (path, log.get(path), g["bytes"])
+    seg_paths = [k for k in log if "/seg-" in k]
+    assert len(seg_paths) == len(segs)        # nothing requested that dash.js did not report
+    # The QoE recomputed: quality from the access log's segment names (seg-<level>-<n>), stalls and
+    # playback from the <video> element's waiting/playing/ended events, against the summary.
+    levels = [int(k.rsplit("/", 1)[1].split("-")[1]) for k in sorted(seg_paths, key=lambda k: k[-9:])]
+    assert s["dash"]["quality_avg"] == pytest.approx(sum(levels) / len(levels))
+    assert s["dash"]["bitrate_switches"] == sum(1 for a, b in zip(levels, levels[1:]) if a != b)
+    first, ended, eps = dashjs_qoe.stall_episodes(raw["events"])
+    assert first is not None and ended is not None
+    assert s["startup_delay_s"] == pytest.approx((first - raw["started_ms"]) / 1000, abs=1e-3)
+    assert s["dash"]["rebuffer_events"] == len(eps) == s["underflows"]
+    playback = (ended - first) / 1000
+    assert s["duration_s"] == pytest.approx(playback, abs=1e-3)
+    stalled = sum(b - a for a, b in eps) / 1000
+    assert s["dash"]["rebuffer_ratio"] == pytest.approx(stalled / playback, abs=1e-5)
+    # Playback cannot be shorter than the video (the element's clock runs at 1x) and lasts the video
+    # plus the stalls (± 0.3 s: the element's start and end events against media time).
+    assert playback >= 12.0 - 0.05 and playback == pytest.approx(12.0 + stalled, abs=0.3)
+    # dash.js's own HTTP request list (DashMetrics) names the same media segments.
+    dm = [r["url"] for r in raw["http_requests"] if r["type"] == "MediaSegment"]
+    assert sorted(dm) == sorted(g["url"] for g in segs)
+    assert s["frames_expected"] == 360 and p["frames_decoded"] == 360
+    # The browser's CPU was measured, and no Chromium process outlived the run.
+    assert s["player_cpu"]["user_s"] > 0
+    assert not _chromium_pids_of(run.name)
+
+
+def _chromium_pids_of(run_id: str) -> list[int]:
+    """Chromium processes whose command line names this run's profile folder (the browser process;
+    its children are in the run's client namespace, which the run deletes after killing its members)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "chromium" in cmd and f"/{run_id}/data/dashjs" in cmd:
+                out.append(int(d))
+    return out
+
+
+def _netns_pids(run_id: str) -> list[int]:
+    pids: list[int] = []
+    for name in netns.list_netns():
+        if run_id in name:
+            pids += netns.pids_in_netns(os.stat(netns.NETNS_DIR / name).st_ino)
+    return pids
+
+
+@needs_browser
+@pytest.mark.netns
+@pytest.mark.e2e
+def test_sigkilled_dashjs_run_leaves_no_browser(tmp_path: Path) -> None:
+    d = scenario(name="dashjs-kill")
+    d["video"]["duration"] = "30s"
+    f = tmp_path / "k.yaml"
+    f.write_text(yaml.safe_dump(d))
+    results = tmp_path / "r"
+    p = subprocess.Popen([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(results)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    deadline = time.monotonic() + 90
+    run = None
+    while time.monotonic() < deadline and run is None:
+        for ev in results.glob("dashjs-kill/*/logs/player-events.jsonl"):
+            if '"type": "start"' in ev.read_text():
+                run = ev.parent.parent
+        time.sleep(0.2)
+    if run is None:
+        p.kill()
+        raise AssertionError("run never reached playback: " + (p.communicate()[0] or ""))
+    time.sleep(2.0)   # mid-playback: dash.js is fetching segments
+    browser = _chromium_pids_of(run.name)
+    members = _netns_pids(run.name)
+    assert browser and set(browser) <= set(members)   # Chromium runs inside the run's client namespace
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "cleanup"], capture_output=True, text=True, cwd=REPO,
+                        timeout=120)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert not _chromium_pids_of(run.name)
+    assert not [pid for pid in members if Path(f"/proc/{pid}").exists()
+                and "Z" != Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]]
+    assert not [n for n in netns.list_netns() if run.name in n]
+    assert not (ledger.LEDGER_DIR / f"{run.name}.json").exists()
+    assert not (ledger.WWW_DIR / run.name).exists()
+
+
+def test_resolved_dashjs_scenario_round_trips() -> None:
+    """resolved.yaml and a sweep's overrides spell out every default: they must validate again."""
+    from mpvlab.scenario import override, resolved_dict
+    sc = Scenario.model_validate(scenario(player={"kind": "dashjs", "abr": "bba", "buffer": "30s"}))
+    again = Scenario.model_validate(resolved_dict(sc))
+    assert again.player == sc.player
+    own = Scenario.model_validate(scenario(player={"fetcher": "own", "abr": "bola", "buffer": "10s"}))
+    swapped = override(own, {"player": {"kind": "dashjs", "abr": "bola", "buffer": "10s"}})
+    assert swapped.player.kind == "dashjs" and swapped.player.fetcher == "dashdemux"
+    # The sweep's dimension player.kind: the other kind starts from its defaults, abr and buffer kept,
+    # and back to gstreamer with an ABR of player/abr is our own client.
+    js = override(own, {"player.kind": "dashjs"})
+    assert (js.player.kind, js.player.abr, js.player.buffer, js.player.fetcher) == ("dashjs", "bola", 10 * 10**9,
+                                                                                     "dashdemux")
+    back = override(js, {"player.kind": "gstreamer"})
+    assert (back.player.kind, back.player.fetcher, back.player.abr) == ("gstreamer", "own", "bola")
+
+
+@needs_browser
+def test_custom_rules_decide_as_the_python_abrs(tmp_path: Path) -> None:
+    """BBA and FESTIVE as dash.js rules (player/dashjs/mpvlab-dashjs.js) against player/abr's
+    implementations of the same papers, on the same inputs, in Debian's Chromium (a file:// page
+    and --dump-dom: no network, no DevTools port)."""
+    from player.abr import Download, Ladder
+    from player.abr.bba import BbaPolicy
+    from player.abr.festive import Festive, FestiveParams
+    rates = (1_000_000, 2_500_000, 5_000_000, 7_500_000, 10_000_000)
+    bba_cases = [(prev, b / 4) for prev in range(len(rates)) for b in range(0, 121)]
+    bba_py = [BbaPolicy(rates, 5.0, 15.0).decide(prev, buf) for prev, buf in bba_cases]
+    # FESTIVE: a deterministic throughput sequence with rises and drops; the Python rule decides, and
+    # each step's inputs (history, previous level, time) go to the JS rule in the same order.
+    fest = Festive(Ladder(rates, 2.0, 30.0), FestiveParams(), seed=1)
+    hist: list[Download] = []
+    steps, fest_py = [], []
+    tputs = [3e6, 4e6, 6e6, 8e6, 9e6, 12e6, 12e6, 11e6, 12e6, 13e6, 4e6, 3e6, 2e6, 8e6, 9e6, 15e6, 15e6, 15e6,
+             15e6, 15e6, 15e6, 6e6, 6e6, 9e6, 9e6, 9e6, 9e6, 9e6, 9e6, 20e6]
+    for k, bps in enumerate(tputs):
+        now = 2.0 * k
+        steps.append({"hist": [{"q": d.level, "bps": d.throughput_bps} for d in hist],
+                      "prev": fest.level if hist else None, "now": now})
+        c = fest.decide(10.0, hist, now)
+        fest_py.append(c.level)
+        hist.append(Download(c.level, int(bps * 2 / 8), 2.0, now + 2.0))
+    page = tmp_path / "rules.html"
+    js = (dashjs_setup.PAGE_DIR / "mpvlab-dashjs.js").as_uri()
+    page.write_text(f"""<!DOCTYPE html><html><head><script src="{js}"></script></head><body><pre id="o"></pre><script>
+const R = window.mpvlabRules, levels = {list(rates)};
+const bba = {json.dumps(bba_cases)}.map(([prev, b]) => R.bba({{reservoir_s: 5, cushion_s: 15}}, levels, prev, b));
+const st = {{switchTimes: []}}, p = {{window: 20, safety: 0.85, alpha: 12, switch_window_s: 20}};
+const fest = {json.dumps(steps)}.map((s) => R.festive(p, levels, s.hist, s.prev, s.now, st).q);
+document.getElementById("o").textContent = "RESULT" + JSON.stringify({{bba: bba, fest: fest}}) + "END";
+</script></body></html>""")
+    profile = tmp_path / "profile"
+    cp = subprocess.run([str(dashjs_setup.CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu",
+                         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                         "--disable-sync", "--allow-file-access-from-files", f"--user-data-dir={profile}",
+                         "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    out = cp.stdout
+    assert "RESULT" in out, cp.stderr[-2000:]
+    got = json.loads(out[out.index("RESULT") + 6:out.index("END")])
+    assert got["bba"] == bba_py
+    assert got["fest"] == fest_py
+    assert len(set(fest_py)) >= 3   # the sequence exercised switching up and down, not one level
+
+
+def _segments_match_access_log(run: Path, ps: dict[str, Any], client_addr: str | None = None) -> None:
+    lines = (run / "logs" / "apache" / "access.log").read_text().splitlines()
+    if client_addr is not None:
+        lines = [ln for ln in lines if ln.startswith(client_addr + " ")]
+    log = dashjs_qoe.access_log_segments(lines)
+    for g in ps["segments"]:
+        assert log.get("/" + g["url"].split("/", 3)[3]) == [g["bytes"]], g
+    assert len([k for k in log if "/seg-" in k]) == len(ps["segments"])
+
+
+@needs_browser
+@pytest.mark.netns
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_dashjs_dual_path_bba_over_http1_tls(tmp_path: Path) -> None:
+    """Two paths: Chromium's MPTCP connections have a subflow on each, each path carries a share of
+    the bytes (the run's cross-checks), HTTP/1.1 over TLS, the BBA rule's decisions are the levels."""
+    d = scenario(name="dashjs-dual", paths={"wifi": {"down": {"rate": "3mbit", "buffer": "100KB", "delay": "5ms"}},
+                                            "lte": {"down": {"rate": "3mbit", "buffer": "100KB", "delay": "20ms"}}},
+                 player={"kind": "dashjs", "abr": "bba", "buffer": "8s",
+                         "abr_params": {"reservoir_s": 2, "cushion_s": 4}},
+                 server={"protocol": "http/1.1", "tls": True})
+    del d["topology"]
+    run = _run(tmp_path, d)
+    s = json.loads((run / "summary.json").read_text())
+    ps = json.loads((run / "logs" / "player-summary.json").read_text())
+    raw = json.loads((run / "data" / "dashjs" / "dashjs-raw.json").read_text())
+    assert s["http"]["by_protocol"] == {"HTTP/1.1": s["http"]["requests"]} and s["http"]["tls"]
+    seen = {tuple(x) for x in s["cross_checks"]["subflow_addresses"]["seen"]}
+    assert seen == {tuple(v) for v in s["cross_checks"]["subflow_addresses"]["expected"].values()}
+    assert all(p["share"] >= 0.1 for p in s["paths"].values()), s["paths"]
+    _segments_match_access_log(run, ps)
+    # The BBA rule made the choices: every segment's level is one of its decisions, the first the lowest.
+    decided = {x["quality"] for x in raw["decisions"] if x["rule"] == "bba"}
+    assert {g["level"] for g in ps["segments"]} <= decided
+    assert ps["segments"][0]["level"] == 0     # BBA-0 starts at the lowest rate
+
+
+@needs_browser
+@pytest.mark.netns
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_dashjs_two_players_share_a_bottleneck(tmp_path: Path) -> None:
+    d = scenario(name="dashjs-shared", topology={"kind": "shared-bottleneck", "clients": 2},
+                 paths={"shared": {"down": {"rate": "6mbit", "buffer": "256pkt", "delay": "20ms"},
+                                   "up": {"delay": "20ms"}}},
+                 player={"kind": "dashjs", "abr": "festive", "buffer": "10s"},
+                 server={"protocol": "http/1.1", "tls": False})
+    d["video"]["duration"] = "20s"
+    run = _run(tmp_path, d)
+    s = json.loads((run / "summary.json").read_text())
+    assert set(s["players"]) == {"client0", "client1"}
+    for role in ("client0", "client1"):
+        ps = json.loads((run / "logs" / role / "player-summary.json").read_text())
+        assert ps["status"] == "eos" and ps["segments_downloaded"] == 10 and ps["abr"]["name"] == "festive"
+        raw = json.loads((run / "data" / "dashjs" / role / "dashjs-raw.json").read_text())
+        assert raw["decisions"] and all(x["rule"] == "festive" for x in raw["decisions"])
+    log = (run / "logs" / "apache" / "access.log").read_text().splitlines()
+    clients = {ln.split()[0] for ln in log if "/seg-" in ln}
+    assert len(clients) == 2                       # one address per player, both fetched segments
+    # The media bytes Apache sent are the media bytes the two dash.js players report.
+    total = sum(int(ln.split('" 200 ')[1].split()[0]) for ln in log if "/seg-" in ln and '" 200 ' in ln)
+    assert total == sum(g["bytes"] for r in ("client0", "client1")
+                        for g in json.loads((run / "logs" / r / "player-summary.json").read_text())["segments"])
