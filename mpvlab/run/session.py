@@ -107,8 +107,7 @@ def run_scenario(scenario: Scenario, scenario_file: Path, scenario_text: str, op
 
 
 def _write_provenance(ctx: RunContext) -> None:
-    steps = {"process_start_to_run_s": timeline.since_process_start(ctx.timeline),
-             **ctx.timeline.as_dict()}
+    steps = timeline.lifecycle(ctx.timeline)
     prov = provenance.collect(ctx.scenario_file, ctx.scenario.seed, ctx.run_id,
                               {**ctx.extra_prov, "lifecycle_s": steps})
     rundir.write_json(ctx.run_dir / "provenance.json", prov)
