@@ -24,7 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -166,15 +168,50 @@ GOAL_CEILING_GBPS = 1.0
 GOAL_LATE_P99_US = 200.0
 
 
+# Kernel and libc symbols whose inclusive share of the daemon's samples says where a packet's
+# CPU goes: waiting (ppoll, with the context switch back in), receiving, and the verdict, which
+# re-injects the packet and runs the rest of its path (forwarding, veth, the receiver's TCP,
+# waking the receiving application) in the daemon's own context.
+PROFILE_SYMBOLS = ("__x64_sys_ppoll", "finish_task_switch.isra.0", "__x64_sys_recvmmsg", "__x64_sys_sendto",
+                   "nfqnl_reinject", "tcp_v4_rcv", "sock_def_readable")
+PERF_HZ = 2000
+
+
+def perf_breakdown(data: Path, packets: int) -> str:
+    """us of the daemon's CPU per packet under each PROFILE_SYMBOLS (inclusive, cpu-clock samples)."""
+    n = len(subprocess.run(["perf", "script", "-i", str(data), "-F", "period"], capture_output=True,
+                           text=True, timeout=120).stdout.splitlines())
+    rep = subprocess.run(["perf", "report", "-i", str(data), "--children", "--sort", "sym", "--stdio"],
+                         capture_output=True, text=True, timeout=120).stdout
+    share: dict[str, float] = {}
+    for line in rep.splitlines():
+        f = line.split()
+        if len(f) >= 4 and f[0].endswith("%") and f[1].endswith("%") and f[-1] in PROFILE_SYMBOLS:
+            share.setdefault(f[-1], float(f[0][:-1]) / 100)
+    us = n / PERF_HZ * 1e6 / max(packets, 1)
+    return (f"      profile: {us:.1f} us/pkt sampled; inclusive us/pkt: "
+            + ", ".join(f"{k} {share.get(k, 0.0) * us:.1f}" for k in PROFILE_SYMBOLS))
+
+
 def cost_row(ln: H.Line, label: str, rate_mbit: int | None, seconds: int,
-             binary: Path | None, tol_us: int | None) -> None:
+             binary: Path | None, tol_us: int | None, profile: bool = False) -> None:
     """One bulk TCP flow server->client through a 10 ms line; rate_mbit None
-    = no shaping (the line's ceiling)."""
+    = no shaping (the line's ceiling). profile: sample the daemon with perf (cpu-clock)."""
     extra = [] if tol_us is None else ["--batch-tolerance-us", str(tol_us)]
     dl = ln.delayline(H.constant(10000), extra=extra, binary=binary)
+    perf = None
+    pdata = ln.tmp / f"perf-{label.replace(' ', '_')}-{rate_mbit}.data"
+    if profile:
+        assert dl.proc is not None
+        perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", str(PERF_HZ), "-g", "-o", str(pdata),
+                                 "-p", str(dl.proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)
     c0, t0 = dl.cpu_ticks(), time.monotonic()
     bps = iperf(ln, seconds)
     c1, t1 = dl.cpu_ticks(), time.monotonic()
+    if perf is not None:
+        perf.send_signal(signal.SIGINT)
+        perf.wait(timeout=60)
     st = dl.stop()
     tck = os.sysconf("SC_CLK_TCK")
     pk = max(st["packets"], 1)
@@ -193,9 +230,11 @@ def cost_row(ln: H.Line, label: str, rate_mbit: int | None, seconds: int,
           f"  pkts/verdict {st['packets'] / max(verdicts, 1):5.2f}"
           + (f"  wakes/pkt {wake / pk:4.2f}" if wake is not None else "")
           + f"  drops {st['drops_overflow']}/{st['drops_netlink']}")
+    if perf is not None:
+        print(perf_breakdown(pdata, st["packets"]))
 
 
-def bench_cost(seconds: int, old: Path | None, tolerances: list[int]) -> None:
+def bench_cost(seconds: int, old: Path | None, tolerances: list[int], profile: bool) -> None:
     print(f"\n4. Cost per MTU packet, bulk TCP {seconds} s server->client, 10 ms line, TSO/GSO off;"
           f" shaped by tbf on the server's egress (before the line, as in a run)")
     print(f"   goals: <= {GOAL_CPU_US_PER_PKT_100M:.0f} us CPU/pkt at 100 Mbit/s, >= {GOAL_CEILING_GBPS:.0f}"
@@ -217,7 +256,7 @@ def bench_cost(seconds: int, old: Path | None, tolerances: list[int]) -> None:
                        "rate", f"{rate}mbit", "burst", "3028", "limit", str(max(rate * 12500, 30000)))
             ln.add_queue("rs", 0)
             for label, binary, tol in builds:
-                cost_row(ln, label, rate, seconds, binary, tol)
+                cost_row(ln, label, rate, seconds, binary, tol, profile=profile and rate == 100)
 
 
 def main() -> int:
@@ -229,6 +268,8 @@ def main() -> int:
     ap.add_argument("--old", type=Path, help="an older build of mpvlab-delayline to compare in section 4")
     ap.add_argument("--tolerance", type=int, action="append",
                     help="--batch-tolerance-us values for section 4 (default: 0 and the build's default 150)")
+    ap.add_argument("--profile", action="store_true",
+                    help="section 4: sample the daemon with perf at 100 Mbit/s and print where its CPU goes")
     a = ap.parse_args()
     H.build()
     n = 200 if a.quick else 500
@@ -242,7 +283,7 @@ def main() -> int:
     if "steps" in want:
         bench_steps(2 if a.quick else 4)
     if "cost" in want:
-        bench_cost(3 if a.quick else 5, a.old, a.tolerance or [0, 150])
+        bench_cost(3 if a.quick else 5, a.old, a.tolerance or [0, 150], a.profile)
     return 0
 
 
