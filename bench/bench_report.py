@@ -37,6 +37,11 @@ SCHEDULERS = ["minrtt", "bdp", "default"]
 GOALS = {1000: (7.0, None), 10000: (60.0, 1.0)}     # runs → (wall s, peak GB) of issue 36
 
 
+def _cpu() -> float:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def time_report(src: Path, root: Path, out: Path) -> dict[str, float]:
     """The report pipeline of the code under `src` over the runs under `root`; seconds per step."""
     sys.path.insert(0, str(src))
@@ -46,18 +51,22 @@ def time_report(src: Path, root: Path, out: Path) -> dict[str, float]:
     from mpvlab.report.html import render
     from mpvlab.report.pairwise import pairwise_frame
     from mpvlab.report.tables import write_tables
+    cpu = [_cpu()]
     t0 = time.monotonic()
     c = aggregate(root, exclude=[out])
-    t1 = time.monotonic()
+    t1, _ = time.monotonic(), cpu.append(_cpu())
     pw = pairwise_frame(c)
-    t1p = time.monotonic()
+    t1p, _ = time.monotonic(), cpu.append(_cpu())
     write_tables(c, out, pw)
-    t2 = time.monotonic()
+    t2, _ = time.monotonic(), cpu.append(_cpu())
     sections = build_all(c, out / "figures")
-    t3 = time.monotonic()
+    t3, _ = time.monotonic(), cpu.append(_cpu())
     page = render(c, sections, ["runs.csv"], "bench", pw, html_dir=out)
     rundir.write_text(out / "report.html", page)
-    t4 = time.monotonic()
+    t4, _ = time.monotonic(), cpu.append(_cpu())
+    print("CPU s per step (process + render workers): " + ", ".join(
+        f"{name} {b - a:.2f}" for name, a, b in zip(["load+stats", "pairwise", "tables", "figures", "HTML"],
+                                                    cpu, cpu[1:])))
     n = len(c.runs) if hasattr(c, "runs") else sum(len(cfg.runs) for cfg in c.configs)
     print(f"load + statistics : {t1 - t0:6.2f} s  ({n} runs, {len(c.configs)} configurations)")
     print(f"pairwise tests     : {t1p - t1:6.2f} s  ({len(pw)} comparisons, {int(pw.significant.sum())} "
@@ -102,7 +111,7 @@ def main() -> int:
         src, root, out = (Path(x) for x in args.time_report)
         res = time_report(src, root, out)
         me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        res["cpu_s"] = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+        res["cpu_s"] = _cpu()
         res["peak_rss_gb"] = max(me.ru_maxrss, kids.ru_maxrss) / 1e6     # kB → GB
         print(json.dumps(res))
         return 0
