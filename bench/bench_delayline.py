@@ -8,8 +8,15 @@ Prints, with the configured value beside each figure:
      the daemon's CPU use from /proc/PID/stat; same flow without the line.
   3. Time error of delay steps: step-log vs schedule, and as seen by a 1 ms
      ICMP probe (first reply showing the new delay vs the scheduled step).
+  4. Cost per MTU packet (the line's own user+sys CPU over the packets it
+     handled) and release lateness p50/p99/max at 3, 25, 100 Mbit/s (shaped
+     by a tbf *before* the line, as in a run, TSO/GSO off so every skb is one
+     MTU packet) and at the line's MTU-packet ceiling (no tbf); wake-ups and
+     packets per verdict message; for each --batch-tolerance-us given, and for
+     an older build (--old BINARY) in the same run, on the same host.
 
 Run as root:  .venv/bin/python bench/bench_delayline.py [--quick]
+              .venv/bin/python bench/bench_delayline.py --only cost --old /tmp/old/mpvlab-delayline
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -153,18 +162,128 @@ def bench_steps(periods: int) -> None:
               f" p99 {q(err_all, .99):.3f} ms, max {max(err_all):.3f} ms, min {min(err_all):.3f} ms")
 
 
+# Goals of issue 36 for the cost section, printed beside the measured figures.
+GOAL_CPU_US_PER_PKT_100M = 12.0
+GOAL_CEILING_GBPS = 1.0
+GOAL_LATE_P99_US = 200.0
+
+
+# Kernel and libc symbols whose inclusive share of the daemon's samples says where a packet's
+# CPU goes: waiting (ppoll, with the context switch back in), receiving, and the verdict, which
+# re-injects the packet and runs the rest of its path (forwarding, veth, the receiver's TCP,
+# waking the receiving application) in the daemon's own context.
+PROFILE_SYMBOLS = ("__x64_sys_ppoll", "finish_task_switch.isra.0", "__x64_sys_recvmmsg", "__x64_sys_sendto",
+                   "nfqnl_reinject", "tcp_v4_rcv", "sock_def_readable")
+PERF_HZ = 2000
+
+
+def perf_breakdown(data: Path, packets: int) -> str:
+    """us of the daemon's CPU per packet under each PROFILE_SYMBOLS (inclusive, cpu-clock samples)."""
+    n = len(subprocess.run(["perf", "script", "-i", str(data), "-F", "period"], capture_output=True,
+                           text=True, timeout=120).stdout.splitlines())
+    rep = subprocess.run(["perf", "report", "-i", str(data), "--children", "--sort", "sym", "--stdio"],
+                         capture_output=True, text=True, timeout=120).stdout
+    share: dict[str, float] = {}
+    for line in rep.splitlines():
+        f = line.split()
+        if len(f) >= 4 and f[0].endswith("%") and f[1].endswith("%") and f[-1] in PROFILE_SYMBOLS:
+            share.setdefault(f[-1], float(f[0][:-1]) / 100)
+    us = n / PERF_HZ * 1e6 / max(packets, 1)
+    return (f"      profile: {us:.1f} us/pkt sampled; inclusive us/pkt: "
+            + ", ".join(f"{k} {share.get(k, 0.0) * us:.1f}" for k in PROFILE_SYMBOLS))
+
+
+def cost_row(ln: H.Line, label: str, rate_mbit: int | None, seconds: int,
+             binary: Path | None, tol_us: int | None, profile: bool = False) -> None:
+    """One bulk TCP flow server->client through a 10 ms line; rate_mbit None
+    = no shaping (the line's ceiling). profile: sample the daemon with perf (cpu-clock)."""
+    extra = [] if tol_us is None else ["--batch-tolerance-us", str(tol_us)]
+    dl = ln.delayline(H.constant(10000), extra=extra, binary=binary)
+    perf = None
+    pdata = ln.tmp / f"perf-{label.replace(' ', '_')}-{rate_mbit}.data"
+    if profile:
+        assert dl.proc is not None
+        perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", str(PERF_HZ), "-g", "-o", str(pdata),
+                                 "-p", str(dl.proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)
+    c0, t0 = dl.cpu_ticks(), time.monotonic()
+    bps = iperf(ln, seconds)
+    c1, t1 = dl.cpu_ticks(), time.monotonic()
+    if perf is not None:
+        perf.send_signal(signal.SIGINT)
+        perf.wait(timeout=60)
+    st = dl.stop()
+    tck = os.sysconf("SC_CLK_TCK")
+    pk = max(st["packets"], 1)
+    # Same method for both builds: /proc ticks over the flow. The new build
+    # also reports getrusage over its whole life (cpu_us_per_packet).
+    cpu_us = (c1 - c0) / tck * 1e6 / pk
+    own = st.get("cpu_us_per_packet")
+    late = st["lateness_us"]
+    verdicts = st["verdict_msgs"] + st.get("drop_msgs", 0)
+    wake = st.get("wakeups")
+    rate = "ceiling" if rate_mbit is None else f"{rate_mbit} Mbit/s"
+    print(f"   {label:<14} {rate:>11} {bps / 1e6:8.1f} Mbit/s {st['packets'] / (t1 - t0) / 1e3:6.1f} kpps"
+          f"  CPU {cpu_us:6.1f} us/pkt" + (f" (rusage {own:5.1f})" if own is not None else " (rusage  n/a)")
+          + f"  {(c1 - c0) / tck / (t1 - t0) * 100:5.1f} % core"
+          f"  late p50/p99/max {late['p50']:4.0f}/{late['p99']:5.0f}/{late['max'] / 1e3:6.2f}ms"
+          f"  pkts/verdict {st['packets'] / max(verdicts, 1):5.2f}"
+          + (f"  wakes/pkt {wake / pk:4.2f}" if wake is not None else "")
+          + f"  drops {st['drops_overflow']}/{st['drops_netlink']}")
+    if perf is not None:
+        print(perf_breakdown(pdata, st["packets"]))
+
+
+def bench_cost(seconds: int, old: Path | None, tolerances: list[int], profile: bool) -> None:
+    print(f"\n4. Cost per MTU packet, bulk TCP {seconds} s server->client, 10 ms line, TSO/GSO off;"
+          f" shaped by tbf on the server's egress (before the line, as in a run)")
+    print(f"   goals: <= {GOAL_CPU_US_PER_PKT_100M:.0f} us CPU/pkt at 100 Mbit/s, >= {GOAL_CEILING_GBPS:.0f}"
+          f" Gbit/s of MTU packets at the ceiling, lateness p99 <= {GOAL_LATE_P99_US:.0f} us")
+    with open("/proc/loadavg") as f:
+        print(f"   host load (1/5/15 min): {' '.join(f.read().split()[:3])} on {os.cpu_count()} CPUs"
+              " (CPU-time figures hold under load; kpps and lateness do not)")
+    builds: list[tuple[str, Path | None, int | None]] = []
+    if old is not None:
+        builds.append(("old", old, None))
+    builds += [(f"new tol {t}us", None, t) for t in tolerances]
+    for rate in (3, 25, 100, None):
+        with H.Line() as ln:
+            ln.tcp_buffers(16 << 20)
+            ln.nsx(ln.ns_s, "ethtool", "-K", ln.ifn("s0"), "tso", "off", "gso", "off")
+            if rate is not None:
+                # burst 2 MTU: the line sees packets spaced at the link rate
+                ln.nsx(ln.ns_s, "tc", "qdisc", "replace", "dev", ln.ifn("s0"), "root", "tbf",
+                       "rate", f"{rate}mbit", "burst", "3028", "limit", str(max(rate * 12500, 30000)))
+            ln.add_queue("rs", 0)
+            for label, binary, tol in builds:
+                cost_row(ln, label, rate, seconds, binary, tol, profile=profile and rate == 100)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer samples, shorter flows")
     ap.add_argument("--no-rt", action="store_true", help="also measure RTT error without SCHED_FIFO")
+    ap.add_argument("--only", choices=["rtt", "throughput", "steps", "cost"], action="append",
+                    help="run only these sections (repeatable)")
+    ap.add_argument("--old", type=Path, help="an older build of mpvlab-delayline to compare in section 4")
+    ap.add_argument("--tolerance", type=int, action="append",
+                    help="--batch-tolerance-us values for section 4 (default: 0 and the build's default 150)")
+    ap.add_argument("--profile", action="store_true",
+                    help="section 4: sample the daemon with perf at 100 Mbit/s and print where its CPU goes")
     a = ap.parse_args()
     H.build()
     n = 200 if a.quick else 500
-    bench_rtt(n, 50)
-    if a.no_rt:
-        bench_rtt(n, 0)
-    bench_throughput(3 if a.quick else 5)
-    bench_steps(2 if a.quick else 4)
+    want = set(a.only or ["rtt", "throughput", "steps", "cost"])
+    if "rtt" in want:
+        bench_rtt(n, 50)
+        if a.no_rt:
+            bench_rtt(n, 0)
+    if "throughput" in want:
+        bench_throughput(3 if a.quick else 5)
+    if "steps" in want:
+        bench_steps(2 if a.quick else 4)
+    if "cost" in want:
+        bench_cost(3 if a.quick else 5, a.old, a.tolerance or [0, 150], a.profile)
     return 0
 
 

@@ -2,36 +2,101 @@
 """How long `mpvlab report` takes on many runs (issue: summarising 1,000 runs takes seconds).
 
 Writes N synthetic result directories in the runner's exact layout (mpvlab/report/synthetic.py:
-3 scenarios × 3 CCs × 3 schedulers × trials, each with summary, resolved scenario, provenance and,
-optionally, time series like a 20 s run's), then times, separately: finding and loading the runs
-and computing every configuration's statistics (t and BCa bootstrap intervals); the pairwise tests;
-writing the tables (CSV + Parquet); the figures (PDF, SVG, PNG files); the HTML. Prints the figures; not a test.
+3 scenarios × 3 CCs × 3 schedulers × trials, each with summary — including the CC model the runner
+computes once when it summarises a run (`cc_state`) —, resolved scenario, provenance and, optionally,
+time series like a 20 s run's), then times, separately: finding and loading the runs and computing
+every configuration's statistics (t and BCa bootstrap intervals); the pairwise tests; writing the
+tables (CSV + Parquet); the figures (PDF, SVG, PNG files); the HTML. Prints the figures; not a test.
 
-    .venv/bin/python bench/bench_report.py [--runs 1000] [--series-s 20] [--keep DIR]
+With --compare-src OLD (a checkout of an older version, e.g. `git archive main | tar -x -C OLD`),
+the same set is reported by both versions, each in its own process (wall, CPU of the process and its
+render workers, peak RSS), and their tables are compared byte for byte.
+
+    .venv/bin/python bench/bench_report.py [--runs 1000] [--series-s 20] [--keep DIR] [--compare-src OLD]
 """
 
 from __future__ import annotations
 
 import argparse
+import filecmp
+import json
+import os
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from core import rundir  # noqa: E402
-from mpvlab.report.aggregate import aggregate  # noqa: E402
-from mpvlab.report.figures import build_all  # noqa: E402
-from mpvlab.report.html import render  # noqa: E402
-from mpvlab.report.pairwise import pairwise_frame  # noqa: E402
-from mpvlab.report.synthetic import make_set  # noqa: E402
-from mpvlab.report.tables import write_tables  # noqa: E402
 
 SCENARIOS = ["wifi-lte-a", "wifi-lte-b", "wifi-lte-c"]
 CCS = ["cubic", "bbr", "bbr-s"]
 SCHEDULERS = ["minrtt", "bdp", "default"]
+GOALS = {1000: (7.0, None), 10000: (60.0, 1.0)}     # runs → (wall s, peak GB) of issue 36
+
+
+def _cpu() -> float:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def time_report(src: Path, root: Path, out: Path) -> dict[str, float]:
+    """The report pipeline of the code under `src` over the runs under `root`; seconds per step."""
+    sys.path.insert(0, str(src))
+    from core import rundir
+    from mpvlab.report.aggregate import aggregate
+    from mpvlab.report.figures import build_all
+    from mpvlab.report.html import render
+    from mpvlab.report.pairwise import pairwise_frame
+    from mpvlab.report.tables import write_tables
+    cpu = [_cpu()]
+    t0 = time.monotonic()
+    c = aggregate(root, exclude=[out])
+    t1, _ = time.monotonic(), cpu.append(_cpu())
+    pw = pairwise_frame(c)
+    t1p, _ = time.monotonic(), cpu.append(_cpu())
+    write_tables(c, out, pw)
+    t2, _ = time.monotonic(), cpu.append(_cpu())
+    sections = build_all(c, out / "figures")
+    t3, _ = time.monotonic(), cpu.append(_cpu())
+    page = render(c, sections, ["runs.csv"], "bench", pw, html_dir=out)
+    rundir.write_text(out / "report.html", page)
+    t4, _ = time.monotonic(), cpu.append(_cpu())
+    print("CPU s per step (process + render workers): " + ", ".join(
+        f"{name} {b - a:.2f}" for name, a, b in zip(["load+stats", "pairwise", "tables", "figures", "HTML"],
+                                                    cpu, cpu[1:])))
+    n = len(c.runs) if hasattr(c, "runs") else sum(len(cfg.runs) for cfg in c.configs)
+    print(f"load + statistics : {t1 - t0:6.2f} s  ({n} runs, {len(c.configs)} configurations)")
+    print(f"pairwise tests     : {t1p - t1:6.2f} s  ({len(pw)} comparisons, {int(pw.significant.sum())} "
+          "different after Holm)")
+    print(f"tables (CSV+Parquet): {t2 - t1p:6.2f} s")
+    print(f"figures            : {t3 - t2:6.2f} s  ({sum(len(f) for _, f in sections)} figures × PDF, SVG, PNG)")
+    print(f"HTML               : {t4 - t3:6.2f} s  ({len(page) / 1e6:.1f} MB)")
+    print(f"total              : {t4 - t0:6.2f} s")
+    return {"total_s": t4 - t0}
+
+
+def measured(src: Path, root: Path, out: Path) -> dict[str, float]:
+    """time_report in a fresh interpreter (imports, render workers and peak memory included)."""
+    t = time.monotonic()
+    cp = subprocess.run([sys.executable, __file__, "--time-report", str(src), str(root), str(out)],
+                        capture_output=True, text=True, timeout=7200)
+    wall = time.monotonic() - t
+    if cp.returncode != 0:
+        raise RuntimeError(f"report by {src} failed: {cp.stderr[-2000:]}")
+    res = json.loads(cp.stdout.strip().splitlines()[-1])
+    res["wall_s"] = wall
+    res["log"] = "\n".join(cp.stdout.strip().splitlines()[:-1])
+    return res
+
+
+def tables_identical(a: Path, b: Path) -> list[str]:
+    """Table files (CSV) that differ between two report folders, or exist in one only."""
+    names = sorted({p.name for p in a.glob("*.csv")} | {p.name for p in b.glob("*.csv")})
+    return [n for n in names if not ((a / n).exists() and (b / n).exists()
+                                     and filecmp.cmp(a / n, b / n, shallow=False))]
 
 
 def main() -> int:
@@ -39,7 +104,19 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--series-s", type=int, default=20, help="seconds of links/subflows CSV per run (0: none)")
     ap.add_argument("--keep", help="write the synthetic runs here and keep them")
+    ap.add_argument("--compare-src", help="an older checkout: report the same set with it too, diff the tables")
+    ap.add_argument("--time-report", nargs=3, metavar=("SRC", "ROOT", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.time_report:
+        src, root, out = (Path(x) for x in args.time_report)
+        res = time_report(src, root, out)
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        res["cpu_s"] = _cpu()
+        res["peak_rss_gb"] = max(me.ru_maxrss, kids.ru_maxrss) / 1e6     # kB → GB
+        print(json.dumps(res))
+        return 0
+    sys.path.insert(0, str(REPO))
+    from mpvlab.report.synthetic import make_set
     trials = max(1, round(args.runs / 27))
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-report-"))
     try:
@@ -47,30 +124,23 @@ def main() -> int:
         make_set(base / "src", SCENARIOS, CCS, SCHEDULERS, trials, series_s=args.series_s, n_failed=3)
         n = 27 * trials
         print(f"wrote {n} synthetic runs (+3 failed), {args.series_s} s of time series each, "
-              f"in {time.monotonic() - t:.1f} s")
-        out = base / "src" / "report"
-        t0 = time.monotonic()
-        c = aggregate(base / "src", exclude=[out])
-        t1 = time.monotonic()
-        pw = pairwise_frame(c)
-        t1p = time.monotonic()
-        write_tables(c, out, pw)
-        t2 = time.monotonic()
-        sections = build_all(c, out / "figures")
-        t3 = time.monotonic()
-        page = render(c, sections, ["runs.csv"], "bench", pw, html_dir=out)
-        rundir.write_text(out / "report.html", page)
-        t4 = time.monotonic()
-        n_figs = sum(len(f) for _, f in sections)
-        print(f"load + statistics : {t1 - t0:6.2f} s  ({n} runs, {len(c.configs)} configurations, "
-              f"{(t1 - t0) / n * 1e3:.2f} ms per run)")
-        print(f"pairwise tests     : {t1p - t1:6.2f} s  ({len(pw)} comparisons, {int(pw.significant.sum())} "
-              "different after Holm)")
-        print(f"tables (CSV+Parquet): {t2 - t1p:6.2f} s")
-        print(f"figures            : {t3 - t2:6.2f} s  ({n_figs} figures × PDF, SVG, PNG 300 dpi; time series "
-              f"read for one representative run per configuration)")
-        print(f"HTML               : {t4 - t3:6.2f} s  ({len(page) / 1e6:.1f} MB)")
-        print(f"total              : {t4 - t0:6.2f} s for {n} runs")
+              f"in {time.monotonic() - t:.1f} s (summaries include the runner's once-per-run CC model)")
+        with open("/proc/loadavg") as f:
+            print(f"host load (1/5/15 min): {' '.join(f.read().split()[:3])} on {os.cpu_count()} CPUs"
+                  " — wall figures follow the load, CPU figures much less")
+        goal = GOALS.get(min(GOALS, key=lambda k: abs(k - n)))
+        versions = ([("before", Path(args.compare_src))] if args.compare_src else []) + [("after", REPO)]
+        outs = {}
+        for label, src in versions:
+            outs[label] = base / f"report-{label}"
+            r = measured(src, base / "src", outs[label])
+            print(f"\n[{label}] {src}\n{r['log']}")
+            print(f"[{label}] wall {r['wall_s']:.1f} s (goal {goal[0]:.0f} s), CPU {r['cpu_s']:.1f} s, "
+                  f"peak RSS {r['peak_rss_gb']:.2f} GB" + (f" (goal {goal[1]:.0f} GB)" if goal[1] else ""))
+        if len(outs) == 2:
+            diff = tables_identical(outs["before"], outs["after"])
+            print("\ntables before vs after: " + ("identical (" + ", ".join(sorted(p.name for p in outs["after"].glob("*.csv")))
+                                                  + ")" if not diff else f"DIFFER: {diff}"))
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

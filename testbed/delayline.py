@@ -222,14 +222,15 @@ class Line(Rig):
     def delayline(self, sched: Schedule, queue: int = 0, t0_ns: int | None = None,
                   loss: float = 0.0, seed: int = 1, maxlen: int = 65536,
                   rt_prio: int = 50, name: str = "dl",
-                  extra: Sequence[str] = ()) -> "Daemon":
-        """extra: more command-line arguments (capacity, outages, GE loss, --release-log)."""
+                  extra: Sequence[str] = (), binary: Path | None = None) -> "Daemon":
+        """extra: more command-line arguments (capacity, outages, GE loss, --release-log).
+        binary: another build of the daemon (a benchmark compares two in one run)."""
         sfile = self.tmp / f"{name}.sched"
         sfile.write_text(sched.text())
         d = Daemon(line=self, name=name, sched=sched, queue=queue,
                    ready=self.tmp / f"{name}.ready", stats=self.tmp / f"{name}.stats.json",
                    steplog=self.tmp / f"{name}.steps.csv")
-        args = [str(BINARY), "--queue", str(queue), "--schedule", str(sfile),
+        args = [str(binary or BINARY), "--queue", str(queue), "--schedule", str(sfile),
                 "--ready-file", str(d.ready), "--stats", str(d.stats),
                 "--step-log", str(d.steplog), "--maxlen", str(maxlen),
                 "--rt-prio", str(rt_prio)]

@@ -106,53 +106,103 @@ def link_rates(run: Run) -> dict[str, float]:
 class RunModel:
     run: Run
     view: flows.StateView
-    # per workload flow: path and its series (t_s, estimate Mbit/s, min RTT ms)
+    # per workload flow: its path (from the peer address)
+    paths: dict[str, str] = field(default_factory=dict)
+    # per workload flow: path and its series (t_s, estimate Mbit/s, min RTT ms); read on demand
+    # (series_loaded) — only a configuration's representative run is drawn over time
     series: dict[str, tuple[str, list[float], list[float], list[float]]] = field(default_factory=dict)
     states: dict[str, list[str | None]] = field(default_factory=dict)   # per flow: the mode of each row
     ratio: float | None = None
+    series_loaded: bool = False
+
+
+def _flow_path(flow: str, a2p: dict[str, str], rates: dict[str, float]) -> str:
+    peer = str(flow).split("-", 1)[1]
+    path = a2p.get(flows.split_endpoint(peer)[0], "?")
+    if path == "?" and len(rates) == 1:      # one path (shared bottleneck): every flow takes it
+        path = next(iter(rates))
+    return path
+
+
+def _window_end(run: Run, rows: pd.DataFrame | None) -> float:
+    """The window the run used for its summary (playback), else the playback duration, else every row."""
+    recorded = (run.summary.get("cc_state") or {}).get("window_s")
+    return float(recorded[1] if recorded else run.summary.get("duration_s")
+                 or (rows.t_s.max() if rows is not None else 0.0))
+
+
+def _read_rows(run: Run) -> pd.DataFrame:
+    spec = state_spec(run.cc)
+    rules = flows.rules_for_run(run.run_dir, run.summary)
+    t0 = _t0_ns(run.run_dir, "") if spec.time == "t_ns" else None
+    return flows.read_state(run.run_dir / "data" / spec.file, spec, rules, t0)
+
+
+def summarised_view(run: Run) -> flows.StateView | None:
+    """The model the run computed once when it was summarised (summary.json `cc_state`, the same
+    state_view over the same rows and window), so a report need not re-read every run's series."""
+    cs = run.summary.get("cc_state")
+    if not isinstance(cs, dict) or "mode_share_time_weighted" not in cs:
+        return None
+    try:
+        d = dict(cs)
+        d["window_s"] = tuple(d["window_s"])
+        d["flows"] = [flows.FlowState(**f) for f in d.get("flows") or []]
+        return flows.StateView(**d)
+    except (TypeError, KeyError, ValueError):
+        return None              # a summary from another version: read the series instead
 
 
 def run_model(run: Run) -> RunModel | None:
-    """The CC's model over the run's workload flows during playback; None without a state series."""
+    """The CC's model over the run's workload flows during playback; None without a state series.
+    From the run's summary where it recorded its model, else from its state series."""
     spec = state_spec(run.cc)
     if spec is None:
         return None
-    rules = flows.rules_for_run(run.run_dir, run.summary)
-    t0 = _t0_ns(run.run_dir, "") if spec.time == "t_ns" else None
-    rows = flows.read_state(run.run_dir / "data" / spec.file, spec, rules, t0)
-    if rows.empty:
-        return None
-    # the window the run used for its summary (playback), else the playback duration, else every row
-    recorded = (run.summary.get("cc_state") or {}).get("window_s")
-    end = float(recorded[1] if recorded else run.summary.get("duration_s") or rows.t_s.max())
-    view = flows.state_view(rows, f"data/{spec.file}", (0.0, end))
+    view, rows = summarised_view(run), None
+    if view is None:
+        rows = _read_rows(run)
+        if rows.empty:
+            return None
+        view = flows.state_view(rows, f"data/{spec.file}", (0.0, _window_end(run, rows)))
     if view.workload_rows == 0 or view.bw_est_bps_mean_per_sample is None:
         return None        # e.g. kernel BBR's ss samples without a bbr:(…) block
     a2p = addr_to_path(run.provenance)
     rates = link_rates(run)
     m = RunModel(run, view)
+    m.paths = {f.flow: _flow_path(f.flow, a2p, rates) for f in view.flows if f.role == "workload"}
+    # Each flow's time-weighted estimate over its own path's rate, weighted by the flow's time.
+    pairs = [(f.bw_est_bps_mean_time_weighted / rates[path], f.last_t_s - f.first_t_s)
+             for f in view.flows if f.role == "workload" and f.bw_est_bps_mean_time_weighted is not None
+             and (path := m.paths.get(f.flow, "?")) in rates]
+    w = math.fsum(p[1] for p in pairs)
+    if w > 0:
+        m.ratio = math.fsum(r * wt for r, wt in pairs) / w
+    elif pairs:
+        m.ratio = math.fsum(r for r, _ in pairs) / len(pairs)
+    if rows is not None:
+        load_series(m, rows)
+    return m
+
+
+def load_series(m: RunModel, rows: pd.DataFrame | None = None) -> RunModel:
+    """Fill the run's per-flow series for the over-time figures (read once, on demand)."""
+    if m.series_loaded:
+        return m
+    if rows is None:
+        rows = _read_rows(m.run)
+    end = _window_end(m.run, rows)
     wl = rows[(rows.role == "workload") & (rows.t_s >= 0.0) & (rows.t_s <= end)].sort_values(["flow", "t_s"])
     for key, g in wl.groupby("flow", sort=False):
-        peer = str(key).split("-", 1)[1]
-        path = a2p.get(flows.split_endpoint(peer)[0], "?")
-        if path == "?" and len(rates) == 1:      # one path (shared bottleneck): every flow takes it
-            path = next(iter(rates))
         # At most PLOT_POINTS rows per flow in a figure (a 180 s run at 100 Hz has 18,000): evenly
         # spaced rows, so the lines and the mode strip keep their shape and the SVG stays small.
         if len(g) > PLOT_POINTS:
             g = g.iloc[np.unique(np.linspace(0, len(g) - 1, PLOT_POINTS).astype(int))]
         m.states[str(key)] = [None if not isinstance(x, str) else x for x in g.state]
         rtt = g.min_rtt_ms.where(g.min_rtt_ms > 0)
+        path = m.paths.get(str(key)) or _flow_path(str(key), addr_to_path(m.run.provenance), link_rates(m.run))
         m.series[str(key)] = (path, g.t_s.tolist(), (g.bw_bps / 1e6).tolist(), rtt.tolist())
-    # Each flow's time-weighted estimate over its own path's rate, weighted by the flow's time.
-    pairs = [(f.bw_est_bps_mean_time_weighted / rates[path], f.last_t_s - f.first_t_s)
-             for f in view.flows if f.role == "workload" and f.bw_est_bps_mean_time_weighted is not None
-             and (path := m.series.get(f.flow, ("?",))[0]) in rates]
-    w = math.fsum(p[1] for p in pairs)
-    if w > 0:
-        m.ratio = math.fsum(r * wt for r, wt in pairs) / w
-    elif pairs:
-        m.ratio = math.fsum(r for r, _ in pairs) / len(pairs)
+    m.series_loaded = True
     return m
 
 
@@ -221,7 +271,7 @@ def over_time_figures(models: list[ConfigModel]) -> list[Any]:
         groups.setdefault(_group(cm.cfg), []).append(cm)
     figs = []
     for gname, cms in groups.items():
-        paths = sorted({p for cm in cms for m in cm.runs for p, *_ in m.series.values()})
+        paths = sorted({p for cm in cms for m in cm.runs for p in m.paths.values()})
         sty = st.style_for(path=paths, cc=[cm.cfg.cc for cm in cms])
         shown_states: set[str] = set()
         shaded = False
@@ -230,7 +280,7 @@ def over_time_figures(models: list[ConfigModel]) -> list[Any]:
                                      squeeze=False, layout="constrained")
             for (ax_bw, ax_rtt), cm in zip(axes, cms):
                 rep = cm.cfg.representative()
-                m = next((x for x in cm.runs if x.run is rep), cm.runs[0])
+                m = load_series(next((x for x in cm.runs if x.run is rep), cm.runs[0]))
                 t_end = max((max(ts) for _, ts, _, _ in m.series.values() if ts), default=1.0)
                 rates = link_rates(m.run)
                 for key, (path, ts, bw, rtt) in m.series.items():

@@ -98,6 +98,21 @@ def _cc_state(run_dir: Path, cc: str, rng: random.Random, seconds: int, hz: int 
     rundir.write_json(run_dir / "logs" / "player-summary.json", {"t0_ns": T0_NS})
 
 
+def _summarised_cc_state(run_dir: Path, cc: str, playback_s: float) -> dict[str, Any] | None:
+    """The summary's `cc_state` as the runner computes it once when it summarises a run
+    (mpvlab/run/views.py cc_state_view: the workload's flows during playback)."""
+    from cc import registry
+    from mpvlab import flows
+    entry = registry.REGISTRY.get(cc)
+    spec = entry.state if entry is not None else None
+    if spec is None:
+        return None
+    data = run_dir / "data"
+    rules = flows.RoleRules(80, flows.preflight_ports(run_dir / "logs" / "apache" / "access.log"))
+    rows = flows.read_state(data / spec.file, spec, rules, T0_NS)
+    return flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s)), flows.mptcp_tokens(data)).to_json()
+
+
 def _series(run_dir: Path, rng: random.Random, seconds: int, hz: int, cc: str = "cubic") -> None:
     """links.csv and subflows.csv; `ss` shows the CC's kernel name (a BPF CC's run-scoped one) and, for
     kernel BBR, its bbr:(…) block (bw, min RTT, gains: the modes of `state_modes`)."""
@@ -165,6 +180,10 @@ def write_run(run_dir: Path, scenario: str, cc: str, scheduler: str, trial: int,
     if series_s:
         _series(run_dir, rng, series_s, hz=5, cc=cc)
         _cc_state(run_dir, cc, rng, series_s)
+        view = _summarised_cc_state(run_dir, cc, summary["duration_s"])
+        if view is not None:
+            summary["cc_state"] = view
+            rundir.write_json(run_dir / "summary.json", summary)
     rundir.write_status(run_dir, "complete")
     return metrics
 

@@ -134,8 +134,7 @@ def _open_run_dir(scenario: Scenario, scenario_file: Path, scenario_text: str, o
 
 
 def _write_provenance(ctx: RunContext) -> None:
-    steps = {"process_start_to_run_s": timeline.since_process_start(ctx.timeline),
-             **ctx.timeline.as_dict()}
+    steps = timeline.lifecycle(ctx.timeline)
     prov = provenance.collect(ctx.scenario_file, ctx.scenario.seed, ctx.run_id,
                               {**ctx.extra_prov, "lifecycle_s": steps})
     rundir.write_json(ctx.run_dir / "provenance.json", prov)

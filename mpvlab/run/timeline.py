@@ -38,3 +38,13 @@ def since_process_start(tl: Timeline) -> float:
     started_s = int(fields[19]) / os.sysconf("SC_CLK_TCK")     # field 22 of proc(5)
     created_s = time.clock_gettime(time.CLOCK_BOOTTIME) - (time.monotonic() - tl.created)
     return round(created_s - started_s, 3)
+
+
+def lifecycle(tl: Timeline) -> dict[str, float]:
+    """The run's `lifecycle_s`: the interpreter's start and what ran before the timeline
+    (`process_start_to_run_s`) first, then the steps, and `total` over the whole process —
+    from its start, interpreter included, to now — so the steps add up to `total`."""
+    start = since_process_start(tl)
+    steps = tl.as_dict()
+    run_total = steps.pop("total")
+    return {"process_start_to_run_s": start, **steps, "total": round(start + run_total, 3)}

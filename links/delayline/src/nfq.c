@@ -96,6 +96,7 @@ int dl_nfq_drain(struct dl_nfq *q, int max_datagrams)
 			msgs[i].msg_hdr.msg_iovlen = 1;
 		}
 		n = recvmmsg(q->fd, msgs, (unsigned)want, MSG_DONTWAIT, NULL);
+		q->recv_calls++;
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				break;

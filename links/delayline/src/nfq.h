@@ -21,6 +21,7 @@ struct dl_nfq {
 	void *ctx;
 	/* Counters the caller folds into its stats. */
 	uint64_t enobufs;
+	uint64_t recv_calls; /* recvmmsg system calls made */
 	uint64_t truncated;
 	uint64_t nl_errors;  /* NLMSG_ERROR replies to verdicts */
 	int last_nl_error;

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 int dl_stats_init(struct dl_stats *st)
@@ -85,6 +86,28 @@ int dl_stats_write_json(const char *path, const struct dl_stats *st,
 	fprintf(f, "  \"max_queued\": %" PRIu64 ",\n", st->max_queued);
 	fprintf(f, "  \"delay_steps\": %" PRIu64 ",\n", st->delay_steps);
 	fprintf(f, "  \"verdict_msgs\": %" PRIu64 ",\n", st->verdict_msgs);
+	fprintf(f, "  \"drop_msgs\": %" PRIu64 ",\n", st->drop_msgs);
+	fprintf(f, "  \"wakeups\": %" PRIu64 ",\n", st->wakeups);
+	fprintf(f, "  \"recv_calls\": %" PRIu64 ",\n", st->recv_calls);
+	fprintf(f, "  \"batch_tolerance_us\": %.3f,\n",
+		(double)ri->batch_tolerance_ns / 1e3);
+	{
+		/* The line's own cost, so every run shows CPU per packet. */
+		struct rusage ru;
+		double u = -1.0, sy = -1.0;
+
+		if (getrusage(RUSAGE_SELF, &ru) == 0) {
+			u = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6;
+			sy = (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+		}
+		fprintf(f, "  \"cpu_user_s\": %.6f,\n", u);
+		fprintf(f, "  \"cpu_sys_s\": %.6f,\n", sy);
+		fprintf(f, "  \"cpu_us_per_packet\": %.3f,\n",
+			u >= 0 && st->packets ? (u + sy) * 1e6 / (double)st->packets : 0.0);
+		fprintf(f, "  \"packets_per_verdict_msg\": %.3f,\n",
+			st->verdict_msgs + st->drop_msgs ?
+			(double)st->packets / (double)(st->verdict_msgs + st->drop_msgs) : 0.0);
+	}
 	if (ri->extra)
 		ri->extra(f, ri->extra_ctx);
 	fprintf(f, "  \"lateness_us\": {\"n\": %" PRIu64

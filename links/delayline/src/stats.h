@@ -20,6 +20,9 @@ struct dl_stats {
 	uint64_t max_queued;    /* most packets held at once */
 	uint64_t delay_steps;   /* changes of the applied delay value */
 	uint64_t verdict_msgs;  /* batch verdict messages sent */
+	uint64_t drop_msgs;     /* single NF_DROP verdict messages sent */
+	uint64_t wakeups;       /* returns from ppoll (timer, packet or signal) */
+	uint64_t recv_calls;    /* recvmmsg system calls */
 	/* From /proc/net/netfilter/nfnetlink_queue before unbinding. */
 	int64_t kernel_queue_dropped;      /* queue full (maxlen) */
 	int64_t kernel_user_dropped;       /* netlink delivery failed */
@@ -59,6 +62,7 @@ struct dl_run_info {
 	uint64_t seed;
 	unsigned maxlen;
 	int rt_prio;
+	int64_t batch_tolerance_ns; /* --batch-tolerance-us */
 	const char *schedule;
 	/* Optional: writes more '  "key": value,\n' lines into the object. */
 	void (*extra)(FILE *f, void *ctx);
