@@ -372,8 +372,24 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     return 0 if rep.n_complete else 1
 
 
+class _VersionAction(argparse.Action):
+    """--version: asks git only when given (argparse's own "version" action would build the string, two
+    git calls, on every command)."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from mpvlab.version import describe
+        print(describe())
+        parser.exit(0)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mpvlab", description="MPTCP video streaming evaluation platform")
+    ap.add_argument("--version", action=_VersionAction,
+                    help="print the version and the git commit of this checkout, and exit")
     sub = ap.add_subparsers(dest="cmd", required=True)
     v = sub.add_parser("validate", help="check scenario files or sweep specs as run/sweep would (touches nothing)")
     v.add_argument("files", nargs="+")

@@ -9,7 +9,7 @@ configurations; the metrics are declared on the summary model's fields, mpvlab/s
 by mpvlab/metrics.py), pairwise (tests between configurations), tables,
 style (colours, markers, hatches, sizes — shared with `mpvlab plot`), figures (PDF, SVG, PNG files), html.
 The report folder: report.html, the tables (CSV + Parquet) and figures/. Python API: mpvlab.report()
-(mpvlab/api.py, docs/python-api.md).
+(mpvlab/api.py, docs/python-api.md): calling this module calls mpvlab.api.report.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core import rundir
+from mpvlab.callable import make_callable
 from mpvlab.report.aggregate import Collection, aggregate
 
 
@@ -50,3 +51,6 @@ def build_report(source: Path, out: Path, title: str | None = None, figures: boo
     rundir.write_text(html_path, page)
     files = [p for _, figs in sections for f in figs for p in f.files.values()]
     return Report(html_path, tables, files, len(c.runs), len(c.not_aggregated), len(c.configs), c)
+
+
+make_callable(__name__, "report")   # mpvlab.report(source) is the Python API (mpvlab/api.py)
