@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Literal, Sequence, Union
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
 
 from core import units
 from core.errors import InputError
@@ -198,7 +198,9 @@ def _rate_or_zero(v: Any) -> Any:
     return units.parse_rate(v)
 
 
-RateOrZero = Annotated[int, BeforeValidator(_rate_or_zero)]
+# The JSON Schema (docs/schemas/) says what a file may write: a rate with its unit, or 0.
+RateOrZero = Annotated[int, BeforeValidator(_rate_or_zero), WithJsonSchema(
+    {"anyOf": [{"type": "string"}, {"const": 0}], "x-unit": "bit/s", "x-written": "a rate (3mbit) or 0"})]
 
 
 class ConstantRate(Strict):
