@@ -293,9 +293,9 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     if args.parallel is None:
         args.parallel = default_parallel(os.cpu_count() or 1)
         parallel_note = (f"{args.parallel} at once: the default for {os.cpu_count()} CPUs (one run per "
-                         f"{CPUS_PER_RUN} CPUs; --parallel N to choose, README \"How many at once\")")
+                         f"{CPUS_PER_RUN} CPUs; --parallel N to choose, docs/sweeps.md \"How many at once\")")
     elif not 1 <= args.parallel <= 8:
-        console.print(Text("--parallel: allowed 1..8 (see README for what this machine holds)", style="red"))
+        console.print(Text("--parallel: allowed 1..8 (docs/sweeps.md \"How many at once\" says what a machine holds)", style="red"))
         return 2
     else:
         parallel_note = f"{args.parallel} at once"
