@@ -1,5 +1,5 @@
 """Link capacity, loss models and outages of one direction of one path, as applied by the C delay line
-(links/delayline, README "Capacity, outages, loss models").
+(links/delayline, docs/scenarios.md: capacity, outages, loss models).
 
 - RateSpec: `constant`, `square`, `piecewise` (a fluid serialiser at a piecewise-constant rate) or
   `trace` with `format: mahimahi` (Mahimahi's packet-delivery opportunities, exactly its semantics) or

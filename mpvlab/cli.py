@@ -47,12 +47,12 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
         verdict = validate_file(Path(f), Path(args.key_dir) if args.key_dir else None)
         console.print(Text(verdict.text, style=None if verdict.ok else "red"))
         bad += not verdict.ok
-    # 2, as `mpvlab run` and `mpvlab sweep` exit on input they refuse (README: exit codes)
+    # 2, as `mpvlab run` and `mpvlab sweep` exit on input they refuse (docs/results.md: exit codes)
     return 2 if bad else 0
 
 
 # A run's delay lines, player (decoding video in real time) and samplers keep about one CPU busy, and
-# the measured figures (README "How many at once", bench/bench_fidelity_parallel.py) hold with one
+# the measured figures (docs/sweeps.md "How many at once", bench/bench_fidelity_parallel.py) hold with one
 # run per two CPUs: the default leaves the other for the host, the sweep itself and other tenants.
 CPUS_PER_RUN = 2
 
@@ -331,7 +331,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         return 2
     except KeyboardInterrupt as e:
         console.print(Text(f"sweep stopped ({e}); run the same command again to resume", style="yellow"))
-        return EXIT_INTERRUPTED     # as an interrupted `mpvlab run` (README: exit codes)
+        return EXIT_INTERRUPTED     # as an interrupted `mpvlab run` (docs/results.md: exit codes)
     console.print(f"sweep {plan.sweep}: {counts['complete']} complete, {counts['failed']} failed"
                   f"{'' if not counts['failed'] else ' (listed in sweep.json; --retry-failed redoes them)'}; "
                   f"manifest {sweeper.manifest_path}")

@@ -65,7 +65,7 @@ def cmd_run(plan: Plan, args: argparse.Namespace, console: Console) -> int:
     console.print(f"{out.state} {out.key} {out.run_dir or ''}" + (f"\n  {out.reason}" if out.reason else ""))
     if out.state == "interrupted":
         from core.errors import EXIT_INTERRUPTED
-        return EXIT_INTERRUPTED     # as `mpvlab run` and `mpvlab sweep` (README: exit codes)
+        return EXIT_INTERRUPTED     # as `mpvlab run` and `mpvlab sweep` (docs/results.md: exit codes)
     return 0 if out.state in ("complete", "already-complete") else 1
 
 
