@@ -100,3 +100,27 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     for page in ("index.html", "getting-started/index.html", "reference/scenario/index.html",
                  "components/player/index.html", "how-to/traces/index.html"):
         assert (tmp_path / "site" / page).is_file(), page
+
+
+def _size(ref: str) -> int:
+    """Lines of a file, or of one class/function in it (`path:Name`), as the docs state sizes."""
+    import ast
+    path, _, name = ref.partition(":")
+    text = (REPO / path).read_text()
+    if not name:
+        return len(text.splitlines())
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name:
+            assert node.end_lineno is not None
+            return node.end_lineno - node.lineno + 1
+    raise AssertionError(f"{ref}: no class or function {name}")
+
+
+def test_code_sizes_stated_in_the_docs_are_measured() -> None:
+    """Every "`file`: N lines" / "`file:Class`: N lines" in docs/*.md is the size today."""
+    import re
+    claims = [(page.name, ref, int(n)) for page in sorted((REPO / "docs").glob("*.md"))
+              for ref, n in re.findall(r"`([\w./-]+\.(?:py|go|c)(?::\w+)?)`: (\d+) lines", page.read_text())]
+    assert len(claims) >= 9, claims       # extending.md's worked examples
+    wrong = [f"{page}: {ref} is {_size(ref)} lines, the page says {n}" for page, ref, n in claims if _size(ref) != n]
+    assert not wrong, wrong
