@@ -34,6 +34,8 @@ DEB_PACKAGES=(
   python3 python3-venv python3-dev
   # cross traffic / comparisons
   iperf3
+  # `mpvlab shell`: Mininet's iperf command runs iperf 2
+  iperf
   # checking the HTML report in a headless browser (tests/test_report.py)
   chromium
   # sweeps on a cluster (docs/cluster.md): Slurm's client tools, controller and node daemon, and munge

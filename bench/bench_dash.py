@@ -8,7 +8,7 @@ top level once started) and reads the player's CPU time from /proc/PID/stat
 beside it.  For comparison it also plays a progressive MP4 of the top level's
 bitrate.  Not a test: prints figures with the configured values beside them.
 
-    /work/main/.venv/bin/python bench/bench_dash.py [--duration 30]
+    .venv/bin/python bench/bench_dash.py [--duration 30]
         [--bitrates 1M,2.5M,5.24M] [--segment-s 2] [--no-progressive]
 """
 

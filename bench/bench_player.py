@@ -7,7 +7,7 @@ from /proc/PID/stat (utime+stime, all threads) while it plays; the child's
 rusage at exit is printed beside it as a cross-check.  Not a test: prints
 figures with the configured values beside them.
 
-    /work/main/.venv/bin/python bench/bench_player.py [--duration 30] [--no-decode-too]
+    .venv/bin/python bench/bench_player.py [--duration 30] [--no-decode-too]
 """
 
 from __future__ import annotations

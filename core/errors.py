@@ -27,7 +27,7 @@ class Interrupted(MpvlabError):
 
 class RunInterrupted(RunFailed):
     """A run that Ctrl-C, SIGTERM or SIGHUP ended (its cleanup ran; its status.json says failed with a
-    reason starting `interrupted`). `mpvlab run` and `mpvlab sweep` both exit 130 for it (README)."""
+    reason starting `interrupted`). `mpvlab run` and `mpvlab sweep` both exit 130 for it (docs/results.md)."""
 
 
 # The exit code of an interrupted `mpvlab run` or `mpvlab sweep` (128 + SIGINT, as shells report a Ctrl-C).

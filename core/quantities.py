@@ -8,7 +8,7 @@ from __future__ import annotations
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema, model_validator
 
 from core import units
 
@@ -23,14 +23,34 @@ def _wrap(fn: Any) -> Any:
     return parse
 
 
-Rate = Annotated[int, BeforeValidator(_wrap(units.parse_rate)), PlainSerializer(units.format_rate, return_type=str)]
-Size = Annotated[int, BeforeValidator(_wrap(units.parse_size)), PlainSerializer(units.format_size, return_type=str)]
+# The JSON Schema of each quantity is what a scenario file may *write* (a number with a unit, as a
+# string), not the integer it is parsed to: editors check files against it (docs/schemas/). The
+# pattern is the shape only; the units and bounds are checked by core/units.py (`mpvlab validate`).
+_WITH_UNIT = r"^[0-9]+(\.[0-9]+)?\s*[a-zA-Z]+$"
+
+
+def _schema(unit: str, written: str, examples: list[Any], pattern: str = _WITH_UNIT,
+            number: bool = False) -> WithJsonSchema:
+    text: dict[str, Any] = {"type": "string", "pattern": pattern}
+    alternatives = [text, {"type": "number", "minimum": 0}] if number else [text]
+    return WithJsonSchema({"anyOf": alternatives, "x-unit": unit, "x-written": written, "examples": examples})
+
+
+Rate = Annotated[int, BeforeValidator(_wrap(units.parse_rate)), PlainSerializer(units.format_rate, return_type=str),
+                 _schema("bit/s", "a rate: number + bit, kbit, mbit, gbit (or bps, kbps, …)", ["3mbit", "500kbit"])]
+Size = Annotated[int, BeforeValidator(_wrap(units.parse_size)), PlainSerializer(units.format_size, return_type=str),
+                 _schema("bytes", "a size: number + B, KB, MB, KiB, MiB, …", ["100KB", "1MB"])]
 Duration = Annotated[
-    int, BeforeValidator(_wrap(units.parse_duration_ns)), PlainSerializer(units.format_duration, return_type=str)
+    int, BeforeValidator(_wrap(units.parse_duration_ns)), PlainSerializer(units.format_duration, return_type=str),
+    _schema("ns", "a duration: number + ns, us, ms, s, min", ["20ms", "10s"], pattern=r"^-?[0-9]+(\.[0-9]+)?\s*[a-z]+$"),
 ]
-Probability = Annotated[float, BeforeValidator(_wrap(units.parse_probability))]
+Probability = Annotated[float, BeforeValidator(_wrap(units.parse_probability)),
+                        _schema("fraction 0..1", "a probability: a number 0..1 or a percentage", [0.01, "1%"],
+                                pattern=r"^[0-9]+(\.[0-9]+)?\s*%$", number=True)]
 QueueLimitT = Annotated[
-    units.QueueLimit, BeforeValidator(_wrap(units.parse_queue_limit)), PlainSerializer(str, return_type=str)
+    units.QueueLimit, BeforeValidator(_wrap(units.parse_queue_limit)), PlainSerializer(str, return_type=str),
+    _schema("bytes or packets", "a queue limit: a size (100KB) or packets (64pkt)", ["100KB", "64pkt"],
+            pattern=r"^[0-9]+(\.[0-9]+)?\s*[a-zA-Z]+$"),
 ]
 
 

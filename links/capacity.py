@@ -1,5 +1,5 @@
 """Link capacity, loss models and outages of one direction of one path, as applied by the C delay line
-(links/delayline, README "Capacity, outages, loss models").
+(links/delayline, docs/scenarios.md: capacity, outages, loss models).
 
 - RateSpec: `constant`, `square`, `piecewise` (a fluid serialiser at a piecewise-constant rate) or
   `trace` with `format: mahimahi` (Mahimahi's packet-delivery opportunities, exactly its semantics) or
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Literal, Sequence, Union
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
 
 from core import units
 from core.errors import InputError
@@ -199,7 +199,9 @@ def _rate_or_zero(v: Any) -> Any:
     return units.parse_rate(v)
 
 
-RateOrZero = Annotated[int, BeforeValidator(_rate_or_zero)]
+# The JSON Schema (docs/schemas/) says what a file may write: a rate with its unit, or 0.
+RateOrZero = Annotated[int, BeforeValidator(_rate_or_zero), WithJsonSchema(
+    {"anyOf": [{"type": "string"}, {"const": 0}], "x-unit": "bit/s", "x-written": "a rate (3mbit) or 0"})]
 
 
 class ConstantRate(Strict):

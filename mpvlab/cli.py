@@ -47,12 +47,12 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
         verdict = validate_file(Path(f), Path(args.key_dir) if args.key_dir else None)
         console.print(Text(verdict.text, style=None if verdict.ok else "red"))
         bad += not verdict.ok
-    # 2, as `mpvlab run` and `mpvlab sweep` exit on input they refuse (README: exit codes)
+    # 2, as `mpvlab run` and `mpvlab sweep` exit on input they refuse (docs/results.md: exit codes)
     return 2 if bad else 0
 
 
 # A run's delay lines, player (decoding video in real time) and samplers keep about one CPU busy, and
-# the measured figures (README "How many at once", bench/bench_fidelity_parallel.py) hold with one
+# the measured figures (docs/sweeps.md "How many at once", bench/bench_fidelity_parallel.py) hold with one
 # run per two CPUs: the default leaves the other for the host, the sweep itself and other tenants.
 CPUS_PER_RUN = 2
 
@@ -297,9 +297,9 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     if args.parallel is None:
         args.parallel = default_parallel(os.cpu_count() or 1)
         parallel_note = (f"{args.parallel} at once: the default for {os.cpu_count()} CPUs (one run per "
-                         f"{CPUS_PER_RUN} CPUs; --parallel N to choose, README \"How many at once\")")
+                         f"{CPUS_PER_RUN} CPUs; --parallel N to choose, docs/sweeps.md \"How many at once\")")
     elif not 1 <= args.parallel <= 8:
-        console.print(Text("--parallel: allowed 1..8 (see README for what this machine holds)", style="red"))
+        console.print(Text("--parallel: allowed 1..8 (docs/sweeps.md \"How many at once\" says what a machine holds)", style="red"))
         return 2
     else:
         parallel_note = f"{args.parallel} at once"
@@ -335,7 +335,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         return 2
     except KeyboardInterrupt as e:
         console.print(Text(f"sweep stopped ({e}); run the same command again to resume", style="yellow"))
-        return EXIT_INTERRUPTED     # as an interrupted `mpvlab run` (README: exit codes)
+        return EXIT_INTERRUPTED     # as an interrupted `mpvlab run` (docs/results.md: exit codes)
     console.print(f"sweep {plan.sweep}: {counts['complete']} complete, {counts['failed']} failed"
                   f"{'' if not counts['failed'] else ' (listed in sweep.json; --retry-failed redoes them)'}; "
                   f"manifest {sweeper.manifest_path}")
@@ -380,8 +380,24 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     return 0 if rep.n_complete else 1
 
 
+class _VersionAction(argparse.Action):
+    """--version: asks git only when given (argparse's own "version" action would build the string, two
+    git calls, on every command)."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from mpvlab.version import describe
+        print(describe())
+        parser.exit(0)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mpvlab", description="MPTCP video streaming evaluation platform")
+    ap.add_argument("--version", action=_VersionAction,
+                    help="print the version and the git commit of this checkout, and exit")
     sub = ap.add_subparsers(dest="cmd", required=True)
     v = sub.add_parser("validate", help="check scenario files or sweep specs as run/sweep would (touches nothing)")
     v.add_argument("files", nargs="+")

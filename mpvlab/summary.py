@@ -373,7 +373,7 @@ PathSwitches = Annotated[int | None, MetricDef(
     "data-carrying MPTCP scheduling decisions that picked another subflow than the previous one "
     "(BPF trace of the kernel scheduler, collectors/README.md)", STUDY_WIFI_LTE, **SKEWED, qoe=True, rank=10,
     views={"configs": View(4, "path switches"), "summary": View(3, "path switches"), "runs": View(4, "switches"),
-           "bars": View(3, "Path switches", "scheduler path switches per run")})]
+           "bars": View(3, "Path switches per scheduler decision", "path switches per run (scheduler decisions)")})]
 
 
 class EmulatedSummary(RunHead, PlayerQoE):
@@ -398,7 +398,7 @@ class EmulatedSummary(RunHead, PlayerQoE):
         "subflows (capture at the server, collectors/wire_switches.py); only runs with observe.pcap at server",
         MPVLAB, **SKEWED, rank=10.5,
         # Only runs captured at the server have it (observe.pcap); bar_figure skips it otherwise.
-        views={"bars": View(4, "Path switches on the wire", "segment-level path switches per run")})] = Field(
+        views={"bars": View(4, "Path switches per wire segment", "path switches per run (wire segments)")})] = Field(
         None, description="wire-order path switches (collectors/wire_switches.py): consecutive new-data segments of "
                           "one connection, in the order they left the server, on different subflows; retransmitted "
                           "segments counted apart (wire_switches). `path_switches` counts per scheduler decision. "

@@ -27,7 +27,7 @@ Why each choice (see player/README.md for the counter definitions):
   * discard mode never pauses (the clock runs on, late frames are dropped);
     rebuffer mode pauses on underflow and resumes at ``--rebuffer-resume-ms``.
 
-Runs under /work/main/.venv/bin/python (needs Debian's PyGObject ``gi``).
+Runs under .venv/bin/python (needs Debian's PyGObject ``gi``).
 Exit codes: 0 played to EOS, 2 error (HTTP, network, decode, ...), 3 timeout,
 4 interrupted (SIGINT/SIGTERM), 1 bad arguments/internal failure.
 """

@@ -1,5 +1,5 @@
 """Failure paths of the commands themselves (issue 15): one exit code for an interrupted run and an
-interrupted sweep (130, README "Exit codes"), commands that need root say so to anyone else, the
+interrupted sweep (130, docs/results.md "Exit codes"), commands that need root say so to anyone else, the
 shell's scratch folder is always removed, and a --results that cannot hold results is refused in
 words before anything is created."""
 

@@ -219,7 +219,7 @@ def test_sigint_tears_everything_down(tmp_path: Path) -> None:
     assert [n for n in netns.list_netns() if run.name in n]  # the run is really up
     p.send_signal(signal.SIGINT)
     out = p.communicate(timeout=60)[0]
-    assert p.returncode == 130, out          # interrupted: as an interrupted sweep (README: exit codes)
+    assert p.returncode == 130, out          # interrupted: as an interrupted sweep (docs/results.md: exit codes)
     status = json.loads((run / "status.json").read_text())
     assert status["state"] == "failed" and "interrupt" in status["reason"].lower()
     assert (run / "provenance.json").exists()

@@ -168,7 +168,7 @@ def test_shared_run_interrupted_stops_everything(tmp_path: Path) -> None:
             "delayline shared-down", "delayline shared-up"} <= labels, labels
     p.send_signal(signal.SIGINT)
     out = p.communicate(timeout=60)[0]
-    assert p.returncode == 130, out          # interrupted (README: exit codes)
+    assert p.returncode == 130, out          # interrupted (docs/results.md: exit codes)
     status = json.loads((run / "status.json").read_text())
     assert status["state"] == "failed" and "interrupt" in status["reason"].lower()
     prov = json.loads((run / "provenance.json").read_text())

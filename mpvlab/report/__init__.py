@@ -9,7 +9,7 @@ configurations; the metrics are declared on the summary model's fields, mpvlab/s
 by mpvlab/metrics.py), pairwise (tests between configurations), tables,
 style (colours, markers, hatches, sizes — shared with `mpvlab plot`), figures (PDF, SVG, PNG files), html.
 The report folder: report.html, the tables (CSV + Parquet) and figures/. Python API: mpvlab.report()
-(mpvlab/api.py, docs/python-api.md).
+(mpvlab/api.py, docs/python-api.md): calling this module calls mpvlab.api.report.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from core import rundir
 from core.errors import InputError
+from mpvlab.callable import make_callable
 from mpvlab.report.aggregate import Collection, aggregate
 
 
@@ -108,3 +109,6 @@ def _replace(out: Path, staging: Path) -> None:
     os.rename(staging, out)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)   # rmtree removes links inside, never their targets
+
+
+make_callable(__name__, "report")   # mpvlab.report(source) is the Python API (mpvlab/api.py)

@@ -45,12 +45,22 @@ def _ci_err(s: object) -> tuple[float, float] | None:
     return max(mean - lo, 0.0), max(hi - mean, 0.0)
 
 
-def _method_text(c: Collection, metric: str) -> str:
+def _method_text(c: Collection, metric: str, ns: list[int] | None = None) -> str:
+    """What a whisker is, at the numbers of trials it has: a bootstrap of two trials can only resample
+    means between them, and stats.bootstrap_mean_ci bounds the interval by them, so at n = 2 it is
+    their min–max (tests/test_report_captions.py) — said so, not called a 95 % interval; n = 1 has none."""
     m = c.metric_defs.get(metric)
     pct = round(c.confidence * 100)
     if m is not None and m.interval == "bootstrap":
-        return f"{pct} % BCa bootstrap interval of the mean"
-    return f"{pct} % Student-t interval of the mean"
+        text = f"{pct} % BCa bootstrap interval of the mean"
+        if ns and 2 in ns:
+            text += (" where n ≥ 3; where n = 2 the whisker is the min–max of the two trials (a bootstrap of two "
+                     "values resamples nothing outside them), not a 95 % interval")
+    else:
+        text = f"{pct} % Student-t interval of the mean"
+    if ns and 1 in ns:
+        text += "; no whisker where n = 1"
+    return text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,10 +121,17 @@ def bar_figure(c: Collection, metric: str, title: str, ylabel: str) -> Figure | 
                   handlelength=1.6, columnspacing=1.0, borderaxespad=0.2)
         _style(ax)
     ns = sorted({cfg.stats[metric].n for cfg in configs})
+    m = c.metric_defs.get(metric)
+    counts = f" Counts: {m.definition}." if m is not None and metric in SAYS_WHAT_IT_COUNTS else ""
     return Figure(f"bar-{metric}", title,
                   f"{title} per congestion control (colour) and scheduler (hatch) per scenario: bar = mean over "
-                  f"trials (n = {', '.join(map(str, ns))} per configuration), whisker = {_method_text(c, metric)}, "
-                  f"dots = individual trials.", fig)
+                  f"trials (n = {', '.join(map(str, ns))} per configuration), whisker = {_method_text(c, metric, ns)}, "
+                  f"dots = individual trials.{counts}", fig)
+
+
+# Metrics counted in different units of the same thing (a path switch per scheduler decision vs per
+# wire segment differ several-fold for one run): their captions quote what they count.
+SAYS_WHAT_IT_COUNTS = ("path_switches", "path_switches_wire")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -55,42 +55,12 @@ details { margin: 0.5em 0; } summary { cursor: pointer; font-weight: 600; }
 </style></head><body>
 <h1>mpvlab report — {{ title }}</h1>
 <p class="sub">{{ n_complete }} complete run(s) in {{ configs|length }} configuration(s) from <code>{{ source }}</code>;
-generated {{ generated }} by <code>mpvlab report</code>.</p>
+generated {{ generated }} by <code>mpvlab report</code>. Results first; the <a href="#method">method</a> and the
+<a href="#metrics">definition of every metric</a> follow them.</p>
 
 <div class="flags">
 {% for f in flags %}<div class="flag {{ f.cls }}">{{ f.text }}</div>
 {% endfor %}</div>
-
-<h2>Method</h2>
-<p>A <b>configuration</b> is scenario × congestion control × scheduler × every other scenario field that differs
-between the runs of that scenario (from each run's <code>resolved.yaml</code>; seeds never define one); its runs are
-its trials. Only runs whose <code>status.json</code> says <code>complete</code> are aggregated. Per configuration and
-metric: <b>n</b> trials with a value, <b>mean</b>, <b>median</b>, and a <b>{{ conf_pct }} % confidence interval of the
-mean</b> (SciPy {{ scipy_version }}), of one of two kinds, fixed per metric in its definition (below):</p>
-<ul>
-<li><b>t</b> — Student's t: mean ± t<sub>{{ t_level }}, n−1</sub> · s / √n (s with n − 1), for durations far from
-their bound; intersected with the metric's possible range (marked † where that cut it).</li>
-<li><b>b</b> — bootstrap, bias-corrected and accelerated (BCa), {{ n_resamples }} resamples of the trials, seeded
-per configuration and metric (a rebuilt report gives the same intervals), for counts and ratios, whose few-trial
-distributions are skewed and pile up at 0. It lies within the observed values, so within the range. With few trials
-(n &lt; 10) bootstrap intervals tend to be too narrow: read them with n.</li>
-</ul>
-<p>No interval for n = 1. Tables below show mean [low, high]<sup>kind</sup>; <code>stats.csv</code> holds both kinds
-for every metric. <b>Pairwise comparisons</b>: within each scenario (same other parameters), every pair of
-configurations per QoE metric, two-sided, with the metric's test — <b>Welch's t</b> (unequal variances) for
-durations, <b>Mann–Whitney U</b> (exact for small samples without ties) for counts and ratios — and <b>Holm's</b>
-step-down correction over the pairs of one metric (family-wise error rate α = {{ alpha }}).
-Full tables: {% for t in tables %}<code>{{ t }}</code>{% if not loop.last %}, {% endif %}{% endfor %}
-(next to this file).</p>
-
-<h2>Metrics</h2>
-<table>
-<tr><th class="l">metric</th><th class="l">unit</th><th>range</th><th class="l">better</th><th>interval</th>
-<th class="l">test</th><th class="l">definition</th><th class="l">convention</th></tr>
-{% for m in metric_rows %}<tr><td class="l">{{ m.label }}<br><code>{{ m.key }}</code></td><td class="l">{{ m.unit }}</td>
-<td>{{ m.range }}</td><td class="l">{{ m.direction }}</td><td>{{ m.interval }}</td><td class="l">{{ m.test }}</td>
-<td class="l">{{ m.definition }}</td><td class="l">{{ m.source }}</td></tr>
-{% endfor %}</table>
 
 <h2>Summary per configuration</h2>
 <table>
@@ -133,6 +103,38 @@ smallest Holm-adjusted p. {{ pairwise_note }}</p>
 {% endfor %}</table></details>
 {% endfor %}{% else %}<p class="muted">No scenario has two configurations with two or more trials each: nothing to
 compare.</p>{% endif %}
+
+<h2 id="method">Method</h2>
+<p>A <b>configuration</b> is scenario × congestion control × scheduler × every other scenario field that differs
+between the runs of that scenario (from each run's <code>resolved.yaml</code>; seeds never define one); its runs are
+its trials. Only runs whose <code>status.json</code> says <code>complete</code> are aggregated. Per configuration and
+metric: <b>n</b> trials with a value, <b>mean</b>, <b>median</b>, and a <b>{{ conf_pct }} % confidence interval of the
+mean</b> (SciPy {{ scipy_version }}), of one of two kinds, fixed per metric in its definition (below):</p>
+<ul>
+<li><b>t</b> — Student's t: mean ± t<sub>{{ t_level }}, n−1</sub> · s / √n (s with n − 1), for durations far from
+their bound; intersected with the metric's possible range (marked † where that cut it).</li>
+<li><b>b</b> — bootstrap, bias-corrected and accelerated (BCa), {{ n_resamples }} resamples of the trials, seeded
+per configuration and metric (a rebuilt report gives the same intervals), for counts and ratios, whose few-trial
+distributions are skewed and pile up at 0. It lies within the observed values, so within the range. With few trials
+(n &lt; 10) bootstrap intervals tend to be too narrow: read them with n. At n = 2 it is exactly the min–max of the
+two trials (the means of resamples of two values lie between them).</li>
+</ul>
+<p>No interval for n = 1. Tables below show mean [low, high]<sup>kind</sup>; <code>stats.csv</code> holds both kinds
+for every metric. <b>Pairwise comparisons</b>: within each scenario (same other parameters), every pair of
+configurations per QoE metric, two-sided, with the metric's test — <b>Welch's t</b> (unequal variances) for
+durations, <b>Mann–Whitney U</b> (exact for small samples without ties) for counts and ratios — and <b>Holm's</b>
+step-down correction over the pairs of one metric (family-wise error rate α = {{ alpha }}).
+Full tables: {% for t in tables %}<code>{{ t }}</code>{% if not loop.last %}, {% endif %}{% endfor %}
+(next to this file).</p>
+
+<h2 id="metrics">Metrics</h2>
+<table>
+<tr><th class="l">metric</th><th class="l">unit</th><th>range</th><th class="l">better</th><th>interval</th>
+<th class="l">test</th><th class="l">definition</th><th class="l">convention</th></tr>
+{% for m in metric_rows %}<tr><td class="l">{{ m.label }}<br><code>{{ m.key }}</code></td><td class="l">{{ m.unit }}</td>
+<td>{{ m.range }}</td><td class="l">{{ m.direction }}</td><td>{{ m.interval }}</td><td class="l">{{ m.test }}</td>
+<td class="l">{{ m.definition }}</td><td class="l">{{ m.source }}</td></tr>
+{% endfor %}</table>
 
 <h2>Runs flagged</h2>
 {% if warned %}<p>Complete runs with fidelity warnings or failed cross-checks (aggregated, but check them):</p>

@@ -25,6 +25,8 @@ each in its own process), `display` (the progress shown by `mpvlab sweep`).
 
 from __future__ import annotations
 
+from mpvlab.callable import make_callable
+
 from mpvlab.sweep.execute import Event, Outcome, RunFn, Sweeper, estimate_run_s, real_runner, run_keys_by_state
 from mpvlab.sweep.manifest import (
     HEADER_TAG, MANIFEST, MANIFEST_FORMAT, STATES, find_run_dir, load_manifest, merge_manifest, read_header, select,
@@ -40,3 +42,5 @@ __all__ = [
     "find_run_dir", "load_manifest", "load_spec", "merge_manifest", "read_header", "real_runner",
     "run_keys_by_state", "select", "sweep_dir",
 ]
+
+make_callable(__name__, "sweep")   # mpvlab.sweep(spec) is the Python API (mpvlab/api.py)

@@ -65,7 +65,7 @@ def cmd_run(plan: Plan, args: argparse.Namespace, console: Console) -> int:
     console.print(f"{out.state} {out.key} {out.run_dir or ''}" + (f"\n  {out.reason}" if out.reason else ""))
     if out.state == "interrupted":
         from core.errors import EXIT_INTERRUPTED
-        return EXIT_INTERRUPTED     # as `mpvlab run` and `mpvlab sweep` (README: exit codes)
+        return EXIT_INTERRUPTED     # as `mpvlab run` and `mpvlab sweep` (docs/results.md: exit codes)
     return 0 if out.state in ("complete", "already-complete") else 1
 
 
@@ -111,5 +111,17 @@ def cmd_submit(plan: Plan, args: argparse.Namespace, console: Console) -> int:
         return 2
     console.print(f"submitted Slurm job array {rec['job_id']} ({rec['job_name']}): {len(rec['tasks'])} task(s), "
                   f"{opts.per_node} run(s) per task, {'exclusive nodes' if opts.exclusive else 'shared nodes'}; "
-                  f"`mpvlab sweep {args.spec} --status` follows it")
+                  f"`{status_command(args)}` follows it")
     return 0
+
+
+def status_command(args: argparse.Namespace) -> str:
+    """The `--status` command that reads what this submission writes: the same spec, --quick (another
+    sweep name) and results roots — without them --status reads ./results, finds no Slurm record and
+    shows every queued run as planned. Shell-quoted, to paste as is."""
+    import shlex
+    argv = ["mpvlab", "sweep", str(args.spec)] + (["--quick"] if args.quick else [])
+    argv += ["--results", str(Path(args.results).resolve())]
+    for extra in args.results_also or []:
+        argv += ["--results-also", str(Path(extra).resolve())]
+    return shlex.join(argv + ["--status"])
