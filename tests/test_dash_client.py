@@ -165,7 +165,7 @@ def test_single_level_throttled_agrees_with_dashdemux(testbed: tuple[Net, Apache
 @pytest.mark.netns
 @netns_root
 def test_sabre_pipelining_on_the_wire(testbed: tuple[Net, Apache], content3: Any, tmp_path: Path) -> None:
-    """SABRE over the real socket: outstanding media requests = 1 + ceil(rcvbuf*8/(r*s)) for the
+    """SABRE §4.1 (variant unconstrained) over the real socket: outstanding media requests = 1 + ceil(rcvbuf*8/(r*s)) for the
     level current when each was sent (fewer only at the end of the stream), every check's mode
     change follows the 75 % rule from the occupancy it recorded, and the bytes add up."""
     net, apache = testbed
@@ -173,7 +173,7 @@ def test_sabre_pipelining_on_the_wire(testbed: tuple[Net, Apache], content3: Any
     rcv = 262144
     try:
         s = play(net, url(apache, content3), tmp_path / "sabre", "--fetcher", "own", "--abr", "sabre",
-                 "--rcvbuf-bytes", str(rcv))
+                 "--rcvbuf-bytes", str(rcv), "--abr-params", '{"variant": "unconstrained"}')
     finally:
         net.set_rate(None)
     assert s["dash_error"] is None and s["status"] == "eos"
@@ -222,7 +222,7 @@ def test_sabre_pipelining_on_the_wire(testbed: tuple[Net, Apache], content3: Any
 @pytest.mark.netns
 @netns_root
 def test_sabre_modes_change_on_the_wire(testbed: tuple[Net, Apache], content3: Any, tmp_path: Path) -> None:
-    """SABRE's mode changes on a real socket, not just its rule on scripted samples (tests/test_abr.py):
+    """SABRE §4.1's (variant unconstrained) mode changes on a real socket, not just its rule on scripted samples (tests/test_abr.py):
     a 4 s playout buffer (backoff from refill at B >= 4 - 2 = 2 s with the socket >= 75 % full, refill
     again below 75 % or B < 4 / 2 = 2 s) on a 3 Mbit/s link. Once the playout buffer is full the appsrc
     holds the reader back, the socket fills past 75 % and SABRE must back off; reading at delta x R < R
@@ -233,7 +233,7 @@ def test_sabre_modes_change_on_the_wire(testbed: tuple[Net, Apache], content3: A
     net.set_rate(3_000_000)
     try:
         s = play(net, url(apache, content3), tmp_path / "sabre-modes", "--fetcher", "own", "--abr", "sabre",
-                 "--rcvbuf-bytes", "131072", "--buffer-ms", "4000", "--abr-params", '{"delta": 0.5}')
+                 "--rcvbuf-bytes", "131072", "--buffer-ms", "4000", "--abr-params", '{"delta": 0.5, "variant": "unconstrained"}')
     finally:
         net.set_rate(None)
     assert s["dash_error"] is None and s["status"] == "eos"
