@@ -134,6 +134,8 @@ def test_a_significant_drop_is_counted_only_when_d_is_below_r() -> None:
 def test_significant_drops_persisting_over_the_window_halve_the_level_and_double_wait_to_probe() -> None:
     a = steady_at_level(2)
     a.tick(FULL, RCV, 0, 0.2, 10.0, 0.2)            # refill
+    a.on_segment(dl(2, 3.0, 0.5), 0.5)              # read partly in backoff (until 0.2 s): not judged
+    assert a.significant_drops == 0
     for t in (1.0, 3.0, 5.0, 7.0, 9.0):             # runs from t = 1: 8 s < 10 s window: no decision yet
         a.on_segment(dl(2, 3.0, t), t)
     assert "sabre_bandwidth_drop" not in kinds(a)
@@ -144,7 +146,7 @@ def test_significant_drops_persisting_over_the_window_halve_the_level_and_double
     a.wait_to_probe_s = 32.0
     b = steady_at_level(2, {"wait_to_probe_s": 20, "wait_to_probe_max_s": 30})
     b.tick(FULL, RCV, 0, 0.2, 10.0, 0.2)
-    for t in (1.0, 11.0):
+    for t in (0.5, 1.0, 11.0):
         b.on_segment(dl(2, 3.0, t), t)
     assert b.wait_to_probe_s == 30.0                # doubled 40, capped at max 30
 

@@ -247,21 +247,22 @@ class Sabre(Abr):
                 self.mode = "refill"
             return Tick(self.mode, self.mode != old, occ, sample, full, self.bw)
         if self.phase == "initial":
-            if buffer_s >= self.initial_buffer_s:
-                self.phase = "steady"
-                self.mode = "backoff" if buffer_s >= self.backoff_above_s else "refill"
-                self.target_bps = self._nominal_target()
-                self.t_level_change = now_s     # wait_to_probe counts from the start of the steady state
-                self._event("sabre_phase", now_s, phase="steady", buffer_s=buffer_s, mode=self.mode,
-                            target_bps=self.target_bps)
-            return Tick(self.mode, self.mode != old, occ, sample, full, self.bw)
-        if self.mode == "refill" and buffer_s >= self.backoff_above_s:
-            self.mode = "backoff"
-        elif self.mode == "backoff" and buffer_s < self.refill_below_s:
-            self.mode = "refill"
-        if self.mode != old:
+            if buffer_s < self.initial_buffer_s:
+                return Tick(self.mode, False, occ, sample, full, self.bw)
+            self.phase = "steady"
+            self.mode = "backoff" if buffer_s >= self.backoff_above_s else "refill"
             self.target_bps = self._nominal_target()
-            self._event("sabre_mode", now_s, mode=self.mode, buffer_s=buffer_s, target_bps=self.target_bps)
+            self.t_level_change = now_s     # wait_to_probe counts from the start of the steady state
+            self._event("sabre_phase", now_s, phase="steady", buffer_s=buffer_s, mode=self.mode,
+                        target_bps=self.target_bps)
+        else:
+            if self.mode == "refill" and buffer_s >= self.backoff_above_s:
+                self.mode = "backoff"
+            elif self.mode == "backoff" and buffer_s < self.refill_below_s:
+                self.mode = "refill"
+            if self.mode != old:
+                self.target_bps = self._nominal_target()
+                self._event("sabre_mode", now_s, mode=self.mode, buffer_s=buffer_s, target_bps=self.target_bps)
         if self.mode == "backoff":
             self._backoff_in_segment = True
         # Occupancy below the threshold: the network no longer keeps the socket full, the advertised
