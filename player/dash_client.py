@@ -54,6 +54,7 @@ gi.require_version("Gst", "1.0")
 from gi.repository import Gst  # noqa: E402
 
 from abr import Download, Ladder, Sabre, make  # noqa: E402
+from abr.sabre import SabreParams  # noqa: E402
 from mpvlab_dash import Representation, SegmentPlayback, parse_mpd  # noqa: E402
 
 IPPROTO_MPTCP = 262
@@ -205,6 +206,15 @@ class ClientSession(SegmentPlayback):
         self.mpd_path = u.path or "/"
         self.base = self.mpd_path.rsplit("/", 1)[0] + "/"
         self.abr_name, self.abr_params, self.seed = abr_name, dict(abr_params), seed
+        # The receive buffer: an explicit cap (--rcvbuf-bytes), else SABRE's own (it sets SO_RCVBUF as part
+        # of its design), else none: the kernel's autotuning grows it (the paper's on/off baseline).
+        if rcvbuf is not None:
+            self.rcvbuf_source = "player.rcvbuf"
+        elif abr_name == Sabre.name:
+            rcvbuf = SabreParams.model_validate(abr_params).rcvbuf_bytes
+            self.rcvbuf_source = "sabre rcvbuf_bytes"
+        else:
+            self.rcvbuf_source = "kernel autotuning"
         self.rcvbuf, self.mptcp, self.buffer_s = rcvbuf, mptcp, buffer_s
         self.t_of_ns, self.emit, self.add_bytes = t_of_ns, emit, add_bytes
         self.position_s, self.on_fatal = position_s, on_fatal
@@ -307,8 +317,6 @@ class ClientSession(SegmentPlayback):
                   rcvbuf_effective=self.rcvbuf_effective, segments=self.n_segments,
                   abr=self.abr_name)
         if isinstance(self.abr, Sabre):
-            if self.rcvbuf is None:
-                raise FetchError("sabre needs --rcvbuf-bytes (its pipelining depth is computed from it)")
             self.pacer.set_rate(self.abr.read_rate_bps())
         if self.h2 is not None:
             self._prefetch_inits()
@@ -661,6 +669,7 @@ class ClientSession(SegmentPlayback):
             "fetcher": "own",
             "transport": {"protocol": self.http_version, "tls": self.tls, "alpn": self.alpn,
                           "tls_version": self.tls_version, "mptcp": self.mptcp, "rcvbuf_bytes": self.rcvbuf,
+                          "rcvbuf_source": self.rcvbuf_source,
                           "rcvbuf_effective": self.rcvbuf_effective,
                           "so_protocol": self.so_protocol},
             "abr": {"name": self.abr_name, "params": params, "seed": self.seed},

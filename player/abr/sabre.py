@@ -118,6 +118,10 @@ class SabreParams(KSwitchParams):
     variant: Literal["general", "unconstrained"] = Field(
         "general", description="general: the paper's §4.2, the full scheme; unconstrained: §4.1 only "
                                "(constant bandwidth: pipelining, paced reads, refill/backoff)")
+    # SABRE sets the socket's receive buffer itself (its pipelining depth is computed from it); 256 KiB
+    # is our choice (the paper gives the window it produced, ~50 KB, not the buffer). A player.rcvbuf
+    # (--rcvbuf-bytes) given in the scenario overrides it.
+    rcvbuf_bytes: int = Field(262144, ge=4096, le=1 << 30)
     lambda_: float = Field(1.2, alias="lambda", gt=1.0, le=10)
     delta: float = Field(0.8, gt=0, lt=1.0)
     check_period_s: float = Field(0.2, gt=0, le=10)
