@@ -112,7 +112,7 @@ def windows(rows: Iterable[Mapping[str, Any]], t0_ns: int, players: Mapping[str,
             buffer_s: float) -> dict[str, Any]:
     """The summary's cross_traffic.voip.windows record."""
     ss = samples(rows, t0_ns)
-    out: dict[str, Any] = {"whole_run": {"start_s": ss[0].t_send_s if ss else None,
+    out: dict[str, Any] = {"t0_ns": t0_ns, "whole_run": {"start_s": ss[0].t_send_s if ss else None,
                                          "end_s": ss[-1].t_send_s if ss else None,
                                          "definition": "every probe packet received",
                                          **stats([s.delay_ms for s in ss])}}

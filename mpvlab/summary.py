@@ -560,6 +560,8 @@ class VoipSteadyWindow(VoipWindow):
 
 class VoipWindows(Record):
     """The probe's delays over named windows: the whole run, the steady state, and SABRE's modes within it."""
+    t0_ns: int = Field(description="run time zero (CLOCK_MONOTONIC ns): the windows' seconds count from it, and "
+                                   "the probe CSV's t_send_ns is on the same clock")
     whole_run: VoipWindow
     steady_state: VoipSteadyWindow | None = None
     steady_state_missing: str | None = Field(None, description="why there is no steady-state window")

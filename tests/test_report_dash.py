@@ -59,3 +59,19 @@ def test_client_values_only_for_several_dash_players() -> None:
     assert client_values(_run({"client0": two["client0"]})) is None
     assert client_values(_run(None)) is None
     assert client_values(_run({**two, "client2": {"dash": None}})) is None
+
+
+def test_voip_delays_of_a_named_window_by_send_time(tmp_path: Path) -> None:
+    from mpvlab.report.dash import voip_delays_ms
+    (tmp_path / "data" / "cross").mkdir(parents=True)
+    t0 = 5_000_000_000
+    # packets sent at 1, 2, 3, 4 s after t0 with delays 10, 20, 30, 40 ms
+    (tmp_path / "data" / "cross" / "voip-probe.csv").write_text(
+        "seq,t_send_ns,queuing_delay_ns\n" + "".join(f"{i},{t0 + i * 10**9},{i * 10**7}\n" for i in (1, 2, 3, 4)))
+    win = {"t0_ns": t0, "steady_state": {"start_s": 2.0, "end_s": 3.0}}
+    run = Run(tmp_path, "x", {"cross_traffic": {"voip": {"windows": win}}}, {}, {}, None)
+    assert voip_delays_ms(run) == [10.0, 20.0, 30.0, 40.0]              # the whole run
+    assert voip_delays_ms(run, "steady_state") == [20.0, 30.0]          # bounds inclusive
+    assert voip_delays_ms(run, "sabre_refill") == []                    # no such window in this run
+    win["steady_state"] = None
+    assert voip_delays_ms(run, "steady_state") == []
