@@ -75,3 +75,17 @@ def test_voip_delays_of_a_named_window_by_send_time(tmp_path: Path) -> None:
     assert voip_delays_ms(run, "sabre_refill") == []                    # no such window in this run
     win["steady_state"] = None
     assert voip_delays_ms(run, "steady_state") == []
+
+
+def test_advertised_windows_from_ss_samples(tmp_path: Path) -> None:
+    from mpvlab.report.dash import advertised_windows
+    (tmp_path / "data").mkdir()
+    run = Run(tmp_path, "x", {}, {}, {}, None)
+    f = tmp_path / "data" / "subflows.csv"
+    f.write_text("t_s,local,peer,snd_wnd\n0.2,a,10.0.1.2:1,65536\n0.4,a,10.0.1.2:1,\n0.4,a,10.0.1.3:2,700000\n")
+    # an empty cell is a closed window (ss prints snd_wnd only when it is non-zero)
+    assert advertised_windows(run) == {"10.0.1.2:1": ([0.2, 0.4], [65536, 0]), "10.0.1.3:2": ([0.4], [700000])}
+    f.write_text("t_s,local,peer,snd_wnd\n0.2,a,10.0.1.2:1,\n")       # never reported: no series at all
+    assert advertised_windows(run) == {}
+    f.write_text("t_s,local,peer\n0.2,a,10.0.1.2:1\n")                 # a run from before the column existed
+    assert advertised_windows(run) == {}

@@ -148,6 +148,63 @@ def voip_ccdf_figures(c: Collection) -> list[Figure]:
     return figs
 
 
+SUBFLOWS_CSV = Path("data") / "subflows.csv"
+
+
+def advertised_windows(run: Run) -> dict[str, tuple[list[float], list[int]]]:
+    """peer → (t s, snd_wnd bytes) from the server's ss samples: the window each client last advertised
+    (kernel tcpi_snd_wnd; ss prints it only when non-zero, so an empty cell is a closed window, 0).
+    {} when the run's ss did not report it at all (older kernel or iproute2)."""
+    out: dict[str, tuple[list[float], list[int]]] = {}
+    seen = False
+    try:
+        with (run.run_dir / SUBFLOWS_CSV).open(newline="") as f:
+            for r in csv.DictReader(f):
+                if "snd_wnd" not in r:
+                    return {}
+                seen = seen or bool(r["snd_wnd"])
+                ts, ws = out.setdefault(r["peer"], ([], []))
+                ts.append(float(r["t_s"]))
+                ws.append(int(r["snd_wnd"]) if r["snd_wnd"] else 0)
+    except (OSError, KeyError, ValueError):
+        return {}
+    return out if seen else {}
+
+
+def window_figures(c: Collection) -> list[Figure]:
+    """The client's advertised receive window over time, one panel per configuration (its representative
+    run), a line per client connection: the SABRE paper's point that an autotuned on/off client opens a
+    window far larger than SABRE's (bursts at every "on"), from the server's `ss` samples."""
+    groups: dict[str, list[tuple[Config, Run, dict[str, tuple[list[float], list[int]]]]]] = {}
+    for cfg in c.configs:
+        rep = cfg.representative()
+        w = advertised_windows(rep)
+        if w and player_summaries(rep):
+            groups.setdefault(cfg.scenario, []).append((cfg, rep, w))
+    figs = []
+    colours = [st.BLUE, st.VERMILLION, st.GREEN, st.PURPLE, st.ORANGE, st.SKY, st.BLACK, st.YELLOW]
+    for scen, rows in groups.items():
+        rows = rows[:12]
+        with matplotlib.rc_context(st.RC):
+            fig, axes = plt.subplots(len(rows), 1, figsize=(st.FULL_W, 0.6 + 1.0 * len(rows)), sharex=True,
+                                     squeeze=False, layout="constrained")
+            for ax, (cfg, rep, w) in zip(axes[:, 0], rows):
+                for i, (peer, (ts, ws)) in enumerate(sorted(w.items())):
+                    ax.step(ts, [x / 1e3 for x in ws], where="post", color=colours[i % len(colours)],
+                            label=peer.rsplit(":", 1)[0])
+                ax.set_title(f"{_name(cfg)} — run {rep.run_id} (of {len(cfg.runs)})", loc="left", pad=2)
+                ax.set_ylabel("KB")
+                ax.set_ylim(bottom=0)
+                ax.grid(axis="y")
+            axes[-1, 0].set_xlabel("time since run time zero (s)")
+            axes[0, 0].legend(loc="lower left", bbox_to_anchor=(0.0, 1.15), ncol=4)
+        figs.append(Figure(f"rwnd-{scen}", f"Advertised receive window over time — {scen}",
+                           "The window each client last advertised, as the server's `ss` saw it (tcpi_snd_wnd, "
+                           "data/subflows.csv, 5 Hz; a missing value is a closed window), one line per client "
+                           "connection, for one representative run per configuration.", fig))
+    return figs
+
+
 def bitrate_figures(c: Collection) -> list[Figure]:
     groups: dict[str, list[tuple[Config, Run, dict[str, dict[str, Any]]]]] = {}
     for cfg in c.configs:
