@@ -105,7 +105,7 @@ def _name(cfg: Config) -> str:
 
 
 # The windows the CCDF figure draws, each in its own panel with the window named on the axis.
-CCDF_WINDOWS = (("whole_run", "whole run"), ("steady_state", "steady state: buffers full → last download"))
+CCDF_WINDOWS = (("whole_run", "whole run"), ("steady_state", "steady state"))
 
 
 def voip_ccdf_figures(c: Collection) -> list[Figure]:
