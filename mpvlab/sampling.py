@@ -3,7 +3,7 @@
 - links.csv: per client interface (one per path) cumulative rx/tx bytes and packets, read from
   /proc/<pid>/net/dev of a process inside the client namespace (no fork per sample).
 - subflows.csv: per TCP subflow of the server (`ss -tin` in the server namespace): congestion control,
-  cwnd, srtt, delivery rate, bytes acked — also the proof that each subflow runs the chosen CC. Each
+  cwnd, srtt, delivery rate, bytes acked, snd_wnd (the window the client advertised) — also the proof that each subflow runs the chosen CC. Each
   row names its flow (`local`, `peer`: the 4-tuple from the server's side) and, for an MPTCP subflow,
   its connection (`mptcp_token`: the server's local MPTCP token, the same for every subflow of one
   connection); its role (workload, probe, check, cross) is assigned after the run (mpvlab/flows.py).
@@ -66,6 +66,10 @@ _SS_FIELDS = {
     # ss prints a subflow's MPTCP tokens as token:REMOTE(id:N)/LOCAL(id:M) (hex; the remote one is 0
     # on the server's first subflow): the local one is the connection's (`ss -M` shows it as token:)
     "mptcp_token": re.compile(r"\btoken:[0-9a-f]+\(id:\d+\)/([0-9a-f]+)\(id:\d+\)"),
+    # tcpi_snd_wnd (kernel >= 6.2): on the server, the window the client last advertised — the SABRE
+    # study's "advertised window" that grows under receive-buffer autotuning. ss prints it only when it
+    # is non-zero, so an absent value is 0 (a closed window) on such a kernel.
+    "snd_wnd": re.compile(r"\bsnd_wnd:(\d+)"),
 }
 _MULT = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}
 
@@ -180,7 +184,8 @@ class Sampler:
         period = 1.0 / min(self.ss_hz, self.hz)
         with (self.out_dir / "subflows.csv").open("w") as f:
             f.write("t_s,local,peer,cc,mptcp,cwnd,srtt_ms,rttvar_ms,delivery_rate_bps,pacing_rate_bps,"
-                    "bytes_acked,retrans,bbr_bw_bps,bbr_min_rtt_ms,mptcp_token,bbr_pacing_gain,bbr_cwnd_gain,bbr_mode\n")
+                    "bytes_acked,retrans,bbr_bw_bps,bbr_min_rtt_ms,mptcp_token,bbr_pacing_gain,bbr_cwnd_gain,bbr_mode,"
+                    "snd_wnd\n")
             while not self._stop.is_set():
                 cp = self.server.run(["ss", "-tinH", "state", "established", f"sport = :{self.server_port}"],
                                      check=False, timeout=5)
@@ -191,7 +196,7 @@ class Sampler:
                             f"{_n(r.get('srtt_ms'))},{_n(r.get('rttvar_ms'))},{_n(r['delivery_rate'])},"
                             f"{_n(r['pacing_rate'])},{_n(r['bytes_acked'])},{_n(r['retrans'])},{_n(r['bbr_bw'])},"
                             f"{_n(r['bbr_min_rtt_ms'])},{_n(r['mptcp_token'])},{_n(r['bbr_pacing_gain'])},"
-                            f"{_n(r['bbr_cwnd_gain'])},{_n(r['bbr_mode'])}\n")
+                            f"{_n(r['bbr_cwnd_gain'])},{_n(r['bbr_mode'])},{_n(r['snd_wnd'])}\n")
                 f.flush()
                 self._stop.wait(period)
 

@@ -524,8 +524,56 @@ class VoipQueuingDelay(OpenRecord):
     p99: _VoipP99 = None
 
 
+class VoipWindow(Record):
+    """The probe's queuing delay over one named window (mpvlab/delaywindows.py), in ms."""
+    start_s: float | None = Field(None, description="window start, seconds since t0 (by packet send time)")
+    end_s: float | None = None
+    definition: str
+    packets: int
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    share_above_ms: dict[Literal["50", "100", "200", "400", "500"], float | None] = Field(
+        description="share of the window's packets whose delay is strictly above each threshold (ms)")
+
+
+def _voip_steady(q: str, rank: float) -> Any:
+    return Annotated[float | None, MetricDef(
+        f"VoIP probe queuing delay, steady state, {q}", "ms", 0, INF, "lower",
+        f"the {q} of the probe's queuing delay over the steady state: from when every player's playout buffer "
+        "first held the buffer less one segment until the last media download completed (mpvlab/delaywindows.py)",
+        STUDY_SABRE, qoe=True, rank=rank)]
+
+
+_SteadyP50, _SteadyP95, _SteadyP99, _SteadyMax = (
+    _voip_steady("median", 20.4), _voip_steady("95th percentile", 20.5), _voip_steady("99th percentile", 20.6),
+    _voip_steady("maximum", 20.7))
+
+
+class VoipSteadyWindow(VoipWindow):
+    p50: _SteadyP50 = None
+    p95: _SteadyP95 = None
+    p99: _SteadyP99 = None
+    max: _SteadyMax = None
+
+
+class VoipWindows(Record):
+    """The probe's delays over named windows: the whole run, the steady state, and SABRE's modes within it."""
+    t0_ns: int = Field(description="run time zero (CLOCK_MONOTONIC ns): the windows' seconds count from it, and "
+                                   "the probe CSV's t_send_ns is on the same clock")
+    whole_run: VoipWindow
+    steady_state: VoipSteadyWindow | None = None
+    steady_state_missing: str | None = Field(None, description="why there is no steady-state window")
+    sabre_initial: VoipWindow | None = None
+    sabre_refill: VoipWindow | None = None
+    sabre_backoff: VoipWindow | None = None
+    sabre_mixed: VoipWindow | None = None
+
+
 class VoipRecord(OpenRecord):
     queuing_delay_ms: VoipQueuingDelay | None = None
+    windows: VoipWindows | None = None
 
 
 class CrossTraffic(OpenRecord):

@@ -54,6 +54,7 @@ gi.require_version("Gst", "1.0")
 from gi.repository import Gst  # noqa: E402
 
 from abr import Download, Ladder, Sabre, make  # noqa: E402
+from abr.sabre import SabreParams  # noqa: E402
 from mpvlab_dash import Representation, SegmentPlayback, parse_mpd  # noqa: E402
 
 IPPROTO_MPTCP = 262
@@ -205,6 +206,15 @@ class ClientSession(SegmentPlayback):
         self.mpd_path = u.path or "/"
         self.base = self.mpd_path.rsplit("/", 1)[0] + "/"
         self.abr_name, self.abr_params, self.seed = abr_name, dict(abr_params), seed
+        # The receive buffer: an explicit cap (--rcvbuf-bytes), else SABRE's own (it sets SO_RCVBUF as part
+        # of its design), else none: the kernel's autotuning grows it (the paper's on/off baseline).
+        if rcvbuf is not None:
+            self.rcvbuf_source = "player.rcvbuf"
+        elif abr_name == Sabre.name:
+            rcvbuf = SabreParams.model_validate(abr_params).rcvbuf_bytes
+            self.rcvbuf_source = "sabre rcvbuf_bytes"
+        else:
+            self.rcvbuf_source = "kernel autotuning"
         self.rcvbuf, self.mptcp, self.buffer_s = rcvbuf, mptcp, buffer_s
         self.t_of_ns, self.emit, self.add_bytes = t_of_ns, emit, add_bytes
         self.position_s, self.on_fatal = position_s, on_fatal
@@ -217,6 +227,7 @@ class ClientSession(SegmentPlayback):
         self.history: list[Download] = []
         self.decisions: list[dict[str, Any]] = []
         self.ticks: list[dict[str, Any]] = []          # SABRE's periodic checks
+        self.sabre_events: list[dict[str, Any]] = []   # SABRE §4.2's rule events (also in the event log)
         self.init_downloads: list[dict[str, Any]] = []
         self.appsrc: Gst.Element | None = None
         self.qtdemux: Gst.Element | None = None
@@ -306,9 +317,7 @@ class ClientSession(SegmentPlayback):
                   rcvbuf_effective=self.rcvbuf_effective, segments=self.n_segments,
                   abr=self.abr_name)
         if isinstance(self.abr, Sabre):
-            if self.rcvbuf is None:
-                raise FetchError("sabre needs --rcvbuf-bytes (its pipelining depth is computed from it)")
-            self.pacer.set_rate(self.abr.target_read_bps())
+            self.pacer.set_rate(self.abr.read_rate_bps())
         if self.h2 is not None:
             self._prefetch_inits()
         self._t_tick = time.monotonic()
@@ -385,6 +394,8 @@ class ClientSession(SegmentPlayback):
                 hist = list(self.history)
                 level_before = self.abr.level
                 choice = self.abr.decide(buf, hist, self._now())
+                if sabre:
+                    self._sabre_events()
                 lvl = choice.level
                 rep = self.reps[lvl]
                 reqs: list[Request] = []
@@ -429,6 +440,9 @@ class ClientSession(SegmentPlayback):
             rep = self.reps[req.level]
             d = Download(level=req.level, bytes=body_len, download_s=dl_s, t_end_s=t_lb)
             self.history.append(d)
+            if sabre:
+                self.abr.on_segment(d, t_lb)
+                self._sabre_events()
             rec = SegmentRecord(
                 index=req.index, number=req.number, level=req.level, rep_id=rep.id,
                 bitrate_bps=rep.bandwidth, uri=req.path, bytes=body_len, init_bytes=init_bytes_pending,
@@ -501,16 +515,31 @@ class ClientSession(SegmentPlayback):
         buf = self.buffer_level_s()
         # Over the kernel's buffer (SO_RCVBUF doubled): the payload it held was measured at up to
         # 1.88 x the requested value (246 KB with 131072 requested, 262144 effective).
-        tk = self.abr.tick(occ, self.rcvbuf_effective or self.rcvbuf, nread, dt, buf)
-        self.pacer.set_rate(self.abr.target_read_bps())
+        tk = self.abr.tick(occ, self.rcvbuf_effective or self.rcvbuf, nread, dt, buf, t)
+        rate = self.abr.read_rate_bps()
         rec = {"t": round(t, 6), "mode": tk.mode, "changed": tk.changed, "occupancy": round(tk.occupancy, 4),
                "bytes_read": nread, "dt_s": round(dt, 6), "sample_bps": round(tk.sample_bps, 1),
                "app_limited": tk.app_limited, "bw_bps": None if tk.bw_bps is None else round(tk.bw_bps, 1),
                "target_bps": round(self.abr.target_read_bps(), 1), "level": self.abr.level,
-               "buffer_s": round(buf, 6), "occupancy_bytes": occ}
+               "buffer_s": round(buf, 6), "occupancy_bytes": occ,
+               "phase": self.abr.phase, "throttled": self.abr.throttled,
+               "read_bps": None if rate is None else round(rate, 1)}
         self.ticks.append(rec)
-        if tk.changed:
-            self.emit("sabre_mode", **{k: v for k, v in rec.items() if k != "t"}, t=rec["t"])
+        if self.abr.general:
+            self._sabre_events()     # §4.2 logs its own mode changes (with the target) and throttling
+        else:
+            self.pacer.set_rate(rate)
+            if tk.changed:
+                self.emit("sabre_mode", **{k: v for k, v in rec.items() if k != "t"}, t=rec["t"])
+
+    def _sabre_events(self) -> None:
+        """SABRE §4.2's rule events into the player's event log, and the read pace they leave."""
+        for ev in self.abr.drain_events():
+            kind, t = ev.pop("type"), ev.pop("t")
+            ev = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in ev.items()}
+            self.sabre_events.append({"t": round(t, 6), "type": kind, **ev})
+            self.emit(kind, **ev, t=round(t, 6))
+        self.pacer.set_rate(self.abr.read_rate_bps())
 
     def _recv(self, want: int) -> bytes:
         """One paced, back-pressured read of at most `want` bytes (b"" never: EOF raises)."""
@@ -640,6 +669,7 @@ class ClientSession(SegmentPlayback):
             "fetcher": "own",
             "transport": {"protocol": self.http_version, "tls": self.tls, "alpn": self.alpn,
                           "tls_version": self.tls_version, "mptcp": self.mptcp, "rcvbuf_bytes": self.rcvbuf,
+                          "rcvbuf_source": self.rcvbuf_source,
                           "rcvbuf_effective": self.rcvbuf_effective,
                           "so_protocol": self.so_protocol},
             "abr": {"name": self.abr_name, "params": params, "seed": self.seed},
@@ -660,6 +690,7 @@ class ClientSession(SegmentPlayback):
             "abr_policy_mismatch_segments": [],
             "init_downloads": self.init_downloads,
             "sabre_checks": self.ticks,
+            "sabre_events": self.sabre_events,
             "read_log": self.read_log,
             "dash_error": self.error,
         }

@@ -769,8 +769,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0,
                     help="own fetcher: seed of the ABR's randomness (FESTIVE's request scheduling)")
     ap.add_argument("--rcvbuf-bytes", type=int, default=None,
-                    help="own fetcher: SO_RCVBUF of the client socket (default: the namespace's "
-                         "tcp_rmem autotuning); required by sabre")
+                    help="own fetcher: SO_RCVBUF of the client socket, an explicit cap (default: the "
+                         "namespace's tcp_rmem autotuning, as the SABRE paper's on/off client; sabre sets "
+                         "its own abr-params rcvbuf_bytes, 256 KiB, when this is not given)")
     ap.add_argument("--http-version", choices=("http/1.1", "h2"), default="http/1.1",
                     help="own fetcher: HTTP/1.1 (http:// or, over TLS, https://) or HTTP/2 (https:// only: "
                          "TLS ALPN h2, player/h2_conn.py)")

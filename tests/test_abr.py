@@ -195,7 +195,7 @@ def test_sabre_pipelining_formula() -> None:
 
 
 def test_sabre_modes_follow_the_75_percent_rule() -> None:
-    a = make("sabre", L3)     # refill_below = buffer/2 = 10 s, backoff_above = 20 - 2 = 18 s
+    a = make("sabre", L3, {"variant": "unconstrained"})     # refill_below = buffer/2 = 10 s, backoff_above = 20 - 2 = 18 s
     a.level = 1
     rcv = 100_000
     # (occupancy bytes, bytes read in the 0.2 s, playout buffer s) -> expected mode after the check
@@ -225,7 +225,7 @@ def test_sabre_modes_follow_the_75_percent_rule() -> None:
 
 
 def test_sabre_k_switching() -> None:
-    a = make("sabre", L3)
+    a = make("sabre", L3, {"variant": "unconstrained"})
     def at(level: int, bw: float) -> int:
         a.level, a.bw = level, bw
         return a.decide(5.0, [], 0).level

@@ -165,7 +165,7 @@ def test_single_level_throttled_agrees_with_dashdemux(testbed: tuple[Net, Apache
 @pytest.mark.netns
 @netns_root
 def test_sabre_pipelining_on_the_wire(testbed: tuple[Net, Apache], content3: Any, tmp_path: Path) -> None:
-    """SABRE over the real socket: outstanding media requests = 1 + ceil(rcvbuf*8/(r*s)) for the
+    """SABRE §4.1 (variant unconstrained) over the real socket: outstanding media requests = 1 + ceil(rcvbuf*8/(r*s)) for the
     level current when each was sent (fewer only at the end of the stream), every check's mode
     change follows the 75 % rule from the occupancy it recorded, and the bytes add up."""
     net, apache = testbed
@@ -173,7 +173,7 @@ def test_sabre_pipelining_on_the_wire(testbed: tuple[Net, Apache], content3: Any
     rcv = 262144
     try:
         s = play(net, url(apache, content3), tmp_path / "sabre", "--fetcher", "own", "--abr", "sabre",
-                 "--rcvbuf-bytes", str(rcv))
+                 "--rcvbuf-bytes", str(rcv), "--abr-params", '{"variant": "unconstrained"}')
     finally:
         net.set_rate(None)
     assert s["dash_error"] is None and s["status"] == "eos"
@@ -222,7 +222,7 @@ def test_sabre_pipelining_on_the_wire(testbed: tuple[Net, Apache], content3: Any
 @pytest.mark.netns
 @netns_root
 def test_sabre_modes_change_on_the_wire(testbed: tuple[Net, Apache], content3: Any, tmp_path: Path) -> None:
-    """SABRE's mode changes on a real socket, not just its rule on scripted samples (tests/test_abr.py):
+    """SABRE §4.1's (variant unconstrained) mode changes on a real socket, not just its rule on scripted samples (tests/test_abr.py):
     a 4 s playout buffer (backoff from refill at B >= 4 - 2 = 2 s with the socket >= 75 % full, refill
     again below 75 % or B < 4 / 2 = 2 s) on a 3 Mbit/s link. Once the playout buffer is full the appsrc
     holds the reader back, the socket fills past 75 % and SABRE must back off; reading at delta x R < R
@@ -233,7 +233,7 @@ def test_sabre_modes_change_on_the_wire(testbed: tuple[Net, Apache], content3: A
     net.set_rate(3_000_000)
     try:
         s = play(net, url(apache, content3), tmp_path / "sabre-modes", "--fetcher", "own", "--abr", "sabre",
-                 "--rcvbuf-bytes", "131072", "--buffer-ms", "4000", "--abr-params", '{"delta": 0.5}')
+                 "--rcvbuf-bytes", "131072", "--buffer-ms", "4000", "--abr-params", '{"delta": 0.5, "variant": "unconstrained"}')
     finally:
         net.set_rate(None)
     assert s["dash_error"] is None and s["status"] == "eos"
@@ -258,4 +258,83 @@ def test_sabre_modes_change_on_the_wire(testbed: tuple[Net, Apache], content3: A
     print("\nsabre mode changes: " + ", ".join(f"{c['t']:.1f}s->{c['mode']} (occ {c['occupancy']:.2f}, "
                                                f"buf {c['buffer_s']:.1f}s)" for c in checks if c["changed"]))
     assert "backoff" in seen and "refill" in seen, seen
+    assert s["frames_rendered"] + s["picture_discards"] == s["frames_expected"] == int(LEN_S * FPS)
+
+
+@pytest.mark.netns
+@netns_root
+def test_sabre_general_rules_on_the_wire(testbed: tuple[Net, Apache], content3: Any, tmp_path: Path) -> None:
+    """SABRE's general case (§4.2, the default variant) on a real socket and kernel. The link gives 1.5
+    Mbit/s while SABRE buffers unpaced (so its k-rule, 1.1 x R_{i+1} < BW, stops at level 1 = 1 Mbit/s),
+    then, once the steady state begins (sabre_phase in the event log; initial_buffer_s 4 s here so it
+    starts within the 12 s video), 0.9 Mbit/s: below R = 1 Mbit/s. backoff_above_s 7.5 keeps SABRE in
+    refill (the buffer cannot grow past it on a link slower than R), lambda 1.5 and alpha 0.5 let one or
+    two segments show the congestion, theta 0.3 (0.3 Mbit/s at level 1) lets throttled reads refill the
+    socket. Checked from what the player recorded, rule by rule:
+      * throttling: after every steady-state check the reads are throttled exactly when the FIONREAD
+        occupancy it recorded (over the socket's SO_RCVBUF) was below 75 %, the read pace is then
+        theta x R of the current level, else the target, and the sabre_throttle events alternate on/off
+        with occupancies on the right side of 75 %, at least one each way. On the wire: while throttled,
+        the bytes read in a check period are at most theta x R x dt + the pacer's burst (16 KiB) — a
+        bound CPU steal cannot break (a starved reader reads less, never more);
+      * congestion: the network's ~0.86 Mbit/s of goodput is below gamma x the refill target (0.85 x
+        1.5 x 1 Mbit/s = 1.275), so at least one congestion event, each lowering the target from above BW;
+      * significant drops: each one names a segment whose D(i) (its recorded throughput) is below its
+        level's R, and there is at least one (a 1 Mbit/s segment over a 0.9 Mbit/s link)."""
+    net, apache = testbed
+    net.set_rate(1_500_000)
+    out = tmp_path / "sabre-general"
+    out.mkdir()
+    try:
+        proc = start_player(net, url(apache, content3), out, time.monotonic_ns(), "--buffer-ms", "8000",
+                            "--fetcher", "own", "--abr", "sabre", "--rcvbuf-bytes", "131072",
+                            "--abr-params", '{"initial_buffer_s": 4, "backoff_above_s": 7.5, "theta": 0.3, '
+                            '"lambda": 1.5, "alpha": 0.5}')
+        deadline = time.monotonic() + 30
+        ev_file = out / "events.jsonl"
+        while time.monotonic() < deadline and proc.poll() is None:
+            if ev_file.exists() and '"sabre_phase"' in ev_file.read_text():
+                break
+            time.sleep(0.05)
+        net.set_rate(900_000)
+        r = finish_player(proc, out)
+    finally:
+        net.set_rate(None)
+    assert r.code == 0, (r.summary.get("reason"), r.summary.get("dash_error"))
+    s = r.summary
+    assert s["dash_error"] is None and s["abr"]["params"]["variant"] == "general"
+    p = s["abr"]["params"]
+    theta, thr, gamma = p["theta"], p["occupancy_threshold"], p["gamma"]
+    assert (theta, thr, gamma) == (0.3, 0.75, 0.85)
+    rates = [x["bitrate_bps"] for x in s["representations"]]
+    steady = [c for c in s["sabre_checks"] if c["phase"] == "steady"]
+    assert len(steady) >= 10, len(steady)
+    for c in steady:
+        assert c["throttled"] == (c["occupancy"] < thr), c
+        want = theta * rates[c["level"]] if c["throttled"] else c["target_bps"]
+        assert c["read_bps"] == pytest.approx(want, rel=1e-5), c
+    for prev, c in zip(steady, steady[1:]):
+        if prev["throttled"] and c["level"] == prev["level"]:
+            bound = theta * rates[c["level"]] / 8 * c["dt_s"] + 16 * 1024 + 1448
+            assert c["bytes_read"] <= bound, (prev, c, bound)
+    events = r.events
+    thr_ev = [e for e in events if e["type"] == "sabre_throttle"]
+    assert len(thr_ev) >= 2 and [e["on"] for e in thr_ev] == [i % 2 == 0 for i in range(len(thr_ev))], thr_ev
+    assert all((e["occupancy"] < thr) == e["on"] for e in thr_ev), thr_ev
+    assert [e for e in s["sabre_events"] if e["type"].startswith("sabre_")] == \
+        [e for e in events if e["type"] in {x["type"] for x in s["sabre_events"]}]   # log == summary
+    assert len(thr_ev) == sum(1 for prev, c in zip([{"throttled": False}] + steady, steady)
+                              if c["throttled"] != prev["throttled"])
+    cong = [e for e in events if e["type"] == "sabre_congestion"]
+    assert cong, "no congestion event although the link fell below the refill target"
+    for e in cong:
+        assert e["bw_bps"] < gamma * e["target_before_bps"] and e["target_bps"] < e["target_before_bps"], e
+    drops = [e for e in events if e["type"] == "sabre_significant_drop"]
+    assert drops, "no significant drop although a 1 Mbit/s level met a 0.9 Mbit/s link"
+    seg_d = [(g["throughput_bps"], g["bitrate_bps"]) for g in s["segments"]]
+    for e in drops:
+        assert e["d_bps"] < e["r_bps"], e
+        assert any(abs(d - e["d_bps"]) <= 1 and r_ == e["r_bps"] for d, r_ in seg_d), (e, seg_d)
+    print(f"\nsabre general: {len(steady)} steady checks, {len(thr_ev)} throttle events, "
+          f"{len(cong)} congestion, {len(drops)} significant drops, levels {[g['level'] for g in s['segments']]}")
     assert s["frames_rendered"] + s["picture_discards"] == s["frames_expected"] == int(LEN_S * FPS)

@@ -78,6 +78,15 @@ def test_ss_shows_the_mptcp_connection_and_kernel_bbr_state() -> None:
         == ["STARTUP", "DRAIN", "PROBE_RTT", "PROBE_BW"]
 
 
+def test_ss_snd_wnd_is_the_window_the_client_advertised() -> None:
+    # as this kernel's ss (iproute2 6.1, kernel 6.18) prints tcpi_snd_wnd; absent when it is 0
+    text = ("ESTAB 0 0 10.0.100.1:80 10.0.1.2:37834\n\t cubic wscale:9,9 rtt:101.2/0.3 cwnd:40 "
+            "bytes_acked:84480 rcv_space:14480 minrtt:100.1 snd_wnd:627712\n"
+            "ESTAB 0 0 10.0.100.1:80 10.0.1.3:37836\n\t cubic wscale:9,9 rtt:101.2/0.3 cwnd:40 rwnd_limited:220ms(100.0%)\n")
+    a, b = sampling.parse_ss(text)
+    assert (a["snd_wnd"], b["snd_wnd"]) == (627712, None)
+
+
 def test_registry_names_the_state_of_every_bbr_family_cc() -> None:
     assert {e.name for e in registry.ENTRIES if e.state is not None} == {"bbr", "bbr-s", "bbr3", "bbr3-s"}
     assert all(e.bbr_family for e in registry.ENTRIES if e.state is not None)

@@ -59,3 +59,33 @@ def test_client_values_only_for_several_dash_players() -> None:
     assert client_values(_run({"client0": two["client0"]})) is None
     assert client_values(_run(None)) is None
     assert client_values(_run({**two, "client2": {"dash": None}})) is None
+
+
+def test_voip_delays_of_a_named_window_by_send_time(tmp_path: Path) -> None:
+    from mpvlab.report.dash import voip_delays_ms
+    (tmp_path / "data" / "cross").mkdir(parents=True)
+    t0 = 5_000_000_000
+    # packets sent at 1, 2, 3, 4 s after t0 with delays 10, 20, 30, 40 ms
+    (tmp_path / "data" / "cross" / "voip-probe.csv").write_text(
+        "seq,t_send_ns,queuing_delay_ns\n" + "".join(f"{i},{t0 + i * 10**9},{i * 10**7}\n" for i in (1, 2, 3, 4)))
+    win = {"t0_ns": t0, "steady_state": {"start_s": 2.0, "end_s": 3.0}}
+    run = Run(tmp_path, "x", {"cross_traffic": {"voip": {"windows": win}}}, {}, {}, None)
+    assert voip_delays_ms(run) == [10.0, 20.0, 30.0, 40.0]              # the whole run
+    assert voip_delays_ms(run, "steady_state") == [20.0, 30.0]          # bounds inclusive
+    assert voip_delays_ms(run, "sabre_refill") == []                    # no such window in this run
+    win["steady_state"] = None
+    assert voip_delays_ms(run, "steady_state") == []
+
+
+def test_advertised_windows_from_ss_samples(tmp_path: Path) -> None:
+    from mpvlab.report.dash import advertised_windows
+    (tmp_path / "data").mkdir()
+    run = Run(tmp_path, "x", {}, {}, {}, None)
+    f = tmp_path / "data" / "subflows.csv"
+    f.write_text("t_s,local,peer,snd_wnd\n0.2,a,10.0.1.2:1,65536\n0.4,a,10.0.1.2:1,\n0.4,a,10.0.1.3:2,700000\n")
+    # an empty cell is a closed window (ss prints snd_wnd only when it is non-zero)
+    assert advertised_windows(run) == {"10.0.1.2:1": ([0.2, 0.4], [65536, 0]), "10.0.1.3:2": ([0.4], [700000])}
+    f.write_text("t_s,local,peer,snd_wnd\n0.2,a,10.0.1.2:1,\n")       # never reported: no series at all
+    assert advertised_windows(run) == {}
+    f.write_text("t_s,local,peer\n0.2,a,10.0.1.2:1\n")                 # a run from before the column existed
+    assert advertised_windows(run) == {}

@@ -38,11 +38,21 @@ from mpvlab.report.figure import Figure  # noqa: E402
 VOIP_CSV = Path("data") / "cross" / "voip-probe.csv"
 
 
-def voip_delays_ms(run: Run) -> list[float]:
-    """The probe's queuing delay of every received packet (ms); [] without a probe."""
+def voip_delays_ms(run: Run, window: str = "whole_run") -> list[float]:
+    """The probe's queuing delay of every received packet (ms) sent inside the run's named window
+    (summary.json cross_traffic.voip.windows.<window>: start_s/end_s on the run's clock from t0_ns,
+    mpvlab/delaywindows.py); the whole run: every packet. [] without a probe or without that window."""
+    bounds: tuple[int, int] | None = None
+    if window != "whole_run":
+        w = ((run.summary.get("cross_traffic") or {}).get("voip") or {}).get("windows") or {}
+        win = w.get(window)
+        if not win or win.get("start_s") is None or w.get("t0_ns") is None:
+            return []
+        bounds = (int(w["t0_ns"]) + round(win["start_s"] * 1e9), int(w["t0_ns"]) + round(win["end_s"] * 1e9))
     try:
         with (run.run_dir / VOIP_CSV).open(newline="") as f:
-            return [int(r["queuing_delay_ns"]) / 1e6 for r in csv.DictReader(f) if r.get("queuing_delay_ns")]
+            return [int(r["queuing_delay_ns"]) / 1e6 for r in csv.DictReader(f) if r.get("queuing_delay_ns")
+                    and (bounds is None or bounds[0] <= int(r["t_send_ns"]) <= bounds[1])]
     except (OSError, KeyError, ValueError):
         return []
 
@@ -94,34 +104,104 @@ def _name(cfg: Config) -> str:
     return " · ".join([cfg.cc, *(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in cfg.extra.items())])
 
 
+# The windows the CCDF figure draws, each in its own panel with the window named on the axis.
+CCDF_WINDOWS = (("whole_run", "whole run"), ("steady_state", "steady state"))
+
+
 def voip_ccdf_figures(c: Collection) -> list[Figure]:
-    groups: dict[str, list[tuple[Config, list[float]]]] = {}
+    groups: dict[str, list[tuple[Config, dict[str, list[float]]]]] = {}
     for cfg in c.configs:
-        d = [x for r in cfg.runs for x in voip_delays_ms(r)]
-        if d:
+        d = {w: [x for r in cfg.runs for x in voip_delays_ms(r, w)] for w, _ in CCDF_WINDOWS}
+        if d["whole_run"]:
             groups.setdefault(cfg.scenario, []).append((cfg, d))
     figs = []
     for scen, lines in groups.items():
         colours = st.SPARE_COLOURS["abr"] + [st.BLUE, st.VERMILLION, st.BLACK, st.YELLOW]
+        windows = [(w, label) for w, label in CCDF_WINDOWS if any(d[w] for _, d in lines)]
         with matplotlib.rc_context(st.RC):
-            fig, ax = plt.subplots(figsize=(st.COLUMN_W, 2.4), layout="constrained")
-            for i, (cfg, d) in enumerate(lines):
-                xs, ps = ccdf(d)
-                # P = 0 cannot sit on a log axis: the line ends at the largest sample's 1/n.
-                keep = [(x, p) for x, p in zip(xs, ps) if p > 0]
-                ax.step([x for x, _ in keep], [p for _, p in keep], where="post", color=colours[i % len(colours)],
-                        linestyle=st.SPARE_LINESTYLES[i % 2] if i >= len(colours) else "-",
-                        label=f"{_name(cfg)} (n={len(d)})")
-            ax.set_yscale("log")
-            ax.set_xlabel("VoIP probe queuing delay (ms)")
-            ax.set_ylabel("P(delay > x)")
-            ax.set_xlim(left=0)
-            ax.grid(True, which="major")
-            ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=1)
+            fig, axes = plt.subplots(len(windows), 1, figsize=(st.COLUMN_W, 2.0 + 1.6 * len(windows)),
+                                     layout="constrained", squeeze=False)
+            for ax, (w, label) in zip(axes[:, 0], windows):
+                for i, (cfg, d) in enumerate(lines):
+                    if not d[w]:
+                        continue
+                    xs, ps = ccdf(d[w])
+                    # P = 0 cannot sit on a log axis: the line ends at the largest sample's 1/n.
+                    keep = [(x, p) for x, p in zip(xs, ps) if p > 0]
+                    ax.step([x for x, _ in keep], [p for _, p in keep], where="post",
+                            color=colours[i % len(colours)],
+                            linestyle=st.SPARE_LINESTYLES[i % 2] if i >= len(colours) else "-",
+                            label=f"{_name(cfg)} (n={len(d[w])})")
+                ax.set_yscale("log")
+                ax.set_xlabel(f"VoIP probe queuing delay (ms), {label}")
+                ax.set_ylabel("P(delay > x)")
+                ax.set_xlim(left=0)
+                ax.grid(True, which="major")
+            axes[0, 0].legend(loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=1)
         figs.append(Figure(f"voip-ccdf-{scen}", f"VoIP probe queuing delay, CCDF — {scen}",
                            "Complementary CDF of the one-way queuing delay of the VoIP probe's packets (receiver's "
                            "kernel rx stamp − sender's stamp, less the smallest difference of the run: "
-                           "topologies/voip_probe.py), every trial's packets pooled per configuration.", fig))
+                           "topologies/voip_probe.py), every trial's packets pooled per configuration; one panel "
+                           "per window, named on its axis: the whole run, and the steady state (from when every "
+                           "player's buffer first held the buffer less one segment until the last download "
+                           "completed, by packet send time: summary.json cross_traffic.voip.windows).", fig))
+    return figs
+
+
+SUBFLOWS_CSV = Path("data") / "subflows.csv"
+
+
+def advertised_windows(run: Run) -> dict[str, tuple[list[float], list[int]]]:
+    """peer → (t s, snd_wnd bytes) from the server's ss samples: the window each client last advertised
+    (kernel tcpi_snd_wnd; ss prints it only when non-zero, so an empty cell is a closed window, 0).
+    {} when the run's ss did not report it at all (older kernel or iproute2)."""
+    out: dict[str, tuple[list[float], list[int]]] = {}
+    seen = False
+    try:
+        with (run.run_dir / SUBFLOWS_CSV).open(newline="") as f:
+            for r in csv.DictReader(f):
+                if "snd_wnd" not in r:
+                    return {}
+                seen = seen or bool(r["snd_wnd"])
+                ts, ws = out.setdefault(r["peer"], ([], []))
+                ts.append(float(r["t_s"]))
+                ws.append(int(r["snd_wnd"]) if r["snd_wnd"] else 0)
+    except (OSError, KeyError, ValueError):
+        return {}
+    return out if seen else {}
+
+
+def window_figures(c: Collection) -> list[Figure]:
+    """The client's advertised receive window over time, one panel per configuration (its representative
+    run), a line per client connection: the SABRE paper's point that an autotuned on/off client opens a
+    window far larger than SABRE's (bursts at every "on"), from the server's `ss` samples."""
+    groups: dict[str, list[tuple[Config, Run, dict[str, tuple[list[float], list[int]]]]]] = {}
+    for cfg in c.configs:
+        rep = cfg.representative()
+        w = advertised_windows(rep)
+        if w and player_summaries(rep):
+            groups.setdefault(cfg.scenario, []).append((cfg, rep, w))
+    figs = []
+    colours = [st.BLUE, st.VERMILLION, st.GREEN, st.PURPLE, st.ORANGE, st.SKY, st.BLACK, st.YELLOW]
+    for scen, rows in groups.items():
+        rows = rows[:12]
+        with matplotlib.rc_context(st.RC):
+            fig, axes = plt.subplots(len(rows), 1, figsize=(st.FULL_W, 0.6 + 1.0 * len(rows)), sharex=True,
+                                     squeeze=False, layout="constrained")
+            for ax, (cfg, rep, w) in zip(axes[:, 0], rows):
+                for i, (peer, (ts, ws)) in enumerate(sorted(w.items())):
+                    ax.step(ts, [x / 1e3 for x in ws], where="post", color=colours[i % len(colours)],
+                            label=peer.rsplit(":", 1)[0])
+                ax.set_title(f"{_name(cfg)} — run {rep.run_id} (of {len(cfg.runs)})", loc="left", pad=2)
+                ax.set_ylabel("KB")
+                ax.set_ylim(bottom=0)
+                ax.grid(axis="y")
+            axes[-1, 0].set_xlabel("time since run time zero (s)")
+            axes[0, 0].legend(loc="lower left", bbox_to_anchor=(0.0, 1.15), ncol=4)
+        figs.append(Figure(f"rwnd-{scen}", f"Advertised receive window over time — {scen}",
+                           "The window each client last advertised, as the server's `ss` saw it (tcpi_snd_wnd, "
+                           "data/subflows.csv, 5 Hz; a missing value is a closed window), one line per client "
+                           "connection, for one representative run per configuration.", fig))
     return figs
 
 

@@ -338,6 +338,7 @@ BUILDERS: list[tuple[str, Builder]] = [
     ("DASH: selected bitrate over time", dash.bitrate_figures),
     ("DASH: clients sharing the bottleneck, per client and fairness", dash.clients_figures),
     ("VoIP probe: queuing delay CCDF", dash.voip_ccdf_figures),
+    ("DASH: advertised receive window over time", dash.window_figures),
     ("RTP live video: average bitrate per controller", rtp.bitrate_figures),
     ("RTP live video: GCC − webrtc-bbr bitrate difference", rtp.difference_figures),
     ("RTP live video: estimates against achieved bitrate", rtp.estimate_figures),

@@ -26,6 +26,7 @@ flow's goodput and the probe's delivered rate, loss and queuing-delay percentile
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import math
 import time
@@ -36,7 +37,7 @@ from collectors import qdiscstat
 from links import ecn
 from links.emulator import FRAME_BYTES, DirectionHandle, apply_direction
 from core import proc
-from mpvlab import fidelity, metrics, runzero, sampling
+from mpvlab import delaywindows, fidelity, metrics, runzero, sampling
 from mpvlab.run import steps
 from mpvlab.run.cross import CrossTraffic
 from core.netns import Netns
@@ -425,6 +426,12 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, outcome: Outcome,
         "throughput_fairness_jain": (round(sum(thr) ** 2 / (len(thr) * sum(x * x for x in thr)), 4)
                                      if len(thr) == len(players) and thr else None),
     }
+    voip = cross.get("voip")
+    if voip and voip.get("csv"):
+        # the probe's delays over named windows (whole run, steady state, SABRE's modes): mpvlab/delaywindows.py
+        with open(voip["csv"], newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        voip["windows"] = delaywindows.windows(rows, ctx.t0_ns, summaries, ctx.scenario.playout_buffer_ns / 1e9)
     bottleneck = bottleneck_view(ctx, {r: b["rx_bytes"] for r, b in leaf_bytes.items()}, tbf_before, tbf_after,
                                  window_s, _sum([v["bytes_received"] for v in players.values()]) or 0, cross)
     seen: dict[tuple[str, str], str] = {}

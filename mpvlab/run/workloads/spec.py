@@ -216,8 +216,10 @@ class PlayerSpec(Strict):
                                  "MPTCP socket, pipelining, paced reads; HTTP/1.1, with or without TLS, or "
                                  "HTTP/2 over TLS as server.protocol says)")
     abr_params: dict[str, Any] = Field(default_factory=dict, description="fetcher own: the ABR's parameters")
-    rcvbuf: Size | None = Field(None, description="fetcher own: the socket's SO_RCVBUF request (SABRE sizes its "
-                                                   "pipeline from it)")
+    rcvbuf: Size | None = Field(None, description="fetcher own: the socket's SO_RCVBUF, an explicit cap. Default: "
+                                                   "none, the kernel's receive-buffer autotuning (the SABRE "
+                                                   "paper's on/off baseline); sabre then sets its own "
+                                                   "(abr_params.rcvbuf_bytes, 256 KiB), sizing its pipeline from it")
     bba_reservoir: Duration = 5 * 10**9
     bba_cushion: Duration = 15 * 10**9
     gst_bitrate_limit: float = Field(0.8, gt=0.0, le=1.0)
