@@ -166,6 +166,19 @@ def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
     # Playback cannot be shorter than the video (the element's clock runs at 1x) and lasts the video
     # plus the stalls (± 0.3 s: the element's start and end events against media time).
     assert playback >= 12.0 - 0.05 and playback == pytest.approx(12.0 + stalled, abs=0.3)
+    # The page's stall evidence (player README, "Start-up stall"): every element event and buffer
+    # state change carries the element's and the SourceBuffer's ranges (one video SourceBuffer: the
+    # element's ranges are its ranges); every append ended, and the whole video ended up as ONE range
+    # from 0 to its length (the content's timeline has no gap or overlap as the browser sees it).
+    for _, name, d in raw["events"]:
+        if name.startswith("video.") or name in ("BUFFER_EMPTY", "BUFFER_LOADED"):
+            assert {"t_media", "ready_state", "buffered", "source_buffers", "dashjs_buffer_level_s"} <= d.keys()
+            if d["source_buffers"]:
+                assert d["buffered"] == d["source_buffers"][0]["buffered"], (name, d)
+    sb_ends = [d for _, name, d in raw["events"] if name == "sb.updateend"]
+    assert len(sb_ends) >= len(segs) + 1          # the init segment and every media segment
+    (only_range,) = sb_ends[-1]["buffered"]
+    assert only_range[0] == pytest.approx(0.0, abs=1e-3) and only_range[1] == pytest.approx(12.0, abs=0.04)
     # dash.js's own HTTP request list (DashMetrics) names the same media segments.
     dm = [r["url"] for r in raw["http_requests"] if r["type"] == "MediaSegment"]
     assert sorted(dm) == sorted(g["url"] for g in segs)
