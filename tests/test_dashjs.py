@@ -148,6 +148,15 @@ def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
     for g in segs:
         path = "/" + g["url"].split("/", 3)[3]
         assert log.get(path) == [g["bytes"]], (path, log.get(path), g["bytes"])
+    # Each segment's real size beside the manifest's bandwidth: size_bps is the file's size on disk
+    # (the content's sidecar) over its duration, bitrate_bps the level's MPD @bandwidth.
+    sidecar = json.loads(Path(prov["content"]["sidecar"]).read_text())
+    on_disk = {sg["file"]: (sg["size_bytes"], sg["duration_s"], r["bitrate_bps"])
+               for r in sidecar["representations"] for sg in r["segments"]}
+    for g in segs:
+        size, dur, bandwidth = on_disk[g["url"].rsplit("/", 1)[1]]
+        assert g["bytes"] == size and g["bitrate_bps"] == bandwidth
+        assert g["size_bps"] == round(size * 8 / dur)
     seg_paths = [k for k in log if "/seg-" in k]
     assert len(seg_paths) == len(segs)        # nothing requested that dash.js did not report
     # The QoE recomputed: quality from the access log's segment names (seg-<level>-<n>), stalls and
