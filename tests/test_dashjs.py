@@ -111,6 +111,31 @@ def test_qoe_definitions_on_a_recorded_timeline() -> None:
     assert s["frames_rendered"] == 357 and s["picture_discards"] == 3 and s["frames_accounted"]
 
 
+def test_stalls_with_data_judged_by_the_element_not_dashjs_level() -> None:
+    """The start-up stall as recorded (run h30b-stall-25mbit, player/README.md): the element held
+    [0, 1.83) at t_media 0.0026 while dash.js's level still read 0 (NaN) -> a stall with data; a
+    later stall 0.25 s before the buffered end is a real underflow. A record without the element's
+    snapshot falls back to dash.js's sampled level."""
+    snap = lambda t, rng: {"t_media": t, "ready_state": 4, "buffered": rng}   # noqa: E731
+    events = [[1948.3, "video.playing", snap(0.0025, [[0, 1.833333]])],
+              [1950.3, "video.waiting", snap(0.0026, [[0, 1.833333]])],
+              [6698.4, "video.playing", snap(0.0043, [[0, 9.999999]])],
+              [11443.0, "video.waiting", snap(4.75, [[0, 4.999999]])],
+              [11900.0, "video.playing", snap(4.751, [[0, 9.999999]])],
+              [17000.0, "video.ended", snap(9.999999, [[0, 9.999999]])]]
+    buffer = [[1951.0, 0, 0.0026], [2050.0, 5.0, 0.0026], [11500.0, 0.25, 4.75], [11800.0, 0.25, 4.75]]
+    _, _, eps = dashjs_qoe.stall_episodes(events)
+    assert eps == [(1950.3, 6698.4), (11443.0, 11900.0)]
+    (only,) = dashjs_qoe.stalls_with_data(eps, buffer, events)
+    assert only["start_ms"] == 1950.3 and only["element_ahead_s"] == pytest.approx(1.831, abs=1e-3)
+    assert only["buffer_s_min"] == 0.0                   # dash.js's own level said empty
+    # Without snapshots (records before the page kept them): dash.js's samples decide; the 0 sampled
+    # in the first episode hides it.
+    bare = [[t, n, None] for t, n, _ in events]
+    assert dashjs_qoe.stalls_with_data(eps, buffer, bare) == []
+    assert [x["start_ms"] for x in dashjs_qoe.stalls_with_data(eps, buffer[1:], bare)] == [1950.3]
+
+
 def _run(tmp_path: Path, d: dict[str, Any]) -> Path:
     f = tmp_path / f"{d['name']}.yaml"
     f.write_text(yaml.safe_dump(d))
