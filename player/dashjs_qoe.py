@@ -50,17 +50,39 @@ def stall_episodes(events: list[list[Any]]) -> tuple[float | None, float | None,
     return first, ended, eps
 
 
+def _ahead_of_playhead(detail: Any) -> float | None:
+    """Seconds the <video> element held beyond its playhead (the buffered range holding
+    `t_media`), from the page's snapshot at an element event; None without a snapshot."""
+    if not isinstance(detail, dict) or "buffered" not in detail or "t_media" not in detail:
+        return None
+    t = float(detail["t_media"])
+    for start, end in detail["buffered"]:
+        if start <= t < end:
+            return end - t
+    return 0.0
+
+
 def stalls_with_data(eps: list[tuple[float, float]], buffer: list[list[float]],
-                     min_buffer_s: float = 1.0) -> list[dict[str, float]]:
-    """Stall episodes during which dash.js's own buffer level (sampled every 100 ms) stayed at or above
-    `min_buffer_s` at every sample: the video was there, so the network did not cause the stall (seen
-    here: dash.js 3.0.3 in Chromium 156 waits after its start-up seek, with the first segment
-    buffered, until the next segment is appended)."""
-    out = []
+                     events: list[list[Any]] | None = None,
+                     min_buffer_s: float = 1.0) -> list[dict[str, Any]]:
+    """Stall episodes that began while the video was there, so the network did not cause them.
+
+    Where the page recorded the element's buffered ranges at the `waiting` that opened the episode,
+    the test is the element's own: at least `min_buffer_s` buffered beyond the playhead
+    (`element_ahead_s`). dash.js's buffer level is no judge at that moment: in the start-up stall
+    (player/README.md) it is still 0 because dash.js has not yet seen the append end. Records
+    without that snapshot fall back to dash.js's level sampled every 100 ms staying at or above
+    `min_buffer_s` throughout the episode."""
+    waiting_detail = {t: d for t, name, d in (events or []) if name == "video.waiting"}
+    out: list[dict[str, Any]] = []
     for a, b in eps:
-        levels = [lv for t, lv, *_ in buffer if a <= t <= b]
-        if levels and min(levels) >= min_buffer_s:
-            out.append({"start_ms": a, "end_ms": b, "buffer_s_min": round(min(levels), 3)})
+        levels = [lv for t, lv, *_ in buffer if a <= t <= b and lv is not None]
+        ahead = _ahead_of_playhead(waiting_detail.get(a))
+        held = ahead >= min_buffer_s if ahead is not None else bool(levels) and min(levels) >= min_buffer_s
+        if held:
+            out.append({"start_ms": a, "end_ms": b,
+                        "element_ahead_s": None if ahead is None else round(ahead, 3),
+                        "buffer_s_min": round(min(levels), 3) if levels else None})
     return out
 
 
@@ -90,7 +112,7 @@ def summarize(raw: dict[str, Any], t0_ns: int, page_offset_ns: float, video_leng
     levels = [s["level"] for s in segs]
     pq = raw.get("playback_quality") or {}
     dropped, total = pq.get("dropped"), pq.get("total")
-    with_data = stalls_with_data(eps, raw.get("buffer") or [])
+    with_data = stalls_with_data(eps, raw.get("buffer") or [], events)
     ev_out = [{"t": rs(t), "type": name, **({"detail": d} if d is not None else {})} for t, name, d in events]
     return {
         "dash": True, "fetcher": "dashjs",
@@ -104,7 +126,8 @@ def summarize(raw: dict[str, Any], t0_ns: int, page_offset_ns: float, video_leng
         "stall_rate": None if stall is None else round(stall, 6),
         "rebuffer_events": len(eps),
         "rebuffer_ratio": None if not playback else round(stalled / playback, 6),
-        "stalls_with_data": [{"start": rs(x["start_ms"]), "end": rs(x["end_ms"]), "buffer_s_min": x["buffer_s_min"]}
+        "stalls_with_data": [{"start": rs(x["start_ms"]), "end": rs(x["end_ms"]), "buffer_s_min": x["buffer_s_min"],
+                              "element_ahead_s": x["element_ahead_s"]}
                              for x in with_data],
         "stalls_with_data_s": round(sum(x["end_ms"] - x["start_ms"] for x in with_data) / 1000, 6),
         "frames_expected": frames_expected,

@@ -111,6 +111,31 @@ def test_qoe_definitions_on_a_recorded_timeline() -> None:
     assert s["frames_rendered"] == 357 and s["picture_discards"] == 3 and s["frames_accounted"]
 
 
+def test_stalls_with_data_judged_by_the_element_not_dashjs_level() -> None:
+    """The start-up stall as recorded (run h30b-stall-25mbit, player/README.md): the element held
+    [0, 1.83) at t_media 0.0026 while dash.js's level still read 0 (NaN) -> a stall with data; a
+    later stall 0.25 s before the buffered end is a real underflow. A record without the element's
+    snapshot falls back to dash.js's sampled level."""
+    snap = lambda t, rng: {"t_media": t, "ready_state": 4, "buffered": rng}   # noqa: E731
+    events = [[1948.3, "video.playing", snap(0.0025, [[0, 1.833333]])],
+              [1950.3, "video.waiting", snap(0.0026, [[0, 1.833333]])],
+              [6698.4, "video.playing", snap(0.0043, [[0, 9.999999]])],
+              [11443.0, "video.waiting", snap(4.75, [[0, 4.999999]])],
+              [11900.0, "video.playing", snap(4.751, [[0, 9.999999]])],
+              [17000.0, "video.ended", snap(9.999999, [[0, 9.999999]])]]
+    buffer = [[1951.0, 0, 0.0026], [2050.0, 5.0, 0.0026], [11500.0, 0.25, 4.75], [11800.0, 0.25, 4.75]]
+    _, _, eps = dashjs_qoe.stall_episodes(events)
+    assert eps == [(1950.3, 6698.4), (11443.0, 11900.0)]
+    (only,) = dashjs_qoe.stalls_with_data(eps, buffer, events)
+    assert only["start_ms"] == 1950.3 and only["element_ahead_s"] == pytest.approx(1.831, abs=1e-3)
+    assert only["buffer_s_min"] == 0.0                   # dash.js's own level said empty
+    # Without snapshots (records before the page kept them): dash.js's samples decide; the 0 sampled
+    # in the first episode hides it.
+    bare = [[t, n, None] for t, n, _ in events]
+    assert dashjs_qoe.stalls_with_data(eps, buffer, bare) == []
+    assert [x["start_ms"] for x in dashjs_qoe.stalls_with_data(eps, buffer[1:], bare)] == [1950.3]
+
+
 def _run(tmp_path: Path, d: dict[str, Any]) -> Path:
     f = tmp_path / f"{d['name']}.yaml"
     f.write_text(yaml.safe_dump(d))
@@ -148,6 +173,15 @@ def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
     for g in segs:
         path = "/" + g["url"].split("/", 3)[3]
         assert log.get(path) == [g["bytes"]], (path, log.get(path), g["bytes"])
+    # Each segment's real size beside the manifest's bandwidth: size_bps is the file's size on disk
+    # (the content's sidecar) over its duration, bitrate_bps the level's MPD @bandwidth.
+    sidecar = json.loads(Path(prov["content"]["sidecar"]).read_text())
+    on_disk = {sg["file"]: (sg["size_bytes"], sg["duration_s"], r["bitrate_bps"])
+               for r in sidecar["representations"] for sg in r["segments"]}
+    for g in segs:
+        size, dur, bandwidth = on_disk[g["url"].rsplit("/", 1)[1]]
+        assert g["bytes"] == size and g["bitrate_bps"] == bandwidth
+        assert g["size_bps"] == round(size * 8 / dur)
     seg_paths = [k for k in log if "/seg-" in k]
     assert len(seg_paths) == len(segs)        # nothing requested that dash.js did not report
     # The QoE recomputed: quality from the access log's segment names (seg-<level>-<n>), stalls and
@@ -166,6 +200,19 @@ def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
     # Playback cannot be shorter than the video (the element's clock runs at 1x) and lasts the video
     # plus the stalls (± 0.3 s: the element's start and end events against media time).
     assert playback >= 12.0 - 0.05 and playback == pytest.approx(12.0 + stalled, abs=0.3)
+    # The page's stall evidence (player README, "Start-up stall"): every element event and buffer
+    # state change carries the element's and the SourceBuffer's ranges (one video SourceBuffer: the
+    # element's ranges are its ranges); every append ended, and the whole video ended up as ONE range
+    # from 0 to its length (the content's timeline has no gap or overlap as the browser sees it).
+    for _, name, d in raw["events"]:
+        if name.startswith("video.") or name in ("BUFFER_EMPTY", "BUFFER_LOADED"):
+            assert {"t_media", "ready_state", "buffered", "source_buffers", "dashjs_buffer_level_s"} <= d.keys()
+            if d["source_buffers"]:
+                assert d["buffered"] == d["source_buffers"][0]["buffered"], (name, d)
+    sb_ends = [d for _, name, d in raw["events"] if name == "sb.updateend"]
+    assert len(sb_ends) >= len(segs) + 1          # the init segment and every media segment
+    (only_range,) = sb_ends[-1]["buffered"]
+    assert only_range[0] == pytest.approx(0.0, abs=1e-3) and only_range[1] == pytest.approx(12.0, abs=0.04)
     # dash.js's own HTTP request list (DashMetrics) names the same media segments.
     dm = [r["url"] for r in raw["http_requests"] if r["type"] == "MediaSegment"]
     assert sorted(dm) == sorted(g["url"] for g in segs)

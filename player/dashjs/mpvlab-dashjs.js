@@ -97,6 +97,30 @@
 
   const STRATEGY = { dynamic: "abrDynamic", bola: "abrBola", throughput: "abrThroughput" };
 
+  // Passive view of the SourceBuffers dash.js creates (listeners only; nothing dash.js sees changes):
+  // each append's end with the SourceBuffer's own ranges, so a stall can be set beside what the media
+  // element held and what dash.js believed its buffer level was (player README, "Start-up stall").
+  const sourceBuffers = [];
+  const ranges = (tr) => { const b = []; for (let i = 0; i < tr.length; i++) b.push([tr.start(i), tr.end(i)]); return b; };
+  const origAddSourceBuffer = MediaSource.prototype.addSourceBuffer;
+  MediaSource.prototype.addSourceBuffer = function (mime) {
+    const sb = origAddSourceBuffer.call(this, mime);
+    sourceBuffers.push(sb);
+    sb.addEventListener("updateend", () => {
+      let b = null;
+      try { b = ranges(sb.buffered); } catch (err) { /* source buffer removed */ }
+      ev("sb.updateend", { mime: mime, buffered: b });
+    });
+    return sb;
+  };
+  rec.snapshot = function (video, player) {
+    let sbs = [];
+    try { sbs = sourceBuffers.map((sb) => ({ updating: sb.updating, buffered: ranges(sb.buffered) })); } catch (err) { sbs = String(err); }
+    let level = null;
+    try { level = player.getBufferLength("video"); } catch (err) { level = String(err); }
+    return { t_media: video.currentTime, ready_state: video.readyState, playback_rate: video.playbackRate,
+             paused: video.paused, buffered: ranges(video.buffered), source_buffers: sbs, dashjs_buffer_level_s: level };
+  };
   window.mpvlabStart = function (cfg) {
     rec.started_ms = now();
     const video = document.getElementById("v");
@@ -134,17 +158,20 @@
     for (const name of ["PLAYBACK_STARTED", "PLAYBACK_PLAYING", "PLAYBACK_WAITING", "PLAYBACK_STALLED",
                         "PLAYBACK_PAUSED", "PLAYBACK_ENDED", "BUFFER_EMPTY", "BUFFER_LOADED",
                         "QUALITY_CHANGE_REQUESTED", "QUALITY_CHANGE_RENDERED", "STREAM_INITIALIZED"]) {
-      player.on(E[name], (e) => ev(name, e && (e.newQuality !== undefined
-        ? { old: e.oldQuality, new: e.newQuality, type: e.mediaType } : (e.mediaType ? { type: e.mediaType } : null))));
+      player.on(E[name], (e) => {
+        let detail = e && (e.newQuality !== undefined
+          ? { old: e.oldQuality, new: e.newQuality, type: e.mediaType } : (e.mediaType ? { type: e.mediaType } : null));
+        // At a buffer state change: what the element, the SourceBuffer and dash.js each held.
+        if (name === "BUFFER_EMPTY" || name === "BUFFER_LOADED") detail = Object.assign({}, detail, rec.snapshot(video, player));
+        ev(name, detail);
+      });
     }
     player.on(E.ERROR, (e) => { rec.error = JSON.stringify(e.error || e).slice(0, 500); ev("ERROR", rec.error); });
     player.on(E.PLAYBACK_ENDED, () => { rec.ended = true; });
     // The <video> element's own view: first frame, waiting/playing (stalls), dropped frames.
     for (const name of ["loadeddata", "playing", "waiting", "stalled", "seeking", "seeked", "ended", "error"]) {
       video.addEventListener(name, () => {
-        const b = [];
-        for (let i = 0; i < video.buffered.length; i++) b.push([video.buffered.start(i), video.buffered.end(i)]);
-        ev("video." + name, { t_media: video.currentTime, ready_state: video.readyState, buffered: b });
+        ev("video." + name, rec.snapshot(video, player));
       });
     }
     setInterval(() => {
@@ -167,6 +194,7 @@
     const q = v.getVideoPlaybackQuality ? v.getVideoPlaybackQuality() : null;
     const out = Object.assign({}, rec);
     delete out.player;
+    delete out.snapshot;
     out.playback_quality = q ? { dropped: q.droppedVideoFrames, total: q.totalVideoFrames } : null;
     out.bitrates = rec.player ? rec.player.getBitrateInfoListFor("video").map((b) => ({ q: b.qualityIndex, bps: b.bitrate, w: b.width, h: b.height })) : [];
     try {
