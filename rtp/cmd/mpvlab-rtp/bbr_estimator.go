@@ -2,6 +2,7 @@ package main
 
 import (
 	"container/list"
+	"strconv"
 	"sync"
 	"time"
 
@@ -51,6 +52,20 @@ type bbrEstimator struct {
 	maxBps    int
 	probes    int // packets sent past a window that stayed shut for windowStall (no-padding mode only)
 	keepAlive int // padding packets sent because the window stayed shut for congestedPacketInterval
+	states    []bbrState
+}
+
+// bbrState is the controller after one feedback report (bbr_state.csv): what a reader needs to
+// tell the time spent per mode and recovery state, and the estimate and min-RTT over time.
+type bbrState struct {
+	tNs              int64 // CLOCK_MONOTONIC, as the other CSVs
+	mode, recovery   string
+	estimate, pacing float64
+	minRTT           time.Duration
+	cwnd, inflight   int64
+	pacingGain       float64
+	target           int
+	atFullBW         bool
 }
 
 type queued struct {
@@ -274,6 +289,9 @@ func (e *bbrEstimator) WriteRTCP(pkts []rtcp.Packet, _ interceptor.Attributes) e
 			continue
 		}
 		e.c.OnFeedback(e.now(), twccAcks(fb, max(e.lastSent, 0)))
+		e.states = append(e.states, bbrState{monotonicNs(), e.c.Mode().String(), e.c.Recovery().String(),
+			e.c.BandwidthEstimate(), e.c.PacingRate(), e.c.MinRTT(), e.c.CongestionWindow(), e.c.Inflight(),
+			e.c.PacingGain(), e.targetLocked(), e.c.AtFullBandwidth()})
 	}
 	if t := e.targetLocked(); t != e.last {
 		e.last, cb, changed = t, e.onChange, t
@@ -327,6 +345,19 @@ func (e *bbrEstimator) GetStats() map[string]any {
 	}
 }
 
+// StateRows is bbr_state.csv's rows, one per feedback report, times from the run's origin t0Ns.
+func (e *bbrEstimator) StateRows(t0Ns int64) [][]string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rows := make([][]string, 0, len(e.states))
+	for _, s := range e.states {
+		rows = append(rows, []string{secs(s.tNs, t0Ns), s.mode, s.recovery, fmtFloat(s.estimate), fmtFloat(s.pacing),
+			fmtFloat(float64(s.minRTT.Microseconds()) / 1000), itoa(s.cwnd), itoa(s.inflight), fmtFloat(s.pacingGain),
+			itoa(int64(s.target)), strconv.FormatBool(s.atFullBW)})
+	}
+	return rows
+}
+
 func (e *bbrEstimator) Close() error {
 	e.stopPacer()
 	return nil
@@ -340,3 +371,9 @@ func (e *bbrEstimator) stopPacer() {
 	}
 	e.wg.Wait()
 }
+
+func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+
+// bbrStateHeader names bbr_state.csv's columns.
+var bbrStateHeader = []string{"t_s", "mode", "recovery", "estimate_bps", "pacing_bps", "min_rtt_ms", "cwnd_bytes",
+	"inflight_bytes", "pacing_gain", "target_bps", "at_full_bandwidth"}
