@@ -12,28 +12,39 @@ import (
 func near(got, want float64) bool { return got >= want*0.9999 && got <= want*1.0001 }
 
 // sampler.cc OnPacketAcknowledgedInner, called by bbr.cc with ack_time = the feedback's receive
-// time for every packet of a report; the receiver's arrival times play no part. Ten 1000-byte
-// packets sent 1 ms apart from t = 0 (the first into an empty pipe: the A_0 point, so its own bytes
-// count as sent before it), all acknowledged by one feedback at 50 ms:
-//   - packet 0: send rate infinite (sent at the A_0 time), ack rate 1000 B / 50 ms = 160 kbit/s;
-//   - packet k ≥ 1: send rate (k+1−1)·1000 B / k ms = 8 Mbit/s, ack rate (k+1)·1000 B / 50 ms;
-//     the best sample is packet 9's: min(8 Mbit/s, 10 000 B / 50 ms = 1.6 Mbit/s) = 1.6 Mbit/s.
+// time for every packet of a report; the receiver's arrival times play no part. libwebrtc's
+// data_in_flight at send includes the packet (OnPacketSent's comment), so packets sent before the
+// first acknowledgement carry no last-acked state and give no sample, and no RTT sample either.
+// Ten 1000-byte packets sent 1 ms apart from t = 0, acknowledged by one feedback at 50 ms: no
+// estimate, no min-RTT. Ten more sent at 51 … 60 ms, acknowledged at 100 ms: each carries the
+// state of packet 9 (sent 9 ms, acked 50 ms, 10 000 B sent and acked then). Packet 10 + k:
 //
-// RTT samples are feedback time − send time: the minimum is packet 9's, 50 − 9 = 41 ms.
+//	send rate (k+1)·1000 B / (42 + k) ms, ack rate (k+1)·1000 B / (100 − 50) ms;
+//
+// the best min of the two is packet 19's: min(10 000 B / 51 ms, 10 000 B / 50 ms) = 80 000 / 0.051
+// bit/s. RTT samples are feedback time − send time: the minimum is packet 19's, 100 − 60 = 40 ms.
 func TestSamplerUsesFeedbackTimeAsAckTime(t *testing.T) {
 	c, _ := New(DefaultConfig())
-	var acks []Ack
-	for s := int64(0); s < 10; s++ {
-		c.OnPacketSent(time.Duration(s)*ms, s, 1000)
-		// arrival times 1 ms apart from 20 ms: an arrival-based sampler would see 10 000 B in 9 ms
-		acks = append(acks, Ack{Seq: s, Arrival: 20*ms + time.Duration(s)*ms})
+	batch := func(from int64, t0, fb time.Duration) {
+		var acks []Ack
+		for s := from; s < from+10; s++ {
+			c.OnPacketSent(t0+time.Duration(s-from)*ms, s, 1000)
+			// arrivals 1 ms apart: an arrival-based sampler would see 10 000 B in 9 ms (8.9 Mbit/s)
+			acks = append(acks, Ack{Seq: s, Arrival: 20*ms + time.Duration(s)*ms})
+		}
+		c.OnFeedback(fb, acks)
 	}
-	c.OnFeedback(50*ms, acks)
-	if got := c.BandwidthEstimate(); !near(got, 1.6e6) {
-		t.Fatalf("estimate %g bit/s, want 1.6e6 (10 000 B per 50 ms of feedback time)", got)
+	batch(0, 0, 50*ms)
+	if c.BandwidthEstimate() != 0 || c.MinRTT() != 0 {
+		t.Fatalf("after the first report: estimate %g min-RTT %v, want none (no packet had a last-acked state)",
+			c.BandwidthEstimate(), c.MinRTT())
 	}
-	if c.MinRTT() != 41*ms || c.LatestRTT() != 41*ms {
-		t.Fatalf("min-RTT %v latest %v, want 41ms (feedback 50 ms − last send 9 ms)", c.MinRTT(), c.LatestRTT())
+	batch(10, 51*ms, 100*ms)
+	if got := c.BandwidthEstimate(); !near(got, 80_000/0.051) {
+		t.Fatalf("estimate %g bit/s, want %g (10 000 B per 51 ms of send time)", got, 80_000/0.051)
+	}
+	if c.MinRTT() != 40*ms || c.LatestRTT() != 40*ms {
+		t.Fatalf("min-RTT %v latest %v, want 40ms (feedback 100 ms − last send 60 ms)", c.MinRTT(), c.LatestRTT())
 	}
 	if c.Inflight() != 0 {
 		t.Fatalf("in flight %d after every packet was acknowledged", c.Inflight())
@@ -69,22 +80,36 @@ func TestStartupWindowAndPacingRate(t *testing.T) {
 		c.OnPacketSent(time.Duration(s)*ms, s, 1000)
 		acks = append(acks, Ack{Seq: s})
 	}
-	c.OnFeedback(50*ms, acks)
-	if want := 46_720 * 8 / 0.041; !near(c.PacingRate(), want) {
-		t.Fatalf("pacing rate after the first RTT %g, want initial window / 41 ms = %g", c.PacingRate(), want)
+	c.OnFeedback(50*ms, acks) // no bandwidth sample yet: CalculatePacingRate leaves the rate unset
+	if want := 2.885 * 46_720 * 8 / 0.1; !near(c.PacingRate(), want) || c.TargetRate() != 300e3 {
+		t.Fatalf("after a report without samples: pacing %g target %g, want %g and 300 kbit/s", c.PacingRate(),
+			c.TargetRate(), want)
 	}
 	if c.CongestionWindow() != 46_720+10_000 {
 		t.Fatalf("window %d, want 46 720 + 10 000 acknowledged", c.CongestionWindow())
 	}
-	if !near(c.TargetRate(), 1.6e6) {
-		t.Fatalf("target %g, want the estimate 1.6e6 (below the pacing rate)", c.TargetRate())
+	acks = acks[:0]
+	for s := int64(10); s < 20; s++ {
+		c.OnPacketSent(51*ms+time.Duration(s-10)*ms, s, 1000)
+		acks = append(acks, Ack{Seq: s})
+	}
+	c.OnFeedback(100*ms, acks)
+	// rtt_stats' min: 50 − 9 = 41 ms, then 100 − 60 = 40 ms
+	if want := 46_720 * 8 / 0.040; !near(c.PacingRate(), want) {
+		t.Fatalf("pacing rate after the first sample %g, want initial window / 40 ms = %g", c.PacingRate(), want)
+	}
+	if c.CongestionWindow() != 46_720+20_000 {
+		t.Fatalf("window %d, want 46 720 + 20 000 acknowledged", c.CongestionWindow())
+	}
+	if !near(c.TargetRate(), 80_000/0.051) {
+		t.Fatalf("target %g, want the estimate %g (below the pacing rate)", c.TargetRate(), 80_000/0.051)
 	}
 	// The next feedback's samples are lower: STARTUP never lowers the pacing rate.
 	before := c.PacingRate()
-	for s := int64(10); s < 12; s++ {
-		c.OnPacketSent(60*ms+time.Duration(s)*ms, s, 1000)
+	for s := int64(20); s < 22; s++ {
+		c.OnPacketSent(110*ms+time.Duration(s)*ms, s, 1000)
 	}
-	c.OnFeedback(200*ms, []Ack{{Seq: 10}, {Seq: 11}})
+	c.OnFeedback(300*ms, []Ack{{Seq: 20}, {Seq: 21}})
 	if c.PacingRate() != before {
 		t.Fatalf("pacing rate moved from %g to %g in STARTUP", before, c.PacingRate())
 	}

@@ -323,10 +323,15 @@ func (c *Controller) WindowRoom() int64 { return max(0, c.CongestionWindow()-c.i
 // CanSend is bbr.cc's CanSend (and the paced sender's !Congested()): in flight below the window.
 func (c *Controller) CanSend() bool { return c.inflight < c.CongestionWindow() }
 
-// OnPacketSent is bbr.cc's OnSentPacket: data_in_flight is what was in flight before this packet
-// (QUIC's convention, which the sampler's "no packets in flight" test assumes).
+// OnPacketSent is bbr.cc's OnSentPacket. Its data_in_flight is libwebrtc's, not QUIC's: the 2018
+// SendSideCongestionController::OnSentPacket marks the packet sent in the feedback adapter first and
+// then reads GetOutstandingBytes() (send_time_history.cc: every sent packet from the latest acked
+// one on), so this packet is already counted — data_in_flight is never zero here, the sampler's
+// A_0 reset and exiting_quiescence_ never fire, and the first samples come from packets sent after
+// the first acknowledgement.
 func (c *Controller) OnPacketSent(now time.Duration, seq int64, size int) {
 	c.lastSentSeq = seq
+	c.inflight += int64(size)
 	if c.inflight == 0 && c.s.isAppLimited {
 		c.exitingQuiescence = true
 	}
@@ -334,7 +339,6 @@ func (c *Controller) OnPacketSent(now time.Duration, seq int64, size int) {
 		c.aggEpochStart, c.aggEpochStarted = now, true
 	}
 	c.samplerOnSent(now, seq, int64(size), c.inflight)
-	c.inflight += int64(size)
 }
 
 // samplerOnSent is sampler.cc's OnPacketSent.

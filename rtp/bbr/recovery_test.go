@@ -114,13 +114,17 @@ func TestMinRTTExpiryEntersProbeRTT(t *testing.T) {
 		if v2 {
 			expiry = 5 * time.Second
 		}
-		rttStep(c, 0, 0, 100*ms)
-		rttStep(c, 1, time.Second, 130*ms) // higher: min-RTT kept
+		rttStep(c, 0, 0, 100*ms) // sent before any ack: no sample (audit2018_test.go)
+		if c.MinRTT() != 0 {
+			t.Fatalf("v2=%v: an RTT sample from the first packet", v2)
+		}
+		rttStep(c, 1, 200*ms, 100*ms)
+		rttStep(c, 10, time.Second, 130*ms) // higher: min-RTT kept
 		if c.MinRTT() != 100*ms || c.LatestRTT() != 130*ms || c.Mode() == ProbeRTT {
 			t.Fatalf("v2=%v: min %v latest %v mode %v", v2, c.MinRTT(), c.LatestRTT(), c.Mode())
 		}
 		// expired; a similar 105 ms sample: 2018 probes anyway and takes it as the new min-RTT
-		rttStep(c, 2, expiry+time.Second, 105*ms)
+		rttStep(c, 11, expiry+time.Second, 105*ms)
 		if c.Mode() != ProbeRTT || c.MinRTT() != 105*ms {
 			t.Fatalf("v2=%v: after expiry: mode %v min-RTT %v, want PROBE_RTT and 105ms", v2, c.Mode(), c.MinRTT())
 		}
