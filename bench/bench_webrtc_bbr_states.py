@@ -31,9 +31,15 @@ def _rate_bps(text: str) -> float:
     return float(text)
 
 
-def _states(run: Path) -> tuple[list[tuple[float, dict[str, Any]]], str]:
+def _states(run: Path, controller: str) -> tuple[list[tuple[float, dict[str, Any]]], str]:
     sender = run / "logs" / "rtp" / "sender"
     rows: list[tuple[float, dict[str, Any]]] = []
+    if controller == "gcc":     # GCC's estimate is its target; it has no min-RTT filter or modes
+        with open(sender / "targets.csv") as f:
+            for r in csv.DictReader(f):
+                rows.append((float(r["t_s"]), {"mode": "-", "recovery": "-", "estimate": float(r["target_bps"]),
+                                                "min_rtt_ms": 0.0}))
+        return rows, "targets"
     if (sender / "bbr_state.csv").exists():
         with open(sender / "bbr_state.csv") as f:
             for r in csv.DictReader(f):
@@ -73,19 +79,24 @@ def _mean_over(rows: list[tuple[float, dict[str, Any]]], end: float, key: str, t
 def one_run(run: Path) -> dict[str, Any] | None:
     s = json.loads((run / "summary.json").read_text())
     r = s.get("rtp") or {}
-    if r.get("controller") != "webrtc-bbr":
+    if r.get("controller") not in ("webrtc-bbr", "gcc"):
         return None
     sc = yaml.safe_load((run / "resolved.yaml").read_text())
-    down = sc["paths"]["link"]["down"]
+    (path,) = sc["paths"].values()      # one path: dumbbell's `link` or the shared bottleneck
+    down = path["down"]
     link = _rate_bps(str(down["rate"]))
-    base_rtt_ms = 2 * float(str(down["delay"]["value"]).removesuffix("ms"))
+    up = path.get("up") or {}
+    base_rtt_ms = float(str(down["delay"]["value"]).removesuffix("ms")) + float(
+        str((up.get("delay") or down["delay"])["value"]).removesuffix("ms"))
     buffer = down.get("buffer")
-    rows, source = _states(run)
+    rows, source = _states(run, r["controller"])
     per_s = [x["received_bps"] for x in r["received_per_second"]]
     half = len(per_s) // 2
     end = float(len(per_s))
     return {
         "cond": f"{link / 1e6:g} Mbit/s, RTT {base_rtt_ms:g} ms, buffer {buffer}", "run": run.name,
+        "controller": r["controller"], "encoder": r.get("encoder", "x264"), "frame_bytes": r.get("frame_bytes"),
+        "competition": s.get("competition"),
         "fidelity_ok": s.get("fidelity_ok"),
         "received_x_link": statistics.fmean(per_s[half:-1]) / link if len(per_s) > 3 else None,
         "estimate_x_link": (_mean_over(rows, end, "estimate", end / 2) or 0) / link,
@@ -108,10 +119,16 @@ def main(roots: list[str]) -> None:
         for x in runs:
             modes = " ".join(f"{k} {v:.1%}" for k, v in sorted(x["modes"].items()))
             rec = " ".join(f"{k} {v:.1%}" for k, v in sorted(x["recovery"].items()) if v > 0)
-            print(f"  {x['run']}: received {x['received_x_link']:.3f}×link, estimate {x['estimate_x_link']:.3f}×link, "
+            fb = (x["frame_bytes"] or {}).get("all", {})
+            sizes = f"frames p50/p95/max {fb.get('p50')}/{fb.get('p95')}/{fb.get('max')} B" if fb else ""
+            print(f"  {x['controller']} {x['encoder']} {x['run']}: {sizes}, received {x['received_x_link']:.3f}×link, estimate {x['estimate_x_link']:.3f}×link, "
                   f"min-RTT {x['min_rtt_x_base']:.3f}×base, late {x['late']}/{x['captured']} lost {x['lost']}, "
                   f"p50 {x['p50_ms']:.0f} ms, fidelity_ok {x['fidelity_ok']} | {modes} | {rec}"
-                  f"{' (targets)' if x['source'] == 'targets' else ''}")
+                  f"{' (targets)' if x['source'] == 'targets' and x['controller'] != 'gcc' else ''}")
+            if x["competition"]:
+                c = x["competition"]
+                print(f"      competition {c['interval_s']}: rtp {c['rtp_received_bps']} bit/s, bulk "
+                      f"{c['bulk_goodput_bps']} bit/s, rtp share {c['rtp_share']}")
 
 
 if __name__ == "__main__":
