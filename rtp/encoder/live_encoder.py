@@ -3,7 +3,8 @@
 libwebrtc's 2018 real-time rate control, `--codec vp8`), whose bitrate the sender changes at run
 time. Started by `mpvlab-rtp send` as its child; talks over pipes:
 
-  stdin   one command per line: `bitrate <kbit/s>` (the controller's target), or `stop`
+  stdin   one command per line: `bitrate <kbit/s>` (the controller's target), `pause` / `resume`
+          (capture goes on, no picture is encoded while paused), or `stop`
   stdout  one record per encoded frame: a 24-byte header (frame number u32, capture time u64 in ns on
           CLOCK_MONOTONIC, keyframe flag u32, encoder bitrate in kbit/s u32, length u32; big-endian)
           followed by the frame's bytes (H.264 Annex B access unit, or one VP8 frame)
@@ -63,6 +64,9 @@ def build(args: argparse.Namespace) -> Gst.Pipeline:
     # (0.15 of 0.8 Mbit/s) and would measure the content, not the control.
     desc = (f"videotestsrc is-live=true {CONTENT[args.content]} ! "
             f"video/x-raw,format=I420,width={args.width},height={args.height},framerate={args.fps}/1 ! "
+            # the gate: closed while the sender says `pause` (libwebrtc's target of 0 when its pacer's
+            # queue exceeds 2 s), so those pictures are never encoded and no reference breaks
+            "valve name=gate drop=false ! "
             + encoder_desc(args) + "appsink name=sink emit-signals=true sync=false max-buffers=4 drop=false")
     pipe = Gst.parse_launch(desc)
     assert isinstance(pipe, Gst.Pipeline)
@@ -95,7 +99,7 @@ def main() -> int:
         return 0
     Gst.init(None)
     pipe = build(args)
-    enc, sink = pipe.get_by_name("enc"), pipe.get_by_name("sink")
+    enc, sink, gate = pipe.get_by_name("enc"), pipe.get_by_name("sink"), pipe.get_by_name("gate")
     out = sys.stdout.buffer
     lock = threading.Lock()
     loop = GLib.MainLoop()
@@ -130,6 +134,9 @@ def main() -> int:
                 # libwebrtc's SetRateAllocation does)
                 prop, val = ("target-bitrate", kbps * 1000) if args.codec == "vp8" else ("bitrate", kbps)
                 GLib.idle_add(lambda p=prop, v=val, k=kbps: (enc.set_property(p, v), state.__setitem__("kbps", k)) and False)
+            elif parts[:1] in (["pause"], ["resume"]):
+                drop = parts[0] == "pause"
+                GLib.idle_add(lambda d=drop: gate.set_property("drop", d) and False)
             elif parts[:1] == ["stop"]:
                 break
         GLib.idle_add(loop.quit)

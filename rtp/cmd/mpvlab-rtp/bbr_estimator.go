@@ -53,6 +53,11 @@ type bbrEstimator struct {
 	probes    int // packets sent past a window that stayed shut for windowStall (no-padding mode only)
 	keepAlive int // padding packets sent because the window stayed shut for congestedPacketInterval
 	states    []bbrState
+	// queueFull is sscc.cc's ControlHandler::IsSendQueueFull: the pacer's expected queue time
+	// (queued bytes / pacing rate, PacedSender::ExpectedQueueTimeMs) above kMaxQueueLengthMs, while
+	// which libwebrtc 2018 tells the encoder a target of 0 (it pauses); fullSpells counts entries.
+	queueFull  bool
+	fullSpells int
 }
 
 // bbrState is the controller after one feedback report (bbr_state.csv): what a reader needs to
@@ -106,7 +111,34 @@ func newBBREstimator(cfg controllerConfig) (*bbrEstimator, error) {
 
 func (e *bbrEstimator) now() time.Duration { return time.Since(e.start) }
 
-func (e *bbrEstimator) targetLocked() int { return int(e.c.TargetRate()) }
+func (e *bbrEstimator) targetLocked() int {
+	if e.queueFull {
+		return 0
+	}
+	return int(e.c.TargetRate())
+}
+
+// updateQueueFullLocked re-evaluates IsSendQueueFull; the new target when it changed the target, else -1.
+func (e *bbrEstimator) updateQueueFullLocked() int {
+	var bytes int
+	for el := e.queue.Front(); el != nil; el = el.Next() {
+		q := el.Value.(*queued)
+		bytes += q.h.MarshalSize() + len(q.payload)
+	}
+	full := float64(bytes)*8/e.c.PacingRate() > maxQueueTime.Seconds()
+	if full == e.queueFull {
+		return -1
+	}
+	e.queueFull = full
+	if full {
+		e.fullSpells++
+	}
+	if t := e.targetLocked(); t != e.last {
+		e.last = t
+		return t
+	}
+	return -1
+}
 
 func (e *bbrEstimator) AddStream(info *interceptor.StreamInfo, w interceptor.RTPWriter) interceptor.RTPWriter {
 	e.mu.Lock()
@@ -141,7 +173,11 @@ func (e *bbrEstimator) pace() {
 		case now := <-t.C:
 			e.mu.Lock()
 			e.tick = e.paceLocked(now)
+			changed, cb := e.updateQueueFullLocked(), e.onChange
 			e.mu.Unlock()
+			if changed >= 0 && cb != nil {
+				cb(changed)
+			}
 		}
 	}
 }
@@ -339,7 +375,7 @@ func (e *bbrEstimator) GetStats() map[string]any {
 	return map[string]any{
 		"mode": e.c.Mode().String(), "recovery": e.c.Recovery().String(), "bwEstimate": e.c.BandwidthEstimate(),
 		"minRTTms": float64(e.c.MinRTT().Microseconds()) / 1000, "cwnd": e.c.CongestionWindow(),
-		"inflight": e.c.Inflight(), "maxAckHeight": e.c.MaxAckHeight(), "pacingRate": e.c.PacingRate(), "queued": e.queue.Len(), "windowProbes": e.probes, "keepAlivePadding": e.keepAlive,
+		"inflight": e.c.Inflight(), "maxAckHeight": e.c.MaxAckHeight(), "pacingRate": e.c.PacingRate(), "queued": e.queue.Len(), "windowProbes": e.probes, "keepAlivePadding": e.keepAlive, "sendQueueFull": e.queueFull, "sendQueueFullSpells": e.fullSpells,
 		"atFullBandwidth": e.c.AtFullBandwidth(), "pacingGain": e.c.PacingGain(),
 		"padRate": e.padRateLocked(), "paddingPackets": e.padSent,
 	}

@@ -237,3 +237,25 @@ func TestPacerQueueTimeLimitRaisesTheRate(t *testing.T) {
 		t.Fatalf("queue waited 1.5 s: media rate %g, want %g (%d B packets)", got, want, size)
 	}
 }
+
+// sscc.cc (2018) ControlHandler::OnNetworkInvalidation: while the pacer's expected queue time
+// (queued bytes × 8 / pacing rate) exceeds kMaxQueueLengthMs (2 s), the encoder is told 0. At the
+// 1.3 Mbit/s pacing rate (STARTUP, capped by max_bitrate) 2 s hold 325 000 B: 200 packets of ~1.26 kB
+// (1.55 s) keep the target, 300 (2.33 s) turn it to 0, and once the queue is gone it comes back.
+func TestSendQueueFullPausesTheEncoder(t *testing.T) {
+	e, _ := pacerUnderTest(t, bbrVariant{NoPadding: true})
+	target := e.GetTargetBitrate()
+	var seq uint16
+	queueMedia(e, 200, &seq)
+	if c := e.updateQueueFullLocked(); c != -1 || e.GetTargetBitrate() != target {
+		t.Fatalf("1.55 s of queue: change %d target %d, want none and %d", c, e.GetTargetBitrate(), target)
+	}
+	queueMedia(e, 100, &seq)
+	if c := e.updateQueueFullLocked(); c != 0 || e.GetTargetBitrate() != 0 || !e.queueFull {
+		t.Fatalf("2.33 s of queue: change %d target %d, want 0", c, e.GetTargetBitrate())
+	}
+	e.queue.Init()
+	if c := e.updateQueueFullLocked(); c != target || e.GetTargetBitrate() != target || e.fullSpells != 1 {
+		t.Fatalf("queue gone: change %d target %d spells %d, want %d", c, e.GetTargetBitrate(), e.fullSpells, target)
+	}
+}

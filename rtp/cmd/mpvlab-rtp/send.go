@@ -236,7 +236,13 @@ func runSend(args []string) error {
 	go func() {
 		defer close(targetsDone)
 		for bps := range targets {
+			if bps == 0 { // webrtc-bbr's send queue is full (IsSendQueueFull): libwebrtc pauses the encoder
+				enc.pause()
+				s.recordTarget(0, 0)
+				continue
+			}
 			e := encoderBps(bps)
+			enc.resume()
 			enc.setBitrate(e)
 			s.recordTarget(bps, e)
 		}
@@ -425,6 +431,18 @@ type encoder struct {
 	stdout *bufio.Reader
 	mu     sync.Mutex
 	done   bool
+	paused bool
+}
+
+// command sends one line to the encoder; pause/resume only on a change of state.
+func (e *encoder) command(c string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.done || (c == "pause") == e.paused {
+		return
+	}
+	e.paused = c == "pause"
+	_, _ = fmt.Fprintln(e.stdin, c)
 }
 
 type encodedFrame struct {
@@ -446,6 +464,12 @@ func startEncoder(c sendConfig) (*encoder, error) {
 	}
 	return &encoder{cmd: cmd, stdin: in, stdout: bufio.NewReaderSize(out, 1<<20)}, nil
 }
+
+// pause and resume: the encoder's valve before the encoder drops raw frames while paused (they are
+// never encoded, so no reference is broken), as libwebrtc's encoder skips frames at a target of 0.
+func (e *encoder) pause() { e.command("pause") }
+
+func (e *encoder) resume() { e.command("resume") }
 
 func (e *encoder) setBitrate(bps int) {
 	e.mu.Lock()
