@@ -354,8 +354,9 @@ func (r *receiver) onPadding(p *rtp.Packet, size int, now int64) {
 // STAP-A, FU-A, into an Annex B access unit; or its VP8 one) ; nil if a packet does not depacketise.
 func (r *receiver) reassemble(f *recvFrame) []byte {
 	var au []byte
+	unpack := r.vc.newUnpacker()
 	for i := uint16(0); i < f.count; i++ {
-		out, err := r.vc.unpack(f.parts[i])
+		out, err := unpack(f.parts[i])
 		if err != nil {
 			return nil
 		}
