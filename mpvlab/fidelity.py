@@ -229,7 +229,10 @@ def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, lo
     fid.setdefault("warnings", [])
     fid["warnings"] = [*fid["warnings"], *warnings]
     fid["table"] = table(fid, scenario)
-    if fid.get("ok") is not None or warnings:
+    # The verdict: no warning from the pre-run check (when it ran) nor from the whole run. A skipped
+    # pre-run check (NO_FIDELITY_PROBE, reason recorded) leaves the whole run's checks to decide, so
+    # every workload's clean run is True, not null.
+    if fid.get("ok") is not None or fid.get("skipped") or warnings:
         fid["ok"] = not fid["warnings"]
     return fid
 

@@ -353,7 +353,8 @@ class RunHead(Record):
     warnings: list[str]
     fidelity_ok: Annotated[bool | None, MetricDef(
         "fidelity check passed", "fraction of runs", 0, 1, "higher",
-        "1 when the emulator's probe of delay and rate was within tolerance", MPVLAB, **SKEWED, rank=14)]
+        "1 when the fidelity checks that ran found nothing: the pre-run probe of delay and rate (unless the "
+        "scenario turned it off, reason in provenance) and the whole run's delay-line and shaper checks", MPVLAB, **SKEWED, rank=14)]
     fidelity_warnings: list[str]
     sampler_errors: list[str]
     run_wall_s: Annotated[float, MetricDef(

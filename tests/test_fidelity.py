@@ -278,3 +278,19 @@ def test_outage_follows_a_moved_t0(tmp_path: Path) -> None:
     new_in = inside(new_clock, new_t0)
     assert new_in and all(r["rtt_ns"] is None for r in new_in), new_clock
     assert st["t0_ns"] == new_t0 and st["t0_updates"] == 1
+
+
+def test_skipped_precheck_leaves_the_verdict_to_the_whole_run(tmp_path: Path) -> None:
+    """fidelity_ok has one meaning for every workload (issue 32): a scenario that turns the pre-run
+    probe off (the rtp scenarios do) gets the whole run's verdict — True when its checks found
+    nothing, False with a warning — never null, and the skip's reason stays in provenance."""
+    from mpvlab.run.steps import NO_FIDELITY_PROBE
+    from mpvlab.scenario import load_scenario
+    sc, _ = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "rtp-gcc-short.yaml")
+    assert sc.fidelity.probe is False
+    clean = fidelity.judge_run(sc, {}, tmp_path, tmp_path, None, dict(NO_FIDELITY_PROBE))
+    assert clean["ok"] is True and clean["skipped_reason"].startswith("pre-run probe off")
+    late = {"delay_lines": {"link-down": {"lateness_us": {"p99": 50_000, "max": 60_000, "n": 100}}},
+            "links": {"link-down": {"path": "link"}}}
+    bad = fidelity.judge_run(sc, late, tmp_path, tmp_path, None, dict(NO_FIDELITY_PROBE))
+    assert bad["ok"] is False and any("late" in w for w in bad["warnings"]), bad["warnings"]

@@ -1,5 +1,6 @@
 """The WebRTC-2018 BBR controller of the live-video study (rtp/bbr, Go): its own unit tests on
-recorded sample sequences (three-sample filter, recovery sub-states, similar-RTT skip), run here so
+recorded sample sequences (three-sample filter, recovery sub-states, min-RTT expiry, and the
+libwebrtc-2018 audit tests of rtp/bbr/audit2018_test.go), run here so
 that the README's one test command covers the Go code too."""
 from __future__ import annotations
 

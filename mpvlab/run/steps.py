@@ -107,7 +107,13 @@ def wait_for_t0(ctx: RunContext, check_links: Callable[[], None]) -> float:
     return (time.monotonic_ns() - ctx.t0_ns) / 1e6
 
 
-NO_FIDELITY_PROBE: dict[str, Any] = {"ok": None, "skipped": True, "warnings": []}
+# A scenario with `fidelity.probe: false` skips the pre-run check; the whole-run verdict
+# (fidelity.judge_run) still decides fidelity_ok, so the flag means the same for every workload: the
+# checks that ran found nothing. The reason the pre-run part did not run is recorded beside it.
+NO_FIDELITY_PROBE: dict[str, Any] = {
+    "ok": None, "skipped": True, "warnings": [],
+    "skipped_reason": "pre-run probe off in the scenario (fidelity.probe: false): the verdict is the whole run's "
+                      "checks alone (delay-line lateness and drops, applied delays, shaper rate while backlogged)"}
 
 
 def record_fidelity(ctx: RunContext, fid: dict[str, Any]) -> None:

@@ -16,7 +16,7 @@ func TestAckAggregationFollowsTheRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.filter.Reset(Sample{Rate: 8e6, Round: 0})
-	c.aggStarted = true // the epoch starts at 0 with 0 bytes
+	c.aggEpochStarted = true // the epoch starts at 0 with 0 bytes
 	steps := []struct {
 		atMs               int64
 		acked              int64
@@ -37,7 +37,9 @@ func TestAckAggregationFollowsTheRule(t *testing.T) {
 	}
 }
 
-// Only at full bandwidth does the window carry the ack height (WebRTC's CalculateCongestionWindow).
+// The window moves toward its target by bytes acknowledged (bbr.cc CalculateCongestionWindow):
+// before full bandwidth it never decreases; at full bandwidth it is min(target, window + acked) with
+// the target 2 × BDP + the max ack height.
 func TestWindowAddsAckHeightAtFullBandwidth(t *testing.T) {
 	c, err := New(DefaultConfig())
 	if err != nil {
@@ -46,12 +48,21 @@ func TestWindowAddsAckHeightAtFullBandwidth(t *testing.T) {
 	c.filter.Reset(Sample{Rate: 8e6, Round: 0})
 	c.minRTT = 50 * ms // BDP 50 000 bytes
 	c.maxAckHeight.Reset(Sample{Rate: 30_000, Round: 0})
-	c.mode = ProbeBW
-	if got := c.CongestionWindow(); got != 100_000 {
-		t.Fatalf("before full bandwidth: cwnd %d, want 2 × BDP = 100 000", got)
+	c.mode, c.cwndGain = ProbeBW, cwndGainProbeBW
+	c.cwnd = 400_000
+	c.s.totalAcked = initialCwnd // past the initial window: no growth-only exception
+	c.calculateCongestionWindow(0)
+	if got := c.CongestionWindow(); got != 400_000 {
+		t.Fatalf("before full bandwidth: cwnd %d, want it kept at 400 000 (never decreases)", got)
 	}
-	c.fullBWRounds = startupRounds
+	c.atFullBW = true
+	c.calculateCongestionWindow(0)
 	if got := c.CongestionWindow(); got != 130_000 {
 		t.Fatalf("at full bandwidth: cwnd %d, want 2 × BDP + 30 000 = 130 000", got)
+	}
+	c.cwnd = 100_000
+	c.calculateCongestionWindow(12_000)
+	if got := c.CongestionWindow(); got != 112_000 {
+		t.Fatalf("growing: cwnd %d, want 100 000 + 12 000 acked = 112 000", got)
 	}
 }

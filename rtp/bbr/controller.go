@@ -2,6 +2,7 @@ package bbr
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -33,33 +34,43 @@ func (r RecoveryState) String() string {
 	return [...]string{"NOT_IN_RECOVERY", "CONSERVATION", "MEDIUM_GROWTH", "GROWTH"}[r]
 }
 
-// Constants of WebRTC's bbr_network_controller.cc (2018).
-const (
-	highGain          = 2.885 // 2/ln(2): doubles the sending rate each round in STARTUP
-	drainGain         = 1 / highGain
-	cwndGainProbeBW   = 2.0
-	startupGrowth     = 1.25 // STARTUP ends when the estimate grew < 25 % ...
-	startupRounds     = 3    // ... for 3 rounds
-	probeRTTTime      = 200 * time.Millisecond
-	similarRTT        = 1.125 // no PROBE_RTT while the latest RTT is within 12.5 % of min-RTT
-	bandwidthWindow   = 10    // round trips: gain cycle length (8) + 2
-	minCwndPackets    = 4
-	initialCwndPacket = 32
-)
+// The 2018 source this package follows, function by function (rtp/README.md, "Audit against
+// libwebrtc 2018"): github.com/HackWebRTC/webrtc (a mirror of libwebrtc) at commit 0040b66a,
+// modules/congestion_controller/bbr/bbr_network_controller.cc (cited below as "bbr.cc"),
+// bandwidth_sampler.cc (jbg/libwebrtc 9de73a3a, "sampler.cc"), rtt_stats.cc, rtc_base/random.cc.
 
-var gainCycle = [...]float64{1.25, 0.75, 1, 1, 1, 1, 1, 1}
+// Constants of bbr.cc's anonymous namespace and DefaultConfig().
+const (
+	highGain           = 2.885 // kHighGain, 2/ln(2)
+	drainGain          = 1 / highGain
+	cwndGainProbeBW    = 2.0  // kProbeBWCongestionWindowGain
+	startupGrowth      = 1.25 // kStartupGrowthTarget
+	startupRounds      = 3    // config num_startup_rtts
+	probeRTTTime       = 200 * time.Millisecond
+	probeBWGainOffset  = 0.25 // config probe_bw_pacing_gain_offset
+	gainCycleLength    = 8
+	bandwidthWindow    = gainCycleLength + 2 // kBandwidthWindowSize, round trips
+	initialRTT         = 100 * time.Millisecond
+	tcpMSS             = 1460 // kDefaultTCPMSS: bbr.cc counts its windows in it, whatever the packet size
+	maxPacketSize      = 1452 // kMaxPacketSize: PROBE_RTT's one-packet allowance
+	initialCwnd        = 32 * tcpMSS
+	minCwnd            = 4 * tcpMSS
+	maxCwnd            = 2000 * tcpMSS
+	gainCycleRandSeed  = 10 // bbr.cc constructs random_(10)
+	probeRTTv2CwndGain = 0.5
+)
 
 // Config holds the parameters and the study's variants.
 type Config struct {
-	MSS             int     // bytes per full packet (RTP packet size the sender uses)
-	InitialRate     float64 // bit/s used before the first sample
-	MinRate         float64 // bit/s floor of the target
-	MaxRate         float64 // bit/s cap of the target (0 = none)
+	MSS             int     // bytes per full packet the sender uses (checked; the windows count in tcpMSS as bbr.cc)
+	InitialRate     float64 // bit/s: default_bandwidth_, the estimate before the first sample
+	MinRate         float64 // bit/s: constraints' min_data_rate (target and pacing rate floor)
+	MaxRate         float64 // bit/s: constraints' max_data_rate (target and pacing rate cap; 0 = none)
 	Filter          FilterKind
 	ThirdBest       bool          // variant: the third-highest sample is the estimate
 	NoRecovery      bool          // variant: recovery state disabled
 	ProbeRTTv2      bool          // variant: BBRv2-like RTT probing (cwnd = BDP/2, min-RTT expiry 5 s)
-	StartupRecovery RecoveryState // sub-state entered on a loss in STARTUP (WebRTC default CONSERVATION)
+	StartupRecovery RecoveryState // initial_conservation_in_startup (2018 default CONSERVATION)
 }
 
 // DefaultConfig is WebRTC's 2018 behaviour.
@@ -71,70 +82,90 @@ func DefaultConfig() Config {
 type Ack struct {
 	Seq     int64         // unwrapped transport-wide sequence number
 	Lost    bool          // reported not received
-	Arrival time.Duration // arrival at the receiver (its clock; only differences are used)
+	Arrival time.Duration // arrival at the receiver; 2018's sampler does not use it (it samples at the feedback's receive time)
 }
 
+// sentPacket is what the sender knows of a packet in flight: its size (the transport feedback
+// adapter's in-flight accounting) and, while the sampler tracks it, sampler.cc's
+// ConnectionStateOnSentPacket.
 type sentPacket struct {
-	sent            time.Duration
-	size            int
-	delivered       int64         // bytes delivered when this packet was sent
-	deliveredTime   time.Duration // arrival time of the last delivered packet then (0 = none yet)
-	firstSentTime   time.Duration // send time of that packet
-	appLimited      bool
-	totalSentAtSend int64
-	acked, declared bool
+	size      int64
+	sampled   bool // still in the sampler's map (RemoveObsoletePackets drops older ones)
+	sent      time.Duration
+	totalSent int64 // total_data_sent including this packet
+	// the sampler's state when this packet was sent
+	totalSentAtLastAcked int64
+	lastAckedSentTime    time.Duration
+	lastAckedAckTime     time.Duration
+	hasLastAcked         bool // both of the above are set
+	totalAckedAtSend     int64
+	appLimited           bool
+}
+
+// sampler is sampler.cc's BandwidthSampler.
+type sampler struct {
+	totalSent, totalAcked, totalSentAtLastAcked int64
+	lastAckedSentTime, lastAckedAckTime         time.Duration
+	hasLastAcked                                bool
+	lastSent                                    int64
+	isAppLimited                                bool
+	endOfAppLimited                             int64
+}
+
+// bandwidthSample is sampler.cc's BandwidthSample (zero value: no sample, not app-limited).
+type bandwidthSample struct {
+	bandwidth  float64 // bit/s
+	rtt        time.Duration
+	appLimited bool
 }
 
 // Controller is one sender's BBR state. Not safe for concurrent use: the caller serialises.
 type Controller struct {
 	cfg Config
 
-	mode          Mode
-	filter        *Filter
-	minRTT        time.Duration
-	minRTTStamp   time.Duration
-	latestRTT     time.Duration
-	probeRTTDone  time.Duration // 0 = not yet scheduled
-	probeRTTRound int64
-	cycleIndex    int
-	cycleStart    time.Duration
+	mode           Mode
+	pacingGain     float64
+	cwndGain       float64
+	filter         *Filter
+	maxAckHeight   *Filter // bytes, in the Rate field
+	round          int64
+	lastSentSeq    int64
+	roundEnd       int64 // current_round_trip_end_
+	minRTT         time.Duration
+	minRTTStamp    time.Duration
+	lastRTT        time.Duration
+	statsMinRTT    time.Duration // rtt_stats_.min_rtt(): from feedback time − the report's last packet's send time
+	cwnd           int64
+	pacingRate     float64 // pacing_rate_ (0 until CalculatePacingRate sets it)
+	cycleOffset    int
+	lastCycleStart time.Duration
+	rng            uint64 // webrtc::Random's state
 
-	// rounds
-	round        int64
-	roundEndSeq  int64
-	lastSentSeq  int64
-	lastAckedSeq int64
+	atFullBW           bool
+	roundsWithoutGain  int
+	bwAtLastRound      float64
+	exitingQuiescence  bool
+	exitProbeRTTAt     time.Duration
+	exitProbeRTTSet    bool
+	probeRTTRoundGone  bool
+	lastSampleAppLimit bool
 
-	// startup exit
-	fullBW       float64
-	fullBWRounds int
+	recovery        RecoveryState
+	endRecoveryAt   int64
+	endRecoverySet  bool
+	recoveryWnd     int64
+	aggEpochStart   time.Duration
+	aggEpochStarted bool
+	aggEpochBytes   int64
 
-	// recovery
-	recovery      RecoveryState
-	recoveryWnd   int64
-	endRecoveryAt int64
-
-	// sampler
-	packets        map[int64]*sentPacket
-	delivered      int64
-	deliveredTime  time.Duration
-	firstSentTime  time.Duration
-	totalSent      int64
-	inflight       int64
-	appLimitedUpTo int64 // samples from packets up to this seq are app-limited
+	s        sampler
+	packets  map[int64]*sentPacket
+	inflight int64 // data_in_flight: sent, neither acknowledged nor reported lost
 
 	lastSample float64
-
-	// ack aggregation (WebRTC's UpdateAckAggregationBytes): feedback arrives in batches, so more
-	// bytes are acknowledged at once than the estimate delivers in that time; the largest excess
-	// over the last bandwidthWindow rounds is added to the window once at full bandwidth.
-	maxAckHeight  *Filter // bytes, in the Rate field
-	aggEpochStart time.Duration
-	aggEpochBytes int64
-	aggStarted    bool
 }
 
-// New returns a controller in STARTUP.
+// New returns a controller in STARTUP (bbr.cc's constructor and Reset()).
 func New(cfg Config) (*Controller, error) {
 	if cfg.MSS <= 0 || cfg.MSS > 1500 {
 		return nil, fmt.Errorf("webrtc-bbr: mss %d outside 1..1500", cfg.MSS)
@@ -142,11 +173,14 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.InitialRate <= 0 {
 		return nil, fmt.Errorf("webrtc-bbr: initial rate must be > 0")
 	}
-	return &Controller{cfg: cfg, filter: NewFilter(cfg.Filter, bandwidthWindow), packets: map[int64]*sentPacket{},
-		maxAckHeight: NewFilter(Replacing, bandwidthWindow), lastSentSeq: -1, lastAckedSeq: -1, roundEndSeq: -1}, nil
+	c := &Controller{cfg: cfg, filter: NewFilter(cfg.Filter, bandwidthWindow), maxAckHeight: NewFilter(Replacing, bandwidthWindow),
+		packets: map[int64]*sentPacket{}, lastSentSeq: -1, roundEnd: -1, cwnd: initialCwnd, recoveryWnd: maxCwnd,
+		rng: gainCycleRandSeed}
+	c.enterStartup()
+	return c, nil
 }
 
-// MinRTTExpiry is 10 s as in WebRTC, 5 s in the BBRv2-like variant.
+// MinRTTExpiry is kMinRttExpirySeconds (10 s), 5 s in the BBRv2-like variant.
 func (c *Controller) MinRTTExpiry() time.Duration {
 	if c.cfg.ProbeRTTv2 {
 		return 5 * time.Second
@@ -154,19 +188,12 @@ func (c *Controller) MinRTTExpiry() time.Duration {
 	return 10 * time.Second
 }
 
-// BandwidthEstimate is the filter's output (best or third best), bit/s; 0 before any sample.
+// BandwidthEstimate is max_bandwidth_.GetBest() (or the third best in that variant), bit/s; 0 before any sample.
 func (c *Controller) BandwidthEstimate() float64 {
 	if c.cfg.ThirdBest {
 		return c.filter.ThirdBest()
 	}
 	return c.filter.Best()
-}
-
-func (c *Controller) bw() float64 {
-	if b := c.BandwidthEstimate(); b > 0 {
-		return b
-	}
-	return c.cfg.InitialRate
 }
 
 // Config is what the controller was built with (its variants included).
@@ -175,108 +202,114 @@ func (c *Controller) Config() Config { return c.cfg }
 // MinRTT is the min-RTT estimate (0 before any sample).
 func (c *Controller) MinRTT() time.Duration { return c.minRTT }
 
-// LatestRTT is the last RTT sample.
-func (c *Controller) LatestRTT() time.Duration { return c.latestRTT }
+// LatestRTT is the last RTT sample (last_rtt_).
+func (c *Controller) LatestRTT() time.Duration { return c.lastRTT }
 
 // Mode and Recovery expose the states.
 func (c *Controller) Mode() Mode              { return c.mode }
 func (c *Controller) Recovery() RecoveryState { return c.recovery }
-func (c *Controller) RecoveryWindow() int64   { return c.recoveryWnd }
 func (c *Controller) Round() int64            { return c.round }
 func (c *Controller) Inflight() int64         { return c.inflight }
 func (c *Controller) Filter() *Filter         { return c.filter }
 func (c *Controller) LastSample() float64     { return c.lastSample }
+func (c *Controller) AtFullBandwidth() bool   { return c.atFullBW }
+func (c *Controller) PacingGain() float64     { return c.pacingGain }
+func (c *Controller) CycleOffset() int        { return c.cycleOffset }
 
-func (c *Controller) pacingGain() float64 {
-	switch c.mode {
-	case Startup:
-		return highGain
-	case Drain:
-		return drainGain
-	case ProbeBW:
-		return gainCycle[c.cycleIndex]
+// RecoveryWindow is recovery_window_ while in recovery, 0 otherwise (for logs and tests).
+func (c *Controller) RecoveryWindow() int64 {
+	if c.recovery == NotInRecovery {
+		return 0
 	}
-	return 1
+	return c.recoveryWnd
 }
 
-// BDP in bytes from the estimate and min-RTT (initial window before an RTT sample).
+// getMinRTT is bbr.cc's GetMinRtt: the estimate, or rtt_stats' initial 100 ms before one.
+func (c *Controller) getMinRTT() time.Duration {
+	if c.minRTT != 0 {
+		return c.minRTT
+	}
+	return initialRTT
+}
+
+// BDP in bytes: GetMinRtt() × BandwidthEstimate() (0 before a bandwidth sample).
 func (c *Controller) BDP() int64 {
-	if c.minRTT == 0 {
-		return int64(initialCwndPacket * c.cfg.MSS)
-	}
-	return int64(c.bw() * c.minRTT.Seconds() / 8)
+	return int64(c.BandwidthEstimate() * c.getMinRTT().Seconds() / 8)
 }
 
-// CongestionWindow in bytes, including the recovery window and PROBE_RTT's limit.
+// targetCwnd is bbr.cc's GetTargetCongestionWindow(gain).
+func (c *Controller) targetCwnd(gain float64) int64 {
+	w := int64(gain * float64(c.BDP()))
+	if w == 0 {
+		w = int64(gain * initialCwnd)
+	}
+	return max(w, minCwnd)
+}
+
+// probeRTTCwnd is bbr.cc's ProbeRttCongestionWindow (4 × 1460 B; the variant: BDP/2).
+func (c *Controller) probeRTTCwnd() int64 {
+	if c.cfg.ProbeRTTv2 {
+		return c.targetCwnd(probeRTTv2CwndGain)
+	}
+	return minCwnd
+}
+
+// CongestionWindow is bbr.cc's GetCongestionWindow.
 func (c *Controller) CongestionWindow() int64 {
-	minCwnd := int64(minCwndPackets * c.cfg.MSS)
 	if c.mode == ProbeRTT {
-		if c.cfg.ProbeRTTv2 {
-			return max(c.BDP()/2, minCwnd)
-		}
-		return minCwnd
+		return c.probeRTTCwnd()
 	}
-	gain := cwndGainProbeBW
-	if c.mode == Startup || c.mode == Drain {
-		gain = highGain
+	if c.recovery != NotInRecovery && !c.cfg.NoRecovery {
+		return min(c.cwnd, c.recoveryWnd)
 	}
-	cwnd := int64(gain * float64(c.BDP()))
-	if c.atFullBandwidth() {
-		cwnd += c.MaxAckHeight()
-	}
-	cwnd = max(cwnd, minCwnd)
-	if c.recovery != NotInRecovery && !c.cfg.NoRecovery && c.recoveryWnd > 0 {
-		cwnd = min(cwnd, c.recoveryWnd)
-	}
-	return cwnd
+	return c.cwnd
 }
-
-// atFullBandwidth is WebRTC's is_at_full_bandwidth_: STARTUP ended by the growth rule (it stays so).
-func (c *Controller) atFullBandwidth() bool { return c.fullBWRounds >= startupRounds }
 
 // MaxAckHeight is the largest ack-aggregation excess (bytes) of the last bandwidthWindow rounds.
 func (c *Controller) MaxAckHeight() int64 { return int64(c.maxAckHeight.Best()) }
 
-// updateAckAggregation is WebRTC's UpdateAckAggregationBytes at feedback time `now`: an epoch
-// runs while more bytes were acknowledged than the estimate would deliver since it began; its
-// excess (acknowledged − expected) feeds the max filter. An epoch whose bytes the estimate covers
-// ends, and the next begins with this feedback's bytes.
-func (c *Controller) updateAckAggregation(now time.Duration, acked int64) {
-	expected := int64(c.BandwidthEstimate() / 8 * (now - c.aggEpochStart).Seconds())
-	if c.aggEpochBytes <= expected {
-		c.aggEpochBytes, c.aggEpochStart = acked, now
-		return
+// rawPacingRate is bbr.cc's PacingRate(): before CalculatePacingRate set one, kHighGain × the
+// initial window per GetMinRtt().
+func (c *Controller) rawPacingRate() float64 {
+	if c.pacingRate == 0 {
+		return highGain * initialCwnd * 8 / c.getMinRTT().Seconds()
 	}
-	c.aggEpochBytes += acked
-	c.maxAckHeight.Update(Sample{Rate: float64(c.aggEpochBytes - expected), Round: c.round})
+	return c.pacingRate
 }
 
-// PacingRate in bit/s.
-func (c *Controller) PacingRate() float64 { return c.pacingGain() * c.bw() }
-
-// TargetRate is what the encoder is told (bit/s): the bandwidth estimate, as WebRTC's BBR with
-// encoder_rate_gain 1; in PROBE_RTT no more than the window allows per min-RTT.
-func (c *Controller) TargetRate() float64 {
-	t := c.bw()
-	if c.mode == ProbeRTT && c.minRTT > 0 {
-		t = min(t, float64(c.CongestionWindow())*8/c.minRTT.Seconds())
-	}
+// clamp applies the constraints as CreateRateUpdate does.
+func (c *Controller) clamp(r float64) float64 {
 	if c.cfg.MaxRate > 0 {
-		t = min(t, c.cfg.MaxRate)
+		r = min(r, c.cfg.MaxRate)
 	}
-	return max(t, c.cfg.MinRate)
+	if c.cfg.MinRate > 0 {
+		r = max(r, c.cfg.MinRate)
+	}
+	return r
 }
 
-// IsProbingForMoreBandwidth is WebRTC's rule for when its pacer may pad (BbrNetworkController's
-// IsProbingForMoreBandwidth): STARTUP, or the PROBE_BW phase whose pacing gain is above 1.
+// PacingRate in bit/s as CreateRateUpdate hands it to the pacer (data_window / time_window),
+// within the constraints.
+func (c *Controller) PacingRate() float64 { return c.clamp(c.rawPacingRate()) }
+
+// TargetRate is CreateRateUpdate's target_rate (bit/s), what the encoder is told: the estimate
+// (default_bandwidth_ before one) × encoder_rate_gain 1 (also in PROBE_RTT), at most the pacing
+// rate, within the constraints.
+func (c *Controller) TargetRate() float64 {
+	bw := c.BandwidthEstimate()
+	if bw == 0 {
+		bw = c.cfg.InitialRate
+	}
+	return c.clamp(min(bw, c.rawPacingRate()))
+}
+
+// IsProbingForMoreBandwidth is bbr.cc's rule for when its pacer may pad.
 func (c *Controller) IsProbingForMoreBandwidth() bool {
-	return c.mode == Startup || (c.mode == ProbeBW && c.pacingGain() > 1)
+	return (c.mode == ProbeBW && c.pacingGain > 1) || c.mode == Startup
 }
 
-// PadRate (bit/s) is how fast the pacer may send padding when it has no media queued: WebRTC's
-// CreateRateUpdate sets the pacer's pad window to its data window while probing for more bandwidth
-// and to zero otherwise, i.e. the pacing rate while probing, else 0. Without it a sender whose
-// encoder stays below the window never fills it, and its bandwidth samples measure only itself.
+// PadRate (bit/s): CreateRateUpdate sets the pad window to the data window while probing for
+// more bandwidth and to zero otherwise, i.e. the pacing rate while probing, else 0.
 func (c *Controller) PadRate() float64 {
 	if c.IsProbingForMoreBandwidth() {
 		return c.PacingRate()
@@ -284,131 +317,270 @@ func (c *Controller) PadRate() float64 {
 	return 0
 }
 
-// WindowRoom is how many bytes the congestion window admits beyond what is in flight (≥ 0): padding
-// is sent only into it, never past the window.
+// WindowRoom is how many bytes the congestion window admits beyond what is in flight (≥ 0).
 func (c *Controller) WindowRoom() int64 { return max(0, c.CongestionWindow()-c.inflight) }
 
-// CanSend reports whether the window admits another packet.
+// CanSend is bbr.cc's CanSend (and the paced sender's !Congested()): in flight below the window.
 func (c *Controller) CanSend() bool { return c.inflight < c.CongestionWindow() }
 
-// OnPacketSent records a packet leaving the socket. appLimited: the pacer had nothing else queued.
-func (c *Controller) OnPacketSent(now time.Duration, seq int64, size int, appLimited bool) {
-	if c.inflight == 0 { // nothing in flight: the send interval starts now
-		c.firstSentTime = now
-	}
-	c.totalSent += int64(size)
-	c.packets[seq] = &sentPacket{sent: now, size: size, delivered: c.delivered, deliveredTime: c.deliveredTime,
-		firstSentTime: c.firstSentTime, appLimited: appLimited || seq <= c.appLimitedUpTo, totalSentAtSend: c.totalSent}
-	if appLimited {
-		c.appLimitedUpTo = seq
-	}
-	c.inflight += int64(size)
+// OnPacketSent is bbr.cc's OnSentPacket. Its data_in_flight is libwebrtc's, not QUIC's: the 2018
+// SendSideCongestionController::OnSentPacket marks the packet sent in the feedback adapter first and
+// then reads GetOutstandingBytes() (send_time_history.cc: every sent packet from the latest acked
+// one on), so this packet is already counted — data_in_flight is never zero here, the sampler's
+// A_0 reset and exiting_quiescence_ never fire, and the first samples come from packets sent after
+// the first acknowledgement.
+func (c *Controller) OnPacketSent(now time.Duration, seq int64, size int) {
 	c.lastSentSeq = seq
-	if !c.aggStarted { // WebRTC: the first aggregation epoch starts at the first send
-		c.aggEpochStart, c.aggStarted = now, true
+	c.inflight += int64(size)
+	if c.inflight == 0 && c.s.isAppLimited {
+		c.exitingQuiescence = true
+	}
+	if !c.aggEpochStarted {
+		c.aggEpochStart, c.aggEpochStarted = now, true
+	}
+	c.samplerOnSent(now, seq, int64(size), c.inflight)
+}
+
+// samplerOnSent is sampler.cc's OnPacketSent.
+func (c *Controller) samplerOnSent(now time.Duration, seq, size, inflight int64) {
+	s := &c.s
+	s.lastSent = seq
+	s.totalSent += size
+	if inflight == 0 { // the A_0 point: a new transmission opens now
+		s.lastAckedAckTime, s.totalSentAtLastAcked, s.lastAckedSentTime, s.hasLastAcked = now, s.totalSent, now, true
+	}
+	c.packets[seq] = &sentPacket{size: size, sampled: true, sent: now, totalSent: s.totalSent,
+		totalSentAtLastAcked: s.totalSentAtLastAcked, lastAckedSentTime: s.lastAckedSentTime,
+		lastAckedAckTime: s.lastAckedAckTime, hasLastAcked: s.hasLastAcked, totalAckedAtSend: s.totalAcked,
+		appLimited: s.isAppLimited}
+}
+
+// samplerOnAcked is sampler.cc's OnPacketAcknowledged(Inner); ackTime is the feedback's receive time.
+func (c *Controller) samplerOnAcked(ackTime time.Duration, seq int64, p *sentPacket) bandwidthSample {
+	if !p.sampled {
+		return bandwidthSample{}
+	}
+	p.sampled = false
+	s := &c.s
+	s.totalAcked += p.size
+	s.totalSentAtLastAcked, s.lastAckedSentTime, s.lastAckedAckTime, s.hasLastAcked = p.totalSent, p.sent, ackTime, true
+	if s.isAppLimited && seq > s.endOfAppLimited {
+		s.isAppLimited = false
+	}
+	if !p.hasLastAcked {
+		return bandwidthSample{}
+	}
+	sendRate := math.Inf(1)
+	if p.sent > p.lastAckedSentTime {
+		sendRate = float64(p.totalSent-p.totalSentAtLastAcked) * 8 / (p.sent - p.lastAckedSentTime).Seconds()
+	}
+	if ackTime <= p.lastAckedAckTime {
+		return bandwidthSample{}
+	}
+	ackRate := float64(s.totalAcked-p.totalAckedAtSend) * 8 / (ackTime - p.lastAckedAckTime).Seconds()
+	return bandwidthSample{bandwidth: min(sendRate, ackRate), rtt: ackTime - p.sent, appLimited: p.appLimited}
+}
+
+// samplerOnAppLimited is sampler.cc's OnAppLimited.
+func (c *Controller) samplerOnAppLimited() {
+	c.s.isAppLimited, c.s.endOfAppLimited = true, c.s.lastSent
+}
+
+// OnFeedback is bbr.cc's OnTransportPacketsFeedback for one report received at `now` (acks in
+// sequence order; unknown or already reported packets are ignored, as the feedback adapter does).
+func (c *Controller) OnFeedback(now time.Duration, acks []Ack) {
+	var lost, acked []int64
+	var lastWithInfo *sentPacket
+	priorInFlight := c.inflight
+	for _, a := range acks {
+		p, ok := c.packets[a.Seq]
+		if !ok {
+			continue
+		}
+		lastWithInfo = p
+		if a.Lost {
+			lost = append(lost, a.Seq)
+		} else {
+			acked = append(acked, a.Seq)
+		}
+	}
+	if len(lost) == 0 && len(acked) == 0 {
+		return
+	}
+	// rtt_stats_.UpdateRtt(feedback time − the last reported packet's send time): its min feeds
+	// the STARTUP pacing rate before the first bandwidth sample.
+	if d := now - lastWithInfo.sent; d > 0 && (c.statsMinRTT == 0 || d < c.statsMinRTT) {
+		c.statsMinRTT = d
+	}
+	var dataLost int64
+	for _, seq := range lost { // DiscardLostPackets; the adapter's in-flight drops them
+		p := c.packets[seq]
+		dataLost += p.size
+		c.inflight -= p.size
+		delete(c.packets, seq)
+	}
+	ackedBefore := c.s.totalAcked
+	isRoundStart, minRTTExpired := false, false
+	if len(acked) > 0 {
+		lastAcked := acked[len(acked)-1]
+		isRoundStart = c.updateRoundTripCounter(lastAcked)
+		minRTTExpired = c.updateBandwidthAndMinRTT(now, acked)
+		if !c.cfg.NoRecovery {
+			c.updateRecoveryState(lastAcked, len(lost) > 0, isRoundStart)
+		}
+		c.updateAckAggregation(now, c.s.totalAcked-ackedBefore)
+	}
+	if c.mode == ProbeBW {
+		c.updateGainCyclePhase(now, priorInFlight, len(lost) > 0)
+	}
+	if isRoundStart && !c.atFullBW {
+		c.checkIfFullBandwidthReached()
+	}
+	c.maybeExitStartupOrDrain(now)
+	c.maybeEnterOrExitProbeRTT(now, isRoundStart, minRTTExpired)
+	dataAcked := c.s.totalAcked - ackedBefore
+	c.calculatePacingRate()
+	c.calculateCongestionWindow(dataAcked)
+	if !c.cfg.NoRecovery {
+		c.calculateRecoveryWindow(dataAcked, dataLost)
+	}
+	if len(acked) > 0 { // RemoveObsoletePackets(last acked): older unreported packets leave the sampler
+		last := acked[len(acked)-1]
+		for seq, p := range c.packets {
+			if seq < last {
+				p.sampled = false
+			}
+		}
 	}
 }
 
-// OnFeedback processes one feedback report received at `now` (acks in sequence order).
-func (c *Controller) OnFeedback(now time.Duration, acks []Ack) {
-	var bytesAcked, bytesLost int64
-	var maxArrival time.Duration
-	for _, a := range acks {
-		if !a.Lost && a.Arrival > maxArrival {
-			maxArrival = a.Arrival
+// updateRoundTripCounter is bbr.cc's UpdateRoundTripCounter.
+func (c *Controller) updateRoundTripCounter(lastAcked int64) bool {
+	if lastAcked > c.roundEnd {
+		c.round++
+		c.roundEnd = c.lastSentSeq
+		return true
+	}
+	return false
+}
+
+// updateBandwidthAndMinRTT is bbr.cc's UpdateBandwidthAndMinRtt; true if min-RTT expired.
+// (ShouldExtendMinRttExpiry is false with the 2018 defaults: probe_rtt_skipped_if_similar_rtt and
+// probe_rtt_disabled_if_app_limited are both off.)
+func (c *Controller) updateBandwidthAndMinRTT(now time.Duration, acked []int64) bool {
+	sampleRTT := time.Duration(-1)
+	for _, seq := range acked {
+		p := c.packets[seq]
+		c.inflight -= p.size
+		b := c.samplerOnAcked(now, seq, p)
+		delete(c.packets, seq)
+		c.lastSampleAppLimit = b.appLimited
+		if b.rtt != 0 && (sampleRTT < 0 || b.rtt < sampleRTT) {
+			sampleRTT = b.rtt
+		}
+		if b.bandwidth > 0 {
+			c.lastSample = b.bandwidth
+		}
+		if !b.appLimited || b.bandwidth > c.BandwidthEstimate() {
+			c.filter.Update(Sample{Rate: b.bandwidth, Round: c.round})
 		}
 	}
-	rttSample := time.Duration(-1)
-	var newestAcked int64 = -1
-	for _, a := range acks {
-		p, ok := c.packets[a.Seq]
-		if !ok || p.acked || p.declared {
-			continue // unknown or already reported
-		}
-		if a.Lost {
-			p.declared = true
-			bytesLost += int64(p.size)
-			c.inflight -= int64(p.size)
-			delete(c.packets, a.Seq)
-			continue
-		}
-		p.acked = true
-		bytesAcked += int64(p.size)
-		c.inflight -= int64(p.size)
-		c.delivered += int64(p.size)
-		c.deliveredTime = a.Arrival
-		// BBR delivery-rate sample: min of the send rate and the arrival rate over the interval.
-		if p.deliveredTime != 0 {
-			sendElapsed := p.sent - p.firstSentTime
-			ackElapsed := a.Arrival - p.deliveredTime
-			interval := max(sendElapsed, ackElapsed)
-			if interval > 0 {
-				rate := float64(c.delivered-p.delivered) * 8 / interval.Seconds()
-				c.lastSample = rate
-				if !p.appLimited || rate >= c.BandwidthEstimate() {
-					c.filter.Update(Sample{Rate: rate, Round: c.round})
+	if sampleRTT < 0 {
+		return false
+	}
+	c.lastRTT = sampleRTT
+	expired := c.minRTT != 0 && now > c.minRTTStamp+c.MinRTTExpiry()
+	if expired || sampleRTT < c.minRTT || c.minRTT == 0 {
+		c.minRTT, c.minRTTStamp = sampleRTT, now
+	}
+	return expired
+}
+
+// updateGainCyclePhase is bbr.cc's UpdateGainCyclePhase (fully_drain_queue off).
+func (c *Controller) updateGainCyclePhase(now time.Duration, priorInFlight int64, hasLosses bool) {
+	advance := now-c.lastCycleStart > c.getMinRTT()
+	if c.pacingGain > 1 && !hasLosses && priorInFlight < c.targetCwnd(c.pacingGain) {
+		advance = false // a probing phase lasts until in-flight reached gain × BDP (or a loss)
+	}
+	if c.pacingGain < 1 && priorInFlight <= c.targetCwnd(1) {
+		advance = true // the draining phase ends as soon as in-flight is down to the BDP
+	}
+	if advance {
+		c.cycleOffset = (c.cycleOffset + 1) % gainCycleLength
+		c.lastCycleStart = now
+		c.pacingGain = gainOf(c.cycleOffset)
+	}
+}
+
+// gainOf is bbr.cc's GetPacingGain(round_offset).
+func gainOf(offset int) float64 {
+	switch offset {
+	case 0:
+		return 1 + probeBWGainOffset
+	case 1:
+		return 1 - probeBWGainOffset
+	}
+	return 1
+}
+
+// checkIfFullBandwidthReached is bbr.cc's CheckIfFullBandwidthReached (exit_startup_on_loss on).
+func (c *Controller) checkIfFullBandwidthReached() {
+	if c.lastSampleAppLimit {
+		return
+	}
+	if c.BandwidthEstimate() >= c.bwAtLastRound*startupGrowth {
+		c.bwAtLastRound, c.roundsWithoutGain = c.BandwidthEstimate(), 0
+		return
+	}
+	c.roundsWithoutGain++
+	if c.roundsWithoutGain >= startupRounds || c.recovery != NotInRecovery {
+		c.atFullBW = true
+	}
+}
+
+// maybeExitStartupOrDrain is bbr.cc's MaybeExitStartupOrDrain (exit_startup_rtt_threshold_ms 0):
+// both steps may happen on one feedback.
+func (c *Controller) maybeExitStartupOrDrain(now time.Duration) {
+	if c.mode == Startup && c.atFullBW {
+		c.mode, c.pacingGain, c.cwndGain = Drain, drainGain, highGain
+	}
+	if c.mode == Drain && c.inflight <= c.targetCwnd(1) {
+		c.enterProbeBW(now)
+	}
+}
+
+// maybeEnterOrExitProbeRTT is bbr.cc's MaybeEnterOrExitProbeRtt.
+func (c *Controller) maybeEnterOrExitProbeRTT(now time.Duration, isRoundStart, minRTTExpired bool) {
+	if minRTTExpired && !c.exitingQuiescence && c.mode != ProbeRTT {
+		c.mode, c.pacingGain, c.exitProbeRTTSet = ProbeRTT, 1, false
+	}
+	if c.mode == ProbeRTT {
+		c.samplerOnAppLimited()
+		if !c.exitProbeRTTSet {
+			if c.inflight < c.probeRTTCwnd()+maxPacketSize {
+				c.exitProbeRTTAt, c.exitProbeRTTSet, c.probeRTTRoundGone = now+probeRTTTime, true, false
+			}
+		} else {
+			if isRoundStart {
+				c.probeRTTRoundGone = true
+			}
+			if now >= c.exitProbeRTTAt && c.probeRTTRoundGone {
+				c.minRTTStamp = now
+				if !c.atFullBW {
+					c.enterStartup()
+				} else {
+					c.enterProbeBW(now)
 				}
 			}
 		}
-		c.firstSentTime = p.sent
-		// RTT: feedback arrival minus send, minus the time the report waited at the receiver.
-		r := now - p.sent - (maxArrival - a.Arrival)
-		if r > 0 && (rttSample < 0 || r < rttSample) {
-			rttSample = r
-		}
-		newestAcked = max(newestAcked, a.Seq)
-		delete(c.packets, a.Seq)
 	}
-	if bytesAcked == 0 && bytesLost == 0 {
-		return
-	}
-	if newestAcked > c.lastAckedSeq {
-		c.lastAckedSeq = newestAcked
-	}
-	isRoundStart := false
-	if c.lastAckedSeq > c.roundEndSeq {
-		c.round++
-		c.roundEndSeq = c.lastSentSeq
-		isRoundStart = true
-	}
-	if rttSample > 0 {
-		c.updateMinRTT(now, rttSample)
-	}
-	if !c.cfg.NoRecovery {
-		c.updateRecovery(bytesLost > 0, isRoundStart)
-	}
-	if bytesAcked > 0 {
-		c.updateAckAggregation(now, bytesAcked)
-	}
-	if !c.cfg.NoRecovery {
-		c.updateRecoveryWindow(bytesAcked, bytesLost)
-	}
-	c.updateMode(now, isRoundStart)
+	c.exitingQuiescence = false
 }
 
-// updateMinRTT: a new minimum, or on expiry either refresh silently (latest RTT within 12.5 % of
-// the estimate: WebRTC's probe_rtt_skipped_if_similar_rtt) or enter PROBE_RTT.
-func (c *Controller) updateMinRTT(now, sample time.Duration) {
-	c.latestRTT = sample
-	if c.minRTT == 0 || sample < c.minRTT {
-		c.minRTT, c.minRTTStamp = sample, now
-		return
-	}
-	if now-c.minRTTStamp <= c.MinRTTExpiry() || c.mode == ProbeRTT {
-		return
-	}
-	if float64(sample) <= similarRTT*float64(c.minRTT) {
-		c.minRTTStamp = now // similar: extend the expiry, no probe
-		return
-	}
-	c.mode, c.probeRTTDone = ProbeRTT, 0
-	c.minRTT, c.minRTTStamp = sample, now // re-measured during the probe (any lower sample wins)
-}
-
-// updateRecovery is WebRTC's UpdateRecoveryState.
-func (c *Controller) updateRecovery(hasLosses, isRoundStart bool) {
+// updateRecoveryState is bbr.cc's UpdateRecoveryState.
+func (c *Controller) updateRecoveryState(lastAcked int64, hasLosses, isRoundStart bool) {
 	if hasLosses {
-		c.endRecoveryAt = c.lastSentSeq
+		c.endRecoveryAt, c.endRecoverySet = c.lastSentSeq, true
 	}
 	switch c.recovery {
 	case NotInRecovery:
@@ -417,8 +589,8 @@ func (c *Controller) updateRecovery(hasLosses, isRoundStart bool) {
 			if c.mode == Startup {
 				c.recovery = c.cfg.StartupRecovery
 			}
-			c.recoveryWnd = 0
-			c.roundEndSeq = c.lastSentSeq // the conservation phase lasts a whole round from now
+			c.recoveryWnd = 0          // set in calculateRecoveryWindow
+			c.roundEnd = c.lastSentSeq // the conservation phase lasts a whole round from now
 		}
 	case Conservation, MediumGrowth:
 		if isRoundStart {
@@ -426,26 +598,75 @@ func (c *Controller) updateRecovery(hasLosses, isRoundStart bool) {
 		}
 		fallthrough
 	case Growth:
-		if !hasLosses && c.lastAckedSeq > c.endRecoveryAt {
+		if !hasLosses && (!c.endRecoverySet || lastAcked > c.endRecoveryAt) {
 			c.recovery = NotInRecovery
 		}
 	}
 }
 
-// updateRecoveryWindow is WebRTC's CalculateRecoveryWindow.
-func (c *Controller) updateRecoveryWindow(acked, lost int64) {
+// updateAckAggregation is bbr.cc's UpdateAckAggregationBytes.
+func (c *Controller) updateAckAggregation(now time.Duration, acked int64) {
+	if !c.aggEpochStarted {
+		return
+	}
+	expected := int64(c.filter.Best() / 8 * (now - c.aggEpochStart).Seconds())
+	if c.aggEpochBytes <= expected {
+		c.aggEpochBytes, c.aggEpochStart = acked, now
+		return
+	}
+	c.aggEpochBytes += acked
+	c.maxAckHeight.Update(Sample{Rate: float64(c.aggEpochBytes - expected), Round: c.round})
+}
+
+// calculatePacingRate is bbr.cc's CalculatePacingRate (rate_based_recovery, slower_startup off).
+func (c *Controller) calculatePacingRate() {
+	bw := c.BandwidthEstimate()
+	if bw == 0 {
+		return
+	}
+	target := c.pacingGain * bw
+	if c.atFullBW {
+		c.pacingRate = target
+		return
+	}
+	if c.pacingRate == 0 && c.statsMinRTT != 0 { // pace at initial window / RTT once an RTT is known
+		c.pacingRate = initialCwnd * 8 / c.statsMinRTT.Seconds()
+		return
+	}
+	c.pacingRate = max(c.pacingRate, target) // never lower in STARTUP
+}
+
+// calculateCongestionWindow is bbr.cc's CalculateCongestionWindow (rtt_variance_weight 0,
+// max_aggregation_bytes_multiplier 0): the window grows toward its target by bytes acked.
+func (c *Controller) calculateCongestionWindow(acked int64) {
+	if c.mode == ProbeRTT {
+		return
+	}
+	target := c.targetCwnd(c.cwndGain)
+	if c.atFullBW {
+		target += c.MaxAckHeight()
+	}
+	if c.atFullBW {
+		c.cwnd = min(target, c.cwnd+acked)
+	} else if c.cwnd < target || c.s.totalAcked < initialCwnd {
+		c.cwnd += acked // not yet out of STARTUP: never decrease
+	}
+	c.cwnd = min(max(c.cwnd, minCwnd), maxCwnd)
+}
+
+// calculateRecoveryWindow is bbr.cc's CalculateRecoveryWindow (bytes_in_flight: after this feedback).
+func (c *Controller) calculateRecoveryWindow(acked, lost int64) {
 	if c.recovery == NotInRecovery {
 		return
 	}
-	minCwnd := int64(minCwndPackets * c.cfg.MSS)
 	if c.recoveryWnd == 0 {
-		c.recoveryWnd = max(c.inflight+acked, minCwnd)
+		c.recoveryWnd = max(minCwnd, c.inflight+acked)
 		return
 	}
 	if c.recoveryWnd >= lost {
 		c.recoveryWnd -= lost
 	} else {
-		c.recoveryWnd = int64(c.cfg.MSS)
+		c.recoveryWnd = tcpMSS
 	}
 	switch c.recovery {
 	case Growth:
@@ -456,46 +677,28 @@ func (c *Controller) updateRecoveryWindow(acked, lost int64) {
 	c.recoveryWnd = max(c.recoveryWnd, c.inflight+acked, minCwnd)
 }
 
-func (c *Controller) updateMode(now time.Duration, isRoundStart bool) {
-	switch c.mode {
-	case Startup:
-		if isRoundStart && c.BandwidthEstimate() > 0 {
-			if c.BandwidthEstimate() >= c.fullBW*startupGrowth {
-				c.fullBW, c.fullBWRounds = c.BandwidthEstimate(), 0
-			} else if c.fullBWRounds++; c.fullBWRounds >= startupRounds {
-				c.mode = Drain
-			}
-		}
-	case Drain:
-		if c.inflight <= c.BDP() {
-			c.enterProbeBW(now)
-		}
-	case ProbeBW:
-		// Each phase lasts one min-RTT; the 0.75 phase ends early once in-flight is down to the BDP.
-		if (c.minRTT > 0 && now-c.cycleStart > c.minRTT) ||
-			(gainCycle[c.cycleIndex] == 0.75 && c.inflight <= c.BDP()) {
-			c.cycleIndex = (c.cycleIndex + 1) % len(gainCycle)
-			c.cycleStart = now
-		}
-	case ProbeRTT:
-		if c.probeRTTDone == 0 {
-			if c.inflight <= c.CongestionWindow() {
-				c.probeRTTDone = now + probeRTTTime
-				c.probeRTTRound = c.round
-			}
-		} else if now >= c.probeRTTDone && c.round > c.probeRTTRound {
-			c.minRTTStamp = now
-			if c.fullBW > 0 && c.fullBWRounds >= startupRounds {
-				c.enterProbeBW(now)
-			} else {
-				c.mode = Startup
-			}
-		}
-	}
+// enterStartup is bbr.cc's EnterStartupMode.
+func (c *Controller) enterStartup() {
+	c.mode, c.pacingGain, c.cwndGain = Startup, highGain, highGain
 }
 
+// enterProbeBW is bbr.cc's EnterProbeBandwidthMode: a random phase out of {0, 2..7} from
+// webrtc::Random seeded 10, so the sequence of phases is the one libwebrtc draws.
 func (c *Controller) enterProbeBW(now time.Duration) {
-	c.mode = ProbeBW
-	c.cycleIndex = 2 // start in a cruise phase (WebRTC picks a random phase other than the drain one)
-	c.cycleStart = now
+	c.mode, c.cwndGain = ProbeBW, cwndGainProbeBW
+	c.cycleOffset = int(c.rand(gainCycleLength - 2))
+	if c.cycleOffset >= 1 {
+		c.cycleOffset++
+	}
+	c.lastCycleStart = now
+	c.pacingGain = gainOf(c.cycleOffset)
+}
+
+// rand is webrtc::Random::Rand(t): uniform on [0, t] from xorshift64* (rtc_base/random.h's NextOutput).
+func (c *Controller) rand(t uint32) uint32 {
+	c.rng ^= c.rng >> 12
+	c.rng ^= c.rng << 25
+	c.rng ^= c.rng >> 27
+	x := uint32(c.rng * 2685821657736338717)
+	return uint32((uint64(x) * (uint64(t) + 1)) >> 32)
 }

@@ -26,7 +26,8 @@ func TestPadRateFollowsProbingPerMode(t *testing.T) {
 		probing bool
 		padRate float64
 	}{
-		{Startup, 0, true, 2.885 * bw}, // high gain 2/ln 2
+		// STARTUP with an estimate but no RTT sample yet: CalculatePacingRate's max(0, gain × estimate)
+		{Startup, 0, true, 2.885 * bw},
 		{Drain, 0, false, 0},
 		{ProbeBW, 0, true, 1.25 * bw},
 		{ProbeBW, 1, false, 0}, // 0.75: draining the probe's queue
@@ -35,7 +36,9 @@ func TestPadRateFollowsProbingPerMode(t *testing.T) {
 		{ProbeRTT, 0, false, 0},
 	}
 	for _, tc := range cases {
-		c.mode, c.cycleIndex = tc.mode, tc.cycle
+		c.mode, c.cycleOffset, c.atFullBW, c.pacingRate = tc.mode, tc.cycle, tc.mode != Startup, 0
+		c.pacingGain = map[Mode]float64{Startup: highGain, Drain: drainGain, ProbeBW: gainOf(tc.cycle), ProbeRTT: 1}[tc.mode]
+		c.calculatePacingRate()
 		if got := c.IsProbingForMoreBandwidth(); got != tc.probing {
 			t.Errorf("%v phase %d: probing %v, want %v", tc.mode, tc.cycle, got, tc.probing)
 		}
@@ -73,7 +76,7 @@ func TestPadRateAlongARun(t *testing.T) {
 	for now := time.Duration(0); now < 20*time.Second; now += time.Millisecond {
 		// send while the window admits, at most what the link would carry plus a little
 		for c.CanSend() && linkFree < now+5*time.Millisecond {
-			c.OnPacketSent(now, seq, 1000, false)
+			c.OnPacketSent(now, seq, 1000)
 			linkFree = max(linkFree, now) + time.Second*1000/linkBytesPerS
 			pending = append(pending, flight{seq, linkFree + rtt/2})
 			seq++
@@ -89,13 +92,13 @@ func TestPadRateAlongARun(t *testing.T) {
 				continue
 			}
 			c.OnFeedback(now, acks)
-			probing := c.Mode() == Startup || (c.Mode() == ProbeBW && c.pacingGain() > 1)
+			probing := c.Mode() == Startup || (c.Mode() == ProbeBW && c.pacingGain > 1)
 			want := 0.0
 			if probing {
 				want = c.PacingRate()
 			}
 			if c.PadRate() != want || c.IsProbingForMoreBandwidth() != probing {
-				t.Fatalf("at %v in %v (gain %g): pad rate %g, want %g", now, c.Mode(), c.pacingGain(), c.PadRate(), want)
+				t.Fatalf("at %v in %v (gain %g): pad rate %g, want %g", now, c.Mode(), c.pacingGain, c.PadRate(), want)
 			}
 			key := c.Mode().String()
 			if c.Mode() == ProbeBW {

@@ -9,7 +9,7 @@ const ms = time.Millisecond
 
 func sendRange(c *Controller, from, to int64, t0 time.Duration) {
 	for s := from; s <= to; s++ {
-		c.OnPacketSent(t0+time.Duration(s-from)*ms, s, 1000, false)
+		c.OnPacketSent(t0+time.Duration(s-from)*ms, s, 1000)
 	}
 }
 
@@ -95,14 +95,17 @@ func TestRecoveryDisabled(t *testing.T) {
 	expect(t, c, "loss with recovery disabled", NotInRecovery, 0)
 }
 
-// One packet per feedback with a known RTT (arrival time equals the only arrival, so the RTT is
-// now - sent).
+// One packet per feedback: the RTT sample is feedback time − send time (sampler.cc: ack_time −
+// sent_time; the receiver's hold time is not subtracted).
 func rttStep(c *Controller, seq int64, sent, rtt time.Duration) {
-	c.OnPacketSent(sent, seq, 1000, false)
+	c.OnPacketSent(sent, seq, 1000)
 	c.OnFeedback(sent+rtt, []Ack{{Seq: seq, Arrival: sent + rtt/2}})
 }
 
-func TestMinRTTProbeSkippedWhileSimilar(t *testing.T) {
+// bbr.cc UpdateBandwidthAndMinRtt with the 2018 defaults (probe_rtt_skipped_if_similar_rtt off):
+// once min-RTT is older than its expiry, the next sample replaces it whatever its value and the
+// controller enters PROBE_RTT, with the 4 × 1460 B window (the v2 variant: BDP/2).
+func TestMinRTTExpiryEntersProbeRTT(t *testing.T) {
 	for _, v2 := range []bool{false, true} {
 		cfg := DefaultConfig()
 		cfg.ProbeRTTv2 = v2
@@ -111,29 +114,26 @@ func TestMinRTTProbeSkippedWhileSimilar(t *testing.T) {
 		if v2 {
 			expiry = 5 * time.Second
 		}
-		rttStep(c, 0, 0, 100*ms)
-		// expired, latest 110 ms <= 1.125 * 100 ms: no probe, min-RTT kept, expiry extended
-		rttStep(c, 1, expiry+time.Second, 110*ms)
-		if c.Mode() == ProbeRTT || c.MinRTT() != 100*ms {
-			t.Fatalf("v2=%v: similar RTT: mode %v min-RTT %v", v2, c.Mode(), c.MinRTT())
+		rttStep(c, 0, 0, 100*ms) // sent before any ack: no sample (audit2018_test.go)
+		if c.MinRTT() != 0 {
+			t.Fatalf("v2=%v: an RTT sample from the first packet", v2)
 		}
-		// not yet expired again (extended at expiry+1.11 s)
-		rttStep(c, 2, 2*expiry, 150*ms)
-		if c.Mode() == ProbeRTT {
-			t.Fatalf("v2=%v: probed before the extended expiry", v2)
+		rttStep(c, 1, 200*ms, 100*ms)
+		rttStep(c, 10, time.Second, 130*ms) // higher: min-RTT kept
+		if c.MinRTT() != 100*ms || c.LatestRTT() != 130*ms || c.Mode() == ProbeRTT {
+			t.Fatalf("v2=%v: min %v latest %v mode %v", v2, c.MinRTT(), c.LatestRTT(), c.Mode())
 		}
-		// expired, 120 ms > 112.5 ms: probe
-		rttStep(c, 3, 2*expiry+2*time.Second, 120*ms)
-		if c.Mode() != ProbeRTT {
-			t.Fatalf("v2=%v: want PROBE_RTT, got %v", v2, c.Mode())
+		// expired; a similar 105 ms sample: 2018 probes anyway and takes it as the new min-RTT
+		rttStep(c, 11, expiry+time.Second, 105*ms)
+		if c.Mode() != ProbeRTT || c.MinRTT() != 105*ms {
+			t.Fatalf("v2=%v: after expiry: mode %v min-RTT %v, want PROBE_RTT and 105ms", v2, c.Mode(), c.MinRTT())
 		}
-		bdp := c.BDP()
-		want := int64(4 * cfg.MSS)
+		want := int64(4 * 1460)
 		if v2 {
-			want = max(bdp/2, want)
+			want = max(c.BDP()/2, want)
 		}
 		if c.CongestionWindow() != want {
-			t.Fatalf("v2=%v: cwnd in PROBE_RTT %d, want %d (BDP %d)", v2, c.CongestionWindow(), want, bdp)
+			t.Fatalf("v2=%v: cwnd in PROBE_RTT %d, want %d (BDP %d)", v2, c.CongestionWindow(), want, c.BDP())
 		}
 	}
 }

@@ -36,10 +36,18 @@ PTS_UNIT = Gst.MSECOND
 DRAIN_TIMEOUT = 10 * Gst.SECOND
 
 
-def build() -> Gst.Pipeline:
-    desc = ("appsrc name=src format=time block=true max-bytes=4000000 "
-            "caps=video/x-h264,stream-format=byte-stream,alignment=au ! "
-            "avdec_h264 name=dec max-threads=1 output-corrupt=false max-errors=-1 ! "
+# Per codec (`--codec`, what the sender encoded): the caps of what is fed and the decoder. VP8 goes to
+# libvpx's decoder (vp8dec), which libwebrtc's own VP8 receive path uses too; one thread as above.
+DECODERS = {
+    "h264": ("video/x-h264,stream-format=byte-stream,alignment=au",
+             "avdec_h264 name=dec max-threads=1 output-corrupt=false max-errors=-1", "libav"),
+    "vp8": ("video/x-vp8", "vp8dec name=dec threads=1", "vpx"),
+}
+
+
+def build(codec: str) -> Gst.Pipeline:
+    caps, dec, _ = DECODERS[codec]
+    desc = (f"appsrc name=src format=time block=true max-bytes=4000000 caps={caps} ! {dec} ! "
             "fakesink name=sink sync=false signal-handoffs=true")
     pipe = Gst.parse_launch(desc)
     assert isinstance(pipe, Gst.Pipeline)
@@ -82,7 +90,11 @@ def drain(pipe: Gst.Pipeline) -> dict[str, Any]:
 
 def main() -> int:
     Gst.init(None)
-    pipe = build()
+    codec = sys.argv[sys.argv.index("--codec") + 1] if "--codec" in sys.argv else "h264"
+    if codec not in DECODERS:
+        print(f"--codec {codec!r}: one of {sorted(DECODERS)}", file=sys.stderr)
+        return 2
+    pipe = build(codec)
     src, sink = pipe.get_by_name("src"), pipe.get_by_name("sink")
     out = sys.stdout
     pictures = 0
@@ -108,7 +120,8 @@ def main() -> int:
     use = resource.getrusage(resource.RUSAGE_SELF)   # its cost on the viewer's host, start-up included
     result.update({"fed": fed, "refused": refused, "pictures": pictures,
                    "cpu_s": round(use.ru_utime + use.ru_stime, 3),
-                   "decoder": "avdec_h264 " + Gst.Registry.get().find_plugin("libav").get_version()})
+                   "decoder": DECODERS[codec][1].split()[0] + " "
+                   + Gst.Registry.get().find_plugin(DECODERS[codec][2]).get_version()})
     out.write("end " + json.dumps(result) + "\n")
     out.flush()
     return 0

@@ -1,11 +1,13 @@
 """The live source of mpvlab-rtp's sender: a GStreamer pipeline capturing a test picture in real time
-(videotestsrc is-live) and encoding it with x264 (zerolatency, ultrafast), whose bitrate the sender
-changes at run time. Started by `mpvlab-rtp send` as its child; talks over pipes:
+(videotestsrc is-live) and encoding it with x264 (zerolatency, ultrafast) or VP8 (libvpx with
+libwebrtc's 2018 real-time rate control, `--codec vp8`), whose bitrate the sender changes at run
+time. Started by `mpvlab-rtp send` as its child; talks over pipes:
 
-  stdin   one command per line: `bitrate <kbit/s>` (the controller's target), or `stop`
+  stdin   one command per line: `bitrate <kbit/s>` (the controller's target), `pause` / `resume`
+          (capture goes on, no picture is encoded while paused), or `stop`
   stdout  one record per encoded frame: a 24-byte header (frame number u32, capture time u64 in ns on
           CLOCK_MONOTONIC, keyframe flag u32, encoder bitrate in kbit/s u32, length u32; big-endian)
-          followed by the frame's H.264 Annex B bytes
+          followed by the frame's bytes (H.264 Annex B access unit, or one VP8 frame)
 
 Why Python: PyGObject is on the system Python and is what the player already uses; Go has no
 maintained GStreamer binding on this machine. The capture time is the buffer's running time plus the
@@ -29,16 +31,43 @@ HEADER = struct.Struct(">IQIII")
 CONTENT = {"moving-smpte": "pattern=smpte horizontal-speed=4", "snow": "pattern=snow"}
 
 
+# libwebrtc's 2018 VP8 settings (modules/video_coding/codecs/vp8/libvpx_vp8_encoder.cc, InitEncode
+# and InitAndSetControlSettings, github.com/HackWebRTC/webrtc 665174fd): one-pass CBR, no lag, frame
+# dropping on (rc_dropframe_thresh 30), undershoot 100 %, overshoot 15 %, buffer 500/600/1000 ms,
+# quantizer 2..56 (the default qpMax), key frames capped at MaxIntraTarget(600 ms) = 600 × 0.5 × fps / 10
+# % of a frame's budget (at least 300), cpu-used -6 (x86, VGA or more), one thread (VGA or less),
+# static threshold 1, one token partition, denoiser "on adaptive" (4), no error resilience (one
+# temporal layer). One difference, kept on purpose: key frames every `keyint` frames (libwebrtc:
+# every 3000 and on a PLI, which this sender has no receiver to ask for: the keyframe interval is
+# what ends a loss's damage, as with x264).
+def vp8_settings(args: argparse.Namespace) -> dict[str, int | str]:
+    return {"end-usage": "cbr", "deadline": 1, "lag-in-frames": 0, "dropframe-threshold": 30,
+            "undershoot": 100, "overshoot": 15, "buffer-initial-size": 500, "buffer-optimal-size": 600,
+            "buffer-size": 1000, "min-quantizer": 2, "max-quantizer": 56,
+            "max-intra-bitrate": max(300, 600 * 5 * args.fps // 100), "cpu-used": -6, "threads": 1,
+            "static-threshold": 1, "token-partitions": 0, "noise-sensitivity": 4, "error-resilient": 0,
+            "keyframe-mode": "auto", "keyframe-max-dist": args.keyint}
+
+
+def encoder_desc(args: argparse.Namespace) -> str:
+    if args.codec == "vp8":
+        props = " ".join(f"{k}={v}" for k, v in vp8_settings(args).items())
+        return (f"vp8enc name=enc target-bitrate={args.bitrate_kbps * 1000} {props} ! video/x-vp8 ! ")
+    return (f"x264enc name=enc tune=zerolatency speed-preset=ultrafast bitrate={args.bitrate_kbps} "
+            f"key-int-max={args.keyint} vbv-buf-capacity={args.vbv_ms} byte-stream=true threads=1 ! "
+            "video/x-h264,stream-format=byte-stream,alignment=au ! ")
+
+
 def build(args: argparse.Namespace) -> Gst.Pipeline:
     # A scrolling SMPTE picture is hard enough that x264 spends the bits it is given (measured: 0.8 Mbit/s
     # asked, 0.74-0.90 per second got); a still picture or the bouncing ball falls far below any target
     # (0.15 of 0.8 Mbit/s) and would measure the content, not the control.
     desc = (f"videotestsrc is-live=true {CONTENT[args.content]} ! "
             f"video/x-raw,format=I420,width={args.width},height={args.height},framerate={args.fps}/1 ! "
-            f"x264enc name=enc tune=zerolatency speed-preset=ultrafast bitrate={args.bitrate_kbps} "
-            f"key-int-max={args.keyint} vbv-buf-capacity={args.vbv_ms} byte-stream=true threads=1 ! "
-            "video/x-h264,stream-format=byte-stream,alignment=au ! "
-            "appsink name=sink emit-signals=true sync=false max-buffers=4 drop=false")
+            # the gate: closed while the sender says `pause` (libwebrtc's target of 0 when its pacer's
+            # queue exceeds 2 s), so those pictures are never encoded and no reference breaks
+            "valve name=gate drop=false ! "
+            + encoder_desc(args) + "appsink name=sink emit-signals=true sync=false max-buffers=4 drop=false")
     pipe = Gst.parse_launch(desc)
     assert isinstance(pipe, Gst.Pipeline)
     return pipe
@@ -61,10 +90,16 @@ def main() -> int:
     # and the payloader drops filler NALs anyway.
     ap.add_argument("--vbv-ms", type=int, default=100)
     ap.add_argument("--content", choices=sorted(CONTENT), default="moving-smpte")
+    ap.add_argument("--codec", choices=["h264", "vp8"], default="h264")
+    ap.add_argument("--print-settings", action="store_true", help="print the encoder's settings as JSON and exit")
     args = ap.parse_args()
+    if args.print_settings:
+        import json
+        print(json.dumps({"codec": args.codec, "pipeline": encoder_desc(args).rstrip(" !")}))
+        return 0
     Gst.init(None)
     pipe = build(args)
-    enc, sink = pipe.get_by_name("enc"), pipe.get_by_name("sink")
+    enc, sink, gate = pipe.get_by_name("enc"), pipe.get_by_name("sink"), pipe.get_by_name("gate")
     out = sys.stdout.buffer
     lock = threading.Lock()
     loop = GLib.MainLoop()
@@ -95,7 +130,13 @@ def main() -> int:
             if parts[:1] == ["bitrate"] and len(parts) == 2:
                 kbps = max(16, min(100_000, int(parts[1])))
                 # x264enc reconfigures its rate control for a bitrate set while PLAYING
-                GLib.idle_add(lambda k=kbps: (enc.set_property("bitrate", k), state.__setitem__("kbps", k)) and False)
+                # (vp8enc takes bit/s and reconfigures libvpx with vpx_codec_enc_config_set, as
+                # libwebrtc's SetRateAllocation does)
+                prop, val = ("target-bitrate", kbps * 1000) if args.codec == "vp8" else ("bitrate", kbps)
+                GLib.idle_add(lambda p=prop, v=val, k=kbps: (enc.set_property(p, v), state.__setitem__("kbps", k)) and False)
+            elif parts[:1] in (["pause"], ["resume"]):
+                drop = parts[0] == "pause"
+                GLib.idle_add(lambda d=drop: gate.set_property("drop", d) and False)
             elif parts[:1] == ["stop"]:
                 break
         GLib.idle_add(loop.quit)

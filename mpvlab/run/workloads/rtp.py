@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import json
 import subprocess
 import sys
 import time
@@ -29,6 +30,7 @@ from mpvlab.run.workloads.two_ends import TwoEnds
 ROOT = Path(__file__).resolve().parents[3]
 BINARY = ROOT / "rtp" / "build" / "mpvlab-rtp"
 ENCODER = ROOT / "rtp" / "encoder" / "live_encoder.py"
+CODEC = {"x264": "h264", "vp8": "vp8"}     # workload.encoder → the sender's, encoder's and decoder's --codec
 DECODER = ROOT / "rtp" / "decoder" / "live_decoder.py"
 RTP_PORT = 5601         # not the fidelity probe's 5201, the cross traffic's 5301 nor bulk's 5401
 STEADY_FROM = 0.5       # the steady-state target is the mean over the second half of the stream
@@ -68,7 +70,8 @@ class RtpWorkload(TwoEnds):
             str(BINARY), "recv", "--listen", f"{ends.clients[0].addr}:{RTP_PORT}", "--out", str(root / "receiver"),
             "--ready", str(r_ready), "--t0-ns", str(ctx.t0_ns),
             "--playout-deadline", f"{spec.playout_deadline}ns", "--start-timeout", "30s", "--idle-timeout", "10s",
-            "--max-run", f"{self.max_run_s(ctx):.0f}s", "--python", sys.executable, "--decoder", str(DECODER)], "receiver")
+            "--max-run", f"{self.max_run_s(ctx):.0f}s", "--python", sys.executable, "--decoder", str(DECODER),
+            "--codec", CODEC[spec.encoder]], "receiver")
         proc.wait_ready(self.receiver, r_ready, "rtp receiver", 10.0, log=root / "receiver" / "receiver.log",
                         error=RunFailed)
         self._register_child(ctx, r_ready, "decoder_pid", "rtp decoder")
@@ -83,7 +86,7 @@ class RtpWorkload(TwoEnds):
             "--initial-bitrate", str(spec.initial_bitrate), "--min-bitrate", str(spec.min_bitrate),
             "--max-bitrate", str(spec.max_bitrate), "--duration", f"{spec.duration}ns",
             "--fps", str(spec.fps), "--width", str(spec.width), "--height", str(spec.height),
-            "--keyint", str(spec.keyint)], "sender")
+            "--keyint", str(spec.keyint), "--codec", CODEC[spec.encoder]], "sender")
         proc.wait_ready(self.sender, s_ready, "rtp sender", 20.0, log=root / "sender" / "sender.log", error=RunFailed)
         self._register_child(ctx, s_ready, "encoder_pid", "rtp encoder")
         self.arm_deadline(ctx)
@@ -171,6 +174,9 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
     steady = _steady_target(enc)
     record = {
         "controller": spec.controller,
+        "encoder": spec.encoder,
+        # how bursty the encoder is: frame sizes (sender/frames.csv has each frame), per-second rates below
+        "frame_bytes": frame_size_stats(_read_csv(root / "sender" / "frames.csv")),
         "bbr_variant": spec.bbr.model_dump() if spec.bbr else None,
         "frames_captured": captured, "frames_on_time": on_time, "frames_late": late, "frames_lost": lost,
         "frames_lost_incomplete": rx["frames_lost_incomplete"], "frames_lost_unseen": rx["frames_lost_unseen"],
@@ -209,13 +215,37 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
         # CPU time of each end's process (user/system s, all threads; the sender's excludes its
         # encoder child): the per-packet cost of a real run, printed by bench/bench_rtp.py
         "process_cpu_s": {"sender": tx.get("cpu"), "receiver": rx.get("cpu")},
-        "files": {"sender": "logs/rtp/sender/{frames,packets,targets,encoder}.csv",
+        "files": {"sender": "logs/rtp/sender/{frames,packets,targets,encoder,bbr_state}.csv",
                   "receiver": "logs/rtp/receiver/{frames,rate}.csv"},
     }
     ctx.extra_prov["rtp"] = {"binary": str(BINARY), "encoder": str(ENCODER), "decoder": str(DECODER),
-                             "controller": spec.controller,
+                             "controller": spec.controller, "video_encoder": encoder_settings(spec),
                              "implementation": "pion/interceptor v0.1.51 (pkg/gcc, pkg/twcc, pkg/cc)"}
     return record, warnings
+
+
+def frame_size_stats(frames: list[dict[str, str]]) -> dict[str, Any]:
+    """Encoded frame sizes (bytes): percentiles over all frames, key and delta frames apart."""
+    def pct(xs: list[int]) -> dict[str, Any]:
+        xs = sorted(xs)
+        if not xs:
+            return {"n": 0}
+        at = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))]  # noqa: E731 — nearest rank
+        return {"n": len(xs), "mean": round(sum(xs) / len(xs), 1), "p50": at(0.5), "p95": at(0.95), "max": xs[-1]}
+    sizes = [(int(f["bytes"]), f["keyframe"] == "true") for f in frames]
+    return {"all": pct([b for b, _ in sizes]), "key": pct([b for b, k in sizes if k]),
+            "delta": pct([b for b, k in sizes if not k])}
+
+
+def encoder_settings(spec: Any) -> dict[str, Any]:
+    """The encoder the run used and its settings as the encoder script builds them (provenance)."""
+    cp = subprocess.run([sys.executable, str(ENCODER), "--print-settings", "--codec", CODEC[spec.encoder],
+                         "--fps", str(spec.fps), "--keyint", str(spec.keyint), "--width", str(spec.width),
+                         "--height", str(spec.height), "--content", spec.content],
+                        capture_output=True, text=True, timeout=30)
+    if cp.returncode != 0:
+        return {"encoder": spec.encoder, "error": cp.stderr[-500:]}
+    return {"encoder": spec.encoder, **json.loads(cp.stdout)}
 
 
 def feedback_warnings(fb: dict[str, Any], rx: dict[str, Any]) -> list[str]:

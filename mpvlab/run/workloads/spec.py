@@ -75,7 +75,8 @@ class WebrtcBbrVariant(Strict):
 
 class RtpWorkloadSpec(Strict):
     """Live video server → client over RTP/UDP (rtp/README.md): a test picture encoded in real time
-    (x264, zerolatency) whose bitrate follows the rate `controller` at every update, TWCC feedback.
+    (`encoder`: x264 zerolatency, or vp8 — libvpx with libwebrtc's 2018 real-time rate control, the
+    study's WebRTC default) whose bitrate follows the rate `controller` at every update, TWCC feedback.
     `duration` of media from the first captured frame; the controller's target stays within
     [min_bitrate, max_bitrate] and starts at initial_bitrate; a frame complete later than capture +
     `playout_deadline` counts as late. `timeout`: give up after this long (default duration + 60 s)."""
@@ -93,6 +94,7 @@ class RtpWorkloadSpec(Strict):
     keyint: int = Field(60, ge=1, le=600, description="frames between keyframes")
     playout_deadline: Duration = 400 * 10**6
     content: Literal["moving-smpte", "snow"] = "moving-smpte"
+    encoder: Literal["x264", "vp8"] = "x264"
     timeout: Duration | None = None
 
     @model_validator(mode="after")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"container/list"
+	"strconv"
 	"sync"
 	"time"
 
@@ -43,23 +44,51 @@ type bbrEstimator struct {
 	padBytes  int64
 	tick      time.Time
 	blocked   time.Time // since when the window has held back a queued packet (zero: not blocked)
+	lastSend  time.Time // when the pacer last sent anything (paced_sender.cc's last_send_time_us_)
+	mediaSent bool      // a media packet has left (libwebrtc pads only after one: packet_counter_ > 0)
 	done      chan struct{}
 	wg        sync.WaitGroup
 	minBps    int
 	maxBps    int
-	probes    int // packets sent past a window that stayed shut for windowStall
+	probes    int // packets sent past a window that stayed shut for windowStall (no-padding mode only)
+	keepAlive int // padding packets sent because the window stayed shut for congestedPacketInterval
+	states    []bbrState
+	// queueFull is sscc.cc's ControlHandler::IsSendQueueFull: the pacer's expected queue time
+	// (queued bytes / pacing rate, PacedSender::ExpectedQueueTimeMs) above kMaxQueueLengthMs, while
+	// which libwebrtc 2018 tells the encoder a target of 0 (it pauses); fullSpells counts entries.
+	queueFull  bool
+	fullSpells int
+}
+
+// bbrState is the controller after one feedback report (bbr_state.csv): what a reader needs to
+// tell the time spent per mode and recovery state, and the estimate and min-RTT over time.
+type bbrState struct {
+	tNs              int64 // CLOCK_MONOTONIC, as the other CSVs
+	mode, recovery   string
+	estimate, pacing float64
+	minRTT           time.Duration
+	cwnd, inflight   int64
+	pacingGain       float64
+	target           int
+	atFullBW         bool
 }
 
 type queued struct {
-	h       rtp.Header
-	payload []byte
-	attrs   interceptor.Attributes
+	h        rtp.Header
+	payload  []byte
+	attrs    interceptor.Attributes
+	enqueued time.Time // when the packetiser handed it over (the queue-time limit averages these)
 }
 
 const (
 	bbrTick     = 2 * time.Millisecond
-	windowStall = time.Second // a window shut this long (tail loss, no feedback to declare it) lets one packet out
+	windowStall = time.Second // without padding: a window shut this long (tail loss, no feedback to declare it) lets one media packet out
 	bbrBurst    = 2 * 1264    // bytes the pacer may send at once after an idle moment
+	// paced_sender.cc (2018): while Congested() (in flight >= window) one padding packet goes out
+	// once nothing was sent for kCongestedPacketIntervalMs, so feedback keeps coming.
+	congestedPacketInterval = 500 * time.Millisecond
+	// paced_sender.cc kMaxQueueLengthMs: the media rate rises so the queue drains within 2 s.
+	maxQueueTime = 2 * time.Second
 )
 
 func newBBREstimator(cfg controllerConfig) (*bbrEstimator, error) {
@@ -82,7 +111,34 @@ func newBBREstimator(cfg controllerConfig) (*bbrEstimator, error) {
 
 func (e *bbrEstimator) now() time.Duration { return time.Since(e.start) }
 
-func (e *bbrEstimator) targetLocked() int { return int(e.c.TargetRate()) }
+func (e *bbrEstimator) targetLocked() int {
+	if e.queueFull {
+		return 0
+	}
+	return int(e.c.TargetRate())
+}
+
+// updateQueueFullLocked re-evaluates IsSendQueueFull; the new target when it changed the target, else -1.
+func (e *bbrEstimator) updateQueueFullLocked() int {
+	var bytes int
+	for el := e.queue.Front(); el != nil; el = el.Next() {
+		q := el.Value.(*queued)
+		bytes += q.h.MarshalSize() + len(q.payload)
+	}
+	full := float64(bytes)*8/e.c.PacingRate() > maxQueueTime.Seconds()
+	if full == e.queueFull {
+		return -1
+	}
+	e.queueFull = full
+	if full {
+		e.fullSpells++
+	}
+	if t := e.targetLocked(); t != e.last {
+		e.last = t
+		return t
+	}
+	return -1
+}
 
 func (e *bbrEstimator) AddStream(info *interceptor.StreamInfo, w interceptor.RTPWriter) interceptor.RTPWriter {
 	e.mu.Lock()
@@ -99,7 +155,7 @@ func (e *bbrEstimator) AddStream(info *interceptor.StreamInfo, w interceptor.RTP
 	return interceptor.RTPWriterFunc(func(h *rtp.Header, p []byte, a interceptor.Attributes) (int, error) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		e.queue.PushBack(&queued{h.Clone(), append([]byte(nil), p...), a})
+		e.queue.PushBack(&queued{h.Clone(), append([]byte(nil), p...), a, time.Now()})
 		return h.MarshalSize() + len(p), nil
 	})
 }
@@ -117,7 +173,11 @@ func (e *bbrEstimator) pace() {
 		case now := <-t.C:
 			e.mu.Lock()
 			e.tick = e.paceLocked(now)
+			changed, cb := e.updateQueueFullLocked(), e.onChange
 			e.mu.Unlock()
+			if changed >= 0 && cb != nil {
+				cb(changed)
+			}
 		}
 	}
 }
@@ -126,15 +186,24 @@ func (e *bbrEstimator) pace() {
 // while the window admits it, then padding if the media queue is empty; the tick's time.
 func (e *bbrEstimator) paceLocked(now time.Time) time.Time {
 	dt := now.Sub(e.tick).Seconds()
-	e.tokens = min(e.tokens+dt*e.c.PacingRate()/8, float64(bbrBurst))
+	e.tokens = min(e.tokens+dt*e.mediaRateLocked(now)/8, float64(bbrBurst))
 	padRate := e.padRateLocked()
 	if padRate > 0 {
 		e.padTokens = min(e.padTokens+dt*padRate/8, float64(bbrBurst))
 	} else {
 		e.padTokens = 0 // no budget saved up from a probing phase for later
 	}
+	// paced_sender.cc Process(): congested and silent for 500 ms → one padding packet, past the window.
+	if e.padding && !e.padOff && e.mediaSent && !e.c.CanSend() && now.Sub(e.lastSend) >= congestedPacketInterval {
+		e.keepAlive++
+		size := float64(e.sendPaddingLocked(now))
+		e.padTokens = max(e.padTokens-size, -float64(bbrBurst))
+	}
 	for e.queue.Len() > 0 && e.tokens > 0 {
 		if !e.c.CanSend() {
+			if e.padding { // libwebrtc: Congested() holds media until feedback opens the window
+				break
+			}
 			if e.blocked.IsZero() {
 				e.blocked = now
 			}
@@ -145,19 +214,40 @@ func (e *bbrEstimator) paceLocked(now time.Time) time.Time {
 		}
 		e.blocked = time.Time{}
 		q := e.queue.Remove(e.queue.Front()).(*queued)
-		size := float64(e.sendLocked(q, padRate == 0))
+		size := float64(e.sendLocked(q, now))
 		e.tokens -= size
 		e.padTokens = max(e.padTokens-size, -float64(bbrBurst))
 	}
-	// Padding: only with the media queue empty, within the pacing and pad budgets, and only into
-	// the window's room (a padding packet never takes in-flight data past the window).
-	for padRate > 0 && e.queue.Len() == 0 && e.tokens > 0 && e.padTokens > 0 && !e.padOff &&
-		e.c.WindowRoom() >= int64(e.paddingSize()) {
-		size := float64(e.sendPaddingLocked())
+	// Padding: only with the media queue empty, within the pacing and pad budgets, and while the
+	// window is not full (paced_sender.cc: packets_->Empty() && !Congested(), after a media packet).
+	for padRate > 0 && e.queue.Len() == 0 && e.tokens > 0 && e.padTokens > 0 && !e.padOff && e.mediaSent &&
+		e.c.CanSend() {
+		size := float64(e.sendPaddingLocked(now))
 		e.tokens -= size
 		e.padTokens -= size
 	}
 	return now
+}
+
+// mediaRateLocked is the rate the media budget refills at: BBR's pacing rate, raised as
+// paced_sender.cc Process() does when the queued bytes could not leave within kMaxQueueLengthMs
+// less their average wait.
+func (e *bbrEstimator) mediaRateLocked(now time.Time) float64 {
+	rate := e.c.PacingRate()
+	if e.queue.Len() == 0 {
+		return rate
+	}
+	var bytes int
+	var waited time.Duration
+	for el := e.queue.Front(); el != nil; el = el.Next() {
+		q := el.Value.(*queued)
+		bytes += q.h.MarshalSize() + len(q.payload)
+		if !q.enqueued.IsZero() {
+			waited += now.Sub(q.enqueued)
+		}
+	}
+	left := max(time.Millisecond, maxQueueTime-waited/time.Duration(e.queue.Len()))
+	return max(rate, float64(bytes)*8/left.Seconds())
 }
 
 // padRateLocked: the controller's pad rate, or 0 with padding turned off or the stream ended.
@@ -177,11 +267,11 @@ func (e *bbrEstimator) paddingSize() int {
 }
 
 // sendPaddingLocked sends one padding-only packet (padding.go); its size.
-func (e *bbrEstimator) sendPaddingLocked() int {
+func (e *bbrEstimator) sendPaddingLocked(now time.Time) int {
 	h := rtp.Header{Version: 2, Padding: true, PayloadType: paddingPT, SequenceNumber: e.padSeq, Timestamp: e.lastTS,
 		SSRC: paddingSSRC}
 	e.padSeq++
-	size := e.sendLocked(&queued{h: h, payload: paddingPayload()}, false)
+	size := e.sendLocked(&queued{h: h, payload: paddingPayload()}, now)
 	e.padSent++
 	e.padBytes += int64(size)
 	return size
@@ -196,11 +286,12 @@ func (e *bbrEstimator) StopPadding() {
 }
 
 // sendLocked gives a packet the next transport-wide sequence number, tells the controller it leaves
-// (appLimited: the pacer has nothing queued after it and will not pad) and writes it (e.mu is
+// (libwebrtc's send path never marks a packet app-limited: BbrNetworkController::OnApplicationLimited
+// is private and uncalled) and writes it (e.mu is
 // released for the write: the writer may take the sender's locks); its size. Numbering here, where
 // packets leave in order, rather than where the packetiser hands them over, is what lets padding
 // (made here) and media share one consecutive sequence, as libwebrtc numbers in its pacer.
-func (e *bbrEstimator) sendLocked(q *queued, appLimited bool) int {
+func (e *bbrEstimator) sendLocked(q *queued, now time.Time) int {
 	seq := e.nextSeq
 	e.nextSeq++
 	if e.extID != 0 {
@@ -210,9 +301,11 @@ func (e *bbrEstimator) sendLocked(q *queued, appLimited bool) int {
 	e.lastSent = seq
 	if q.h.SSRC != paddingSSRC {
 		e.lastTS = q.h.Timestamp
+		e.mediaSent = true
 	}
+	e.lastSend = now
 	size := q.h.MarshalSize() + len(q.payload)
-	e.c.OnPacketSent(e.now(), seq, size, appLimited && e.queue.Len() == 0)
+	e.c.OnPacketSent(e.now(), seq, size)
 	w := e.writer
 	e.mu.Unlock()
 	_, _ = w.Write(&q.h, q.payload, q.attrs)
@@ -232,6 +325,9 @@ func (e *bbrEstimator) WriteRTCP(pkts []rtcp.Packet, _ interceptor.Attributes) e
 			continue
 		}
 		e.c.OnFeedback(e.now(), twccAcks(fb, max(e.lastSent, 0)))
+		e.states = append(e.states, bbrState{monotonicNs(), e.c.Mode().String(), e.c.Recovery().String(),
+			e.c.BandwidthEstimate(), e.c.PacingRate(), e.c.MinRTT(), e.c.CongestionWindow(), e.c.Inflight(),
+			e.c.PacingGain(), e.targetLocked(), e.c.AtFullBandwidth()})
 	}
 	if t := e.targetLocked(); t != e.last {
 		e.last, cb, changed = t, e.onChange, t
@@ -279,9 +375,23 @@ func (e *bbrEstimator) GetStats() map[string]any {
 	return map[string]any{
 		"mode": e.c.Mode().String(), "recovery": e.c.Recovery().String(), "bwEstimate": e.c.BandwidthEstimate(),
 		"minRTTms": float64(e.c.MinRTT().Microseconds()) / 1000, "cwnd": e.c.CongestionWindow(),
-		"inflight": e.c.Inflight(), "maxAckHeight": e.c.MaxAckHeight(), "pacingRate": e.c.PacingRate(), "queued": e.queue.Len(), "windowProbes": e.probes,
+		"inflight": e.c.Inflight(), "maxAckHeight": e.c.MaxAckHeight(), "pacingRate": e.c.PacingRate(), "queued": e.queue.Len(), "windowProbes": e.probes, "keepAlivePadding": e.keepAlive, "sendQueueFull": e.queueFull, "sendQueueFullSpells": e.fullSpells,
+		"atFullBandwidth": e.c.AtFullBandwidth(), "pacingGain": e.c.PacingGain(),
 		"padRate": e.padRateLocked(), "paddingPackets": e.padSent,
 	}
+}
+
+// StateRows is bbr_state.csv's rows, one per feedback report, times from the run's origin t0Ns.
+func (e *bbrEstimator) StateRows(t0Ns int64) [][]string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rows := make([][]string, 0, len(e.states))
+	for _, s := range e.states {
+		rows = append(rows, []string{secs(s.tNs, t0Ns), s.mode, s.recovery, fmtFloat(s.estimate), fmtFloat(s.pacing),
+			fmtFloat(float64(s.minRTT.Microseconds()) / 1000), itoa(s.cwnd), itoa(s.inflight), fmtFloat(s.pacingGain),
+			itoa(int64(s.target)), strconv.FormatBool(s.atFullBW)})
+	}
+	return rows
 }
 
 func (e *bbrEstimator) Close() error {
@@ -297,3 +407,9 @@ func (e *bbrEstimator) stopPacer() {
 	}
 	e.wg.Wait()
 }
+
+func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+
+// bbrStateHeader names bbr_state.csv's columns.
+var bbrStateHeader = []string{"t_s", "mode", "recovery", "estimate_bps", "pacing_bps", "min_rtt_ms", "cwnd_bytes",
+	"inflight_bytes", "pacing_gain", "target_bps", "at_full_bandwidth"}

@@ -321,7 +321,7 @@ func BenchmarkBBRControllerVirtualTime(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		sent := time.Duration(i) * gap
-		c.OnPacketSent(sent, int64(i), costWireBytes, false)
+		c.OnPacketSent(sent, int64(i), costWireBytes)
 		rec.Record(defaultSSRC, uint16(i), (sent + costOneWay).Microseconds())
 		if (i+1)%per == 0 {
 			for _, p := range rec.BuildFeedbackPacket() {

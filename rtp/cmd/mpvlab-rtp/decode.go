@@ -33,8 +33,8 @@ type decoderChild struct {
 	writeOK bool
 }
 
-func startDecoder(python, script, out string) (*decoderChild, error) {
-	cmd, in, stdout, err := startPythonChild([]string{python, script}, out, "decoder.log")
+func startDecoder(python, script, out, codec string) (*decoderChild, error) {
+	cmd, in, stdout, err := startPythonChild([]string{python, script, "--codec", codec}, out, "decoder.log")
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,8 @@ type wirePacket struct {
 	size          int
 	inflightAfter int64 // the controller's bytes in flight once it was sent
 	cwnd          int64
-	queued        int // media packets still queued
+	queued        int       // media packets still queued
+	at            time.Time // the pacer tick that sent it
 }
 
 // pacerUnderTest: the webrtc-bbr estimator's pacer driven tick by tick (no goroutine, no feedback:
@@ -42,7 +43,7 @@ func pacerUnderTest(t *testing.T, v bbrVariant) (*bbrEstimator, *[]wirePacket) {
 			}
 		}
 		out = append(out, wirePacket{ext.TransportSequence, pad, h.MarshalSize() + len(p), e.c.Inflight(),
-			e.c.CongestionWindow(), e.queue.Len()})
+			e.c.CongestionWindow(), e.queue.Len(), e.lastSend})
 		return h.MarshalSize() + len(p), nil
 	})
 	e.tick = time.Unix(0, 0)
@@ -57,9 +58,11 @@ func queueMedia(e *bbrEstimator, n int, seq *uint16) {
 	}
 }
 
-// While BBR probes (STARTUP here), the pacer pads when its media queue is empty, never past the
-// congestion window, no faster than the pad rate; media and padding share one consecutive
-// transport-wide sequence; with the media queued, media goes first.
+// While BBR probes (STARTUP here), the pacer pads when its media queue is empty and the window is
+// not full (paced_sender.cc 2018: packets_->Empty() && !Congested()), no faster than the pad rate;
+// once the window is full only a keep-alive padding packet leaves, after 500 ms without sending
+// (kCongestedPacketIntervalMs); media and padding share one consecutive transport-wide sequence;
+// with the media queued, media goes first.
 func TestPacerPadsWithinWindowAndRate(t *testing.T) {
 	e, out := pacerUnderTest(t, bbrVariant{})
 	padRate := e.c.PadRate()
@@ -78,7 +81,7 @@ func TestPacerPadsWithinWindowAndRate(t *testing.T) {
 		e.tick = e.paceLocked(now)
 		e.mu.Unlock()
 	}
-	var pads, media, padBytes int
+	var pads, media, padBytes, keepAlives int
 	for i, p := range *out {
 		if p.tseq != uint16(i) {
 			t.Fatalf("packet %d left with transport seq %d: not consecutive", i, p.tseq)
@@ -86,34 +89,55 @@ func TestPacerPadsWithinWindowAndRate(t *testing.T) {
 		if p.padding {
 			pads++
 			padBytes += p.size
-			if p.queued != 0 {
-				t.Fatalf("packet %d: padding sent with %d media packets queued", i, p.queued)
+			before := p.inflightAfter - int64(p.size)
+			if p.queued != 0 && before < p.cwnd {
+				t.Fatalf("packet %d: padding sent with %d media packets queued and the window open", i, p.queued)
 			}
-			if p.inflightAfter > p.cwnd {
-				t.Fatalf("packet %d: padding took in-flight to %d, past the window %d", i, p.inflightAfter, p.cwnd)
+			if before >= p.cwnd {
+				keepAlives++
+				if gap := p.at.Sub((*out)[i-1].at); gap < congestedPacketInterval {
+					t.Fatalf("packet %d: padding with the window full (%d of %d) only %v after the last send",
+						i, before, p.cwnd, gap)
+				}
 			}
 		} else {
 			media++
 		}
 	}
-	if media != int(mediaSeq) {
-		t.Fatalf("%d media packets sent of %d queued", media, mediaSeq)
+	// Without feedback the padding fills the window too, and media waits behind it (Congested()).
+	if media+e.queue.Len() != int(mediaSeq) {
+		t.Fatalf("%d media packets sent + %d still queued != %d queued", media, e.queue.Len(), mediaSeq)
 	}
 	t.Logf("%d media and %d padding packets (%d bytes); window %d, in flight %d", media, pads, padBytes,
 		e.c.CongestionWindow(), e.c.Inflight())
 	if pads == 0 {
 		t.Fatal("no padding while probing")
 	}
-	// Nothing acknowledged: the window filled and stopped the padding with less room than a packet.
-	if room := e.c.WindowRoom(); room >= int64(e.paddingSize()) {
-		t.Fatalf("padding stopped with %d bytes of window room (a padding packet is %d)", room, e.paddingSize())
+	// Nothing acknowledged: the window filled, and from then on one keep-alive every 500 ms.
+	if e.c.CanSend() {
+		t.Fatalf("no feedback for 6 s and the window (%d) still admits packets (in flight %d)",
+			e.c.CongestionWindow(), e.c.Inflight())
+	}
+	var filled time.Time
+	for i, p := range *out {
+		if p.inflightAfter >= p.cwnd {
+			filled = p.at
+			t.Logf("window full at packet %d, %v into the run", i, p.at.Sub(time.Unix(0, 0)))
+			break
+		}
+	}
+	wantAlive := int(now.Sub(filled) / congestedPacketInterval)
+	if keepAlives != e.keepAlive || keepAlives < wantAlive-1 || keepAlives > wantAlive {
+		t.Fatalf("%d keep-alive padding packets (estimator counted %d), want %d (one per 500 ms of %v full)",
+			keepAlives, e.keepAlive, wantAlive, now.Sub(filled))
 	}
 	// Rate: all bytes sent ≤ pad rate × elapsed + one burst (+ one packet the budget may overdraw).
 	var total int
 	for _, p := range *out {
 		total += p.size
 	}
-	limit := padRate/8*float64(ticks)*bbrTick.Seconds() + bbrBurst + float64(maxPayloadMTU+64)
+	limit := padRate/8*float64(ticks)*bbrTick.Seconds() + bbrBurst + float64(maxPayloadMTU+64) +
+		float64(keepAlives*e.paddingSize())
 	if float64(total) > limit {
 		t.Fatalf("sent %d bytes in %v, more than the pad rate allows (%.0f)", total, ticks*bbrTick, limit)
 	}
@@ -139,8 +163,8 @@ func TestPacerWithoutPadding(t *testing.T) {
 			}
 			now = now.Add(bbrTick)
 			e.mu.Lock()
-		e.tick = e.paceLocked(now)
-		e.mu.Unlock()
+			e.tick = e.paceLocked(now)
+			e.mu.Unlock()
 		}
 		for i, p := range *out {
 			if p.padding || p.tseq != uint16(i) {
@@ -163,7 +187,7 @@ func TestPacerWithoutPadding(t *testing.T) {
 
 // The viewer counts a padding-only packet apart: not a video packet, byte or frame.
 func TestViewerKeepsPaddingOutOfTheVideo(t *testing.T) {
-	r := &receiver{frames: map[uint32]*recvFrame{}, bins: map[int64]*rateBin{}, seqFirst: -1, seqMax: -1,
+	r := &receiver{vc: mustCodec(t, "h264"), frames: map[uint32]*recvFrame{}, bins: map[int64]*rateBin{}, seqFirst: -1, seqMax: -1,
 		seenSeq: map[int64]bool{}, maxFrame: -1, decode: map[uint32]string{}, padSeen: map[int64]bool{}, padSeqMax: -1}
 	pad := rtp.Header{Version: 2, Padding: true, PayloadType: paddingPT, SSRC: paddingSSRC, SequenceNumber: 7}
 	raw, _ := pad.Marshal()
@@ -188,5 +212,50 @@ func TestViewerKeepsPaddingOutOfTheVideo(t *testing.T) {
 	if r.packets != 1 || r.rtpBytes != int64(len(media)) || len(r.frames) != 1 || r.badPkts != 1 {
 		t.Fatalf("video: %d packets %d bytes %d frames %d unparsable, want 1, %d, 1, 1", r.packets, r.rtpBytes,
 			len(r.frames), r.badPkts, len(media))
+	}
+}
+
+// paced_sender.cc Process() (2018): with bytes queued, the media budget's rate is at least
+// queue bytes × 8 / max(1 ms, kMaxQueueLengthMs − the queue's average wait). 100 packets of
+// 1264 B that waited 1.5 s on average must leave within 0.5 s: 126 400 B × 8 / 0.5 s = 2.0224 Mbit/s,
+// above the 1.3 Mbit/s pacing rate; with no wait the pacing rate (1.3 Mbit/s here) stays.
+func TestPacerQueueTimeLimitRaisesTheRate(t *testing.T) {
+	e, _ := pacerUnderTest(t, bbrVariant{})
+	now := time.Unix(100, 0)
+	var seq uint16
+	queueMedia(e, 100, &seq)
+	for el := e.queue.Front(); el != nil; el = el.Next() {
+		el.Value.(*queued).enqueued = now
+	}
+	pacing := e.c.PacingRate()
+	if got := e.mediaRateLocked(now); got != pacing {
+		t.Fatalf("fresh queue: media rate %g, want the pacing rate %g", got, pacing)
+	}
+	size := e.queue.Front().Value.(*queued).h.MarshalSize() + maxPayloadMTU
+	want := float64(100*size) * 8 / 0.5
+	if got := e.mediaRateLocked(now.Add(1500 * time.Millisecond)); got < want*0.9999 || got > want*1.0001 {
+		t.Fatalf("queue waited 1.5 s: media rate %g, want %g (%d B packets)", got, want, size)
+	}
+}
+
+// sscc.cc (2018) ControlHandler::OnNetworkInvalidation: while the pacer's expected queue time
+// (queued bytes × 8 / pacing rate) exceeds kMaxQueueLengthMs (2 s), the encoder is told 0. At the
+// 1.3 Mbit/s pacing rate (STARTUP, capped by max_bitrate) 2 s hold 325 000 B: 200 packets of ~1.26 kB
+// (1.55 s) keep the target, 300 (2.33 s) turn it to 0, and once the queue is gone it comes back.
+func TestSendQueueFullPausesTheEncoder(t *testing.T) {
+	e, _ := pacerUnderTest(t, bbrVariant{NoPadding: true})
+	target := e.GetTargetBitrate()
+	var seq uint16
+	queueMedia(e, 200, &seq)
+	if c := e.updateQueueFullLocked(); c != -1 || e.GetTargetBitrate() != target {
+		t.Fatalf("1.55 s of queue: change %d target %d, want none and %d", c, e.GetTargetBitrate(), target)
+	}
+	queueMedia(e, 100, &seq)
+	if c := e.updateQueueFullLocked(); c != 0 || e.GetTargetBitrate() != 0 || !e.queueFull {
+		t.Fatalf("2.33 s of queue: change %d target %d, want 0", c, e.GetTargetBitrate())
+	}
+	e.queue.Init()
+	if c := e.updateQueueFullLocked(); c != target || e.GetTargetBitrate() != target || e.fullSpells != 1 {
+		t.Fatalf("queue gone: change %d target %d spells %d, want %d", c, e.GetTargetBitrate(), e.fullSpells, target)
 	}
 }

@@ -12,7 +12,7 @@ import (
 func TestPlayoutAttributesReferenceLoss(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	deadline := 400 * time.Millisecond
-	r := &receiver{cfg: recvConfig{deadline: deadline}, frames: map[uint32]*recvFrame{}, decode: map[uint32]string{}, maxFrame: -1}
+	r := &receiver{cfg: recvConfig{deadline: deadline}, vc: mustCodec(t, "h264"), frames: map[uint32]*recvFrame{}, decode: map[uint32]string{}, maxFrame: -1}
 	add := func(n uint32, key bool, latency int64) {
 		capture := int64(n) * 33 * ms
 		f := &recvFrame{captureNs: capture, key: key, au: []byte{byte(n)}}
@@ -56,7 +56,7 @@ func TestPlayoutAttributesReferenceLoss(t *testing.T) {
 // A frame never seen is waited for until a later frame's deadline has passed, not given up earlier.
 func TestPlayoutWaitsForUnseenFrame(t *testing.T) {
 	const ms = int64(time.Millisecond)
-	r := &receiver{cfg: recvConfig{deadline: 400 * time.Millisecond}, frames: map[uint32]*recvFrame{},
+	r := &receiver{cfg: recvConfig{deadline: 400 * time.Millisecond}, vc: mustCodec(t, "h264"), frames: map[uint32]*recvFrame{},
 		decode: map[uint32]string{}, maxFrame: -1}
 	r.frames[0] = &recvFrame{captureNs: 0, completeNs: 10 * ms, key: true}
 	r.frames[2] = &recvFrame{captureNs: 66 * ms, completeNs: 80 * ms}
@@ -71,7 +71,7 @@ func TestPlayoutWaitsForUnseenFrame(t *testing.T) {
 
 // Without the sender's end record the final playout stops at the highest frame seen.
 func TestFinalPlayoutWithoutEndRecord(t *testing.T) {
-	r := &receiver{cfg: recvConfig{deadline: 400 * time.Millisecond}, frames: map[uint32]*recvFrame{},
+	r := &receiver{cfg: recvConfig{deadline: 400 * time.Millisecond}, vc: mustCodec(t, "h264"), frames: map[uint32]*recvFrame{},
 		decode: map[uint32]string{}, maxFrame: 1}
 	r.frames[1] = &recvFrame{captureNs: 33, completeNs: 50, key: true}
 	if out := r.playout(0, true); len(out) != 1 || r.next != 2 {

@@ -17,12 +17,12 @@ import (
 	"github.com/pion/interceptor/pkg/twcc"
 	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
-	"github.com/pion/rtp/codecs"
 )
 
 type recvConfig struct {
 	listen, out, ready string
 	decoder, python    string        // the decoder script (rtp/decoder/live_decoder.py); none: no decoding
+	codec              string        // h264 | vp8
 	deadline           time.Duration // playout deadline: capture → frame complete
 	t0Ns               int64
 	startTimeout, idle time.Duration
@@ -43,6 +43,7 @@ type recvFrame struct {
 
 type receiver struct {
 	cfg       recvConfig
+	vc        videoCodec
 	conn      *net.UDPConn
 	mu        sync.Mutex
 	peer      *net.UDPAddr
@@ -97,6 +98,7 @@ func parseRecvFlags(args []string) (recvConfig, error) {
 	fs.DurationVar(&c.maxRun, "max-run", time.Hour, "end after this long in any case")
 	fs.StringVar(&c.decoder, "decoder", "", "the viewer's decoder script (rtp/decoder/live_decoder.py); empty: no decoding")
 	fs.StringVar(&c.python, "python", "/usr/bin/python3", "the Python with GStreamer's bindings (gi) that runs it")
+	fs.StringVar(&c.codec, "codec", "h264", "video codec the sender uses: h264 or vp8")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -120,12 +122,16 @@ func runRecv(args []string) error {
 		return err
 	}
 	defer conn.Close()
-	r := &receiver{cfg: cfg, conn: conn, frames: map[uint32]*recvFrame{}, bins: map[int64]*rateBin{},
+	vc, err := codecByName(cfg.codec)
+	if err != nil {
+		return err
+	}
+	r := &receiver{cfg: cfg, vc: vc, conn: conn, frames: map[uint32]*recvFrame{}, bins: map[int64]*rateBin{},
 		seqFirst: -1, seqMax: -1, seenSeq: map[int64]bool{}, maxFrame: -1, decode: map[uint32]string{},
 		padSeen: map[int64]bool{}, padSeqMax: -1}
 	ready := map[string]any{"pid": os.Getpid(), "listen": conn.LocalAddr().String()}
 	if cfg.decoder != "" {
-		if r.dec, err = startDecoder(cfg.python, cfg.decoder, cfg.out); err != nil {
+		if r.dec, err = startDecoder(cfg.python, cfg.decoder, cfg.out, cfg.codec); err != nil {
 			return fmt.Errorf("decoder: %w", err)
 		}
 		ready["decoder_pid"] = r.dec.cmd.Process.Pid
@@ -164,7 +170,7 @@ func runRecv(args []string) error {
 		}
 		return n, err
 	}))
-	info := &interceptor.StreamInfo{SSRC: defaultSSRC, ClockRate: 90000, MimeType: "video/H264", PayloadType: payloadType,
+	info := &interceptor.StreamInfo{SSRC: defaultSSRC, ClockRate: 90000, MimeType: r.vc.mime, PayloadType: payloadType,
 		RTPHeaderExtensions: []interceptor.RTPHeaderExtension{{URI: twccURI, ID: extTWCC}}}
 	reader := chain.BindRemoteStream(info, interceptor.RTPReaderFunc(r.readWire))
 	if cfg.ready != "" {
@@ -306,10 +312,10 @@ func (r *receiver) onRTP(b []byte) {
 	if len(f.parts) == int(f.count) {
 		f.completeNs = now
 		au := r.reassemble(f)
-		if nalBytes(au) != f.nalBytes {
+		if r.vc.stampBytes(au) != f.nalBytes {
 			r.mismatch++
 		}
-		f.key = isKeyframe(au)
+		f.key = au != nil && r.vc.isKey(au)
 		if r.dec != nil && int64(st.Frame) >= int64(r.next) {
 			f.au = au // until played out
 		}
@@ -345,12 +351,12 @@ func (r *receiver) onPadding(p *rtp.Packet, size int, now int64) {
 }
 
 // reassemble depacketises a complete frame in packet order (pion's H264 depacketiser: single NAL,
-// STAP-A, FU-A) into an Annex B access unit; nil if a packet does not depacketise.
+// STAP-A, FU-A, into an Annex B access unit; or its VP8 one) ; nil if a packet does not depacketise.
 func (r *receiver) reassemble(f *recvFrame) []byte {
-	d := &codecs.H264Packet{}
 	var au []byte
+	unpack := r.vc.newUnpacker()
 	for i := uint16(0); i < f.count; i++ {
-		out, err := d.Unmarshal(f.parts[i])
+		out, err := unpack(f.parts[i])
 		if err != nil {
 			return nil
 		}
@@ -476,7 +482,7 @@ func (r *receiver) decodeTotals() map[string]any {
 	return map[string]any{
 		"frames_decoded": n[decDecoded], "frames_decode_error": n[decError], "frames_undecodable": n[decUndecodable],
 		"decoder": r.dec.end, "decoder_failure": r.decErr,
-		"definition": "on-time frames fed in frame order to avdec_h264 (rtp/decoder/live_decoder.py): decoded = it put " +
+		"definition": "on-time frames fed in frame order to the decoder (avdec_h264 or vp8dec, rtp/decoder/live_decoder.py): decoded = it put " +
 			"out their picture, decode_error = fed but no picture; undecodable = not fed because a frame since the " +
 			"last keyframe was late or lost (every P-frame refers to the one before it; no PLI)",
 	}

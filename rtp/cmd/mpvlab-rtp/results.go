@@ -105,6 +105,11 @@ func (s *sender) writeResults(frames []frameRow) error {
 	if err := writeCSV(filepath.Join(c.out, "targets.csv"), []string{"t_s", "target_bps", "encoder_set_bps", "controller_stats"}, rows); err != nil {
 		return err
 	}
+	if sl, ok := s.bwe.(interface{ StateRows(int64) [][]string }); ok {
+		if err := writeCSV(filepath.Join(c.out, "bbr_state.csv"), bbrStateHeader, sl.StateRows(c.t0Ns)); err != nil {
+			return err
+		}
+	}
 	// The encoder's achieved bitrate per 1 s of capture time beside what it was asked for then: the
 	// H.264 bytes (the video, against the encoder's setting) and the same frames' packets as the IP
 	// layer carries them (RTP + UDP + IPv4 headers: what the controller's target budgets for).

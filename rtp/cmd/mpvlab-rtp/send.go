@@ -19,12 +19,11 @@ import (
 	"github.com/pion/interceptor/pkg/cc"
 	"github.com/pion/interceptor/pkg/twcc"
 	"github.com/pion/rtp"
-	"github.com/pion/rtp/codecs"
 )
 
 type sendConfig struct {
 	dest, controller, out, ready, encoder, python string
-	content, local                                string
+	content, local, codec                         string
 	initialBps, minBps, maxBps                    int
 	duration                                      time.Duration
 	fps, width, height, keyint                    int
@@ -66,6 +65,7 @@ type targetRow struct {
 
 type sender struct {
 	cfg      sendConfig
+	vc       videoCodec
 	conn     *net.UDPConn
 	bwe      cc.BandwidthEstimator
 	ledger   *feedbackLedger
@@ -95,6 +95,7 @@ func parseSendFlags(args []string) (sendConfig, error) {
 	fs.StringVar(&c.encoder, "encoder", "", "the live encoder script (rtp/encoder/live_encoder.py)")
 	fs.StringVar(&c.python, "python", "/usr/bin/python3", "the Python with GStreamer's bindings (gi) that runs it")
 	fs.StringVar(&c.content, "content", "moving-smpte", "the encoder's test picture")
+	fs.StringVar(&c.codec, "codec", "h264", "video codec: h264 (x264) or vp8 (libvpx with libwebrtc's 2018 rate control)")
 	fs.IntVar(&c.initialBps, "initial-bitrate", 300_000, "bit/s before feedback")
 	fs.IntVar(&c.minBps, "min-bitrate", 50_000, "bit/s floor")
 	fs.IntVar(&c.maxBps, "max-bitrate", 1_300_000, "bit/s cap")
@@ -147,7 +148,11 @@ func runSend(args []string) error {
 		return err
 	}
 	defer conn.Close()
-	s := &sender{cfg: cfg, conn: conn, ledger: newFeedbackLedger()}
+	vc, err := codecByName(cfg.codec)
+	if err != nil {
+		return err
+	}
+	s := &sender{cfg: cfg, vc: vc, conn: conn, ledger: newFeedbackLedger()}
 
 	// The interceptor chain, as pion/webrtc builds it for a sender: the cc interceptor (estimator +
 	// pacer) is added first so that it sits nearest the network, the TWCC header-extension
@@ -174,7 +179,7 @@ func runSend(args []string) error {
 		return err
 	}
 	info := &interceptor.StreamInfo{
-		SSRC: defaultSSRC, ClockRate: 90000, MimeType: "video/H264", PayloadType: payloadType,
+		SSRC: defaultSSRC, ClockRate: 90000, MimeType: s.vc.mime, PayloadType: payloadType,
 		RTPHeaderExtensions: []interceptor.RTPHeaderExtension{{URI: twccURI, ID: extTWCC}},
 	}
 	writer := chain.BindLocalStream(info, interceptor.RTPWriterFunc(s.writeWire))
@@ -231,7 +236,13 @@ func runSend(args []string) error {
 	go func() {
 		defer close(targetsDone)
 		for bps := range targets {
+			if bps == 0 { // webrtc-bbr's send queue is full (IsSendQueueFull): libwebrtc pauses the encoder
+				enc.pause()
+				s.recordTarget(0, 0)
+				continue
+			}
 			e := encoderBps(bps)
+			enc.resume()
 			enc.setBitrate(e)
 			s.recordTarget(bps, e)
 		}
@@ -362,7 +373,7 @@ func (s *sender) recordTarget(bps, encBps int) {
 // and hands them to the chain (TWCC numbering, then the controller's pacer).
 func (s *sender) sendFrames(enc *encoder, w interceptor.RTPWriter) ([]frameRow, error) {
 	var rows []frameRow
-	pay := &codecs.H264Payloader{}
+	pay := s.vc.payloader()
 	var seq uint16
 	first := int64(-1)
 	for {
@@ -377,7 +388,7 @@ func (s *sender) sendFrames(enc *encoder, w interceptor.RTPWriter) ([]frameRow, 
 			return rows, nil
 		}
 		payloads := pay.Payload(maxPayloadMTU, f.data)
-		nb := nalBytes(f.data)
+		nb := s.vc.stampBytes(f.data)
 		row := frameRow{frame: f.number, captureNs: f.captureNs, keyframe: f.key, bytes: len(f.data),
 			nalBytes: nb, packets: len(payloads), encoderBps: f.kbps * 1000, targetBps: s.bwe.GetTargetBitrate()}
 		for i, p := range payloads {
@@ -420,6 +431,18 @@ type encoder struct {
 	stdout *bufio.Reader
 	mu     sync.Mutex
 	done   bool
+	paused bool
+}
+
+// command sends one line to the encoder; pause/resume only on a change of state.
+func (e *encoder) command(c string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.done || (c == "pause") == e.paused {
+		return
+	}
+	e.paused = c == "pause"
+	_, _ = fmt.Fprintln(e.stdin, c)
 }
 
 type encodedFrame struct {
@@ -434,13 +457,19 @@ func startEncoder(c sendConfig) (*encoder, error) {
 	// Started at the setting the initial target gives, so that every frame's bitrate is one the
 	// controller set (tests/test_rtp_run.py checks it), even a frame made before the first command.
 	argv := []string{c.python, c.encoder, "--content", c.content, "--fps", fmt.Sprint(c.fps), "--width", fmt.Sprint(c.width), "--height", fmt.Sprint(c.height),
-		"--keyint", fmt.Sprint(c.keyint), "--bitrate-kbps", fmt.Sprint(max(encoderBps(c.initialBps)/1000, 16))}
+		"--keyint", fmt.Sprint(c.keyint), "--codec", c.codec, "--bitrate-kbps", fmt.Sprint(max(encoderBps(c.initialBps)/1000, 16))}
 	cmd, in, out, err := startPythonChild(argv, c.out, "encoder.log")
 	if err != nil {
 		return nil, err
 	}
 	return &encoder{cmd: cmd, stdin: in, stdout: bufio.NewReaderSize(out, 1<<20)}, nil
 }
+
+// pause and resume: the encoder's valve before the encoder drops raw frames while paused (they are
+// never encoded, so no reference is broken), as libwebrtc's encoder skips frames at a target of 0.
+func (e *encoder) pause() { e.command("pause") }
+
+func (e *encoder) resume() { e.command("resume") }
 
 func (e *encoder) setBitrate(bps int) {
 	e.mu.Lock()
