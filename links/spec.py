@@ -79,12 +79,12 @@ class LinkDirection(Strict):
     order: Literal["shape-then-delay", "delay-then-shape"] = Field("shape-then-delay", description="Order inside the router: the bottleneck queue before the delay (clean RTT steps) or after it.")
     # Applied by the delay line (links/capacity.py): a capacity that varies (square, piecewise, a
     # Mahimahi or time-rate trace) with its own drop-tail queue, a loss model, outages.
-    capacity: CapacitySpec | None = None
+    capacity: CapacitySpec | None = Field(None, description="A time-varying capacity in the delay line with its own drop-tail queue (instead of `rate`); null = none.")
     loss_model: LossSpec | None = Field(None, description="A loss model in the delay line (instead of `loss`); null = none.")
     outages: OutageSpec = Field([], description="[start, end) intervals of run time in which this direction carries nothing (sorted, not overlapping).")
     # ECN marking at this direction's tbf (links/ecn.py): a tc-BPF virtual queue draining at `rate`
     # sets CE on ECT packets above `threshold`; the run turns on net.ipv4.tcp_ecn in its namespaces.
-    ecn_mark: EcnMark | None = None
+    ecn_mark: EcnMark | None = Field(None, description="CE-mark ECT packets above a threshold of a virtual queue draining at `rate`; null = no marking.")
 
     @field_validator("outages")
     @classmethod

@@ -136,7 +136,7 @@ class FidelitySpec(Strict):
     rate_tolerance: float = Field(0.05, gt=0.0, lt=1.0, description="Largest relative error of the measured vs configured rate before a warning (0.05 = ±5 %).")
     # Physical runs' probes. Emulated runs use the fixed, kernel-measured pre-check instead
     # (mpvlab/precheck.py: 300 RTT samples per path, ~0.6 s of backlogged tbf) and the whole-run verdict.
-    probe_duration: Duration = 3 * 10**9
+    probe_duration: Duration = Field(3 * 10**9, description="Physical runs: length of each path's rate probe (a plain-TCP download), 1s … 60s.")
 
 
 # Which workload runs on which topology kind: exactly these (mpvlab/run/kinds.py has the backends,

@@ -120,7 +120,7 @@ class TopologySpec(Strict):
     # (as in the published testbed, server behind two L3 switches), so a subflow's server address names
     # its path too; the server's path manager signals the second address (ADD_ADDR): the in-kernel PM
     # under `default`, the steering controller (userspace PM) under a steering scheduler.
-    server_addressing: Literal["single", "per-path"] = "single"
+    server_addressing: Literal["single", "per-path"] = Field("single", description="single: one server address reached over every path; per-path (dual-path only): one address per path, signalled by ADD_ADDR.")
     hosts: dict[HostRef, HostEntry] = Field(default_factory=dict, description="physical only: host name → local or ssh machine.")
     roles: RolesSpec | None = Field(None, description="physical only: which host is client, server and emulator.")
 

@@ -81,12 +81,12 @@ class RtpWorkloadSpec(Strict):
     `playout_deadline` counts as late. `timeout`: give up after this long (default duration + 60 s)."""
 
     kind: Literal["rtp"] = Field(description="Live video over RTP/UDP (mpvlab-rtp).")
-    controller: Literal[RTP_CONTROLLERS] = "gcc"  # type: ignore[valid-type]
-    bbr: WebrtcBbrVariant | None = None         # controller webrtc-bbr only
+    controller: Literal[RTP_CONTROLLERS] = Field("gcc", description="Sender's rate controller: gcc (send-side GCC, pion) or webrtc-bbr (WebRTC's 2018 BBR).")  # type: ignore[valid-type]
+    bbr: WebrtcBbrVariant | None = Field(None, description="controller webrtc-bbr only: the study's BBR variant; null = WebRTC's own.")
     duration: Duration = Field(20 * 10**9, description="Media time sent from the first captured frame, 2s … 60min.")
     max_bitrate: Rate = Field(1_300_000, description="Upper bound of the controller's target bitrate.")
     min_bitrate: Rate = Field(50_000, description="Lower bound of the controller's target bitrate.")
-    initial_bitrate: Rate = 300_000            # libwebrtc's default start rate
+    initial_bitrate: Rate = Field(300_000, description="Controller's start target (libwebrtc's default start rate).")
     fps: int = Field(30, ge=1, le=60, description="Frames per second the encoder captures.")
     width: int = Field(640, ge=64, le=1920, multiple_of=2, description="Picture width in pixels.")
     height: int = Field(360, ge=64, le=1080, multiple_of=2, description="Picture height in pixels.")
