@@ -47,8 +47,8 @@ class EcnMarkError(MpvlabError, RuntimeError):
 class Threshold:
     """K as given: a time at the link rate (ns) or bytes (exactly one of the two)."""
 
-    ns: int | None = None
-    bytes: int | None = None
+    ns: Annotated[int | None, Field(description="K as a time at the link rate, in ns; null when given as a size.")] = None
+    bytes: Annotated[int | None, Field(description="K as a size, in bytes; null when given as a time.")] = None
 
     def to_bytes(self, rate_bit: int) -> int:
         if self.bytes is not None:
