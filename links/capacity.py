@@ -205,8 +205,8 @@ RateOrZero = Annotated[int, BeforeValidator(_rate_or_zero), WithJsonSchema(
 
 
 class ConstantRate(Strict):
-    kind: Literal["constant"] = "constant"
-    value: Rate
+    kind: Literal["constant"] = Field("constant", description="A fixed link capacity.")
+    value: Rate = Field(description="Capacity of the delay line's link, counted in IP bytes.")
 
 
 class SquareRate(Strict):
@@ -214,12 +214,12 @@ class SquareRate(Strict):
     t = phase. "Wi-Fi drops to 2 Mbit/s for 5 s every 20 s": high 20mbit, low 2mbit, period 20s,
     duty 0.25."""
 
-    kind: Literal["square"]
-    high: Rate
-    low: RateOrZero
-    period: Duration
-    duty: float = Field(0.5, gt=0.0, lt=1.0)
-    phase: Duration = 0
+    kind: Literal["square"] = Field(description="A capacity that alternates between high and low.")
+    high: Rate = Field(description="Capacity outside the dip.")
+    low: RateOrZero = Field(description="Capacity during the first duty·period of each cycle (0 = carries nothing).")
+    period: Duration = Field(description="Length of one cycle (> 0).")
+    duty: float = Field(0.5, gt=0.0, lt=1.0, description="Fraction of each cycle spent at `low`.")
+    phase: Duration = Field(0, description="Run time at which the first cycle starts.")
 
     @field_validator("period")
     @classmethod
@@ -233,9 +233,9 @@ class PiecewiseRate(Strict):
     """points: [[time, rate], ...] from time 0, strictly increasing; `repeat` makes it periodic
     (0 = the last rate holds)."""
 
-    kind: Literal["piecewise"]
-    points: list[tuple[Duration, RateOrZero]] = Field(min_length=1, max_length=100_000)
-    repeat: Duration = 0
+    kind: Literal["piecewise"] = Field(description="A capacity that steps at given times.")
+    points: list[tuple[Duration, RateOrZero]] = Field(min_length=1, max_length=100_000, description="[time, rate] breakpoints from time 0, strictly increasing; each rate holds until the next point.")
+    repeat: Duration = Field(0, description="Period after which the points start again; 0 = play once, the last rate holds.")
 
 
 class TraceRate(Strict):
@@ -243,10 +243,10 @@ class TraceRate(Strict):
     timestamp). time-rate: `time_ms rate_mbit` lines, served like piecewise (`repeat` as there).
     The file is relative to the scenario's folder (and must stay inside it) or to links/traces/."""
 
-    kind: Literal["trace"]
-    file: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,200}$")
-    format: Literal["mahimahi", "time-rate"] = "mahimahi"
-    repeat: Duration = 0
+    kind: Literal["trace"] = Field(description="A capacity read from a trace file.")
+    file: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,200}$", description="Trace path, relative to (and inside) the scenario's folder, or to links/traces/.")
+    format: Literal["mahimahi", "time-rate"] = Field("mahimahi", description="mahimahi: one ms timestamp per packet-delivery opportunity; time-rate: `time_ms rate_mbit` lines.")
+    repeat: Duration = Field(0, description="time-rate only: period after which the trace starts again; 0 = the last rate holds (a mahimahi trace repeats with its last timestamp).")
 
     @model_validator(mode="after")
     def _repeat_only_time_rate(self) -> "TraceRate":
@@ -273,8 +273,8 @@ class QueueSpec(Strict):
     with it would exceed a limit. The packet being carried by the link is not in the queue. Bytes
     count each packet as IP length + packet_overhead (4 for mahimahi traces, like Mahimahi)."""
 
-    packets: int | None = Field(None, ge=1, le=1 << 24)
-    bytes: Size | None = None
+    packets: int | None = Field(None, ge=1, le=1 << 24, description="Queue limit in packets; null = no packet limit.")
+    bytes: Size | None = Field(None, description="Queue limit in bytes (IP length + packet_overhead each); null = no byte limit.")
 
     @model_validator(mode="after")
     def _one_limit(self) -> "QueueSpec":
@@ -286,9 +286,9 @@ class QueueSpec(Strict):
 
 
 class CapacitySpec(Strict):
-    rate: RateSpec
-    queue: Annotated[QueueSpec | None, BeforeValidator(_queue_shorthand)] = None
-    packet_overhead: int | None = Field(None, ge=0, le=1024)
+    rate: RateSpec = Field(description="The link's capacity over time.")
+    queue: Annotated[QueueSpec | None, BeforeValidator(_queue_shorthand)] = Field(None, description="Drop-tail queue in front of the link; null = unlimited (bounded only by the kernel queue), like Mahimahi.")
+    packet_overhead: int | None = Field(None, ge=0, le=1024, description="Bytes added to each IP packet's length for capacity and queue accounting; null = 4 for mahimahi traces, else 0.")
 
     def overhead(self) -> int:
         """Bytes added to each IP packet's length: 4 for mahimahi traces (Mahimahi's TUN header),
@@ -300,8 +300,8 @@ class CapacitySpec(Strict):
 
 
 class IndependentLoss(Strict):
-    kind: Literal["independent"]
-    probability: Probability
+    kind: Literal["independent"] = Field(description="Each packet lost independently.")
+    probability: Probability = Field(description="Per-packet loss probability.")
 
 
 class GilbertElliottLoss(Strict):
@@ -309,11 +309,11 @@ class GilbertElliottLoss(Strict):
     Literature: p = p_good_to_bad, r = p_bad_to_good, 1-h = loss_in_bad, 1-k = loss_in_good.
     Defaults give the simple Gilbert model (all lost in Bad, none in Good). Starts in Good."""
 
-    kind: Literal["gilbert-elliott"]
-    p_good_to_bad: float = Field(gt=0.0, le=1.0)
-    p_bad_to_good: float = Field(gt=0.0, le=1.0)
-    loss_in_bad: float = Field(1.0, ge=0.0, le=1.0)
-    loss_in_good: float = Field(0.0, ge=0.0, le=1.0)
+    kind: Literal["gilbert-elliott"] = Field(description="Bursty two-state (Good/Bad) loss, starting in Good.")
+    p_good_to_bad: float = Field(gt=0.0, le=1.0, description="Per-packet probability of moving Good → Bad (the literature's p).")
+    p_bad_to_good: float = Field(gt=0.0, le=1.0, description="Per-packet probability of moving Bad → Good (the literature's r).")
+    loss_in_bad: float = Field(1.0, ge=0.0, le=1.0, description="Loss probability in Bad (1-h); default: every packet lost.")
+    loss_in_good: float = Field(0.0, ge=0.0, le=1.0, description="Loss probability in Good (1-k); default: none lost.")
 
     def model_loss_rate(self) -> float:
         return ge_model(self)[0]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Callable
 
-from pydantic import BeforeValidator, PlainSerializer
+from pydantic import BeforeValidator, Field, PlainSerializer
 
 from core import naming, proc, units
 from core.errors import MpvlabError
@@ -47,8 +47,8 @@ class EcnMarkError(MpvlabError, RuntimeError):
 class Threshold:
     """K as given: a time at the link rate (ns) or bytes (exactly one of the two)."""
 
-    ns: int | None = None
-    bytes: int | None = None
+    ns: Annotated[int | None, Field(description="K as a time at the link rate, in ns; null when given as a size.")] = None
+    bytes: Annotated[int | None, Field(description="K as a size, in bytes; null when given as a time.")] = None
 
     def to_bytes(self, rate_bit: int) -> int:
         if self.bytes is not None:
@@ -89,7 +89,7 @@ class EcnMark(Strict):
     """`ecn_mark: {threshold: 4ms}` on a link direction with a rate: CE on ECT packets while the
     virtual queue (draining at the rate) holds more than `threshold`."""
 
-    threshold: ThresholdT
+    threshold: ThresholdT = Field(description="Marking threshold K: a time at the link rate ('4ms') or a size ('12KB'), one frame … tbf limit.")
 
 
 def check_on_link(mark: EcnMark, rate_bit: int | None, buffer_bytes: int, has_capacity: bool) -> None:

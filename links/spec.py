@@ -15,19 +15,19 @@ from links.ecn import EcnMark, check_on_link
 
 
 class ConstantDelay(Strict):
-    kind: Literal["constant"] = "constant"
-    value: Duration = 0
+    kind: Literal["constant"] = Field("constant", description="A fixed one-way delay.")
+    value: Duration = Field(0, description="One-way delay the delay line adds for the whole run (0 = none).")
 
 
 class SquareDelay(Strict):
     """base + amplitude during the first duty·period of each cycle; cycles start at t = phase."""
 
-    kind: Literal["square"]
-    base: Duration = 0
-    amplitude: Duration
-    period: Duration
-    duty: float = Field(0.5, gt=0.0, lt=1.0)
-    phase: Duration = 0
+    kind: Literal["square"] = Field(description="A delay that alternates between two values.")
+    base: Duration = Field(0, description="One-way delay outside the high part of each cycle (and before `phase`).")
+    amplitude: Duration = Field(description="Delay added to `base` during the first duty·period of each cycle.")
+    period: Duration = Field(description="Length of one cycle (> 0).")
+    duty: float = Field(0.5, gt=0.0, lt=1.0, description="Fraction of each cycle spent at base + amplitude.")
+    phase: Duration = Field(0, description="Run time at which the first cycle starts.")
 
     @field_validator("period")
     @classmethod
@@ -40,17 +40,17 @@ class SquareDelay(Strict):
 class PiecewiseDelay(Strict):
     """points: [[time, delay], ...] from time 0, strictly increasing; `repeat` makes it periodic."""
 
-    kind: Literal["piecewise"]
-    points: list[tuple[Duration, Duration]] = Field(min_length=1)
-    repeat: Duration = 0
+    kind: Literal["piecewise"] = Field(description="A delay that steps at given times.")
+    points: list[tuple[Duration, Duration]] = Field(min_length=1, description="[time, delay] breakpoints from time 0, strictly increasing; each delay holds until the next point.")
+    repeat: Duration = Field(0, description="Period after which the points start again; 0 = play once, the last delay holds.")
 
 
 class TraceDelay(Strict):
     """A file of `time_ms delay_ms` lines, relative to the scenario file's folder (and inside it)."""
 
-    kind: Literal["trace"]
-    file: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,200}$")
-    repeat: Duration = 0
+    kind: Literal["trace"] = Field(description="A delay read from a trace file.")
+    file: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,200}$", description="`time_ms delay_ms` lines, path relative to (and inside) the scenario file's folder.")
+    repeat: Duration = Field(0, description="Period after which the trace starts again; 0 = play once, the last delay holds.")
 
 
 DelaySpec = Annotated[Union[ConstantDelay, SquareDelay, PiecewiseDelay, TraceDelay], Field(discriminator="kind")]
@@ -71,20 +71,20 @@ class LinkDirection(Strict):
     RTT steps clean because the bottleneck queue sits before the delay (docs/kernel-facts.md).
     """
 
-    rate: Rate | None = None
-    buffer: QueueLimitT = units.QueueLimit(bytes=100_000)
-    burst: Size | None = None
-    delay: Annotated[DelaySpec, BeforeValidator(_delay_shorthand)] = ConstantDelay()
-    loss: Probability = 0.0
-    order: Literal["shape-then-delay", "delay-then-shape"] = "shape-then-delay"
+    rate: Rate | None = Field(None, description="Token-bucket (tc tbf) rate; null = unshaped.")
+    buffer: QueueLimitT = Field(units.QueueLimit(bytes=100_000), description="tbf queue limit, in bytes or packets ('50p'); packets count as 1514-byte frames.")
+    burst: Size | None = Field(None, description="tbf bucket depth; null = the larger of 3028 B and 1 ms at the rate.")
+    delay: Annotated[DelaySpec, BeforeValidator(_delay_shorthand)] = Field(ConstantDelay(), description="One-way delay schedule added by the delay line.")
+    loss: Probability = Field(0.0, description="Independent per-packet drop probability in the delay line (0 = none).")
+    order: Literal["shape-then-delay", "delay-then-shape"] = Field("shape-then-delay", description="Order inside the router: the bottleneck queue before the delay (clean RTT steps) or after it.")
     # Applied by the delay line (links/capacity.py): a capacity that varies (square, piecewise, a
     # Mahimahi or time-rate trace) with its own drop-tail queue, a loss model, outages.
-    capacity: CapacitySpec | None = None
-    loss_model: LossSpec | None = None
-    outages: OutageSpec = []
+    capacity: CapacitySpec | None = Field(None, description="A time-varying capacity in the delay line with its own drop-tail queue (instead of `rate`); null = none.")
+    loss_model: LossSpec | None = Field(None, description="A loss model in the delay line (instead of `loss`); null = none.")
+    outages: OutageSpec = Field([], description="[start, end) intervals of run time in which this direction carries nothing (sorted, not overlapping).")
     # ECN marking at this direction's tbf (links/ecn.py): a tc-BPF virtual queue draining at `rate`
     # sets CE on ECT packets above `threshold`; the run turns on net.ipv4.tcp_ecn in its namespaces.
-    ecn_mark: EcnMark | None = None
+    ecn_mark: EcnMark | None = Field(None, description="CE-mark ECT packets above a threshold of a virtual queue draining at `rate`; null = no marking.")
 
     @field_validator("outages")
     @classmethod

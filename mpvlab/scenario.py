@@ -36,9 +36,9 @@ class HostSpec(Strict):
     """Per-namespace TCP settings, recorded in provenance. The client's receive buffer matters: new
     namespaces here default to a 32 MB maximum, which hides a whole throttle from a player."""
 
-    client_tcp_rmem: tuple[Size, Size, Size] = (4096, 131072, 6291456)
-    server_tcp_wmem: tuple[Size, Size, Size] = (4096, 16384, 4194304)
-    tcp_no_metrics_save: bool = True
+    client_tcp_rmem: tuple[Size, Size, Size] = Field((4096, 131072, 6291456), description="net.ipv4.tcp_rmem (min, default, max receive buffer) in the client's namespace.")
+    server_tcp_wmem: tuple[Size, Size, Size] = Field((4096, 16384, 4194304), description="net.ipv4.tcp_wmem (min, default, max send buffer) in the server's namespace.")
+    tcp_no_metrics_save: bool = Field(True, description="net.ipv4.tcp_no_metrics_save in the namespaces: true = no TCP metrics carried from one connection to the next.")
     offloads: bool = Field(
         False, description="TSO/GSO/GRO on the emulated links; off by default so rate samples see real packets"
     )
@@ -49,10 +49,10 @@ class TransportSpec(Strict):
     (schedulers/registry.py lists them, schedulers/README.md explains them). scheduler_params are that
     scheduler's (schedulers/params.py), with every default filled in when resolved."""
 
-    cc: str = "cubic"
-    cc_params: dict[str, Any] = Field(default_factory=dict)
-    scheduler: str = "default"
-    scheduler_params: dict[str, Any] = Field(default_factory=dict)
+    cc: str = Field("cubic", description="Congestion control of the video/bulk connection: a name in cc/registry.py, or {bpf: FILE, params: {...}}.")
+    cc_params: dict[str, Any] = Field(default_factory=dict, description="That CC's parameters (cc/registry.py); every default filled in when resolved.")
+    scheduler: str = Field("default", description="MPTCP packet scheduler: `default` (the kernel's) or a name in schedulers/registry.py.")
+    scheduler_params: dict[str, Any] = Field(default_factory=dict, description="That scheduler's parameters (schedulers/params.py); every default filled in when resolved.")
 
     @field_validator("cc")
     @classmethod
@@ -131,12 +131,12 @@ class TransportSpec(Strict):
 
 
 class FidelitySpec(Strict):
-    probe: bool = True
-    rtt_tolerance: Duration = 2 * 10**6
-    rate_tolerance: float = Field(0.05, gt=0.0, lt=1.0)
+    probe: bool = Field(True, description="Physical runs: ping and rate-probe each path before the run; emulated runs always run their pre-check.")
+    rtt_tolerance: Duration = Field(2 * 10**6, description="Largest pre-run RTT error (measured vs configured) before a path gets a warning.")
+    rate_tolerance: float = Field(0.05, gt=0.0, lt=1.0, description="Largest relative error of the measured vs configured rate before a warning (0.05 = ±5 %).")
     # Physical runs' probes. Emulated runs use the fixed, kernel-measured pre-check instead
     # (mpvlab/precheck.py: 300 RTT samples per path, ~0.6 s of backlogged tbf) and the whole-run verdict.
-    probe_duration: Duration = 3 * 10**9
+    probe_duration: Duration = Field(3 * 10**9, description="Physical runs: length of each path's rate probe (a plain-TCP download), 1s … 60s.")
 
 
 # Which workload runs on which topology kind: exactly these (mpvlab/run/kinds.py has the backends,
@@ -160,20 +160,20 @@ SECTIONS_UNUSED_BY: dict[str, dict[str, str]] = {
 
 
 class Scenario(Strict):
-    name: str = Field(pattern=NAME_RE)
-    description: str = ""
-    seed: int = Field(1, ge=0, lt=2**31)
-    topology: TopologySpec = TopologySpec()
-    paths: dict[Annotated[str, Field(pattern=PATH_NAME_RE)], PathSpec]
-    hosts: HostSpec = HostSpec()
-    transport: TransportSpec = TransportSpec()
-    workload: WorkloadSpec = VideoWorkloadSpec()
-    video: VideoSpec = VideoSpec()
-    server: ServerSpec = ServerSpec()
-    player: PlayerSpec = PlayerSpec()
-    cross_traffic: CrossTrafficSpec | None = None
-    fidelity: FidelitySpec = FidelitySpec()
-    observe: ObserveSpec = ObserveSpec()
+    name: str = Field(pattern=NAME_RE, description="Scenario name: lowercase letters, digits and dashes.")
+    description: str = Field("", description="Free text for people; the run does not read it.")
+    seed: int = Field(1, ge=0, lt=2**31, description="Seed of the delay lines' random draws (loss, loss models); recorded in provenance.")
+    topology: TopologySpec = Field(TopologySpec(), description="Which network the run builds; default: dual-path in namespaces.")
+    paths: dict[Annotated[str, Field(pattern=PATH_NAME_RE)], PathSpec] = Field(description="The paths between client and server, by name, each with its down and up link.")
+    hosts: HostSpec = Field(HostSpec(), description="TCP settings of the client and server namespaces.")
+    transport: TransportSpec = Field(TransportSpec(), description="Congestion control and MPTCP scheduler.")
+    workload: WorkloadSpec = Field(VideoWorkloadSpec(), description="What runs over the paths: video (default), bulk or rtp.")
+    video: VideoSpec = Field(VideoSpec(), description="The DASH content the video workload serves.")
+    server: ServerSpec = Field(ServerSpec(), description="The web server of the video workload.")
+    player: PlayerSpec = Field(PlayerSpec(), description="The video player and its ABR.")
+    cross_traffic: CrossTrafficSpec | None = Field(None, description="Competing flows on a shared bottleneck; null = none.")
+    fidelity: FidelitySpec = Field(FidelitySpec(), description="How the run checks that the links do what the scenario says.")
+    observe: ObserveSpec = Field(ObserveSpec(), description="Which collectors record what during the run.")
 
     @model_validator(mode="after")
     def _paths_fit_topology(self) -> "Scenario":

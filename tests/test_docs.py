@@ -50,6 +50,19 @@ def test_every_scenario_and_sweep_field_is_in_the_reference() -> None:
         assert not missing, missing
 
 
+def test_every_scenario_and_sweep_field_has_a_description() -> None:
+    """Issue 34: the reference gives every field a meaning, from the model's `description=` (a source
+    comment is not enough: the JSON Schema an editor shows carries descriptions only)."""
+    from mpvlab.scenario import Scenario
+    from mpvlab.sweep.spec import SweepSpec
+    bare = [f"{name}.{field}" for root in (Scenario, SweepSpec)
+            for name, model in schemas._models_below(root).items()
+            for field, info in model.model_fields.items() if not (info.description or "").strip()]
+    assert not bare, f"fields without a description: {bare}"
+    for page in ("scenario.md", "sweep.md"):
+        assert schemas.NO_MEANING not in (REPO / "docs" / "reference" / page).read_text(), page
+
+
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
 def test_schema_accepts_shipped_scenario(path: Path) -> None:
     text = path.read_text()

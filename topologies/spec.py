@@ -52,20 +52,20 @@ class PhysicalPath(Strict):
     server (the video enters here: `down` shaping sits at its ingress), `emulator_client_if` faces the
     client (`up` enters here)."""
 
-    client_if: IfName
-    server_address: IPv4
-    gateway: IPv4 | None = None
-    emulator_server_if: IfName | None = None
-    emulator_client_if: IfName | None = None
+    client_if: IfName = Field(description="The client's NIC of this path; its IPv4 address is the subflow's source.")
+    server_address: IPv4 = Field(description="Server address reached over this path.")
+    gateway: IPv4 | None = Field(None, description="Next hop on client_if; null = the server or emulator is on-link.")
+    emulator_server_if: IfName | None = Field(None, description="With an emulator on this path: its NIC facing the server (`down` shaping at its ingress).")
+    emulator_client_if: IfName | None = Field(None, description="With an emulator on this path: its NIC facing the client (`up` shaping at its ingress).")
 
 
 class PathSpec(Strict):
     """A path between the client and the server: `down` is server → client (the video), `up` the ACKs.
     `physical` only with topology.kind physical (which interfaces carry the path)."""
 
-    down: LinkDirection = LinkDirection()
-    up: LinkDirection = LinkDirection()
-    physical: PhysicalPath | None = None
+    down: LinkDirection = Field(LinkDirection(), description="Server → client direction (the video); default: unshaped, no delay.")
+    up: LinkDirection = Field(LinkDirection(), description="Client → server direction (requests, ACKs); default: unshaped, no delay.")
+    physical: PhysicalPath | None = Field(None, description="topology.kind physical only: the interfaces that carry this path.")
 
     def emulated(self) -> bool:
         """Anything for an emulator to do on this path (shaping, delay or loss in either direction)?"""
@@ -75,7 +75,7 @@ class PathSpec(Strict):
 class LocalHostSpec(Strict):
     """This machine's root network namespace (where `mpvlab run` runs)."""
 
-    kind: Literal["local"]
+    kind: Literal["local"] = Field(description="This machine's root network namespace.")
 
 
 class SshHostSpec(Strict):
@@ -83,12 +83,12 @@ class SshHostSpec(Strict):
     file names inside the key directory (default /etc/mpvlab/keys; set only with `mpvlab run
     --key-dir` or MPVLAB_KEY_DIR, never by a scenario), or absolute paths that lie inside it."""
 
-    kind: Literal["ssh"]
-    address: HostAddr
-    user: UserName = "root"
-    port: PortNum = 22
-    identity_file: str = Field(pattern=KEY_FILE_RE)
-    known_hosts: str = Field(pattern=KEY_FILE_RE)
+    kind: Literal["ssh"] = Field(description="A remote machine reached over SSH.")
+    address: HostAddr = Field(description="Host name or IP address to connect to.")
+    user: UserName = Field("root", description="SSH login user.")
+    port: PortNum = Field(22, description="SSH port.")
+    identity_file: str = Field(pattern=KEY_FILE_RE, description="Private key: a file name in the key directory, or an absolute path inside it.")
+    known_hosts: str = Field(pattern=KEY_FILE_RE, description="known_hosts file for strict host-key checking, in the key directory.")
 
 
 HostEntry = Annotated[Union[LocalHostSpec, SshHostSpec], Field(discriminator="kind")]
@@ -99,9 +99,9 @@ class RolesSpec(Strict):
     """Which host (a name from topology.hosts) plays which role. `emulator`: path name → host; a path
     without an emulator is used as it is (no shaping, delay or loss may be configured on it)."""
 
-    client: HostRef
-    server: HostRef
-    emulator: dict[Annotated[str, Field(pattern=PATH_NAME_RE)], HostRef] = Field(default_factory=dict)
+    client: HostRef = Field(description="Host (a name in topology.hosts) that runs the player.")
+    server: HostRef = Field(description="Host that runs the server.")
+    emulator: dict[Annotated[str, Field(pattern=PATH_NAME_RE)], HostRef] = Field(default_factory=dict, description="Path name → host that shapes it; a path without one is used as it is.")
 
 
 class TopologySpec(Strict):
@@ -111,7 +111,7 @@ class TopologySpec(Strict):
     one path (`paths:` has exactly one entry) is the bottleneck they all share (topologies/README.md).
     physical: real hosts (`hosts`, `roles`) and interfaces (`paths.<name>.physical`), 1 or 2 paths."""
 
-    kind: Literal["dual-path", "dumbbell", "shared-bottleneck", "physical"] = "dual-path"
+    kind: Literal["dual-path", "dumbbell", "shared-bottleneck", "physical"] = Field("dual-path", description="Network to build: two paths, one path, one bottleneck shared by several clients, or real hosts.")
     clients: int | None = Field(None, ge=1, le=8, description="shared-bottleneck only: players, each in "
                                                               "its own client namespace (default 2)")
     # `single`: the server has one address, reached over every path (client policy routing picks the path
@@ -120,9 +120,9 @@ class TopologySpec(Strict):
     # (as in the published testbed, server behind two L3 switches), so a subflow's server address names
     # its path too; the server's path manager signals the second address (ADD_ADDR): the in-kernel PM
     # under `default`, the steering controller (userspace PM) under a steering scheduler.
-    server_addressing: Literal["single", "per-path"] = "single"
-    hosts: dict[HostRef, HostEntry] = Field(default_factory=dict)
-    roles: RolesSpec | None = None
+    server_addressing: Literal["single", "per-path"] = Field("single", description="single: one server address reached over every path; per-path (dual-path only): one address per path, signalled by ADD_ADDR.")
+    hosts: dict[HostRef, HostEntry] = Field(default_factory=dict, description="physical only: host name → local or ssh machine.")
+    roles: RolesSpec | None = Field(None, description="physical only: which host is client, server and emulator.")
 
 
 # --- cross traffic on the shared bottleneck (`cross_traffic:`) -----------------------------------
@@ -131,9 +131,9 @@ class BulkTrafficSpec(Strict):
     """A competing bulk TCP flow (iperf3) from the server to the cross-traffic host through the
     bottleneck. start: run time at which it begins; duration: None = until the last player finishes."""
 
-    cc: Literal["cubic", "bbr", "reno"] = "cubic"
-    start: Duration = 0
-    duration: Duration | None = None
+    cc: Literal["cubic", "bbr", "reno"] = Field("cubic", description="Congestion control of the competing flow.")
+    start: Duration = Field(0, description="Run time at which the flow begins.")
+    duration: Duration | None = Field(None, description="How long it runs; null = until the last player finishes.")
 
     @field_validator("duration")
     @classmethod
@@ -147,7 +147,7 @@ class VoipTrafficSpec(Strict):
     """A VoIP-like constant-bit-rate UDP probe from the server to the cross-traffic host, whose
     one-way queuing delay is recorded per packet (SABRE, docs/studies.md §4)."""
 
-    rate: Rate = 80_000
+    rate: Rate = Field(80_000, description="Constant bit rate of the probe, 1kbit … 10mbit.")
     packet_size: Size = Field(150, description="IP packet size; 36 B (IP+UDP+probe header) … 1500 B (one MTU)")
 
     @field_validator("rate")
@@ -168,5 +168,5 @@ class VoipTrafficSpec(Strict):
 class CrossTrafficSpec(Strict):
     """shared-bottleneck only. Either or both; each starts at run time zero (bulk: at `start`)."""
 
-    bulk: BulkTrafficSpec | None = None
-    voip: VoipTrafficSpec | None = None
+    bulk: BulkTrafficSpec | None = Field(None, description="A competing bulk TCP flow (iperf3); null = none.")
+    voip: VoipTrafficSpec | None = Field(None, description="A VoIP-like UDP probe whose one-way delay is recorded; null = none.")

@@ -67,9 +67,9 @@ class QuickSpec(_Strict):
     """`--quick`: a short variant (CI). Its overrides are applied after the sweep's, its grid entries
     replace the sweep's dimension of the same name, and `trials` replaces the trial count."""
 
-    trials: int | None = Field(None, ge=1, le=1000)
-    overrides: dict[str, Any] = {}
-    grid: dict[str, list[Any]] = {}
+    trials: int | None = Field(None, ge=1, le=1000, description="Trials per grid point under --quick; null = the sweep's trials.")
+    overrides: dict[str, Any] = Field({}, description="dotted scenario path → value, applied after the sweep's overrides.")
+    grid: dict[str, list[Any]] = Field({}, description="dotted scenario path → values, replacing the sweep's dimension of that name.")
 
     @field_validator("overrides")
     @classmethod
@@ -83,14 +83,14 @@ class QuickSpec(_Strict):
 
 
 class SweepSpec(_Strict):
-    name: str = Field(pattern=NAME_RE)
-    description: str = ""
+    name: str = Field(pattern=NAME_RE, description="Sweep name; names its results folder (with -quick under --quick).")
+    description: str = Field("", description="Free text for people; the sweep does not read it.")
     scenarios: list[str] = Field(min_length=1, description="scenario files, relative to the spec's folder")
     grid: dict[str, list[Any]] = Field({}, description="dotted scenario path → values; the runs are the product")
     overrides: dict[str, Any] = Field({}, description="dotted scenario path → value, applied to every run")
-    trials: int = Field(1, ge=1, le=1000)
-    base_seed: int = Field(1, ge=0, lt=2**31)
-    quick: QuickSpec = QuickSpec()
+    trials: int = Field(1, ge=1, le=1000, description="Runs per grid point, each with its own derived seed.")
+    base_seed: int = Field(1, ge=0, lt=2**31, description="Each run's seed is derived from this, the scenario name, its grid values and the trial.")
+    quick: QuickSpec = Field(QuickSpec(), description="The short variant run by `--quick` (CI).")
 
     @field_validator("overrides")
     @classmethod

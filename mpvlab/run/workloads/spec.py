@@ -20,17 +20,17 @@ MAX_BULK_BYTES = 100 * 10**9
 class VideoWorkloadSpec(Strict):
     """The video player workload; its settings are the scenario's `video:`, `player:` and `server:`."""
 
-    kind: Literal["video"] = "video"
+    kind: Literal["video"] = Field("video", description="A video player streaming from a web server; see `video`, `player`, `server`.")
 
 
 class BulkWorkloadSpec(Strict):
     """One MPTCP bulk transfer server → client: `size` bytes, or for `duration`. `timeout`: give up
     after this long (default: 10× the transfer at the slowest path's rate + 30 s, or duration + 30 s)."""
 
-    kind: Literal["bulk"]
-    size: Size | None = None
-    duration: Duration | None = None
-    timeout: Duration | None = None
+    kind: Literal["bulk"] = Field(description="One MPTCP bulk transfer server → client.")
+    size: Size | None = Field(None, description="Bytes to transfer, 1448B … 100GB; give this or duration.")
+    duration: Duration | None = Field(None, description="Transfer for this long, 100ms … 60min; give this or size.")
+    timeout: Duration | None = Field(None, description="Give up after this long, 1s … 24h; null = 10× the transfer at the slowest path's rate + 30 s, or duration + 30 s.")
 
     @model_validator(mode="after")
     def _one_of_size_or_duration(self) -> "BulkWorkloadSpec":
@@ -58,11 +58,11 @@ class WebrtcBbrVariant(Strict):
     probes for more bandwidth (rtp/README.md); `padding: false` is mpvlab-rtp's earlier behaviour,
     kept reproducible — not WebRTC's."""
 
-    filter: Literal["replacing", "non-replacing"] = "replacing"
-    estimate: Literal["best", "third-best"] = "best"
-    recovery: bool = True
-    probe_rtt: Literal["webrtc", "v2"] = "webrtc"
-    padding: bool = True
+    filter: Literal["replacing", "non-replacing"] = Field("replacing", description="Bandwidth max filter; non-replacing keeps the three highest samples as separate entries.")
+    estimate: Literal["best", "third-best"] = Field("best", description="Bandwidth estimate: the highest or the third-highest sample.")
+    recovery: bool = Field(True, description="false: no recovery state.")
+    probe_rtt: Literal["webrtc", "v2"] = Field("webrtc", description="v2: BBRv2-like RTT probing (cwnd = BDP/2 during the probe, min-RTT expiry 5 s instead of 10 s).")
+    padding: bool = Field(True, description="Pacer sends padding-only packets while BBR probes for bandwidth, as WebRTC; false = mpvlab-rtp's earlier behaviour.")
 
     def sender_flags(self) -> list[str]:
         """mpvlab-rtp send's flags for this variant (none for WebRTC's own)."""
@@ -81,21 +81,21 @@ class RtpWorkloadSpec(Strict):
     [min_bitrate, max_bitrate] and starts at initial_bitrate; a frame complete later than capture +
     `playout_deadline` counts as late. `timeout`: give up after this long (default duration + 60 s)."""
 
-    kind: Literal["rtp"]
-    controller: Literal[RTP_CONTROLLERS] = "gcc"  # type: ignore[valid-type]
-    bbr: WebrtcBbrVariant | None = None         # controller webrtc-bbr only
-    duration: Duration = 20 * 10**9
-    max_bitrate: Rate = 1_300_000
-    min_bitrate: Rate = 50_000
-    initial_bitrate: Rate = 300_000            # libwebrtc's default start rate
-    fps: int = Field(30, ge=1, le=60)
-    width: int = Field(640, ge=64, le=1920, multiple_of=2)
-    height: int = Field(360, ge=64, le=1080, multiple_of=2)
+    kind: Literal["rtp"] = Field(description="Live video over RTP/UDP (mpvlab-rtp).")
+    controller: Literal[RTP_CONTROLLERS] = Field("gcc", description="Sender's rate controller: gcc (send-side GCC, pion) or webrtc-bbr (WebRTC's 2018 BBR).")  # type: ignore[valid-type]
+    bbr: WebrtcBbrVariant | None = Field(None, description="controller webrtc-bbr only: the study's BBR variant; null = WebRTC's own.")
+    duration: Duration = Field(20 * 10**9, description="Media time sent from the first captured frame, 2s … 60min.")
+    max_bitrate: Rate = Field(1_300_000, description="Upper bound of the controller's target bitrate.")
+    min_bitrate: Rate = Field(50_000, description="Lower bound of the controller's target bitrate.")
+    initial_bitrate: Rate = Field(300_000, description="Controller's start target (libwebrtc's default start rate).")
+    fps: int = Field(30, ge=1, le=60, description="Frames per second the encoder captures.")
+    width: int = Field(640, ge=64, le=1920, multiple_of=2, description="Picture width in pixels.")
+    height: int = Field(360, ge=64, le=1080, multiple_of=2, description="Picture height in pixels.")
     keyint: int = Field(60, ge=1, le=600, description="frames between keyframes")
-    playout_deadline: Duration = 400 * 10**6
-    content: Literal["moving-smpte", "snow"] = "moving-smpte"
-    encoder: Literal["x264", "vp8"] = "x264"
-    timeout: Duration | None = None
+    playout_deadline: Duration = Field(400 * 10**6, description="A frame complete later than capture + this counts as late, 20ms … 10s.")
+    content: Literal["moving-smpte", "snow"] = Field("moving-smpte", description="Test picture: moving SMPTE bars (compresses well) or snow (noise, compresses badly).")
+    encoder: Literal["x264", "vp8"] = Field("x264", description="Video encoder: x264 (constant bitrate, 100 ms rate-control buffer) or vp8 (libvpx with libwebrtc 2018's real-time rate control).")
+    timeout: Duration | None = Field(None, description="Give up after this long, 1s … 24h; null = duration + 60 s.")
 
     @model_validator(mode="after")
     def _ranges(self) -> "RtpWorkloadSpec":
@@ -130,14 +130,14 @@ class VideoSpec(Strict):
     """progressive: one H.264 MP4 at `bitrate`. dash: a ladder of representations at `bitrates`
     (default: the BBR-S study's 11 levels, 1 … 25 Mbit/s), `segment` long each."""
 
-    kind: Literal["progressive", "dash"] = "progressive"
-    duration: Duration = 30 * 10**9
-    bitrate: Rate = 5_240_000
-    bitrates: list[Rate] | None = Field(None, min_length=1, max_length=16)
-    segment: Duration = 5 * 10**9
-    width: int = Field(1280, ge=64, le=3840)
-    height: int = Field(720, ge=64, le=2160)
-    fps: int = Field(30, ge=1, le=120)
+    kind: Literal["progressive", "dash"] = Field("progressive", description="progressive: one H.264 MP4; dash: a ladder of representations in segments.")
+    duration: Duration = Field(30 * 10**9, description="Length of the video, 1s … 60min.")
+    bitrate: Rate = Field(5_240_000, description="progressive: the MP4's video bitrate.")
+    bitrates: list[Rate] | None = Field(None, min_length=1, max_length=16, description="dash: the representations' bitrates; null = 11 levels, 1 … 25 Mbit/s (BBR-S study).")
+    segment: Duration = Field(5 * 10**9, description="dash: length of one segment.")
+    width: int = Field(1280, ge=64, le=3840, description="Picture width in pixels.")
+    height: int = Field(720, ge=64, le=2160, description="Picture height in pixels.")
+    fps: int = Field(30, ge=1, le=120, description="Frames per second.")
 
     @field_validator("duration")
     @classmethod
@@ -153,8 +153,8 @@ class ServerSpec(Strict):
     (to separate TLS's cost from HTTP/2's effect); `false` is plain HTTP. With TLS the run makes a
     self-signed certificate of its own and the player trusts exactly that one."""
 
-    protocol: Literal["http/1.1", "h2"] = "http/1.1"
-    tls: Literal["auto"] | bool = "auto"
+    protocol: Literal["http/1.1", "h2"] = Field("http/1.1", description="HTTP version Apache serves; h2 is HTTP/2 over TLS (ALPN).")
+    tls: Literal["auto"] | bool = Field("auto", description="auto: TLS exactly when protocol is h2; true: TLS for HTTP/1.1 too; false: plain HTTP.")
 
     @model_validator(mode="after")
     def _h2_needs_tls(self) -> "ServerSpec":
@@ -207,9 +207,9 @@ class PlayerSpec(Strict):
     kind: Literal["gstreamer", "dashjs"] = Field(
         "gstreamer", description="gstreamer: mpvlab's GStreamer player (fetcher dashdemux or own); dashjs: the "
                                  "dash.js reference player in headless Chromium (DASH only)")
-    mode: Literal["discard", "rebuffer"] = "discard"
-    max_lateness: Duration = 20 * 10**6
-    buffer: Duration | None = None
+    mode: Literal["discard", "rebuffer"] = Field("discard", description="discard: never pause, late frames are dropped; rebuffer: pause on underflow until rebuffer_resume is buffered.")
+    max_lateness: Duration = Field(20 * 10**6, description="The sink drops a frame later than this (a picture discard), ≤ 60s.")
+    buffer: Duration | None = Field(None, description="Playout buffer: most media time held before the decoder; null = 2 s progressive, 30 s DASH.")
     abr: str = Field("gst", pattern=r"^[a-z][a-z0-9-]{0,31}$",
                      description="dashdemux: gst | bba; fetcher own: an ABR of player/abr (throughput, bba, "
                                  "bola, dynamic, festive, sabre, on-off)")
@@ -222,10 +222,10 @@ class PlayerSpec(Strict):
                                                    "none, the kernel's receive-buffer autotuning (the SABRE "
                                                    "paper's on/off baseline); sabre then sets its own "
                                                    "(abr_params.rcvbuf_bytes, 256 KiB), sizing its pipeline from it")
-    bba_reservoir: Duration = 5 * 10**9
-    bba_cushion: Duration = 15 * 10**9
-    gst_bitrate_limit: float = Field(0.8, gt=0.0, le=1.0)
-    rebuffer_resume: Duration = 1 * 10**9
+    bba_reservoir: Duration = Field(5 * 10**9, description="abr bba: buffer up to which the lowest bitrate is chosen.")
+    bba_cushion: Duration = Field(15 * 10**9, description="abr bba: buffer span over which the choice rises linearly to the highest bitrate.")
+    gst_bitrate_limit: float = Field(0.8, gt=0.0, le=1.0, description="abr gst: dashdemux bitrate-limit, the share of the measured rate it may use.")
+    rebuffer_resume: Duration = Field(1 * 10**9, description="mode rebuffer: resume once this much media is buffered (capped at 95 % of buffer).")
     startup_buffer: Duration = Field(1 * 10**9, description="playback starts once this much video is buffered")
     cpu: int | None = Field(None, ge=0, le=1023, description="pin the player to this CPU (taskset); None: any")
     decode: bool = Field(True, description="False: count bytes and underflows without decoding (light; no "
