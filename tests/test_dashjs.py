@@ -419,6 +419,8 @@ def test_dashjs_dual_path_bba_over_http1_tls(tmp_path: Path) -> None:
     seen = {tuple(x) for x in s["cross_checks"]["subflow_addresses"]["seen"]}
     assert seen == {tuple(v) for v in s["cross_checks"]["subflow_addresses"]["expected"].values()}
     assert all(p["share"] >= 0.1 for p in s["paths"].values()), s["paths"]
+    # HTTP/1.1 loads the page on up to 6 connections before t0; only the video's must be in the trace.
+    assert s["cross_checks"]["collector_saw_every_connection"]["ok"], s["cross_checks"]
     _segments_match_access_log(run, ps)
     # The BBA rule made the choices: every segment's level is one of its decisions, the first the lowest.
     decided = {x["quality"] for x in raw["decisions"] if x["rule"] == "bba"}

@@ -37,12 +37,14 @@ def apache_connections(access_log: Path) -> int:
     what the MPTCP scheduler trace must have seen (views.py, collector_saw_every_connection).
 
     Left out: loopback and the pre-run protocol check (not over the paths), and the dash.js page's own
-    requests. The trace runs from t0; the page is loaded before t0 (dashjs_player.py's timeline), and
-    in most runs Chromium opens a fresh connection for the MPD and segments, so the page's connection
-    is idle for the whole traced window and no scheduler decision of it can be traced (measured: page
-    on client port 39634, its last request 0.9 s before t0; video on 39648, traced from t = 0.077 s).
-    Counting it compared a pre-t0 connection with a trace that starts at t0. A page connection that
-    Chromium reuses for the video is still counted, by its video requests."""
+    requests. The trace runs from t0; the page is loaded before t0 (dashjs_player.py's timeline).
+    Chromium sometimes fetches the MPD and segments on a fresh connection; the page's connection is then
+    idle through the traced window, and if it also closes outside it there is no scheduler decision of
+    it to trace (measured, HTTP/2 run mtxdtk: page on client port 39634, loaded 0.9 s before t0, never
+    traced; video on 39648, traced from t = 0.077 s). Counting it compared a pre-t0 connection with a
+    trace that starts at t0. A page connection Chromium reuses for the video is counted, by its video
+    requests. An idle connection that closes while tracing IS traced (by size its TLS close_notify, 24 bytes;
+    63 with HTTP/2's GOAWAY), so the trace may count more than this: the check is traced >= this."""
     conns = set()
     try:
         for line in access_log.read_text().splitlines():
