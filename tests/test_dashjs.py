@@ -136,6 +136,43 @@ def test_stalls_with_data_judged_by_the_element_not_dashjs_level() -> None:
     assert [x["start_ms"] for x in dashjs_qoe.stalls_with_data(eps, buffer[1:], bare)] == [1950.3]
 
 
+# A dash.js run's access log (HTTP/2, run mtxdtk): the preflight, the page loaded before t0 on client
+# port 39634, then the MPD and segments on a new connection 39648, the only one the scheduler trace
+# (started at t0) saw. The page's connection carried nothing while the trace ran.
+_LOG_H2 = """\
+127.0.0.1 46962 [27/Nov/2026:06:29:15 +0000] "HEAD /v/manifest.mpd HTTP/2.0" 200 1832 463 1 "-" HTTP/2.0 TLSv1.3 X
+10.0.1.2 39630 [27/Nov/2026:06:29:15 +0000] "HEAD /v/manifest.mpd?mpvlab-preflight=1 HTTP/2.0" 200 1832 340 1 "-" HTTP/2.0 TLSv1.3 X
+10.0.1.2 39634 [27/Nov/2026:06:29:16 +0000] "GET /mpvlab-dashjs/player.html HTTP/2.0" 200 430 708 1 "-" HTTP/2.0 TLSv1.3 X
+10.0.1.2 39634 [27/Nov/2026:06:29:16 +0000] "GET /mpvlab-dashjs/vendor/dash.all.min.js HTTP/2.0" 200 595378 211039 1 "-" HTTP/2.0 TLSv1.3 X
+10.0.1.2 39634 [27/Nov/2026:06:29:16 +0000] "GET /mpvlab-dashjs/mpvlab-dashjs.js HTTP/2.0" 200 11276 210984 1 "-" HTTP/2.0 TLSv1.3 X
+10.0.1.2 39634 [27/Nov/2026:06:29:16 +0000] "GET /favicon.ico HTTP/2.0" 404 236 446 1 "-" HTTP/2.0 TLSv1.3 X
+10.0.1.2 39648 [27/Nov/2026:06:29:17 +0000] "GET /v/manifest.mpd HTTP/2.0" 200 1832 372 1 "-" HTTP/2.0 TLSv1.3 X
+10.0.1.2 39648 [27/Nov/2026:06:29:17 +0000] "GET /v/init-1.m4s HTTP/2.0" 200 802 364 1 "-" HTTP/2.0 TLSv1.3 X
+10.0.1.2 39648 [27/Nov/2026:06:29:17 +0000] "GET /v/seg-1-00001.m4s HTTP/2.0" 200 279828 80798 1 "-" HTTP/2.0 TLSv1.3 X
+"""
+_TRACED_H2 = 1   # that run's decisions_summary.json: totals.connections, the one subflow 10.0.1.2:39648
+
+
+def test_page_connection_before_t0_is_not_expected_in_the_trace(tmp_path: Path) -> None:
+    from mpvlab.run.workloads.video import apache_connections
+    log = tmp_path / "access.log"
+    log.write_text(_LOG_H2)
+    assert apache_connections(log) == 1 <= _TRACED_H2   # was 2 > 1: the cross-check failed
+    # The page's connection reused for the video counts (by its video requests), once.
+    log.write_text(_LOG_H2.replace(" 39648 ", " 39634 "))
+    assert apache_connections(log) == 1
+    # HTTP/1.1: the page on two connections, the video on a third and a fourth: two to trace.
+    lines = _LOG_H2.replace("HTTP/2.0", "HTTP/1.1").splitlines()
+    lines[3] = lines[3].replace(" 39634 ", " 39636 ")
+    lines[-1] = lines[-1].replace(" 39648 ", " 39650 ")
+    log.write_text("\n".join(lines) + "\n")
+    assert apache_connections(log) == 2
+    # A video request on the page's folder's lookalike is still video (prefix is the folder, with its /).
+    log.write_text(_LOG_H2.replace("/v/init-1.m4s", "/mpvlab-dashjs-v/init-1.m4s").replace(
+        "39648 [27/Nov/2026:06:29:17 +0000] \"GET /mpvlab-dashjs-v", "39652 [27/Nov/2026:06:29:17 +0000] \"GET /mpvlab-dashjs-v"))
+    assert apache_connections(log) == 2
+
+
 def _run(tmp_path: Path, d: dict[str, Any]) -> Path:
     f = tmp_path / f"{d['name']}.yaml"
     f.write_text(yaml.safe_dump(d))
@@ -162,6 +199,9 @@ def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
     # server saw MPTCP subflows from the client's address on the one path.
     assert s["http"]["by_protocol"] == {"HTTP/2.0": s["http"]["requests"]}
     assert s["subflows"] and s["cross_checks"]["subflow_addresses"]["ok"]
+    # The trace (from t0) saw every connection that carried video; the page's pre-t0 one is not expected.
+    assert s["cross_checks"]["collector_saw_every_connection"]["ok"], s["cross_checks"]
+    assert not [w for w in s["warnings"] if "collector_saw_every_connection" in w], s["warnings"]
     # (the connection was set up before t0, when the page loaded: the MIB's handshake counters moved
     # before the playback window; the msk's own byte counter shows the video went over MPTCP)
     assert s["mptcp"]["sent_bytes"] >= sum(g["bytes"] for g in json.loads(
@@ -379,6 +419,8 @@ def test_dashjs_dual_path_bba_over_http1_tls(tmp_path: Path) -> None:
     seen = {tuple(x) for x in s["cross_checks"]["subflow_addresses"]["seen"]}
     assert seen == {tuple(v) for v in s["cross_checks"]["subflow_addresses"]["expected"].values()}
     assert all(p["share"] >= 0.1 for p in s["paths"].values()), s["paths"]
+    # HTTP/1.1 loads the page on up to 6 connections before t0; only the video's must be in the trace.
+    assert s["cross_checks"]["collector_saw_every_connection"]["ok"], s["cross_checks"]
     _segments_match_access_log(run, ps)
     # The BBA rule made the choices: every segment's level is one of its decisions, the first the lowest.
     decided = {x["quality"] for x in raw["decisions"] if x["rule"] == "bba"}
