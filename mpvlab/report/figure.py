@@ -104,21 +104,32 @@ def render(fig: plt.Figure) -> dict[str, bytes]:
     return out
 
 
+def _import_backends() -> None:
+    """Import the PDF and SVG backends and fontTools' subsetter (the PDF's font embedding) before the
+    workers fork: savefig imports them lazily, ~0.4 CPU-s that each worker otherwise paid again
+    (cProfile of the first PDF a process writes, issue 36)."""
+    import fontTools.subset  # noqa: F401
+    import matplotlib.backends.backend_pdf  # noqa: F401
+    import matplotlib.backends.backend_svg  # noqa: F401
+
+
 def _render_pickled(blob: bytes) -> dict[str, bytes]:
     return render(pickle.loads(blob))
 
 
 def render_all(figs: list[Figure], workers: int | None = None) -> None:
     """Render every figure, in up to `workers` processes (default: the CPUs, at most 4). Rendering is
-    ~90 % of a report's time (3 formats, 300 dpi): on the 1,000-run bench 2 processes took it from
-    14.5 s to ~8 s on this 2-CPU machine. The figures travel pickled (matplotlib supports it); the
-    workers are forked, so nothing else is re-imported."""
+    ~85 % of a 1,000-run report's CPU (3 formats, PNG at 300 dpi; per figure and format in
+    docs/cost.md). The figures travel pickled (matplotlib supports it); the workers are forked, so
+    nothing else is re-imported; a worker's PNG and PDF bytes are the serial path's
+    (tests/test_report_render.py)."""
     todo = [f for f in figs if not f.data]
     n = min(len(todo), workers if workers is not None else min(os.cpu_count() or 1, 4))
     if n < 2:
         for f in todo:
             f.rendered()
         return
+    _import_backends()
     blobs = [pickle.dumps(f.mpl) for f in todo]
     for f in todo:
         plt.close(f.mpl)
