@@ -220,9 +220,11 @@ class Mptcp(Record):
 
 
 class HttpRecord(OpenRecord):
-    protocol: str = Field(description="the HTTP version the player's connection used (e.g. HTTP/1.1, HTTP/2)")
-    tls: bool = Field(description="whether the player's connection ran TLS")
-    port: int = Field(description="the server's TCP port the player connected to")
+    protocol: str = Field(
+        description="the scenario's http.protocol: the HTTP version the server offered the player "
+                    "(mpvlab/run/workloads/video.py)")
+    tls: bool = Field(description="whether the scenario's http section configures TLS")
+    port: int = Field(description="the scenario's http.port: the server's TCP port")
 
 
 class CrossCheck(OpenRecord):
@@ -258,7 +260,8 @@ class RtpDecodeRecord(Record):
     frames_decoded: int = Field(description="on-time frames the viewer's decoder decoded (count)")
     frames_decode_error: int = Field(description="on-time frames the decoder returned an error for (count)")
     frames_undecodable: int = Field(
-        description="on-time frames not decodable (e.g. their reference was lost), not handed to the decoder (count)")
+         description="on-time frames depending on a frame that was not played (late or lost), up to the next keyframe:"
+                     " never fed to the decoder (count; rtp/cmd/mpvlab-rtp/playout.go)")
     decoder: dict[str, Any] | None = Field(description="the viewer's decoder and its parameters; null when none ran")
     decoder_failure: str = Field(description="why the decoder failed, in words; empty when it did not")
     definition: str = Field(description="how the decode counts are defined, in words")
@@ -293,9 +296,11 @@ class RtpRecord(OpenRecord):
     frames_on_time: int = Field(description="frames complete at the viewer within the playout deadline (count)")
     frames_late: int = Field(description="frames complete at the viewer after the playout deadline (count)")
     frames_lost: int = Field(description="frames never complete at the viewer (count)")
-    playout_deadline_ms: float = Field(description="the viewer's playout deadline after capture time (ms)")
+    playout_deadline_ms: float = Field(
+        description="the viewer's configured playout deadline after capture time (ms; rtp/cmd/mpvlab-rtp/recv.go)")
     latency_ms: dict[str, Any] = Field(
-        description="capture-to-complete latency of the viewer's frames: percentiles (ms) (rtp/cmd/mpvlab-rtp)")
+         description="from capture (encoder input, CLOCK_MONOTONIC) to the arrival of the frame's last missing packet:"
+                     " p50, p95, p99, max (ms) and its definition (rtp/cmd/mpvlab-rtp/recv.go)")
     decode: RtpDecodeRecord = Field(description="the viewer's decoder counts")
     freezes: RtpFreezeRecord = Field(description="freezes at the viewer (W3C webrtc-stats' rule)")
     rendered_fps: RtpFpsRecord = Field(
@@ -318,7 +323,9 @@ class RtpRecord(OpenRecord):
     padding_share: float | None = Field(
         None, description="padding bytes / (padding + video RTP bytes) sent (fraction); null when nothing was sent")
     feedback: dict[str, Any] = Field(
-        description="the sender's record of the viewer's congestion-control feedback (rtp sender's JSON)")
+         description="the sender's ledger of transport-wide CC feedback: transport sequence numbers sent, reported, "
+                     "reported received/lost, without feedback; feedback packets, RTCP datagrams and bytes "
+                     "(rtp/cmd/mpvlab-rtp/feedback.go)")
     target_bps: dict[str, Any] = Field(
         description="the controller's target bitrate: initial (scenario), final, updates, steady_mean (time-weighted "
                     "over the stream's second half, bit/s) and its definition")
