@@ -422,9 +422,10 @@ class FidelityRow(Record):
 
 class RunHead(Record):
     run_id: str = Field(
-        description="the run's id: its directory name under results/ and the tag on every object it created")
+        description="the run's 6-character id (core/naming.py): its directory `<results>/<scenario>/<run_id>` and "
+                    "the tag on every kernel object it created")
     scenario: str = Field(description="the scenario's name (its `name` field)")
-    cc: str = Field(description="the congestion control the scenario asked for (the registry's name, cc/registry.py)")
+    cc: str = Field(description="the scenario's transport.cc (the CC registry's name, cc/registry.py)")
     seed: int = Field(description="the run's random seed")
     warnings: list[str] = Field(
         description="everything the run found questionable, in words (failed cross-checks, fidelity, collectors)")
