@@ -63,6 +63,20 @@ def test_every_scenario_and_sweep_field_has_a_description() -> None:
         assert schemas.NO_MEANING not in (REPO / "docs" / "reference" / page).read_text(), page
 
 
+def test_every_summary_field_has_a_description() -> None:
+    """Issue 34: every summary.json field says what it means, its unit and its source, either as the
+    `definition` of its MetricDef (metrics the report aggregates) or as its `description=`."""
+    from mpvlab.metricdef import MetricDef
+    from mpvlab.summary import EmulatedSummary, PhysicalSummary, SharedSummary
+    bare = sorted({f"{name}.{field}" for root in (EmulatedSummary, PhysicalSummary, SharedSummary)
+                   for name, model in schemas._models_below(root).items()
+                   for field, info in model.model_fields.items()
+                   if not (info.description or "").strip()
+                   and not any(isinstance(m, MetricDef) and m.definition.strip() for m in info.metadata)})
+    assert not bare, f"summary fields without a description: {bare}"
+    assert schemas.NO_MEANING not in (REPO / "docs" / "reference" / "summary.md").read_text()
+
+
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
 def test_schema_accepts_shipped_scenario(path: Path) -> None:
     text = path.read_text()
