@@ -446,6 +446,9 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--out", help="output folder (default: RESULTS_DIR/report)")
     rp.add_argument("--screenshot", action="store_true", help="also render report.png in headless chromium")
     args = ap.parse_args(argv)
+    if getattr(args, "results", None) is not None:
+        # a relative results root would reach programs that resolve paths from elsewhere (apache2 -f)
+        args.results = str(Path(args.results).absolute())
     console = Console(soft_wrap=True)  # never fold an error message mid-path
     handler = {"validate": cmd_validate, "run": cmd_run, "prepare": cmd_prepare, "shell": cmd_shell,
                "plot": cmd_plot, "cleanup": cmd_cleanup, "sweep": cmd_sweep, "report": cmd_report}[args.cmd]

@@ -24,6 +24,12 @@ class RunOptions:
     log: Callable[[str], None] = lambda _msg: None
     key_dir: Path | None = None   # topology physical: where SSH key files must lie (default: MPVLAB_KEY_DIR)
 
+    def __post_init__(self) -> None:
+        # Absolute from the start: the run writes paths under it into configs that other programs read
+        # from their own working directory (apache2 resolves a relative -f against its ServerRoot,
+        # /etc/apache2), so `--results results` failed with "Could not open configuration file".
+        self.results_root = Path(self.results_root).absolute()
+
 
 @dataclass
 class RunContext:
