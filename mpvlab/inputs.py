@@ -250,21 +250,27 @@ def _expanded_size(root: yaml.Node, source: str) -> int:
     return size[id(root)]
 
 
+def _construct_within_limits(text: str, source: str, loader_cls: Any) -> Any:
+    """The one document of `text`: depth and aliases bounded on the event stream first, then the
+    node graph's expanded size, and only then construction (the step a bomb would blow up)."""
+    _precheck_events(text, source, loader_cls)
+    loader = loader_cls(text)
+    loader.name = source
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, source)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def load_yaml(text: str, source: str) -> Any:
     """One YAML document, parsed within the limits above. Raises InputFileError naming the limit or
     the position of the syntax error (never quoting the text)."""
     try:
-        _precheck_events(text, source)
-        loader = _StrictLoader(text)
-        loader.name = source
-        try:
-            node = loader.get_single_node()
-            if node is None:
-                return None
-            _expanded_size(node, source)
-            return loader.construct_document(node)
-        finally:
-            loader.dispose()
+        return _construct_within_limits(text, source, _StrictLoader)
     except InputFileError:
         raise
     except yaml.YAMLError as e:
@@ -289,16 +295,7 @@ def load_result_yaml(path: Path) -> Any:
     text = read_text(path, kind)
     source = str(path)
     try:
-        _precheck_events(text, source, _FAST_LOADER)
-        loader = _FAST_LOADER(text)
-        try:
-            node = loader.get_single_node()
-            if node is None:
-                return None
-            _expanded_size(node, source)
-            return loader.construct_document(node)
-        finally:
-            loader.dispose()
+        return _construct_within_limits(text, source, _FAST_LOADER)
     except InputFileError:
         raise
     except yaml.YAMLError as e:

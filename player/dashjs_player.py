@@ -30,6 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from player import dashjs_qoe, dashjs_setup  # noqa: E402
+from player.start_signal import wait_for_t0  # noqa: E402
 
 EXIT_OK, EXIT_INTERNAL, EXIT_ERROR, EXIT_TIMEOUT, EXIT_SIGNAL = 0, 1, 2, 3, 4
 CHROMIUM = str(dashjs_setup.CHROMIUM)   # the binary itself: the /usr/bin wrapper script adds user flags
@@ -207,16 +208,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--frames-expected", type=int, default=None)
     ap.add_argument("--video-length-s", type=float, required=True)
     return ap.parse_args(argv)
-
-
-def wait_for_t0() -> int | None:
-    parts = sys.stdin.readline().split()
-    if len(parts) != 2 or parts[0] != "t0" or not parts[1].isdigit():
-        return None
-    t0 = int(parts[1])
-    if (wait_ns := t0 - time.monotonic_ns()) > 0:
-        time.sleep(wait_ns / 1e9)
-    return t0
 
 
 class Stop(Exception):

@@ -56,6 +56,7 @@ from gi.repository import Gio, GLib, Gst  # noqa: E402
 # DASH support lives next to this file (also when this module is loaded by path).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mpvlab_dash  # noqa: E402
+from start_signal import wait_for_t0  # noqa: E402
 # Our own DASH client and the ABR registry (player/abr) are imported when --fetcher own asks for
 # them: they need pydantic, which the system Python of a physical host need not have (a progressive
 # or dashdemux run there needs only GStreamer's Python bindings).
@@ -844,18 +845,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return a
 
 
-def _wait_for_t0() -> int | None:
-    """Read 't0 NS' from stdin and sleep until CLOCK_MONOTONIC reaches NS; None at end of input."""
-    line = sys.stdin.readline()
-    parts = line.split()
-    if len(parts) != 2 or parts[0] != "t0" or not parts[1].isdigit():
-        return None
-    t0 = int(parts[1])
-    if (wait_ns := t0 - time.monotonic_ns()) > 0:
-        time.sleep(wait_ns / 1e9)
-    return t0
-
-
 def main(argv: list[str] | None = None) -> int:
     t_proc = time.monotonic_ns()
     a = parse_args(argv)
@@ -875,7 +864,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_INTERNAL
         if a.t0_from_stdin:
-            t0 = _wait_for_t0()
+            t0 = wait_for_t0()
             if t0 is None:
                 print("error: stdin closed before a 't0 NS' line (the runner went away)", file=sys.stderr)
                 return EXIT_INTERNAL
