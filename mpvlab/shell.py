@@ -82,13 +82,18 @@ def _cli_net(mininet_cls: Any) -> Any:
     raises ten host-wide settings of the root namespace (tcp_rmem, tcp_wmem, rmem_max, …) and never
     restores them; new namespaces inherit tcp_rmem/tcp_wmem, so every later run's buffers would depend
     on whether someone had opened a shell. `Mininet.__init__` calls `Mininet.init()` on the base class,
-    which returns early once `inited` is set: set for this construction only, in this process only."""
-    was = mininet_cls.inited
-    mininet_cls.inited = True
+    which returns early once `inited` is set: set for this construction only, in this process only.
+    `Mininet.init()` reads the flag of the class that defines it, not of `mininet_cls` (a subclass, the
+    scenario's net class), so the flag is set where it is defined: on a subclass it never took effect."""
+    owners = [c for c in mininet_cls.__mro__ if "inited" in vars(c)]
+    saved = [(c, vars(c)["inited"]) for c in owners]
+    for c in owners:
+        c.inited = True
     try:
         return mininet_cls(topo=None, build=False, controller=None)
     finally:
-        mininet_cls.inited = was
+        for c, was in saved:
+            c.inited = was
 
 
 # Mininet CLI commands this shell refuses, with the one-line reason printed instead.

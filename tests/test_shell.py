@@ -46,3 +46,24 @@ def test_mininet_commands_on_the_smoke_scenario(tmp_path: Path) -> None:
     assert not (ledger.LEDGER_DIR / f"{run_id}.json").exists()
     assert not [ln for ln in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
                 if ln.startswith("iperf -p 5001")]                       # the iperf server stopped
+
+
+def test_the_cli_net_never_raises_host_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building the CLI's Mininet object for the scenario's net class (a subclass of Mininet) must not
+    run Mininet's fixLimits(), which raises ten root-namespace sysctls and never restores them. The
+    flag that skips it lives on the class that defines `init`; set on the subclass it did nothing.
+    Checked in-process, so it holds on a host whose sysctls an earlier run already raised (where
+    test_host_untouched cannot see a change)."""
+    import mininet.net
+    from mininet.net import Mininet
+
+    from mpvlab import shell
+
+    def refuse() -> None:
+        raise AssertionError("fixLimits() ran: it changes host-wide sysctls")
+
+    monkeypatch.setattr(mininet.net, "fixLimits", refuse)
+    was = Mininet.inited
+    net = shell._cli_net(shell._scenario_net_class(Mininet))
+    assert net is not None
+    assert Mininet.inited == was          # restored: the flag is set for this construction only
