@@ -87,3 +87,25 @@ def make_run_dir(results_root: Path, scenario_name: str, run_id: str) -> Path:
     (run_dir / "data").mkdir()
     write_status(run_dir, "running")
     return run_dir
+
+
+def results_root_problem(root: Path) -> str | None:
+    """Why --results cannot hold result directories (a regular file, a folder this user cannot write,
+    a read-only or pseudo file system), checked before a run or sweep creates anything; None if fine.
+    The folder is created if missing, as the run would."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return f"--results {root}: is not a folder; give a folder for the result directories"
+    except OSError as e:
+        return (f"--results {root}: cannot create it ({(e.strerror or 'error').lower()}); give a folder this user "
+                "can write")
+    if not root.is_dir():
+        return f"--results {root}: is not a folder; give a folder for the result directories"
+    probe = root / f".mpvlab-write-check-{os.getpid()}"
+    try:        # os.access says yes to root even on a read-only file system: try it
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as e:
+        return f"--results {root}: cannot write in it ({(e.strerror or 'error').lower()}); give a folder this user can write"
+    return None

@@ -72,7 +72,7 @@ def _default_results() -> Path:
 
 
 def _results_root(results: str | Path | None) -> Path:
-    from mpvlab.cli import results_root_problem
+    from core.rundir import results_root_problem
     root = Path(results) if results is not None else _default_results()
     if (problem := results_root_problem(root)) is not None:
         raise InputError(problem)
@@ -140,7 +140,7 @@ def sweep(spec: str | Path, results: str | Path | None = None, *, quick: bool = 
 
     parallel: runs at once, 1..8 (default: one per 2 CPUs, as the command line). The call returns
     when every run has ended; failed runs are in `counts` and the manifest, not raised."""
-    from mpvlab.cli import default_parallel
+    from mpvlab.run.context import default_parallel
     from mpvlab.run.steps import ensure_content
     from mpvlab.sweep import Sweeper, expand, load_spec
 

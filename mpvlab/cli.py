@@ -14,29 +14,9 @@ from rich.live import Live
 from rich.text import Text
 
 from core import ledger
+from core.rundir import results_root_problem
 from mpvlab.scenario import ScenarioError, load_scenario
-
-
-def results_root_problem(root: Path) -> str | None:
-    """Why --results cannot hold result directories (a regular file, a folder this user cannot write,
-    a read-only or pseudo file system), checked before a run or sweep creates anything; None if fine.
-    The folder is created if missing, as the run would."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        return f"--results {root}: is not a folder; give a folder for the result directories"
-    except OSError as e:
-        return (f"--results {root}: cannot create it ({(e.strerror or 'error').lower()}); give a folder this user "
-                "can write")
-    if not root.is_dir():
-        return f"--results {root}: is not a folder; give a folder for the result directories"
-    probe = root / f".mpvlab-write-check-{os.getpid()}"
-    try:        # os.access says yes to root even on a read-only file system: try it
-        probe.mkdir()
-        probe.rmdir()
-    except OSError as e:
-        return f"--results {root}: cannot write in it ({(e.strerror or 'error').lower()}); give a folder this user can write"
-    return None
+from mpvlab.run.context import CPUS_PER_RUN, default_parallel
 
 
 def cmd_validate(args: argparse.Namespace, console: Console) -> int:
@@ -49,16 +29,6 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
         bad += not verdict.ok
     # 2, as `mpvlab run` and `mpvlab sweep` exit on input they refuse (docs/results.md: exit codes)
     return 2 if bad else 0
-
-
-# A run's delay lines, player (decoding video in real time) and samplers keep about one CPU busy, and
-# the measured figures (docs/sweeps.md "How many at once", bench/bench_fidelity_parallel.py) hold with one
-# run per two CPUs: the default leaves the other for the host, the sweep itself and other tenants.
-CPUS_PER_RUN = 2
-
-
-def default_parallel(cpus: int) -> int:
-    return max(1, min(8, cpus // CPUS_PER_RUN))
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:

@@ -51,3 +51,13 @@ class RunContext:
     @property
     def data(self) -> Path:
         return self.run_dir / "data"
+
+
+# A run's delay lines, player (decoding video in real time) and samplers keep about one CPU busy, and
+# the measured figures (docs/sweeps.md "How many at once", bench/bench_fidelity_parallel.py) hold with one
+# run per two CPUs: the default leaves the other for the host, the sweep itself and other tenants.
+CPUS_PER_RUN = 2
+
+
+def default_parallel(cpus: int) -> int:
+    return max(1, min(8, cpus // CPUS_PER_RUN))
