@@ -23,9 +23,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 from mpvlab.content import ensure_dash  # noqa: E402
-from testbed.player import Apache, Net, finish_player, start_player  # noqa: E402
+from mpvlab.testbed.player import Apache, Net, finish_player, start_player  # noqa: E402
 
 
 def windows(checks: list[dict], span_s: float = 1.0) -> list[dict]:

@@ -39,14 +39,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-import cc  # noqa: E402
-from cc import bbr3  # noqa: E402
-from collectors.qdiscstat import build_qdiscstat, load_samples, sample_queues  # noqa: E402
-from core.hoststeal import StealMeter  # noqa: E402
-from testbed.dumbbell import DelayDumbbell, steady_goodput  # noqa: E402
+from mpvlab import cc  # noqa: E402
+from mpvlab.cc import bbr3  # noqa: E402
+from mpvlab.collectors.qdiscstat import build_qdiscstat, load_samples, sample_queues  # noqa: E402
+from mpvlab.core.hoststeal import StealMeter  # noqa: E402
+from mpvlab.testbed.dumbbell import DelayDumbbell, steady_goodput  # noqa: E402
 
 FRAME, PAYLOAD = 1514, 1448
 PORT = 5321

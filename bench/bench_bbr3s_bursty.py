@@ -31,16 +31,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-for _p in (ROOT, ROOT / "bench"):
+for _p in (ROOT / "bench",):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-import cc  # noqa: E402
-from cc import bbr3  # noqa: E402
-from cc.user_bpf import load_bpf_cc  # noqa: E402
-from collectors.qdiscstat import build_qdiscstat, load_samples, sample_queues  # noqa: E402
-from core.hoststeal import StealMeter  # noqa: E402
-from testbed.dumbbell import DelayDumbbell  # noqa: E402
+from mpvlab import cc  # noqa: E402
+from mpvlab.cc import bbr3  # noqa: E402
+from mpvlab.cc.user_bpf import load_bpf_cc  # noqa: E402
+from mpvlab.collectors.qdiscstat import build_qdiscstat, load_samples, sample_queues  # noqa: E402
+from mpvlab.core.hoststeal import StealMeter  # noqa: E402
+from mpvlab.testbed.dumbbell import DelayDumbbell  # noqa: E402
 import bench_bbrs  # noqa: E402  (the on/off sender and sink)
 
 RATE, BURST, LIMIT, RTT_MS = 25_000_000, 1_000_000, 10_000_000, 20.0

@@ -30,11 +30,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-import cc  # noqa: E402
-from testbed.dumbbell import RECEIVER_ADDR, Dumbbell  # noqa: E402
+from mpvlab import cc  # noqa: E402
+from mpvlab.testbed.dumbbell import RECEIVER_ADDR, Dumbbell  # noqa: E402
 
 RATE = 25_000_000
 IDEAL = RATE * 1448 / 1514  # payload bit/s a 25 Mbit/s tbf carries

@@ -33,14 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-import cc  # noqa: E402
-from cc import bbr3  # noqa: E402
-from cc.user_bpf import load_bpf_cc  # noqa: E402
-from core.hoststeal import StealMeter  # noqa: E402
-from testbed.dumbbell import DelayDumbbell  # noqa: E402
+from mpvlab import cc  # noqa: E402
+from mpvlab.cc import bbr3  # noqa: E402
+from mpvlab.cc.user_bpf import load_bpf_cc  # noqa: E402
+from mpvlab.core.hoststeal import StealMeter  # noqa: E402
+from mpvlab.testbed.dumbbell import DelayDumbbell  # noqa: E402
 
 BENCH_BUILD = ROOT / "cc" / "build" / "bench"
 COST_BUCKETS, COST_BUCKET_NS = 2048, 10  # cc/cost_bench.h

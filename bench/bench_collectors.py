@@ -21,11 +21,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-import collectors  # noqa: E402
-from collectors import load_summary, trace_scheduler  # noqa: E402
-from testbed.twopath import TwoPath, cpu_ns, unique_tag  # noqa: E402
+from mpvlab import collectors  # noqa: E402
+from mpvlab.collectors import load_summary, trace_scheduler  # noqa: E402
+from mpvlab.testbed.twopath import TwoPath, cpu_ns, unique_tag  # noqa: E402
 
 TARGET_PCT = 2.0
 # TCP payload per 1514-byte frame with timestamps and the MPTCP DSS option (see tests)

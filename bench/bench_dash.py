@@ -19,8 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from testbed.playbench import PORT, content_cache, describe, play, served  # noqa: E402
+from mpvlab.testbed.playbench import PORT, content_cache, describe, play, served  # noqa: E402
 from mpvlab.content import _parse_bitrate, ensure_dash, ensure_progressive  # noqa: E402
 
 

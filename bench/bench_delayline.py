@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from testbed import delayline as H  # noqa: E402
+from mpvlab.testbed import delayline as H  # noqa: E402
 
 
 def q(xs: list[float], p: float) -> float:

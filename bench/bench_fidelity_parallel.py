@@ -28,8 +28,7 @@ from typing import Any
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mpvlab.fidelity import MIN_BACKLOGGED_S  # noqa: E402
+from mpvlab.runner.fidelity import MIN_BACKLOGGED_S  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
@@ -60,7 +59,7 @@ def level_figures(root: Path, video_s: float) -> dict[str, Any]:
                 lat_p99.append(e["lateness_ms_p99"])
                 lat_max.append(e["lateness_ms_max"])
         # Each shaper's achieved rate over the run while its queue was backlogged (kernel counters,
-        # mpvlab/fidelity.py): a bulk flow's goodput is this × rate × 1448/1514.
+        # mpvlab/runner/fidelity.py): a bulk flow's goodput is this × rate × 1448/1514.
         for row in fid.get("table") or []:
             if row.get("rate_ratio") is not None and (row.get("backlogged_s") or 0.0) >= MIN_BACKLOGGED_S:
                 rate_ratio.append(row["rate_ratio"])

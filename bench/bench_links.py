@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
-from links.emulator import DirectionPlan, apply_direction, stop_direction  # noqa: E402
-from mpvlab import content, fidelity, naming, netns, transport  # noqa: E402
-from mpvlab.run.steps import CONTENT_DIR, schedule_for  # noqa: E402
-from mpvlab.scenario import parse_scenario  # noqa: E402
-from topologies import dual_path  # noqa: E402
+from mpvlab.links.emulator import DirectionPlan, apply_direction, stop_direction  # noqa: E402
+from mpvlab import content, naming, netns
+from mpvlab.runner import fidelity, transport  # noqa: E402
+from mpvlab.runner.steps import CONTENT_DIR, schedule_for  # noqa: E402
+from mpvlab.input.scenario import parse_scenario  # noqa: E402
+from mpvlab.topologies import dual_path  # noqa: E402
 
 
 def scenario(rate: str | None, delay: str, buffer: str, probe_s: int) -> Any:

@@ -16,8 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from testbed.playbench import PORT, content_cache, describe, play, served  # noqa: E402
+from mpvlab.testbed.playbench import PORT, content_cache, describe, play, served  # noqa: E402
 from mpvlab.content import ensure_progressive  # noqa: E402
 
 

@@ -32,11 +32,9 @@ from pathlib import Path
 import tempfile
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from collectors.qdiscstat import build_qdiscstat, load_samples  # noqa: E402
-from testbed.qdisc import QdiscPair  # noqa: E402
+from mpvlab.collectors.qdiscstat import build_qdiscstat, load_samples  # noqa: E402
+from mpvlab.testbed.qdisc import QdiscPair  # noqa: E402
 
 PY = sys.executable
 CLK_TCK = os.sysconf("SC_CLK_TCK")

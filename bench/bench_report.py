@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long `mpvlab report` takes on many runs (issue: summarising 1,000 runs takes seconds).
 
-Writes N synthetic result directories in the runner's exact layout (mpvlab/report/synthetic.py:
+Writes N synthetic result directories in the runner's exact layout (mpvlab/reporting/synthetic.py:
 3 scenarios × 3 CCs × 3 schedulers × trials, each with summary — including the CC model the runner
 computes once when it summarises a run (`cc_state`) —, resolved scenario, provenance and, optionally,
 time series like a 20 s run's), then times, separately: finding and loading the runs and computing
@@ -45,12 +45,12 @@ def _cpu() -> float:
 def time_report(src: Path, root: Path, out: Path) -> dict[str, float]:
     """The report pipeline of the code under `src` over the runs under `root`; seconds per step."""
     sys.path.insert(0, str(src))
-    from core import rundir
-    from mpvlab.report.aggregate import aggregate
-    from mpvlab.report.figures import build_all
-    from mpvlab.report.html import render
-    from mpvlab.report.pairwise import pairwise_frame
-    from mpvlab.report.tables import write_tables
+    from mpvlab.core import rundir
+    from mpvlab.results.aggregate import aggregate
+    from mpvlab.reporting.figures import build_all
+    from mpvlab.reporting.html import render
+    from mpvlab.reporting.pairwise import pairwise_frame
+    from mpvlab.reporting.tables import write_tables
     cpu = [_cpu()]
     t0 = time.monotonic()
     c = aggregate(root, exclude=[out])
@@ -116,7 +116,7 @@ def main() -> int:
         print(json.dumps(res))
         return 0
     sys.path.insert(0, str(REPO))
-    from mpvlab.report.synthetic import make_set
+    from mpvlab.reporting.synthetic import make_set
     trials = max(1, round(args.runs / 27))
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-report-"))
     try:

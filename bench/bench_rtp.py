@@ -24,12 +24,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
-from collectors import qdiscstat  # noqa: E402
-from mpvlab.scenario import load_scenario  # noqa: E402
+from mpvlab.collectors import qdiscstat  # noqa: E402
+from mpvlab.input.scenario import load_scenario  # noqa: E402
 
 WITHIN = 0.10      # achieved vs target per window
 

@@ -55,7 +55,7 @@ def run_once(scenario: Path, results: Path) -> dict[str, Any]:
 
 def rates(s: dict[str, Any]) -> dict[str, float | None]:
     """RTP received bit/s before the bulk flow (whole 1 s bins) and while it ran, and CUBIC's goodput
-    (the summary's `competition` record, mpvlab/run/shared.py)."""
+    (the summary's `competition` record, mpvlab/runner/shared.py)."""
     c = s.get("competition") or {}
     lo = (c.get("interval_s") or [math.inf])[0]
     alone = [x["received_bps"] for x in s["rtp"]["received_per_second"] if x["second"] + 1 <= lo]

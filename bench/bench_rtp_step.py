@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from bench_rtp import run_once  # noqa: E402
-from mpvlab.scenario import load_scenario  # noqa: E402
+from mpvlab.input.scenario import load_scenario  # noqa: E402
 
 
 def step_of(scenario: Path) -> tuple[float, int, int]:

@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from links.schedule import Schedule  # noqa: E402
-from testbed import dualpath as tb  # noqa: E402
-from schedulers.params import sndbuf_for_paths  # noqa: E402
+from mpvlab.links.schedule import Schedule  # noqa: E402
+from mpvlab.testbed import dualpath as tb  # noqa: E402
+from mpvlab.schedulers.params import sndbuf_for_paths  # noqa: E402
 
 MS = 10**6
 

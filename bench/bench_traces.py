@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from testbed import delayline as H  # noqa: E402
-from links import capacity as C  # noqa: E402
+from mpvlab.testbed import delayline as H  # noqa: E402
+from mpvlab.links import capacity as C  # noqa: E402
 
 TRACES = ROOT / "links" / "traces" / "mahimahi"
 NAMES = ["Verizon-LTE-short.down", "Verizon-LTE-short.up", "TMobile-LTE-short.down",

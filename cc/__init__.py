@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Literal
 
-from core import proc as proc_mod
+from mpvlab.core import proc as proc_mod
 
 CC_DIR = Path(__file__).resolve().parent
 LOADER = CC_DIR / "build" / "bbrs-loader"

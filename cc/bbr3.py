@@ -22,11 +22,11 @@ from typing import Iterator, Literal
 
 from pydantic import Field
 
-from core import naming
-from core.quantities import Strict
+from mpvlab.core import naming
+from mpvlab.core.quantities import Strict
 
-from cc.ccrun import CCRun
-from cc.user_bpf import CC_DIR, BpfCCLoad, load_bpf_cc
+from mpvlab.cc.ccrun import CCRun
+from mpvlab.cc.user_bpf import CC_DIR, BpfCCLoad, load_bpf_cc
 
 OBJECT = CC_DIR / "build" / "bbr3.bpf.o"
 MAX_WINDOW = 1024  # PCT_MAX_N in percentile.h

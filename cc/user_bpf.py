@@ -28,11 +28,11 @@ from typing import Iterator, Mapping
 
 from pydantic import Field, field_validator
 
-from cc.ccrun import CCRun
-from core import naming
-from core import proc as proc_mod
-from core.errors import MpvlabError
-from core.quantities import Strict
+from mpvlab.cc.ccrun import CCRun
+from mpvlab.core import naming
+from mpvlab.core import proc as proc_mod
+from mpvlab.core.errors import MpvlabError
+from mpvlab.core.quantities import Strict
 
 CC_DIR = Path(__file__).resolve().parent
 LOADER = CC_DIR / "build" / "bpfcc-loader"

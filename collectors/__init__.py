@@ -19,8 +19,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
-from core import proc as proc_mod
-from core.errors import MpvlabError
+from mpvlab.core import proc as proc_mod
+from mpvlab.core.errors import MpvlabError
 
 COLLECTORS_DIR = Path(__file__).resolve().parent
 SCHEDTRACE_BIN = COLLECTORS_DIR / "build" / "mpvlab-schedtrace"

@@ -29,9 +29,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from collectors import CollectorError, _stderr_text
-from core import proc as proc_mod
-from core.netns import Netns
+from mpvlab.collectors import CollectorError, _stderr_text
+from mpvlab.core import proc as proc_mod
+from mpvlab.core.netns import Netns
 
 # A tcpdump writes its stats lines on stderr when it stops: these three are the ones we record.
 _STAT_RE = {

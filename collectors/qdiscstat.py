@@ -21,8 +21,8 @@ import subprocess
 from pathlib import Path
 from typing import Iterator
 
-from collectors import COLLECTORS_DIR, CollectorError, _stderr_text, netns_handle
-from core import proc as proc_mod
+from mpvlab.collectors import COLLECTORS_DIR, CollectorError, _stderr_text, netns_handle
+from mpvlab.core import proc as proc_mod
 
 QDISCSTAT_BIN = COLLECTORS_DIR / "build" / "mpvlab-qdiscstat"
 QDISC_FILE = "qdisc.csv"

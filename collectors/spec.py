@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from core.quantities import Strict
+from mpvlab.core.quantities import Strict
 
 
 MAX_POINTS = 10     # client, server and a router on each of at most 8 paths

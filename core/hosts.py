@@ -50,8 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Protocol, runtime_checkable
 
-from core import proc
-from core.validators import (
+from mpvlab.core import proc
+from mpvlab.core.validators import (
     _ENVKEY_RE, HostConfigError, validate_host, validate_key_path, validate_port, validate_sysctl_key, validate_user,
 )
 

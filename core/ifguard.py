@@ -9,10 +9,10 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from core import proc
-from core.hosts import Host
-from core.validators import HostConfigError, validate_ifname
-from core.errors import MpvlabError
+from mpvlab.core import proc
+from mpvlab.core.hosts import Host
+from mpvlab.core.validators import HostConfigError, validate_ifname
+from mpvlab.core.errors import MpvlabError
 
 # --------------------------------------------------------------------------------------------
 # Interfaces named by a scenario

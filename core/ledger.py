@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from core import naming, netns, proc, rundir
-from core.errors import MpvlabError
-from core.hosts import SshHost, host_from_record
+from mpvlab.core import naming, netns, proc, rundir
+from mpvlab.core.errors import MpvlabError
+from mpvlab.core.hosts import SshHost, host_from_record
 
 RUNTIME_DIR = Path(os.environ.get("MPVLAB_RUNTIME_DIR", "/run/mpvlab"))
 # Whether a run's owner lives must not depend on a configurable directory: two checkouts, two users

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from core import proc
+from mpvlab.core import proc
 
 NETNS_DIR = Path("/run/netns")
 _BATCH_ARG = re.compile(r"[A-Za-z0-9_.:/@+-]{1,64}")

@@ -9,7 +9,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from core.errors import MpvlabError
+from mpvlab.core.errors import MpvlabError
 
 
 class CommandError(MpvlabError, RuntimeError):

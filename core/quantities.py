@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema, model_validator
 
-from core import units
+from mpvlab.core import units
 
 
 
@@ -73,7 +73,7 @@ class Strict(BaseModel):
             if allowed is not None and not any(value is a or (a is not None and value == a and type(value) is type(a))
                                                for a in allowed):
                 # Handed on as a value no boolean validator accepts, so pydantic reports it at the
-                # field's own location with the field's own words (mpvlab/messages.py).
+                # field's own location with the field's own words (mpvlab/input/messages.py).
                 out = dict(data) if out is None else out
                 out[name] = NotABoolean(value)
         return data if out is None else out

@@ -109,3 +109,20 @@ def results_root_problem(root: Path) -> str | None:
     except OSError as e:
         return f"--results {root}: cannot write in it ({(e.strerror or 'error').lower()}); give a folder this user can write"
     return None
+
+
+# A run made by a sweep starts its scenario.yaml with this tag and a JSON object (sweep, run key,
+# trial, seed, attempt token): written by the sweep (mpvlab/input/sweep.py), read by the results.
+HEADER_TAG = "# mpvlab-sweep: "
+
+
+def read_header(scenario_text: str) -> dict[str, Any] | None:
+    """The `# mpvlab-sweep:` header of a run's scenario.yaml, or None for a run not made by a sweep."""
+    for line in scenario_text.splitlines()[:5]:
+        if line.startswith(HEADER_TAG):
+            try:
+                data: dict[str, Any] = json.loads(line[len(HEADER_TAG):])
+                return data
+            except ValueError:
+                return None
+    return None

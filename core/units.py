@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from core.errors import InputError
+from mpvlab.core.errors import InputError
 
 _NUMBER = r"(?P<num>[0-9]+(?:\.[0-9]+)?)"
 

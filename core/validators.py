@@ -9,7 +9,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from core.errors import InputError
+from mpvlab.core.errors import InputError
 
 class HostConfigError(InputError, ValueError):
     """A host, user, interface, port or key path from a scenario is not acceptable."""

@@ -27,10 +27,10 @@ from typing import Annotated, Any, Iterable, Literal, Sequence, Union
 
 from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
 
-from core import units
-from core.errors import InputError
-from core.quantities import Duration, Probability, Rate, Size, Strict
-from links.schedule import Schedule
+from mpvlab.core import units
+from mpvlab.core.errors import InputError
+from mpvlab.core.quantities import Duration, Probability, Rate, Size, Strict
+from mpvlab.links.schedule import Schedule
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_TRACES = REPO / "links" / "traces"
@@ -46,7 +46,7 @@ TRACE_MAX_BYTES = 16 * 1024 * 1024
 TRACE_MAX_LINES = 4 * 1024 * 1024      # the C side's limit too (capacity.h)
 TRACE_MAX_MS = 1 << 36                  # the C side's limit too
 RATE_MAX_BPS = 100 * 10**9
-MAX_OUTAGE_TIME_NS = 24 * 3600 * 10**9     # as a delay schedule's times (mpvlab/limits.py)
+MAX_OUTAGE_TIME_NS = 24 * 3600 * 10**9     # as a delay schedule's times (mpvlab/input/limits.py)
 MAX_OUTAGES = 4096                      # capacity.h DL_MAX_OUTAGES
 
 

@@ -22,10 +22,10 @@ from typing import Annotated, Any, Callable
 
 from pydantic import BeforeValidator, Field, PlainSerializer
 
-from core import naming, proc, units
-from core.errors import MpvlabError
-from core.netns import Netns
-from core.quantities import Strict
+from mpvlab.core import naming, proc, units
+from mpvlab.core.errors import MpvlabError
+from mpvlab.core.netns import Netns
+from mpvlab.core.quantities import Strict
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / "links" / "ecnmark" / "build"

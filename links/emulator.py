@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from links import capacity, ecn
-from links.schedule import Schedule
-from core import proc
-from core.netns import Netns
-from links.spec import LinkDirection
-from core.errors import MpvlabError
+from mpvlab.links import capacity, ecn
+from mpvlab.links.schedule import Schedule
+from mpvlab.core import proc
+from mpvlab.core.netns import Netns
+from mpvlab.links.spec import LinkDirection
+from mpvlab.core.errors import MpvlabError
 
 REPO = Path(__file__).resolve().parent.parent
 DELAYLINE_BIN = REPO / "links" / "delayline" / "build" / "mpvlab-delayline"

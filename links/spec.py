@@ -8,10 +8,10 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from core import units
-from core.quantities import Duration, Probability, QueueLimitT, Rate, Size, Strict
-from links.capacity import CapacitySpec, Impairments, LossSpec, OutageSpec, _check_outages
-from links.ecn import EcnMark, check_on_link
+from mpvlab.core import units
+from mpvlab.core.quantities import Duration, Probability, QueueLimitT, Rate, Size, Strict
+from mpvlab.links.capacity import CapacitySpec, Impairments, LossSpec, OutageSpec, _check_outages
+from mpvlab.links.ecn import EcnMark, check_on_link
 
 
 class ConstantDelay(Strict):

@@ -8,9 +8,11 @@
     res = mpvlab.results.load("results/smoke-sweep") # every table as pandas DataFrames
 
 `import mpvlab` stays cheap (no pandas, pydantic or Mininet): the names above are resolved on first
-use (PEP 562 module `__getattr__`). `mpvlab.run`, `mpvlab.sweep` and `mpvlab.report` are also the
-names of subpackages; each of those modules is callable (mpvlab/callable.py), so the call works
-whether or not a submodule was imported before. The functions themselves are in mpvlab/api.py.
+use (PEP 562 module `__getattr__`). The functions are in mpvlab/api.py. The packages below follow
+the data: `input` (scenario and sweep files, validation, limits), `runner` (one run's life cycle),
+`results` (the summary model, metrics, the tidy loader), `reporting` (statistics, tables, figures),
+`sweeps` (many runs, resumable); the components (`mpvlab.core`, `mpvlab.links`, `mpvlab.cc`, …)
+live in the repository's top-level folders of the same names.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ from typing import Any
 
 from mpvlab.version import __version__
 
-# Names resolved on first access, to the submodule that holds them.
-_LAZY_SUBMODULES = ("run", "sweep", "report", "results", "api", "scenario")
+_API_FUNCTIONS = ("run", "sweep", "report")     # defined in mpvlab/api.py
+_LAZY_SUBMODULES = ("results", "api")
 
-__all__ = ["__version__", "run", "sweep", "report", "results", "api", "scenario"]
+__all__ = ["__version__", *_API_FUNCTIONS, *_LAZY_SUBMODULES]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _API_FUNCTIONS:
+        return getattr(importlib.import_module("mpvlab.api"), name)
     if name in _LAZY_SUBMODULES:
         # Importing a submodule also binds it as an attribute of this package, so this runs once.
         return importlib.import_module(f"mpvlab.{name}")

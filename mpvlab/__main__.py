@@ -1,3 +1,5 @@
+"""`python -m mpvlab …`: the `mpvlab` command."""
+
 from mpvlab.cli import entry
 
 entry()

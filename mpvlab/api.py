@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import yaml
 
-from core.errors import InputError, RunFailed
+from mpvlab.core.errors import InputError, RunFailed
 
 if TYPE_CHECKING:
-    from mpvlab.report import Report
-    from mpvlab.results import Results
+    from mpvlab.reporting import Report
+    from mpvlab.results.tidy import Results
 
 MAX_PARALLEL = 8   # as `mpvlab sweep --parallel` (mpvlab/cli.py)
 
@@ -43,7 +43,7 @@ class RunResult:
 
     def results(self) -> Results:
         """The run's tables as DataFrames (mpvlab.results.load on this run directory)."""
-        from mpvlab.results import load
+        from mpvlab.results.tidy import load
         return load(self.run_dir)
 
 
@@ -62,17 +62,17 @@ class SweepResult:
         return self.counts.get("complete", 0) == self.n_planned and not self.counts.get("failed", 0)
 
     def results(self) -> Results:
-        from mpvlab.results import load
+        from mpvlab.results.tidy import load
         return load(self.root)
 
 
 def _default_results() -> Path:
-    from mpvlab.run.context import DEFAULT_RESULTS
+    from mpvlab.runner.context import DEFAULT_RESULTS
     return DEFAULT_RESULTS
 
 
 def _results_root(results: str | Path | None) -> Path:
-    from core.rundir import results_root_problem
+    from mpvlab.core.rundir import results_root_problem
     root = Path(results) if results is not None else _default_results()
     if (problem := results_root_problem(root)) is not None:
         raise InputError(problem)
@@ -86,7 +86,7 @@ def _scenario_source(scenario: str | Path | dict[str, Any]) -> tuple[Any, Path, 
     and read back through load_scenario (size limit, strict YAML, every limit). Relative trace paths
     in a dict are found from the current directory, so the run records `<cwd>/<name>.yaml` as its
     scenario file (a name, not a file that exists afterwards)."""
-    from mpvlab.scenario import ScenarioError, load_scenario
+    from mpvlab.input.scenario import ScenarioError, load_scenario
 
     if isinstance(scenario, dict):
         text = yaml.safe_dump(scenario, sort_keys=False)
@@ -97,7 +97,7 @@ def _scenario_source(scenario: str | Path | dict[str, Any]) -> tuple[Any, Path, 
                 sc, text = load_scenario(probe)
             except ScenarioError as e:
                 raise ScenarioError(str(e).replace(str(probe), "<scenario dict>")) from None
-        from mpvlab.limits import file_problems
+        from mpvlab.input.limits import file_problems
         as_file = Path.cwd() / f"{sc.name}.yaml"
         if problems := file_problems(sc, as_file):     # trace files, found from the current directory
             raise ScenarioError("\n".join(["<scenario dict>: invalid scenario", *(f"  {p}" for p in problems)]))
@@ -117,10 +117,10 @@ def run(scenario: str | Path | dict[str, Any], results: str | Path | None = None
     scenario: a scenario file, or the same content as a dict. results: the results root (default
     ./results of the checkout); the run directory is RESULTS/<scenario name>/<run id>/.
     progress/log: called with each phase name / each message the command line would print."""
-    from mpvlab.limits import key_file_problems
-    from mpvlab.run.context import RunOptions
-    from mpvlab.run.session import run_scenario
-    from mpvlab.scenario import ScenarioError
+    from mpvlab.input.limits import key_file_problems
+    from mpvlab.runner.context import RunOptions
+    from mpvlab.runner.session import run_scenario
+    from mpvlab.input.scenario import ScenarioError
 
     sc, path, text = _scenario_source(scenario)
     keys = Path(key_dir) if key_dir is not None else None
@@ -140,9 +140,9 @@ def sweep(spec: str | Path, results: str | Path | None = None, *, quick: bool = 
 
     parallel: runs at once, 1..8 (default: one per 2 CPUs, as the command line). The call returns
     when every run has ended; failed runs are in `counts` and the manifest, not raised."""
-    from mpvlab.run.context import default_parallel
-    from mpvlab.run.steps import ensure_content
-    from mpvlab.sweep import Sweeper, expand, load_spec
+    from mpvlab.runner.context import default_parallel
+    from mpvlab.runner.steps import ensure_content
+    from mpvlab.sweeps import Sweeper, expand, load_spec
 
     path = Path(spec)
     plan = expand(load_spec(path), path, quick=quick)
@@ -162,7 +162,7 @@ def sweep(spec: str | Path, results: str | Path | None = None, *, quick: bool = 
     counts = sweeper.run()
     rep = None
     if report and counts.get("complete"):
-        from mpvlab.report import build_report
+        from mpvlab.reporting import build_report
         rep = build_report(sweeper.root, sweeper.root / "report")
     return SweepResult(sweeper.root, sweeper.manifest_path, counts, len(plan.runs), rep)
 
@@ -171,7 +171,7 @@ def report(source: str | Path, out: str | Path | None = None, *, title: str | No
            figures: bool = True) -> Report:
     """Statistics, tables, figures and report.html from result directories, as `mpvlab report SOURCE`.
     out: default SOURCE/report. Needs no root: it reads result directories only."""
-    from mpvlab.report import build_report
+    from mpvlab.reporting import build_report
 
     src = Path(source)
     if not src.is_dir():

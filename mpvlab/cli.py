@@ -13,14 +13,14 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from core import ledger
-from core.rundir import results_root_problem
-from mpvlab.scenario import ScenarioError, load_scenario
-from mpvlab.run.context import CPUS_PER_RUN, default_parallel
+from mpvlab.core import ledger
+from mpvlab.core.rundir import results_root_problem
+from mpvlab.input.scenario import ScenarioError, load_scenario
+from mpvlab.runner.context import CPUS_PER_RUN, default_parallel
 
 
 def cmd_validate(args: argparse.Namespace, console: Console) -> int:
-    from mpvlab.validation import validate_file   # issue 15: scenario or sweep spec, all the run's checks
+    from mpvlab.input.validation import validate_file   # issue 15: scenario or sweep spec, all the run's checks
 
     bad = 0
     for f in args.files:
@@ -32,12 +32,12 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from core.errors import EXIT_INTERRUPTED, RunFailed, RunInterrupted, RunNotStarted
-    from mpvlab.run.context import RunOptions
-    from mpvlab.run.session import run_scenario
+    from mpvlab.core.errors import EXIT_INTERRUPTED, RunFailed, RunInterrupted, RunNotStarted
+    from mpvlab.runner.context import RunOptions
+    from mpvlab.runner.session import run_scenario
 
-    from core.errors import InputError
-    from mpvlab.limits import key_file_problems
+    from mpvlab.core.errors import InputError
+    from mpvlab.input.limits import key_file_problems
 
     path = Path(args.scenario)
     try:
@@ -157,7 +157,7 @@ def _print_shared_summary(console: Console, s: dict) -> None:  # type: ignore[ty
 
 def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
     """Generate (or find cached) the video each scenario needs, so a run never waits on an encode."""
-    from mpvlab.run.steps import ensure_content
+    from mpvlab.runner.steps import ensure_content
 
     seen: set[str] = set()
     for f in args.files:
@@ -182,10 +182,10 @@ def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_shell(args: argparse.Namespace, console: Console) -> int:
-    """The scenario's network, up, in Mininet's CLI (mpvlab/shell.py)."""
+    """The scenario's network, up, in Mininet's CLI (mpvlab/runner/shell.py)."""
     import os
 
-    from mpvlab.shell import open_shell
+    from mpvlab.runner.shell import open_shell
 
     if os.geteuid() != 0:
         console.print(Text("mpvlab shell needs root (network namespaces, tc, iptables)", style="red"))
@@ -210,7 +210,7 @@ def cmd_shell(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_plot(args: argparse.Namespace, console: Console) -> int:
-    from mpvlab.plots import plot_run
+    from mpvlab.reporting.plots import plot_run
 
     run_dir = Path(args.run_dir)
     if not (run_dir / "summary.json").exists():
@@ -241,20 +241,20 @@ def cmd_cleanup(_args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
-    """Expand a sweep spec into runs and make them (resumable; see mpvlab/sweep/)."""
+    """Expand a sweep spec into runs and make them (resumable; see mpvlab/sweeps/)."""
     import os
 
-    from core.errors import EXIT_INTERRUPTED
-    from mpvlab.run.steps import ensure_content
-    from mpvlab.sweep import Sweeper, SweepError, estimate_run_s, expand, load_spec
-    from mpvlab.sweep.display import SweepDisplay
+    from mpvlab.core.errors import EXIT_INTERRUPTED
+    from mpvlab.runner.steps import ensure_content
+    from mpvlab.sweeps import Sweeper, SweepError, estimate_run_s, expand, load_spec
+    from mpvlab.sweeps.display import SweepDisplay
 
     try:
         plan = expand(load_spec(Path(args.spec)), Path(args.spec), quick=args.quick)
     except SweepError as e:
         console.print(Text(str(e), style="red"))
         return 2
-    from mpvlab.sweep import commands as cluster
+    from mpvlab.sweeps import commands as cluster
     if args.list_runs:
         return cluster.cmd_list_runs(plan, args)
     if args.status:
@@ -312,7 +312,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     if args.no_report or not counts["complete"]:
         console.print(f"report: mpvlab report {sweeper.root}")
     else:
-        from mpvlab.report import build_report
+        from mpvlab.reporting import build_report
         t = time.monotonic()
         rep = build_report(sweeper.root, sweeper.root / "report")
         console.print(f"report of {rep.n_complete} complete run(s) in {rep.n_configs} configuration(s) "
@@ -321,7 +321,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
-    from mpvlab.report import ReportFolderError, build_report
+    from mpvlab.reporting import ReportFolderError, build_report
 
     src = Path(args.results_dir)
     if not src.is_dir():
@@ -340,7 +340,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     for f in rep.tables:
         console.print(f"  {f}")
     if args.screenshot:
-        from mpvlab.report import browser
+        from mpvlab.reporting import browser
         try:
             shot = browser.screenshot(rep.html, rep.html.with_suffix(".png"))
         except browser.BrowserError as e:

@@ -29,8 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from player import dashjs_qoe, dashjs_setup  # noqa: E402
-from player.start_signal import wait_for_t0  # noqa: E402
+from mpvlab.player import dashjs_qoe, dashjs_setup  # noqa: E402
+from mpvlab.player.start_signal import wait_for_t0  # noqa: E402
 
 EXIT_OK, EXIT_INTERNAL, EXIT_ERROR, EXIT_TIMEOUT, EXIT_SIGNAL = 0, 1, 2, 3, 4
 CHROMIUM = str(dashjs_setup.CHROMIUM)   # the binary itself: the /usr/bin wrapper script adds user flags

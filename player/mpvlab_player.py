@@ -618,7 +618,7 @@ class Player:
             playback = self.t_eos - self.t_first_frame
         stall = None
         if playback is not None and video_len:
-            # Clamped at 0 as defined in mpvlab/metrics.py (stall_ratio): playback ending a few ms
+            # Clamped at 0 as defined in mpvlab/results/metrics.py (stall_ratio): playback ending a few ms
             # before the container's duration is timing noise, not a negative stall.
             stall = max(0.0, (playback - video_len) / video_len)
         eps = [[round(s, 6), round(e, 6)] for s, e in self.under.episodes]

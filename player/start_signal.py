@@ -1,6 +1,6 @@
 """Run time zero as the run hands it to a player: one line `t0 NS` on stdin, NS a CLOCK_MONOTONIC
 instant the run chose in the future, so that the player's first request, the delay lines' schedules
-and the samplers share one zero (mpvlab/runzero.py). Kept free of imports beyond the standard library:
+and the samplers share one zero (mpvlab/runner/runzero.py). Kept free of imports beyond the standard library:
 the GStreamer player and the dash.js driver both load it before anything heavy."""
 
 from __future__ import annotations

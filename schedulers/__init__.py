@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from core import proc as proc_mod
-from core.errors import MpvlabError
-from schedulers.params import (AnyParams, BdpParams, DefaultParams, EcfParams, MinRttParams, SteerParams,
+from mpvlab.core import proc as proc_mod
+from mpvlab.core.errors import MpvlabError
+from mpvlab.schedulers.params import (AnyParams, BdpParams, DefaultParams, EcfParams, MinRttParams, SteerParams,
                                sndbuf_for_paths)
-from schedulers.registry import REGISTRY, STEERING
+from mpvlab.schedulers.registry import REGISTRY, STEERING
 
 __all__ = ["available", "parse_params", "prepare_server", "start_scheduler", "load_summary", "sndbuf_for_paths",
            "SchedulerError", "SchedulerHandle", "DefaultParams", "MinRttParams", "BdpParams", "EcfParams",

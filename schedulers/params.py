@@ -1,4 +1,4 @@
-"""Parameters of each MPTCP scheduler: defaults, ranges, units (pydantic, like mpvlab/scenario.py)."""
+"""Parameters of each MPTCP scheduler: defaults, ranges, units (pydantic, like mpvlab/input/scenario.py)."""
 
 from __future__ import annotations
 

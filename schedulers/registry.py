@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from schedulers.params import BdpParams, DefaultParams, EcfParams, MinRttParams
+from mpvlab.schedulers.params import BdpParams, DefaultParams, EcfParams, MinRttParams
 
 
 @dataclass(frozen=True)

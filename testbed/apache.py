@@ -1,6 +1,6 @@
 """apache2 in the foreground in a private ServerRoot inside a bed's namespace: the web server of
 the player beds (testbed/player.py, testbed/playbench.py). One configuration text for both; the
-player tests add the settings that matter as in mpvlab/server.py (keep-alive, sendfile, flush)."""
+player tests add the settings that matter as in mpvlab/runner/server.py (keep-alive, sendfile, flush)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from core.netns import Netns
-from testbed.bed import Bed
+from mpvlab.core.netns import Netns
+from mpvlab.testbed.bed import Bed
 
 MODULES = "/usr/lib/apache2/modules"
 

@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Self, Sequence
 
-from core import ledger, naming, proc
-from core.netns import Netns
+from mpvlab.core import ledger, naming, proc
+from mpvlab.core.netns import Netns
 
 RUN_PREFIX = "tb"
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from core import proc
-from core.netns import Netns
-from testbed.bed import Bed, Rig
+from mpvlab.core import proc
+from mpvlab.core.netns import Netns
+from mpvlab.testbed.bed import Bed, Rig
 
 DELAYLINE_DIR = Path(__file__).resolve().parents[1] / "links" / "delayline"
 PROBES = Path(__file__).resolve().with_name("probes.py")

@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from core import naming
-from core.hoststeal import StealMeter, StealWindow
-from core.netns import Netns
-from links.emulator import DirectionPlan, apply_direction, stop_direction
-from links.schedule import Schedule
-from links.spec import LinkDirection
-import schedulers
-from testbed.bed import Bed
-from topologies import dual_path, mptcp
+from mpvlab.core import naming
+from mpvlab.core.hoststeal import StealMeter, StealWindow
+from mpvlab.core.netns import Netns
+from mpvlab.links.emulator import DirectionPlan, apply_direction, stop_direction
+from mpvlab.links.schedule import Schedule
+from mpvlab.links.spec import LinkDirection
+from mpvlab import schedulers
+from mpvlab.testbed.bed import Bed
+from mpvlab.topologies import dual_path, mptcp
 
 PORT = 5201
 PY = sys.executable
@@ -125,7 +125,7 @@ class DualPathBed:
         return out
 
 
-# A scenario's default host settings (mpvlab/scenario.py Hosts), which the scheduler tests ran with.
+# A scenario's default host settings (mpvlab/input/scenario.py Hosts), which the scheduler tests ran with.
 CLIENT_TCP_RMEM = (4096, 131072, 6291456)
 SERVER_TCP_WMEM = (4096, 16384, 4194304)
 

@@ -25,10 +25,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core import proc
-from core.netns import Netns
-from links.schedule import Schedule
-from testbed.bed import Bed
+from mpvlab.core import proc
+from mpvlab.core.netns import Netns
+from mpvlab.links.schedule import Schedule
+from mpvlab.testbed.bed import Bed
 
 SENDER_ADDR = "10.201.1.1"
 ROUTER_A_ADDR = "10.201.1.2"

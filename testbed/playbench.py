@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from core.proc import cpu_ticks, stop_child
-from core.netns import Netns
-from testbed.apache import httpd_conf, start_httpd
-from testbed.bed import Bed
-from testbed.player import PLAYER, PY
+from mpvlab.core.proc import cpu_ticks, stop_child
+from mpvlab.core.netns import Netns
+from mpvlab.testbed.apache import httpd_conf, start_httpd
+from mpvlab.testbed.bed import Bed
+from mpvlab.testbed.player import PLAYER, PY
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PORT = 8080

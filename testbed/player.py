@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core import proc
-from core.netns import Netns
-from testbed.apache import httpd_conf, start_httpd
-from testbed.bed import Bed
+from mpvlab.core import proc
+from mpvlab.core.netns import Netns
+from mpvlab.testbed.apache import httpd_conf, start_httpd
+from mpvlab.testbed.bed import Bed
 
 REPO = Path(__file__).resolve().parents[1]
 PY = str(REPO / ".venv" / "bin" / "python")
@@ -81,7 +81,7 @@ class Net:
 
 class Apache:
     """apache2 in the foreground in its own ServerRoot, inside the server namespace; the same settings
-    that matter as mpvlab/server.py (wildcard Listen, AcceptFilter none, keep-alive, sendfile)."""
+    that matter as mpvlab/runner/server.py (wildcard Listen, AcceptFilter none, keep-alive, sendfile)."""
 
     def __init__(self, net: Net, docroot: Path, root: Path, port: int = 8080, flush_max: int = 65536) -> None:
         self.net, self.port, self.root = net, port, root

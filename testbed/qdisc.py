@@ -15,8 +15,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from core.netns import Netns
-from testbed.bed import Bed, Rig
+from mpvlab.core.netns import Netns
+from mpvlab.testbed.bed import Bed, Rig
 
 PY = sys.executable
 TBF = ["rate", "3mbit", "burst", "3028", "limit", "100000"]

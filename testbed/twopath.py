@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from core import proc
-from testbed.bed import Bed, Rig
+from mpvlab.core import proc
+from mpvlab.testbed.bed import Bed, Rig
 
 PY = sys.executable
 

@@ -9,7 +9,7 @@ from typing import Iterator
 import pytest
 
 from hostnoise import STEAL_LIMIT
-from core.hoststeal import StealMeter, StealWindow
+from mpvlab.core.hoststeal import StealMeter, StealWindow
 
 _STEAL_BY_TEST = pytest.StashKey[dict[str, StealWindow]]()
 _SESSION = pytest.StashKey[StealMeter]()

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 
-from core.hoststeal import StealMeter, StealWindow
+from mpvlab.core.hoststeal import StealMeter, StealWindow
 
 T = TypeVar("T")
 

@@ -24,8 +24,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from core import proc
-from core.netns import Netns, delete_netns
+from mpvlab.core import proc
+from mpvlab.core.netns import Netns, delete_netns
 from sshlab import ensure_privsep_dir, make_client_key, release_privsep_dir, start_sshd
 
 PORT = 2222

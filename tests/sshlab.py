@@ -16,8 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from core import proc
-from core.netns import Netns
+from mpvlab.core import proc
+from mpvlab.core.netns import Netns
 
 SSHD = "/usr/sbin/sshd"
 PRIVSEP_DIR = Path("/run/sshd")

@@ -5,7 +5,7 @@ Every case is an input a user (or a hostile file) can give `mpvlab validate`, `m
 overrides), a sweep naming /etc/shadow, YAML alias bombs, huge files, devices and FIFOs, bytes that
 are not UTF-8, duplicate keys, sweeps of 900,000 runs, physically absurd values, wrong types, and a
 property-based generator over the scenario schema. For each:
-- no traceback and no hang: the bulk is checked in-process (mpvlab.validation.validate_file, the
+- no traceback and no hang: the bulk is checked in-process (mpvlab.input.validation.validate_file, the
   function `mpvlab validate` calls) under an alarm, a representative subset of each class through
   the CLI in a subprocess under CPU-time and address-space limits;
 - the message names the file, the field and what is allowed, in words (no regex), and never echoes
@@ -36,7 +36,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mpvlab.validation import validate_file
+from mpvlab.input.validation import validate_file
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -794,7 +794,7 @@ HOSTILE_RUNS: dict[str, tuple[str, str | bytes, str]] = {
 
 def _hostile_results(root: Path) -> tuple[Path, int]:
     """Two complete synthetic runs per hostile case, one of them then broken; returns (folder, good runs)."""
-    from mpvlab.report.synthetic import make_set
+    from mpvlab.reporting.synthetic import make_set
     src = root / "results"
     make_set(src, ["sc"], ["cubic"], ["default"], trials=len(HOSTILE_RUNS) + 2)
     runs = sorted((src / "sc").iterdir())
@@ -811,7 +811,7 @@ def _hostile_results(root: Path) -> tuple[Path, int]:
 
 
 def test_report_lists_each_hostile_run_and_still_reports(tmp_path: Path) -> None:
-    from mpvlab.report import build_report
+    from mpvlab.reporting import build_report
     src, good = _hostile_results(tmp_path)
     with time_limit(120), _memory_limit(1 << 30):
         rep = build_report(src, src / "report", figures=False)
@@ -850,7 +850,7 @@ def _report_cli(args: list[str]) -> subprocess.CompletedProcess[str]:
 def test_report_never_writes_through_a_planted_link(tmp_path: Path) -> None:
     """DIR/report/runs.csv a link to a file outside, then DIR/report itself a link to a folder outside:
     the targets stay untouched, the report is written as real files inside DIR."""
-    from mpvlab.report.synthetic import make_set
+    from mpvlab.reporting.synthetic import make_set
     src = tmp_path / "results"
     make_set(src, ["sc"], ["cubic"], ["default"], trials=2)
     victim = tmp_path / "victim.txt"
@@ -860,7 +860,7 @@ def test_report_never_writes_through_a_planted_link(tmp_path: Path) -> None:
     (src / "report" / "runs.csv").symlink_to(victim)
     # in-process, without figures: the same staging folder and rename (figures only cost time here;
     # the command's exit codes are test_report_never_replaces_a_folder_that_is_not_a_report's)
-    from mpvlab.report import build_report
+    from mpvlab.reporting import build_report
     build_report(src, src / "report", figures=False)
     assert victim.read_text() == SECRET
     assert not (src / "report" / "runs.csv").is_symlink() and "run_id" in (src / "report" / "runs.csv").read_text()
@@ -877,7 +877,7 @@ def test_report_never_writes_through_a_planted_link(tmp_path: Path) -> None:
 
 
 def test_report_never_replaces_a_folder_that_is_not_a_report(tmp_path: Path) -> None:
-    from mpvlab.report.synthetic import make_set
+    from mpvlab.reporting.synthetic import make_set
     src = tmp_path / "results"
     make_set(src, ["sc"], ["cubic"], ["default"], trials=2)
     mine = tmp_path / "mine"

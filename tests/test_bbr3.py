@@ -14,14 +14,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-import cc  # noqa: E402
-from cc import bbr3  # noqa: E402
-from testbed.dumbbell import DelayDumbbell  # noqa: E402
-from testbed.dumbbell import RECEIVER_ADDR, SENDER_ADDR, Dumbbell  # noqa: E402
-from cc.user_bpf import EXAMPLE_OBJECT, BpfCCError, UserBpfCC, load_bpf_cc, resolve_object  # noqa: E402
+from mpvlab import cc  # noqa: E402
+from mpvlab.cc import bbr3  # noqa: E402
+from mpvlab.testbed.dumbbell import DelayDumbbell  # noqa: E402
+from mpvlab.testbed.dumbbell import RECEIVER_ADDR, SENDER_ADDR, Dumbbell  # noqa: E402
+from mpvlab.cc.user_bpf import EXAMPLE_OBJECT, BpfCCError, UserBpfCC, load_bpf_cc, resolve_object  # noqa: E402
 from hostnoise import least_contended, lowered  # noqa: E402
 
 BUILD = ROOT / "cc" / "build"

@@ -1,4 +1,4 @@
-"""The bulk workload (mpvlab/run/workloads/bulk.py) against the Linux MPTCP selftests' two-path bound.
+"""The bulk workload (mpvlab/runner/workloads/bulk.py) against the Linux MPTCP selftests' two-path bound.
 
 tools/testing/selftests/net/mptcp/simult_flows.sh moves 16 MiB over two paths of r1 and r2 Mbit/s
 (one-way delays d1/d2 in both directions) and requires the transfer to finish within
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from hostnoise import stolen_at_most_s
-from core.hoststeal import StealWindow
+from mpvlab.core.hoststeal import StealWindow
 
 REPO = Path(__file__).resolve().parent.parent
 SIZE = 16 * 1024 * 1024      # simult_flows.sh: 2 * 2048 * 4096 bytes

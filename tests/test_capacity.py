@@ -21,10 +21,9 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from testbed import delayline as H  # noqa: E402
-from links import capacity as C  # noqa: E402
-from core.errors import InputError  # noqa: E402
+from mpvlab.testbed import delayline as H  # noqa: E402
+from mpvlab.links import capacity as C  # noqa: E402
+from mpvlab.core.errors import InputError  # noqa: E402
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for netns/NFQUEUE")
 TRACES = ROOT / "links" / "traces" / "mahimahi"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from links.capacity import MAHIMAHI_OPPORTUNITY_BYTES, SHIPPED_TRACES, read_mahimahi_trace
+from mpvlab.links.capacity import MAHIMAHI_OPPORTUNITY_BYTES, SHIPPED_TRACES, read_mahimahi_trace
 
 REPO = Path(__file__).resolve().parent.parent
 

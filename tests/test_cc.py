@@ -17,11 +17,9 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-import cc  # noqa: E402
-from testbed.dumbbell import Dumbbell  # noqa: E402
+from mpvlab import cc  # noqa: E402
+from mpvlab.testbed.dumbbell import Dumbbell  # noqa: E402
 from hostnoise import StealWindow, least_contended, lowered  # noqa: E402
 
 RATE = 25_000_000

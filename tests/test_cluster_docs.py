@@ -1,4 +1,4 @@
-"""The --status command printed at Slurm submission (mpvlab/sweep/commands.py) reads what the submission
+"""The --status command printed at Slurm submission (mpvlab/sweeps/commands.py) reads what the submission
 wrote: same spec, --quick and results roots, pasteable (quoted)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import argparse
 import shlex
 from pathlib import Path
 
-from mpvlab.sweep.commands import status_command
+from mpvlab.sweeps.commands import status_command
 
 
 def test_status_command_names_everything_the_submission_used(tmp_path: Path) -> None:

@@ -33,12 +33,10 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-import collectors  # noqa: E402
-from collectors import CollectorError, load_summary, trace_scheduler  # noqa: E402
-from testbed.twopath import Sniffer, TwoPath, unique_tag  # noqa: E402
+from mpvlab import collectors  # noqa: E402
+from mpvlab.collectors import CollectorError, load_summary, trace_scheduler  # noqa: E402
+from mpvlab.testbed.twopath import Sniffer, TwoPath, unique_tag  # noqa: E402
 
 RATE_MBIT = 3.0
 FRAME = 1514  # MTU 1500 + 14 Ethernet header (veth counters exclude FCS)

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 from mpvlab.content import ensure_progressive, probe, sha256_file  # noqa: E402
 
 

@@ -3,7 +3,7 @@
 
 Topology (names carry the helper prefix ``hda``): namespaces ``hda<N>s`` (Apache,
 own ServerRoot, ``AcceptFilter http none``, MIME types for .mpd/.m4s as
-mpvlab/server.py) and ``hda<N>c`` (player), one veth pair with offloads off;
+mpvlab/runner/server.py) and ``hda<N>c`` (player), one veth pair with offloads off;
 the server side's egress gets a tbf when a test shapes the path.
 
 Numbers asserted come from first principles:
@@ -35,13 +35,12 @@ from typing import Any, Iterator
 import pytest
 
 from hostnoise import assert_played_through
-from core.hoststeal import StealMeter
+from mpvlab.core.hoststeal import StealMeter
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "player"))
 from mpvlab.content import ensure_dash, sha256_file  # noqa: E402
-from testbed.player import (  # noqa: E402
+from mpvlab.testbed.player import (  # noqa: E402
     PY, Apache, Net, finish_player, run_cmd as _run, start_player, t_now, wait_event,
 )
 
@@ -107,9 +106,9 @@ def test_content_deterministic_and_cached(tmp_path: Path) -> None:
 def test_content_concurrent_callers(tmp_path: Path) -> None:
     """Two processes asking for the same ladder at once: the flock serialises them, one
     encodes, the other finds the finished ladder valid (cached), nothing half-written."""
-    code = ("import sys, json; sys.path.insert(0, %r); from mpvlab.content import ensure_dash; "
+    code = ("import sys, json; from mpvlab.content import ensure_dash; "
             "i = ensure_dash(%r, 4.0, [300000, 600000], 2.0, 320, 180, 30); "
-            "print(json.dumps([i.cached, i.mpd_sha256]))") % (str(REPO), str(tmp_path))
+            "print(json.dumps([i.cached, i.mpd_sha256]))") % (str(tmp_path),)
     procs = [subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
     assert sorted(o[0] for o in outs) == [False, True]

@@ -28,13 +28,12 @@ from typing import Any, Iterator
 import pytest
 
 from hostnoise import assert_played_through, longest_stall_s
-from core.hoststeal import StealMeter
+from mpvlab.core.hoststeal import StealMeter
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "player"))
 from mpvlab.content import ensure_dash  # noqa: E402
-from testbed.player import Apache, Net, finish_player, start_player  # noqa: E402
+from mpvlab.testbed.player import Apache, Net, finish_player, start_player  # noqa: E402
 
 CACHE = Path(os.environ.get("MPVLAB_TEST_CONTENT_DIR", "/tmp/hab-content-cache"))
 W, H, FPS = 640, 360, 30

@@ -93,8 +93,8 @@ def test_own_fetcher_abr_is_checked_against_ladder_segment_and_buffer() -> None:
     """The ABR's checks that need the ladder (BBA's reservoir + cushion, FESTIVE's target buffer, SABRE's
     thresholds) refuse a scenario before any run, naming the ABR, the segment and the buffer; the
     dashdemux BBA rule (player.bba_*) does not speak for the own fetcher's bba (abr_params)."""
-    from mpvlab.scenario import parse_scenario
-    from core.errors import InputError
+    from mpvlab.input.scenario import parse_scenario
+    from mpvlab.core.errors import InputError
     base = yaml.safe_load((REPO / "scenarios" / "bbrs-dash-own-short.yaml").read_text())
     cases = {"bba": ({}, "bba: reservoir + cushion (20 s) must be below the buffer (10 s)"),
              "festive": ({}, "festive: target_buffer_s"),

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from core import ledger, netns
-from mpvlab.scenario import Scenario
-from player import dashjs_qoe, dashjs_setup
+from mpvlab.core import ledger, netns
+from mpvlab.input.scenario import Scenario
+from mpvlab.player import dashjs_qoe, dashjs_setup
 
 REPO = Path(__file__).resolve().parent.parent
 needs_browser = pytest.mark.skipif(dashjs_setup.missing() is not None,
@@ -154,7 +154,7 @@ _TRACED_H2 = 1   # that run's decisions_summary.json: totals.connections, the on
 
 
 def test_page_connection_before_t0_is_not_expected_in_the_trace(tmp_path: Path) -> None:
-    from mpvlab.run.workloads.video import apache_connections
+    from mpvlab.runner.workloads.video import apache_connections
     log = tmp_path / "access.log"
     log.write_text(_LOG_H2)
     assert apache_connections(log) == 1 <= _TRACED_H2   # was 2 > 1: the cross-check failed
@@ -325,7 +325,7 @@ def test_sigkilled_dashjs_run_leaves_no_browser(tmp_path: Path) -> None:
 
 def test_resolved_dashjs_scenario_round_trips() -> None:
     """resolved.yaml and a sweep's overrides spell out every default: they must validate again."""
-    from mpvlab.scenario import override, resolved_dict
+    from mpvlab.input.scenario import override, resolved_dict
     sc = Scenario.model_validate(scenario(player={"kind": "dashjs", "abr": "bba", "buffer": "30s"}))
     again = Scenario.model_validate(resolved_dict(sc))
     assert again.player == sc.player
@@ -346,9 +346,9 @@ def test_custom_rules_decide_as_the_python_abrs(tmp_path: Path) -> None:
     """BBA and FESTIVE as dash.js rules (player/dashjs/mpvlab-dashjs.js) against player/abr's
     implementations of the same papers, on the same inputs, in Debian's Chromium (a file:// page
     and --dump-dom: no network, no DevTools port)."""
-    from player.abr import Download, Ladder
-    from player.abr.bba import BbaPolicy
-    from player.abr.festive import Festive, FestiveParams
+    from mpvlab.player.abr import Download, Ladder
+    from mpvlab.player.abr.bba import BbaPolicy
+    from mpvlab.player.abr.festive import Festive, FestiveParams
     rates = (1_000_000, 2_500_000, 5_000_000, 7_500_000, 10_000_000)
     bba_cases = [(prev, b / 4) for prev in range(len(rates)) for b in range(0, 121)]
     bba_py = [BbaPolicy(rates, 5.0, 15.0).decide(prev, buf) for prev, buf in bba_cases]

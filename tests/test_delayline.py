@@ -20,10 +20,9 @@ from typing import Any, Iterator
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from testbed import delayline as H  # noqa: E402
+from mpvlab.testbed import delayline as H  # noqa: E402
 from hostnoise import Measured, least_contended, longest_stall_s, lowered, measured, tail_quantile  # noqa: E402
-from mpvlab.sampling import parse_counter_group  # noqa: E402
+from mpvlab.runner.sampling import parse_counter_group  # noqa: E402
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for netns/NFQUEUE")
 

@@ -1,12 +1,12 @@
-"""The probe's delay windows (mpvlab/delaywindows.py) on hand-made probe rows and player records: every
+"""The probe's delay windows (mpvlab/results/delaywindows.py) on hand-made probe rows and player records: every
 expected window bound, count, quantile and share is worked out by hand below."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from mpvlab import delaywindows as dw
-from mpvlab.summary import VoipWindows
+from mpvlab.results import delaywindows as dw
+from mpvlab.results.summary import VoipWindows
 
 T0 = 1_000_000_000_000
 

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 import yaml
 
-from mpvlab import schemas
+from mpvlab.input import schemas
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
@@ -34,12 +34,12 @@ def validator(kind: str) -> jsonschema.Draft202012Validator:
 def test_generated_files_are_current() -> None:
     stale = [str(p.relative_to(REPO)) for p, text in schemas.generated_files().items()
              if not p.exists() or p.read_text() != text]
-    assert not stale, f"stale generated files {stale}: run .venv/bin/python -m mpvlab.schemas"
+    assert not stale, f"stale generated files {stale}: run .venv/bin/python -m mpvlab.input.schemas"
 
 
 def test_every_scenario_and_sweep_field_is_in_the_reference() -> None:
-    from mpvlab.scenario import Scenario
-    from mpvlab.sweep.spec import SweepSpec
+    from mpvlab.input.scenario import Scenario
+    from mpvlab.input.sweep import SweepSpec
     for root, page in ((Scenario, "scenario.md"), (SweepSpec, "sweep.md")):
         text = (REPO / "docs" / "reference" / page).read_text()
         sections = {s.split("\n", 1)[0]: s for s in text.split("\n## ")[1:]}
@@ -53,8 +53,8 @@ def test_every_scenario_and_sweep_field_is_in_the_reference() -> None:
 def test_every_scenario_and_sweep_field_has_a_description() -> None:
     """Issue 34: the reference gives every field a meaning, from the model's `description=` (a source
     comment is not enough: the JSON Schema an editor shows carries descriptions only)."""
-    from mpvlab.scenario import Scenario
-    from mpvlab.sweep.spec import SweepSpec
+    from mpvlab.input.scenario import Scenario
+    from mpvlab.input.sweep import SweepSpec
     bare = [f"{name}.{field}" for root in (Scenario, SweepSpec)
             for name, model in schemas._models_below(root).items()
             for field, info in model.model_fields.items() if not (info.description or "").strip()]
@@ -66,8 +66,8 @@ def test_every_scenario_and_sweep_field_has_a_description() -> None:
 def test_every_summary_field_has_a_description() -> None:
     """Issue 34: every summary.json field says what it means, its unit and its source, either as the
     `definition` of its MetricDef (metrics the report aggregates) or as its `description=`."""
-    from mpvlab.metricdef import MetricDef
-    from mpvlab.summary import EmulatedSummary, PhysicalSummary, SharedSummary
+    from mpvlab.results.metricdef import MetricDef
+    from mpvlab.results.summary import EmulatedSummary, PhysicalSummary, SharedSummary
     bare = sorted({f"{name}.{field}" for root in (EmulatedSummary, PhysicalSummary, SharedSummary)
                    for name, model in schemas._models_below(root).items()
                    for field, info in model.model_fields.items()

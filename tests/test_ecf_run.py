@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from core.hoststeal import StealWindow
+from mpvlab.core.hoststeal import StealWindow
 from hostnoise import assert_played_through
 
 REPO = Path(__file__).resolve().parent.parent

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from core.netns import Netns
-from links import ecn
+from mpvlab.core.netns import Netns
+from mpvlab.links import ecn
 
 REPO = Path(__file__).resolve().parent.parent
 RATE = 25_000_000
@@ -95,7 +95,7 @@ def test_threshold_conversion() -> None:
 
 
 def _udp(d, mbit: float, tos: int, seconds: float = 2.0) -> None:
-    from testbed.dumbbell import RECEIVER_ADDR
+    from mpvlab.testbed.dumbbell import RECEIVER_ADDR
     srv = d.bed.popen(d.ns_b, ["iperf3", "-s", "-1", "-B", RECEIVER_ADDR, "-p", str(PORT)],
                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -125,7 +125,7 @@ def _received_by_ecn(d) -> dict[int, int]:
 
 @pytest.mark.netns
 def test_marks_only_ect_above_the_rate_and_leaves_nothing(tmp_path: Path) -> None:
-    from testbed.dumbbell import Dumbbell
+    from mpvlab.testbed.dumbbell import Dumbbell
     with Dumbbell(prefix="h20e", rate_bit=RATE, burst_bytes=3028, limit_bytes=LIMIT, workdir=tmp_path) as d:
         assert d.bed is not None
         for cp in (0, 1, 2, 3):
@@ -182,7 +182,7 @@ def test_marks_only_ect_above_the_rate_and_leaves_nothing(tmp_path: Path) -> Non
 
 @pytest.mark.netns
 def test_killed_loader_leaves_the_filter_until_the_namespace_goes(tmp_path: Path) -> None:
-    from testbed.dumbbell import Dumbbell
+    from mpvlab.testbed.dumbbell import Dumbbell
     d = Dumbbell(prefix="h20e", rate_bit=RATE, workdir=tmp_path).open()
     try:
         assert d.bed is not None

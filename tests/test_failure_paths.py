@@ -19,7 +19,7 @@ from typing import Iterator
 
 import pytest
 
-from core import ledger, netns, proc
+from mpvlab.core import ledger, netns, proc
 
 REPO = Path(__file__).resolve().parent.parent
 # Another user (nobody), keeping only the right to read and search files: the checkout may lie under a
@@ -267,7 +267,7 @@ def _private_runtime() -> Iterator[Path]:
 
 def _dead_run_id() -> tuple[str, int]:
     """A run id whose owner is dead: its lock file exists and nobody holds it; a pid that exited."""
-    from core import naming
+    from mpvlab.core import naming
     rid = naming.new_run_id()
     ledger.OWNER_LOCK_DIR.mkdir(parents=True, exist_ok=True)
     (ledger.OWNER_LOCK_DIR / f"{rid}.lock").write_text("0\n")

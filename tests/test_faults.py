@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from core import ledger, netns, proc
+from mpvlab.core import ledger, netns, proc
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.netns, pytest.mark.e2e]

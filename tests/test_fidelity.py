@@ -1,4 +1,4 @@
-"""The fidelity verdict measures the emulator (mpvlab/fidelity.py, mpvlab/precheck.py): its fields are
+"""The fidelity verdict measures the emulator (mpvlab/runner/fidelity.py, mpvlab/runner/precheck.py): its fields are
 produced and of the right kind, its arithmetic is the delay line's and the token bucket's, and a
 deliberately broken emulator is caught. Correctness only: how often a sound emulator passes under
 load is a bench figure (bench/bench_fidelity_parallel.py), not a test."""
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from links.schedule import Schedule
-from mpvlab import fidelity, precheck
+from mpvlab.links.schedule import Schedule
+from mpvlab.runner import fidelity, precheck
 
 REPO = Path(__file__).resolve().parent.parent
 MS = 1_000_000
@@ -85,7 +85,7 @@ def test_rate_hold_keeps_one_frame_within_a_quarter_of_the_tolerance() -> None:
 
 def test_still_running_returns_when_the_program_ends() -> None:
     """The life cycle's poll waits on the workload's programs: back when they exit, not at the poll's end."""
-    from mpvlab.run.workloads.base import still_running
+    from mpvlab.runner.workloads.base import still_running
     quick = subprocess.Popen(["sleep", "0.05"])
     began = time.monotonic()
     assert not still_running([quick], wait_s=30.0)
@@ -211,7 +211,7 @@ def test_verdict_fields_and_a_path_a_single_tcp_flow_cannot_fill(tmp_path: Path)
 def move_t0(d: Any, t0_file: Path, t0_ns: int) -> None:
     """The production protocol (links.emulator) on a test line: request the new t0, wait for its ack."""
     import time
-    from links.emulator import await_t0_ack, request_t0
+    from mpvlab.links.emulator import await_t0_ack, request_t0
     assert d.proc is not None
     request_t0(t0_file, d.proc.pid, t0_ns)
     await_t0_ack(t0_file, t0_ns, time.monotonic() + 2.0, lambda: d.proc.poll() is None, "under test")
@@ -225,7 +225,7 @@ def test_delay_line_moves_its_t0_on_request(tmp_path: Path) -> None:
     second of every 2 s, 0 ms for the second. Started with t0 = now (60 ms now), moved to now + 1 s
     (−1 s on the new clock is the periodic extension's second half: 0 ms)."""
     import time
-    from testbed import delayline as H
+    from mpvlab.testbed import delayline as H
     with H.Line() as line:
         t0 = time.monotonic_ns()
         t0_file = line.tmp / "dl.t0"
@@ -252,7 +252,7 @@ def test_outage_follows_a_moved_t0(tmp_path: Path) -> None:
     echoes 1.2–1.6 s after the NEW t0 are all dropped. Counts, not times: 40 ms margins either side
     of every interval edge, far above a scheduling stall's effect on when an echo is sent."""
     import time
-    from testbed import delayline as H
+    from mpvlab.testbed import delayline as H
     with H.Line() as line:
         start = time.monotonic_ns()
         t0_file = line.tmp / "dl.t0"
@@ -284,8 +284,8 @@ def test_skipped_precheck_leaves_the_verdict_to_the_whole_run(tmp_path: Path) ->
     """fidelity_ok has one meaning for every workload (issue 32): a scenario that turns the pre-run
     probe off (the rtp scenarios do) gets the whole run's verdict — True when its checks found
     nothing, False with a warning — never null, and the skip's reason stays in provenance."""
-    from mpvlab.run.steps import NO_FIDELITY_PROBE
-    from mpvlab.scenario import load_scenario
+    from mpvlab.runner.steps import NO_FIDELITY_PROBE
+    from mpvlab.input.scenario import load_scenario
     sc, _ = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "rtp-gcc-short.yaml")
     assert sc.fidelity.probe is False
     clean = fidelity.judge_run(sc, {}, tmp_path, tmp_path, None, dict(NO_FIDELITY_PROBE))

@@ -1,4 +1,4 @@
-"""Flow identity and roles (mpvlab/flows.py) and the CC model's means over the workload's flows:
+"""Flow identity and roles (mpvlab/results/flows.py) and the CC model's means over the workload's flows:
 each number recomputed by hand from rows written here."""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from cc import registry
-from mpvlab import flows, sampling, server
-from mpvlab.run import cross
-from mpvlab.run.workloads import bulk
+from mpvlab.cc import registry
+from mpvlab.results import flows
+from mpvlab.runner import sampling, server
+from mpvlab.runner import cross
+from mpvlab.runner.workloads import bulk
 
 RULES = flows.RoleRules(80, frozenset({40200}))
 

@@ -1,5 +1,5 @@
 """A short real BBR-S run (dumbbell, 4 s video, ~15 s wall): the summary's CC estimate is the mean over
-the video flow's rows only, the flow being found here independently of mpvlab/flows.py (Apache's
+the video flow's rows only, the flow being found here independently of mpvlab/results/flows.py (Apache's
 access log names the GET's client port); the probe, the loopback check and the preflight request in
 the same state file are named as such and left out."""
 

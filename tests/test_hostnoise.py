@@ -7,7 +7,7 @@ import os
 import pytest
 
 from hostnoise import assert_playback_accounted, cpu_late_frames_allowed, longest_stall_s, lowered, tail_quantile
-from core.hoststeal import StealMeter, StealWindow, read_steal_ticks
+from mpvlab.core.hoststeal import StealMeter, StealWindow, read_steal_ticks
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 

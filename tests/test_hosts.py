@@ -22,12 +22,12 @@ from typing import Iterator
 
 import pytest
 
-from core import proc
-from core.netns import Netns, delete_netns
+from mpvlab.core import proc
+from mpvlab.core.netns import Netns, delete_netns
 from hostnoise import least_contended
 from sshlab import SSHD, ensure_privsep_dir, make_client_key, release_privsep_dir, start_sshd
-from core.hosts import Host, LocalHost, RemoteProcess, SshHost, ssh_master
-from core.validators import (
+from mpvlab.core.hosts import Host, LocalHost, RemoteProcess, SshHost, ssh_master
+from mpvlab.core.validators import (
     HostConfigError,
     validate_host,
     validate_ifname,
@@ -35,7 +35,7 @@ from core.validators import (
     validate_port,
     validate_user,
 )
-from core.ifguard import InterfaceError, InterfaceLeftoverError, check_interface, interface_guard
+from mpvlab.core.ifguard import InterfaceError, InterfaceLeftoverError, check_interface, interface_guard
 
 SRV_ADDR = "10.203.0.1"
 CLI_ADDR = "10.203.0.2"

@@ -2,7 +2,7 @@
 TLS, HTTP/2 over TLS (ALPN), with a per-run self-signed certificate the player trusts exactly.
 
 Schema tests and the config/certificate tests need no root. The `netns` tests run the product's own
-server code (mpvlab/server.py: generated config, Apache, the curl protocol check, the access-log
+server code (mpvlab/runner/server.py: generated config, Apache, the curl protocol check, the access-log
 tally) and the real player between two namespaces (prefix `hh2`), one veth, no shaping. The e2e test
 runs the shipped short DASH scenario over h2 (scenarios/dash-h2-short.yaml) through `mpvlab run`.
 
@@ -31,15 +31,15 @@ from typing import Any, Iterator
 
 import pytest
 
-from core import ledger, netns
-from mpvlab import content, server, tls
-from mpvlab.run import steps
-from core.netns import Netns
-from mpvlab.scenario import ScenarioError, override, parse_scenario, resolved_dict
+from mpvlab.core import ledger, netns
+from mpvlab import content
+from mpvlab.runner import server, tls
+from mpvlab.runner import steps
+from mpvlab.core.netns import Netns
+from mpvlab.input.scenario import ScenarioError, override, parse_scenario, resolved_dict
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from testbed.player import Net  # noqa: E402
+from mpvlab.testbed.player import Net  # noqa: E402
 
 PY = sys.executable
 PLAYER = str(REPO / "player" / "mpvlab_player.py")

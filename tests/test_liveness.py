@@ -1,4 +1,4 @@
-"""mpvlab/run/liveness.py without a run: exit statuses in words, a zombie's status read without
+"""mpvlab/runner/liveness.py without a run: exit statuses in words, a zombie's status read without
 reaping it, and a Watch that names the first component gone (ledger process or node) and leaves
 alone what ends on its own (the player, bulk endpoints). Real processes, no namespaces."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from core import proc
-from core.errors import RunFailed
-from mpvlab.run import liveness
+from mpvlab.core import proc
+from mpvlab.core.errors import RunFailed
+from mpvlab.runner import liveness
 
 
 def _sleeper() -> subprocess.Popen[bytes]:

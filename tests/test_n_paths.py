@@ -60,7 +60,7 @@ def test_three_paths_each_carry_data_and_every_check_passes(tmp_path: Path, sche
 
 
 def test_dual_path_takes_two_to_eight_paths(tmp_path: Path) -> None:
-    from mpvlab.scenario import ScenarioError, parse_scenario
+    from mpvlab.input.scenario import ScenarioError, parse_scenario
     base = {"name": "n", "transport": {"cc": "cubic"}}
     for n in (2, 3, 8):
         sc = parse_scenario({**base, "paths": {f"p{i}": {"down": {"delay": "10ms"}} for i in range(n)}})

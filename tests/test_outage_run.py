@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from hostnoise import stolen_at_most_s
-from core.hoststeal import StealWindow
+from mpvlab.core.hoststeal import StealWindow
 
 REPO = Path(__file__).resolve().parent.parent
 OUT_START, OUT_END = 3.0, 6.0

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from collectors import pcap
-from testbed.twopath import TwoPath, unique_tag
-from core import proc
+from mpvlab.collectors import pcap
+from mpvlab.testbed.twopath import TwoPath, unique_tag
+from mpvlab.core import proc
 
 pytestmark = [pytest.mark.netns]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.pcap import FULL_FRAME, INFLIGHT_FRAMES_ALLOWED, RELATIVE_ALLOWANCE
+from mpvlab.collectors.pcap import FULL_FRAME, INFLIGHT_FRAMES_ALLOWED, RELATIVE_ALLOWANCE
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.netns, pytest.mark.e2e]

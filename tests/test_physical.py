@@ -26,14 +26,14 @@ import pytest
 import yaml
 
 from hostnoise import assert_playback_accounted
-from core import ledger
-from core.hoststeal import StealMeter
-from mpvlab.scenario import ScenarioError, load_scenario, parse_scenario
-from core.validators import HostConfigError
-from core.hosts import LocalHost, SshHost
-from core.ifguard import list_interfaces, snapshot_interface
-from core.hosts import host_from_record, host_record
-from topologies.physical import make_plan
+from mpvlab.core import ledger
+from mpvlab.core.hoststeal import StealMeter
+from mpvlab.input.scenario import ScenarioError, load_scenario, parse_scenario
+from mpvlab.core.validators import HostConfigError
+from mpvlab.core.hosts import LocalHost, SshHost
+from mpvlab.core.ifguard import list_interfaces, snapshot_interface
+from mpvlab.core.hosts import host_from_record, host_record
+from mpvlab.topologies.physical import make_plan
 
 REPO = Path(__file__).resolve().parent.parent
 GOODPUT_FACTOR = 1448 / 1514      # TCP payload with timestamps per 1514-byte frame (what tbf counts)
@@ -344,7 +344,7 @@ def test_preflight_fails_clearly_before_changing_anything(physlab: Any, tmp_path
 
 def _foreign_procs(lab: Any) -> list[str]:
     """Processes in the lab's namespaces other than sshd (listener and its session processes)."""
-    from core.netns import pids_in_netns
+    from mpvlab.core.netns import pids_in_netns
 
     out = []
     for ns in lab.ns.values():

@@ -31,12 +31,11 @@ from typing import Any, Iterator
 import pytest
 
 from hostnoise import assert_played_through, lowered
-from core.hoststeal import StealMeter
+from mpvlab.core.hoststeal import StealMeter
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 from mpvlab.content import ensure_progressive  # noqa: E402
-from testbed.player import (  # noqa: E402
+from mpvlab.testbed.player import (  # noqa: E402
     PLAYER, Apache, Net, Result, finish_player, start_player, t_now, wait_event,
 )
 

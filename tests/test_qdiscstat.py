@@ -36,13 +36,11 @@ from typing import Any, Iterator
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from collectors import CollectorError  # noqa: E402
+from mpvlab.collectors import CollectorError  # noqa: E402
 from hostnoise import StealWindow, least_contended, lowered  # noqa: E402
-from testbed.qdisc import QdiscPair as Bed  # noqa: E402
-from collectors.qdiscstat import (  # noqa: E402
+from mpvlab.testbed.qdisc import QdiscPair as Bed  # noqa: E402
+from mpvlab.collectors.qdiscstat import (  # noqa: E402
     LINK_COLUMNS, QDISC_COLUMNS, build_qdiscstat, load_samples, sample_queues,
 )
 

@@ -1,7 +1,7 @@
 """`mpvlab report`: statistics from first principles, aggregation of result directories, tables,
 figures and the self-contained HTML — checked in a real headless browser (Debian's chromium).
 
-The inputs are synthetic result directories in the runner's exact layout (mpvlab/report/synthetic.py);
+The inputs are synthetic result directories in the runner's exact layout (mpvlab/reporting/synthetic.py);
 the report built from real runs is checked by tests/test_sweep.py's end-to-end sweep."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import matplotlib.image as mpimg
 import pandas as pd
 import pytest
 
-from mpvlab.report import browser, build_report
-from mpvlab.report.aggregate import aggregate
-from mpvlab.report.stats import summarise, t_quantile
-from mpvlab.report.synthetic import make_set
+from mpvlab.reporting import browser, build_report
+from mpvlab.results.aggregate import aggregate
+from mpvlab.results.stats import summarise, t_quantile
+from mpvlab.reporting.synthetic import make_set
 
 # Student t, two-sided 95 %: tabulated t_{0.975, df}
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 9: 2.262, 29: 2.045, 120: 1.980}
@@ -65,7 +65,7 @@ def test_aggregate_groups_trials_and_lists_failures(tmp_path: Path) -> None:
             assert st.t_half == pytest.approx(half, rel=2e-4)
             assert st.t_low == pytest.approx(max(mean - half, 0.0), abs=2e-4 * half)   # the table has 4 digits
             assert st.t_high == pytest.approx(mean + half, rel=2e-4)
-            # ... and the interval reported is the metric's kind (mpvlab/metrics.py): counts get a BCa
+            # ... and the interval reported is the metric's kind (mpvlab/results/metrics.py): counts get a BCa
             # bootstrap interval (inside the observed values), durations far from 0 the t interval.
             if m == "startup_delay_s":
                 assert st.method == "t" and st.ci_half == pytest.approx(half, rel=2e-4)
@@ -140,7 +140,7 @@ def test_html_is_self_contained_with_every_figure(tmp_path: Path) -> None:
 
 
 def test_all_zero_bars_and_dash_figures(tmp_path: Path) -> None:
-    from mpvlab.report.figures import bar_figure, dash_vs_buffer
+    from mpvlab.reporting.figures import bar_figure, dash_vs_buffer
     make_set(tmp_path, ["dash"], ["bbr", "bbr-s"], ["default"], trials=2, dash_buffers=["10KB", "100KB", "1MB"])
     c = aggregate(tmp_path)
     for r in c.runs:
@@ -163,6 +163,6 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     # A page of tables and figures: a few % of the pixels are ink; a blank or error page has ~0.
     assert browser.ink_fraction(shot) > 0.03
     # The CC colours of the bar figures are on screen: the figures decoded and were painted.
-    from mpvlab.report.style import STYLE_TABLE
+    from mpvlab.reporting.style import STYLE_TABLE
     for cc, hex_colour in (("cubic", STYLE_TABLE["cc"]["cubic"].colour), ("bbr", STYLE_TABLE["cc"]["bbr"].colour)):
         assert browser.colour_fraction(shot, hex_colour) > 1e-4, f"no {cc} bars ({hex_colour}) on screen"

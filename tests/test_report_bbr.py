@@ -1,4 +1,4 @@
-"""The report's BBR model (mpvlab/report/bbr.py) on synthetic result trees: figures and tables per
+"""The report's BBR model (mpvlab/reporting/bbr.py) on synthetic result trees: figures and tables per
 BBR-family CC, the modes each CC has, shares that sum to 1, intervals, and the workload-only rule
 (the synthetic state files hold a probe, a 9.27 Gbit/s loopback check and the preflight request)."""
 
@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 import mpvlab.results
-from mpvlab.report import build_report
-from mpvlab.report.aggregate import aggregate
-from mpvlab.report.bbr import config_models
-from mpvlab.report.synthetic import make_set
+from mpvlab.reporting import build_report
+from mpvlab.results.aggregate import aggregate
+from mpvlab.reporting.bbr import config_models
+from mpvlab.reporting.synthetic import make_set
 
 CCS = ["cubic", "bbr", "bbr-s", "bbr3", "bbr3-s"]
 V1 = {"STARTUP", "DRAIN", "PROBE_BW:UP", "PROBE_BW:DOWN", "PROBE_BW:CRUISE", "PROBE_RTT"}
@@ -87,7 +87,7 @@ def test_tidy_cc_table_names_flows_and_roles(tree: Path) -> None:
 
 
 def test_mode_strip_segments() -> None:
-    from mpvlab.report.bbr import mode_segments
+    from mpvlab.reporting.bbr import mode_segments
     ts = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
     segs = mode_segments(ts, ["STARTUP", "STARTUP", "DRAIN", "PROBE_BW:UP", "STARTUP", "STARTUP"])
     assert segs["STARTUP"] == [(0.0, pytest.approx(0.2)), (0.4, pytest.approx(0.1))]   # the last row: no width

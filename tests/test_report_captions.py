@@ -1,6 +1,6 @@
 """The report says what its intervals and counts are (issue 34): results before the method, a bootstrap
 whisker at n = 2 called what it is (the two trials' min–max), each path-switch figure labelled with
-what it counts. On synthetic result directories (mpvlab/report/synthetic.py)."""
+what it counts. On synthetic result directories (mpvlab/reporting/synthetic.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mpvlab.report import build_report
-from mpvlab.report.stats import bootstrap_mean_ci
-from mpvlab.report.synthetic import make_set
+from mpvlab.reporting import build_report
+from mpvlab.results.stats import bootstrap_mean_ci
+from mpvlab.reporting.synthetic import make_set
 
 
 def test_bootstrap_interval_of_two_trials_is_their_min_max() -> None:
@@ -36,5 +36,5 @@ def test_report_results_first_and_captions_say_what_they_show(tmp_path: Path) ->
 
 
 def _sections(rep):  # type: ignore[no-untyped-def]
-    from mpvlab.report.figures import build_all
+    from mpvlab.reporting.figures import build_all
     return build_all(rep.collection, rep.html.parent / "figures")

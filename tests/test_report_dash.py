@@ -1,4 +1,4 @@
-"""mpvlab/report/dash.py's pure parts: the CCDF, the bitrate steps and the per-client values with Jain's
+"""mpvlab/reporting/dash.py's pure parts: the CCDF, the bitrate steps and the per-client values with Jain's
 index, from hand-made records."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mpvlab.metrics import jain_index
-from mpvlab.report.aggregate import Run
-from mpvlab.report.dash import bitrate_steps, ccdf, client_values, run_fairness
+from mpvlab.results.metrics import jain_index
+from mpvlab.results.aggregate import Run
+from mpvlab.reporting.dash import bitrate_steps, ccdf, client_values, run_fairness
 
 
 def test_ccdf_is_the_share_strictly_above_each_distinct_value() -> None:
@@ -62,7 +62,7 @@ def test_client_values_only_for_several_dash_players() -> None:
 
 
 def test_voip_delays_of_a_named_window_by_send_time(tmp_path: Path) -> None:
-    from mpvlab.report.dash import voip_delays_ms
+    from mpvlab.reporting.dash import voip_delays_ms
     (tmp_path / "data" / "cross").mkdir(parents=True)
     t0 = 5_000_000_000
     # packets sent at 1, 2, 3, 4 s after t0 with delays 10, 20, 30, 40 ms
@@ -78,7 +78,7 @@ def test_voip_delays_of_a_named_window_by_send_time(tmp_path: Path) -> None:
 
 
 def test_advertised_windows_from_ss_samples(tmp_path: Path) -> None:
-    from mpvlab.report.dash import advertised_windows
+    from mpvlab.reporting.dash import advertised_windows
     (tmp_path / "data").mkdir()
     run = Run(tmp_path, "x", {}, {}, {}, None)
     f = tmp_path / "data" / "subflows.csv"

@@ -1,4 +1,4 @@
-"""The report's metrics come from the typed summary model (mpvlab/summary.py, mpvlab/metricdef.py):
+"""The report's metrics come from the typed summary model (mpvlab/results/summary.py, mpvlab/results/metricdef.py):
 every metric the report shows is a field of the model carrying its definition, the definition's unit
 and bounds are what the report's tables say and what its intervals stay inside, and a new field with
 a definition appears in the report's tables, views and figures with nothing else edited."""
@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from pydantic import BaseModel
 
-from mpvlab import metrics, summary
-from mpvlab.metricdef import MetricDef, View
-from mpvlab.report import build_report
-from mpvlab.report.synthetic import make_set
+from mpvlab.results import metrics, summary
+from mpvlab.results.metricdef import MetricDef, View
+from mpvlab.reporting import build_report
+from mpvlab.reporting.synthetic import make_set
 
 
 def _field_def(key: str) -> MetricDef | None:
@@ -50,7 +50,7 @@ def test_every_reported_metric_is_a_model_field_with_its_unit_and_bounds(tmp_pat
     assert len(defs) == len(metrics.METRICS) + 2 * len(metrics.PATH_METRICS)     # two paths
     for row in defs.itertuples():
         d = _field_def(row.metric)
-        assert d is not None, f"{row.metric}: reported but no field of mpvlab/summary.py declares it"
+        assert d is not None, f"{row.metric}: reported but no field of mpvlab/results/summary.py declares it"
         assert (row.unit, row.range_low, _bound(row.range_high), row.source) == (d.unit, d.lo, d.hi, d.source)
     for row in stats.itertuples():
         d = _field_def(row.metric)

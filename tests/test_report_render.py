@@ -1,4 +1,4 @@
-"""Figures rendered in worker processes (mpvlab/report/figure.py render_all) are the same bytes as
+"""Figures rendered in worker processes (mpvlab/reporting/figure.py render_all) are the same bytes as
 figures rendered one after another in this process: PNG and PDF byte for byte (both are byte-stable:
 no dates in the metadata, issue 36), SVG as the same drawing (matplotlib gives each SVG element a
 random id, so two renderings of one figure never match byte for byte)."""
@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mpvlab.report import figures as F
-from mpvlab.report.aggregate import aggregate
-from mpvlab.report.figure import render_all
-from mpvlab.report.synthetic import make_set
+from mpvlab.reporting import figures as F
+from mpvlab.results.aggregate import aggregate
+from mpvlab.reporting.figure import render_all
+from mpvlab.reporting.synthetic import make_set
 
 
 def _svg_without_ids(data: bytes) -> str:

@@ -1,6 +1,6 @@
 """mpvlab.results.load: tidy tables from result directories, their Parquet export, and the docs'
 example (docs/results-data.md), run as written, reproducing the report's throughput figure from
-the tables. Inputs: a synthetic 5-trial sweep in the runner's exact layout (mpvlab/report/synthetic.py)."""
+the tables. Inputs: a synthetic 5-trial sweep in the runner's exact layout (mpvlab/reporting/synthetic.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 from PIL import Image
 
 import mpvlab
-from mpvlab.report import build_report
-from mpvlab.report.figures import throughput_series
-from mpvlab.report.synthetic import PATHS, make_set
+from mpvlab.reporting import build_report
+from mpvlab.reporting.figures import throughput_series
+from mpvlab.reporting.synthetic import PATHS, make_set
 
 REPO = Path(__file__).resolve().parents[1]
 TRIALS = 5
@@ -104,7 +104,7 @@ def test_docs_example_reproduces_the_report_throughput_figure(sweep: Path, tmp_p
     chosen = ns["chosen"]
     assert isinstance(chosen, pd.DataFrame)
     assert list(chosen.run_id) == [cfg.representative().run_id for cfg in report_cfgs]
-    # ... and the same numbers the report plotted (mpvlab/report/figures.py: throughput_series)
+    # ... and the same numbers the report plotted (mpvlab/reporting/figures.py: throughput_series)
     for cfg in report_cfgs:
         theirs = throughput_series(cfg.representative())
         ours = series[cfg.label]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mpvlab.run.context import RunOptions
+from mpvlab.runner.context import RunOptions
 
 
 def test_relative_results_root_becomes_absolute_against_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

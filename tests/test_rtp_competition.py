@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from core import ledger, netns
+from mpvlab.core import ledger, netns
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "scenarios" / "rtp-competition-short.yaml"
@@ -197,7 +197,7 @@ def _scenario(**changes: object) -> dict[str, Any]:
 def test_competition_scenario_refuses_what_does_not_run(tmp_path: Path, changes: dict[str, Any], error: str) -> None:
     """The error names the file, the field and what is allowed."""
     import yaml
-    from mpvlab.scenario import ScenarioError, load_scenario
+    from mpvlab.input.scenario import ScenarioError, load_scenario
     f = tmp_path / "bad.yaml"
     f.write_text(yaml.safe_dump(_scenario(**changes)))
     with pytest.raises(ScenarioError) as e:
@@ -206,7 +206,7 @@ def test_competition_scenario_refuses_what_does_not_run(tmp_path: Path, changes:
 
 
 def test_competition_scenarios_validate_with_one_viewer() -> None:
-    from mpvlab.scenario import load_scenario
+    from mpvlab.input.scenario import load_scenario
     for name, dur_s in (("rtp-competition", 300), ("rtp-competition-short", DURATION_S)):
         sc, _ = load_scenario(REPO / "scenarios" / f"{name}.yaml")
         (path,) = sc.paths.values()
@@ -217,7 +217,7 @@ def test_competition_scenarios_validate_with_one_viewer() -> None:
         assert sc.cross_traffic.bulk.cc == "cubic" and sc.cross_traffic.voip is None
         assert sc.workload.kind == "rtp" and sc.workload.duration == dur_s * 10**9
     # without topology.clients, rtp on the shared bottleneck means one viewer (players default to 2)
-    from mpvlab.scenario import parse_scenario
+    from mpvlab.input.scenario import parse_scenario
     assert parse_scenario(_scenario(topology__clients=None)).n_clients == 1
 
 
@@ -233,14 +233,14 @@ def _viewer(received: int, padding_received: int = 0) -> dict[str, int]:
 
 
 def test_a_lost_tail_is_the_paths_loss_not_a_feedback_warning() -> None:
-    from mpvlab.run.workloads.rtp import feedback_warnings
+    from mpvlab.runner.workloads.rtp import feedback_warnings
     # The CI run: 8343 sent, the last 5 dropped at the bottleneck; nothing after them, so no feedback names them.
     assert feedback_warnings(_ledger(8343, 8250, 88, tail=5), _viewer(8200, 50)) == []
     assert feedback_warnings(_ledger(8343, 8255, 88, tail=0), _viewer(8205, 50)) == []
 
 
 def test_a_gap_in_feedback_or_a_disagreement_with_the_viewer_is_a_warning() -> None:
-    from mpvlab.run.workloads.rtp import feedback_warnings
+    from mpvlab.runner.workloads.rtp import feedback_warnings
     # 10 unreported in the middle (a feedback datagram lost on the way back) besides a tail of 5
     (gap,) = feedback_warnings(_ledger(8343, 8240, 88, tail=5), _viewer(8240))
     assert gap.startswith("rtp: 10 of 8343 packets before the stream's last never appeared in TWCC feedback"), gap
@@ -258,7 +258,7 @@ def test_competition_run_interrupted_stops_everything(tmp_path: Path) -> None:
     its encoder, the receiver, iperf3 and the delay lines (the ledger's fallback finds nothing left)
     and removes every namespace and interface."""
     import signal
-    from core import proc
+    from mpvlab.core import proc
     p = subprocess.Popen([sys.executable, "-m", "mpvlab", "run", str(SCENARIO), "--results", str(tmp_path)],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

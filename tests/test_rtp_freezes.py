@@ -1,4 +1,4 @@
-"""Freezes and rendered frame rate of the rtp workload (mpvlab/run/workloads/rtp_freezes.py), on
+"""Freezes and rendered frame rate of the rtp workload (mpvlab/runner/workloads/rtp_freezes.py), on
 scripted render times, with the expected values worked out by hand from W3C webrtc-stats' rule:
 a freeze is an interval >= max(3 x avg, avg + 150 ms), avg over the last 30 non-freeze intervals,
 judged once 5 intervals are known."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from mpvlab.run.workloads.rtp_freezes import freezes, from_frames, rendered_fps
+from mpvlab.runner.workloads.rtp_freezes import freezes, from_frames, rendered_fps
 
 F = 1 / 30
 

@@ -1,4 +1,4 @@
-"""The rtp workload (mpvlab/run/workloads/rtp.py, rtp/cmd/mpvlab-rtp) end to end: the shipped
+"""The rtp workload (mpvlab/runner/workloads/rtp.py, rtp/cmd/mpvlab-rtp) end to end: the shipped
 scenario scenarios/rtp-gcc-short.yaml (and the same with controller webrtc-bbr, all but the last point) — 20 s of live video under Google Congestion Control through a
 1 Mbit/s, 15 KB drop-tail bottleneck — and what must hold whatever the host's load:
 
@@ -270,7 +270,7 @@ STEP_REACTION_BOUND_S = 5.0
 
 def _step(scenario: Path) -> tuple[float, int, int]:
     """(step time s, rate before, rate after), read from the scenario's piecewise schedule."""
-    from mpvlab.scenario import load_scenario
+    from mpvlab.input.scenario import load_scenario
     sc, _ = load_scenario(scenario)
     rate = sc.paths["link"].down.capacity.rate
     (t0, before), (t_ns, after) = rate.points
@@ -327,7 +327,7 @@ def test_rtp_gcc_target_follows_a_step_down_of_the_link(tmp_path: Path) -> None:
     ({"kind": "rtp"}, "dual-path", "rtp runs on topology.kind dumbbell or shared-bottleneck"),
 ])
 def test_rtp_scenario_rejects_bad_input(workload: dict, topology: str, error: str) -> None:
-    from mpvlab.scenario import Scenario
+    from mpvlab.input.scenario import Scenario
     paths = {"a": {"down": {"rate": "1mbit", "buffer": "15KB", "delay": "20ms"}}}
     if topology == "dual-path":
         paths["b"] = paths["a"]
@@ -340,7 +340,7 @@ def test_bbr_variant_only_with_webrtc_bbr_and_passed_to_the_sender() -> None:
     """workload.bbr: the study's variants, refused with gcc (naming the field and what it needs), and
     turned into exactly the sender's flags (rtp/cmd/mpvlab-rtp's Go test checks they reach the
     controller)."""
-    from mpvlab.scenario import Scenario
+    from mpvlab.input.scenario import Scenario
     paths = {"a": {"down": {"rate": "1mbit", "buffer": "15KB", "delay": "20ms"}}}
 
     def wl(**kw: Any) -> dict:

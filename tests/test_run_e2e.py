@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from hostnoise import assert_playback_accounted, assert_played_through, cpu_late_frames_allowed, lowered
-from core import ledger, netns
-from core.hoststeal import StealWindow
+from mpvlab.core import ledger, netns
+from mpvlab.core.hoststeal import StealWindow
 
 FPS = 30
 REPO = Path(__file__).resolve().parent.parent

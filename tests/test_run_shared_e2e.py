@@ -32,9 +32,9 @@ from pathlib import Path
 
 import pytest
 
-from core import ledger, netns, proc
+from mpvlab.core import ledger, netns, proc
 from hostnoise import cpu_late_frames_allowed, longest_stall_s, lowered, tail_quantile
-from core.hoststeal import StealMeter, StealWindow
+from mpvlab.core.hoststeal import StealMeter, StealWindow
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.netns, pytest.mark.e2e]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from links.schedule import Schedule
+from mpvlab.links.schedule import Schedule
 
 MS = 1_000_000
 S = 1_000_000_000

@@ -24,12 +24,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-import schedulers  # noqa: E402
-from links.schedule import Schedule  # noqa: E402
-from testbed import dualpath as tb  # noqa: E402
+from mpvlab import schedulers  # noqa: E402
+from mpvlab.links.schedule import Schedule  # noqa: E402
+from mpvlab.testbed import dualpath as tb  # noqa: E402
 from hostnoise import stolen_at_most_s  # noqa: E402
 
 MS = 10**6

@@ -21,17 +21,17 @@ from typing import Iterator
 import pytest
 
 from hostnoise import longest_stall_s, lowered, tail_quantile
-from core.hoststeal import StealMeter
+from mpvlab.core.hoststeal import StealMeter
 
 
-from links.emulator import DELAYLINE_BIN, FRAME_BYTES, apply_direction, stop_direction
-from links.schedule import Schedule
-from core import netns as mnetns
-from core import ledger, proc
-from core.netns import Netns
-from links.spec import LinkDirection
-from topologies import cross_traffic as ct
-from topologies import shared_bottleneck as sb
+from mpvlab.links.emulator import DELAYLINE_BIN, FRAME_BYTES, apply_direction, stop_direction
+from mpvlab.links.schedule import Schedule
+from mpvlab.core import netns as mnetns
+from mpvlab.core import ledger, proc
+from mpvlab.core.netns import Netns
+from mpvlab.links.spec import LinkDirection
+from mpvlab.topologies import cross_traffic as ct
+from mpvlab.topologies import shared_bottleneck as sb
 
 pytestmark = [pytest.mark.netns,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")]

@@ -1,4 +1,4 @@
-"""`mpvlab shell`: Mininet's own commands on the scenario's hosts (mpvlab/shell.py), or a one-line refusal."""
+"""`mpvlab shell`: Mininet's own commands on the scenario's hosts (mpvlab/runner/shell.py), or a one-line refusal."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core import ledger, netns
+from mpvlab.core import ledger, netns
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.netns]
@@ -57,13 +57,13 @@ def test_the_cli_net_never_raises_host_limits(monkeypatch: pytest.MonkeyPatch) -
     import mininet.net
     from mininet.net import Mininet
 
-    from mpvlab import shell
+    from mpvlab.mininet import cli
 
     def refuse() -> None:
         raise AssertionError("fixLimits() ran: it changes host-wide sysctls")
 
     monkeypatch.setattr(mininet.net, "fixLimits", refuse)
     was = Mininet.inited
-    net = shell._cli_net(shell._scenario_net_class(Mininet))
+    net = cli._cli_net(cli._scenario_net_class(Mininet))
     assert net is not None
     assert Mininet.inited == was          # restored: the flag is set for this construction only

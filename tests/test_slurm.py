@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core import rundir
-from mpvlab.report import build_report
-from mpvlab.sweep import expand, load_spec
-from mpvlab.sweep.records import RUNS_DIR, Attempt, derive, key_id, lock_held, run_lock
+from mpvlab.core import rundir
+from mpvlab.reporting import build_report
+from mpvlab.sweeps import expand, load_spec
+from mpvlab.sweeps.records import RUNS_DIR, Attempt, derive, key_id, lock_held, run_lock
 
 REPO = Path(__file__).resolve().parent.parent
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
@@ -77,7 +77,7 @@ def test_dead_maker_is_failed_live_one_running_duplicate_counted_once(tmp_path: 
     assert st[a.key].state == "failed" and "died before the run finished" in st[a.key].reason
     # A live maker in another process holds the lock: running; once it exits, failed.
     child = subprocess.Popen([sys.executable, "-c", (
-        "import sys,time; from pathlib import Path; from mpvlab.sweep.records import run_lock\n"
+        "import sys,time; from pathlib import Path; from mpvlab.sweeps.records import run_lock\n"
         f"with run_lock(Path({str(sroot)!r}), {b.key!r}):\n  print('held', flush=True); time.sleep(30)")],
         stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
@@ -111,8 +111,8 @@ def test_runs_made_by_run_key_are_adopted_by_the_local_executor(tmp_path: Path) 
     skips; --list-runs --todo lists exactly the rest."""
     from test_sweep import _calls, fake_run
 
-    from mpvlab.sweep import Sweeper
-    from mpvlab.sweep.single import run_one
+    from mpvlab.sweeps import Sweeper
+    from mpvlab.sweeps.single import run_one
 
     p = _spec(tmp_path)
     plan = expand(load_spec(p), p)
@@ -256,7 +256,7 @@ def test_slurm_sweep_kill_resume_local_equivalence_two_roots(tmp_path: Path) -> 
 def test_report_flags_a_configuration_whose_trials_come_from_two_kernels(tmp_path: Path) -> None:
     """Runs of one configuration from two nodes with different kernels: the report says which
     configuration, and lists the host kinds with their nodes."""
-    from mpvlab.report.synthetic import make_set
+    from mpvlab.reporting.synthetic import make_set
 
     make_set(tmp_path / "src", ["sc"], ["cubic", "bbr"], ["default"], trials=3)
     bbr_runs = sorted(d for d in (tmp_path / "src" / "sc").iterdir()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mpvlab.report import browser
+from mpvlab.reporting import browser
 
 REPO = Path(__file__).resolve().parent.parent
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
@@ -49,7 +49,7 @@ def test_quick_wifi_lte_study_and_report(tmp_path: Path) -> None:
     html = root / "report" / "report.html"
     page = html.read_text()
     # 3 bar figures + cwnd and throughput for each of the 3 scenarios + BBR's model over time, its modes
-    # and its estimate per scenario (bbr and bbr-s ran in each: mpvlab/report/bbr.py)
+    # and its estimate per scenario (bbr and bbr-s ran in each: mpvlab/reporting/bbr.py)
     assert page.count('src="data:image/svg+xml;base64,') == 9 + 3 * 3
     figs = {f.stem for f in (root / "report" / "figures").glob("*.svg")}
     assert sum(f.startswith(("bbr-model-", "bbr-modes-", "bbr-estimate-")) for f in figs) == 9, figs

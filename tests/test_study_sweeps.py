@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from core.hoststeal import StealMeter
+from mpvlab.core.hoststeal import StealMeter
 from hostnoise import longest_stall_s
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The typed result (mpvlab/summary.py): its committed JSON Schema is current, and the model accepts
+"""The typed result (mpvlab/results/summary.py): its committed JSON Schema is current, and the model accepts
 what each kind of run writes and refuses what drifts (an unknown key, a wrong type, a missing field)."""
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from mpvlab import summary as model
+from mpvlab.results import summary as model
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def test_committed_schema_is_generated_from_the_model() -> None:
-    generated = subprocess.run([sys.executable, "-m", "mpvlab.summary"], capture_output=True, text=True,
+    generated = subprocess.run([sys.executable, "-m", "mpvlab.results.summary"], capture_output=True, text=True,
                                check=True, cwd=REPO).stdout
     committed = (REPO / "docs" / "summary.schema.json").read_text()
     assert json.loads(committed) == json.loads(generated), \
-        "docs/summary.schema.json is stale: python -m mpvlab.summary > docs/summary.schema.json"
+        "docs/summary.schema.json is stale: python -m mpvlab.results.summary > docs/summary.schema.json"
 
 
 def _bulk_summary() -> dict[str, Any]:

@@ -16,9 +16,9 @@ from typing import Callable
 import pytest
 import yaml
 
-from core import rundir
-from mpvlab.scenario import Scenario
-from mpvlab.sweep import SweepError, Sweeper, expand, load_spec, read_header
+from mpvlab.core import rundir
+from mpvlab.input.scenario import Scenario
+from mpvlab.sweeps import SweepError, Sweeper, expand, load_spec, read_header
 
 REPO = Path(__file__).resolve().parent.parent
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"

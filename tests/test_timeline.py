@@ -1,4 +1,4 @@
-"""lifecycle_s (mpvlab/run/timeline.py): the whole process, interpreter start included, and
+"""lifecycle_s (mpvlab/runner/timeline.py): the whole process, interpreter start included, and
 steps that add up to the total."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mpvlab.run import timeline  # noqa: E402
+from mpvlab.runner import timeline  # noqa: E402
 
 
 def test_lifecycle_covers_the_process_and_adds_up() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core import units
-from mpvlab.scenario import ScenarioError, load_scenario, override, parse_scenario, resolved_dict
+from mpvlab.core import units
+from mpvlab.input.scenario import ScenarioError, load_scenario, override, parse_scenario, resolved_dict
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -227,7 +227,7 @@ def test_server_addressing_per_path() -> None:
 def test_a_cc_the_kernel_lists_is_accepted_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A CC outside the registry that the kernel lists (tcp_available_congestion_control) is a plain
     kernel CC; other runs' BPF CCs (<base>_<run id>) in that list are never offered."""
-    from cc import registry
+    from mpvlab.cc import registry
     listing = tmp_path / "tcp_available_congestion_control"
     listing.write_text("reno cubic bbr vegas bbrs_k3f9za\n")
     monkeypatch.setattr(registry, "AVAILABLE_FILE", listing)

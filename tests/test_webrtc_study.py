@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from core import units
-from mpvlab.report.aggregate import Run
-from mpvlab.report.rtp import Condition, buffer_classes, competing, second_half_mean
-from mpvlab.sweep.spec import expand, load_spec
+from mpvlab.core import units
+from mpvlab.results.aggregate import Run
+from mpvlab.reporting.rtp import Condition, buffer_classes, competing, second_half_mean
+from mpvlab.input.sweep import expand, load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
@@ -97,7 +97,7 @@ def test_figure_helpers_on_hand_data() -> None:
     assert not competing(_run({"cross_traffic": {"voip": {"sent": 10}, "bulk": None}}))
     assert competing(_run({"cross_traffic": {"bulk": {"cc_requested": "cubic"}}}))
     # a webrtc-bbr variant is its own label (what differs from WebRTC's own); WebRTC's own keeps the name
-    from mpvlab.report.rtp import _ctrl
+    from mpvlab.reporting.rtp import _ctrl
     own = {"filter": "replacing", "estimate": "best", "recovery": True, "probe_rtt": "webrtc"}
     assert _ctrl(_run({"rtp": {"controller": "webrtc-bbr", "bbr_variant": None}})) == "webrtc-bbr"
     assert _ctrl(_run({"rtp": {"controller": "webrtc-bbr", "bbr_variant": own}})) == "webrtc-bbr"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from collectors import pcap
-from collectors.wire_switches import Segment, count_switches, mptcp_token, segments_from_pcap, totals
-from mpvlab.scenario import ScenarioError, parse_scenario
+from mpvlab.collectors import pcap
+from mpvlab.collectors.wire_switches import Segment, count_switches, mptcp_token, segments_from_pcap, totals
+from mpvlab.input.scenario import ScenarioError, parse_scenario
 
 
 def seg(conn: str, sf: int, dsn: int, n: int = 100) -> Segment:

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from core import proc
-from core.netns import Netns
-from core.errors import MpvlabError
+from mpvlab.core import proc
+from mpvlab.core.netns import Netns
+from mpvlab.core.errors import MpvlabError
 
 PROBE = Path(__file__).resolve().parent / "voip_probe.py"
 IPERF3 = "iperf3"

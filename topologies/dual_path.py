@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 from typing import Any, Callable
 
-from core import naming
-from topologies.nodes import EmuNode, add_link, add_node, stop_node
+from mpvlab.core import naming
+from mpvlab.mininet.nodes import EmuNode, add_link, add_node, stop_node
 
 SERVER_ADDR = "10.0.100.1"
 

@@ -1,5 +1,5 @@
 """MPTCP and TCP settings of a dual-path topology's client and server, and the congestion control
-choice, with no scenario in sight: the orchestrator (mpvlab/transport.py) reads them from a
+choice, with no scenario in sight: the orchestrator (mpvlab/runner/transport.py) reads them from a
 scenario, the test bed (testbed/dualpath.py) passes its own.
 
 The congestion control is selected by the server's routes (`ip route ... congctl NAME`): the kernel
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.netns import Netns
-from topologies.dual_path import DualPath, server_routes
+from mpvlab.core.netns import Netns
+from mpvlab.topologies.dual_path import DualPath, server_routes
 
 
 def _triple(values: tuple[int, int, int]) -> str:
@@ -41,7 +41,7 @@ def configure_hosts(topo: DualPath, *, tcp_no_metrics_save: bool, client_tcp_rme
         # route to that address picks (topologies/dual_path.py). A client `subflow` endpoint would also
         # try (path address -> path 0's server address), which no router forwards. Under a steering
         # scheduler the server runs the userspace path manager, which ignores endpoints: the
-        # controller announces these addresses itself (mpvlab.transport.announce_addresses()).
+        # controller announces these addresses itself (mpvlab.runner.transport.announce_addresses()).
         if signal:
             for addr in further_server_addresses(topo, subflows):
                 s.run(["ip", "mptcp", "endpoint", "add", addr, "signal"])

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from topologies.spec import LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
-from core.hosts import Host, LocalHost, SshHost
-from core.validators import HostConfigError, validate_key_path
+from mpvlab.topologies.spec import LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
+from mpvlab.core.hosts import Host, LocalHost, SshHost
+from mpvlab.core.validators import HostConfigError, validate_key_path
 
 DEFAULT_KEY_DIR = Path("/etc/mpvlab/keys")
 

@@ -37,12 +37,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from links.emulator import DirectionPlan, LinkError
-from links.schedule import Schedule
-from core import naming, netns
-from core.netns import Netns
-from links.spec import LinkDirection
-from topologies.nodes import EmuNode, add_link, add_node, stop_node
+from mpvlab.links.emulator import DirectionPlan, LinkError
+from mpvlab.links.schedule import Schedule
+from mpvlab.core import naming, netns
+from mpvlab.core.netns import Netns
+from mpvlab.links.spec import LinkDirection
+from mpvlab.mininet.nodes import EmuNode, add_link, add_node, stop_node
 
 MAX_CLIENTS = 8
 SERVER_ADDR = "10.0.100.1"
@@ -60,7 +60,7 @@ _OFFLOAD_KEYS = ("tcp-segmentation-offload", "generic-segmentation-offload", "ge
 
 @dataclass(frozen=True)
 class HostSettings:
-    """Per-namespace TCP settings; defaults equal mpvlab.scenario.HostSpec's. The leaves' receive
+    """Per-namespace TCP settings; defaults equal mpvlab.input.scenario.HostSpec's. The leaves' receive
     buffer matters: new namespaces get a 32 MB maximum, which would hide any throttle."""
 
     client_tcp_rmem: tuple[int, int, int] = (4096, 131072, 6291456)

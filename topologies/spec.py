@@ -9,9 +9,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from core import validators as hostval
-from core.quantities import Duration, Rate, Size, Strict
-from links.spec import ConstantDelay, LinkDirection
+from mpvlab.core import validators as hostval
+from mpvlab.core.quantities import Duration, Rate, Size, Strict
+from mpvlab.links.spec import ConstantDelay, LinkDirection
 
 PATH_NAME_RE = r"^[a-z][a-z0-9]{0,7}$"
 

@@ -37,7 +37,7 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Any
-from core.errors import MpvlabError
+from mpvlab.core.errors import MpvlabError
 
 # Bump when the encoding recipe changes: it is part of the file name and the
 # sidecar, so old cached files are never mistaken for new ones.

@@ -1,0 +1,540 @@
+"""The scenario: a researcher's YAML, validated strictly before anything touches the kernel.
+
+Every field has a documented default, every quantity carries its unit (mpvlab/units.py), and unknown
+keys are errors. The sections are composed from the components' own models: links (links/spec.py),
+topologies and cross traffic (topologies/spec.py), the workloads with the video, server and player
+sections (mpvlab/runner/workloads/spec.py), the collectors (collectors/spec.py), CCs and schedulers
+(their registries). `load_scenario()` returns the validated model; `resolved_dict()` gives the same
+scenario with every default filled in, which is what each run stores next to the file as given.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from mpvlab.cc import registry as cc_registry
+from mpvlab.core.quantities import Duration, Size, Strict
+from mpvlab.collectors.spec import ObserveSpec
+from mpvlab.runner.workloads.spec import (
+    STUDY_DASH_LADDER, PlayerSpec, ServerSpec, VideoSpec, VideoWorkloadSpec, WorkloadSpec,
+)
+from mpvlab.schedulers import registry as scheduler_registry
+from mpvlab.topologies.spec import PATH_NAME_RE, CrossTrafficSpec, LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
+from mpvlab.core.errors import InputError
+from mpvlab.input import files as inputs, limits, messages  # issue 15: safe loading, limits, messages in words
+
+NAME_RE = r"^[a-z][a-z0-9-]{0,39}$"
+MAX_PATHS = 8               # dual-path: one subflow per path, at most 8 per MPTCP connection here
+
+
+class HostSpec(Strict):
+    """Per-namespace TCP settings, recorded in provenance. The client's receive buffer matters: new
+    namespaces here default to a 32 MB maximum, which hides a whole throttle from a player."""
+
+    client_tcp_rmem: tuple[Size, Size, Size] = Field((4096, 131072, 6291456), description="net.ipv4.tcp_rmem (min, default, max receive buffer) in the client's namespace.")
+    server_tcp_wmem: tuple[Size, Size, Size] = Field((4096, 16384, 4194304), description="net.ipv4.tcp_wmem (min, default, max send buffer) in the server's namespace.")
+    tcp_no_metrics_save: bool = Field(True, description="net.ipv4.tcp_no_metrics_save in the namespaces: true = no TCP metrics carried from one connection to the next.")
+    offloads: bool = Field(
+        False, description="TSO/GSO/GRO on the emulated links; off by default so rate samples see real packets"
+    )
+
+
+class TransportSpec(Strict):
+    """scheduler: `default` is the kernel's own; the others are steering policies on the sender
+    (schedulers/registry.py lists them, schedulers/README.md explains them). scheduler_params are that
+    scheduler's (schedulers/params.py), with every default filled in when resolved."""
+
+    cc: str = Field("cubic", description="Congestion control of the video/bulk connection: a name in cc/registry.py, or {bpf: FILE, params: {...}}.")
+    cc_params: dict[str, Any] = Field(default_factory=dict, description="That CC's parameters (cc/registry.py); every default filled in when resolved.")
+    scheduler: str = Field("default", description="MPTCP packet scheduler: `default` (the kernel's) or a name in schedulers/registry.py.")
+    scheduler_params: dict[str, Any] = Field(default_factory=dict, description="That scheduler's parameters (schedulers/params.py); every default filled in when resolved.")
+
+    @field_validator("cc")
+    @classmethod
+    def _known_cc(cls, v: str) -> str:
+        cc_registry.get(v)      # ValueError naming the registry's CCs and the kernel's list
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_cc_params(cls, data: Any) -> Any:
+        """cc_params are the chosen CC's (cc/registry.py), with every default filled in. A CC without
+        parameters resolves them to {} (a sweep may vary cc over CCs with and without parameters)."""
+        if not isinstance(data, dict):
+            return data
+        if isinstance(data.get("cc"), dict):
+            # `cc: {bpf: FILE, params: {...}}` is the registry's `bpf` entry with those as its cc_params
+            if data.get("cc_params"):
+                raise ValueError("cc: {bpf: ...} carries its own params; remove cc_params")
+            data = {**data, "cc": "bpf", "cc_params": data["cc"]}
+        name = data.get("cc", "cubic")
+        try:
+            entry = cc_registry.get(name) if isinstance(name, str) else None
+        except ValueError:
+            entry = None
+        if entry is None:
+            return data  # the field check reports it
+        values = data.get("cc_params") or {}
+        if not isinstance(values, dict):
+            raise ValueError("cc_params must be a mapping")
+        if entry.params is None:
+            if values:  # issue 15: refused, not silently ignored
+                raise ValueError(f"cc_params: cc {name!r} takes no parameters; remove cc_params (CCs with "
+                                 "parameters: " + ", ".join(n for n, e in cc_registry.REGISTRY.items() if e.params)
+                                 + ")")
+            return {**data, "cc_params": {}}
+        try:
+            params = entry.params.model_validate(values)
+        except ValidationError as e:
+            # each in words as any other field's (mpvlab/input/messages.py), not pydantic's `Value error, …`
+            raise ValueError("; ".join(
+                f"cc_params.{messages.field_name(tuple(err['loc']))}: "
+                + (f"unknown key for cc {name!r}; allowed: {', '.join(entry.params.model_fields)}"
+                   if err["type"] == "extra_forbidden"
+                   else messages.describe_error(err, entry.params).split(": ", 1)[-1])
+                for err in e.errors())) from None
+        return {**data, "cc_params": params.model_dump()}
+
+    @property
+    def cc_entry(self) -> "cc_registry.CongestionControl":
+        return cc_registry.get(self.cc)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_scheduler_params(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        name = data.get("scheduler", "default")
+        if not isinstance(name, str) or name not in scheduler_registry.REGISTRY:
+            raise ValueError(f"scheduler: {name!r} is not an MPTCP scheduler here; available: "
+                             f"{', '.join(scheduler_registry.REGISTRY)}")
+        entry = scheduler_registry.REGISTRY[name]
+        values = data.get("scheduler_params") or {}
+        if not isinstance(values, dict):
+            raise ValueError("scheduler_params must be a mapping")
+        try:
+            params = entry.parse_params(values)
+        except ValidationError as e:
+            problems = "; ".join(
+                f"scheduler_params.{'.'.join(str(x) for x in err['loc'])}: "
+                + ("unknown key for scheduler " + repr(name) + "; allowed: " + ", ".join(sorted(entry.params.model_fields))
+                   if err["type"] == "extra_forbidden" else err["msg"])
+                for err in e.errors())
+            raise ValueError(problems) from None
+        return {**data, "scheduler_params": params.model_dump()}
+    subflows: int | None = Field(None, ge=1, le=2, description="MPTCP subflows expected; default: one per path")
+
+
+class FidelitySpec(Strict):
+    probe: bool = Field(True, description="Physical runs: ping and rate-probe each path before the run; emulated runs always run their pre-check.")
+    rtt_tolerance: Duration = Field(2 * 10**6, description="Largest pre-run RTT error (measured vs configured) before a path gets a warning.")
+    rate_tolerance: float = Field(0.05, gt=0.0, lt=1.0, description="Largest relative error of the measured vs configured rate before a warning (0.05 = ±5 %).")
+    # Physical runs' probes. Emulated runs use the fixed, kernel-measured pre-check instead
+    # (mpvlab/runner/precheck.py: 300 RTT samples per path, ~0.6 s of backlogged tbf) and the whole-run verdict.
+    probe_duration: Duration = Field(3 * 10**9, description="Physical runs: length of each path's rate probe (a plain-TCP download), 1s … 60s.")
+
+
+# Which workload runs on which topology kind: exactly these (mpvlab/runner/kinds.py has the backends,
+# mpvlab/runner/workloads/registry.py the workloads). bulk is one MPTCP transfer over the dual-path/
+# dumbbell paths; rtp is one UDP stream, on a single path or the shared bottleneck with one viewer.
+WORKLOAD_TOPOLOGIES: dict[str, tuple[str, ...]] = {
+    "video": ("dual-path", "dumbbell", "shared-bottleneck", "physical"),
+    "bulk": ("dual-path", "dumbbell"),
+    "rtp": ("dumbbell", "shared-bottleneck"),
+}
+
+
+# Sections a workload never reads, with what to use instead (Scenario._sections_apply_to_workload).
+SECTIONS_UNUSED_BY: dict[str, dict[str, str]] = {
+    "rtp": {"video": "it encodes its own test picture: set workload.duration, fps, width, height",
+            "player": "its receiver is mpvlab-rtp, with workload.playout_deadline",
+            "server": "it sends RTP over UDP, no web server"},
+    "bulk": {"video": "a bulk transfer sends no video", "player": "a bulk transfer has no player",
+             "server": "the bulk sender is its own server (no web server)"},
+}
+
+
+class Scenario(Strict):
+    name: str = Field(pattern=NAME_RE, description="Scenario name: lowercase letters, digits and dashes.")
+    description: str = Field("", description="Free text for people; the run does not read it.")
+    seed: int = Field(1, ge=0, lt=2**31, description="Seed of the delay lines' random draws (loss, loss models); recorded in provenance.")
+    topology: TopologySpec = Field(TopologySpec(), description="Which network the run builds; default: dual-path in namespaces.")
+    paths: dict[Annotated[str, Field(pattern=PATH_NAME_RE)], PathSpec] = Field(description="The paths between client and server, by name, each with its down and up link.")
+    hosts: HostSpec = Field(HostSpec(), description="TCP settings of the client and server namespaces.")
+    transport: TransportSpec = Field(TransportSpec(), description="Congestion control and MPTCP scheduler.")
+    workload: WorkloadSpec = Field(VideoWorkloadSpec(), description="What runs over the paths: video (default), bulk or rtp.")
+    video: VideoSpec = Field(VideoSpec(), description="The DASH content the video workload serves.")
+    server: ServerSpec = Field(ServerSpec(), description="The web server of the video workload.")
+    player: PlayerSpec = Field(PlayerSpec(), description="The video player and its ABR.")
+    cross_traffic: CrossTrafficSpec | None = Field(None, description="Competing flows on a shared bottleneck; null = none.")
+    fidelity: FidelitySpec = Field(FidelitySpec(), description="How the run checks that the links do what the scenario says.")
+    observe: ObserveSpec = Field(ObserveSpec(), description="Which collectors record what during the run.")
+
+    @model_validator(mode="after")
+    def _paths_fit_topology(self) -> "Scenario":
+        if self.topology.kind == "physical":
+            for pname, path in self.paths.items():
+                for dname in ("down", "up"):
+                    if getattr(path, dname).ecn_mark is not None:
+                        raise ValueError(f"paths.{pname}.{dname}.ecn_mark: not supported on topology physical (the "
+                                         "ECN marker is attached on the run's own emulated links only)")
+            _check_physical(self)
+        else:
+            if self.topology.hosts or self.topology.roles is not None:
+                raise ValueError(f"topology.hosts and topology.roles are for kind: physical, not {self.topology.kind}")
+            named = [n for n, p in self.paths.items() if p.physical is not None]
+            if named:
+                raise ValueError(f"paths.{named[0]}.physical is for topology.kind: physical, "
+                                 f"not {self.topology.kind}")
+        # dual-path: 2 to 8 paths, one subflow each (8: the steering policy's and the kernel's
+        # per-connection subflow limit, MPTCP_PM_ADDR_MAX / POL_MAX_SF).
+        want = {"dual-path": min(max(len(self.paths), 2), MAX_PATHS), "dumbbell": 1, "shared-bottleneck": 1,
+                "physical": len(self.paths)}[self.topology.kind]
+        if self.topology.kind == "physical" and not 1 <= len(self.paths) <= 2:
+            raise ValueError(f"paths: topology physical takes 1 or 2 paths, got {len(self.paths)}: {list(self.paths)}")
+        if self.topology.kind == "dual-path" and len(self.paths) != want:
+            raise ValueError(f"paths: topology dual-path takes 2 to {MAX_PATHS} paths, got {len(self.paths)}: "
+                             f"{list(self.paths)}")
+        if len(self.paths) != want:
+            raise ValueError(f"paths: topology {self.topology.kind} needs exactly {want} path{'s' if want > 1 else ''}, "
+                             f"got {len(self.paths)}: {list(self.paths)}")
+        if self.transport.subflows is not None and self.transport.subflows > len(self.paths):
+            raise ValueError("transport.subflows cannot exceed the number of paths")
+        self._addressing_fits()
+        self._workload_fits_topology()
+        return self
+
+    def _workload_fits_topology(self) -> None:
+        """Exactly the combinations WORKLOAD_TOPOLOGIES lists; rtp on shared-bottleneck with one viewer."""
+        kind, topo = self.workload.kind, self.topology.kind
+        allowed = WORKLOAD_TOPOLOGIES[kind]
+        if topo not in allowed:
+            why = " (one path: RTP over UDP is not multipath)" if kind == "rtp" else ""
+            raise ValueError(f"workload.kind {kind} runs on topology.kind {' or '.join(allowed)}{why}, not {topo}")
+        self._sections_apply_to_workload()
+        if kind == "rtp" and self.transport.scheduler != "default":
+            raise ValueError("transport.scheduler: workload.kind rtp sends over UDP, so only 'default' is allowed "
+                             f"(got {self.transport.scheduler!r})")
+        if kind == "rtp" and topo == "shared-bottleneck" and self.n_clients != 1:
+            # the rtp workload runs one broadcaster → viewer stream (workloads/rtp.py); several viewers
+            # would need one stream per client, which it does not run (yet)
+            raise ValueError(f"topology.clients: workload.kind rtp on shared-bottleneck takes exactly 1 client "
+                             f"(one viewer), got {self.n_clients}")
+
+    def _sections_apply_to_workload(self) -> None:
+        """A section the workload never reads is refused, not silently ignored (issue 33): a `video:`
+        block on rtp would otherwise look like it set the stream's length or bitrate. A section equal to
+        its defaults (a resolved.yaml written out whole) says nothing and passes."""
+        why = SECTIONS_UNUSED_BY.get(self.workload.kind, {})
+        for section, reason in why.items():
+            if section in self.model_fields_set and getattr(self, section) != Scenario.model_fields[section].default:
+                raise ValueError(f"{section}: does not apply to workload.kind {self.workload.kind} ({reason}); "
+                                 "remove it")
+
+    def _addressing_fits(self) -> None:
+        if self.topology.server_addressing == "single":
+            return
+        if self.topology.kind != "dual-path":
+            raise ValueError("topology.server_addressing: per-path is only for kind dual-path "
+                             f"(this is {self.topology.kind}; allowed here: single)")
+
+    @model_validator(mode="after")
+    def _pcap_points_exist(self) -> "Scenario":
+        """Capture points are the topology's nodes: client, server and one router per path."""
+        if self.observe.pcap is None:
+            return self
+        if self.topology.kind not in ("dual-path", "dumbbell"):
+            raise ValueError(f"observe.pcap is for topology dual-path or dumbbell, not {self.topology.kind} (yet)")
+        known = ["client", "server", *(f"router-{p}" for p in self.paths)]
+        bad = [p for p in self.observe.pcap.points if p not in known]
+        if bad:
+            # at most a few names shown: a list of 10,000 made a 159 KB message (issue 33)
+            shown = ", ".join(repr(p[:40]) for p in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+            raise ValueError(f"observe.pcap.points: unknown point{'s' if len(bad) > 1 else ''} {shown}; "
+                             f"this topology has {', '.join(known)}")
+        return self
+
+    @model_validator(mode="after")
+    def _shared_fits(self) -> "Scenario":
+        """What only the shared-bottleneck topology has, and what it cannot do (yet)."""
+        kind = self.topology.kind
+        if kind != "shared-bottleneck":
+            if self.topology.clients is not None:
+                raise ValueError(f"topology.clients is only for kind shared-bottleneck (this is {kind}: one client)")
+            if self.cross_traffic is not None:
+                raise ValueError(f"cross_traffic is only for topology kind shared-bottleneck (this is {kind})")
+            return self
+        if self.transport.scheduler != "default":
+            raise ValueError("transport.scheduler: shared-bottleneck players use MPTCP with one subflow, so only "
+                             f"'default' is allowed (got {self.transport.scheduler!r})")
+        (pname, path), = self.paths.items()
+        if path.down.rate is not None and path.down.order != "shape-then-delay":
+            raise ValueError(f"paths.{pname}.down.order: shared-bottleneck allows only shape-then-delay when "
+                             "down has a rate (one tbf where all flows enter the router is the shared queue)")
+        if path.up.rate is not None and path.up.order != "delay-then-shape":
+            raise ValueError(f"paths.{pname}.up.order: shared-bottleneck allows only delay-then-shape when up "
+                             "has a rate (the up flows enter the router through one interface per client)")
+        return self
+
+    @property
+    def media_s(self) -> float:
+        """The stream's media length: the rtp workload's own duration, else the video's."""
+        w = self.workload
+        return (w.duration if w.kind == "rtp" else self.video.duration) / 1e9
+
+    @property
+    def player_timeout_s(self) -> float:
+        """When a player is given up: `player.timeout_factor` × the video's length + 30 s."""
+        return self.video.duration / 1e9 * self.player.timeout_factor + 30
+
+    @property
+    def n_clients(self) -> int:
+        """Clients: topology.clients for shared-bottleneck (default 2 players; 1 viewer for rtp), else 1."""
+        if self.topology.kind != "shared-bottleneck":
+            return 1
+        return self.topology.clients or (1 if self.workload.kind == "rtp" else 2)
+
+    @model_validator(mode="after")
+    def _dash_fits(self) -> "Scenario":
+        v, p = self.video, self.player
+        if v.kind == "dash" and v.segment <= 0:
+            raise ValueError("video.segment must be positive")
+        if (v.kind == "dash" and p.kind == "gstreamer" and p.fetcher == "dashdemux" and p.abr == "bba"
+                and p.bba_reservoir + p.bba_cushion >= self.playout_buffer_ns):
+            raise ValueError("player.bba_reservoir + player.bba_cushion must be smaller than player.buffer "
+                             f"({self.playout_buffer_ns / 1e9:g} s)")
+        if v.kind == "progressive" and v.bitrates is not None:
+            raise ValueError("video.bitrates is for kind: dash; a progressive video has one `bitrate`")
+        return self
+
+    @model_validator(mode="after")
+    def _dashjs_fits(self) -> "Scenario":
+        if self.player.kind != "dashjs":
+            return self
+        if self.video.kind != "dash":
+            raise ValueError("player.kind: dashjs plays DASH only; video.kind must be dash (a progressive video "
+                             "needs player.kind: gstreamer)")
+        if self.workload.kind != "video":
+            raise ValueError("player.kind: dashjs is the video workload's player; workload.kind must be video")
+        if self.topology.kind == "physical":
+            raise ValueError("player.kind: dashjs runs on the emulated topologies only (not on physical hosts)")
+        from mpvlab.player import dashjs_setup
+        missing = dashjs_setup.missing()
+        if missing:
+            raise ValueError(f"player.kind: dashjs needs {missing} (./setup.sh installs it)")
+        p = self.player
+        if p.abr == "bba" and p.abr_params["reservoir_s"] + p.abr_params["cushion_s"] >= self.playout_buffer_ns / 1e9:
+            raise ValueError("player.abr_params: reservoir_s + cushion_s must be smaller than player.buffer "
+                             f"({self.playout_buffer_ns / 1e9:g} s)")
+        return self
+
+    @model_validator(mode="after")
+    def _own_fetcher_fits(self) -> "Scenario":
+        if self.player.fetcher == "own":
+            if self.video.kind != "dash":
+                raise ValueError("player.fetcher: own is a DASH client; video.kind must be dash")
+            # The ABR's checks that need the ladder, segment and buffer (BBA's reservoir + cushion below
+            # the buffer, FESTIVE's target within it, SABRE's thresholds) run here, before any run, and
+            # not only in the player after the network was built.
+            from mpvlab.player.abr import Ladder, make
+            try:
+                make(self.player.abr, Ladder(tuple(sorted(set(self.dash_ladder))), self.video.segment / 1e9,
+                                             self.playout_buffer_ns / 1e9), self.player.abr_params, self.seed)
+            except ValueError as e:
+                raise ValueError(f"player.abr {self.player.abr} with this ladder, {self.video.segment / 1e9:g} s "
+                                 f"segments and a {self.playout_buffer_ns / 1e9:g} s buffer: {e}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _protocol_fits_player(self) -> "Scenario":
+        if self.server.protocol == "h2" and self.video.kind == "progressive":
+            # Measured (player/README.md): over HTTP/2, libsoup 3.2 keeps reading a response to its end
+            # whatever the player consumes (a 118 MB file arrived in 3 s while the player had taken
+            # 4 MB), so nothing bounds what the client holds and player.buffer would be fiction. DASH
+            # requests one segment at a time, which bounds it to a segment as over HTTP/1.1.
+            raise ValueError(
+                "server.protocol h2 with video.kind progressive is not supported: over HTTP/2 the player's "
+                "HTTP client (libsoup 3.2) downloads the whole file into memory regardless of playback, so the "
+                "playout buffer (player.buffer) would bound nothing; use video.kind: dash with h2, or "
+                "server.protocol: http/1.1 (tls: true gives HTTPS)")
+        return self
+
+    @property
+    def playout_buffer_ns(self) -> int:
+        if self.player.buffer is not None:
+            return self.player.buffer
+        return 30 * 10**9 if self.video.kind == "dash" else 2 * 10**9
+
+    @property
+    def dash_ladder(self) -> list[int]:
+        return list(self.video.bitrates or STUDY_DASH_LADDER)
+
+    @property
+    def expected_subflows(self) -> int:
+        return self.transport.subflows or len(self.paths)
+
+
+def _check_physical(sc: "Scenario") -> None:
+    """Cross-field rules of a physical topology; each message names the field and what is allowed."""
+    topo = sc.topology
+    if not topo.hosts:
+        raise ValueError("topology.hosts: a physical topology needs at least one host "
+                         "(kind: local, or kind: ssh with address, user, port, identity_file, known_hosts)")
+    if topo.roles is None:
+        raise ValueError("topology.roles: required for kind: physical (client, server, optional emulator per path)")
+    defined = ", ".join(sorted(topo.hosts))
+    locals_ = [n for n, h in topo.hosts.items() if isinstance(h, LocalHostSpec)]
+    if len(locals_) > 1:
+        raise ValueError(f"topology.hosts: {locals_} are all kind: local (this machine); name it once")
+    seen: dict[tuple[str, int], str] = {}
+    for n, h in topo.hosts.items():
+        if isinstance(h, SshHostSpec):
+            if (h.address, h.port) in seen:
+                raise ValueError(f"topology.hosts.{n}: same address and port as {seen[(h.address, h.port)]}")
+            seen[(h.address, h.port)] = n
+    r = topo.roles
+    for field_, name in (("client", r.client), ("server", r.server),
+                         *((f"emulator.{p}", h) for p, h in r.emulator.items())):
+        if name not in topo.hosts:
+            raise ValueError(f"topology.roles.{field_}: host {name!r} is not in topology.hosts (defined: {defined})")
+    for p in r.emulator:
+        if p not in sc.paths:
+            raise ValueError(f"topology.roles.emulator.{p}: no such path (paths: {', '.join(sc.paths)})")
+    used: dict[tuple[str, str], str] = {}   # (host, interface) -> field that named it
+
+    def claim(host: str, ifname: str, where: str) -> None:
+        if (host, ifname) in used:
+            raise ValueError(f"{where}: interface {ifname!r} on host {host!r} is already named by "
+                             f"{used[(host, ifname)]}; every path needs its own interfaces")
+        used[(host, ifname)] = where
+
+    for name, p in sc.paths.items():
+        ph = p.physical
+        if ph is None:
+            raise ValueError(f"paths.{name}.physical: required for topology.kind physical "
+                             "(client_if, server_address; emulator_server_if/emulator_client_if with an emulator)")
+        claim(r.client, ph.client_if, f"paths.{name}.physical.client_if")
+        emu = r.emulator.get(name)
+        ifs = (ph.emulator_server_if, ph.emulator_client_if)
+        if emu is None:
+            if any(ifs):
+                raise ValueError(f"paths.{name}.physical: emulator interfaces given but topology.roles.emulator "
+                                 f"has no host for path {name!r}")
+            if p.emulated():
+                raise ValueError(f"paths.{name}: rate/delay/loss configured but no emulator for this path: add "
+                                 f"topology.roles.emulator.{name}, or remove them to use the real path as it is")
+            continue
+        if not all(ifs):
+            raise ValueError(f"paths.{name}.physical: emulator_server_if and emulator_client_if are required "
+                             f"(path {name!r} has emulator host {emu!r})")
+        if ph.emulator_server_if == ph.emulator_client_if:
+            raise ValueError(f"paths.{name}.physical: emulator_server_if and emulator_client_if must differ")
+        claim(emu, ph.emulator_server_if or "", f"paths.{name}.physical.emulator_server_if")
+        claim(emu, ph.emulator_client_if or "", f"paths.{name}.physical.emulator_client_if")
+    # What needs a local BPF object or namespace on the server cannot run on a remote host (yet).
+    if sc.transport.cc_entry.bpf:
+        raise ValueError(f"transport.cc: {sc.transport.cc} is not available with topology.kind physical (its BPF "
+                         "loader runs on this machine); allowed: "
+                         + ", ".join(n for n, e in cc_registry.REGISTRY.items() if not e.bpf))
+    if not scheduler_registry.REGISTRY[sc.transport.scheduler].physical_ok:
+        raise ValueError("transport.scheduler: only " + ", ".join(
+            n for n, e in scheduler_registry.REGISTRY.items() if e.physical_ok) + " is available with topology.kind "
+            "physical (the steering schedulers run a BPF observer in the server's namespace)")
+    if sc.video.kind != "progressive":
+        raise ValueError("video.kind: only progressive is available with topology.kind physical")
+    if sc.server.protocol != "http/1.1" or sc.server.tls is True:
+        raise ValueError("server: only plain HTTP/1.1 (protocol: http/1.1, tls: auto or false) is available with "
+                         "topology.kind physical (its remote Apache has no per-run certificate yet)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading, with errors that name the file, the field and what is allowed
+
+
+class ScenarioError(InputError):
+    """A scenario that cannot be run; str() is the full, user-facing explanation."""
+
+
+def format_validation_error(source: str, err: ValidationError, quote: bool = True) -> str:
+    """Each problem in words: the field, what is allowed, a short excerpt of what was given
+    (mpvlab/input/messages.py; quote=False: no excerpt, for files the user did not name directly)."""
+    return messages.describe(source, "scenario", err, Scenario, quote=quote)
+
+
+def parse_scenario(data: Any, source: str = "<scenario>", quote: bool = True) -> Scenario:
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario must be a YAML mapping at the top level")
+    try:
+        sc = Scenario.model_validate(data)
+    except ValidationError as e:
+        raise ScenarioError(format_validation_error(source, e, quote)) from None
+    _raise_problems(source, limits.scenario_problems(sc))   # issue 15: the limits the run would hit
+    return sc
+
+
+def _raise_problems(source: str, problems: list[str]) -> None:
+    if problems:
+        n = len(problems)
+        raise ScenarioError("\n".join([f"{source}: invalid scenario ({n} problem{'s' if n > 1 else ''})",
+                                       *(f"  {p}" for p in problems)]))
+
+
+def load_scenario(path: Path, quote: bool = True) -> tuple[Scenario, str]:
+    """Returns the validated scenario and the file's text exactly as given (stored with each run).
+    Read with mpvlab/input/files.py (regular file, size limit, UTF-8, strict YAML); its trace files are
+    checked by mpvlab/input/limits.py. quote=False: messages carry no excerpt of the file's values."""
+    try:
+        data, text = inputs.load_yaml_file(path, "scenario")
+    except inputs.InputFileError as e:
+        raise ScenarioError(str(e)) from None
+    scenario = parse_scenario(data, str(path), quote)
+    _raise_problems(str(path), limits.file_problems(scenario, path))
+    return scenario, text
+
+
+def resolved_dict(scenario: Scenario) -> dict[str, Any]:
+    """The scenario with every default filled in, in the same units a user writes."""
+    return scenario.model_dump(mode="json")
+
+
+def dump_yaml(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
+
+
+def override(scenario: Scenario, assignments: dict[str, Any], source: str = "<override>") -> Scenario:
+    """Apply dotted-path overrides (e.g. {'transport.cc': 'bbr'}) and re-validate: how sweeps vary a scenario."""
+    data = resolved_dict(scenario)
+    if "transport.scheduler" in assignments and not any(k.startswith("transport.scheduler_params")
+                                                        for k in assignments):
+        # The resolved parameters belong to the old scheduler (each has its own set): a changed
+        # scheduler starts from its own defaults unless the same override gives its parameters.
+        if assignments["transport.scheduler"] != data["transport"]["scheduler"]:
+            data["transport"]["scheduler_params"] = {}
+    if "transport.cc" in assignments and not any(k.startswith("transport.cc_params") for k in assignments):
+        if assignments["transport.cc"] != data["transport"]["cc"]:   # the same for cc_params (issue 15)
+            data["transport"]["cc_params"] = {}
+    if "player.kind" in assignments and assignments["player.kind"] != data["player"]["kind"]:
+        # Another player starts from its own defaults (the other kind's settings are refused by it),
+        # keeping what both understand: the ABR, the buffer, the time limit. Into kind gstreamer with
+        # an ABR of player/abr, that is our own client (fetcher own), as in the DASH studies.
+        old = data["player"]
+        data["player"] = {"kind": assignments["player.kind"], "abr": old["abr"], "buffer": old["buffer"],
+                          "timeout_factor": old["timeout_factor"]}
+        if assignments["player.kind"] == "gstreamer" and old["abr"] not in ("gst", "bba"):
+            data["player"]["fetcher"] = "own"
+    for dotted, value in assignments.items():
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z0-9_-]+)*", dotted):
+            raise ScenarioError(f"{source}: bad parameter path {dotted!r}")
+        node: Any = data
+        keys = dotted.split(".")
+        for k in keys[:-1]:
+            if not isinstance(node, dict) or k not in node:
+                raise ScenarioError(f"{source}: {dotted}: no field {k!r} in the scenario")
+            node = node[k]
+        node[keys[-1]] = value
+    return parse_scenario(data, source)

@@ -1,0 +1,111 @@
+"""`mpvlab report`: statistics across trials, tables (CSV, Parquet), figures and one self-contained
+HTML file, from result directories alone.
+
+    from mpvlab.reporting import build_report
+    rep = build_report(Path("results/wifi-lte-study"), Path("results/wifi-lte-study/report"))
+
+Modules: stats (SciPy: t and BCa bootstrap intervals, Welch / Mann–Whitney tests, Holm), aggregate (runs →
+configurations; the metrics are declared on the summary model's fields, mpvlab/results/summary.py, and collected
+by mpvlab/results/metrics.py), pairwise (tests between configurations), tables,
+style (colours, markers, hatches, sizes — shared with `mpvlab plot`), figures (PDF, SVG, PNG files), html.
+The report folder: report.html, the tables (CSV + Parquet) and figures/. Python API: mpvlab.report()
+(mpvlab/api.py, docs/python-api.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mpvlab.core import rundir
+from mpvlab.core.errors import InputError
+from mpvlab.results.aggregate import Collection, aggregate
+
+
+FIGURES = "figures"   # below the report folder: every figure as PDF, SVG and PNG
+
+
+@dataclass
+class Report:
+    html: Path
+    tables: list[Path]
+    figures: list[Path]
+    n_complete: int
+    n_failed: int
+    n_configs: int
+    collection: Collection
+
+
+class ReportFolderError(InputError):
+    """The report's output folder cannot be (re)placed safely; nothing was written."""
+
+
+def build_report(source: Path, out: Path, title: str | None = None, figures: bool = True) -> Report:
+    """The report of the runs below `source`, written to `out`.
+
+    A results folder is untrusted input, and the report runs as root: every file is written into a
+    fresh folder of ours (mkdtemp, next to `out`), which then replaces `out` by rename. So no write
+    ever goes through a link someone planted (`out` itself a symlink, or `out/runs.csv` one): a
+    symlink at `out` is replaced, never followed, and its target is untouched (issue 33)."""
+    from mpvlab.reporting.figures import build_all
+    from mpvlab.reporting.html import render
+    from mpvlab.reporting.pairwise import pairwise_frame
+    from mpvlab.reporting.tables import write_tables
+
+    _check_replaceable(out)
+    c = aggregate(source, exclude=[out])
+    pw = pairwise_frame(c)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new.", dir=out.parent))
+    try:
+        os.chmod(staging, 0o755)      # mkdtemp makes 0700; a report is for every user to read
+        tables = write_tables(c, staging, pw)
+        sections = build_all(c, staging / FIGURES) if figures else []
+        page = render(c, sections, [t.name for t in tables], title or source.resolve().name, pw, html_dir=staging)
+        rundir.write_text(staging / "report.html", page)
+        _replace(out, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+    def final(p: Path) -> Path:
+        return out / p.relative_to(staging)
+    for _, figs in sections:
+        for f in figs:
+            f.files = {k: final(p) for k, p in f.files.items()}
+    files = [p for _, figs in sections for f in figs for p in f.files.values()]
+    return Report(out / "report.html", [final(t) for t in tables], files, len(c.runs), len(c.not_aggregated),
+                  len(c.configs), c)
+
+
+def _check_replaceable(out: Path) -> None:
+    """`out` may be absent, a symlink (replaced, not followed), or a folder holding an earlier report
+    (or nothing); anything else is someone's folder or file, which a report never replaces."""
+    if out.is_symlink() or not out.exists():
+        return
+    if not out.is_dir():
+        raise ReportFolderError(f"{out}: exists and is not a folder; the report needs a folder of its own there")
+    with os.scandir(out) as it:
+        names = {e.name for e in it}
+    if names and "report.html" not in names:
+        raise ReportFolderError(f"{out}: a folder that holds no earlier report (no report.html); the report "
+                                "replaces its output folder whole, so it needs one of its own (--out)")
+
+
+def _replace(out: Path, staging: Path) -> None:
+    """Put the finished `staging` folder at `out`: a symlink there is removed (the link only), an earlier
+    report moved aside first and removed after, so `out` is never half old, half new."""
+    _check_replaceable(out)       # again: the folder may have changed while the report was built
+    old: Path | None = None
+    if out.is_symlink():
+        out.unlink()
+    elif out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+        os.rename(out, old / out.name)
+    os.rename(staging, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)   # rmtree removes links inside, never their targets
+

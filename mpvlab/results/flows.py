@@ -1,0 +1,416 @@
+"""Which flow is which in a run's per-flow series, and the CC model over the workload's flows only.
+
+A run's per-flow files (the CC state CSVs of BBR-S / BBRv3 / BBRv3-S, `ss` subflow samples, the
+scheduler's subflow samples) hold every connection the sending host saw: the fidelity probe, the
+readiness check over loopback, the HTTP preflight request, cross traffic and the workload. A mean
+over a whole file mixes them (one BBR-S run: 25.52 Mbit/s over the file against 24.80 over the
+video's rows, a loopback check at 9.27 Gbit/s being one of them). So every row is named by its
+flow's identity — the 4-tuple from the sending (server) side, `flow` = "saddr:sport-daddr:dport", and
+the MPTCP connection (`mptcp_token`) where `ss` showed it — and by the flow's role, assigned after
+the run from what the run knows (`RoleRules`):
+
+| role | rule (first match) |
+|---|---|
+| check | either address is loopback (Apache's readiness check), or the client port of the HTTP preflight request (Apache's access log) |
+| probe | either port is the fidelity probe's (5201) |
+| cross | either port is the cross traffic's (5301) |
+| workload | either port is the workload's server port |
+| other | anything else |
+
+Summary figures (`cc_state` in summary.json) are computed over workload flows only, within the
+playback window. Two kinds of mean, named in the field:
+- `*_per_sample`: the plain mean over the rows (one row per flow per loader sample);
+- `*_time_weighted`: each row's value held until its flow's next row (a flow's last row for the
+  flow's median row interval): a mean over time, robust to irregular sampling;
+- `*_per_update` (CC state files with `updated_ns`): the mean over the distinct records the CC wrote,
+  which it does on ACKs (at most every 1/(2·HZ) s): weights busy periods, as a per-ACK view does.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+PROBE_PORT = 5201       # the TCP fidelity probe of runs before the kernel-timestamped pre-check (older results)
+CROSS_PORT = 5301       # mpvlab/runner/shared.py BULK_PORT (cross traffic)
+BULK_WORKLOAD_PORT = 5401   # mpvlab/runner/workloads/bulk.py BULK_PORT
+ROLES = ("workload", "probe", "check", "cross", "other")
+FLOWS_JSON = "flows.json"   # below data/: the rules the run used and its flows
+FLOWS_CSV = "flows.csv"
+PREFLIGHT_QUERY = "mpvlab-preflight=1"   # mpvlab/runner/server.py PREFLIGHT_QUERY (a test checks they agree)
+
+
+def is_loopback(addr: str) -> bool:
+    try:
+        return ipaddress.ip_address(addr.strip("[]").removeprefix("::ffff:")).is_loopback
+    except ValueError:
+        return False
+
+
+def split_endpoint(endpoint: str) -> tuple[str, int]:
+    """'10.0.1.2:80', '[::ffff:10.0.1.2]:80' or '[2001:db8::1]:80' → (address, port)."""
+    e = str(endpoint).strip()
+    host, _, port = e.rpartition(":")
+    try:
+        return host.strip("[]").removeprefix("::ffff:"), int(port)
+    except ValueError:
+        return e, -1
+
+
+def flow_key(saddr: str, sport: int, daddr: str, dport: int) -> str:
+    def ep(a: str, p: int) -> str:
+        return f"[{a}]:{p}" if ":" in a else f"{a}:{p}"
+    return f"{ep(saddr, sport)}-{ep(daddr, dport)}"
+
+
+@dataclass(frozen=True)
+class RoleRules:
+    """What a run knows to name its flows' roles (see the module's table)."""
+
+    workload_port: int | None
+    check_ports: frozenset[int] = frozenset()     # client ports of the HTTP preflight request
+    probe_port: int = PROBE_PORT
+    cross_port: int = CROSS_PORT
+
+    def role(self, saddr: str, sport: int, daddr: str, dport: int) -> str:
+        if is_loopback(saddr) or is_loopback(daddr):
+            return "check"
+        ports = {sport, dport}
+        if self.workload_port in ports and ports & self.check_ports:
+            return "check"
+        if self.probe_port in ports:
+            return "probe"
+        if self.cross_port in ports:
+            return "cross"
+        if self.workload_port in ports:
+            return "workload"
+        return "other"
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["check_ports"] = sorted(self.check_ports)
+        return d
+
+
+def preflight_ports(access_log: Path) -> frozenset[int]:
+    """Client ports of the preflight requests in Apache's access log (format: host remote-port [time]
+    "request" ...; mpvlab/runner/server.py): that connection is a check, not the workload."""
+    out = set()
+    try:
+        lines = access_log.read_text().splitlines()
+    except OSError:
+        return frozenset()
+    for ln in lines:
+        parts = ln.split(" ", 2)
+        if len(parts) == 3 and PREFLIGHT_QUERY in parts[2]:
+            try:
+                out.add(int(parts[1]))
+            except ValueError:
+                pass
+    return frozenset(out)
+
+
+def rules_for_run(run_dir: Path, summary: dict[str, Any] | None = None) -> RoleRules:
+    """The rules the run recorded (data/flows.json), or, for a run made before it did, rebuilt from
+    its summary (the HTTP port, or the bulk workload's port) and Apache's access log."""
+    try:
+        d = json.loads((run_dir / "data" / FLOWS_JSON).read_text())["rules"]
+        return RoleRules(d.get("workload_port"), frozenset(d.get("check_ports") or ()),
+                         d.get("probe_port", PROBE_PORT), d.get("cross_port", CROSS_PORT))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    s = summary or {}
+    port = (s.get("http") or {}).get("port") if isinstance(s.get("http"), dict) else None
+    if port is None and s.get("workload") == "bulk":
+        port = BULK_WORKLOAD_PORT
+    if port is None and s.get("topology") in (None, "dual-path", "dumbbell", "shared-bottleneck"):
+        port = 80 if not (s.get("http") or {}).get("tls") else 443
+    return RoleRules(port, preflight_ports(run_dir / "logs" / "apache" / "access.log"))
+
+
+# ---------------------------------------------------------------------------------------------
+# CC state series (the registry's StateSeries names file and columns). A state file has one row per
+# flow per loader sample: 100 Hz × 180 s × 2 subflows is 36,000 rows per run, so rows are handled as
+# columns (pandas/numpy), never one Python object per row.
+
+FRAME_COLUMNS = ["t_s", "flow", "role", "bw_bps", "min_rtt_ms", "state", "updated", "closed"]
+
+
+@dataclass
+class StateRow:
+    """One row, for building a frame by hand (tests): `frame_of([StateRow(...), ...])`."""
+
+    t_s: float
+    flow: str
+    role: str
+    bw_bps: float | None
+    min_rtt_ms: float | None
+    state: str | None          # "STARTUP", "DRAIN", "PROBE_BW:UP", …, "PROBE_RTT"
+    updated: str | None        # the CC's own write time (a new value marks a new record)
+    closed: bool = False
+
+
+def frame_of(rows: Iterable[StateRow]) -> pd.DataFrame:
+    return pd.DataFrame([asdict(r) for r in rows], columns=FRAME_COLUMNS)
+
+
+def mode_label(mode: str | None, phase_value: str | None, phase_col: str | None) -> str | None:
+    """The mode with its PROBE_BW sub-phase: BBRv3's phase column as is; BBR v1 (BBR-S, kernel BBR)
+    from its pacing gain, whose cycle is 1.25 (UP, probing), 0.75 (DOWN, draining), then 1 (CRUISE)."""
+    out = mode_labels(pd.Series([mode], dtype=object), pd.Series([phase_value], dtype=object), phase_col)
+    v = out.iloc[0]
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+
+def mode_labels(mode: pd.Series, phase: pd.Series | None, phase_col: str | None) -> pd.Series:
+    """`mode_label` for whole columns."""
+    m = mode.astype(object).where(mode.notna() & (mode.astype(str) != ""), None)
+    if phase is None or not phase_col:
+        return m
+    in_bw = (m == "PROBE_BW")
+    if phase_col.endswith("pacing_gain"):       # BBR-S "pacing_gain", kernel BBR (ss) "bbr_pacing_gain"
+        g = pd.to_numeric(phase, errors="coerce")
+        sub = np.where(g > 1.0 + 1e-3, "UP", np.where(g < 1.0 - 1e-3, "DOWN", "CRUISE"))
+        ok = in_bw & g.notna()
+    else:
+        sub = phase.astype(str).to_numpy()
+        ok = in_bw & phase.notna() & (phase.astype(str) != "")
+    return m.where(~ok, "PROBE_BW:" + pd.Series(sub, index=m.index).astype(str))
+
+
+def _names(df: pd.DataFrame, spec: Any, rules: RoleRules) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's flow key and role, worked out once per distinct 4-tuple."""
+    cols = list(spec.tuple_cols)
+    codes, uniq = pd.MultiIndex.from_arrays([df[c] for c in cols]).factorize()
+    keys, roles = [], []
+    for tup in uniq:
+        if cols == ["local", "peer"]:
+            (sa, sp), (da, dp) = split_endpoint(str(tup[0])), split_endpoint(str(tup[1]))
+        else:
+            try:
+                sa, sp, da, dp = str(tup[0]), int(tup[1]), str(tup[2]), int(tup[3])
+            except (TypeError, ValueError):
+                keys.append(None)
+                roles.append(None)
+                continue
+        keys.append(flow_key(sa, sp, da, dp))
+        roles.append(rules.role(sa, sp, da, dp))
+    # code -1 (a missing address or port) picks the None appended last
+    return np.asarray([*keys, None], dtype=object)[codes], np.asarray([*roles, None], dtype=object)[codes]
+
+
+def read_state(path: Path, spec: Any, rules: RoleRules, t0_ns: int | None) -> pd.DataFrame:
+    """Every row of a CC state file (spec: cc.registry.StateSeries) on the run's clock, named by flow
+    and role (columns FRAME_COLUMNS); empty when the file is missing or has no time base
+    (CLOCK_MONOTONIC without t0)."""
+    empty = pd.DataFrame(columns=FRAME_COLUMNS)
+    if spec.time == "t_ns" and t0_ns is None:
+        return empty
+    want = {spec.time, spec.bw, *spec.tuple_cols, "updated_ns", "closed",
+            *(c for c in (spec.min_rtt, spec.mode, spec.phase) if c)}
+    try:
+        df = pd.read_csv(path, usecols=lambda c: c in want, dtype={c: str for c in ("saddr", "daddr", "local", "peer",
+                                                                                     "updated_ns", "mode", "phase")})
+    except (OSError, ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):
+        return empty
+    if df.empty or any(c not in df.columns for c in (spec.time, *spec.tuple_cols)):
+        return empty
+    if spec.time == "t_ns":
+        t = pd.to_numeric(df["t_ns"], errors="coerce")
+        df = df[t.notna()]
+        # integer ns first: float64 cannot hold CLOCK_MONOTONIC ns exactly
+        t_s = (df["t_ns"].astype("int64") - int(t0_ns)) / 1e9      # type: ignore[arg-type]
+    else:
+        t_s = pd.to_numeric(df[spec.time], errors="coerce")
+        df, t_s = df[t_s.notna()], t_s[t_s.notna()]
+    if df.empty:
+        return empty
+    keys, roles = _names(df, spec, rules)
+    out = pd.DataFrame({
+        "t_s": t_s.to_numpy(dtype=float), "flow": keys, "role": roles,
+        "bw_bps": pd.to_numeric(df[spec.bw], errors="coerce").to_numpy() if spec.bw in df.columns else np.nan,
+        "min_rtt_ms": (pd.to_numeric(df[spec.min_rtt], errors="coerce") * spec.min_rtt_to_ms).to_numpy()
+        if spec.min_rtt and spec.min_rtt in df.columns else np.nan,
+        "state": (mode_labels(df[spec.mode], df[spec.phase] if spec.phase and spec.phase in df.columns else None,
+                              spec.phase).to_numpy() if spec.mode and spec.mode in df.columns else None),
+        "updated": df["updated_ns"].to_numpy() if "updated_ns" in df.columns else None,
+        "closed": (pd.to_numeric(df["closed"], errors="coerce") == 1).to_numpy() if "closed" in df.columns else False,
+    })
+    return out[out.flow.notna()].reset_index(drop=True)
+
+
+def _weights(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, closed: np.ndarray) -> np.ndarray:
+    """Per row (sorted by flow, then time; flow f is rows starts[f]:ends[f]): how long its value held —
+    to its flow's next row; a flow's last row for the flow's median row interval (0 for a flow seen
+    once, or for a closed socket's final row)."""
+    w = np.empty_like(t)
+    for a, b in zip(starts, ends):
+        steps = np.diff(t[a:b])
+        w[a:b - 1] = steps
+        w[b - 1] = 0.0 if closed[b - 1] or not len(steps) else float(np.median(steps))
+    return w
+
+
+def _mean(v: np.ndarray, w: np.ndarray | None = None) -> float | None:
+    """Mean of the finite values, weighted by w if given; None without values (or weight)."""
+    ok = np.isfinite(v)
+    if w is None:
+        return float(v[ok].mean()) if ok.any() else None
+    tot = float(w[ok].sum())
+    return float((v[ok] * w[ok]).sum() / tot) if tot > 0 else None
+
+
+@dataclass
+class FlowState:
+    flow: str
+    role: str
+    mptcp_token: str | None
+    rows: int
+    first_t_s: float
+    last_t_s: float
+    bw_est_bps_mean_per_sample: float | None
+    bw_est_bps_mean_time_weighted: float | None
+    min_rtt_ms_min: float | None
+
+
+@dataclass
+class StateView:
+    """The CC model over a run's workload flows, within the window (the summary's `cc_state`)."""
+
+    source: str
+    window_s: tuple[float, float]
+    flows_by_role: dict[str, int]
+    workload_rows: int
+    bw_est_bps_mean_per_sample: float | None
+    bw_est_bps_mean_time_weighted: float | None
+    bw_est_bps_mean_per_update: float | None
+    min_rtt_ms_mean_time_weighted: float | None
+    min_rtt_ms_min: float | None
+    mode_share_time_weighted: dict[str, float]
+    mode_share_per_sample: dict[str, float]
+    flows: list[FlowState] = field(default_factory=list)
+    definition: str = ("over the workload's flows only (roles: mpvlab/results/flows.py), rows with run time in window_s; "
+                       "per_sample: plain mean over rows; time_weighted: each row held until its flow's next "
+                       "row; per_update: mean over the distinct records the CC wrote (on ACKs)")
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["window_s"] = list(self.window_s)
+        return d
+
+
+
+def state_view(rows: pd.DataFrame, source: str, window: tuple[float, float],
+               tokens: dict[str, str] | None = None) -> StateView:
+    """The model over the workload flows' rows in [window]; per-flow breakdown of every flow with rows
+    in the window; `flows_by_role` counts every flow of the file. Columns as numpy arrays, a loop only
+    over flows (a handful per run), never over rows."""
+    lo, hi = window
+    roles: dict[str, int] = {}
+    for r in rows.drop_duplicates("flow").role:
+        roles[str(r)] = roles.get(str(r), 0) + 1
+    win = rows[(rows.t_s >= lo) & (rows.t_s <= hi)].sort_values(["flow", "t_s"], kind="stable")
+    flow = win.flow.to_numpy(dtype=object)
+    t = win.t_s.to_numpy(dtype=float)
+    bw = win.bw_bps.to_numpy(dtype=float)
+    rtt = win.min_rtt_ms.to_numpy(dtype=float)
+    rtt = np.where(rtt > 0, rtt, np.nan)            # 0: the CC has no RTT sample yet
+    role = win.role.to_numpy(dtype=object)
+    state = win.state.to_numpy(dtype=object)
+    upd = win.updated.to_numpy(dtype=object)
+    starts = np.flatnonzero(np.r_[True, flow[1:] != flow[:-1]]) if len(flow) else np.zeros(0, dtype=int)
+    ends = np.r_[starts[1:], len(flow)].astype(int)
+    w = _weights(t, starts, ends, win.closed.to_numpy(dtype=bool))
+    per_flow = []
+    new = np.zeros(len(flow), dtype=bool)            # a new record of the CC: its write time changed
+    for a, b in zip(starts, ends):
+        sl = slice(a, b)
+        r = rtt[sl][np.isfinite(rtt[sl])]
+        per_flow.append(FlowState(str(flow[a]), str(role[a]), (tokens or {}).get(str(flow[a])), int(b - a),
+                                  round(float(t[a]), 4), round(float(t[b - 1]), 4), _mean(bw[sl]),
+                                  _mean(bw[sl], w[sl]), float(r.min()) if len(r) else None))
+        u = upd[sl]
+        known = pd.notna(u)
+        changed = np.r_[True, u[1:] != u[:-1]] if b > a else np.zeros(0, dtype=bool)
+        new[sl] = known & changed
+    wl = role == "workload"
+    has_state = wl & np.array([isinstance(x, str) for x in state], dtype=bool)
+    labels, inv = np.unique(state[has_state].astype(str), return_inverse=True) if has_state.any() else ([], [])
+    by_t = np.bincount(inv, weights=w[has_state], minlength=len(labels)) if len(labels) else np.zeros(0)
+    by_n = np.bincount(inv, minlength=len(labels)) if len(labels) else np.zeros(0)
+    tot_t, tot_n = float(by_t.sum()), int(by_n.sum())
+    rtt_w = np.isfinite(rtt) & wl
+    return StateView(
+        source, (lo, hi), roles, int(wl.sum()), _mean(bw[wl]), _mean(bw[wl], w[wl]), _mean(bw[wl & new]),
+        _mean(rtt[rtt_w], w[rtt_w]), float(rtt[rtt_w].min()) if rtt_w.any() else None,
+        {str(k): float(v) / tot_t for k, v in zip(labels, by_t)} if tot_t > 0 else {},
+        {str(k): int(v) / tot_n for k, v in zip(labels, by_n)} if tot_n else {},
+        sorted(per_flow, key=lambda f: (ROLES.index(f.role) if f.role in ROLES else len(ROLES), f.first_t_s)))
+
+
+SCHED_SAMPLES = "schedtrace/subflow_samples.csv"   # below data/: the scheduler's per-subflow samples
+
+
+def sched_flows(path: Path, rules: RoleRules) -> pd.DataFrame:
+    """The scheduler trace's subflow samples (collectors/README.md: `t` on the run's clock, `subflow`
+    = "local:port-peer:port" from the server's side) as rows named by flow and role."""
+    try:
+        df = pd.read_csv(path, usecols=["t", "subflow"], dtype={"subflow": str})
+    except (OSError, ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):
+        return frame_of([])
+    names: dict[str, tuple[str | None, str | None]] = {}
+    for sf in df.subflow.dropna().unique():
+        a, _, b = str(sf).partition("-")
+        (sa, sp), (da, dp) = split_endpoint(a), split_endpoint(b)
+        names[sf] = (flow_key(sa, sp, da, dp), rules.role(sa, sp, da, dp)) if b else (None, None)
+    out = pd.DataFrame({"t_s": pd.to_numeric(df.t, errors="coerce"),
+                        "flow": df.subflow.map(lambda x: names.get(x, (None, None))[0]),
+                        "role": df.subflow.map(lambda x: names.get(x, (None, None))[1])})
+    return out[out.flow.notna()].reset_index(drop=True)
+
+
+def mptcp_tokens(data_dir: Path) -> dict[str, str]:
+    """flow → its MPTCP connection's token: the scheduler trace's `conn` (the token `ss -M` shows),
+    else the server-side token `ss` showed on the subflow (data/subflows.csv `mptcp_token`)."""
+    out: dict[str, str] = {}
+    try:
+        ss = pd.read_csv(data_dir / "subflows.csv", usecols=["local", "peer", "mptcp_token"], dtype=str)
+        for local, peer, tok in ss.dropna().drop_duplicates().itertuples(index=False, name=None):
+            (sa, sp), (da, dp) = split_endpoint(local), split_endpoint(peer)
+            out[flow_key(sa, sp, da, dp)] = tok
+    except (OSError, ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):
+        pass
+    try:
+        sched = pd.read_csv(data_dir / SCHED_SAMPLES, usecols=["subflow", "conn"], dtype=str)
+        for sf, conn in sched.dropna().drop_duplicates().itertuples(index=False, name=None):
+            a, _, b = sf.partition("-")
+            (sa, sp), (da, dp) = split_endpoint(a), split_endpoint(b)
+            out[flow_key(sa, sp, da, dp)] = conn
+    except (OSError, ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):
+        pass
+    return out
+
+
+def write_flows(data_dir: Path, rules: RoleRules, series: dict[str, pd.DataFrame], tokens: dict[str, str]) -> None:
+    """data/flows.json (the rules and every flow) and data/flows.csv (one row per flow and series):
+    the identity and role of every flow of the run's per-flow series."""
+    from mpvlab.core import rundir
+    rows = []
+    for name, df in series.items():
+        if not len(df):
+            continue
+        for key, g in df.groupby("flow", sort=False):
+            rows.append({"flow": str(key), "role": str(g.role.iloc[0]), "mptcp_token": tokens.get(str(key), ""),
+                         "series": name, "rows": len(g), "first_t_s": round(float(g.t_s.min()), 4),
+                         "last_t_s": round(float(g.t_s.max()), 4)})
+    rundir.write_json(data_dir / FLOWS_JSON, {"rules": rules.to_json(), "roles": list(ROLES), "flows": rows})
+    cols = ["flow", "role", "mptcp_token", "series", "rows", "first_t_s", "last_t_s"]
+    text = ",".join(cols) + "\n" + "".join(",".join(str(r[c]) for c in cols) + "\n" for r in rows)
+    rundir.write_text(data_dir / FLOWS_CSV, text)

@@ -1,0 +1,215 @@
+"""The dual-path and dumbbell topology kinds: Mininet nodes, one router per path (tbf + delay lines),
+MPTCP with one subflow per path; the collectors are the BPF scheduler trace, the steering scheduler,
+the queue samplers of every router and the client/subflow sampler. The run's steps around them are
+in lifecycle.py."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from mpvlab.links import ecn
+from mpvlab.links.emulator import DirectionHandle, DirectionPlan, apply_direction
+from mpvlab import collectors
+from mpvlab import schedulers
+from mpvlab.collectors import qdiscstat
+from mpvlab.core import naming, proc
+from mpvlab.runner import fidelity, runzero, sampling, transport
+from mpvlab.topologies import dual_path
+from mpvlab.core.errors import RunFailed
+from mpvlab.runner import capture
+from mpvlab.runner.context import RunContext
+from mpvlab.runner.views import summarise
+from mpvlab.runner.workloads.base import Client, Ends, Outcome
+from mpvlab.runner.steps import mptcp_view, read_json, record_delay_stats, schedule_for, setup_cc
+
+
+@dataclass
+class EmulatedNetwork:
+    """The emulated network of a run, up and configured: what the rest of the run stands on."""
+
+    topo: dual_path.DualPath
+    handles: list[DirectionHandle]
+    schedules: dict[str, fidelity.PathSchedules]
+    cc_name: str
+    server_env: dict[str, str]
+    ends: Ends
+    # filled by start_collectors / stop_collectors
+    sampler: sampling.Sampler | None = None
+    collectors: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    sched: Any = None
+    counters_before: dict[str, dict[str, int]] = field(default_factory=dict)
+    counters_after: dict[str, dict[str, int]] = field(default_factory=dict)
+    mib_before: dict[str, dict[str, int]] = field(default_factory=dict)
+    mib: dict[str, dict[str, int]] = field(default_factory=dict)
+    trace_summary: dict[str, Any] = field(default_factory=dict)
+    captures: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    cap: Any = None                     # observe.pcap's capture (mpvlab/runner/capture.py), or None
+    ecn_window: ecn.WorkloadWindow | None = None   # ecn_mark: the markers' counts over the workload
+
+    @property
+    def nodes(self) -> list[Any]:
+        return list(self.topo.nodes)
+
+    def check_links(self) -> None:
+        for h in self.handles:
+            if not h.alive():
+                raise RunFailed(h.describe_death() + " — the path lost all packets from then on")
+
+    check = check_links
+
+    def precheck(self, ctx: RunContext) -> dict[str, Any]:
+        return fidelity.run_probes(self.topo, ctx.scenario, self.schedules, ctx.t0_ns, ctx.logs, handles=self.handles)
+
+    def ready(self, ctx: RunContext) -> None:
+        ctx.t0_ns = runzero.fix(self.handles, ctx.t0_ns, ctx.extra_prov)
+
+    def judge(self, ctx: RunContext, fid: dict[str, Any], summary: dict[str, Any]) -> None:
+        fidelity.finish_summary(ctx.scenario, ctx, self.schedules, fid, summary)
+
+    def before_t0(self, ctx: RunContext, stack: contextlib.ExitStack) -> None:
+        # observe.pcap: tcpdumps from before t0 until after the workload (issues 22/23).
+        stack.enter_context(self.captures)
+        self.cap = capture.start(ctx, self.captures, self.topo)
+
+    def _mib_ends(self) -> dict[str, int]:
+        return {"server": self.topo.server.pid, "client": self.topo.client.pid}
+
+    def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int, max_run_s: float) -> None:
+        sc, topo = ctx.scenario, self.topo
+        self.sampler = sampling.Sampler(ctx.t0_ns, topo.client.pid, {p.name: p.client_if for p in topo.paths},
+                                        topo.server.ns, port, ctx.data, sc.observe.sample_hz)
+        trace = self.collectors
+        stack.enter_context(trace)
+        trace_proc = trace.enter_context(
+            collectors.trace_scheduler(topo.server.ns.name, ctx.data / "schedtrace", ctx.t0_ns, sc.observe.sample_hz))
+        ctx.ledger.add_proc(proc.ProcRef.of(trace_proc.pid, "schedtrace"))
+        # Bottleneck queues and interface counters of every router, on the same t0 grid.
+        for p in topo.paths:
+            qp = trace.enter_context(qdiscstat.sample_queues(p.router.ns.name, ctx.data / "queues" / p.name,
+                                                              ctx.t0_ns, sc.observe.sample_hz))
+            ctx.ledger.add_proc(proc.ProcRef.of(qp.pid, f"qdiscstat {p.name}"))
+        self.sched = trace.enter_context(schedulers.start_scheduler(
+            sc.transport.scheduler, sc.transport.scheduler_params, topo.server.ns.name, ctx.data / "scheduler",
+            ctx.t0_ns, announce=transport.announce_addresses(topo, sc)))
+        if self.sched.pid is not None:
+            ctx.ledger.add_proc(proc.ProcRef.of(self.sched.pid, f"scheduler {sc.transport.scheduler}"))
+        self.counters_before = sampling.read_net_dev(topo.client.pid)
+        self.ecn_window = ecn.WorkloadWindow(self.handles)
+        self.ecn_window.start()
+        self.mib_before = {end: sampling.read_mptcp_mib(pid) for end, pid in self._mib_ends().items()}
+        self.sampler.start()
+        stack.callback(self.sampler.stop)
+
+    def poll(self, ctx: RunContext) -> None:
+        pass
+
+    def stop_collectors(self, ctx: RunContext) -> None:
+        assert self.sampler is not None
+        self.counters_after = sampling.read_net_dev(self.topo.client.pid)
+        if self.ecn_window is not None:
+            self.ecn_window.stop()
+        self.mib = {end: sampling.mptcp_mib_delta(self.mib_before[end], sampling.read_mptcp_mib(pid))
+                    for end, pid in self._mib_ends().items()}
+        self.sampler.stop()
+        self.captures.close()    # stop the captures (their counters are read first)
+        self.collectors.close()  # stops the collectors and the scheduler, which write their summaries
+        self.trace_summary = collectors.load_summary(ctx.data / "schedtrace")
+        ctx.extra_prov["scheduler"] = read_json(ctx.data / "scheduler" / "scheduler.json")
+
+    def summarise(self, ctx: RunContext, outcome: Outcome, fid: dict[str, Any]) -> dict[str, Any]:
+        assert self.sampler is not None
+        body = summarise(ctx, self.topo, outcome, self.counters_before, self.counters_after, self.sampler,
+                         self.trace_summary, self.sched.summary)
+        body["mptcp"] = mptcp_view(self.mib, self.trace_summary)
+        body["ecn_marks"] = self.ecn_window.view() if self.ecn_window else None
+        # observe.pcap: capture record, byte cross-checks, wire-order path switches
+        pcap_view = capture.view(self.topo, self.cap, self.trace_summary)
+        body["cross_checks"].update(pcap_view.pop("checks"))
+        body["warnings"] += pcap_view.pop("warnings")
+        body.update(pcap_view)
+        return body
+
+
+def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack) -> EmulatedNetwork:
+    """Topology, host settings, congestion control and link emulation, each undone by `stack`.
+    Run time zero is provisional (now) until `ready` fixes it (runzero.py)."""
+    sc, phase = ctx.scenario, ctx.opts.progress
+    if sc.topology.kind == "shared-bottleneck":
+        raise RunFailed("topology shared-bottleneck is brought up by mpvlab.runner.shared (runs only; "
+                        "`mpvlab shell` does not support it yet)")
+    phase("topology")
+    topo = dual_path.build(list(sc.paths), sc.topology.server_addressing, ctx.run_id, ctx.ledger.add_netns)
+    stack.callback(dual_path.teardown, topo)
+    ctx.extra_prov["topology"] = {
+        "kind": sc.topology.kind, "server_addr": topo.server_addr, "server_addressing": topo.addressing,
+        "netns": [n.ns.name for n in topo.nodes],
+        "paths": {p.name: {"client_if": p.client_if, "client_addr": p.client_addr, "server_addr": p.server_addr,
+                           "router": p.router.ns.name} for p in topo.paths},
+    }
+    ctx.extra_prov["hosts"] = transport.configure_hosts(topo, sc)
+    if ecn.wanted([d for p in sc.paths.values() for d in (p.down, p.up)]):
+        # ECN negotiated by the endpoints (the routers forward, their setting does not matter)
+        ctx.extra_prov["hosts"]["ecn"] = ecn.enable_ecn([topo.server.ns, topo.client.ns])
+    ctx.extra_prov["offloads"] = transport.set_offloads(topo, sc.hosts.offloads)
+
+    phase("congestion control")
+    cc_name = setup_cc(ctx, stack)
+    ctx.extra_prov["server_routes"] = transport.set_server_cc(topo, cc_name)
+    ctx.extra_prov["cc"] = {"requested": sc.transport.cc, "kernel_name": cc_name,
+                            "params": dict(sc.transport.cc_params)}
+    # The scheduler's server-side needs (userspace path manager for the steering policies) must be
+    # in place before any MPTCP connection; it returns environment for Apache (send-buffer bound).
+    sched_params = schedulers.parse_params(sc.transport.scheduler, sc.transport.scheduler_params)
+    server_env = schedulers.prepare_server(sc.transport.scheduler, sched_params, topo.server.ns.name)
+
+    ctx.t0_ns = time.monotonic_ns()      # provisional: the delay lines start on it; ready() moves it
+
+    phase("links")
+    ctx.extra_prov["link_backend"] = {"shaping": "tbf", "delay_and_loss": "nfqueue-delayline",
+                                      "netem_available": _netem_available(topo.paths[0].router.ns)}
+    schedules: dict[str, fidelity.PathSchedules] = {}
+    handles: list[DirectionHandle] = []
+    for p in topo.paths:
+        spec = sc.paths[p.name]
+        sched = fidelity.PathSchedules(down=schedule_for(spec.down, ctx.scenario_file.parent),
+                                       up=schedule_for(spec.up, ctx.scenario_file.parent))
+        schedules[p.name] = sched
+        letter = "abcdefgh"[p.index]     # a tag per path in interface names (≤ 8 paths)
+        for direction, d, in_if, out_if, qnum in (
+            ("down", spec.down, p.router_server_if, p.router_client_if, 0),
+            ("up", spec.up, p.router_client_if, p.router_server_if, 1),
+        ):
+            plan = DirectionPlan(p.name, direction, p.router.ns, in_if, out_if,
+                                 naming.ifname(ctx.run_id, f"{letter}i{qnum}"), qnum, d,
+                                 getattr(sched, direction), seed=sc.seed * 1000 + p.index * 2 + qnum,
+                                 base_dir=ctx.scenario_file.parent)
+            h = apply_direction(plan, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc, data_dir=ctx.data)
+            handles.append(h)
+            stack.callback(record_delay_stats, ctx, h)
+    ctx.extra_prov["links"] = {
+        f"{h.plan.label}": {"router": h.plan.router.name, "in_if": h.plan.in_if, "out_if": h.plan.out_if,
+                            "order": h.plan.spec.order, "burst_bytes": h.plan.spec.effective_burst(),
+                            "limit_bytes": h.plan.spec.buffer.to_bytes(),
+                            "shaper_dev": h.plan.shaper_dev,
+                            "delay_backend": "nfqueue-delayline" if h.plan.needs_delay_line else "none",
+                            "schedule": h.plan.schedule.to_text().splitlines()[1:],
+                            "qdiscs": h.plan.router.run(["tc", "qdisc", "show"]).stdout.strip().splitlines()}
+        for h in handles
+    }
+
+    first = topo.paths[0]
+    ends = Ends(topo.server.ns, (Client("client", topo.client.ns, first.client_addr, first.client_if),),
+                topo.server_addr, cc_name, server_env)
+    return EmulatedNetwork(topo, handles, schedules, cc_name, server_env, ends)
+
+
+def _netem_available(ns: Any) -> bool:
+    """Recorded in provenance: the delay line is used either way (one backend, one behaviour), but a
+    reader comparing with netem-based testbeds should know whether netem could have been used."""
+    cp = ns.run(["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "0ms"], check=False)
+    if cp.returncode == 0:
+        ns.run(["tc", "qdisc", "del", "dev", "lo", "root"], check=False)
+    return cp.returncode == 0

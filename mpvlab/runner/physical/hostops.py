@@ -1,0 +1,64 @@
+"""What every host of a physical run shares, and the small operations that work the same on every
+Host (LocalHost or SshHost): the mpvlab checkout at the same path as here, Debian's python3, the
+per-run working folders, files written/read/tested and the host's clock offset to ours."""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+
+from mpvlab.core import proc
+from mpvlab.core.hosts import Host, LocalHost
+
+REPO = Path(__file__).resolve().parents[3]
+PLAYER = REPO / "player" / "mpvlab_player.py"
+PLAYER_PYTHON = "/usr/bin/python3"          # Debian's python3: the one with PyGObject (gi)
+REMOTE_BASE = Path("/run/mpvlab/remote")    # per-run working folders on every host (tmpfs)
+
+
+def write_file(host: Host, path: str, text: str) -> None:
+    host.run(["sh", "-c", 'cat > "$1"', "mpvlab-write", path], input_text=text)
+
+
+def read_file(host: Host, path: str) -> bytes | None:
+    """A file's bytes (base64 over the channel, so any content survives), None if it is absent."""
+    cp = host.run(["sh", "-c", 'test -f "$1" || exit 3; base64 -w0 "$1"', "mpvlab-read", path], check=False,
+                  timeout=60)
+    if cp.returncode == 3:
+        return None
+    if cp.returncode != 0:
+        raise proc.CommandError(f"{host.name}: cannot read {path}: {cp.stderr.strip()}")
+    return base64.b64decode(cp.stdout)
+
+
+def exists(host: Host, path: str) -> bool:
+    return host.run(["test", "-e", path], check=False).returncode == 0
+
+
+def pull_files(host: Host, remote_dir: str, names: tuple[str, ...], local_dir: Path) -> None:
+    """Copy the named files of a folder on the host into a local folder; absent ones are skipped (a
+    component that failed early may not have written them, and the run's error says why)."""
+    for name in names:
+        data = read_file(host, f"{remote_dir}/{name}")
+        if data is not None:
+            (local_dir / name).write_bytes(data)
+
+
+def clock_offset_ns(host: Host) -> tuple[int, int]:
+    """(offset, bound): the host's CLOCK_MONOTONIC minus ours. The remote reading happens between
+    sending and receiving; taking the receipt time makes the estimate early by at most the return
+    leg; `bound` is the whole round trip of the best of 3 tries (the true offset lies within
+    [estimate, estimate + bound])."""
+    if isinstance(host, LocalHost):
+        return 0, 0
+    best: tuple[int, int] | None = None
+    for _ in range(3):
+        t_send = time.monotonic_ns()
+        out = host.run([PLAYER_PYTHON, "-c", "import time; print(time.monotonic_ns())"]).stdout
+        t_recv = time.monotonic_ns()
+        est = (int(out.strip()) - t_recv, t_recv - t_send)
+        if best is None or est[1] < best[1]:
+            best = est
+    assert best is not None
+    return best

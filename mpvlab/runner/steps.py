@@ -1,0 +1,319 @@
+"""The steps every run kind shares, written once: content, congestion control, HTTP/TLS, Apache,
+the player, the wait for run time zero, fidelity records and the subflow checks."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+
+from pathlib import Path
+from typing import Any, Callable
+
+from mpvlab.links.emulator import DirectionHandle, stop_direction
+from mpvlab.links.schedule import Schedule, read_trace
+
+from mpvlab.core import ledger, proc
+from mpvlab import content
+from mpvlab.runner import server, tls
+from mpvlab.links.spec import ConstantDelay, LinkDirection, PiecewiseDelay, SquareDelay, TraceDelay
+from mpvlab.input.scenario import Scenario
+from mpvlab.collectors import qdiscstat
+from mpvlab.core.errors import RunFailed
+from mpvlab.runner.context import REPO, RunContext
+
+
+
+
+
+PLAYER = REPO / "player" / "mpvlab_player.py"
+DASHJS_PLAYER = REPO / "player" / "dashjs_player.py"
+DASHJS_PAGE = "mpvlab-dashjs"   # the page's folder in the run's web root
+
+
+# Outside the checkout on purpose: Apache serves as www-data, which cannot traverse a checkout or results
+# folder made by root with mode 0700 (mktemp -d). Both are world-readable system cache/runtime paths.
+CONTENT_DIR = Path(os.environ.get("MPVLAB_CONTENT_DIR", "/var/cache/mpvlab/content"))
+
+
+def schedule_for(d: LinkDirection, scenario_dir: Path) -> Schedule:
+    delay = d.delay
+    if isinstance(delay, ConstantDelay):
+        return Schedule.constant(delay.value)
+    if isinstance(delay, SquareDelay):
+        return Schedule.square(delay.base, delay.amplitude, delay.period, delay.duty, delay.phase)
+    if isinstance(delay, PiecewiseDelay):
+        return Schedule.piecewise([(t, v) for t, v in delay.points], delay.repeat)
+    assert isinstance(delay, TraceDelay)
+    return Schedule.piecewise(read_trace(scenario_dir / delay.file), delay.repeat)
+
+
+def ensure_content(sc: Scenario) -> "content.ContentInfo | content.DashInfo":
+    """The scenario's video, generated once and cached by its parameters (also `mpvlab prepare`)."""
+    v = sc.video
+    if v.kind == "dash":
+        return content.ensure_dash(CONTENT_DIR, v.duration / 1e9, sc.dash_ladder, v.segment / 1e9,
+                                   v.width, v.height, v.fps)
+    return content.ensure_progressive(CONTENT_DIR, v.duration / 1e9, v.bitrate, v.width, v.height, v.fps)
+
+
+def content_provenance(video: "content.ContentInfo | content.DashInfo") -> dict[str, Any]:
+    if isinstance(video, content.DashInfo):
+        # The full per-segment listing stays in the ladder's sidecar; provenance names it and its hash.
+        return {"kind": "dash", "sidecar": str(video.sidecar), "mpd_sha256": video.mpd_sha256,
+                "params": video.params, "n_segments": video.n_segments, "bitrates_bps": video.bitrates_bps,
+                "total_bytes": video.total_bytes, "ffmpeg_version": video.ffmpeg_version, "cached": video.cached}
+    return {"kind": "progressive", **video.to_json()}
+
+
+def frames_of(sc: Scenario) -> int:
+    return round(sc.video.duration / 1e9 * sc.video.fps)
+
+
+def setup_cc(ctx: RunContext, stack: contextlib.ExitStack) -> str:
+    """The scenario's congestion control for this run (cc/registry.py); returns the kernel's name of it.
+    A BPF CC gets a run-scoped name, in the ledger before it exists, and is unregistered by `stack`."""
+    sc = ctx.scenario
+    entry = sc.transport.cc_entry
+    if entry.bpf:
+        ctx.ledger.add_bpf_cc(entry.kernel_name(ctx.run_id))
+    extra = {"scenario_dir": ctx.scenario_file.parent} if entry.needs_scenario_dir else {}
+    run = stack.enter_context(entry.setup(ctx.run_id, entry.parse_params(sc.transport.cc_params), ctx.data,
+                                          ctx.logs, float(sc.observe.sample_hz), **extra))
+    if run.pid is not None:
+        ctx.ledger.add_proc(proc.ProcRef.of(run.pid, f"{entry.name} loader"))
+    return run.kernel_name
+
+
+def http_setup(ctx: RunContext, server_addr: str, stack: contextlib.ExitStack) -> server.HttpSetup:
+    """The scenario's HTTP version; with TLS a fresh certificate for the server's address (and loopback,
+    for the readiness check) in the run directory, whose key is deleted when the run ends."""
+    spec = ctx.scenario.server
+    if not spec.tls_enabled:
+        return server.HttpSetup(spec.protocol)
+    ctx.ledger.add_secret(ctx.run_dir / tls.RUN_TLS_DIR / tls.KEY_FILE)   # removed even after a SIGKILL
+    material = tls.make_self_signed(ctx.run_dir / tls.RUN_TLS_DIR, [server_addr, "127.0.0.1"])
+    stack.callback(material.discard_key)   # registered before Apache's stop, so it runs after it
+    return server.HttpSetup(spec.protocol, material)
+
+
+def wait_for_t0(ctx: RunContext, check_links: Callable[[], None]) -> float:
+    """Until run time zero, checking that the delay lines live; returns how late we woke (ms)."""
+    while (wait := ctx.t0_ns - time.monotonic_ns()) > 0:
+        check_links()
+        time.sleep(min(wait / 1e9, 0.1))
+    return (time.monotonic_ns() - ctx.t0_ns) / 1e6
+
+
+# A scenario with `fidelity.probe: false` skips the pre-run check; the whole-run verdict
+# (fidelity.judge_run) still decides fidelity_ok, so the flag means the same for every workload: the
+# checks that ran found nothing. The reason the pre-run part did not run is recorded beside it.
+NO_FIDELITY_PROBE: dict[str, Any] = {
+    "ok": None, "skipped": True, "warnings": [],
+    "skipped_reason": "pre-run probe off in the scenario (fidelity.probe: false): the verdict is the whole run's "
+                      "checks alone (delay-line lateness and drops, applied delays, shaper rate while backlogged)"}
+
+
+def record_fidelity(ctx: RunContext, fid: dict[str, Any]) -> None:
+    """The fidelity check goes into provenance; its warnings are shown as the run goes."""
+    ctx.extra_prov["fidelity"] = fid
+    for w in fid.get("warnings", []):
+        ctx.opts.log(f"fidelity warning: {w}")
+
+
+def start_server(ctx: RunContext, stack: contextlib.ExitStack, video: "content.ContentInfo | content.DashInfo",
+                 ns: Any, cc_name: str, server_env: dict[str, str], server_addr: str,
+                 client_ns: Any) -> tuple[server.ApacheServer, str, server.HttpSetup]:
+    """Apache in `ns` serving the run's video with the scenario's HTTP version, stopped by `stack`.
+    Before returning it has checked, from `client_ns` over the emulated path, that the server speaks
+    that protocol. Returns the server, the video's URL path and the HTTP setup."""
+    docroot = ledger.docroot(ctx.run_id)
+    # The file (progressive) or the ladder's folder (DASH) is linked into the run's web root.
+    if isinstance(video, content.DashInfo):
+        os.symlink(video.dir, docroot / video.dir.name)
+        if ctx.scenario.player.kind == "dashjs":
+            # dash.js and mpvlab's page reach the browser from this run's server, like the video.
+            from mpvlab.player import dashjs_setup
+            os.symlink(dashjs_setup.PAGE_DIR, docroot / DASHJS_PAGE)
+        video_name = f"{video.dir.name}/{video.mpd.name}"
+    else:
+        video_name = "video.mp4"
+        os.symlink(video.path, docroot / video_name)
+    http = http_setup(ctx, server_addr, stack)
+    apache = server.start_apache(ns, ctx.logs / "apache", docroot, cc=cc_name, http=http, extra_env=server_env)
+    ctx.ledger.add_proc(apache.ref)
+    stack.callback(apache.stop)
+    ctx.extra_prov["http"] = http.describe()
+    ctx.extra_prov["apache_ready_s"] = round(
+        server.wait_serving(apache, http.url("127.0.0.1", video_name), http=http), 4)
+    ctx.opts.progress("protocol check")
+    try:
+        ctx.extra_prov["http"]["preflight"] = server.verify_protocol(client_ns, http,
+                                                                     http.url(server_addr, video_name))
+    except server.ProtocolMismatch as e:
+        raise RunFailed(str(e)) from None
+    return apache, video_name, http
+
+
+def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, frames: int, out_dir: Path,
+                 http: server.HttpSetup, label: str = "player",
+                 staged: bool = False) -> tuple[subprocess.Popen[bytes], Any]:
+    """One player in namespace `ns`, writing player-events.jsonl, player-summary.json and player.log
+    into out_dir. `staged`: it builds its pipeline and waits for `release_player` to give it t0."""
+    sc = ctx.scenario
+    url = http.url(server_addr, video_name)
+    if sc.player.kind == "dashjs":
+        argv = dashjs_argv(ctx, url, http.url(server_addr, f"{DASHJS_PAGE}/player.html"), frames, out_dir, http,
+                           label, staged)
+        with (out_dir / "player.log").open("wb") as out:
+            p = ns.popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                         stdin=subprocess.PIPE if staged else subprocess.DEVNULL)
+        return p, proc.ProcRef.of(p.pid, label)
+    argv = ["mptcpize", "run", sys.executable, str(PLAYER), "--url", url,
+            "--events", str(out_dir / "player-events.jsonl"), "--summary", str(out_dir / "player-summary.json"),
+            "--mode", sc.player.mode, "--max-lateness-ms", f"{sc.player.max_lateness / 1e6:g}",
+            "--buffer-ms", f"{sc.playout_buffer_ns / 1e6:g}",
+            "--rebuffer-resume-ms", f"{sc.player.rebuffer_resume / 1e6:g}",
+            "--startup-buffer-ms", f"{sc.player.startup_buffer / 1e6:g}",
+            *(["--t0-from-stdin"] if staged else ["--t0-ns", str(ctx.t0_ns)]), "--timeout-s", f"{sc.player_timeout_s:g}",
+            "--frames-expected", str(frames)]
+    if http.tls is not None:
+        argv += ["--ca-file", str(http.tls.cert)]
+    if not sc.player.decode:
+        argv.append("--no-decode")
+    if sc.video.kind == "dash" and sc.player.fetcher == "own":
+        argv += ["--dash", "--fetcher", "own", "--abr", sc.player.abr,
+                 "--abr-params", json.dumps(sc.player.abr_params), "--seed", str(sc.seed),
+                 "--http-version", sc.server.protocol]
+        if sc.player.rcvbuf is not None:
+            argv += ["--rcvbuf-bytes", str(sc.player.rcvbuf)]
+    elif sc.video.kind == "dash":
+        argv += ["--dash", "--abr", sc.player.abr, "--bba-reservoir-s", f"{sc.player.bba_reservoir / 1e9:g}",
+                 "--bba-cushion-s", f"{sc.player.bba_cushion / 1e9:g}",
+                 "--gst-bitrate-limit", f"{sc.player.gst_bitrate_limit:g}"]
+    if sc.player.cpu is not None:
+        if sc.player.cpu >= (os.cpu_count() or 1):
+            raise RunFailed(f"player.cpu = {sc.player.cpu}, but this machine has CPUs 0..{(os.cpu_count() or 1) - 1}")
+        argv = ["taskset", "-c", str(sc.player.cpu), *argv]
+    with (out_dir / "player.log").open("wb") as out:
+        p = ns.popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE if staged else subprocess.DEVNULL)
+    return p, proc.ProcRef.of(p.pid, label)
+
+
+def dashjs_argv(ctx: RunContext, mpd_url: str, page_url: str, frames: int, out_dir: Path,
+                http: server.HttpSetup, label: str, staged: bool) -> list[str]:
+    """player/dashjs_player.py under mptcpize: the driver and Chromium (and every process Chromium
+    starts, which inherit LD_PRELOAD) open MPTCP sockets. Its profile and raw dash.js record live in
+    the run's data/ folder (per player when there are several)."""
+    sc = ctx.scenario
+    data = dashjs_data_dir(ctx, label)
+    argv = ["mptcpize", "run", sys.executable, str(DASHJS_PLAYER), "--url", mpd_url, "--page-url", page_url,
+            "--events", str(out_dir / "player-events.jsonl"), "--summary", str(out_dir / "player-summary.json"),
+            "--data-dir", str(data), "--profile", str(data / "chromium-profile"),
+            "--abr", sc.player.abr, "--abr-params", json.dumps(sc.player.abr_params),
+            "--buffer-s", f"{sc.playout_buffer_ns / 1e9:g}", "--video-length-s", f"{sc.video.duration / 1e9:g}",
+            *(["--t0-from-stdin"] if staged else ["--t0-ns", str(ctx.t0_ns)]),
+            "--timeout-s", f"{sc.player_timeout_s:g}", "--frames-expected", str(frames)]
+    if http.tls is not None:
+        argv += ["--spki", tls.spki_sha256_b64(http.tls.cert)]
+    return argv
+
+
+def dashjs_data_dir(ctx: RunContext, label: str) -> Path:
+    """data/dashjs/ (one player) or data/dashjs/<role>/ (several): raw record, browser log, profile."""
+    sub = label.replace("player", "").strip()
+    return ctx.data / "dashjs" / sub if sub else ctx.data / "dashjs"
+
+
+def wait_page_loaded(ctx: RunContext, p: subprocess.Popen[bytes], label: str, timeout_s: float = 90.0) -> None:
+    """A dash.js player has loaded its page (dash.js itself, ~0.6 MB, over the emulated path) before
+    the pre-run check starts, so that this traffic does not overlap the check's probes."""
+    ready = dashjs_data_dir(ctx, label) / "page-loaded"
+    deadline = time.monotonic() + timeout_s
+    while not ready.exists():
+        if p.poll() is not None:
+            raise RunFailed(f"{label} exited while loading the dash.js page (exit code {p.returncode}; see "
+                            f"{dashjs_data_dir(ctx, label) / 'chromium.log'} and its player.log)")
+        if time.monotonic() > deadline:
+            raise RunFailed(f"{label}: the browser did not load the dash.js page within {timeout_s:g} s")
+        time.sleep(0.05)
+
+
+def release_player(p: subprocess.Popen[bytes], t0_ns: int, label: str) -> None:
+    """Give a staged player its t0 (it starts at once when t0 has passed, else sleeps until it)."""
+    assert p.stdin is not None
+    try:
+        p.stdin.write(f"t0 {t0_ns}\n".encode())
+        p.stdin.close()
+    except BrokenPipeError:
+        raise RunFailed(f"{label} exited before t0 (exit code {p.poll()}; see its log)") from None
+
+
+def record_delay_stats(ctx: RunContext, h: DirectionHandle) -> None:
+    ctx.extra_prov.setdefault("delay_lines", {})[h.plan.label] = stop_direction(h)
+
+
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    except (OSError, ValueError):
+        return {}
+
+
+def mptcp_view(mib: dict[str, dict[str, int]], trace_summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """MPTCP-level events during playback, from the kernel's MIB of each end's namespace and the msk's
+    own byte counters (read by the scheduler trace). Reinjections (the server re-sending, on another
+    subflow, data a stalled subflow had taken) are handed to a subflow twice, so the scheduler trace
+    counts them twice: `reinjected_bytes` (the msk's `bytes_retrans`) is exactly that surplus. The MIB's
+    `MPTCPRetrans` counts one per skb built by `__mptcp_retrans`, and one skb may carry many segments'
+    worth of payload (a CI run saw 12220 bytes under a count of 1), so it is a count, not a size.
+    Every MIB counter that moved is kept in `mib`."""
+    conns = (trace_summary or {}).get("connections", [])
+    return {
+        "reinjected_segments": mib["server"].get("MPTCPRetrans", 0),
+        "reinjected_bytes": sum(int(c.get("msk_bytes_retrans", 0)) for c in conns),
+        "sent_bytes": sum(int(c.get("msk_bytes_sent", 0)) for c in conns),
+        "duplicate_data_segments_received": mib["client"].get("DuplicateData", 0),
+        "mib": {side: {k: v for k, v in d.items() if v} for side, d in mib.items()},   # non-zero only
+    }
+
+
+def check_subflows(sc: Scenario, subflows: list[dict[str, Any]], expected_cc: str,
+                   per_path: dict[str, dict[str, Any]]) -> None:
+    """What every MPTCP run must have seen (emulated or physical hosts): each subflow on the expected
+    congestion control, a subflow per path, and — when the scenario expects every path — each path
+    carrying at least observe.min_path_share of the bytes; otherwise the run measured something else."""
+    wrong_cc = [s for s in subflows if s["cc"] != expected_cc]
+    if wrong_cc:
+        raise RunFailed(f"subflows not running {expected_cc}: {wrong_cc}")
+    if len(subflows) < sc.expected_subflows:
+        raise RunFailed(f"expected {sc.expected_subflows} MPTCP subflows (one per path), saw {len(subflows)}: "
+                        f"{subflows}")
+    if sc.expected_subflows > 1:
+        thin = {n: v["share"] for n, v in per_path.items() if v["share"] < sc.observe.min_path_share}
+        if thin:
+            raise RunFailed(
+                "path(s) carried less than {:.0%} of the bytes although the scenario expects every path: {} "
+                "(per path: {})".format(sc.observe.min_path_share, thin,
+                                        {n: v["rx_bytes"] for n, v in per_path.items()}))
+
+def queue_view(out_dir: Path) -> dict[str, Any]:
+    """Peak and mean backlog and the drops of each shaping qdisc (tbf) on a router during playback."""
+    rows, _ = qdiscstat.load_samples(out_dir, links=False)
+    out: dict[str, Any] = {}
+    by_dev: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["kind"] == "tbf":
+            by_dev.setdefault(str(r["dev"]), []).append(r)
+    for dev, rs in by_dev.items():
+        backlog = [int(r["backlog_bytes"]) for r in rs]
+        out[dev] = {"samples": len(rs), "backlog_bytes_max": max(backlog),
+                    "backlog_bytes_mean": round(sum(backlog) / len(backlog)),
+                    "drops": int(rs[-1]["drops"]) - int(rs[0]["drops"])}
+    return out

@@ -1,0 +1,237 @@
+"""The video workload: Apache serves the scenario's video (progressive or DASH) and the GStreamer
+player (player/) plays it in real time at the client, counting every frame. Its part of the summary
+is the player's QoE and the HTTP record; it fails the run when Apache or the player dies, when the
+player does not finish in time, or when a request used another HTTP version than the scenario's."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from mpvlab.core.errors import RunFailed
+from mpvlab import content
+from mpvlab.runner import server
+from mpvlab.runner import liveness, steps
+from mpvlab.runner.context import RunContext
+from mpvlab.runner.workloads.base import Ends, Outcome, still_running
+
+
+# Requests the dash.js page makes for itself (player/dashjs_player.py): the page's folder and the icon the
+# browser asks for on every navigation. They are made BEFORE run time zero, when the scheduler trace is
+# not yet running (it starts at t0), so a connection that carried only these cannot be in the trace.
+PAGE_REQUEST_PREFIXES = (f"/{steps.DASHJS_PAGE}/", "/favicon.ico")
+
+
+def _request_path(line: str) -> str:
+    """The path of an access-log line's request ("GET /a/b HTTP/2.0" → /a/b), "" if it has none."""
+    try:
+        return line.split('"', 2)[1].split()[1]
+    except IndexError:
+        return ""
+
+
+def apache_connections(access_log: Path) -> int:
+    """Distinct client connections (address, port) that made video requests over the emulated paths:
+    what the MPTCP scheduler trace must have seen (views.py, collector_saw_every_connection).
+
+    Left out: loopback and the pre-run protocol check (not over the paths), and the dash.js page's own
+    requests. The trace runs from t0; the page is loaded before t0 (dashjs_player.py's timeline).
+    Chromium sometimes fetches the MPD and segments on a fresh connection; the page's connection is then
+    idle through the traced window, and if it also closes outside it there is no scheduler decision of
+    it to trace (measured, HTTP/2 run mtxdtk: page on client port 39634, loaded 0.9 s before t0, never
+    traced; video on 39648, traced from t = 0.077 s). Counting it compared a pre-t0 connection with a
+    trace that starts at t0. A page connection Chromium reuses for the video is counted, by its video
+    requests. An idle connection that closes while tracing IS traced (by size its TLS close_notify, 24 bytes;
+    63 with HTTP/2's GOAWAY), so the trace may count more than this: the check is traced >= this."""
+    conns = set()
+    try:
+        for line in access_log.read_text().splitlines():
+            parts = line.split()
+            if len(parts) > 2 and not parts[0].startswith("127.") and server.PREFLIGHT_QUERY not in line \
+                    and not _request_path(line).startswith(PAGE_REQUEST_PREFIXES):
+                conns.add((parts[0], parts[1]))
+    except OSError:
+        pass
+    return len(conns)
+
+
+class VideoWorkload:
+    name = "video"
+
+    def __init__(self) -> None:
+        self.video: content.ContentInfo | content.DashInfo | None = None
+        self.apache: server.ApacheServer | None = None
+        self.video_name = ""
+        self.http: server.HttpSetup | None = None
+        self.players: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}   # role → (player, its log folder)
+        self.several = False
+        self.deadline = 0.0
+        self.timeout_s = 0.0
+
+    @property
+    def port(self) -> int:
+        assert self.http is not None
+        return self.http.port
+
+    def prepare(self, ctx: RunContext) -> None:
+        ctx.opts.progress("content")
+        self.video = steps.ensure_content(ctx.scenario)
+        ctx.extra_prov["content"] = steps.content_provenance(self.video)
+        if ctx.scenario.player.kind == "dashjs":
+            from mpvlab.player import dashjs_setup
+            ctx.extra_prov["dashjs"] = {"dashjs_version": dashjs_setup.dashjs_version(),
+                                        "chromium_version": dashjs_setup.chromium_version(),
+                                        "abr": ctx.scenario.player.abr, "abr_params": ctx.scenario.player.abr_params}
+
+    def serve(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
+        assert self.video is not None
+        ctx.opts.progress("server")
+        self.apache, self.video_name, self.http = steps.start_server(
+            ctx, stack, self.video, ends.server, ends.cc_kernel_name, ends.server_env, ends.server_addr, ends.client)
+
+    def stage(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
+        """The players start now and build their pipelines (interpreter, GStreamer, plugins: ~0.5 s
+        of CPU each) while the pre-run check runs; each then waits for t0 on its stdin."""
+        assert self.http is not None
+        sc = ctx.scenario
+        several = len(ends.clients) > 1
+        for c in ends.clients:
+            # One client: its files in logs/ as always; several: logs/<role>/ each.
+            out_dir = ctx.logs / c.role if several else ctx.logs
+            out_dir.mkdir(parents=True, exist_ok=True)
+            player, ref = steps.start_player(ctx, c.ns, ends.server_addr, self.video_name, steps.frames_of(sc),
+                                             out_dir, self.http, label=f"player {c.role}" if several else "player",
+                                             staged=True)
+            ctx.ledger.add_proc(ref)
+            self.players[c.role] = (player, out_dir)
+        if sc.player.kind == "dashjs":
+            for c in ends.clients:
+                steps.wait_page_loaded(ctx, self.players[c.role][0], f"player {c.role}" if several else "player")
+        self.several = several
+
+    def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
+        sc = ctx.scenario
+        for role, (player, _) in self.players.items():
+            steps.release_player(player, ctx.t0_ns, f"player {role}" if self.several else "player")
+        self.timeout_s = sc.player_timeout_s
+        self.deadline = time.monotonic() + self.max_run_s(ctx)
+
+    def max_run_s(self, ctx: RunContext) -> float:
+        """The player's own limit (player_timeout_s), and 10 s for it to notice and exit."""
+        return ctx.scenario.player_timeout_s + 10
+
+    def running(self, wait_s: float = 0.0) -> bool:
+        return still_running([p for p, _ in self.players.values()], wait_s)
+
+    def check(self, ctx: RunContext) -> None:
+        assert self.apache is not None
+        if not self.apache.alive():
+            raise RunFailed(f"apache exited with code {self.apache.process.returncode} during playback")
+        if time.monotonic() > self.deadline:
+            for p, _ in self.players.values():
+                p.kill()
+            what = "players" if self.several else "player"
+            raise RunFailed(f"{what} did not finish within {self.timeout_s:.0f} s")
+
+    def progress(self, ctx: RunContext) -> str:
+        line = (f"playing ({min((time.monotonic_ns() - ctx.t0_ns) / 1e9, ctx.scenario.video.duration / 1e9):5.1f} s "
+                f"of {ctx.scenario.video.duration / 1e9:g} s video")
+        if self.several:
+            running = sum(p.poll() is None for p, _ in self.players.values())
+            line += f"; {running} of {len(self.players)} players running"
+        return line + ")"
+
+    def finish(self, ctx: RunContext) -> Outcome:
+        assert self.http is not None
+        sc, http = ctx.scenario, self.http
+        per_client: dict[str, dict[str, Any]] = {}
+        for role, (player, out_dir) in self.players.items():
+            ps = steps.read_json(out_dir / "player-summary.json")
+            if player.returncode != 0:
+                reason = ps.get("reason") or ps.get("error") if ps else None
+                where = f"logs/{role}/player.log" if self.several else "logs/player.log"
+                who = f"player {role}" if self.several else "player"
+                # in words (`killed by SIGKILL`, `exited with status 1`), with when, as for any component
+                when = (time.monotonic_ns() - ctx.t0_ns) / 1e9
+                raise RunFailed(f"{who} (pid {player.pid}) {liveness.describe_status(player.returncode)} "
+                                f"by {when:.1f} s after run time zero: {reason or 'see ' + where}")
+            per_client[role] = ps
+        # Every request a player made must have used the scenario's protocol (and TLS), or the run
+        # measured something else than it claims.
+        tally = server.tally_access_log(ctx.logs / "apache" / "access.log", http)
+        if not tally["ok"]:
+            raise RunFailed(f"not every player request used {tally['expected']}"
+                            f"{' over TLS' if http.tls else ''}: {tally}")
+        warnings = []
+        for role, ps in per_client.items():
+            warnings += decode_limited_warnings(role if self.several else "", ps)
+            if ps.get("picture_discards_no_underflow"):
+                who = f"{role}: " if self.several else ""
+                warnings.append(f"{who}{ps['picture_discards_no_underflow']} picture discard(s) happened while the "
+                                "playout buffer had data: the CPU was late, not the network (set player.cpu to "
+                                "reserve a core)")
+        http_record = {"protocol": http.protocol, "tls": http.tls is not None, "port": http.port,
+                       **{k: tally[k] for k in ("requests", "by_protocol", "by_tls_version", "by_cipher", "excluded")},
+                       "preflight": ctx.extra_prov.get("http", {}).get("preflight")}
+        fields: dict[str, Any] = {"video_length_s": sc.video.duration / 1e9, "player_mode": sc.player.mode,
+                                  "http": http_record}
+        duration = max((ps.get("playback_s") or 0 for ps in per_client.values()), default=0)
+        if not self.several:
+            (ps,) = per_client.values()
+            fields.update({"duration_s": ps.get("playback_s") or 0, **player_view(ps), "player_cpu": ps.get("cpu")})
+            http_record["player_libsoup"] = ps.get("libsoup")
+        return Outcome(fields, duration, "apache_connections",
+                       apache_connections(ctx.logs / "apache" / "access.log"), warnings, per_client)
+
+
+def player_view(ps: dict[str, Any]) -> dict[str, Any]:
+    """The player's QoE as the summary carries it."""
+    return {
+        "underflows": ps.get("underflows"),
+        "underflow_total_s": ps.get("underflow_total_s"),
+        "picture_discards": ps.get("picture_discards"),
+        # discards while the playout buffer had data: the CPU, not the network, was late
+        "picture_discards_no_underflow": ps.get("picture_discards_no_underflow"),
+        "frames_rendered_late": ps.get("frames_rendered_late"),
+        "frames_accounted": ps.get("frames_accounted"),
+        "underflow_episodes": ps.get("underflow_episodes"),
+        "frames_expected": ps.get("frames_expected"),
+        "frames_rendered": ps.get("frames_rendered"),
+        "startup_delay_s": ps.get("startup_delay_s"),
+        "stall_ratio": ps.get("stall_ratio"),
+        "dash": dash_view(ps) if ps.get("dash") else None,
+    }
+
+
+
+def dash_view(ps: dict[str, Any]) -> dict[str, Any]:
+    """docs/studies.md §2: average quality level over downloaded segments, stall rate, switches."""
+    return {k: ps.get(k) for k in ("abr", "representations", "segment_s", "quality_avg", "bitrate_avg_bps",
+                                   "bitrate_switches", "stall_rate", "rebuffer_events", "rebuffer_ratio",
+                                   "abr_policy_mismatches")} | {
+        "segments": len(ps.get("segments") or [])}
+
+
+def decode_limited_warnings(who: str, ps: dict[str, Any]) -> list[str]:
+    """dash.js in Chromium: frames the browser dropped (droppedVideoFrames) mean decoding or rendering,
+    not the network, limited playback, when they happened although the buffer held video."""
+    if ps.get("player") != "dashjs":
+        return []
+    out = []
+    if ps.get("page_load_failures"):
+        out.append(f"{who + ': ' if who else ''}the dash.js page needed {len(ps['page_load_failures']) + 1} loads "
+                   "before t0 (its scripts did not run; player-summary.json page_load_failures)")
+    if ps.get("stalls_with_data"):
+        out.append(f"{who + ': ' if who else ''}dash.js stalled {ps['stalls_with_data_s']:.2f} s in "
+                   f"{len(ps['stalls_with_data'])} episode(s) while its buffer held ≥ 1 s of video (the player, "
+                   "not the network; player/README.md): its stall figures include them")
+    dropped, decoded = ps.get("picture_discards") or 0, ps.get("frames_decoded") or 0
+    if not dropped:
+        return out
+    cpu = (ps.get("cpu") or {}).get("share_of_core")
+    return out + [f"{who + ': ' if who else ''}Chromium dropped {dropped} of {decoded} frames "
+            f"({dropped / max(decoded, 1):.1%}; the browser used {cpu if cpu is not None else '?'} of a core): "
+            "decoding/rendering, not the network, limited playback there"]
