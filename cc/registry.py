@@ -62,7 +62,7 @@ BBRS_STATE = StateSeries("bbrs_state.csv", "bw_est_bps", "min_rtt_us", mode="mod
 BBR3_STATE = StateSeries("bbr3_state.csv", "bw_est_bps", "min_rtt_us", mode="mode", phase="phase")
 BBR3S_STATE = StateSeries("bbr3s_state.csv", "bw_est_bps", "min_rtt_us", mode="mode", phase="phase")
 # Kernel BBR v1: `get_info` (ss's bbr:(bw:…,mrtt:…,pacing_gain:…,cwnd_gain:…)) at the ss sampler's
-# rate; the mode is not exported, the sampler infers it from the gains (mpvlab/runner/sampling.py bbr_v1_mode).
+# rate; the mode is not exported, the sampler infers it from the gains (cc/bbr_modes.py).
 KERNEL_BBR_STATE = StateSeries("subflows.csv", "bbr_bw_bps", "bbr_min_rtt_ms", min_rtt_to_ms=1.0, mode="bbr_mode",
                                phase="bbr_pacing_gain", time="t_s", tuple_cols=("local", "peer"), per_ack=False)
 

@@ -34,7 +34,7 @@ def validator(kind: str) -> jsonschema.Draft202012Validator:
 def test_generated_files_are_current() -> None:
     stale = [str(p.relative_to(REPO)) for p, text in schemas.generated_files().items()
              if not p.exists() or p.read_text() != text]
-    assert not stale, f"stale generated files {stale}: run .venv/bin/python -m mpvlab.input.schemas"
+    assert not stale, f"stale generated files {stale}: run .venv/bin/python -m mpvlab.schemas"
 
 
 def test_every_scenario_and_sweep_field_is_in_the_reference() -> None:

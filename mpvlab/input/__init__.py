@@ -1,4 +1,3 @@
 """What a researcher hands in, checked before anything touches the kernel: the scenario
 (scenario.py), the sweep spec (sweep.py), untrusted files read safely (files.py), the limits with
-their physical reasons (limits.py), pydantic's errors in words (messages.py), `mpvlab validate`
-(validation.py) and the JSON Schemas and reference pages generated from the models (schemas.py)."""
+their physical reasons (limits.py), pydantic's errors in words (messages.py) and `mpvlab validate` (validation.py)."""

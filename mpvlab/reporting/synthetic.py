@@ -117,7 +117,7 @@ def _series(run_dir: Path, rng: random.Random, seconds: int, hz: int, cc: str = 
     """links.csv and subflows.csv; `ss` shows the CC's kernel name (a BPF CC's run-scoped one) and, for
     kernel BBR, its bbr:(…) block (bw, min RTT, gains: the modes of `state_modes`)."""
     from mpvlab.cc import registry
-    from mpvlab.runner.sampling import bbr_v1_mode
+    from mpvlab.cc.bbr_modes import bbr_v1_mode
     entry = registry.REGISTRY.get(cc)
     seen = f"{cc.replace('-', '')[:8]}_synthe" if entry is not None and entry.bpf else cc
     links = ["t_s,path,interface,rx_bytes,rx_packets,tx_bytes,tx_packets"]
