@@ -21,10 +21,12 @@ from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parent.parent
 
-from mpvlab.links.emulator import DirectionPlan, apply_direction, stop_direction  # noqa: E402
-from mpvlab import content, naming, netns
+from mpvlab import content  # noqa: E402
+from mpvlab.core import netns  # noqa: E402
+from mpvlab.links import path as link_path  # noqa: E402
+from mpvlab.links.emulator import stop_direction  # noqa: E402
 from mpvlab.runner import fidelity, transport  # noqa: E402
-from mpvlab.runner.steps import CONTENT_DIR, schedule_for  # noqa: E402
+from mpvlab.runner.steps import CONTENT_DIR  # noqa: E402
 from mpvlab.input.scenario import parse_scenario  # noqa: E402
 from mpvlab.topologies import dual_path  # noqa: E402
 
@@ -49,14 +51,18 @@ def measure(sc: Any, run_id: str) -> dict[str, Any]:
         scheds = {}
         for p in topo.paths:
             spec = sc.paths[p.name]
-            scheds[p.name] = fidelity.PathSchedules(down=schedule_for(spec.down, REPO), up=schedule_for(spec.up, REPO))
-            plan = DirectionPlan(p.name, "down", p.router.ns, p.router_server_if, p.router_client_if,
-                                 naming.ifname(run_id, f"{'ab'[p.index]}i0"), 0, spec.down, scheds[p.name].down, 1)
-            handles.append(apply_direction(plan, Path("/tmp"), t0, lambda _r: None))
+            scheds[p.name] = fidelity.PathSchedules(down=link_path.schedule_for(spec.down, REPO),
+                                                    up=link_path.schedule_for(spec.up, REPO))
+            plans = link_path.path_plans(p.router.ns, p.name, p.index, server_if=p.router_server_if,
+                                         client_if=p.router_client_if, down=spec.down, up=spec.up,
+                                         schedules=(scheds[p.name].down, scheds[p.name].up),
+                                         ifbs=link_path.ifb_names(run_id, p.index), seed=sc.seed)
+            handles += link_path.apply_path(plans, Path("/tmp"), t0, lambda _r: None).handles
         work = Path(f"/tmp/mpvlab-bench-{run_id}")
         work.mkdir(exist_ok=True)
         res = fidelity.run_probes(topo, sc, scheds, t0, work)
-        res["delay_lines"] = [stop_direction(h) for h in handles]
+        stats = {h.plan.label: stop_direction(h) for h in handles}
+        res["delay_lines"] = [v for label, v in stats.items() if label.endswith("-down")]   # the lines measured
         return res
     finally:
         dual_path.teardown(topo)
