@@ -23,11 +23,12 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from mpvlab.links import capacity, ecn
 from mpvlab.links.schedule import Schedule
 from mpvlab.core import proc
+from mpvlab.core.hosts import Host
 from mpvlab.core.netns import Netns
 from mpvlab.links.spec import LinkDirection
 from mpvlab.core.errors import MpvlabError
@@ -45,7 +46,7 @@ class LinkError(MpvlabError, RuntimeError):
 class DirectionPlan:
     path: str                 # scenario path name (label only)
     direction: str            # "down" | "up"
-    router: Netns
+    router: Host              # where the path is emulated: a router namespace or a physical emulator host
     in_if: str
     out_if: str
     ifb: str                  # IFB name to use when shaping at ingress
@@ -83,6 +84,40 @@ class DirectionPlan:
         return max(4096, int(pkts * 4))
 
 
+class DelayLines(Protocol):
+    """Where a direction's delay line runs and keeps its files: `LocalLines` (a process in the
+    router's namespace, files in the run's folder) or a physical emulator host's (runner/physical)."""
+
+    def start(self, handle: "DirectionHandle", t0_ns: int, on_process: Callable[[proc.ProcRef], None]) -> None:
+        """Start `handle.plan`'s line and return once it is bound to its queue (before the NFQUEUE rule
+        exists); sets handle.process and handle.files (with "stats" and the local log "stderr")."""
+        ...
+
+    def stats(self, handle: "DirectionHandle") -> bytes | None:
+        """After the line has stopped: its stats file's content (None when it wrote none)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Site:
+    """How the link step treats the host it changes.
+
+    owned (a run's own router namespace, deleted with the run): an existing qdisc is replaced and the
+    NFQUEUE rule appended; nothing is journalled, the namespace takes everything with it.
+    not owned (a physical emulator host, a real machine): the ingress qdisc is added (one that is
+    already there is an error, never overwritten), the NFQUEUE rule is inserted first (an earlier
+    ACCEPT on a real router would bypass the delay), and `journal(undo_argv, what)` is told each
+    change before it is made, so the run can undo exactly what it did."""
+
+    owned: bool = True
+    journal: Callable[[list[str], str], None] | None = None
+    lines: DelayLines | None = None    # None: LocalLines in the step's workdir
+
+    def will(self, undo: list[str], what: str) -> None:
+        if self.journal is not None:
+            self.journal(undo, what)
+
+
 @dataclass
 class DirectionHandle:
     plan: DirectionPlan
@@ -90,6 +125,7 @@ class DirectionHandle:
     process: subprocess.Popen[bytes] | None = None
     ref: proc.ProcRef | None = None
     ecn_marker: ecn.Marker | None = None     # the ECN marker at this direction's tbf (spec.ecn_mark)
+    lines: DelayLines | None = None          # where the delay line runs (set when one was started)
 
     def alive(self) -> bool:
         return self.process is None or self.process.poll() is None
@@ -121,76 +157,109 @@ def tbf_argv(dev: str, spec: LinkDirection) -> list[str]:
 
 
 def apply_direction(plan: DirectionPlan, workdir: Path, t0_ns: int,
-                    on_process: Callable[[proc.ProcRef], None], *, data_dir: Path | None = None) -> DirectionHandle:
+                    on_process: Callable[[proc.ProcRef], None], *, data_dir: Path | None = None,
+                    site: Site = Site()) -> DirectionHandle:
     """The tbf (and IFB), the ECN marker at the tbf's device when `spec.ecn_mark` (its backlog samples
-    in `data_dir`, else `workdir`), and the delay line."""
-    ns, spec = plan.router, plan.spec
+    in `data_dir`, else `workdir`), and the delay line; `site` says how carefully (Site)."""
+    host, spec = plan.router, plan.spec
     handle = DirectionHandle(plan)
     if spec.rate is not None:
         if spec.order == "shape-then-delay":
-            ns.run(["ip", "link", "add", plan.ifb, "type", "ifb"])
-            ns.run(["ip", "link", "set", plan.ifb, "up"])
-            ns.run(["tc", "qdisc", "replace", "dev", plan.in_if, "handle", "ffff:", "ingress"])
-            ns.run(["tc", "filter", "add", "dev", plan.in_if, "parent", "ffff:", "protocol", "all", "u32",
-                    "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", plan.ifb])
-            ns.run(tbf_argv(plan.ifb, spec))
+            site.will(["ip", "link", "del", plan.ifb], f"IFB {plan.ifb}")
+            host.run(["ip", "link", "add", plan.ifb, "type", "ifb"])
+            host.run(["ip", "link", "set", plan.ifb, "up"])
+            site.will(["tc", "qdisc", "del", "dev", plan.in_if, "ingress"], f"ingress qdisc on {plan.in_if}")
+            host.run(["tc", "qdisc", "replace" if site.owned else "add", "dev", plan.in_if, "handle", "ffff:",
+                      "ingress"])
+            host.run(["tc", "filter", "add", "dev", plan.in_if, "parent", "ffff:", "protocol", "all", "u32",
+                      "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", plan.ifb])
+            host.run(tbf_argv(plan.ifb, spec))
         else:
-            ns.run(tbf_argv(plan.out_if, spec))
+            site.will(["tc", "qdisc", "del", "dev", plan.out_if, "root"], f"root qdisc on {plan.out_if}")
+            host.run(tbf_argv(plan.out_if, spec))
         if spec.ecn_mark is not None:
             dev = plan.shaper_dev
             assert dev is not None
+            if not isinstance(host, Netns):   # the scenario refuses it first (topology physical)
+                raise LinkError(f"{plan.label}: the ECN marker is attached on the run's own emulated links only, "
+                                f"not on {host.name}")
             # The marker drains at the configured rate, not the test hook's (TEST_RATE_FACTOR_ENV).
             handle.ecn_marker = ecn.start_marker(
-                ns, dev, spec.rate, spec.ecn_mark.threshold.to_bytes(spec.rate), spec.buffer.to_bytes(FRAME_BYTES),
+                host, dev, spec.rate, spec.ecn_mark.threshold.to_bytes(spec.rate), spec.buffer.to_bytes(FRAME_BYTES),
                 name=ecn.marker_name(plan.ifb),
                 label=plan.label, workdir=workdir, samples_dir=data_dir, on_process=on_process)
     if plan.needs_delay_line:
-        _start_delay_line(handle, workdir, t0_ns, on_process)
-        ns.run(["iptables", "-w", "-A", "FORWARD", "-i", plan.in_if, "-o", plan.out_if,
-                "-j", "NFQUEUE", "--queue-num", str(plan.queue_num)])
+        handle.lines = site.lines or LocalLines(workdir)
+        handle.lines.start(handle, t0_ns, on_process)
+        rule = ["FORWARD", "-i", plan.in_if, "-o", plan.out_if, "-j", "NFQUEUE", "--queue-num", str(plan.queue_num)]
+        if site.owned:
+            host.run(["iptables", "-w", "-A", *rule])
+        else:
+            site.will(["iptables", "-w", "-D", *rule], f"iptables {' '.join(rule)}")
+            host.run(["iptables", "-w", "-I", rule[0], "1", *rule[1:]])
     return handle
 
 
-def _start_delay_line(handle: DirectionHandle, workdir: Path, t0_ns: int,
-                      on_process: Callable[[proc.ProcRef], None]) -> None:
-    plan = handle.plan
-    if not DELAYLINE_BIN.exists():
-        raise LinkError(f"{DELAYLINE_BIN} is missing: run ./setup.sh (it builds links/delayline)")
-    label = plan.label
-    files = {
-        "schedule": workdir / f"delay-{label}.schedule",
-        "ready": workdir / f"delay-{label}.ready",
-        "stats": workdir / f"delay-{label}.stats.json",
-        "steps": workdir / f"delay-{label}.steps.csv",
-        "stderr": workdir / f"delay-{label}.log",
-        "t0": workdir / f"delay-{label}.t0",
-    }
-    import os
-    skew_us = int(os.environ.get(TEST_DELAY_SKEW_ENV) or 0)
-    if skew_us:   # test-only: a line that does not follow its schedule
-        Schedule.piecewise([(t, v + skew_us * 1000) for t, v in zip(plan.schedule.times_ns, plan.schedule.delays_ns)],
-                           plan.schedule.period_ns).to_file(files["schedule"])
-    else:
-        plan.schedule.to_file(files["schedule"])
-    files["ready"].unlink(missing_ok=True)
-    argv = [str(DELAYLINE_BIN), "--queue", str(plan.queue_num), "--schedule", str(files["schedule"]),
-            "--t0-ns", str(t0_ns), "--maxlen", str(plan.queue_maxlen()), "--ready-file", str(files["ready"]),
-            "--stats", str(files["stats"]), "--step-log", str(files["steps"])]
-    argv += ["--t0-file", str(files["t0"])]
+def delayline_argv(plan: DirectionPlan, files: dict[str, str], t0_ns: int, *,
+                   impairments: list[str] | None = None) -> list[str]:
+    """The delay line's command line, wherever it runs: its queue, schedule, run time zero, queue
+    bound, ready/stats/step files (and the t0 file when `files` has one), loss and the capacity
+    model's arguments (`impairments`, from capacity.delayline_args)."""
+    argv = [str(DELAYLINE_BIN), "--queue", str(plan.queue_num), "--schedule", files["schedule"],
+            "--t0-ns", str(t0_ns), "--maxlen", str(plan.queue_maxlen()), "--ready-file", files["ready"],
+            "--stats", files["stats"], "--step-log", files["steps"]]
+    if "t0" in files:
+        argv += ["--t0-file", files["t0"]]
     if plan.spec.loss > 0:
         argv += ["--loss", repr(plan.spec.loss), "--seed", str(plan.seed)]
-    if plan.spec.has_impairments:
-        argv += capacity.delayline_args(plan.spec.impairments(), workdir=workdir, label=label, seed=plan.seed,
-                                        base_dir=plan._base())
-    cpu = _pinned_cpu(plan)
-    if cpu is not None:
-        argv = ["taskset", "-c", str(cpu), *argv]
-    with files["stderr"].open("wb") as err:
-        handle.process = plan.router.popen(argv, stdout=err, stderr=subprocess.STDOUT)
-    handle.ref = proc.ProcRef.of(handle.process.pid, f"delayline {label}")
-    on_process(handle.ref)
-    handle.files = files
-    proc.wait_ready(handle.process, files["ready"], f"delay line {label}", 5.0, log=files["stderr"], error=LinkError)
+    return argv + (impairments or [])
+
+
+@dataclass(frozen=True)
+class LocalLines:
+    """Delay lines as processes in the router's namespace on this machine, their files in `workdir`."""
+
+    workdir: Path
+
+    def start(self, handle: DirectionHandle, t0_ns: int, on_process: Callable[[proc.ProcRef], None]) -> None:
+        plan, workdir = handle.plan, self.workdir
+        if not DELAYLINE_BIN.exists():
+            raise LinkError(f"{DELAYLINE_BIN} is missing: run ./setup.sh (it builds links/delayline)")
+        label = plan.label
+        files = {
+            "schedule": workdir / f"delay-{label}.schedule",
+            "ready": workdir / f"delay-{label}.ready",
+            "stats": workdir / f"delay-{label}.stats.json",
+            "steps": workdir / f"delay-{label}.steps.csv",
+            "stderr": workdir / f"delay-{label}.log",
+            "t0": workdir / f"delay-{label}.t0",
+        }
+        skew_us = int(os.environ.get(TEST_DELAY_SKEW_ENV) or 0)
+        if skew_us:   # test-only: a line that does not follow its schedule
+            Schedule.piecewise([(t, v + skew_us * 1000) for t, v in zip(plan.schedule.times_ns, plan.schedule.delays_ns)],
+                               plan.schedule.period_ns).to_file(files["schedule"])
+        else:
+            plan.schedule.to_file(files["schedule"])
+        files["ready"].unlink(missing_ok=True)
+        impairments = (capacity.delayline_args(plan.spec.impairments(), workdir=workdir, label=label, seed=plan.seed,
+                                               base_dir=plan._base()) if plan.spec.has_impairments else [])
+        argv = delayline_argv(plan, {k: str(v) for k, v in files.items()}, t0_ns, impairments=impairments)
+        cpu = _pinned_cpu(plan)
+        if cpu is not None:
+            argv = ["taskset", "-c", str(cpu), *argv]
+        with files["stderr"].open("wb") as err:
+            process = plan.router.popen(argv, stdout=err, stderr=subprocess.STDOUT)
+        handle.process = process
+        handle.ref = proc.ProcRef.of(process.pid, f"delayline {label}")
+        on_process(handle.ref)
+        handle.files = files
+        proc.wait_ready(process, files["ready"], f"delay line {label}", 5.0, log=files["stderr"], error=LinkError)
+
+    def stats(self, handle: DirectionHandle) -> bytes | None:
+        try:
+            return handle.files["stats"].read_bytes()
+        except OSError:
+            return None
 
 
 # Delay-line CPU placement (issue 16, opt-in while measured): MPVLAB_DELAYLINE_PIN=spread pins each
@@ -218,12 +287,13 @@ def stop_direction(handle: DirectionHandle) -> dict[str, Any]:
     if handle.process is None:
         stats = {"delay_line": "none (no delay or loss configured)"}
     else:
-        proc.stop_child(handle.process)
+        rc = proc.stop_child(handle.process)
+        assert handle.lines is not None
         try:
-            stats = json.loads(handle.files["stats"].read_text())
-        except (OSError, ValueError):
+            stats = json.loads(handle.lines.stats(handle) or b"")
+        except ValueError:
             stats = {"error": "no stats written"}
-        stats["exit_code"] = handle.process.returncode
+        stats["exit_code"] = rc
     if handle.ecn_marker is not None:
         stats["ecn_mark"] = handle.ecn_marker.stop()
     return stats

@@ -4,7 +4,7 @@ scheduler tests and benchmark (tests/test_schedulers.py, bench/bench_schedulers.
 topologies.dual_path.build (client, server, one router per path; server 10.0.100.1 on lo reached over
 both paths) + topologies.mptcp (MPTCP limits/endpoints, offloads off, server route congctl: what a
 run's transport step applies, here with a scenario's default host settings) +
-links.emulator.apply_direction (tbf on an IFB at the router's ingress, then the C delay line). The
+links.path.apply_path, a run's link step (tbf on an IFB at the router's ingress, then the C delay line). The
 bed's run ledger (testbed.bed.Bed) lists every namespace and daemon, so another engineer's
 `mpvlab run` never takes them for orphans, and a killed test's are reaped by the next bed.
 """
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from mpvlab.core import naming
 from mpvlab.core.hoststeal import StealMeter, StealWindow
 from mpvlab.core.netns import Netns
-from mpvlab.links.emulator import DirectionPlan, apply_direction, stop_direction
+from mpvlab.links import path as link_path
+from mpvlab.links.emulator import DirectionHandle, stop_direction
 from mpvlab.links.schedule import Schedule
 from mpvlab.links.spec import LinkDirection
 from mpvlab import schedulers
@@ -132,7 +132,7 @@ SERVER_TCP_WMEM = (4096, 16384, 4194304)
 
 @contextlib.contextmanager
 def testbed(paths: list[PathCfg], cc: str = "cubic", workdir: Path | None = None) -> Iterator[DualPathBed]:
-    handles = []
+    handles: list[DirectionHandle] = []
     topo = None
     with Bed(workdir) as bed:
         assert bed.ledger is not None
@@ -145,14 +145,11 @@ def testbed(paths: list[PathCfg], cc: str = "cubic", workdir: Path | None = None
             t0 = time.monotonic_ns()
             for p, cfg in zip(topo.paths, paths):
                 down = LinkDirection.model_validate({"rate": f"{cfg.rate_mbit}mbit", "buffer": f"{cfg.buffer_bytes}B"})
-                letter = "ab"[p.index]
-                for direction, d, in_if, out_if, qnum in (
-                    ("down", down, p.router_server_if, p.router_client_if, 0),
-                    ("up", LinkDirection(), p.router_client_if, p.router_server_if, 1),
-                ):
-                    plan = DirectionPlan(p.name, direction, p.router.ns, in_if, out_if,
-                                         naming.ifname(bed.run_id, f"{letter}i{qnum}"), qnum, d, cfg.delay, seed=1)
-                    handles.append(apply_direction(plan, bed.workdir, t0, bed.ledger.add_proc))
+                plans = link_path.path_plans(p.router.ns, p.name, p.index, server_if=p.router_server_if,
+                                             client_if=p.router_client_if, down=down, up=LinkDirection(),
+                                             schedules=(cfg.delay, cfg.delay),
+                                             ifbs=link_path.ifb_names(bed.run_id, p.index), seed=0)
+                link_path.apply_path(plans, bed.workdir, t0, bed.ledger.add_proc, on_applied=handles.append)
             yield DualPathBed(bed.run_id, topo, bed.workdir, t0, paths, bed, handles)
         finally:
             for h in handles:

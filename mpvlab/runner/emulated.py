@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpvlab.links import ecn
-from mpvlab.links.emulator import DirectionHandle, DirectionPlan, apply_direction
+from mpvlab.links import path as link_path
+from mpvlab.links.emulator import DirectionHandle
 from mpvlab import collectors
 from mpvlab import schedulers
 from mpvlab.collectors import qdiscstat
-from mpvlab.core import naming, proc
+from mpvlab.core import proc
 from mpvlab.runner import fidelity, runzero, sampling, transport
 from mpvlab.topologies import dual_path
 from mpvlab.core.errors import RunFailed
@@ -23,7 +24,7 @@ from mpvlab.runner import capture
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.views import summarise
 from mpvlab.runner.workloads.base import Client, Ends, Outcome
-from mpvlab.runner.steps import mptcp_view, read_json, record_delay_stats, schedule_for, setup_cc
+from mpvlab.runner.steps import mptcp_view, read_json, setup_cc
 
 
 @dataclass
@@ -171,34 +172,25 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack) -> EmulatedNe
     ctx.extra_prov["link_backend"] = {"shaping": "tbf", "delay_and_loss": "nfqueue-delayline",
                                       "netem_available": _netem_available(topo.paths[0].router.ns)}
     schedules: dict[str, fidelity.PathSchedules] = {}
-    handles: list[DirectionHandle] = []
+    links: list[tuple[dual_path.PathPlumbing, link_path.PathLink]] = []
     for p in topo.paths:
         spec = sc.paths[p.name]
-        sched = fidelity.PathSchedules(down=schedule_for(spec.down, ctx.scenario_file.parent),
-                                       up=schedule_for(spec.up, ctx.scenario_file.parent))
+        sched = fidelity.PathSchedules(down=link_path.schedule_for(spec.down, ctx.scenario_file.parent),
+                                       up=link_path.schedule_for(spec.up, ctx.scenario_file.parent))
         schedules[p.name] = sched
-        letter = "abcdefgh"[p.index]     # a tag per path in interface names (≤ 8 paths)
-        for direction, d, in_if, out_if, qnum in (
-            ("down", spec.down, p.router_server_if, p.router_client_if, 0),
-            ("up", spec.up, p.router_client_if, p.router_server_if, 1),
-        ):
-            plan = DirectionPlan(p.name, direction, p.router.ns, in_if, out_if,
-                                 naming.ifname(ctx.run_id, f"{letter}i{qnum}"), qnum, d,
-                                 getattr(sched, direction), seed=sc.seed * 1000 + p.index * 2 + qnum,
-                                 base_dir=ctx.scenario_file.parent)
-            h = apply_direction(plan, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc, data_dir=ctx.data)
-            handles.append(h)
-            stack.callback(record_delay_stats, ctx, h)
-    ctx.extra_prov["links"] = {
-        f"{h.plan.label}": {"router": h.plan.router.name, "in_if": h.plan.in_if, "out_if": h.plan.out_if,
-                            "order": h.plan.spec.order, "burst_bytes": h.plan.spec.effective_burst(),
-                            "limit_bytes": h.plan.spec.buffer.to_bytes(),
-                            "shaper_dev": h.plan.shaper_dev,
-                            "delay_backend": "nfqueue-delayline" if h.plan.needs_delay_line else "none",
-                            "schedule": h.plan.schedule.to_text().splitlines()[1:],
-                            "qdiscs": h.plan.router.run(["tc", "qdisc", "show"]).stdout.strip().splitlines()}
-        for h in handles
-    }
+        plans = link_path.path_plans(p.router.ns, p.name, p.index, server_if=p.router_server_if,
+                                     client_if=p.router_client_if, down=spec.down, up=spec.up,
+                                     schedules=(sched.down, sched.up), ifbs=link_path.ifb_names(ctx.run_id, p.index),
+                                     seed=sc.seed, base_dir=ctx.scenario_file.parent)
+        links.append((p, link_path.apply_path(
+            plans, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc, data_dir=ctx.data,
+            on_applied=lambda h: stack.callback(link_path.record_stats, ctx.extra_prov, h))))
+    ctx.extra_prov["links"] = {}
+    for p, link in links:    # once every path is up, each with its router's qdiscs as they stand
+        qdiscs = p.router.ns.run(["tc", "qdisc", "show"]).stdout.strip().splitlines()
+        ctx.extra_prov["links"].update({label: {**rec, "qdiscs": qdiscs}
+                                        for label, rec in link.record(router=p.router.ns.name).items()})
+    handles = [h for _, link in links for h in link.handles]
 
     first = topo.paths[0]
     ends = Ends(topo.server.ns, (Client("client", topo.client.ns, first.client_addr, first.client_if),),

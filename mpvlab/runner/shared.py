@@ -35,7 +35,8 @@ from typing import Any
 
 from mpvlab.collectors import qdiscstat
 from mpvlab.links import ecn
-from mpvlab.links.emulator import FRAME_BYTES, DirectionHandle, apply_direction
+from mpvlab.links import path as link_path
+from mpvlab.links.emulator import FRAME_BYTES, DirectionHandle
 from mpvlab.core import proc
 from mpvlab.results import delaywindows, metrics
 from mpvlab.runner import fidelity, runzero, sampling
@@ -138,24 +139,15 @@ def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> "SharedNetwork":
     ctx.t0_ns = time.monotonic_ns()      # provisional: the delay lines start on it; ready() moves it
 
     phase("links")
-    sched = fidelity.PathSchedules(down=steps.schedule_for(spec.down, ctx.scenario_file.parent),
-                                   up=steps.schedule_for(spec.up, ctx.scenario_file.parent))
-    plans = [topo.down_plan(spec.down, sched.down, seed=sc.seed * 1000, queue_num=0),
-             topo.up_plan(spec.up, sched.up, seed=sc.seed * 1000 + 1, queue_num=1)]
-    handles: list[DirectionHandle] = []
-    for plan in plans:
-        hd = apply_direction(plan, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc, data_dir=ctx.data)
-        handles.append(hd)
-        stack.callback(steps.record_delay_stats, ctx, hd)
-    ctx.extra_prov["links"] = {
-        hd.plan.label: {"path": pname, "router": hd.plan.router.name, "in_if": hd.plan.in_if,
-                        "out_if": hd.plan.out_if, "order": hd.plan.spec.order,
-                        "burst_bytes": hd.plan.spec.effective_burst(),
-                        "limit_bytes": hd.plan.spec.buffer.to_bytes(FRAME_BYTES),
-                        "shaper_dev": hd.plan.shaper_dev,
-                        "delay_backend": "nfqueue-delayline" if hd.plan.needs_delay_line else "none",
-                        "schedule": hd.plan.schedule.to_text().splitlines()[1:]}
-        for hd in handles}
+    sched = fidelity.PathSchedules(down=link_path.schedule_for(spec.down, ctx.scenario_file.parent),
+                                   up=link_path.schedule_for(spec.up, ctx.scenario_file.parent))
+    # The topology's own plans: the one router's receiver-side wildcard and its order rules (sb.down_plan)
+    plans = (topo.down_plan(spec.down, sched.down, seed=sc.seed * 1000, queue_num=0),
+             topo.up_plan(spec.up, sched.up, seed=sc.seed * 1000 + 1, queue_num=1))
+    link = link_path.apply_path(plans, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc, data_dir=ctx.data,
+                                on_applied=lambda hd: stack.callback(link_path.record_stats, ctx.extra_prov, hd))
+    handles: list[DirectionHandle] = link.handles
+    ctx.extra_prov["links"] = link.record(path=pname, router=topo.router.ns.name)
     ctx.extra_prov["links"]["qdiscs"] = topo.router.ns.run(["tc", "qdisc", "show"]).stdout.strip().splitlines()
     ifb = plans[0].ifb if spec.down.rate is not None else None
     ends = Ends(topo.server.ns, tuple(Client(lf.role, lf.node.ns, lf.addr, lf.if_) for lf in topo.clients),

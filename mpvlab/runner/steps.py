@@ -13,13 +13,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from mpvlab.links.emulator import DirectionHandle, stop_direction
-from mpvlab.links.schedule import Schedule, read_trace
-
 from mpvlab.core import ledger, proc
 from mpvlab import content
 from mpvlab.runner import server, tls
-from mpvlab.links.spec import ConstantDelay, LinkDirection, PiecewiseDelay, SquareDelay, TraceDelay
 from mpvlab.input.scenario import Scenario
 from mpvlab.collectors import qdiscstat
 from mpvlab.core.errors import RunFailed
@@ -37,18 +33,6 @@ DASHJS_PAGE = "mpvlab-dashjs"   # the page's folder in the run's web root
 # Outside the checkout on purpose: Apache serves as www-data, which cannot traverse a checkout or results
 # folder made by root with mode 0700 (mktemp -d). Both are world-readable system cache/runtime paths.
 CONTENT_DIR = Path(os.environ.get("MPVLAB_CONTENT_DIR", "/var/cache/mpvlab/content"))
-
-
-def schedule_for(d: LinkDirection, scenario_dir: Path) -> Schedule:
-    delay = d.delay
-    if isinstance(delay, ConstantDelay):
-        return Schedule.constant(delay.value)
-    if isinstance(delay, SquareDelay):
-        return Schedule.square(delay.base, delay.amplitude, delay.period, delay.duty, delay.phase)
-    if isinstance(delay, PiecewiseDelay):
-        return Schedule.piecewise([(t, v) for t, v in delay.points], delay.repeat)
-    assert isinstance(delay, TraceDelay)
-    return Schedule.piecewise(read_trace(scenario_dir / delay.file), delay.repeat)
 
 
 def ensure_content(sc: Scenario) -> "content.ContentInfo | content.DashInfo":
@@ -252,8 +236,6 @@ def release_player(p: subprocess.Popen[bytes], t0_ns: int, label: str) -> None:
         raise RunFailed(f"{label} exited before t0 (exit code {p.poll()}; see its log)") from None
 
 
-def record_delay_stats(ctx: RunContext, h: DirectionHandle) -> None:
-    ctx.extra_prov.setdefault("delay_lines", {})[h.plan.label] = stop_direction(h)
 
 
 

@@ -20,14 +20,16 @@ from mpvlab import content
 from mpvlab.runner import fidelity
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.physical.collect import NOT_COLLECTED, SubflowPoller, read_counters, summarise
-from mpvlab.runner.physical.emulation import LinkHandle, apply_link, link_record, stop_link
+from mpvlab.links import path as link_path
+from mpvlab.links.emulator import DirectionHandle
+from mpvlab.runner.physical.emulation import apply_link, link_record
 from mpvlab.runner.physical.hostops import clock_offset_ns
 from mpvlab.runner.physical.hostsetup import configure_transport, make_dirs
 from mpvlab.runner.physical.journal import Journal
 from mpvlab.runner.physical.preflight import preflight
 from mpvlab.runner.physical.probes import ping_min_ms, run_probes
 from mpvlab.runner.physical.state import PhysicalRun
-from mpvlab.runner.steps import ensure_content, schedule_for
+from mpvlab.runner.steps import ensure_content
 from mpvlab.runner.workloads.base import Client, Ends, Outcome
 from mpvlab.topologies.physical import PhysicalPlan, key_dir_default, make_plan
 
@@ -95,18 +97,19 @@ def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> "PhysicalNetwork":
     ctx.t0_ns = time.monotonic_ns() + int(lead_s * 1e9)
 
     phase("links")
+    links: list[tuple[str, link_path.PathLink]] = []
     for p in plan.paths:
         spec = sc.paths[p.name]
-        sched = fidelity.PathSchedules(down=schedule_for(spec.down, ctx.scenario_file.parent),
-                                       up=schedule_for(spec.up, ctx.scenario_file.parent))
+        sched = fidelity.PathSchedules(down=link_path.schedule_for(spec.down, ctx.scenario_file.parent),
+                                       up=link_path.schedule_for(spec.up, ctx.scenario_file.parent))
         net.schedules[p.name] = sched
         if p.emulator is None:
             continue
-        for k, (direction, d) in enumerate((("down", spec.down), ("up", spec.up))):
-            h = apply_link(run, p, direction, d, getattr(sched, direction), sc.seed * 1000 + p.index * 2 + k)
-            net.links.append(h)
-            stack.callback(lambda h=h: prov.setdefault("delay_lines", {}).__setitem__(h.label, stop_link(run, h)))
-    prov["links"] = {h.label: link_record(plan.host(h.host_name), h) for h in net.links}
+        link = apply_link(run, p, spec.down, spec.up, (sched.down, sched.up), sc.seed,
+                          on_applied=lambda h: stack.callback(link_path.record_stats, prov, h))
+        net.links += link.handles
+        links.append((p.emulator, link))
+    prov["links"] = {label: rec for host_name, link in links for label, rec in link_record(run, host_name, link).items()}
     net.ends = PhysicalEnds(plan.host(plan.server), (Client("client", plan.host(plan.client),
                                                             run.client_addrs[plan.paths[0].name]),),
                             plan.paths[0].server_address, sc.transport.cc, run=run)
@@ -121,7 +124,7 @@ class PhysicalNetwork:
     journal: Journal | None = None
     ends: Ends | None = None            # set once the hosts are ready (bring_up)
     guards: list[tuple[str, interface_guard]] = field(default_factory=list)
-    links: list[LinkHandle] = field(default_factory=list)
+    links: list[DirectionHandle] = field(default_factory=list)
     schedules: dict[str, fidelity.PathSchedules] = field(default_factory=dict)
     base_rtt: dict[str, float | None] = field(default_factory=dict)
     poller: SubflowPoller | None = None
@@ -135,7 +138,7 @@ class PhysicalNetwork:
     def check(self) -> None:
         for h in self.links:
             if not h.alive():
-                raise RunFailed(f"delay line {h.label} on {self.plan.host(h.host_name).name} died — the path lost "
+                raise RunFailed(f"delay line {h.plan.label} on {h.plan.router.name} died — the path lost "
                                 "all packets from then on")
 
     def precheck(self, ctx: RunContext) -> dict[str, Any]:
