@@ -32,7 +32,7 @@ Modules, one concern each (the order of the life cycle):
   hostops.py     what every host shares (checkout path, python3) and file/clock helpers on any Host
   preflight.py   checks before any change
   hostsetup.py   working folders, sysctls, MPTCP limits and endpoints, policy routing
-  emulation.py   tbf/IFB and the NFQUEUE delay line on emulator hosts
+  emulation.py   emulator hosts under the one link step (links/path.py): the journal hook, remote delay lines
   remote.py      Apache on the server, the player on the client
   probes.py      ping and curl per path against the configured delay and rate
   collect.py     interface counters, `ss` subflows, files pulled back, summary.json
