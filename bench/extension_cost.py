@@ -47,10 +47,11 @@ def measure(patch: Path) -> list[tuple[str, int, int]]:
         archive = subprocess.run(["git", "archive", "HEAD"], cwd=REPO, check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(scratch)], input=archive, check=True)
         git(scratch, "init", "-q")
-        git(scratch, "add", "-A")
+        # -f: the archive holds only tracked files, and .gitignore's `results/` would hide mpvlab/results/
+        git(scratch, "add", "-A", "-f")
         git(scratch, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-q", "-m", "base")
         git(scratch, "apply", "--whitespace=nowarn", str(patch.resolve()))
-        git(scratch, "add", "-A")
+        git(scratch, "add", "-A", "-f")
         rows = []
         for line in git(scratch, "diff", "--cached", "--numstat").splitlines():
             added, removed, name = line.split("\t")
