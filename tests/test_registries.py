@@ -17,8 +17,8 @@ import ast
 from pathlib import Path
 
 import pytest
-
 from mpvlab.topologies import registry as topologies
+
 from mpvlab.workloads import registry as workloads
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,7 +139,7 @@ def test_every_kind_has_a_summary_model_backend_and_known_workloads() -> None:
         assert 1 <= lo <= hi <= topologies.MAX_PATHS
 
 
-@pytest.mark.parametrize("n", range(0, 10))
+@pytest.mark.parametrize("n", range(10))
 def test_path_count_rule(n: int) -> None:
     """The rule in words matches the rule in numbers for every kind."""
     names = [f"p{i}" for i in range(n)]

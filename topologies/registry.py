@@ -15,8 +15,9 @@ summary model if none fits: docs/extending.md, "Adding a topology kind".
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 MAX_PATHS = 8     # one subflow per path: the steering policy's and the kernel's per-connection limit
                   # (MPTCP_PM_ADDR_MAX / POL_MAX_SF)

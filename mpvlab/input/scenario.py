@@ -25,7 +25,6 @@ from mpvlab.workloads.registry import WorkloadSpec
 from mpvlab.workloads.video import STUDY_DASH_LADDER, PlayerSpec, ServerSpec, VideoSpec, VideoWorkloadSpec
 from mpvlab.schedulers import registry as scheduler_registry
 from mpvlab.topologies import registry as topologies
-from mpvlab.topologies.registry import MAX_PATHS
 from mpvlab.topologies.spec import PATH_NAME_RE, CrossTrafficSpec, LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
 from mpvlab.core.errors import InputError
 from mpvlab.input import files as inputs, limits, messages  # issue 15: safe loading, limits, messages in words

@@ -7,7 +7,8 @@ network.Network) and a line in BACKENDS."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from mpvlab.runner import emulated, lifecycle, shared
 from mpvlab.runner.context import RunContext

@@ -4,8 +4,9 @@ fields below instead of naming a workload; the console summary asks `console_lin
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
 
 from mpvlab.core.quantities import Strict
 

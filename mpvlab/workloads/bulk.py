@@ -3,7 +3,8 @@ lines; the run side is mpvlab/runner/workloads/bulk.py (and bulk_endpoint.py).""
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 

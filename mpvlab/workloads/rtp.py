@@ -3,7 +3,8 @@ study's BBR variants, its console lines; the run side is mpvlab/runner/workloads
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 

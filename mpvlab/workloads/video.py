@@ -4,7 +4,8 @@ is mpvlab/runner/workloads/video.py."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 

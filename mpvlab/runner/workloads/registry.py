@@ -3,7 +3,7 @@ mpvlab/workloads/, the interface in base.py)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from mpvlab.runner.workloads.base import Workload
 from mpvlab.runner.workloads.bulk import BulkWorkload
