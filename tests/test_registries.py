@@ -14,6 +14,7 @@ something else are listed in OTHER_MEANINGS, each with what it means.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -66,8 +67,9 @@ def _key_lookups(tree: ast.AST) -> set[int]:
     return out
 
 
-def _literals(names: set[str]) -> list[tuple[str, int, str, str]]:
-    """(file, line, name, source line) of every counted literal naming one of `names`."""
+@functools.cache
+def _string_constants() -> tuple[tuple[str, int, str, str], ...]:
+    """(file, line, value, source line) of every counted string constant in the product, read once."""
     found = []
     for top in PRODUCT:
         for path in sorted((ROOT / top).rglob("*.py")):
@@ -76,10 +78,14 @@ def _literals(names: set[str]) -> list[tuple[str, int, str, str]]:
             tree = ast.parse(text)
             skip = _docstrings(tree) | _key_lookups(tree)
             lines = text.splitlines()
-            for n in ast.walk(tree):
-                if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names and id(n) not in skip:
-                    found.append((rel, n.lineno, n.value, lines[n.lineno - 1].strip()))
-    return found
+            found += [(rel, n.lineno, n.value, lines[n.lineno - 1].strip()) for n in ast.walk(tree)
+                      if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip]
+    return tuple(found)
+
+
+def _literals(names: set[str]) -> list[tuple[str, int, str, str]]:
+    """(file, line, name, source line) of every counted literal naming one of `names`."""
+    return [c for c in _string_constants() if c[2] in names]
 
 
 def _outside(found: list[tuple[str, int, str, str]], homes: set[str]) -> list[str]:
@@ -148,3 +154,56 @@ def test_path_count_rule(n: int) -> None:
         assert (problem is None) == (k.paths[0] <= n <= k.paths[1])
         if problem:
             assert problem.startswith(f"paths: topology {k.name} ") and f"got {n}:" in problem
+
+
+# --- the console summary: the kind's lines around the workload's (mpvlab/cli.py summary_lines) ------
+
+_PATHS = {"wifi": {"rx_bytes": 7_150_000, "share": 0.5}, "lte": {"rx_bytes": 7_140_000, "share": 0.5}}
+
+
+def test_console_one_client_video() -> None:
+    from mpvlab.cli import summary_lines
+    s = {"topology": topologies.DUAL_PATH.name, "workload": workloads.VIDEO.name, "paths": _PATHS,
+         "underflows": 0, "underflow_total_s": 0.0, "picture_discards": 2, "startup_delay_s": 1.6064,
+         "duration_s": 20.0, "fidelity_warnings": ["wifi: rate 4 % low"]}
+    assert summary_lines(s) == [
+        "  bytes per path: wifi 7.15 MB (50%), lte 7.14 MB (50%)",
+        "  underflows 0 (0.000 s), picture discards 2, startup 1.606 s, playback 20.000 s",
+        "[yellow]  fidelity warnings:[/yellow] wifi: rate 4 % low"]
+
+
+def test_console_one_client_bulk_and_rtp() -> None:
+    from mpvlab.cli import summary_lines
+    bulk = {"topology": topologies.DUMBBELL.name, "workload": workloads.BULK.name, "paths": _PATHS,
+            "bulk": {"bytes_received": 10_000_000, "transfer_s": 8.5, "goodput_bps": 9_411_765, "cc_seen": "cubic"}}
+    assert summary_lines(bulk)[1:] == ["  bulk transfer: 10.00 MB in 8.500 s (9.41 Mbit/s), cc cubic"]
+    rtp = {"topology": topologies.DUMBBELL.name, "workload": workloads.RTP.name, "paths": _PATHS,
+           "rtp": {"controller": "gcc", "frames_captured": 600, "frames_on_time": 590, "frames_late": 8,
+                   "frames_lost": 2, "latency_ms": {"p50": 61.25}, "target_bps": {"steady_mean": 1_250_000},
+                   "packet_loss": 0.0125}}
+    assert summary_lines(rtp)[1:] == [
+        "  rtp gcc: 600 frames captured, 590 on time, 8 late, 2 lost; latency p50 61.2 ms; steady target "
+        "1250 kbit/s; packet loss 1.25%"]
+
+
+def test_console_several_clients() -> None:
+    from mpvlab.cli import summary_lines
+    player = {"bytes_received": 5_000_000, "underflows": 1, "underflow_total_s": 0.5, "picture_discards": 0,
+              "startup_delay_s": 1.0, "playback_s": 20.5}
+    s = {"topology": topologies.SHARED_BOTTLENECK.name, "workload": workloads.VIDEO.name,
+         "players": {"client0": player, "client1": player},
+         "bottleneck": {"utilisation": 0.953, "tbf": {"drops": 12}},
+         "cross_traffic": {"bulk": {"cc_requested": "cubic", "goodput_bps": 2_500_000}}}
+    assert summary_lines(s) == [
+        "  client0: 5.00 MB, underflows 1 (0.500 s), picture discards 0, startup 1.000 s, playback 20.500 s",
+        "  client1: 5.00 MB, underflows 1 (0.500 s), picture discards 0, startup 1.000 s, playback 20.500 s",
+        "  bottleneck utilisation 95.3%, drops 12",
+        "  bulk cubic: 2.500 Mbit/s"]
+
+
+def test_shell_and_plot_refusals_name_what_works() -> None:
+    assert topologies.DUAL_PATH.shell_refusal() is None and topologies.DUMBBELL.shell_refusal() is None
+    assert topologies.SHARED_BOTTLENECK.shell_refusal() == (
+        "topology.kind shared-bottleneck: mpvlab shell supports dual-path and dumbbell only (run it with `mpvlab run`)")
+    assert "has no emulated network" in (topologies.PHYSICAL.shell_refusal() or "")
+    assert topologies.SHARED_BOTTLENECK.plot_refusal() is not None and topologies.PHYSICAL.plot_refusal() is None
