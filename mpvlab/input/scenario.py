@@ -3,8 +3,8 @@
 Every field has a documented default, every quantity carries its unit (mpvlab/units.py), and unknown
 keys are errors. The sections are composed from the components' own models: links (links/spec.py),
 topologies and cross traffic (topologies/spec.py; each kind's rules in topologies/registry.py), the
-workloads with the video, server and player sections (mpvlab/workloads/), the collectors (collectors/spec.py), CCs and schedulers
-(their registries). `load_scenario()` returns the validated model; `resolved_dict()` gives the same
+workloads with the video, server and player sections (mpvlab/workloads/), the collectors
+(collectors/spec.py), CCs and schedulers (their registries). `load_scenario()` returns the validated model; `resolved_dict()` gives the same
 scenario with every default filled in, which is what each run stores next to the file as given.
 """
 
@@ -171,8 +171,9 @@ class Scenario(Strict):
             for pname, path in self.paths.items():
                 for dname in ("down", "up"):
                     if getattr(path, dname).ecn_mark is not None:
-                        raise ValueError(f"paths.{pname}.{dname}.ecn_mark: not supported on topology {self.topology_kind.name} (the "
-                                         "ECN marker is attached on the run's own emulated links only)")
+                        raise ValueError(f"paths.{pname}.{dname}.ecn_mark: not supported on topology "
+                                         f"{self.topology_kind.name} (the ECN marker is attached on the run's own "
+                                         "emulated links only)")
             _check_physical(self)
         else:
             if self.topology.hosts or self.topology.roles is not None:
@@ -206,8 +207,9 @@ class Scenario(Strict):
             raise ValueError(f"transport.scheduler: workload.kind {work.name} sends over UDP, so only 'default' is "
                              f"allowed (got {self.transport.scheduler!r})")
         if topo.several_clients and work.max_clients is not None and self.n_clients > work.max_clients:
-            raise ValueError(f"topology.clients: workload.kind {work.name} on {topo.name} takes exactly "
-                             f"{work.max_clients} client ({work.max_clients_why}), got {self.n_clients}")
+            most = "exactly 1 client" if work.max_clients == 1 else f"at most {work.max_clients} clients"
+            raise ValueError(f"topology.clients: workload.kind {work.name} on {topo.name} takes {most} "
+                             f"({work.max_clients_why}), got {self.n_clients}")
 
     def _sections_apply_to_workload(self) -> None:
         """A section the workload never reads is refused, not silently ignored (issue 33): a `video:`
