@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.live import Live
@@ -101,58 +101,21 @@ def _print_summary(console: Console, run_dir: Path) -> None:
     import json
     s = json.loads((run_dir / "summary.json").read_text())
     console.print(f"[green]complete[/green]: {run_dir}")
-    if s.get("topology") == "shared-bottleneck":
-        _print_shared_summary(console, s)
-        return
-    paths = ", ".join(f"{n} {v['rx_bytes'] / 1e6:.2f} MB ({v['share']:.0%})" for n, v in s["paths"].items())
-    console.print(f"  bytes per path: {paths}")
-    if s.get("workload") == "bulk":
-        b = s["bulk"]
-        console.print(f"  bulk transfer: {b['bytes_received'] / 1e6:.2f} MB in {b['transfer_s']:.3f} s "
-                      f"({b['goodput_bps'] / 1e6:.2f} Mbit/s), cc {b['cc_seen']}")
-        return
-    if s.get("workload") == "rtp":
-        r = s["rtp"]
-        p50, steady, loss = r["latency_ms"].get("p50"), r["target_bps"]["steady_mean"], r["packet_loss"]
-        console.print(f"  rtp {r['controller']}: {r['frames_captured']} frames captured, {r['frames_on_time']} on time, "
-                      f"{r['frames_late']} late, {r['frames_lost']} lost; latency p50 "
-                      f"{'n/a' if p50 is None else f'{p50:.1f} ms'}; steady target "
-                      f"{'n/a' if steady is None else f'{steady / 1e3:.0f} kbit/s'}; packet loss "
-                      f"{'n/a' if loss is None else f'{loss:.2%}'}")
-        return
-    console.print(f"  underflows {s['underflows']} ({_secs(s['underflow_total_s'])}), picture discards "
-                  f"{s['picture_discards']}, startup {_secs(s['startup_delay_s'])}, playback {_secs(s['duration_s'])}")
+    for line in summary_lines(s):
+        console.print(line)
+
+
+def summary_lines(s: dict[str, Any]) -> list[str]:
+    """The console's summary of a run: the topology kind's lines around the workload's (each from
+    its registry entry: topologies/registry.py, mpvlab/workloads/), then any fidelity warnings."""
+    from mpvlab.topologies import registry as topologies
+    from mpvlab.workloads import registry as workloads
+
+    kind, work = topologies.get(s["topology"]), workloads.get(s.get("workload") or workloads.VIDEO.name)
+    lines = kind.console_lines(s, work.console_lines(s, kind.several_clients))
     if s.get("fidelity_warnings"):
-        console.print("[yellow]  fidelity warnings:[/yellow] " + "; ".join(s["fidelity_warnings"]))
-
-
-def _secs(v: float | None) -> str:
-    """A duration for the console, to the millisecond (summary.json keeps the full value)."""
-    return "n/a" if v is None else f"{v:.3f} s"
-
-
-def _print_shared_summary(console: Console, s: dict) -> None:  # type: ignore[type-arg]
-    if s.get("workload") == "rtp":
-        r, rx = s["rtp"], [x["received_bps"] for x in s["rtp"]["received_per_second"]]
-        console.print(f"  rtp {r['controller']}: {r['frames_captured']} frames captured, {r['frames_on_time']} on time, "
-                      f"{r['frames_late']} late, {r['frames_lost']} lost; received "
-                      f"{sum(rx) / max(1, len(rx)) / 1e6:.3f} Mbit/s mean; packet loss {r['packet_loss']}")
-    for role, p in (s.get("players") or {}).items():
-        console.print(f"  {role}: {p['bytes_received'] / 1e6:.2f} MB, underflows {p['underflows']} "
-                      f"({_secs(p['underflow_total_s'])}), picture discards {p['picture_discards']}, "
-                      f"startup {_secs(p['startup_delay_s'])}, playback {_secs(p['playback_s'])}")
-    b = s["bottleneck"]
-    if "utilisation" in b:
-        console.print(f"  bottleneck utilisation {b['utilisation']:.1%}, drops {b['tbf']['drops']}")
-    x = s["cross_traffic"]
-    if x.get("bulk", {}).get("goodput_bps"):
-        console.print(f"  bulk {x['bulk']['cc_requested']}: {x['bulk']['goodput_bps'] / 1e6:.3f} Mbit/s")
-    if "voip" in x:
-        q = x["voip"]["queuing_delay_ms"]
-        console.print(f"  voip: {x['voip']['delivered_bps'] / 1e3:.1f} kbit/s delivered, loss "
-                      f"{x['voip']['loss_rate']:.2%}, queuing delay p50 {q['p50']} p95 {q['p95']} p99 {q['p99']} ms")
-    if s.get("fidelity_warnings"):
-        console.print("[yellow]  fidelity warnings:[/yellow] " + "; ".join(s["fidelity_warnings"]))
+        lines.append("[yellow]  fidelity warnings:[/yellow] " + "; ".join(s["fidelity_warnings"]))
+    return lines
 
 
 def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
@@ -196,13 +159,9 @@ def cmd_shell(args: argparse.Namespace, console: Console) -> int:
     except ScenarioError as e:
         console.print(Text(str(e), style="red"))
         return 2
-    if sc.topology.kind == "shared-bottleneck":
-        console.print(Text(f"{path}: topology.kind shared-bottleneck: mpvlab shell supports dual-path and "
-                           "dumbbell only (run it with `mpvlab run`)", style="red"))
-        return 2
-    if sc.topology.kind == "physical":
-        console.print(Text(f"{path}: topology.kind physical has no emulated network to open a shell on "
-                           "(log in to its hosts instead)", style="red"))
+    refusal = sc.topology_kind.shell_refusal()
+    if refusal is not None:
+        console.print(Text(f"{path}: {refusal}", style="red"))
         return 2
     commands = Path(args.commands).read_text() if args.commands else None
     open_shell(sc, path, text, commands=commands, log=lambda m: console.print(m))
@@ -217,9 +176,12 @@ def cmd_plot(args: argparse.Namespace, console: Console) -> int:
         console.print(Text(f"{run_dir}: not a complete run directory (no summary.json)", style="red"))
         return 2
     import json
-    if json.loads((run_dir / "summary.json").read_text()).get("topology") == "shared-bottleneck":
-        console.print(Text(f"{run_dir}: mpvlab plot draws per-path figures of dual-path/dumbbell runs; a "
-                           "shared-bottleneck run has its data in data/ (no plots yet)", style="red"))
+
+    from mpvlab.topologies import registry as topologies
+    kind = topologies.REGISTRY.get(json.loads((run_dir / "summary.json").read_text()).get("topology") or "")
+    refusal = kind.plot_refusal() if kind is not None else None
+    if refusal is not None:
+        console.print(Text(f"{run_dir}: {refusal}", style="red"))
         return 2
     console.print(f"wrote {plot_run(run_dir)}")
     return 0

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from mpvlab.topologies import registry as kinds
 from mpvlab.topologies.spec import LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
 from mpvlab.core.hosts import Host, LocalHost, SshHost
 from mpvlab.core.validators import HostConfigError, validate_key_path
@@ -79,8 +80,8 @@ def _key_file(value: str, key_dir: Path, where: str, private: bool) -> Path:
 
 def make_plan(topo: TopologySpec, path_specs: Mapping[str, PathSpec], key_dir: Path) -> PhysicalPlan:
     """Hosts and paths of a physical scenario; raises HostConfigError naming the field."""
-    if topo.kind != "physical" or topo.roles is None:
-        raise ValueError("make_plan needs a scenario with topology.kind physical")
+    if not kinds.get(topo.kind).real_hosts or topo.roles is None:
+        raise ValueError(f"make_plan needs a scenario with topology.kind {kinds.PHYSICAL.name}")
     hosts: dict[str, Host] = {}
     for name, h in topo.hosts.items():
         if isinstance(h, LocalHostSpec):

@@ -12,6 +12,7 @@ from pydantic import BeforeValidator, Field, field_validator
 from mpvlab.core import validators as hostval
 from mpvlab.core.quantities import Duration, Rate, Size, Strict
 from mpvlab.links.spec import ConstantDelay, LinkDirection
+from mpvlab.topologies.registry import DUAL_PATH, NAMES
 
 PATH_NAME_RE = r"^[a-z][a-z0-9]{0,7}$"
 
@@ -111,7 +112,7 @@ class TopologySpec(Strict):
     one path (`paths:` has exactly one entry) is the bottleneck they all share (topologies/README.md).
     physical: real hosts (`hosts`, `roles`) and interfaces (`paths.<name>.physical`), 1 or 2 paths."""
 
-    kind: Literal["dual-path", "dumbbell", "shared-bottleneck", "physical"] = Field("dual-path", description="Network to build: two paths, one path, one bottleneck shared by several clients, or real hosts.")
+    kind: Literal[NAMES] = Field(DUAL_PATH.name, description="Network to build: two paths, one path, one bottleneck shared by several clients, or real hosts.")  # type: ignore[valid-type]
     clients: int | None = Field(None, ge=1, le=8, description="shared-bottleneck only: players, each in "
                                                               "its own client namespace (default 2)")
     # `single`: the server has one address, reached over every path (client policy routing picks the path

@@ -308,7 +308,9 @@ def key_file_problems(sc: Any, key_dir: Path | None) -> list[str]:
     """For a physical topology, the SSH key files its hosts name, checked as the run will check them
     (inside the key directory, owned by root, a private key not readable by others) — so a bad key
     file is refused by `mpvlab run` before the result directory or anything on a host exists."""
-    if getattr(sc.topology, "kind", None) != "physical":
+    from mpvlab.topologies import registry as topologies
+    kind = topologies.REGISTRY.get(getattr(sc.topology, "kind", None) or "")
+    if kind is None or not kind.real_hosts:
         return []
     from mpvlab.core.validators import HostConfigError
     from mpvlab.topologies.physical import key_dir_default, make_plan

@@ -2,9 +2,9 @@
 
 Every field has a documented default, every quantity carries its unit (mpvlab/units.py), and unknown
 keys are errors. The sections are composed from the components' own models: links (links/spec.py),
-topologies and cross traffic (topologies/spec.py), the workloads with the video, server and player
-sections (mpvlab/runner/workloads/spec.py), the collectors (collectors/spec.py), CCs and schedulers
-(their registries). `load_scenario()` returns the validated model; `resolved_dict()` gives the same
+topologies and cross traffic (topologies/spec.py; each kind's rules in topologies/registry.py), the
+workloads with the video, server and player sections (mpvlab/workloads/), the collectors
+(collectors/spec.py), CCs and schedulers (their registries). `load_scenario()` returns the validated model; `resolved_dict()` gives the same
 scenario with every default filled in, which is what each run stores next to the file as given.
 """
 
@@ -20,16 +20,16 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from mpvlab.cc import registry as cc_registry
 from mpvlab.core.quantities import Duration, Size, Strict
 from mpvlab.collectors.spec import ObserveSpec
-from mpvlab.runner.workloads.spec import (
-    STUDY_DASH_LADDER, PlayerSpec, ServerSpec, VideoSpec, VideoWorkloadSpec, WorkloadSpec,
-)
+from mpvlab.workloads import registry as workloads
+from mpvlab.workloads.registry import WorkloadSpec
+from mpvlab.workloads.video import STUDY_DASH_LADDER, PlayerSpec, ServerSpec, VideoSpec, VideoWorkloadSpec
 from mpvlab.schedulers import registry as scheduler_registry
+from mpvlab.topologies import registry as topologies
 from mpvlab.topologies.spec import PATH_NAME_RE, CrossTrafficSpec, LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
 from mpvlab.core.errors import InputError
 from mpvlab.input import files as inputs, limits, messages  # issue 15: safe loading, limits, messages in words
 
 NAME_RE = r"^[a-z][a-z0-9-]{0,39}$"
-MAX_PATHS = 8               # dual-path: one subflow per path, at most 8 per MPTCP connection here
 
 
 class HostSpec(Strict):
@@ -139,26 +139,6 @@ class FidelitySpec(Strict):
     probe_duration: Duration = Field(3 * 10**9, description="Physical runs: length of each path's rate probe (a plain-TCP download), 1s … 60s.")
 
 
-# Which workload runs on which topology kind: exactly these (mpvlab/runner/kinds.py has the backends,
-# mpvlab/runner/workloads/registry.py the workloads). bulk is one MPTCP transfer over the dual-path/
-# dumbbell paths; rtp is one UDP stream, on a single path or the shared bottleneck with one viewer.
-WORKLOAD_TOPOLOGIES: dict[str, tuple[str, ...]] = {
-    "video": ("dual-path", "dumbbell", "shared-bottleneck", "physical"),
-    "bulk": ("dual-path", "dumbbell"),
-    "rtp": ("dumbbell", "shared-bottleneck"),
-}
-
-
-# Sections a workload never reads, with what to use instead (Scenario._sections_apply_to_workload).
-SECTIONS_UNUSED_BY: dict[str, dict[str, str]] = {
-    "rtp": {"video": "it encodes its own test picture: set workload.duration, fps, width, height",
-            "player": "its receiver is mpvlab-rtp, with workload.playout_deadline",
-            "server": "it sends RTP over UDP, no web server"},
-    "bulk": {"video": "a bulk transfer sends no video", "player": "a bulk transfer has no player",
-             "server": "the bulk sender is its own server (no web server)"},
-}
-
-
 class Scenario(Strict):
     name: str = Field(pattern=NAME_RE, description="Scenario name: lowercase letters, digits and dashes.")
     description: str = Field("", description="Free text for people; the run does not read it.")
@@ -175,34 +155,38 @@ class Scenario(Strict):
     fidelity: FidelitySpec = Field(FidelitySpec(), description="How the run checks that the links do what the scenario says.")
     observe: ObserveSpec = Field(ObserveSpec(), description="Which collectors record what during the run.")
 
+    @property
+    def topology_kind(self) -> topologies.TopologyKind:
+        """The topology kind's registry entry: what the checks below ask instead of its name."""
+        return topologies.get(self.topology.kind)
+
+    @property
+    def workload_kind(self) -> workloads.WorkloadKind:
+        """The workload's registry entry (mpvlab/workloads/registry.py)."""
+        return workloads.get(self.workload.kind)
+
     @model_validator(mode="after")
     def _paths_fit_topology(self) -> "Scenario":
-        if self.topology.kind == "physical":
+        if self.topology_kind.real_hosts:
             for pname, path in self.paths.items():
                 for dname in ("down", "up"):
                     if getattr(path, dname).ecn_mark is not None:
-                        raise ValueError(f"paths.{pname}.{dname}.ecn_mark: not supported on topology physical (the "
-                                         "ECN marker is attached on the run's own emulated links only)")
+                        raise ValueError(f"paths.{pname}.{dname}.ecn_mark: not supported on topology "
+                                         f"{self.topology_kind.name} (the ECN marker is attached on the run's own "
+                                         "emulated links only)")
             _check_physical(self)
         else:
             if self.topology.hosts or self.topology.roles is not None:
-                raise ValueError(f"topology.hosts and topology.roles are for kind: physical, not {self.topology.kind}")
+                raise ValueError(f"topology.hosts and topology.roles are for kind: {_real_hosts_kinds()}, "
+                                 f"not {self.topology.kind}")
             named = [n for n, p in self.paths.items() if p.physical is not None]
             if named:
-                raise ValueError(f"paths.{named[0]}.physical is for topology.kind: physical, "
+                raise ValueError(f"paths.{named[0]}.physical is for topology.kind: {_real_hosts_kinds()}, "
                                  f"not {self.topology.kind}")
-        # dual-path: 2 to 8 paths, one subflow each (8: the steering policy's and the kernel's
-        # per-connection subflow limit, MPTCP_PM_ADDR_MAX / POL_MAX_SF).
-        want = {"dual-path": min(max(len(self.paths), 2), MAX_PATHS), "dumbbell": 1, "shared-bottleneck": 1,
-                "physical": len(self.paths)}[self.topology.kind]
-        if self.topology.kind == "physical" and not 1 <= len(self.paths) <= 2:
-            raise ValueError(f"paths: topology physical takes 1 or 2 paths, got {len(self.paths)}: {list(self.paths)}")
-        if self.topology.kind == "dual-path" and len(self.paths) != want:
-            raise ValueError(f"paths: topology dual-path takes 2 to {MAX_PATHS} paths, got {len(self.paths)}: "
-                             f"{list(self.paths)}")
-        if len(self.paths) != want:
-            raise ValueError(f"paths: topology {self.topology.kind} needs exactly {want} path{'s' if want > 1 else ''}, "
-                             f"got {len(self.paths)}: {list(self.paths)}")
+        # one subflow per path, at most MAX_PATHS (topologies/registry.py)
+        problem = self.topology_kind.path_count_problem(list(self.paths))
+        if problem:
+            raise ValueError(problem)
         if self.transport.subflows is not None and self.transport.subflows > len(self.paths):
             raise ValueError("transport.subflows cannot exceed the number of paths")
         self._addressing_fits()
@@ -210,46 +194,48 @@ class Scenario(Strict):
         return self
 
     def _workload_fits_topology(self) -> None:
-        """Exactly the combinations WORKLOAD_TOPOLOGIES lists; rtp on shared-bottleneck with one viewer."""
-        kind, topo = self.workload.kind, self.topology.kind
-        allowed = WORKLOAD_TOPOLOGIES[kind]
-        if topo not in allowed:
-            why = " (one path: RTP over UDP is not multipath)" if kind == "rtp" else ""
-            raise ValueError(f"workload.kind {kind} runs on topology.kind {' or '.join(allowed)}{why}, not {topo}")
+        """Exactly the combinations the topology registry lists (a kind's `workloads`), with the
+        workload's own limits (its transport, how many clients it serves)."""
+        work, topo = self.workload_kind, self.topology_kind
+        if work.name not in topo.workloads:
+            allowed = [k.name for k in topologies.runs_workload(work.name)]
+            why = f" ({work.topology_note})" if work.topology_note else ""
+            raise ValueError(f"workload.kind {work.name} runs on topology.kind {' or '.join(allowed)}{why}, "
+                             f"not {topo.name}")
         self._sections_apply_to_workload()
-        if kind == "rtp" and self.transport.scheduler != "default":
-            raise ValueError("transport.scheduler: workload.kind rtp sends over UDP, so only 'default' is allowed "
-                             f"(got {self.transport.scheduler!r})")
-        if kind == "rtp" and topo == "shared-bottleneck" and self.n_clients != 1:
-            # the rtp workload runs one broadcaster → viewer stream (workloads/rtp.py); several viewers
-            # would need one stream per client, which it does not run (yet)
-            raise ValueError(f"topology.clients: workload.kind rtp on shared-bottleneck takes exactly 1 client "
-                             f"(one viewer), got {self.n_clients}")
+        if work.transport == "udp" and self.transport.scheduler != "default":
+            raise ValueError(f"transport.scheduler: workload.kind {work.name} sends over UDP, so only 'default' is "
+                             f"allowed (got {self.transport.scheduler!r})")
+        if topo.several_clients and work.max_clients is not None and self.n_clients > work.max_clients:
+            most = "exactly 1 client" if work.max_clients == 1 else f"at most {work.max_clients} clients"
+            raise ValueError(f"topology.clients: workload.kind {work.name} on {topo.name} takes {most} "
+                             f"({work.max_clients_why}), got {self.n_clients}")
 
     def _sections_apply_to_workload(self) -> None:
         """A section the workload never reads is refused, not silently ignored (issue 33): a `video:`
         block on rtp would otherwise look like it set the stream's length or bitrate. A section equal to
         its defaults (a resolved.yaml written out whole) says nothing and passes."""
-        why = SECTIONS_UNUSED_BY.get(self.workload.kind, {})
+        why = self.workload_kind.sections_unused
         for section, reason in why.items():
             if section in self.model_fields_set and getattr(self, section) != Scenario.model_fields[section].default:
                 raise ValueError(f"{section}: does not apply to workload.kind {self.workload.kind} ({reason}); "
                                  "remove it")
 
     def _addressing_fits(self) -> None:
-        if self.topology.server_addressing == "single":
-            return
-        if self.topology.kind != "dual-path":
-            raise ValueError("topology.server_addressing: per-path is only for kind dual-path "
-                             f"(this is {self.topology.kind}; allowed here: single)")
+        chosen = self.topology.server_addressing
+        if chosen not in self.topology_kind.addressing:
+            offer = " or ".join(k.name for k in topologies.ENTRIES if chosen in k.addressing)
+            raise ValueError(f"topology.server_addressing: {chosen} is only for kind {offer} "
+                             f"(this is {self.topology.kind}; allowed here: {', '.join(self.topology_kind.addressing)})")
 
     @model_validator(mode="after")
     def _pcap_points_exist(self) -> "Scenario":
         """Capture points are the topology's nodes: client, server and one router per path."""
         if self.observe.pcap is None:
             return self
-        if self.topology.kind not in ("dual-path", "dumbbell"):
-            raise ValueError(f"observe.pcap is for topology dual-path or dumbbell, not {self.topology.kind} (yet)")
+        if not self.topology_kind.pcap:
+            offer = " or ".join(k.name for k in topologies.ENTRIES if k.pcap)
+            raise ValueError(f"observe.pcap is for topology {offer}, not {self.topology.kind} (yet)")
         known = ["client", "server", *(f"router-{p}" for p in self.paths)]
         bad = [p for p in self.observe.pcap.points if p not in known]
         if bad:
@@ -261,31 +247,32 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _shared_fits(self) -> "Scenario":
-        """What only the shared-bottleneck topology has, and what it cannot do (yet)."""
+        """What only a topology of several clients behind one bottleneck has, and what it cannot do (yet)."""
         kind = self.topology.kind
-        if kind != "shared-bottleneck":
+        if not self.topology_kind.several_clients:
+            shared = " or ".join(k.name for k in topologies.ENTRIES if k.several_clients)
             if self.topology.clients is not None:
-                raise ValueError(f"topology.clients is only for kind shared-bottleneck (this is {kind}: one client)")
+                raise ValueError(f"topology.clients is only for kind {shared} (this is {kind}: one client)")
             if self.cross_traffic is not None:
-                raise ValueError(f"cross_traffic is only for topology kind shared-bottleneck (this is {kind})")
+                raise ValueError(f"cross_traffic is only for topology kind {shared} (this is {kind})")
             return self
         if self.transport.scheduler != "default":
-            raise ValueError("transport.scheduler: shared-bottleneck players use MPTCP with one subflow, so only "
+            raise ValueError(f"transport.scheduler: {kind} players use MPTCP with one subflow, so only "
                              f"'default' is allowed (got {self.transport.scheduler!r})")
         (pname, path), = self.paths.items()
         if path.down.rate is not None and path.down.order != "shape-then-delay":
-            raise ValueError(f"paths.{pname}.down.order: shared-bottleneck allows only shape-then-delay when "
+            raise ValueError(f"paths.{pname}.down.order: {kind} allows only shape-then-delay when "
                              "down has a rate (one tbf where all flows enter the router is the shared queue)")
         if path.up.rate is not None and path.up.order != "delay-then-shape":
-            raise ValueError(f"paths.{pname}.up.order: shared-bottleneck allows only delay-then-shape when up "
+            raise ValueError(f"paths.{pname}.up.order: {kind} allows only delay-then-shape when up "
                              "has a rate (the up flows enter the router through one interface per client)")
         return self
 
     @property
     def media_s(self) -> float:
-        """The stream's media length: the rtp workload's own duration, else the video's."""
-        w = self.workload
-        return (w.duration if w.kind == "rtp" else self.video.duration) / 1e9
+        """The stream's media length: a workload that encodes its own picture has its own duration,
+        the others play the video's (the workload's `media_ns`)."""
+        return self.workload_kind.media_ns(self.workload, self.video) / 1e9
 
     @property
     def player_timeout_s(self) -> float:
@@ -294,10 +281,11 @@ class Scenario(Strict):
 
     @property
     def n_clients(self) -> int:
-        """Clients: topology.clients for shared-bottleneck (default 2 players; 1 viewer for rtp), else 1."""
-        if self.topology.kind != "shared-bottleneck":
+        """Clients: topology.clients on a kind of several clients (default: the workload's, 2 players
+        or 1 rtp viewer), else 1."""
+        if not self.topology_kind.several_clients:
             return 1
-        return self.topology.clients or (1 if self.workload.kind == "rtp" else 2)
+        return self.topology.clients or self.workload_kind.default_clients
 
     @model_validator(mode="after")
     def _dash_fits(self) -> "Scenario":
@@ -319,10 +307,11 @@ class Scenario(Strict):
         if self.video.kind != "dash":
             raise ValueError("player.kind: dashjs plays DASH only; video.kind must be dash (a progressive video "
                              "needs player.kind: gstreamer)")
-        if self.workload.kind != "video":
-            raise ValueError("player.kind: dashjs is the video workload's player; workload.kind must be video")
-        if self.topology.kind == "physical":
-            raise ValueError("player.kind: dashjs runs on the emulated topologies only (not on physical hosts)")
+        if self.workload.kind != workloads.VIDEO.name:
+            raise ValueError(f"player.kind: dashjs is the video workload's player; workload.kind must be "
+                             f"{workloads.VIDEO.name}")
+        if self.topology_kind.real_hosts:
+            raise ValueError(f"player.kind: dashjs runs on the emulated topologies only (not on {self.topology_kind.name} hosts)")
         from mpvlab.player import dashjs_setup
         missing = dashjs_setup.missing()
         if missing:
@@ -377,6 +366,10 @@ class Scenario(Strict):
     @property
     def expected_subflows(self) -> int:
         return self.transport.subflows or len(self.paths)
+
+
+def _real_hosts_kinds() -> str:
+    return " or ".join(k.name for k in topologies.ENTRIES if k.real_hosts)
 
 
 def _check_physical(sc: "Scenario") -> None:

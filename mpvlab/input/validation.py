@@ -44,7 +44,7 @@ def _validate_scenario(path: Path, key_dir: Path | None) -> Verdict:
 
     sc, _ = load_scenario(path)
     note = ""
-    if sc.topology.kind == "physical":
+    if sc.topology_kind.real_hosts:
         # Key files belong to the machine that runs the scenario: checked when a key folder is given
         # (--key-dir, MPVLAB_KEY_DIR) or this machine has the default one; `mpvlab run` always checks.
         from mpvlab.topologies.physical import key_dir_default
@@ -57,9 +57,7 @@ def _validate_scenario(path: Path, key_dir: Path | None) -> Verdict:
             note = f"; key files found in {where}"
         else:
             note = f"; key files not checked: no key folder {where} here (give --key-dir)"
-    w = sc.workload
-    what = (f"rtp {w.controller} {w.duration / 1e9:g} s" if w.kind == "rtp"    # UDP: no cc, no scheduler
-            else f"cc {sc.transport.cc}, scheduler {sc.transport.scheduler}, video {sc.video.duration / 1e9:g} s")
+    what = sc.workload_kind.describe(sc)
     return Verdict(True, f"{path}: ok (scenario {sc.name!r}, {len(sc.paths)} paths, {what}{note})")
 
 

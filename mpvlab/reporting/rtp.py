@@ -41,7 +41,7 @@ from mpvlab.core import units  # noqa: E402
 from mpvlab.reporting import style as st  # noqa: E402
 from mpvlab.results.aggregate import Collection, Run  # noqa: E402
 from mpvlab.reporting.figure import Figure  # noqa: E402
-from mpvlab.runner.workloads.spec import WebrtcBbrVariant  # noqa: E402
+from mpvlab.workloads.rtp import WebrtcBbrVariant  # noqa: E402
 
 TARGETS_CSV = Path("logs") / "rtp" / "sender" / "targets.csv"
 WIRE_PACKET = 1514          # bytes a 'Npkt' buffer holds per packet (full-size Ethernet frame), for ranking

@@ -16,6 +16,7 @@ from typing import Any
 
 from mpvlab.core import rundir
 from mpvlab.core.rundir import HEADER_TAG
+from mpvlab.topologies import registry as topologies
 
 PATHS = {"wifi": "10.0.1.2", "lte": "10.0.2.2"}
 
@@ -162,7 +163,7 @@ def write_run(run_dir: Path, scenario: str, cc: str, scheduler: str, trial: int,
         "git": {"commit": "0" * 40, "dirty": False},
         "host": {"hostname": "synthetic", "kernel": "6.18.0-synthetic", "os": "Debian GNU/Linux 12", "cpus": 2},
         "packages": {"python": {"pandas": "3.1.1"}},
-        "topology": {"kind": "dual-path", "paths": {p: {"client_addr": a} for p, a in PATHS.items()}}})
+        "topology": {"kind": topologies.DUAL_PATH.name, "paths": {p: {"client_addr": a} for p, a in PATHS.items()}}})
     summary: dict[str, Any] = {
         "run_id": run_dir.name, "scenario": scenario, "cc": cc, "scheduler": scheduler, "seed": seed,
         "video_length_s": 20.0, "duration_s": 20.0 + metrics["underflow_total_s"], "frames_expected": 600,

@@ -38,9 +38,12 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from mpvlab.topologies import registry as topologies
+from mpvlab.workloads import registry as workloads
+
 PROBE_PORT = 5201       # the TCP fidelity probe of runs before the kernel-timestamped pre-check (older results)
 CROSS_PORT = 5301       # mpvlab/runner/shared.py BULK_PORT (cross traffic)
-BULK_WORKLOAD_PORT = 5401   # mpvlab/runner/workloads/bulk.py BULK_PORT
+BULK_WORKLOAD_PORT = workloads.BULK.port   # the bulk workload's (mpvlab/workloads/bulk.py PORT)
 ROLES = ("workload", "probe", "check", "cross", "other")
 FLOWS_JSON = "flows.json"   # below data/: the rules the run used and its flows
 FLOWS_CSV = "flows.csv"
@@ -128,9 +131,12 @@ def rules_for_run(run_dir: Path, summary: dict[str, Any] | None = None) -> RoleR
         pass
     s = summary or {}
     port = (s.get("http") or {}).get("port") if isinstance(s.get("http"), dict) else None
-    if port is None and s.get("workload") == "bulk":
-        port = BULK_WORKLOAD_PORT
-    if port is None and s.get("topology") in (None, "dual-path", "dumbbell", "shared-bottleneck"):
+    work = workloads.REGISTRY.get(s.get("workload") or "")
+    if port is None and work is not None and work.port is not None:
+        port = work.port
+    kind = topologies.REGISTRY.get(s.get("topology") or "")
+    # an emulated run without an HTTP record still served over Apache's default port
+    if port is None and (s.get("topology") is None or (kind is not None and not kind.real_hosts)):
         port = 80 if not (s.get("http") or {}).get("tls") else 443
     return RoleRules(port, preflight_ports(run_dir / "logs" / "apache" / "access.log"))
 

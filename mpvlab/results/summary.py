@@ -23,6 +23,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from mpvlab.topologies import registry as topologies
+from mpvlab.workloads import registry as workloads
 from mpvlab.results.metricdef import INF, MPVLAB, STUDY_BBRS, STUDY_SABRE, STUDY_WEBRTC, STUDY_WIFI_LTE, MetricDef, View
 
 SCHEMA_VERSION = 1
@@ -459,11 +461,22 @@ PathSwitches = Annotated[int | None, MetricDef(
            "bars": View(3, "Path switches per scheduler decision", "path switches per run (scheduler decisions)")})]
 
 
+def _kinds(model: str) -> tuple[str, ...]:
+    """The topology kinds a summary model describes (the registry's `summary`): its `topology` Literal."""
+    return topologies.summarised_by(model)
+
+
+def _workloads(model: str) -> tuple[str, ...]:
+    """The workloads those kinds run, in the workload registry's order: its `workload` Literal."""
+    runs = {w for name in _kinds(model) for w in topologies.get(name).workloads}
+    return tuple(w.name for w in workloads.ENTRIES if w.name in runs)
+
+
 class EmulatedSummary(RunHead, PlayerQoE):
     """dual-path and dumbbell runs (mpvlab/runner/emulated.py), workload video (the player's QoE, flat) or bulk."""
 
-    topology: Literal["dual-path", "dumbbell"] = Field(description="the scenario's topology.kind")
-    workload: Literal["video", "bulk", "rtp"] = Field(
+    topology: Literal[_kinds("EmulatedSummary")] = Field(description="the scenario's topology.kind")  # type: ignore[valid-type]
+    workload: Literal[_workloads("EmulatedSummary")] = Field(  # type: ignore[valid-type]
         description="the scenario's workload.kind: which of video, bulk, rtp ran (and so which records below are "
                     "present)")
     scheduler: str = Field(description="the scenario's transport.scheduler: the MPTCP packet scheduler the server ran")
@@ -530,8 +543,8 @@ class EmulatedSummary(RunHead, PlayerQoE):
 class PhysicalSummary(RunHead, PlayerQoE):
     """Runs on real hosts (mpvlab/runner/physical/)."""
 
-    topology: Literal["physical"] = Field(description="always physical: a run on real hosts")
-    workload: Literal["video"] = Field("video", description="always video on real hosts")
+    topology: Literal[_kinds("PhysicalSummary")] = Field(description="always physical: a run on real hosts")  # type: ignore[valid-type]
+    workload: Literal[_workloads("PhysicalSummary")] = Field(workloads.VIDEO.name, description="always video on real hosts")  # type: ignore[valid-type]
     scheduler: str = Field(description="the scenario's transport.scheduler")
     video_length_s: float = Field(description="the video's duration (the scenario's video, s)")
     duration_s: DurationS
@@ -728,9 +741,9 @@ class SharedSummary(RunHead):
     """Shared-bottleneck runs (mpvlab/runner/shared.py): N players and cross traffic behind one router,
     or (workload rtp) one viewer: its `rtp` record and the viewer interface's cross-check instead."""
 
-    topology: Literal["shared-bottleneck"] = Field(description="the scenario's topology.kind")
-    workload: Literal["video", "rtp"] = Field(
-        "video", description="the scenario's workload.kind: video (N players) or rtp (one viewer)")
+    topology: Literal[_kinds("SharedSummary")] = Field(description="the scenario's topology.kind")  # type: ignore[valid-type]
+    workload: Literal[_workloads("SharedSummary")] = Field(  # type: ignore[valid-type]
+        workloads.VIDEO.name, description="the scenario's workload.kind: video (N players) or rtp (one viewer)")
     transport: str = Field(
         description="what the players' or viewer's flows ran over, in words (e.g. `mptcp, one subflow per player`)")
     bottleneck: dict[str, Any] = Field(
@@ -769,8 +782,7 @@ class SharedSummary(RunHead):
     @model_validator(mode="after")
     def _workload_parts(self) -> "SharedSummary":
         """Each workload's own parts present: a summary is read without knowing which code wrote it."""
-        need = {"video": ("video_length_s", "player_mode", "players", "aggregate", "http"),
-                "rtp": ("rtp", "duration_s", "clients", "cross_checks")}[self.workload]
+        need = workloads.get(self.workload).several_clients_keys
         missing = [k for k in need if getattr(self, k) is None]
         if missing:
             raise ValueError(f"workload {self.workload}: missing {', '.join(missing)}")

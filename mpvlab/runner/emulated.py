@@ -138,9 +138,9 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack) -> EmulatedNe
     """Topology, host settings, congestion control and link emulation, each undone by `stack`.
     Run time zero is provisional (now) until `ready` fixes it (runzero.py)."""
     sc, phase = ctx.scenario, ctx.opts.progress
-    if sc.topology.kind == "shared-bottleneck":
-        raise RunFailed("topology shared-bottleneck is brought up by mpvlab.runner.shared (runs only; "
-                        "`mpvlab shell` does not support it yet)")
+    if (kind := sc.topology_kind).builder is None or kind.build() is not dual_path.build:
+        raise RunFailed(f"topology {kind.name} is not built by this backend (its backend: {kind.backend}, "
+                        "mpvlab/runner/kinds.py); `mpvlab shell` does not open it")
     phase("topology")
     topo = dual_path.build(list(sc.paths), sc.topology.server_addressing, ctx.run_id, ctx.ledger.add_netns)
     stack.callback(dual_path.teardown, topo)

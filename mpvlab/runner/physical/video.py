@@ -19,10 +19,11 @@ from mpvlab.runner.physical.remote import start_apache, start_player
 from mpvlab.runner.physical.state import PhysicalRun, Started
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running
 from mpvlab.runner.workloads.video import apache_connections, player_view
+from mpvlab.workloads.video import VIDEO
 
 
 class RemoteVideoWorkload:
-    name = "video"
+    name = VIDEO.name
     port = server.PORT
 
     def __init__(self) -> None:

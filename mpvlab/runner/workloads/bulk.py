@@ -22,13 +22,13 @@ from mpvlab.runner import steps
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running
 from mpvlab.runner.workloads.two_ends import TwoEnds
+from mpvlab.workloads.bulk import BULK, PORT as BULK_PORT   # not the fidelity probe's 5201 nor the cross traffic's 5301
 
 ENDPOINT = Path(__file__).resolve().parent / "bulk_endpoint.py"
-BULK_PORT = 5401        # not the fidelity probe's 5201 nor the cross traffic's 5301
 
 
 class BulkWorkload(TwoEnds):
-    name = "bulk"
+    name = BULK.name
     port = BULK_PORT
 
     def prepare(self, ctx: RunContext) -> None:
@@ -111,7 +111,7 @@ class BulkWorkload(TwoEnds):
         t_end = rx["t_last_byte_ns"] or rx["t_connect_ns"]
         transfer_s = (t_end - rx["t_connect_ns"]) / 1e9
         fields: dict[str, Any] = {
-            "bulk": {
+            BULK.name: {
                 "size_bytes": spec.size, "duration_configured_s": None if spec.duration is None else spec.duration / 1e9,
                 "bytes_sent": tx["bytes_sent"], "bytes_received": rx["bytes_received"],
                 "connect_s": round((rx["t_connect_ns"] - ctx.t0_ns) / 1e9, 6),

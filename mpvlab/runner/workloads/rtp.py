@@ -26,6 +26,7 @@ from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads import rtp_freezes
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running
 from mpvlab.runner.workloads.two_ends import TwoEnds
+from mpvlab.workloads.rtp import RTP
 
 ROOT = Path(__file__).resolve().parents[3]
 BINARY = ROOT / "rtp" / "build" / "mpvlab-rtp"
@@ -37,7 +38,7 @@ STEADY_FROM = 0.5       # the steady-state target is the mean over the second ha
 
 
 class RtpWorkload(TwoEnds):
-    name = "rtp"
+    name = RTP.name
     port = RTP_PORT
     # The last check that found sender and receiver alive (None: none yet), for when a death happened.
     last_ok_ns: int | None = None
@@ -133,7 +134,7 @@ class RtpWorkload(TwoEnds):
         record, warnings = rtp_record(ctx, tx, rx, root)
         duration_s = (rx.get("last_packet_s") or 0.0) - (rx.get("first_packet_s") or 0.0)
         wire = {"udp_datagrams": rx["udp_datagrams_received"], "udp_payload_bytes": rx["udp_payload_bytes_received"]}
-        return Outcome({"rtp": record, "duration_s": round(duration_s, 6)}, duration_s, "rtp_streams", 1,
+        return Outcome({RTP.name: record, "duration_s": round(duration_s, 6)}, duration_s, "rtp_streams", 1,
                        warnings=warnings, transport="udp", wire=wire)
 
 

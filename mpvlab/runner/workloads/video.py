@@ -17,6 +17,7 @@ from mpvlab.runner import server
 from mpvlab.runner import liveness, steps
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running
+from mpvlab.workloads.video import VIDEO
 
 
 # Requests the dash.js page makes for itself (player/dashjs_player.py): the page's folder and the icon the
@@ -59,7 +60,7 @@ def apache_connections(access_log: Path) -> int:
 
 
 class VideoWorkload:
-    name = "video"
+    name = VIDEO.name
 
     def __init__(self) -> None:
         self.video: content.ContentInfo | content.DashInfo | None = None

@@ -1,0 +1,115 @@
+"""The rtp workload: live video over RTP/UDP (mpvlab-rtp, rtp/README.md). Its `workload:` model, the
+study's BBR variants, its console lines; the run side is mpvlab/runner/workloads/rtp.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from mpvlab.core.quantities import Duration, Rate, Strict
+from mpvlab.workloads.base import WorkloadKind
+
+# The rate controllers mpvlab-rtp knows (rtp/cmd/mpvlab-rtp/controllers.go keeps the same registry).
+RTP_CONTROLLERS = ("gcc", "webrtc-bbr")
+
+
+class WebrtcBbrVariant(Strict):
+    """The WebRTC study's variants of WebRTC's 2018 BBR (docs/studies.md §3), each off by default
+    (rtp/bbr Config): `filter: non-replacing` keeps the three highest samples as separate entries;
+    `estimate: third-best` takes the third-highest sample; `recovery: false` disables the recovery
+    state; `probe_rtt: v2` is BBRv2-like RTT probing (cwnd = BDP/2 during the probe, min-RTT expiry
+    5 s instead of 10 s). `padding` (on, as WebRTC): the pacer sends padding-only packets while BBR
+    probes for more bandwidth (rtp/README.md); `padding: false` is mpvlab-rtp's earlier behaviour,
+    kept reproducible — not WebRTC's."""
+
+    filter: Literal["replacing", "non-replacing"] = Field("replacing", description="Bandwidth max filter; non-replacing keeps the three highest samples as separate entries.")
+    estimate: Literal["best", "third-best"] = Field("best", description="Bandwidth estimate: the highest or the third-highest sample.")
+    recovery: bool = Field(True, description="false: no recovery state.")
+    probe_rtt: Literal["webrtc", "v2"] = Field("webrtc", description="v2: BBRv2-like RTT probing (cwnd = BDP/2 during the probe, min-RTT expiry 5 s instead of 10 s).")
+    padding: bool = Field(True, description="Pacer sends padding-only packets while BBR probes for bandwidth, as WebRTC; false = mpvlab-rtp's earlier behaviour.")
+
+    def sender_flags(self) -> list[str]:
+        """mpvlab-rtp send's flags for this variant (none for WebRTC's own)."""
+        return ((["--bbr-non-replacing-filter"] if self.filter == "non-replacing" else [])
+                + (["--bbr-third-best"] if self.estimate == "third-best" else [])
+                + ([] if self.recovery else ["--bbr-no-recovery"])
+                + (["--bbr-probe-rtt-v2"] if self.probe_rtt == "v2" else [])
+                + ([] if self.padding else ["--bbr-no-padding"]))
+
+
+class RtpWorkloadSpec(Strict):
+    """Live video server → client over RTP/UDP (rtp/README.md): a test picture encoded in real time
+    (`encoder`: x264 zerolatency, or vp8 — libvpx with libwebrtc's 2018 real-time rate control, the
+    study's WebRTC default) whose bitrate follows the rate `controller` at every update, TWCC feedback.
+    `duration` of media from the first captured frame; the controller's target stays within
+    [min_bitrate, max_bitrate] and starts at initial_bitrate; a frame complete later than capture +
+    `playout_deadline` counts as late. `timeout`: give up after this long (default duration + 60 s)."""
+
+    kind: Literal["rtp"] = Field(description="Live video over RTP/UDP (mpvlab-rtp).")
+    controller: Literal[RTP_CONTROLLERS] = Field("gcc", description="Sender's rate controller: gcc (send-side GCC, pion) or webrtc-bbr (WebRTC's 2018 BBR).")  # type: ignore[valid-type]
+    bbr: WebrtcBbrVariant | None = Field(None, description="controller webrtc-bbr only: the study's BBR variant; null = WebRTC's own.")
+    duration: Duration = Field(20 * 10**9, description="Media time sent from the first captured frame, 2s … 60min.")
+    max_bitrate: Rate = Field(1_300_000, description="Upper bound of the controller's target bitrate.")
+    min_bitrate: Rate = Field(50_000, description="Lower bound of the controller's target bitrate.")
+    initial_bitrate: Rate = Field(300_000, description="Controller's start target (libwebrtc's default start rate).")
+    fps: int = Field(30, ge=1, le=60, description="Frames per second the encoder captures.")
+    width: int = Field(640, ge=64, le=1920, multiple_of=2, description="Picture width in pixels.")
+    height: int = Field(360, ge=64, le=1080, multiple_of=2, description="Picture height in pixels.")
+    keyint: int = Field(60, ge=1, le=600, description="frames between keyframes")
+    playout_deadline: Duration = Field(400 * 10**6, description="A frame complete later than capture + this counts as late, 20ms … 10s.")
+    content: Literal["moving-smpte", "snow"] = Field("moving-smpte", description="Test picture: moving SMPTE bars (compresses well) or snow (noise, compresses badly).")
+    encoder: Literal["x264", "vp8"] = Field("x264", description="Video encoder: x264 (constant bitrate, 100 ms rate-control buffer) or vp8 (libvpx with libwebrtc 2018's real-time rate control).")
+    timeout: Duration | None = Field(None, description="Give up after this long, 1s … 24h; null = duration + 60 s.")
+
+    @model_validator(mode="after")
+    def _ranges(self) -> "RtpWorkloadSpec":
+        if not 2 * 10**9 <= self.duration <= 3600 * 10**9:
+            raise ValueError("duration must lie between 2s and 60min")
+        if self.bbr is not None and self.controller != "webrtc-bbr":
+            raise ValueError(f"bbr (the study's BBR variants) applies to controller webrtc-bbr, not {self.controller}")
+        # 16 kbit/s is the encoder's floor; 50 Mbit/s bounds typos far above what x264 ultrafast
+        # makes of a 1080p test picture on one core.
+        for name in ("min_bitrate", "initial_bitrate", "max_bitrate"):
+            if not 16_000 <= getattr(self, name) <= 50_000_000:
+                raise ValueError(f"{name} must lie between 16kbit and 50mbit")
+        if not self.min_bitrate <= self.initial_bitrate <= self.max_bitrate:
+            raise ValueError("need min_bitrate ≤ initial_bitrate ≤ max_bitrate "
+                             f"(got {self.min_bitrate}, {self.initial_bitrate}, {self.max_bitrate} bit/s)")
+        if not 20 * 10**6 <= self.playout_deadline <= 10 * 10**9:
+            raise ValueError("playout_deadline must lie between 20ms and 10s")
+        if self.timeout is not None and not 10**9 <= self.timeout <= 24 * 3600 * 10**9:
+            raise ValueError("timeout must lie between 1s and 24h")
+        return self
+
+
+def _console_lines(s: Mapping[str, Any], several_clients: bool) -> list[str]:
+    r = s["rtp"]
+    head = (f"  rtp {r['controller']}: {r['frames_captured']} frames captured, {r['frames_on_time']} on time, "
+            f"{r['frames_late']} late, {r['frames_lost']} lost; ")
+    if several_clients:
+        rx = [x["received_bps"] for x in r["received_per_second"]]
+        return [head + f"received {sum(rx) / max(1, len(rx)) / 1e6:.3f} Mbit/s mean; packet loss {r['packet_loss']}"]
+    p50, steady, loss = r["latency_ms"].get("p50"), r["target_bps"]["steady_mean"], r["packet_loss"]
+    return [head + f"latency p50 {'n/a' if p50 is None else f'{p50:.1f} ms'}; steady target "
+            f"{'n/a' if steady is None else f'{steady / 1e3:.0f} kbit/s'}; packet loss "
+            f"{'n/a' if loss is None else f'{loss:.2%}'}"]
+
+
+def _describe(sc: Any) -> str:
+    w = sc.workload
+    return f"{w.kind} {w.controller} {w.duration / 1e9:g} s"      # UDP: no cc, no scheduler
+
+
+RTP = WorkloadKind(
+    name="rtp", spec=RtpWorkloadSpec, transport="udp", console_lines=_console_lines,
+    media_ns=lambda workload, _video: int(workload.duration), describe=_describe,
+    sections_unused={"video": "it encodes its own test picture: set workload.duration, fps, width, height",
+                     "player": "its receiver is mpvlab-rtp, with workload.playout_deadline",
+                     "server": "it sends RTP over UDP, no web server"},
+    # the runner's rtp workload runs one broadcaster → viewer stream (mpvlab/runner/workloads/rtp.py);
+    # several viewers would need one stream per client, which it does not run (yet)
+    default_clients=1, max_clients=1, max_clients_why="one viewer",
+    topology_note="one path: RTP over UDP is not multipath",
+    several_clients_keys=("rtp", "duration_s", "clients", "cross_checks"))
