@@ -23,7 +23,7 @@ from mpvlab.cc.ccrun import CCRun
 from mpvlab.core import naming
 from mpvlab.core.quantities import Strict
 
-from mpvlab import cc as bbrs_loader
+import mpvlab.cc as bbrs_loader
 from mpvlab.cc import bbr3, user_bpf
 
 

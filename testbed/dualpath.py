@@ -25,7 +25,7 @@ from mpvlab.links import path as link_path
 from mpvlab.links.emulator import DirectionHandle, stop_direction
 from mpvlab.links.schedule import Schedule
 from mpvlab.links.spec import LinkDirection
-from mpvlab import schedulers
+import mpvlab.schedulers as schedulers
 from mpvlab.testbed.bed import Bed
 from mpvlab.topologies import dual_path, mptcp
 

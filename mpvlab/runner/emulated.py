@@ -13,8 +13,8 @@ from typing import Any
 from mpvlab.links import ecn
 from mpvlab.links import path as link_path
 from mpvlab.links.emulator import DirectionHandle
-from mpvlab import collectors
-from mpvlab import schedulers
+import mpvlab.collectors as collectors
+import mpvlab.schedulers as schedulers
 from mpvlab.collectors import qdiscstat
 from mpvlab.core import proc
 from mpvlab.runner import fidelity, runzero, sampling, transport

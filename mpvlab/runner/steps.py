@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mpvlab.core import ledger, proc
-from mpvlab import content
+import mpvlab.content as content
 from mpvlab.runner import server, tls
 from mpvlab.input.scenario import Scenario
 from mpvlab.collectors import qdiscstat

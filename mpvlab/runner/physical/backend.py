@@ -16,7 +16,7 @@ from mpvlab.core import proc
 from mpvlab.core.errors import RunFailed
 from mpvlab.core.hosts import SshHost, ssh_master
 from mpvlab.core.ifguard import interface_guard
-from mpvlab import content
+import mpvlab.content as content
 from mpvlab.runner import fidelity
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.physical.collect import NOT_COLLECTED, SubflowPoller, read_counters, summarise

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from mpvlab.links.emulator import DELAYLINE_BIN
-from mpvlab import content
+import mpvlab.content as content
 from mpvlab.runner import server
 from mpvlab.runner.physical.hostops import PLAYER, PLAYER_PYTHON, REPO
 from mpvlab.runner.physical.state import PhysicalRun

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from mpvlab import content
+import mpvlab.content as content
 from mpvlab.runner import server
 from mpvlab.runner.physical.hostops import PLAYER, PLAYER_PYTHON, read_file, write_file
 from mpvlab.runner.physical.state import PhysicalRun, Started

@@ -9,7 +9,7 @@ import time
 
 from mpvlab.core import proc
 from mpvlab.core.errors import RunFailed
-from mpvlab import content
+import mpvlab.content as content
 from mpvlab.runner import server
 from mpvlab.runner import steps
 from mpvlab.runner.context import RunContext

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mpvlab.core.errors import RunFailed
-from mpvlab import content
+import mpvlab.content as content
 from mpvlab.runner import server
 from mpvlab.runner import liveness, steps
 from mpvlab.runner.context import RunContext
