@@ -252,7 +252,7 @@ class SshHost(_SysctlMixin):
 
     def popen(self, argv: list[str], *, stdout: IO[Any] | int | None = None, stderr: IO[Any] | int | None = None,
               env: dict[str, str] | None = None, cwd: Path | None = None,
-              start_timeout: float | None = None) -> "RemoteProcess":
+              start_timeout: float | None = None) -> RemoteProcess:
         if not argv:
             raise ValueError("empty argv")
         if "=" in argv[0]:
@@ -483,7 +483,7 @@ def host_record(host: Host) -> dict[str, Any]:
     raise TypeError(f"cannot record host {host!r}")
 
 
-def host_from_record(rec: dict[str, Any]) -> "LocalHost | SshHost":
+def host_from_record(rec: dict[str, Any]) -> LocalHost | SshHost:
     if rec.get("kind") == "local":
         return LocalHost(name=str(rec.get("name", "localhost")))
     if rec.get("kind") == "ssh":

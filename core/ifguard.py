@@ -167,7 +167,7 @@ class interface_guard:
         self.ifnames = names
         self.before: dict[str, InterfaceState] = {}
 
-    def __enter__(self) -> "interface_guard":
+    def __enter__(self) -> interface_guard:
         self.before = {n: snapshot_interface(self.host, n) for n in self.ifnames}
         return self
 

@@ -66,7 +66,7 @@ class Ledger:
         return LEDGER_DIR / f"{self.run_id}.json"
 
     @classmethod
-    def create(cls, run_id: str, result_dir: Path) -> "Ledger":
+    def create(cls, run_id: str, result_dir: Path) -> Ledger:
         me = os.getpid()
         ledger = cls(run_id, me, proc.start_time_ticks(me) or 0, str(result_dir))
         try:

@@ -55,7 +55,7 @@ class ProcRef:
     label: str
 
     @classmethod
-    def of(cls, pid: int, label: str) -> "ProcRef":
+    def of(cls, pid: int, label: str) -> ProcRef:
         return cls(pid, start_time_ticks(pid) or 0, label)
 
     def alive(self) -> bool:
@@ -88,7 +88,7 @@ def terminate(ref: ProcRef, grace: float = 3.0) -> None:
             pass
 
 
-def stop_child(p: "subprocess.Popen[bytes]", grace: float = 5.0) -> int:
+def stop_child(p: subprocess.Popen[bytes], grace: float = 5.0) -> int:
     """Stop a child we started: SIGTERM, then SIGKILL after `grace` s; reaps it. Returns its exit code."""
     if p.poll() is None:
         p.terminate()
@@ -109,7 +109,7 @@ def _tail(path: Path | None, limit: int = 2000) -> str:
         return ""
 
 
-def wait_ready(p: "subprocess.Popen[bytes]", ready: Path, label: str, timeout_s: float, *,
+def wait_ready(p: subprocess.Popen[bytes], ready: Path, label: str, timeout_s: float, *,
                log: Path | None = None, error: type[Exception] = CommandError, poll_s: float = 0.005) -> None:
     """Wait until a daemon we started creates its ready file (the platform's native daemons — delay
     line, BPF loaders and collectors, steering controller — write one once they are attached and

@@ -17,7 +17,6 @@ import inspect
 import json
 import re
 import sys
-import types
 import typing
 from pathlib import Path
 from typing import Any

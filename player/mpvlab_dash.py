@@ -250,7 +250,7 @@ class DashSession(SegmentPlayback):
     segments: list[SegmentRecord] = field(default_factory=list)
     downloads: list[Download] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
-    policy: "BbaPolicy | None" = None
+    policy: BbaPolicy | None = None
     demux: Gst.Element | None = None
     next_policy_level: int = 0                      # decision for the next segment
     next_buffer_s: float | None = None

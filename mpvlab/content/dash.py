@@ -264,7 +264,7 @@ def _valid_cached_dash(outdir: Path, sidecar: Path, params: dict[str, Any]) -> d
         expected = {name for name, _, _ in files}
         if {p.name for p in outdir.iterdir()} != expected:
             return None
-        for name, size, digest in files:      # sizes first (free), then hashes
+        for name, size, _digest in files:      # sizes first (free), then hashes
             if (outdir / name).stat().st_size != size:
                 return None
         for name, _, digest in files:

@@ -101,7 +101,7 @@ class TransportSpec(Strict):
         return {**data, "cc_params": params.model_dump()}
 
     @property
-    def cc_entry(self) -> "cc_registry.CongestionControl":
+    def cc_entry(self) -> cc_registry.CongestionControl:
         return cc_registry.get(self.cc)
 
     @model_validator(mode="before")
@@ -176,7 +176,7 @@ class Scenario(Strict):
     observe: ObserveSpec = Field(ObserveSpec(), description="Which collectors record what during the run.")
 
     @model_validator(mode="after")
-    def _paths_fit_topology(self) -> "Scenario":
+    def _paths_fit_topology(self) -> Scenario:
         if self.topology.kind == "physical":
             for pname, path in self.paths.items():
                 for dname in ("down", "up"):
@@ -244,7 +244,7 @@ class Scenario(Strict):
                              f"(this is {self.topology.kind}; allowed here: single)")
 
     @model_validator(mode="after")
-    def _pcap_points_exist(self) -> "Scenario":
+    def _pcap_points_exist(self) -> Scenario:
         """Capture points are the topology's nodes: client, server and one router per path."""
         if self.observe.pcap is None:
             return self
@@ -260,7 +260,7 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
-    def _shared_fits(self) -> "Scenario":
+    def _shared_fits(self) -> Scenario:
         """What only the shared-bottleneck topology has, and what it cannot do (yet)."""
         kind = self.topology.kind
         if kind != "shared-bottleneck":
@@ -300,7 +300,7 @@ class Scenario(Strict):
         return self.topology.clients or (1 if self.workload.kind == "rtp" else 2)
 
     @model_validator(mode="after")
-    def _dash_fits(self) -> "Scenario":
+    def _dash_fits(self) -> Scenario:
         v, p = self.video, self.player
         if v.kind == "dash" and v.segment <= 0:
             raise ValueError("video.segment must be positive")
@@ -313,7 +313,7 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
-    def _dashjs_fits(self) -> "Scenario":
+    def _dashjs_fits(self) -> Scenario:
         if self.player.kind != "dashjs":
             return self
         if self.video.kind != "dash":
@@ -334,7 +334,7 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
-    def _own_fetcher_fits(self) -> "Scenario":
+    def _own_fetcher_fits(self) -> Scenario:
         if self.player.fetcher == "own":
             if self.video.kind != "dash":
                 raise ValueError("player.fetcher: own is a DASH client; video.kind must be dash")
@@ -351,7 +351,7 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
-    def _protocol_fits_player(self) -> "Scenario":
+    def _protocol_fits_player(self) -> Scenario:
         if self.server.protocol == "h2" and self.video.kind == "progressive":
             # Measured (player/README.md): over HTTP/2, libsoup 3.2 keeps reading a response to its end
             # whatever the player consumes (a 118 MB file arrived in 3 s while the player had taken
@@ -379,7 +379,7 @@ class Scenario(Strict):
         return self.transport.subflows or len(self.paths)
 
 
-def _check_physical(sc: "Scenario") -> None:
+def _check_physical(sc: Scenario) -> None:
     """Cross-field rules of a physical topology; each message names the field and what is allowed."""
     topo = sc.topology
     if not topo.hosts:

@@ -233,7 +233,7 @@ def config_models(c: Collection) -> list[ConfigModel]:
         out.append(ConfigModel(cfg, ms, shares, summarise([m.ratio for m in ms], RATIO, seed=seed_for(cfg.key, "ratio")),
                                 summarise([m.view.min_rtt_ms_mean_time_weighted for m in ms], MIN_RTT,
                                           seed=seed_for(cfg.key, "rtt"))))
-    setattr(c, "_bbr_models", out)
+    c._bbr_models = out
     return out
 
 
@@ -283,7 +283,7 @@ def over_time_figures(models: list[ConfigModel]) -> list[Any]:
                 m = load_series(next((x for x in cm.runs if x.run is rep), cm.runs[0]))
                 t_end = max((max(ts) for _, ts, _, _ in m.series.values() if ts), default=1.0)
                 rates = link_rates(m.run)
-                for key, (path, ts, bw, rtt) in m.series.items():
+                for path, ts, bw, rtt in m.series.values():
                     ax_bw.plot(ts, bw, color=sty.colour("path", path), linewidth=0.8)
                     ax_rtt.plot(ts, rtt, color=sty.colour("path", path), linewidth=0.8)
                 for path in sorted({p for p, *_ in m.series.values()}):

@@ -317,7 +317,7 @@ def clients_figures(c: Collection) -> list[Figure]:
                                      gridspec_kw={"width_ratios": [2, 2, 1.2]})
             for ax, key, ylabel, per in ((axes[0], "bitrate_avg_bps", "average bitrate (Mbit/s)", 1e6),
                                          (axes[1], "stall_rate", "stall rate", 1.0)):
-                for gi, (cfg, runs) in enumerate(rows):
+                for gi, (_cfg, runs) in enumerate(rows):
                     for ri, role in enumerate(roles):
                         vals = [v[role][key] / per for v in runs if key in v.get(role, {})]
                         if not vals:
@@ -336,7 +336,7 @@ def clients_figures(c: Collection) -> list[Figure]:
                     ax.set_ylim(0.0, None if top > 0 else 1.0)
             ax = axes[2]
             n_min = min(len(v) for _, runs in rows for v in runs)
-            for gi, (cfg, runs) in enumerate(rows):
+            for gi, (_cfg, runs) in enumerate(rows):
                 js = [j for v in runs if (j := run_fairness(v)) is not None]
                 if js:
                     ax.bar(gi, _mean(js), 0.6, color="#BBBBBB", edgecolor="black", linewidth=0.5)

@@ -39,8 +39,8 @@ def _style(ax: plt.Axes) -> None:
 
 
 def _ci_err(s: object) -> tuple[float, float] | None:
-    lo, hi, mean = getattr(s, "ci_low"), getattr(s, "ci_high"), getattr(s, "mean")
-    if getattr(s, "n") < 2 or math.isnan(lo) or math.isnan(hi):
+    lo, hi, mean = s.ci_low, s.ci_high, s.mean
+    if s.n < 2 or math.isnan(lo) or math.isnan(hi):
         return None
     return max(mean - lo, 0.0), max(hi - mean, 0.0)
 
@@ -90,7 +90,7 @@ def bar_figure(c: Collection, metric: str, title: str, ylabel: str) -> Figure | 
     w = st.COLUMN_W if len(groups) * len(slots) <= 12 else st.FULL_W
     with matplotlib.rc_context(st.RC):
         fig, ax = plt.subplots(figsize=(w, 2.3), layout="constrained")
-        for gi, (gname, cfgs) in enumerate(groups.items()):
+        for gi, cfgs in enumerate(groups.values()):
             for cfg in cfgs:
                 si = slots.index((cfg.cc, cfg.scheduler))
                 x = gi - 0.4 + width * (si + 0.5)
@@ -185,7 +185,8 @@ def throughput_series(run: Run, bin_s: float = THROUGHPUT_BIN_S) -> dict[str, tu
         ts, vs = [], []
         edge, i = math.floor(pts[0][0] / bin_s) * bin_s, 0
         # the cumulative count at each bin edge, interpolated linearly between samples
-        def at(t: float) -> float:
+        # pts bound as a default: ruff's B023 cannot see that `at` is called only in this iteration
+        def at(t: float, pts: list[tuple[float, float]] = pts) -> float:
             nonlocal i
             while i + 1 < len(pts) and pts[i + 1][0] < t:
                 i += 1

@@ -216,7 +216,7 @@ def _pairwise_groups(pw: pd.DataFrame | None) -> list[dict[str, Any]]:
     out = []
     for gname, g in pw.groupby("group", sort=False):
         metrics = []
-        for key, gm in g.groupby("metric", sort=False):
+        for _key, gm in g.groupby("metric", sort=False):
             sig = gm[gm.significant]
             valid = gm.p_holm.dropna()
             metrics.append({"label": gm.label.iloc[0], "test": gm.test.iloc[0], "pairs": int(gm.p.notna().sum()),

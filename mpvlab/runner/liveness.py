@@ -108,7 +108,7 @@ class Watch:
     last_ok_ns: int | None = None      # the last check that found everything alive (None: none yet)
 
     @classmethod
-    def for_run(cls, ctx: Any, nodes: Iterable[NodeLike] = ()) -> "Watch":
+    def for_run(cls, ctx: Any, nodes: Iterable[NodeLike] = ()) -> Watch:
         """The run's ledger processes and the given nodes, keyed by role (the Mininet node's name)."""
         return cls(ctx.t0_ns, ctx.ledger.procs, {str(n.mn.name): n for n in nodes})
 

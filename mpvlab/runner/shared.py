@@ -108,7 +108,7 @@ def _set_server_cc(topo: sb.SharedBottleneck, cc_name: str) -> list[str]:
     return routes
 
 
-def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> "SharedNetwork":
+def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> SharedNetwork:
     """Topology (N clients, a cross host when there is cross traffic), MPTCP with one subflow per
     player, the players' congestion control, the bottleneck link; run time zero provisional (now) until `ready` fixes it."""
     sc, phase = ctx.scenario, ctx.opts.progress

@@ -51,7 +51,7 @@ def schedule_for(d: LinkDirection, scenario_dir: Path) -> Schedule:
     return Schedule.piecewise(read_trace(scenario_dir / delay.file), delay.repeat)
 
 
-def ensure_content(sc: Scenario) -> "content.ContentInfo | content.DashInfo":
+def ensure_content(sc: Scenario) -> content.ContentInfo | content.DashInfo:
     """The scenario's video, generated once and cached by its parameters (also `mpvlab prepare`)."""
     v = sc.video
     if v.kind == "dash":
@@ -60,7 +60,7 @@ def ensure_content(sc: Scenario) -> "content.ContentInfo | content.DashInfo":
     return content.ensure_progressive(CONTENT_DIR, v.duration / 1e9, v.bitrate, v.width, v.height, v.fps)
 
 
-def content_provenance(video: "content.ContentInfo | content.DashInfo") -> dict[str, Any]:
+def content_provenance(video: content.ContentInfo | content.DashInfo) -> dict[str, Any]:
     if isinstance(video, content.DashInfo):
         # The full per-segment listing stays in the ladder's sidecar; provenance names it and its hash.
         return {"kind": "dash", "sidecar": str(video.sidecar), "mpd_sha256": video.mpd_sha256,
@@ -124,7 +124,7 @@ def record_fidelity(ctx: RunContext, fid: dict[str, Any]) -> None:
         ctx.opts.log(f"fidelity warning: {w}")
 
 
-def start_server(ctx: RunContext, stack: contextlib.ExitStack, video: "content.ContentInfo | content.DashInfo",
+def start_server(ctx: RunContext, stack: contextlib.ExitStack, video: content.ContentInfo | content.DashInfo,
                  ns: Any, cc_name: str, server_env: dict[str, str], server_addr: str,
                  client_ns: Any) -> tuple[server.ApacheServer, str, server.HttpSetup]:
     """Apache in `ns` serving the run's video with the scenario's HTTP version, stopped by `stack`.

@@ -41,7 +41,7 @@ class PhysicalEnds(Ends):
     run: PhysicalRun | None = None
 
 
-def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> "PhysicalNetwork":
+def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> PhysicalNetwork:
     """Hosts, preflight, guards, host settings and links; run time zero after the kind's own lead
     (its probes run per path, so it grows with the number of paths)."""
     sc, phase = ctx.scenario, ctx.opts.progress

@@ -5,7 +5,7 @@ schema can compose them without importing the run."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -33,7 +33,7 @@ class BulkWorkloadSpec(Strict):
     timeout: Duration | None = Field(None, description="Give up after this long, 1s … 24h; null = 10× the transfer at the slowest path's rate + 30 s, or duration + 30 s.")
 
     @model_validator(mode="after")
-    def _one_of_size_or_duration(self) -> "BulkWorkloadSpec":
+    def _one_of_size_or_duration(self) -> BulkWorkloadSpec:
         if (self.size is None) == (self.duration is None):
             raise ValueError("give exactly one of size (e.g. 10MB) and duration (e.g. 20s)")
         if self.size is not None and not 1448 <= self.size <= MAX_BULK_BYTES:
@@ -98,7 +98,7 @@ class RtpWorkloadSpec(Strict):
     timeout: Duration | None = Field(None, description="Give up after this long, 1s … 24h; null = duration + 60 s.")
 
     @model_validator(mode="after")
-    def _ranges(self) -> "RtpWorkloadSpec":
+    def _ranges(self) -> RtpWorkloadSpec:
         if not 2 * 10**9 <= self.duration <= 3600 * 10**9:
             raise ValueError("duration must lie between 2s and 60min")
         if self.bbr is not None and self.controller != "webrtc-bbr":
@@ -118,7 +118,7 @@ class RtpWorkloadSpec(Strict):
         return self
 
 
-WorkloadSpec = Annotated[Union[VideoWorkloadSpec, BulkWorkloadSpec, RtpWorkloadSpec], Field(discriminator="kind")]
+WorkloadSpec = Annotated[VideoWorkloadSpec | BulkWorkloadSpec | RtpWorkloadSpec, Field(discriminator="kind")]
 
 
 # --- the video workload's sections of the scenario ---------------------------------------------
@@ -157,7 +157,7 @@ class ServerSpec(Strict):
     tls: Literal["auto"] | bool = Field("auto", description="auto: TLS exactly when protocol is h2; true: TLS for HTTP/1.1 too; false: plain HTTP.")
 
     @model_validator(mode="after")
-    def _h2_needs_tls(self) -> "ServerSpec":
+    def _h2_needs_tls(self) -> ServerSpec:
         if self.protocol == "h2" and self.tls is False:
             raise ValueError(
                 "protocol h2 needs TLS (tls: auto or true): the player's HTTP client (GStreamer souphttpsrc "
@@ -233,7 +233,7 @@ class PlayerSpec(Strict):
     timeout_factor: float = Field(3.0, ge=1.2, le=20.0, description="give up after this × video length + 30 s")
 
     @model_validator(mode="after")
-    def _durations_sane(self) -> "PlayerSpec":
+    def _durations_sane(self) -> PlayerSpec:
         """Absurd durations are refused, not handed to GStreamer or the ABR (issue 33)."""
         if self.max_lateness > MAX_LATENESS_NS:
             raise ValueError("max_lateness must be at most 60s (a frame later than that is lost to any viewer; "
@@ -245,7 +245,7 @@ class PlayerSpec(Strict):
         return self
 
     @model_validator(mode="after")
-    def _abr_known(self) -> "PlayerSpec":
+    def _abr_known(self) -> PlayerSpec:
         if self.kind == "dashjs":
             return self._dashjs_fits()
         if self.fetcher == "dashdemux":
@@ -269,7 +269,7 @@ class PlayerSpec(Strict):
             raise ValueError("rcvbuf must be 4 KiB … 1 GiB")
         return self
 
-    def _dashjs_fits(self) -> "PlayerSpec":
+    def _dashjs_fits(self) -> PlayerSpec:
         # Judged by value, not by which keys were written: a resolved scenario (resolved.yaml, a
         # sweep's override) spells out every default.
         if self.abr == "gst":
