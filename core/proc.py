@@ -58,6 +58,17 @@ class ProcRef:
     def of(cls, pid: int, label: str) -> ProcRef:
         return cls(pid, start_time_ticks(pid) or 0, label)
 
+    @classmethod
+    def from_record(cls, rec: object) -> ProcRef:
+        """One process as a ledger read from disk holds it (JSON a crash or a person may have left):
+        KeyError for a missing field, TypeError for one that is not a number."""
+        if not isinstance(rec, dict):
+            raise TypeError(f"a process record is a {type(rec).__name__}, not an object")
+        pid, start = rec["pid"], rec["start"]
+        if not isinstance(pid, (int, float, str)) or not isinstance(start, (int, float, str)):
+            raise TypeError(f"a process record's pid and start are not numbers: {rec!r}")
+        return cls(int(pid), int(start), str(rec["label"]))
+
     def alive(self) -> bool:
         """Same pid, same start time, and not a zombie waiting to be reaped."""
         try:

@@ -162,7 +162,7 @@ def parse_mpd(mpd: Path) -> list[dict[str, Any]]:
     import xml.etree.ElementTree as ET
     ns = {"m": "urn:mpeg:dash:schema:mpd:2011"}
     root = ET.parse(mpd).getroot()
-    reps = []
+    reps: list[dict[str, Any]] = []
     for rep in root.iterfind(".//m:AdaptationSet/m:Representation", ns):
         st = rep.find("m:SegmentTemplate", ns)
         if st is None:

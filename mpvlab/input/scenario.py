@@ -402,9 +402,9 @@ def _check_physical(sc: Scenario) -> None:
                          *((f"emulator.{p}", h) for p, h in r.emulator.items())):
         if name not in topo.hosts:
             raise ValueError(f"topology.roles.{field_}: host {name!r} is not in topology.hosts (defined: {defined})")
-    for p in r.emulator:
-        if p not in sc.paths:
-            raise ValueError(f"topology.roles.emulator.{p}: no such path (paths: {', '.join(sc.paths)})")
+    for pname in r.emulator:
+        if pname not in sc.paths:
+            raise ValueError(f"topology.roles.emulator.{pname}: no such path (paths: {', '.join(sc.paths)})")
     used: dict[tuple[str, str], str] = {}   # (host, interface) -> field that named it
 
     def claim(host: str, ifname: str, where: str) -> None:

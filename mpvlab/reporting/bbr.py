@@ -25,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
@@ -233,7 +234,8 @@ def config_models(c: Collection) -> list[ConfigModel]:
         out.append(ConfigModel(cfg, ms, shares, summarise([m.ratio for m in ms], RATIO, seed=seed_for(cfg.key, "ratio")),
                                 summarise([m.view.min_rtt_ms_mean_time_weighted for m in ms], MIN_RTT,
                                           seed=seed_for(cfg.key, "rtt"))))
-    c._bbr_models = out
+    # an attribute the Collection does not declare: mpvlab.results knows nothing of the report's cache
+    setattr(c, "_bbr_models", out)  # noqa: B010
     return out
 
 
@@ -310,7 +312,8 @@ def over_time_figures(models: list[ConfigModel]) -> list[Any]:
                     ax.grid(axis="y")
             for ax in axes[-1]:
                 ax.set_xlabel("time since run time zero (s)")
-            handles = [Line2D([], [], color=sty.colour("path", p), label=sty.label("path", p)) for p in paths]
+            handles: list[Artist] = [Line2D([], [], color=sty.colour("path", p), label=sty.label("path", p))
+                                     for p in paths]
             handles += [Line2D([], [], color="black", linestyle="--", label="link rate (configured)")]
             if shaded:
                 handles.append(Patch(facecolor=GREY_SHADE, alpha=0.5, label="extra delay on"))

@@ -259,7 +259,8 @@ def client_values(run: Run) -> dict[str, dict[str, float]] | None:
     out: dict[str, dict[str, float]] = {}
     for role in sorted(players):
         p = players[role] if isinstance(players[role], dict) else {}
-        d = p.get("dash") if isinstance(p.get("dash"), dict) else {}
+        dash_part = p.get("dash")
+        d = dash_part if isinstance(dash_part, dict) else {}
         if not isinstance(d.get("bitrate_avg_bps"), (int, float)):
             return None
         vals = {k: float(d[k]) for k in CLIENT_FIELDS if isinstance(d.get(k), (int, float))}

@@ -130,7 +130,7 @@ class Watch:
             label = str(p["label"])
             if not watched(label):
                 continue
-            ref = proc.ProcRef(int(p["pid"]), int(p["start"]), label)  # type: ignore[arg-type]
+            ref = proc.ProcRef.from_record(p)
             if not ref.alive():
                 how = zombie_status(ref.pid) or "ended (its exit status was already collected)"
                 out.append(f"{label} (pid {ref.pid}) {how} {self._when()}; the run cannot trust what it measured "

@@ -105,7 +105,7 @@ def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> PhysicalNetwork:
         for k, (direction, d) in enumerate((("down", spec.down), ("up", spec.up))):
             h = apply_link(run, p, direction, d, getattr(sched, direction), sc.seed * 1000 + p.index * 2 + k)
             net.links.append(h)
-            stack.callback(lambda h=h: prov.setdefault("delay_lines", {}).__setitem__(h.label, stop_link(run, h)))
+            stack.callback(lambda h: prov.setdefault("delay_lines", {}).__setitem__(h.label, stop_link(run, h)), h)
     prov["links"] = {h.label: link_record(plan.host(h.host_name), h) for h in net.links}
     net.ends = PhysicalEnds(plan.host(plan.server), (Client("client", plan.host(plan.client),
                                                             run.client_addrs[plan.paths[0].name]),),
@@ -119,7 +119,7 @@ class PhysicalNetwork:
     prov: dict[str, Any]
     run: PhysicalRun | None = None
     journal: Journal | None = None
-    ends: Ends | None = None            # set once the hosts are ready (bring_up)
+    ends: Ends = field(init=False, repr=False)     # set once the hosts are ready (bring_up)
     guards: list[tuple[str, interface_guard]] = field(default_factory=list)
     links: list[LinkHandle] = field(default_factory=list)
     schedules: dict[str, fidelity.PathSchedules] = field(default_factory=dict)
