@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-TREE = REPO / "build" / "mypy-tree"
+TREE_UNDER_REPO = Path("build") / "mypy-tree"      # pyproject's [tool.mypy] mypy_path names the same
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,10 @@ def product_paths(repo: Path = REPO) -> list[Path]:
     return [repo / "mpvlab", *component_dirs(repo).values()]
 
 
-def build_tree(repo: Path = REPO, tree: Path = TREE) -> Path:
-    """(Re)build tree/mpvlab as symlinks; rebuilt each time so a new module or component is seen."""
+def build_tree(repo: Path = REPO) -> Path:
+    """(Re)build repo/build/mypy-tree/mpvlab as symlinks; rebuilt on every run so that a new module or
+    component is seen and a removed one is gone."""
+    tree = repo / TREE_UNDER_REPO
     package = tree / "mpvlab"
     package.mkdir(parents=True, exist_ok=True)
     want: dict[str, Path] = {entry.name: entry for entry in (repo / "mpvlab").iterdir()
