@@ -86,7 +86,10 @@ class Launcher(Protocol):
 
 
 class _SysctlMixin:
-    name: str
+    @property
+    def name(self) -> str:
+        """Each host class names itself (a field of LocalHost, user@host:port for SshHost)."""
+        raise NotImplementedError
 
     def run(self, argv: list[str], *, check: bool = True, timeout: float = 60.0,
             input_text: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -252,9 +255,13 @@ class SshHost(_SysctlMixin):
 
     def popen(self, argv: list[str], *, stdout: IO[Any] | int | None = None, stderr: IO[Any] | int | None = None,
               env: dict[str, str] | None = None, cwd: Path | None = None,
-              start_timeout: float | None = None) -> "RemoteProcess":
+              stdin: IO[Any] | int = subprocess.DEVNULL, start_timeout: float | None = None) -> RemoteProcess:
         if not argv:
             raise ValueError("empty argv")
+        # Host.popen's stdin: the ssh client's own stdin stays /dev/null (it must never read the
+        # runner's terminal), so a remote program cannot be fed a pipe here; say so, not hang.
+        if stdin != subprocess.DEVNULL:
+            raise ValueError(f"{self.name}: a remote program's stdin is /dev/null (no pipe over SSH)")
         if "=" in argv[0]:
             raise ValueError(f"program name {argv[0]!r} contains '=' (env would take it for a variable)")
         remote = list(argv)
@@ -483,7 +490,7 @@ def host_record(host: Host) -> dict[str, Any]:
     raise TypeError(f"cannot record host {host!r}")
 
 
-def host_from_record(rec: dict[str, Any]) -> "LocalHost | SshHost":
+def host_from_record(rec: dict[str, Any]) -> LocalHost | SshHost:
     if rec.get("kind") == "local":
         return LocalHost(name=str(rec.get("name", "localhost")))
     if rec.get("kind") == "ssh":

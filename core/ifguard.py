@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from mpvlab.core import proc
 from mpvlab.core.hosts import Host
@@ -167,7 +167,7 @@ class interface_guard:
         self.ifnames = names
         self.before: dict[str, InterfaceState] = {}
 
-    def __enter__(self) -> "interface_guard":
+    def __enter__(self) -> interface_guard:
         self.before = {n: snapshot_interface(self.host, n) for n in self.ifnames}
         return self
 
@@ -182,7 +182,7 @@ class interface_guard:
             out += diff_interface(self.before[n], after)
         return out
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         problems = self.problems()
         if problems:
             if exc is not None:

@@ -66,7 +66,7 @@ class Ledger:
         return LEDGER_DIR / f"{self.run_id}.json"
 
     @classmethod
-    def create(cls, run_id: str, result_dir: Path) -> "Ledger":
+    def create(cls, run_id: str, result_dir: Path) -> Ledger:
         me = os.getpid()
         ledger = cls(run_id, me, proc.start_time_ticks(me) or 0, str(result_dir))
         try:
@@ -131,7 +131,8 @@ class Ledger:
         fd = getattr(self, "_lock_fd", None)
         if fd is not None:
             os.close(fd)
-            self._lock_fd = None
+            # not a dataclass field (it must not reach the ledger file): declared here for mypy
+            self._lock_fd: int | None = None
 
 
 def hold_owner_lock(run_id: str) -> int:
@@ -239,7 +240,7 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *,
 
     def stop_procs() -> None:
         for p in _records(ledger.procs, "procs"):
-            ref = proc.ProcRef(int(p["pid"]), int(p["start"]), str(p["label"]))  # type: ignore[arg-type]
+            ref = proc.ProcRef.from_record(p)
             if ref.alive():
                 proc.terminate(ref, grace=2.0)
                 removed.append(f"process {ref.pid} ({ref.label})")
@@ -319,14 +320,13 @@ def _cleanup_remote(ledger: Ledger) -> list[str]:
         if host.name in unreachable:
             continue
         try:
+            ref = proc.ProcRef.from_record(p)
             if isinstance(host, SshHost):
-                if host.signal_remote(int(p["pid"]), int(p["start"]), "TERM"):  # type: ignore[arg-type]
+                if host.signal_remote(ref.pid, ref.start, "TERM"):
                     removed.append(f"process {p['pid']} ({p['label']}) on {host.name}")
-            else:
-                ref = proc.ProcRef(int(p["pid"]), int(p["start"]), str(p["label"]))  # type: ignore[arg-type]
-                if ref.alive():
-                    proc.terminate(ref, grace=2.0)
-                    removed.append(f"process {ref.pid} ({ref.label})")
+            elif ref.alive():
+                proc.terminate(ref, grace=2.0)
+                removed.append(f"process {ref.pid} ({ref.label})")
         except proc.CommandError as e:
             unreachable.add(host.name)
             removed.append(f"could not reach {host.name} to stop process {p['pid']}: {e}")
@@ -336,7 +336,7 @@ def _cleanup_remote(ledger: Ledger) -> list[str]:
             removed.append(f"not undone (host unreachable): {u['what']} on {host.name}")
             continue
         try:
-            cp = host.run([str(a) for a in u["argv"]], check=False, timeout=20)  # type: ignore[union-attr]
+            cp = host.run([str(a) for a in _records(u["argv"], "undo argv")], check=False, timeout=20)
             if cp.returncode == 0:
                 removed.append(f"{u['what']} on {host.name}")
             elif cp.returncode == 255 and isinstance(host, SshHost):

@@ -55,8 +55,19 @@ class ProcRef:
     label: str
 
     @classmethod
-    def of(cls, pid: int, label: str) -> "ProcRef":
+    def of(cls, pid: int, label: str) -> ProcRef:
         return cls(pid, start_time_ticks(pid) or 0, label)
+
+    @classmethod
+    def from_record(cls, rec: object) -> ProcRef:
+        """One process as a ledger read from disk holds it (JSON a crash or a person may have left):
+        KeyError for a missing field, TypeError for one that is not a number."""
+        if not isinstance(rec, dict):
+            raise TypeError(f"a process record is a {type(rec).__name__}, not an object")
+        pid, start = rec["pid"], rec["start"]
+        if not isinstance(pid, (int, float, str)) or not isinstance(start, (int, float, str)):
+            raise TypeError(f"a process record's pid and start are not numbers: {rec!r}")
+        return cls(int(pid), int(start), str(rec["label"]))
 
     def alive(self) -> bool:
         """Same pid, same start time, and not a zombie waiting to be reaped."""
@@ -88,7 +99,7 @@ def terminate(ref: ProcRef, grace: float = 3.0) -> None:
             pass
 
 
-def stop_child(p: "subprocess.Popen[bytes]", grace: float = 5.0) -> int:
+def stop_child(p: subprocess.Popen[bytes], grace: float = 5.0) -> int:
     """Stop a child we started: SIGTERM, then SIGKILL after `grace` s; reaps it. Returns its exit code."""
     if p.poll() is None:
         p.terminate()
@@ -109,7 +120,7 @@ def _tail(path: Path | None, limit: int = 2000) -> str:
         return ""
 
 
-def wait_ready(p: "subprocess.Popen[bytes]", ready: Path, label: str, timeout_s: float, *,
+def wait_ready(p: subprocess.Popen[bytes], ready: Path, label: str, timeout_s: float, *,
                log: Path | None = None, error: type[Exception] = CommandError, poll_s: float = 0.005) -> None:
     """Wait until a daemon we started creates its ready file (the platform's native daemons — delay
     line, BPF loaders and collectors, steering controller — write one once they are attached and

@@ -23,7 +23,7 @@ import re
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Literal, Sequence, Union
+from typing import Annotated, Any, Iterable, Literal, Sequence
 
 from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
 
@@ -249,7 +249,7 @@ class TraceRate(Strict):
     repeat: Duration = Field(0, description="time-rate only: period after which the trace starts again; 0 = the last rate holds (a mahimahi trace repeats with its last timestamp).")
 
     @model_validator(mode="after")
-    def _repeat_only_time_rate(self) -> "TraceRate":
+    def _repeat_only_time_rate(self) -> TraceRate:
         if ".." in Path(self.file).parts:
             raise ValueError("trace file must not contain '..': give a file inside the scenario's folder or links/traces/")
         if self.format == "mahimahi" and self.repeat:
@@ -257,7 +257,7 @@ class TraceRate(Strict):
         return self
 
 
-RateSpec = Annotated[Union[ConstantRate, SquareRate, PiecewiseRate, TraceRate], Field(discriminator="kind")]
+RateSpec = Annotated[ConstantRate | SquareRate | PiecewiseRate | TraceRate, Field(discriminator="kind")]
 
 
 def _queue_shorthand(v: Any) -> Any:
@@ -277,7 +277,7 @@ class QueueSpec(Strict):
     bytes: Size | None = Field(None, description="Queue limit in bytes (IP length + packet_overhead each); null = no byte limit.")
 
     @model_validator(mode="after")
-    def _one_limit(self) -> "QueueSpec":
+    def _one_limit(self) -> QueueSpec:
         if self.packets is None and self.bytes is None:
             raise ValueError("a queue needs a limit in packets or bytes (leave the queue out for no limit)")
         if self.bytes is not None and not 1 <= self.bytes <= 1 << 34:
@@ -322,7 +322,7 @@ class GilbertElliottLoss(Strict):
         return ge_model(self)[1]
 
 
-LossSpec = Annotated[Union[IndependentLoss, GilbertElliottLoss], Field(discriminator="kind")]
+LossSpec = Annotated[IndependentLoss | GilbertElliottLoss, Field(discriminator="kind")]
 
 
 def ge_model(g: GilbertElliottLoss) -> tuple[float, float]:

@@ -37,11 +37,11 @@ class Schedule:
 
     # --- construction from the scenario's kinds -------------------------------------------
     @classmethod
-    def constant(cls, delay_ns: int) -> "Schedule":
+    def constant(cls, delay_ns: int) -> Schedule:
         return cls((0,), (delay_ns,), 0)
 
     @classmethod
-    def square(cls, base_ns: int, amplitude_ns: int, period_ns: int, duty: float, phase_ns: int = 0) -> "Schedule":
+    def square(cls, base_ns: int, amplitude_ns: int, period_ns: int, duty: float, phase_ns: int = 0) -> Schedule:
         """base + amplitude during the first duty·period of every cycle, the cycles starting at
         t = phase (so with phase 0 the extra delay is ON from t = 0 to duty·period)."""
         if period_ns <= 0:
@@ -65,12 +65,12 @@ class Schedule:
         return cls(tuple(times), tuple(delays), period_ns)._merged()
 
     @classmethod
-    def piecewise(cls, points: list[tuple[int, int]], period_ns: int = 0) -> "Schedule":
+    def piecewise(cls, points: list[tuple[int, int]], period_ns: int = 0) -> Schedule:
         times = tuple(t for t, _ in points)
         delays = tuple(d for _, d in points)
         return cls(times, delays, period_ns)._merged()
 
-    def _merged(self) -> "Schedule":
+    def _merged(self) -> Schedule:
         """Drop breakpoints that do not change the delay (keeps the C side's step log honest)."""
         times, delays = [self.times_ns[0]], [self.delays_ns[0]]
         for t, d in zip(self.times_ns[1:], self.delays_ns[1:]):

@@ -4,7 +4,7 @@ in schedule.py."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
@@ -53,7 +53,7 @@ class TraceDelay(Strict):
     repeat: Duration = Field(0, description="Period after which the trace starts again; 0 = play once, the last delay holds.")
 
 
-DelaySpec = Annotated[Union[ConstantDelay, SquareDelay, PiecewiseDelay, TraceDelay], Field(discriminator="kind")]
+DelaySpec = Annotated[ConstantDelay | SquareDelay | PiecewiseDelay | TraceDelay, Field(discriminator="kind")]
 
 
 def _delay_shorthand(v: Any) -> Any:
@@ -92,7 +92,7 @@ class LinkDirection(Strict):
         return _check_outages(v)
 
     @model_validator(mode="after")
-    def _one_bottleneck_one_loss(self) -> "LinkDirection":
+    def _one_bottleneck_one_loss(self) -> LinkDirection:
         if self.capacity is not None and self.rate is not None:
             raise ValueError("give either rate (a tc token bucket) or capacity (the delay line's link), not both: "
                              "two bottlenecks in series would make neither the configured one")

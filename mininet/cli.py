@@ -148,7 +148,7 @@ def _scenario_net_class(mininet_cls: Any) -> Any:
     the host's pids), other runs' included. Same arguments, output and return value as Mininet's."""
     from mininet.log import output
 
-    class ScenarioNet(mininet_cls):  # type: ignore[misc, valid-type]
+    class ScenarioNet(mininet_cls):
         def ping(self, hosts: Any = None, timeout: Any = None) -> float:
             """Mininet's ping, each from the sender's scenario address (`ping -I`): the topology routes
             only those (a reply to the server's edge-link address would have no route back)."""

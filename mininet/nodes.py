@@ -30,8 +30,9 @@ try:
 finally:
     sys.meta_path[0:0] = _setuptools_hooks
 
-from mpvlab.core import proc
-from mpvlab.core.netns import Netns
+# after the hooks are back: only the Mininet import above steps around them
+from mpvlab.core import proc  # noqa: E402
+from mpvlab.core.netns import Netns  # noqa: E402
 
 
 @dataclass

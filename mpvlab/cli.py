@@ -25,7 +25,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     bad = 0
     for f in args.files:
         verdict = validate_file(Path(f), Path(args.key_dir) if args.key_dir else None)
-        console.print(Text(verdict.text, style=None if verdict.ok else "red"))
+        console.print(Text(verdict.text, style="" if verdict.ok else "red"))
         bad += not verdict.ok
     # 2, as `mpvlab run` and `mpvlab sweep` exit on input they refuse (docs/results.md: exit codes)
     return 2 if bad else 0
@@ -120,6 +120,7 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
 
 def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
     """Generate (or find cached) the video each scenario needs, so a run never waits on an encode."""
+    from mpvlab.content import DashInfo
     from mpvlab.runner.steps import ensure_content
 
     seen: set[str] = set()
@@ -136,7 +137,7 @@ def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
         t = time.monotonic()
         info = ensure_content(sc)
         how = "cached" if info.cached else f"encoded in {time.monotonic() - t:.1f} s"
-        if hasattr(info, "mpd"):
+        if isinstance(info, DashInfo):
             console.print(f"{f}: DASH {info.dir.name} ({info.total_bytes / 1e6:.1f} MB, "
                           f"{len(info.bitrates_bps)} levels, {info.n_segments} segments, {how})")
         else:

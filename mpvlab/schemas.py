@@ -17,7 +17,6 @@ import inspect
 import json
 import re
 import sys
-import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -145,7 +144,7 @@ def _type_text(prop: dict[str, Any]) -> str:
     if t == "array":
         return f"list of {_type_text(prop.get('items', {}))}"
     if t == "object" and ("additionalProperties" in prop or "patternProperties" in prop):
-        inner = prop.get("additionalProperties") or next(iter(prop.get("patternProperties", {}).values()), {})
+        inner: Any = prop.get("additionalProperties") or next(iter(prop.get("patternProperties", {}).values()), {})
         return f"map of name → {_type_text(inner) if isinstance(inner, dict) else 'any'}"
     if "const" in prop:
         return f"`{json.dumps(prop['const'])}`"

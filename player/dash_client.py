@@ -46,7 +46,7 @@ import time
 import urllib.parse
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal, overload
 
 import gi
 
@@ -515,7 +515,9 @@ class ClientSession(SegmentPlayback):
         buf = self.buffer_level_s()
         # Over the kernel's buffer (SO_RCVBUF doubled): the payload it held was measured at up to
         # 1.88 x the requested value (246 KB with 131072 requested, 262144 effective).
-        tk = self.abr.tick(occ, self.rcvbuf_effective or self.rcvbuf, nread, dt, buf, t)
+        rcvbuf = self.rcvbuf_effective or self.rcvbuf
+        assert rcvbuf is not None       # SO_RCVBUF is read as the socket opens (self.sock is set here)
+        tk = self.abr.tick(occ, rcvbuf, nread, dt, buf, t)
         rate = self.abr.read_rate_bps()
         rec = {"t": round(t, 6), "mode": tk.mode, "changed": tk.changed, "occupancy": round(tk.occupancy, 4),
                "bytes_read": nread, "dt_s": round(dt, 6), "sample_bps": round(tk.sample_bps, 1),
@@ -563,6 +565,12 @@ class ClientSession(SegmentPlayback):
             self._bytes_since_tick += len(data)
             return data
         raise FetchError("stopped")
+
+    @overload
+    def _read_response(self, req: Request, push: Literal[False]) -> tuple[bytes, float, float]: ...
+
+    @overload
+    def _read_response(self, req: Request, push: Literal[True]) -> tuple[int, float, float]: ...
 
     def _read_response(self, req: Request, push: bool) -> tuple[bytes | int, float, float]:
         """Status line + headers + Content-Length body. push: hand the body to the appsrc as it

@@ -310,8 +310,8 @@ def main(argv: list[str] | None = None) -> int:
                  "clock_map_uncertainty_ms": clock_uncertainty_ms})
     summ["abr"] = {"name": a.abr, "params": json.loads(a.abr_params), "dashjs": raw.get("dashjs_version")}
     with a.events.open("a") as fh:
-        for e in summ.pop("events_out", []):
-            fh.write(json.dumps(e) + "\n")
+        for event in summ.pop("events_out", []):
+            fh.write(json.dumps(event) + "\n")
     tmp = a.summary.with_suffix(".tmp")
     tmp.write_text(json.dumps(summ, indent=2) + "\n")
     tmp.replace(a.summary)

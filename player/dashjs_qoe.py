@@ -96,7 +96,7 @@ def summarize(raw: dict[str, Any], t0_ns: int, page_offset_ns: float, video_leng
     stalled = sum(b - a for a, b in eps) / 1000
     stall = None if playback is None or not video_length_s else max(0.0, (playback - video_length_s) / video_length_s)
     rates = {int(b["q"]): int(b["bps"]) for b in raw.get("bitrates", [])}
-    segs = []
+    segs: list[dict[str, Any]] = []
     for f in sorted(media_segments(raw), key=lambda f: f.get("index") or 0):
         dur = f.get("duration_ms")
         segs.append({

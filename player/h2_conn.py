@@ -73,10 +73,12 @@ class H2Conn:
         """A GET as a new stream, after the previous open one (module docstring): (stream id, bytes to write)."""
         sid = self.conn.get_next_available_stream_id()
         open_ = [k for k, st in self.streams.items() if not st.ended and st.reset is None]
-        prio = {"priority_depends_on": max(open_), "priority_exclusive": True, "priority_weight": 16} if open_ else {}
+        # None for all three (h2's defaults) sends no priority: the first stream depends on nothing
         self.conn.send_headers(sid, [(":method", "GET"), (":scheme", "https"), (":authority", self.authority),
                                      (":path", path), ("user-agent", "mpvlab-dash-client")], end_stream=True,
-                               **prio)
+                               priority_depends_on=max(open_) if open_ else None,
+                               priority_exclusive=True if open_ else None,
+                               priority_weight=16 if open_ else None)
         self.streams[sid] = StreamState(sid, path)
         return sid, self.conn.data_to_send()
 

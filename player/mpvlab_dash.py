@@ -101,7 +101,7 @@ def parse_mpd(text: bytes) -> tuple[list[Representation], float | None]:
     dur = _iso_duration(root.get("mediaPresentationDuration"))
     reps: list[tuple[int, str, int, int, str, str, int, float]] = []
     for aset in root.iter(f"{MPD_NS}AdaptationSet"):
-        ctype = aset.get("contentType") or aset.get("mimeType", "")
+        ctype = aset.get("contentType") or aset.get("mimeType") or ""
         aset_tpl = aset.find(f"{MPD_NS}SegmentTemplate")
         for rep in aset.iter(f"{MPD_NS}Representation"):
             mime = rep.get("mimeType") or aset.get("mimeType") or ""
@@ -250,7 +250,7 @@ class DashSession(SegmentPlayback):
     segments: list[SegmentRecord] = field(default_factory=list)
     downloads: list[Download] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
-    policy: "BbaPolicy | None" = None
+    policy: BbaPolicy | None = None
     demux: Gst.Element | None = None
     next_policy_level: int = 0                      # decision for the next segment
     next_buffer_s: float | None = None
@@ -324,6 +324,7 @@ class DashSession(SegmentPlayback):
         extra = Gst.ElementFactory.make("fakesink", None)
         extra.set_property("sync", False)
         extra.set_property("async", False)
+        assert self.demux is not None       # its own pad-added signal brought us here
         parent = self.demux.get_parent()
         parent.add(extra)
         extra.sync_state_with_parent()

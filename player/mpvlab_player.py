@@ -213,11 +213,13 @@ class Player:
                 raise RuntimeError(f"--ca-file {args.ca_file}: {e.message}") from None
         self.http_sources = 0                  # souphttpsrc elements given the trust store
         self.dash: mpvlab_dash.DashSession | dash_client.ClientSession | None = None
+        # the same object as self.dash when our own client fetches, typed as such (None otherwise)
+        self.client: dash_client.ClientSession | None = None
         self.own_client = args.dash and args.fetcher == "own"
         if self.own_client:
             # Our own DASH client fetches (player/dash_client.py) and feeds an appsrc.
             import dash_client
-            self.dash = dash_client.ClientSession(
+            self.dash = self.client = dash_client.ClientSession(
                 url=args.url, abr_name=args.abr, abr_params=args.abr_params, seed=args.seed,
                 rcvbuf=args.rcvbuf_bytes, mptcp=not args.no_mptcp, buffer_s=args.buffer_ms / 1000.0,
                 t_of_ns=events.t, emit=events.emit, add_bytes=self._add_bytes,
@@ -269,12 +271,12 @@ class Player:
             self.dec = self._make("avdec_h264", "dec", qos=False)
             chain.append(self.dec)
         chain.append(self.sink)
-        if self.own_client:
+        if self.client is not None:
             # appsrc -> qtdemux, both added by ClientSession.build
             for el in chain:
                 p.add(el)
-            self.demux = self.dash.qtdemux
-        elif self.dash is not None:
+            self.demux = self.client.qtdemux
+        elif isinstance(self.dash, mpvlab_dash.DashSession):
             # souphttpsrc(MPD) -> dashdemux -> qtdemux (see mpvlab_dash.py)
             for el in [self.src, *chain]:
                 p.add(el)
@@ -589,16 +591,18 @@ class Player:
         # Start PAUSED: the request goes out and the queue fills; the clock starts
         # (PLAYING) once --startup-buffer-ms is buffered (see _startup_poll).
         ret = self.pipeline.set_state(Gst.State.PAUSED)
-        if self.own_client:
-            self.dash.start()
+        if self.client is not None:
+            self.client.start()
         GLib.timeout_add(REBUFFER_POLL_MS, self._startup_poll)
         if ret == Gst.StateChangeReturn.FAILURE:
             # The bus usually carries the real reason; give it a moment to arrive.
-            GLib.timeout_add(200, lambda: (self._finish("error", "pipeline failed to start",
-                                                        EXIT_ERROR), False)[1])
+            def fail_to_start() -> bool:
+                self._finish("error", "pipeline failed to start", EXIT_ERROR)
+                return False        # once: GLib repeats a timeout whose callback returns True
+            GLib.timeout_add(200, fail_to_start)
         self.loop.run()
-        if self.own_client:
-            self.dash.stop()
+        if self.client is not None:
+            self.client.stop()
         t_stop = self.ev.t()
         with self.lock:
             if self.under.open_start is not None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Union
-
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -96,7 +94,7 @@ class EcfParams(SteerParams):
         return [*super().controller_args(), "--hysteresis", repr(self.beta)]
 
 
-AnyParams = Union[DefaultParams, MinRttParams, BdpParams, EcfParams]
+AnyParams = DefaultParams | MinRttParams | BdpParams | EcfParams
 
 
 # sk_wmem_queued (what sk_sndbuf bounds) counts skb truesize, not payload: without offloads a

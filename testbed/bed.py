@@ -58,7 +58,7 @@ class Bed:
         self.ledger: ledger.Ledger | None = None
         self.nodes: dict[str, Netns] = {}
 
-    def open(self) -> "Bed":
+    def open(self) -> Bed:
         # What earlier killed beds (or runs) left behind goes first, the way every run starts.
         ledger.reap_stale()
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -74,7 +74,7 @@ class Bed:
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def __enter__(self) -> "Bed":
+    def __enter__(self) -> Bed:
         return self.open()
 
     def __exit__(self, *exc: object) -> None:

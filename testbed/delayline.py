@@ -153,7 +153,7 @@ class Line(Rig):
     def nsx(self, ns: str, *args: str, check: bool = True, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
         return Netns(ns).run(list(args), check=check, timeout=timeout)
 
-    def up(self) -> "Line":
+    def up(self) -> Line:
         self.bed.open()
         c, r, s = (self.bed.node(role) for role in ("c", "r", "s"))
         for ns in (c, r, s):
@@ -222,7 +222,7 @@ class Line(Rig):
     def delayline(self, sched: Schedule, queue: int = 0, t0_ns: int | None = None,
                   loss: float = 0.0, seed: int = 1, maxlen: int = 65536,
                   rt_prio: int = 50, name: str = "dl",
-                  extra: Sequence[str] = (), binary: Path | None = None) -> "Daemon":
+                  extra: Sequence[str] = (), binary: Path | None = None) -> Daemon:
         """extra: more command-line arguments (capacity, outages, GE loss, --release-log).
         binary: another build of the daemon (a benchmark compares two in one run)."""
         sfile = self.tmp / f"{name}.sched"

@@ -71,7 +71,7 @@ class Dumbbell:
     def ns(self, ns: str, *args: str, check: bool = True, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
         return Netns(ns).run(list(args), check=check, timeout=timeout)
 
-    def open(self) -> "Dumbbell":
+    def open(self) -> Dumbbell:
         self.bed = Bed(self.workdir).open()
         try:
             a, r, b = (self.bed.node(role) for role in ("a", "r", "b"))
@@ -104,7 +104,7 @@ class Dumbbell:
             self.bed.close()
             self.bed = None
 
-    def __enter__(self) -> "Dumbbell":
+    def __enter__(self) -> Dumbbell:
         return self.open()
 
     def __exit__(self, *exc: object) -> None:
@@ -149,7 +149,7 @@ class DelayDumbbell(Dumbbell):
     rtt_ms: float = 20.0
     _delay_proc: subprocess.Popen | None = None
 
-    def open(self) -> "DelayDumbbell":
+    def open(self) -> DelayDumbbell:
         super().open()
         try:
             if self.rtt_ms > 0:
@@ -189,7 +189,7 @@ class DelayDumbbell(Dumbbell):
             self._delay_proc = None
         super().close()  # deleting the namespaces removes the iptables rule with them
 
-    def __enter__(self) -> "DelayDumbbell":
+    def __enter__(self) -> DelayDumbbell:
         return self.open()
 
     @property

@@ -133,7 +133,7 @@ def finish_player(proc: subprocess.Popen[bytes], out: Path, timeout: float = 60)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        raise AssertionError("player hung past the test's own timeout")
+        raise AssertionError("player hung past the test's own timeout") from None
     summ = json.loads((out / "summary.json").read_text())
     evs = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines() if line]
     return Result(proc.returncode, summ, evs)

@@ -124,7 +124,7 @@ def probe_udprecv(port: int, duration: float, ready: str) -> dict[str, Any]:
     while time.monotonic() < end:
         try:
             data = sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             if got and time.monotonic() - last_rx > 1.0:
                 break
             continue

@@ -244,7 +244,7 @@ class Sniffer:
         self.proc: subprocess.Popen[str] | None = None
         self.result: dict[str, Any] = {}
 
-    def __enter__(self) -> "Sniffer":
+    def __enter__(self) -> Sniffer:
         self.proc = self.bed.popen(self.bed.server_ns, [PY, "-c", SNIFF_CODE, *self.bed.server_ifs])
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if line.strip() != "ready":

@@ -39,7 +39,7 @@ class CrossTrafficError(MpvlabError, RuntimeError):
     pass
 
 
-def _wait_listening(ns: Netns, port: int, proto: str, p: "subprocess.Popen[bytes]", what: str,
+def _wait_listening(ns: Netns, port: int, proto: str, p: subprocess.Popen[bytes], what: str,
                     timeout: float = 5.0) -> None:
     flag = "-Hltn" if proto == "tcp" else "-Hlun"
     deadline = time.monotonic() + timeout
@@ -66,8 +66,8 @@ class BulkFlow:
     cc: str
     server_log: Path
     client_log: Path
-    server: "subprocess.Popen[bytes] | None" = None
-    client: "subprocess.Popen[bytes] | None" = None
+    server: subprocess.Popen[bytes] | None = None
+    client: subprocess.Popen[bytes] | None = None
     refs: list[proc.ProcRef] = field(default_factory=list)
 
 
@@ -160,8 +160,8 @@ def bulk_cc(ns: Netns, dst: str) -> str | None:
 class Probe:
     label: str
     files: dict[str, Path]
-    sender: "subprocess.Popen[bytes] | None" = None
-    receiver: "subprocess.Popen[bytes] | None" = None
+    sender: subprocess.Popen[bytes] | None = None
+    receiver: subprocess.Popen[bytes] | None = None
     refs: list[proc.ProcRef] = field(default_factory=list)
 
 

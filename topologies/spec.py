@@ -5,7 +5,7 @@ interfaces that carry it. Validated strictly (core/validators.py) before anythin
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator
 
@@ -92,7 +92,7 @@ class SshHostSpec(Strict):
     known_hosts: str = Field(pattern=KEY_FILE_RE, description="known_hosts file for strict host-key checking, in the key directory.")
 
 
-HostEntry = Annotated[Union[LocalHostSpec, SshHostSpec], Field(discriminator="kind")]
+HostEntry = Annotated[LocalHostSpec | SshHostSpec, Field(discriminator="kind")]
 HostRef = Annotated[str, Field(pattern=HOST_NAME_RE)]
 
 

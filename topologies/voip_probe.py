@@ -120,7 +120,7 @@ def recv(args: argparse.Namespace) -> int:
     while not _stop:
         try:
             data, ancdata, _flags, _addr = sock.recvmsg(2048, socket.CMSG_SPACE(TIMESPEC.size))
-        except socket.timeout:
+        except TimeoutError:
             continue
         except InterruptedError:
             continue

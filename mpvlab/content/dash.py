@@ -162,7 +162,7 @@ def parse_mpd(mpd: Path) -> list[dict[str, Any]]:
     import xml.etree.ElementTree as ET
     ns = {"m": "urn:mpeg:dash:schema:mpd:2011"}
     root = ET.parse(mpd).getroot()
-    reps = []
+    reps: list[dict[str, Any]] = []
     for rep in root.iterfind(".//m:AdaptationSet/m:Representation", ns):
         st = rep.find("m:SegmentTemplate", ns)
         if st is None:
@@ -264,7 +264,7 @@ def _valid_cached_dash(outdir: Path, sidecar: Path, params: dict[str, Any]) -> d
         expected = {name for name, _, _ in files}
         if {p.name for p in outdir.iterdir()} != expected:
             return None
-        for name, size, digest in files:      # sizes first (free), then hashes
+        for name, size, _digest in files:      # sizes first (free), then hashes
             if (outdir / name).stat().st_size != size:
                 return None
         for name, _, digest in files:

@@ -17,6 +17,7 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
 
 EXCERPT_CHARS = 40
 
@@ -222,7 +223,7 @@ def field_name(loc: tuple[Any, ...]) -> str:
     return _field_name(loc)
 
 
-def describe_error(e: dict[str, Any], model: type[BaseModel], quote: bool = True) -> str:
+def describe_error(e: ErrorDetails, model: type[BaseModel], quote: bool = True) -> str:
     """`field: what is allowed; got <excerpt>` for one entry of ValidationError.errors()."""
     loc = tuple(e["loc"])
     tp, meta, clean = _field_at(model, loc)

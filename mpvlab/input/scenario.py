@@ -101,7 +101,7 @@ class TransportSpec(Strict):
         return {**data, "cc_params": params.model_dump()}
 
     @property
-    def cc_entry(self) -> "cc_registry.CongestionControl":
+    def cc_entry(self) -> cc_registry.CongestionControl:
         return cc_registry.get(self.cc)
 
     @model_validator(mode="before")
@@ -229,7 +229,7 @@ class Scenario(Strict):
                              f"(this is {self.topology.kind}; allowed here: {', '.join(self.topology_kind.addressing)})")
 
     @model_validator(mode="after")
-    def _pcap_points_exist(self) -> "Scenario":
+    def _pcap_points_exist(self) -> Scenario:
         """Capture points are the topology's nodes: client, server and one router per path."""
         if self.observe.pcap is None:
             return self
@@ -288,7 +288,7 @@ class Scenario(Strict):
         return self.topology.clients or self.workload_kind.default_clients
 
     @model_validator(mode="after")
-    def _dash_fits(self) -> "Scenario":
+    def _dash_fits(self) -> Scenario:
         v, p = self.video, self.player
         if v.kind == "dash" and v.segment <= 0:
             raise ValueError("video.segment must be positive")
@@ -301,7 +301,7 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
-    def _dashjs_fits(self) -> "Scenario":
+    def _dashjs_fits(self) -> Scenario:
         if self.player.kind != "dashjs":
             return self
         if self.video.kind != "dash":
@@ -323,7 +323,7 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
-    def _own_fetcher_fits(self) -> "Scenario":
+    def _own_fetcher_fits(self) -> Scenario:
         if self.player.fetcher == "own":
             if self.video.kind != "dash":
                 raise ValueError("player.fetcher: own is a DASH client; video.kind must be dash")
@@ -340,7 +340,7 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
-    def _protocol_fits_player(self) -> "Scenario":
+    def _protocol_fits_player(self) -> Scenario:
         if self.server.protocol == "h2" and self.video.kind == "progressive":
             # Measured (player/README.md): over HTTP/2, libsoup 3.2 keeps reading a response to its end
             # whatever the player consumes (a 118 MB file arrived in 3 s while the player had taken
@@ -395,9 +395,9 @@ def _check_physical(sc: "Scenario") -> None:
                          *((f"emulator.{p}", h) for p, h in r.emulator.items())):
         if name not in topo.hosts:
             raise ValueError(f"topology.roles.{field_}: host {name!r} is not in topology.hosts (defined: {defined})")
-    for p in r.emulator:
-        if p not in sc.paths:
-            raise ValueError(f"topology.roles.emulator.{p}: no such path (paths: {', '.join(sc.paths)})")
+    for pname in r.emulator:
+        if pname not in sc.paths:
+            raise ValueError(f"topology.roles.emulator.{pname}: no such path (paths: {', '.join(sc.paths)})")
     used: dict[tuple[str, str], str] = {}   # (host, interface) -> field that named it
 
     def claim(host: str, ifname: str, where: str) -> None:

@@ -25,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
@@ -233,7 +234,8 @@ def config_models(c: Collection) -> list[ConfigModel]:
         out.append(ConfigModel(cfg, ms, shares, summarise([m.ratio for m in ms], RATIO, seed=seed_for(cfg.key, "ratio")),
                                 summarise([m.view.min_rtt_ms_mean_time_weighted for m in ms], MIN_RTT,
                                           seed=seed_for(cfg.key, "rtt"))))
-    setattr(c, "_bbr_models", out)
+    # an attribute the Collection does not declare: mpvlab.results knows nothing of the report's cache
+    setattr(c, "_bbr_models", out)  # noqa: B010
     return out
 
 
@@ -283,7 +285,7 @@ def over_time_figures(models: list[ConfigModel]) -> list[Any]:
                 m = load_series(next((x for x in cm.runs if x.run is rep), cm.runs[0]))
                 t_end = max((max(ts) for _, ts, _, _ in m.series.values() if ts), default=1.0)
                 rates = link_rates(m.run)
-                for key, (path, ts, bw, rtt) in m.series.items():
+                for path, ts, bw, rtt in m.series.values():
                     ax_bw.plot(ts, bw, color=sty.colour("path", path), linewidth=0.8)
                     ax_rtt.plot(ts, rtt, color=sty.colour("path", path), linewidth=0.8)
                 for path in sorted({p for p, *_ in m.series.values()}):
@@ -310,7 +312,8 @@ def over_time_figures(models: list[ConfigModel]) -> list[Any]:
                     ax.grid(axis="y")
             for ax in axes[-1]:
                 ax.set_xlabel("time since run time zero (s)")
-            handles = [Line2D([], [], color=sty.colour("path", p), label=sty.label("path", p)) for p in paths]
+            handles: list[Artist] = [Line2D([], [], color=sty.colour("path", p), label=sty.label("path", p))
+                                     for p in paths]
             handles += [Line2D([], [], color="black", linestyle="--", label="link rate (configured)")]
             if shaded:
                 handles.append(Patch(facecolor=GREY_SHADE, alpha=0.5, label="extra delay on"))

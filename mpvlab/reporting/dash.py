@@ -259,7 +259,8 @@ def client_values(run: Run) -> dict[str, dict[str, float]] | None:
     out: dict[str, dict[str, float]] = {}
     for role in sorted(players):
         p = players[role] if isinstance(players[role], dict) else {}
-        d = p.get("dash") if isinstance(p.get("dash"), dict) else {}
+        dash_part = p.get("dash")
+        d = dash_part if isinstance(dash_part, dict) else {}
         if not isinstance(d.get("bitrate_avg_bps"), (int, float)):
             return None
         vals = {k: float(d[k]) for k in CLIENT_FIELDS if isinstance(d.get(k), (int, float))}
@@ -317,7 +318,7 @@ def clients_figures(c: Collection) -> list[Figure]:
                                      gridspec_kw={"width_ratios": [2, 2, 1.2]})
             for ax, key, ylabel, per in ((axes[0], "bitrate_avg_bps", "average bitrate (Mbit/s)", 1e6),
                                          (axes[1], "stall_rate", "stall rate", 1.0)):
-                for gi, (cfg, runs) in enumerate(rows):
+                for gi, (_cfg, runs) in enumerate(rows):
                     for ri, role in enumerate(roles):
                         vals = [v[role][key] / per for v in runs if key in v.get(role, {})]
                         if not vals:
@@ -336,7 +337,7 @@ def clients_figures(c: Collection) -> list[Figure]:
                     ax.set_ylim(0.0, None if top > 0 else 1.0)
             ax = axes[2]
             n_min = min(len(v) for _, runs in rows for v in runs)
-            for gi, (cfg, runs) in enumerate(rows):
+            for gi, (_cfg, runs) in enumerate(rows):
                 js = [j for v in runs if (j := run_fairness(v)) is not None]
                 if js:
                     ax.bar(gi, _mean(js), 0.6, color="#BBBBBB", edgecolor="black", linewidth=0.5)

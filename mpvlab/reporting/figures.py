@@ -27,6 +27,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from mpvlab.results import metrics  # noqa: E402
 from mpvlab.reporting import style as st  # noqa: E402
 from mpvlab.results.aggregate import Collection, Config, Run, cc_order, sched_order  # noqa: E402
+from mpvlab.results.stats import Summary  # noqa: E402
 from mpvlab.reporting import bbr, dash, rtp  # noqa: E402
 from mpvlab.reporting.capacity import configured_capacity  # noqa: E402
 from mpvlab.reporting.figure import (  # noqa: E402,F401 — Figure, render, render_all: also this module's interface
@@ -38,9 +39,9 @@ def _style(ax: plt.Axes) -> None:
     ax.grid(axis="y")
 
 
-def _ci_err(s: object) -> tuple[float, float] | None:
-    lo, hi, mean = getattr(s, "ci_low"), getattr(s, "ci_high"), getattr(s, "mean")
-    if getattr(s, "n") < 2 or math.isnan(lo) or math.isnan(hi):
+def _ci_err(s: Summary) -> tuple[float, float] | None:
+    lo, hi, mean = s.ci_low, s.ci_high, s.mean
+    if s.n < 2 or math.isnan(lo) or math.isnan(hi):
         return None
     return max(mean - lo, 0.0), max(hi - mean, 0.0)
 
@@ -90,7 +91,7 @@ def bar_figure(c: Collection, metric: str, title: str, ylabel: str) -> Figure | 
     w = st.COLUMN_W if len(groups) * len(slots) <= 12 else st.FULL_W
     with matplotlib.rc_context(st.RC):
         fig, ax = plt.subplots(figsize=(w, 2.3), layout="constrained")
-        for gi, (gname, cfgs) in enumerate(groups.items()):
+        for gi, cfgs in enumerate(groups.values()):
             for cfg in cfgs:
                 si = slots.index((cfg.cc, cfg.scheduler))
                 x = gi - 0.4 + width * (si + 0.5)
@@ -100,7 +101,7 @@ def bar_figure(c: Collection, metric: str, title: str, ylabel: str) -> Figure | 
                 err = _ci_err(s)
                 if err is not None:
                     ax.errorbar(x, s.mean, yerr=[[err[0]], [err[1]]], color="black", capsize=1.5, linewidth=0.7)
-                vals = [r.metrics.get(metric) for r in cfg.runs if r.metrics.get(metric) is not None]
+                vals = [v for r in cfg.runs if (v := r.metrics.get(metric)) is not None]
                 ax.scatter([x] * len(vals), vals, s=3, color="black", zorder=3, alpha=0.6, linewidths=0)
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels(list(groups))
@@ -185,7 +186,8 @@ def throughput_series(run: Run, bin_s: float = THROUGHPUT_BIN_S) -> dict[str, tu
         ts, vs = [], []
         edge, i = math.floor(pts[0][0] / bin_s) * bin_s, 0
         # the cumulative count at each bin edge, interpolated linearly between samples
-        def at(t: float) -> float:
+        # pts bound as a default: ruff's B023 cannot see that `at` is called only in this iteration
+        def at(t: float, pts: list[tuple[float, float]] = pts) -> float:
             nonlocal i
             while i + 1 < len(pts) and pts[i + 1][0] < t:
                 i += 1
@@ -246,11 +248,11 @@ def timeseries_figures(c: Collection, kind: str) -> list[Figure]:
             axes[-1, 0].set_xlabel("time since run time zero (s)")
             what = "Congestion window per path" if kind == "cwnd" else "Throughput per path"
             fig.suptitle(f"{what} — {gname}", x=0.01, ha="left")
-        cap = ("cwnd of each path's subflow in packets (ss, ~5 Hz)" if kind == "cwnd"
-               else "received bytes per path at the client interface, 1 s bins, in Mbit/s; dashed: the path's "
-                    "configured down capacity (tbf rate, rate schedule or trace; outages at 0)")
+        caption = ("cwnd of each path's subflow in packets (ss, ~5 Hz)" if kind == "cwnd"
+                   else "received bytes per path at the client interface, 1 s bins, in Mbit/s; dashed: the path's "
+                        "configured down capacity (tbf rate, rate schedule or trace; outages at 0)")
         figs.append(Figure(f"{kind}-{gname}", f"{what} — {gname}",
-                           f"{cap}; one representative run per configuration (closest to the configuration's "
+                           f"{caption}; one representative run per configuration (closest to the configuration's "
                            f"median picture discards, then underflows); shading: path's extra delay ON.",
                            fig))
     return figs
@@ -272,11 +274,11 @@ def dash_vs_buffer(c: Collection) -> list[Figure]:
         if key is None or s is None or s.n == 0:
             continue
         try:
-            x = units.parse_size(str(cfg.extra[key]))
+            size = units.parse_size(str(cfg.extra[key]))
         except ValueError:
             continue
         rest = ", ".join(f"{k}={v}" for k, v in cfg.extra.items() if k != key)
-        groups.setdefault(cfg.scenario + (f" ({rest})" if rest else ""), []).append((float(x), cfg))
+        groups.setdefault(cfg.scenario + (f" ({rest})" if rest else ""), []).append((float(size), cfg))
     figs = []
     for gname, pts in groups.items():
         ccs = sorted({cfg.cc for _, cfg in pts}, key=cc_order)

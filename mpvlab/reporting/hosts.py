@@ -24,7 +24,7 @@ def package_fingerprint(prov: dict[str, Any]) -> str:
     return ", ".join(f"{n} {v}" for kind in sorted(pk) for n, v in sorted((pk[kind] or {}).items()))
 
 
-def mixed_configs(c: "Collection") -> list[tuple[str, str, list[str]]]:
+def mixed_configs(c: Collection) -> list[tuple[str, str, list[str]]]:
     """(configuration label, what differs: 'kernels' | 'package versions', the distinct values) for
     every configuration whose trials come from different kernels or package versions."""
     out = []
@@ -38,7 +38,7 @@ def mixed_configs(c: "Collection") -> list[tuple[str, str, list[str]]]:
     return out
 
 
-def by_host(runs: list["Run"]) -> dict[str, list[str]]:
+def by_host(runs: list[Run]) -> dict[str, list[str]]:
     """host kind → the node names of that kind (sorted)."""
     kinds: dict[str, set[str]] = defaultdict(set)
     for r in runs:

@@ -216,16 +216,18 @@ def _pairwise_groups(pw: pd.DataFrame | None) -> list[dict[str, Any]]:
     out = []
     for gname, g in pw.groupby("group", sort=False):
         metrics = []
-        for key, gm in g.groupby("metric", sort=False):
+        for _key, gm in g.groupby("metric", sort=False):
             sig = gm[gm.significant]
             valid = gm.p_holm.dropna()
             metrics.append({"label": gm.label.iloc[0], "test": gm.test.iloc[0], "pairs": int(gm.p.notna().sum()),
                             "n_sig": len(sig), "min_p": fmt_p(valid.min()) if len(valid) else "–",
-                            "sig": [f"{r.a} {fmt(r.mean_a)} → {r.b} {fmt(r.mean_b)} (p {fmt_p(r.p_holm)})"
-                                    for r in sig.itertuples()]})
-        rows = [{"label": r.label, "a": r.a, "b": r.b, "n": f"{r.n_a}/{r.n_b}", "mean_a": fmt(r.mean_a),
-                 "mean_b": fmt(r.mean_b), "diff": fmt(r.diff_b_minus_a), "test": r.test, "stat": fmt(r.statistic),
-                 "p": fmt_p(r.p), "p_holm": fmt_p(r.p_holm), "sig": bool(r.significant)} for r in g.itertuples()]
+                            "sig": [f"{r['a']} {fmt(r['mean_a'])} → {r['b']} {fmt(r['mean_b'])} (p {fmt_p(r['p_holm'])})"
+                                    for r in sig.to_dict("records")]})
+        # rows as records: pandas types a named tuple's fields as any scalar, a record's as Any
+        rows = [{"label": r["label"], "a": r["a"], "b": r["b"], "n": f"{r['n_a']}/{r['n_b']}", "mean_a": fmt(r["mean_a"]),
+                 "mean_b": fmt(r["mean_b"]), "diff": fmt(r["diff_b_minus_a"]), "test": r["test"],
+                 "stat": fmt(r["statistic"]), "p": fmt_p(r["p"]), "p_holm": fmt_p(r["p_holm"]),
+                 "sig": bool(r["significant"])} for r in g.to_dict("records")]
         out.append({"name": gname, "metrics": metrics, "rows": rows})
     return out
 

@@ -273,6 +273,7 @@ def difference_figures(c: Collection) -> list[Figure]:
             ax.set_xlabel("bottleneck (Mbit/s)")
             ax.set_title(f"{cls} buffer", loc="left", pad=2)
         axes[0, 0].set_ylabel("RTT (ms)")
+        assert im is not None       # rows is not empty, so at least one buffer class was drawn
         fig.colorbar(im, ax=list(axes[0]), label="GCC − BBR (kbit/s)")
     f = Figure("rtp-bitrate-diff-gcc-bbr", "RTP: bitrate difference GCC − webrtc-bbr over the condition grid",
                "Mean achieved bitrate of GCC minus that of webrtc-bbr (kbit/s; red: GCC higher) per RTT × "

@@ -21,7 +21,10 @@ paths so the file renders the same without the font installed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
+
+if TYPE_CHECKING:   # for the annotation only: importing style must not import matplotlib
+    from matplotlib.typing import RcKeyType
 
 Kind = Literal["cc", "scheduler", "path", "abr"]
 
@@ -85,7 +88,7 @@ COLUMN_W = 3.4
 FULL_W = 7.0
 
 # matplotlib settings applied with `matplotlib.rc_context(RC)` around every figure (no global change).
-RC: dict[str, Any] = {
+RC: dict[RcKeyType, Any] = {
     "font.family": "DejaVu Sans",
     "font.size": 8,
     "axes.titlesize": 8,

@@ -200,7 +200,7 @@ def make_set(root: Path, scenarios: list[str], ccs: list[str], schedulers: list[
     for sc in scenarios:
         for cc in ccs:
             for sched in schedulers:
-                for buf in dash_buffers or [None]:
+                for buf in dash_buffers or (None,):
                     key: Any = (sc, cc, sched) if buf is None else (sc, cc, sched, buf)
                     vals = out.values.setdefault(key, [])
                     for trial in range(trials):

@@ -195,7 +195,8 @@ def _names(df: pd.DataFrame, spec: Any, rules: RoleRules) -> tuple[np.ndarray, n
     """Each row's flow key and role, worked out once per distinct 4-tuple."""
     cols = list(spec.tuple_cols)
     codes, uniq = pd.MultiIndex.from_arrays([df[c] for c in cols]).factorize()
-    keys, roles = [], []
+    keys: list[str | None] = []
+    roles: list[str | None] = []
     for tup in uniq:
         if cols == ["local", "peer"]:
             (sa, sp), (da, dp) = split_endpoint(str(tup[0])), split_endpoint(str(tup[1]))
@@ -348,7 +349,8 @@ def state_view(rows: pd.DataFrame, source: str, window: tuple[float, float],
         new[sl] = known & changed
     wl = role == "workload"
     has_state = wl & np.array([isinstance(x, str) for x in state], dtype=bool)
-    labels, inv = np.unique(state[has_state].astype(str), return_inverse=True) if has_state.any() else ([], [])
+    labels, inv = np.unique(state[has_state].astype(str), return_inverse=True) if has_state.any() \
+        else (np.array([], dtype=str), np.array([], dtype=np.intp))
     by_t = np.bincount(inv, weights=w[has_state], minlength=len(labels)) if len(labels) else np.zeros(0)
     by_n = np.bincount(inv, minlength=len(labels)) if len(labels) else np.zeros(0)
     tot_t, tot_n = float(by_t.sum()), int(by_n.sum())

@@ -18,7 +18,7 @@ import warnings
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats as sps
@@ -189,7 +189,7 @@ def compare(a: str, xa: Sequence[float], b: str, xb: Sequence[float], metric: Me
                       effect=float(r.statistic) / (len(va) * len(vb)))
 
 
-def compare_all(groups: dict[str, Sequence[float]], metric: MetricDef) -> list[Comparison]:
+def compare_all(groups: Mapping[str, Sequence[float]], metric: MetricDef) -> list[Comparison]:
     """Every pair of configurations (in the given order), Holm-adjusted within this family (one metric,
     these configurations)."""
     names = list(groups)

@@ -573,41 +573,49 @@ class SharedPlayer(PlayerQoE):
     mean_throughput_bps: int | None = Field(description="bytes_received × 8 / playback_s (bit/s); null without either")
 
 
-def _mean_over_players(what: str, unit: str, hi: float, better: str, rank: float, skewed: bool = True) -> Any:
-    return Annotated[float | None, MetricDef(
+def _mean_over_players(what: str, unit: str, hi: float, better: str, rank: float,
+                       skewed: bool = True) -> MetricDef:
+    return MetricDef(
         f"{what} (mean over players)", unit, 0, hi, better,  # type: ignore[arg-type]
         f"each player's {what} (its `dash` record), averaged over the run's players", STUDY_SABRE,
-        **(SKEWED if skewed else {}), qoe=True, rank=rank)]
+        **(SKEWED if skewed else {}), qoe=True, rank=rank)
 
 
 # The field types below, named (a call inside a class annotation reads as a forward reference to
 # linters and to anyone skimming).
-_QualityMean = _mean_over_players("DASH average quality level", "level (0 = lowest)", INF, "higher", 16.1)
-_BitrateMean = _mean_over_players("DASH average bitrate", "bit/s", INF, "higher", 18.1, skewed=False)
-_SwitchesMean = _mean_over_players("DASH bitrate switches", "switches", INF, "lower", 19.1)
-_StallRateMean = _mean_over_players("DASH stall rate", "(playback − video) / video", INF, "lower", 17.1)
-_RebufferMean = _mean_over_players("DASH rebuffer ratio", "stalled / playback", 1, "lower", 19.7)
+_QualityMean = Annotated[float | None,
+                         _mean_over_players("DASH average quality level", "level (0 = lowest)", INF, "higher", 16.1)]
+_BitrateMean = Annotated[float | None,
+                         _mean_over_players("DASH average bitrate", "bit/s", INF, "higher", 18.1, skewed=False)]
+_SwitchesMean = Annotated[float | None, _mean_over_players("DASH bitrate switches", "switches", INF, "lower", 19.1)]
+_StallRateMean = Annotated[float | None,
+                           _mean_over_players("DASH stall rate", "(playback − video) / video", INF, "lower", 17.1)]
+_RebufferMean = Annotated[float | None,
+                          _mean_over_players("DASH rebuffer ratio", "stalled / playback", 1, "lower", 19.7)]
 
 
 def _across_players(label: str, unit: str, hi: float, better: str, definition: str, rank: float,
-                    skewed: bool = True) -> Any:
+                    skewed: bool = True) -> MetricDef:
     """A metric of how the players of one run differ (null with fewer than two DASH players: one
     player's fairness is trivially 1 and its min = max = mean)."""
-    return Annotated[float | None, MetricDef(
+    return MetricDef(
         label, unit, 0, hi, better, definition, STUDY_SABRE,  # type: ignore[arg-type]
-        **(SKEWED if skewed else {}), qoe=True, rank=rank)]
+        **(SKEWED if skewed else {}), qoe=True, rank=rank)
 
 
-_BitrateJain = _across_players(
+_BitrateJain = Annotated[float | None, _across_players(
     "DASH bitrate fairness between players (Jain)", "index (1 = equal)", 1, "higher",
     "Jain's fairness index of the players' DASH average bitrates, (Σx)² / (N·Σx²): 1 when every player got "
-    "the same average bitrate, 1/N when one got everything (Jain, Chiu, Hawe, DEC-TR-301, 1984)", 18.2)
-_BitrateMin = _across_players("DASH average bitrate, lowest player", "bit/s", INF, "higher",
-                              "the smallest of the players' DASH average bitrates", 18.3, skewed=False)
-_BitrateMax = _across_players("DASH average bitrate, highest player", "bit/s", INF, "none",
-                              "the largest of the players' DASH average bitrates", 18.4, skewed=False)
-_StallRateMax = _across_players("DASH stall rate, worst player", "(playback − video) / video", INF, "lower",
-                                "the largest of the players' DASH stall rates", 17.2)
+    "the same average bitrate, 1/N when one got everything (Jain, Chiu, Hawe, DEC-TR-301, 1984)", 18.2)]
+_BitrateMin = Annotated[float | None, _across_players(
+    "DASH average bitrate, lowest player", "bit/s", INF, "higher",
+    "the smallest of the players' DASH average bitrates", 18.3, skewed=False)]
+_BitrateMax = Annotated[float | None, _across_players(
+    "DASH average bitrate, highest player", "bit/s", INF, "none",
+    "the largest of the players' DASH average bitrates", 18.4, skewed=False)]
+_StallRateMax = Annotated[float | None, _across_players(
+    "DASH stall rate, worst player", "(playback − video) / video", INF, "lower",
+    "the largest of the players' DASH stall rates", 17.2)]
 
 
 class SharedAggregate(OpenRecord):
@@ -627,15 +635,16 @@ class SharedAggregate(OpenRecord):
     stall_rate_max: _StallRateMax = None
 
 
-def _voip_delay(q: str, rank: float) -> Any:
-    return Annotated[float | None, MetricDef(
+def _voip_delay(q: str, rank: float) -> MetricDef:
+    return MetricDef(
         f"VoIP probe queuing delay, {q}", "ms", 0, INF, "lower",
         f"the {q} of the probe's one-way queuing delay (receiver's kernel rx stamp − sender's stamp, less the "
-        "run's smallest difference: topologies/voip_probe.py)", STUDY_SABRE, qoe=True, rank=rank)]
+        "run's smallest difference: topologies/voip_probe.py)", STUDY_SABRE, qoe=True, rank=rank)
 
 
-_VoipP50, _VoipP95, _VoipP99 = (_voip_delay("median", 20.1), _voip_delay("95th percentile", 20.2),
-                                _voip_delay("99th percentile", 20.3))
+_VoipP50 = Annotated[float | None, _voip_delay("median", 20.1)]
+_VoipP95 = Annotated[float | None, _voip_delay("95th percentile", 20.2)]
+_VoipP99 = Annotated[float | None, _voip_delay("99th percentile", 20.3)]
 
 
 class VoipQueuingDelay(OpenRecord):
@@ -661,17 +670,18 @@ class VoipWindow(Record):
         description="share of the window's packets whose delay is strictly above each threshold (ms)")
 
 
-def _voip_steady(q: str, rank: float) -> Any:
-    return Annotated[float | None, MetricDef(
+def _voip_steady(q: str, rank: float) -> MetricDef:
+    return MetricDef(
         f"VoIP probe queuing delay, steady state, {q}", "ms", 0, INF, "lower",
         f"the {q} of the probe's queuing delay over the steady state: from when every player's playout buffer "
         "first held the buffer less one segment until the last media download completed (mpvlab/results/delaywindows.py)",
-        STUDY_SABRE, qoe=True, rank=rank)]
+        STUDY_SABRE, qoe=True, rank=rank)
 
 
-_SteadyP50, _SteadyP95, _SteadyP99, _SteadyMax = (
-    _voip_steady("median", 20.4), _voip_steady("95th percentile", 20.5), _voip_steady("99th percentile", 20.6),
-    _voip_steady("maximum", 20.7))
+_SteadyP50 = Annotated[float | None, _voip_steady("median", 20.4)]
+_SteadyP95 = Annotated[float | None, _voip_steady("95th percentile", 20.5)]
+_SteadyP99 = Annotated[float | None, _voip_steady("99th percentile", 20.6)]
+_SteadyMax = Annotated[float | None, _voip_steady("maximum", 20.7)]
 
 
 class VoipSteadyWindow(VoipWindow):

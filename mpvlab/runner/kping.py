@@ -168,7 +168,7 @@ def main() -> None:
     ap.add_argument("--wait-for-go", action="store_true",
                     help="set up, then start on a line from stdin (end of input: exit without sending)")
     a = ap.parse_args()
-    run([tuple(x.split(",", 2)) for x in a.pair], a.count, a.interval_ms, a.tail_s,  # type: ignore[misc]
+    run([tuple(x.split(",", 2)) for x in a.pair], a.count, a.interval_ms, a.tail_s,
         a.wait_for_go)
 
 

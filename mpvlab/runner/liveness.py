@@ -108,7 +108,7 @@ class Watch:
     last_ok_ns: int | None = None      # the last check that found everything alive (None: none yet)
 
     @classmethod
-    def for_run(cls, ctx: Any, nodes: Iterable[NodeLike] = ()) -> "Watch":
+    def for_run(cls, ctx: Any, nodes: Iterable[NodeLike] = ()) -> Watch:
         """The run's ledger processes and the given nodes, keyed by role (the Mininet node's name)."""
         return cls(ctx.t0_ns, ctx.ledger.procs, {str(n.mn.name): n for n in nodes})
 
@@ -130,7 +130,7 @@ class Watch:
             label = str(p["label"])
             if not watched(label):
                 continue
-            ref = proc.ProcRef(int(p["pid"]), int(p["start"]), label)  # type: ignore[arg-type]
+            ref = proc.ProcRef.from_record(p)
             if not ref.alive():
                 how = zombie_status(ref.pid) or "ended (its exit status was already collected)"
                 out.append(f"{label} (pid {ref.pid}) {how} {self._when()}; the run cannot trust what it measured "

@@ -14,7 +14,10 @@ from mpvlab.runner.workloads.base import Ends, Outcome
 
 class Network(Protocol):
     ends: Ends                      # where the workload's server and client(s) run
-    nodes: Sequence[Any]            # the emulated nodes whose shells must live (liveness.NodeLike); () if none
+
+    @property
+    def nodes(self) -> Sequence[Any]:
+        """The emulated nodes whose shells must live (liveness.NodeLike); () if none."""
 
     def check(self) -> None:
         """Raise RunFailed naming the component when a part of the emulator died (a delay line …)."""

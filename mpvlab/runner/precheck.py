@@ -172,7 +172,7 @@ def rate_check(shapers: list[tuple[str, Any, Any, str, str, int]], workdir: Path
                               cwd=REPO) for path, _r, srv, _d, addr, rate in todo]
         for b in blasters:
             b.wait(timeout=RATE_MAX_S + 20)
-    for path, router, _srv, dev, _addr, rate in todo:
+    for path, _router, _srv, dev, _addr, rate in todo:
         rows, _ = qdiscstat.load_samples(workdir / f"precheck-rate-{path}", links=False)
         out[path] = backlogged_rate(rows, dev, rate)
         out[path]["held_s"] = held_s[path]

@@ -36,7 +36,7 @@ def package_versions() -> dict[str, Any]:
     for line in _out(["dpkg-query", "-W", f"-f={fmt}", *DEBIAN_PACKAGES]).splitlines():
         name, _, version = line.partition("\t")
         deb[name] = version
-    py = {}
+    py: dict[str, str | None] = {}
     for name in PY_PACKAGES:
         try:
             py[name] = metadata.version(name)

@@ -109,7 +109,7 @@ def _set_server_cc(topo: sb.SharedBottleneck, cc_name: str) -> list[str]:
     return routes
 
 
-def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> "SharedNetwork":
+def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> SharedNetwork:
     """Topology (N clients, a cross host when there is cross traffic), MPTCP with one subflow per
     player, the players' congestion control, the bottleneck link; run time zero provisional (now) until `ready` fixes it."""
     sc, phase = ctx.scenario, ctx.opts.progress
@@ -188,7 +188,7 @@ class SharedNetwork:
         c0 = self.topo.clients[0]
         view = _ProbeView(self.topo.server, c0.node, self.topo.server_addr,
                           [_ProbePath(self.path_name, c0.addr, self.topo.server_addr)])
-        fid = fidelity.run_probes(view, ctx.scenario, {self.path_name: self.schedules},  # type: ignore[arg-type]
+        fid = fidelity.run_probes(view, ctx.scenario, {self.path_name: self.schedules},
                                   ctx.t0_ns, ctx.logs, handles=self.handles)
         fid["probed_from"] = c0.role
         return fid
@@ -390,14 +390,15 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, outcome: Outcome,
     def dash_mean(key: str) -> float | None:
         # the study's per-run QoE: defined only when every player ran DASH and reported it
         vals = [(v["dash"] or {}).get(key) for v in players.values()]
-        return round(sum(vals) / len(vals), 6) if vals and all(isinstance(x, (int, float)) for x in vals) else None
+        nums = [x for x in vals if isinstance(x, (int, float))]
+        return round(sum(nums) / len(nums), 6) if vals and len(nums) == len(vals) else None
 
     def dash_all(key: str) -> list[float] | None:
         # every player's value, when at least two players ran DASH and all reported it (fairness is
         # about how players differ: one player has none)
         vals = [(v["dash"] or {}).get(key) for v in players.values()]
-        return [float(x) for x in vals] if len(vals) >= 2 and all(isinstance(x, (int, float)) for x in vals) \
-            else None
+        nums = [float(x) for x in vals if isinstance(x, (int, float))]
+        return nums if len(vals) >= 2 and len(nums) == len(vals) else None
 
     rates, stall_rates = dash_all("bitrate_avg_bps"), dash_all("stall_rate")
     aggregate = {

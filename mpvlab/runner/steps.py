@@ -44,7 +44,7 @@ def ensure_content(sc: Scenario) -> "content.ContentInfo | content.DashInfo":
     return content.ensure_progressive(CONTENT_DIR, v.duration / 1e9, v.bitrate, v.width, v.height, v.fps)
 
 
-def content_provenance(video: "content.ContentInfo | content.DashInfo") -> dict[str, Any]:
+def content_provenance(video: content.ContentInfo | content.DashInfo) -> dict[str, Any]:
     if isinstance(video, content.DashInfo):
         # The full per-segment listing stays in the ladder's sidecar; provenance names it and its hash.
         return {"kind": "dash", "sidecar": str(video.sidecar), "mpd_sha256": video.mpd_sha256,
@@ -108,7 +108,7 @@ def record_fidelity(ctx: RunContext, fid: dict[str, Any]) -> None:
         ctx.opts.log(f"fidelity warning: {w}")
 
 
-def start_server(ctx: RunContext, stack: contextlib.ExitStack, video: "content.ContentInfo | content.DashInfo",
+def start_server(ctx: RunContext, stack: contextlib.ExitStack, video: content.ContentInfo | content.DashInfo,
                  ns: Any, cc_name: str, server_env: dict[str, str], server_addr: str,
                  client_ns: Any) -> tuple[server.ApacheServer, str, server.HttpSetup]:
     """Apache in `ns` serving the run's video with the scenario's HTTP version, stopped by `stack`.

@@ -155,7 +155,7 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
                             "rx_packets": after[p.client_if]["rx_packets"] - before[p.client_if]["rx_packets"]}
         total += rx
     playback_s = outcome.duration_s
-    for name, v in per_path.items():
+    for v in per_path.values():
         v["share"] = round(v["rx_bytes"] / total, 4) if total else 0.0
         v["mean_throughput_bps"] = round(v["rx_bytes"] * 8 / playback_s) if playback_s else None
     view = _scheduler_view(topo, sched)
@@ -172,7 +172,7 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
     if outcome.transport == "udp":
         # No MPTCP connection to trace: the interface counters are checked against the datagrams the
         # workload's own receiver read instead (udp_wire_check).
-        for name, v in per_path.items():
+        for v in per_path.values():
             v["payload_bytes_handed"] = None
         # the counters' window is the stream's plus a few seconds either side (in UDP_OTHER_PACKETS)
         checks.update(udp_wire_check(per_path, outcome.wire or {}, playback_s or 0.0))

@@ -26,9 +26,9 @@ each in its own process), `display` (the progress shown by `mpvlab sweep`).
 from __future__ import annotations
 
 from mpvlab.sweeps.execute import Event, Outcome, RunFn, Sweeper, estimate_run_s, real_runner, run_keys_by_state
+from mpvlab.core.rundir import HEADER_TAG, read_header
 from mpvlab.sweeps.manifest import (
-    HEADER_TAG, MANIFEST, MANIFEST_FORMAT, STATES, find_run_dir, load_manifest, merge_manifest, read_header, select,
-    sweep_dir,
+    MANIFEST, MANIFEST_FORMAT, STATES, find_run_dir, load_manifest, merge_manifest, select, sweep_dir,
 )
 from mpvlab.input.sweep import (
     Plan, PlannedRun, QuickSpec, SweepError, SweepSpec, config_key, derive_seed, expand, load_spec,

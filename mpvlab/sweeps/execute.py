@@ -242,10 +242,14 @@ class Sweeper:
             entry, planned, token, text = self._begin(key)
             self.save()
             self.on_event(Event("start", key, entry=entry))
+            def on_phase(ph: str, k: str = key) -> None:
+                self.on_event(Event("phase", k, ph))
+
+            def on_log(m: str, k: str = key) -> None:
+                self.on_event(Event("log", k, m))
+
             try:
-                run_dir = self.runner(planned.scenario, planned.scenario_file, text, self.root,
-                                      lambda ph, k=key: self.on_event(Event("phase", k, ph)),
-                                      lambda m, k=key: self.on_event(Event("log", k, m)))
+                run_dir = self.runner(planned.scenario, planned.scenario_file, text, self.root, on_phase, on_log)
                 out = Outcome("complete", Path(run_dir))
             except KeyboardInterrupt:
                 self._stop = "interrupted (Ctrl-C)"

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from mpvlab.core import rundir
-from mpvlab.core.rundir import HEADER_TAG, read_header
 from mpvlab.input.sweep import Plan, SweepError
 
 MANIFEST = "sweep.json"

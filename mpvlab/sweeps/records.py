@@ -242,7 +242,8 @@ def derive(plan: Plan, roots: list[Path], scheduler: SchedulerStates | None = No
     for key, recs in candidates.items():
         rs = planned[key]
         rs.attempts = len(recs)
-        complete, other = [], []
+        complete: list[tuple[dict[str, Any], str, str]] = []
+        other: list[tuple[dict[str, Any], str, str]] = []
         for rec in recs:
             state, reason = _judge(rec, sched)
             (complete if state == "complete" else other).append((rec, state, reason))
@@ -268,21 +269,21 @@ def derive(plan: Plan, roots: list[Path], scheduler: SchedulerStates | None = No
         for idx, keys in enumerate(sub["tasks"]):
             s = sched.get((jid, str(idx)))
             for key in keys:
-                rs = planned.get(key)
-                if rs is None or rs.state in ("complete", "running"):
+                task = planned.get(key)
+                if task is None or task.state in ("complete", "running"):
                     continue
-                started_by_this = rs.slurm.startswith(f"{jid}_")
+                started_by_this = task.slurm.startswith(f"{jid}_")
                 if started_by_this:
                     continue
                 if str(sub.get("submitted", "")) < _last_start(candidates[key]):
                     continue        # an attempt newer than this submission decided the state
                 if s and s[0] == "PENDING":
-                    rs.state, rs.reason, rs.slurm = "queued", "", f"{jid}_{idx} PENDING"
+                    task.state, task.reason, task.slurm = "queued", "", f"{jid}_{idx} PENDING"
                 elif s and s[0] in LIVE_SLURM:
-                    rs.state, rs.reason, rs.slurm = "running", "array task starting", f"{jid}_{idx} {s[0]}"
-                elif s and rs.state == "planned":
-                    rs.state, rs.slurm = "failed", f"{jid}_{idx} {s[0]}"
-                    rs.reason = f"Slurm array task {jid}_{idx} ended ({s[0]}) before its run began"
+                    task.state, task.reason, task.slurm = "running", "array task starting", f"{jid}_{idx} {s[0]}"
+                elif s and task.state == "planned":
+                    task.state, task.slurm = "failed", f"{jid}_{idx} {s[0]}"
+                    task.reason = f"Slurm array task {jid}_{idx} ended ({s[0]}) before its run began"
     return planned
 
 

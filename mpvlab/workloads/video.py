@@ -56,7 +56,7 @@ class ServerSpec(Strict):
     tls: Literal["auto"] | bool = Field("auto", description="auto: TLS exactly when protocol is h2; true: TLS for HTTP/1.1 too; false: plain HTTP.")
 
     @model_validator(mode="after")
-    def _h2_needs_tls(self) -> "ServerSpec":
+    def _h2_needs_tls(self) -> ServerSpec:
         if self.protocol == "h2" and self.tls is False:
             raise ValueError(
                 "protocol h2 needs TLS (tls: auto or true): the player's HTTP client (GStreamer souphttpsrc "
@@ -132,7 +132,7 @@ class PlayerSpec(Strict):
     timeout_factor: float = Field(3.0, ge=1.2, le=20.0, description="give up after this × video length + 30 s")
 
     @model_validator(mode="after")
-    def _durations_sane(self) -> "PlayerSpec":
+    def _durations_sane(self) -> PlayerSpec:
         """Absurd durations are refused, not handed to GStreamer or the ABR (issue 33)."""
         if self.max_lateness > MAX_LATENESS_NS:
             raise ValueError("max_lateness must be at most 60s (a frame later than that is lost to any viewer; "
@@ -144,7 +144,7 @@ class PlayerSpec(Strict):
         return self
 
     @model_validator(mode="after")
-    def _abr_known(self) -> "PlayerSpec":
+    def _abr_known(self) -> PlayerSpec:
         if self.kind == "dashjs":
             return self._dashjs_fits()
         if self.fetcher == "dashdemux":
@@ -168,7 +168,7 @@ class PlayerSpec(Strict):
             raise ValueError("rcvbuf must be 4 KiB … 1 GiB")
         return self
 
-    def _dashjs_fits(self) -> "PlayerSpec":
+    def _dashjs_fits(self) -> PlayerSpec:
         # Judged by value, not by which keys were written: a resolved scenario (resolved.yaml, a
         # sweep's override) spells out every default.
         if self.abr == "gst":

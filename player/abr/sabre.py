@@ -336,7 +336,7 @@ class Sabre(Abr):
                             wait_to_probe_s=self.wait_to_probe_s)
         if lvl != self.level:
             self.t_level_change = now_s
-        info = {"bw_bps": None if self.bw is None else round(self.bw, 1), "mode": self.mode}
+        info: dict[str, Any] = {"bw_bps": None if self.bw is None else round(self.bw, 1), "mode": self.mode}
         if self.general:
             info.update(phase=self.phase, target_bps=round(self.target_read_bps(), 1),
                         throttled=self.throttled, wait_to_probe_s=self.wait_to_probe_s)

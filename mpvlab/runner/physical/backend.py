@@ -43,7 +43,7 @@ class PhysicalEnds(Ends):
     run: PhysicalRun | None = None
 
 
-def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> "PhysicalNetwork":
+def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> PhysicalNetwork:
     """Hosts, preflight, guards, host settings and links; run time zero after the kind's own lead
     (its probes run per path, so it grows with the number of paths)."""
     sc, phase = ctx.scenario, ctx.opts.progress
@@ -122,7 +122,7 @@ class PhysicalNetwork:
     prov: dict[str, Any]
     run: PhysicalRun | None = None
     journal: Journal | None = None
-    ends: Ends | None = None            # set once the hosts are ready (bring_up)
+    ends: Ends = field(init=False, repr=False)     # set once the hosts are ready (bring_up)
     guards: list[tuple[str, interface_guard]] = field(default_factory=list)
     links: list[DirectionHandle] = field(default_factory=list)
     schedules: dict[str, fidelity.PathSchedules] = field(default_factory=dict)

@@ -53,7 +53,8 @@ def _mptcp_limits(host: Host) -> dict[str, str]:
 
 def configure_transport(run: PhysicalRun, sc: Scenario) -> dict[str, Any]:
     """Sysctls and MPTCP limits on client and server, MPTCP endpoints and policy routing on the client."""
-    plan, rec = run.plan, {}
+    plan = run.plan
+    rec: dict[str, Any] = {}
     hs = sc.hosts
     for role, h in (("client", plan.client), ("server", plan.server)):
         r: dict[str, Any] = {}

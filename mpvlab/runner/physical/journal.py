@@ -18,7 +18,7 @@ from mpvlab.runner.context import RunContext
 class Journal:
     """Changes made on hosts and how to undo them; mirrored into the ledger before each change."""
 
-    ctx: "RunContext"
+    ctx: RunContext
     hosts: dict[str, Host]
     entries: list[dict[str, Any]] = field(default_factory=list)
 

@@ -28,7 +28,7 @@ class Started:
 
 @dataclass
 class PhysicalRun:
-    ctx: "RunContext"
+    ctx: RunContext
     plan: PhysicalPlan
     journal: Journal
     dirs: dict[str, str] = field(default_factory=dict)        # role -> working folder on its host

@@ -70,7 +70,10 @@ class Outcome:
 
 class Workload(Protocol):
     name: str
-    port: int                           # the server's port: the subflow sampler watches it
+
+    @property
+    def port(self) -> int:
+        """The server's port: the subflow sampler watches it."""
 
     def prepare(self, ctx: RunContext) -> None: ...
 

@@ -21,10 +21,19 @@ from mpvlab.core.errors import RunFailed
 from mpvlab.runner import steps
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running
+from mpvlab.runner.workloads.spec import BulkWorkloadSpec
 from mpvlab.runner.workloads.two_ends import TwoEnds
 from mpvlab.workloads.bulk import BULK, PORT as BULK_PORT   # not the fidelity probe's 5201 nor the cross traffic's 5301
 
 ENDPOINT = Path(__file__).resolve().parent / "bulk_endpoint.py"
+
+
+def _spec(ctx: RunContext) -> BulkWorkloadSpec:
+    """The scenario's workload as the bulk spec (the registry hands this workload only bulk scenarios)."""
+    spec = ctx.scenario.workload
+    if not isinstance(spec, BulkWorkloadSpec):
+        raise TypeError(f"the bulk workload was handed a {spec.kind} workload spec")
+    return spec
 
 
 class BulkWorkload(TwoEnds):
@@ -35,14 +44,19 @@ class BulkWorkload(TwoEnds):
         pass     # nothing to generate: the payload is zeros, made as it is sent
 
     def serve(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
-        spec = ctx.scenario.workload
+        spec = _spec(ctx)
         ctx.opts.progress("bulk sender")
         out = ctx.logs / "bulk"
         out.mkdir(parents=True, exist_ok=True)
         ready = out / "sender.ready.json"
         argv = [sys.executable, str(ENDPOINT), "send", "--port", str(BULK_PORT), "--cc", ends.cc_kernel_name,
                 "--ready", str(ready), "--out", str(out / "sender.json")]
-        argv += ["--bytes", str(spec.size)] if spec.size is not None else ["--seconds", f"{spec.duration / 1e9:g}"]
+        if spec.size is not None:
+            argv += ["--bytes", str(spec.size)]
+        elif spec.duration is not None:
+            argv += ["--seconds", f"{spec.duration / 1e9:g}"]
+        else:       # the spec's own validator requires one of the two
+            raise RunFailed("workload.size or workload.duration is required for kind bulk")
         if "MPVLAB_SNDBUF" in ends.server_env:          # a steering scheduler's send-buffer bound
             argv += ["--sndbuf", ends.server_env["MPVLAB_SNDBUF"]]
         with (out / "sender.log").open("wb") as log:
@@ -64,7 +78,7 @@ class BulkWorkload(TwoEnds):
     def max_run_s(self, ctx: RunContext) -> float:
         """Time to give up: the scenario's limit. For a size, the default allows 10× the transfer at
         the slowest path's rate alone (a stalled run, not a slow one, is what this catches)."""
-        spec, sc = ctx.scenario.workload, ctx.scenario
+        spec, sc = _spec(ctx), ctx.scenario
         if spec.timeout is not None:
             return spec.timeout / 1e9
         if spec.duration is not None:
@@ -101,7 +115,7 @@ class BulkWorkload(TwoEnds):
         rx, tx = steps.read_json(out / "receiver.json"), steps.read_json(out / "sender.json")
         if not rx or not tx:
             raise RunFailed("bulk transfer left no record (logs/bulk/)")
-        spec = ctx.scenario.workload
+        spec = _spec(ctx)
         if rx["bytes_received"] != tx["bytes_sent"]:
             raise RunFailed(f"bulk: the receiver got {rx['bytes_received']} bytes, the sender sent {tx['bytes_sent']}")
         if spec.size is not None and rx["bytes_received"] != spec.size:

@@ -24,7 +24,7 @@ class TwoEnds(abc.ABC):
     def max_run_s(self, ctx: RunContext) -> float:
         """The longest the workload may run from `start` (Workload.max_run_s)."""
 
-    def stage(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
+    def stage(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:  # noqa: B027 (a default, not abstract)
         """Nothing ahead of t0: both ends start with the run."""
 
     def arm_deadline(self, ctx: RunContext) -> None:

@@ -1,0 +1,81 @@
+"""The gates in CI: `ruff check` and `mypy -p mpvlab` over every product package report 0 errors.
+
+The rule sets and their reasons are in pyproject.toml ([tool.ruff], [tool.mypy]); how mypy is made to
+see `core/` as `mpvlab.core` is in tests/lintlab.py. A failure prints the tools' own messages, with
+repository paths, so the fix can start from the test log.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lintlab import REPO, TREE_UNDER_REPO, build_tree, component_dirs, product_paths, run_mypy, run_ruff
+
+
+def test_every_product_package_is_checked() -> None:
+    """The symlink tree names each package-dir component as `mpvlab.<name>` and points at its folder,
+    and ruff is given the same folders: a new component cannot slip past both gates."""
+    components = component_dirs()
+    assert {"core", "links", "cc", "collectors", "schedulers", "topologies", "mininet", "player",
+            "testbed"} <= set(components)
+    tree = build_tree()
+    for name, folder in components.items():
+        link = tree / "mpvlab" / name
+        assert link.is_symlink() and link.resolve() == folder.resolve(), name
+        assert (link / "__init__.py").is_file(), f"{folder} has no __init__.py: mypy would skip it"
+    for entry in (REPO / "mpvlab").iterdir():
+        if entry.name != "__pycache__":
+            assert (tree / "mpvlab" / entry.name).resolve() == entry.resolve(), entry.name
+    assert set(product_paths()) == {REPO / "mpvlab", *components.values()}
+
+
+def _scratch_repo(root: Path, module: str) -> Path:
+    """A repository with this one's pyproject.toml, an mpvlab/ holding `module` as _probe.py, and an
+    empty package for each component: the gates run on it exactly as on the real one."""
+    shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
+    (root / "mpvlab").mkdir()
+    (root / "mpvlab" / "__init__.py").write_text("")
+    (root / "mpvlab" / "_probe.py").write_text(module)
+    for folder in component_dirs(REPO).values():
+        (root / folder.name).mkdir(exist_ok=True)
+        (root / folder.name / "__init__.py").write_text("")
+    return root
+
+
+def test_tree_drops_what_is_gone(tmp_path: Path) -> None:
+    """A link left from a module that no longer exists is removed on the next build; a new one appears."""
+    repo = _scratch_repo(tmp_path, "X = 1\n")
+    build_tree(repo)
+    (repo / "mpvlab" / "_probe.py").rename(repo / "mpvlab" / "_renamed.py")
+    tree = build_tree(repo)
+    assert tree == repo / TREE_UNDER_REPO
+    assert not (tree / "mpvlab" / "_probe.py").is_symlink()
+    assert (tree / "mpvlab" / "_renamed.py").resolve() == (repo / "mpvlab" / "_renamed.py").resolve()
+
+
+def test_ruff_reports_no_error() -> None:
+    result = run_ruff()
+    assert result.returncode == 0, f"ruff check found errors (rules: pyproject.toml [tool.ruff]):\n{result.output}"
+
+
+def test_mypy_reports_no_error() -> None:
+    # repo/.mypy_cache makes reruns fast; CI starts without one (cold: ~15 s on this 2-core machine)
+    result = run_mypy()
+    assert result.returncode == 0, f"mypy found errors (settings: pyproject.toml [tool.mypy]):\n{result.output}"
+    assert "Success: no issues found" in result.output
+
+
+@pytest.mark.parametrize("gate", ["ruff", "mypy"])
+def test_gate_catches_an_error(gate: str, tmp_path: Path) -> None:
+    """The gates can fail: a module with an unused import and a wrong return type, in a scratch
+    repository with this one's settings, is reported by file, line and rule."""
+    repo = _scratch_repo(tmp_path, "from __future__ import annotations\n\nimport os\n\n\n"
+                                   "def half(n: int) -> str:\n    return n / 2\n")
+    result = run_ruff(repo) if gate == "ruff" else run_mypy(repo, cache_dir=tmp_path / "cache")
+    assert result.returncode != 0
+    if gate == "ruff":
+        assert "mpvlab/_probe.py:3:8: F401" in result.output, result.output
+    else:
+        assert "mpvlab/_probe.py:7: error: Incompatible return value type" in result.output, result.output
