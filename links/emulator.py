@@ -88,12 +88,12 @@ class DelayLines(Protocol):
     """Where a direction's delay line runs and keeps its files: `LocalLines` (a process in the
     router's namespace, files in the run's folder) or a physical emulator host's (runner/physical)."""
 
-    def start(self, handle: "DirectionHandle", t0_ns: int, on_process: Callable[[proc.ProcRef], None]) -> None:
+    def start(self, handle: DirectionHandle, t0_ns: int, on_process: Callable[[proc.ProcRef], None]) -> None:
         """Start `handle.plan`'s line and return once it is bound to its queue (before the NFQUEUE rule
         exists); sets handle.process and handle.files (with "stats" and the local log "stderr")."""
         ...
 
-    def stats(self, handle: "DirectionHandle") -> bytes | None:
+    def stats(self, handle: DirectionHandle) -> bytes | None:
         """After the line has stopped: its stats file's content (None when it wrote none)."""
         ...
 

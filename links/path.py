@@ -96,9 +96,13 @@ class PathLink:
             record_stats(prov, h)
 
 
+# A site the run owns (a namespace it made): the default; Site is frozen, so one instance serves all.
+OWN_SITE = Site()
+
+
 def apply_path(plans: tuple[DirectionPlan, ...], workdir: Path, t0_ns: int,
                on_process: Callable[[proc.ProcRef], None], *, data_dir: Path | None = None,
-               site: Site = Site(), on_applied: Callable[[DirectionHandle], object] | None = None) -> PathLink:
+               site: Site = OWN_SITE, on_applied: Callable[[DirectionHandle], object] | None = None) -> PathLink:
     """Apply each plan in order (links.emulator.apply_direction). `on_applied` is told each direction
     as soon as it exists (the run registers its teardown there, so a failure in the next direction
     still stops this one's delay line)."""

@@ -55,7 +55,7 @@ class TopologyKind:
         if self.builder is None:
             raise ValueError(f"topology {self.name} builds no network of its own")
         module, _, function = self.builder.partition(":")
-        return getattr(importlib.import_module(module), function)  # type: ignore[no-any-return]
+        return getattr(importlib.import_module(module), function)
 
     def shell_refusal(self) -> str | None:
         """Why `mpvlab shell` cannot open it (the sentence after the scenario's file), or None."""

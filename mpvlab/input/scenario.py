@@ -166,7 +166,7 @@ class Scenario(Strict):
         return workloads.get(self.workload.kind)
 
     @model_validator(mode="after")
-    def _paths_fit_topology(self) -> "Scenario":
+    def _paths_fit_topology(self) -> Scenario:
         if self.topology_kind.real_hosts:
             for pname, path in self.paths.items():
                 for dname in ("down", "up"):
@@ -246,7 +246,7 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
-    def _shared_fits(self) -> "Scenario":
+    def _shared_fits(self) -> Scenario:
         """What only a topology of several clients behind one bottleneck has, and what it cannot do (yet)."""
         kind = self.topology.kind
         if not self.topology_kind.several_clients:
@@ -372,7 +372,7 @@ def _real_hosts_kinds() -> str:
     return " or ".join(k.name for k in topologies.ENTRIES if k.real_hosts)
 
 
-def _check_physical(sc: "Scenario") -> None:
+def _check_physical(sc: Scenario) -> None:
     """Cross-field rules of a physical topology; each message names the field and what is allowed."""
     topo = sc.topology
     if not topo.hosts:

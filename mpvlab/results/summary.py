@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
@@ -790,7 +790,7 @@ class SharedSummary(RunHead):
                           "(null otherwise)")
 
     @model_validator(mode="after")
-    def _workload_parts(self) -> "SharedSummary":
+    def _workload_parts(self) -> SharedSummary:
         """Each workload's own parts present: a summary is read without knowing which code wrote it."""
         need = workloads.get(self.workload).several_clients_keys
         missing = [k for k in need if getattr(self, k) is None]
@@ -799,7 +799,7 @@ class SharedSummary(RunHead):
         return self
 
 
-Summary = Annotated[Union[EmulatedSummary, PhysicalSummary, SharedSummary], Field(discriminator="topology")]
+Summary = Annotated[EmulatedSummary | PhysicalSummary | SharedSummary, Field(discriminator="topology")]
 SUMMARY = TypeAdapter(Summary)
 
 

@@ -35,7 +35,7 @@ DASHJS_PAGE = "mpvlab-dashjs"   # the page's folder in the run's web root
 CONTENT_DIR = Path(os.environ.get("MPVLAB_CONTENT_DIR", "/var/cache/mpvlab/content"))
 
 
-def ensure_content(sc: Scenario) -> "content.ContentInfo | content.DashInfo":
+def ensure_content(sc: Scenario) -> content.ContentInfo | content.DashInfo:
     """The scenario's video, generated once and cached by its parameters (also `mpvlab prepare`)."""
     v = sc.video
     if v.kind == "dash":

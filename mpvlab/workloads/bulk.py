@@ -29,7 +29,7 @@ class BulkWorkloadSpec(Strict):
     timeout: Duration | None = Field(None, description="Give up after this long, 1s … 24h; null = 10× the transfer at the slowest path's rate + 30 s, or duration + 30 s.")
 
     @model_validator(mode="after")
-    def _one_of_size_or_duration(self) -> "BulkWorkloadSpec":
+    def _one_of_size_or_duration(self) -> BulkWorkloadSpec:
         if (self.size is None) == (self.duration is None):
             raise ValueError("give exactly one of size (e.g. 10MB) and duration (e.g. 20s)")
         if self.size is not None and not 1448 <= self.size <= MAX_BULK_BYTES:

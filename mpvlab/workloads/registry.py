@@ -4,7 +4,7 @@ scenario schema composes their models from here; the runner maps each to the cod
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+from typing import Annotated
 
 from pydantic import Field
 
@@ -18,7 +18,7 @@ REGISTRY: dict[str, WorkloadKind] = {w.name: w for w in ENTRIES}
 
 # The scenario's `workload:`: one model per entry, told apart by `kind`. Written out (not built from
 # ENTRIES) so that type checkers see the union; tests/test_registries.py checks it lists every entry.
-WorkloadSpec = Annotated[Union[VideoWorkloadSpec, BulkWorkloadSpec, RtpWorkloadSpec], Field(discriminator="kind")]
+WorkloadSpec = Annotated[VideoWorkloadSpec | BulkWorkloadSpec | RtpWorkloadSpec, Field(discriminator="kind")]
 
 
 def get(name: str) -> WorkloadKind:

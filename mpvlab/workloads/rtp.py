@@ -64,7 +64,7 @@ class RtpWorkloadSpec(Strict):
     timeout: Duration | None = Field(None, description="Give up after this long, 1s … 24h; null = duration + 60 s.")
 
     @model_validator(mode="after")
-    def _ranges(self) -> "RtpWorkloadSpec":
+    def _ranges(self) -> RtpWorkloadSpec:
         if not 2 * 10**9 <= self.duration <= 3600 * 10**9:
             raise ValueError("duration must lie between 2s and 60min")
         if self.bbr is not None and self.controller != "webrtc-bbr":

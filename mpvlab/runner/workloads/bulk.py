@@ -21,7 +21,7 @@ from mpvlab.core.errors import RunFailed
 from mpvlab.runner import steps
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running
-from mpvlab.runner.workloads.spec import BulkWorkloadSpec
+from mpvlab.workloads.bulk import BulkWorkloadSpec
 from mpvlab.runner.workloads.two_ends import TwoEnds
 from mpvlab.workloads.bulk import BULK, PORT as BULK_PORT   # not the fidelity probe's 5201 nor the cross traffic's 5301
 

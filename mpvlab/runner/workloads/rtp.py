@@ -25,7 +25,7 @@ from mpvlab.runner import liveness, steps
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads import rtp_freezes
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running
-from mpvlab.runner.workloads.spec import RtpWorkloadSpec
+from mpvlab.workloads.rtp import RtpWorkloadSpec
 from mpvlab.runner.workloads.two_ends import TwoEnds
 from mpvlab.workloads.rtp import RTP
 
