@@ -151,3 +151,22 @@ def test_code_sizes_stated_in_the_docs_are_measured() -> None:
     assert len(claims) >= 9, claims       # extending.md's worked examples
     wrong = [f"{page}: {ref} is {_size(ref)} lines, the page says {n}" for page, ref, n in claims if _size(ref) != n]
     assert not wrong, wrong
+
+
+def test_extension_costs_in_the_docs_are_measured() -> None:
+    """docs/extending.md's cost table is what bench/extension_cost.py measures: each worked-example
+    patch still applies to the tree, and each row's cells are the measured ones."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("extension_cost", REPO / "bench" / "extension_cost.py")
+    assert spec is not None and spec.loader is not None
+    cost = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cost)
+    page = (REPO / "docs" / "extending.md").read_text()
+    patches = sorted((REPO / "docs" / "examples").glob("*.patch"))
+    assert len(patches) >= 2, patches
+    rows = {p.name: cost.measure(p) for p in patches}     # raises if a patch no longer applies
+    rows |= {name: r for name, rev in cost.COMMITS.items() if (r := cost.measure_commit(rev)) is not None}
+    for name, measured in rows.items():
+        line = next((ln for ln in page.splitlines() if ln.startswith(f"| `{name}")), None)
+        assert line is not None, f"docs/extending.md has no row for {name}"
+        assert line.endswith(f"| {cost.table_row(measured)} |"), (name, line, cost.table_row(measured))
