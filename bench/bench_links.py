@@ -22,7 +22,8 @@ from typing import Any, Iterator
 REPO = Path(__file__).resolve().parent.parent
 
 from mpvlab.links.emulator import DirectionPlan, apply_direction, stop_direction  # noqa: E402
-from mpvlab import content, naming, netns
+from mpvlab import content  # noqa: E402
+from mpvlab.core import naming, netns  # noqa: E402
 from mpvlab.runner import fidelity, transport  # noqa: E402
 from mpvlab.runner.steps import CONTENT_DIR, schedule_for  # noqa: E402
 from mpvlab.input.scenario import parse_scenario  # noqa: E402
