@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 import yaml
 
-from mpvlab.input import schemas
+from mpvlab import schemas
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))

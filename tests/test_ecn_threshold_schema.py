@@ -16,7 +16,7 @@ import yaml
 from pydantic import BeforeValidator
 
 from mpvlab.core.quantities import Strict
-from mpvlab.input import schemas
+from mpvlab import schemas
 from mpvlab.input.validation import validate_file
 
 REPO = Path(__file__).resolve().parent.parent
