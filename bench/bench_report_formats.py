@@ -47,6 +47,7 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     import matplotlib
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     from mpvlab.reporting import style as st
     from mpvlab.reporting.figures import BUILDERS
     from mpvlab.reporting.synthetic import make_set
@@ -78,7 +79,7 @@ def main() -> int:
                         per[fmt].append(_cpu_self() - t)
                         if fmt == "png":
                             f.mpl.set_layout_engine(None)
-                matplotlib.pyplot.close(f.mpl)
+                plt.close(f.mpl)
         render_total = sum(sum(per[k]) for k in ("png", "pdf", "svg"))
         print(f"{len(names)} figures; CPU-s (getrusage of this process, serial)")
         print(f"{'step':<34} {'CPU-s, all figures':>18} {'share of rendering':>19} {'per figure':>14}")
