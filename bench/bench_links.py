@@ -56,7 +56,7 @@ def measure(sc: Any, run_id: str) -> dict[str, Any]:
             handles.append(apply_direction(plan, Path("/tmp"), t0, lambda _r: None))
         work = Path(f"/tmp/mpvlab-bench-{run_id}")
         work.mkdir(exist_ok=True)
-        res = fidelity.run_probes(topo, sc, scheds, t0, work)
+        res = fidelity.run_probes(topo, sc, scheds, t0, work, handles)   # handles: the rate check needs the tbfs
         res["delay_lines"] = [stop_direction(h) for h in handles]
         return res
     finally:
