@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from slurmlab import SlurmLab  # noqa: E402
 
 STUDIES = {  # name: (runs, video seconds)
-    "Wi-Fi/LTE reproduction (3x3x3 configs x 10 trials, 180 s)": (3 * 3 * 3 * 10, 180),
+    "Wi-Fi/LTE reproduction (sweeps/wifi-lte-study.yaml: 3x3x3 configs x 5 trials, 180 s)": (3 * 3 * 3 * 5, 180),
     "BBR-S DASH grid (7x2x5x4 configs x 10 trials, 10 min)": (7 * 2 * 5 * 4 * 10, 600),
 }
 

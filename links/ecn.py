@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Callable
 
-from pydantic import BeforeValidator, Field, PlainSerializer
+from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema
 
 from mpvlab.core import naming, proc, units
 from mpvlab.core.errors import MpvlabError
@@ -82,7 +82,17 @@ def parse_threshold(v: Any) -> Threshold:
     return Threshold(bytes=n)
 
 
-ThresholdT = Annotated[Threshold, BeforeValidator(parse_threshold), PlainSerializer(str, return_type=str)]
+# What a file may write for K: a string, a time in us/ms/s or a size with units.SIZE_UNITS (the
+# shape; parse_threshold checks the number and the bounds). Declared because pydantic would otherwise
+# publish the schema of the parsed Threshold ({ns, bytes}), which parse_threshold refuses.
+_THRESHOLD_UNITS = ("us", "ms", "s", *units.SIZE_UNITS)
+_THRESHOLD_PATTERN = rf"^\s*[0-9]+(\.[0-9]+)?\s*({'|'.join(_THRESHOLD_UNITS)})\s*$"
+ThresholdT = Annotated[
+    Threshold, BeforeValidator(parse_threshold), PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string", "pattern": _THRESHOLD_PATTERN, "x-unit": "ns or bytes",
+                    "x-written": "a time at the link rate (number + us, ms, s) or a size (number + B, KB, MB, KiB, MiB, …)",
+                    "examples": ["4ms", "12500B"]}),
+]
 
 
 class EcnMark(Strict):

@@ -97,6 +97,28 @@ def _with_written_defaults(validation: dict[str, Any], serialization: dict[str, 
     return validation
 
 
+class SchemaMismatch(RuntimeError):
+    """A generated schema would accept a value that the model refuses."""
+
+
+def _admits_mapping(prop: dict[str, Any]) -> bool:
+    """Whether a property's schema accepts a JSON object (a referenced model, or type object)."""
+    if "$ref" in prop or prop.get("type") == "object":
+        return True
+    return any(_admits_mapping(p) for p in [*prop.get("anyOf", []), *prop.get("oneOf", [])])
+
+
+def _passes_mapping_through(func: Any) -> bool:
+    """Whether a before-validator hands a mapping on to the type's own validation (a shorthand such
+    as `delay: 20ms` does; a parser of written strings does not). Called on an empty dict: the
+    project's shorthand validators are pure functions of their argument."""
+    probe: dict[str, Any] = {}
+    try:
+        return func(probe) is probe
+    except Exception:    # noqa: BLE001 — any refusal means "not passed through"
+        return False
+
+
 def _with_shorthands(schema: dict[str, Any], root: type[BaseModel]) -> dict[str, Any]:
     """A field with a BeforeValidator accepts a shorthand the schema of its type does not show
     (`delay: 20ms` for `{kind: constant, value: 20ms}`): its property also allows a string or number,
@@ -113,6 +135,14 @@ def _with_shorthands(schema: dict[str, Any], root: type[BaseModel]) -> dict[str,
             shorthand = next((m for m in info.metadata if isinstance(m, BeforeValidator)), None)
             if prop is None or shorthand is None or "x-unit" in prop:
                 continue
+            if _admits_mapping(prop) and not _passes_mapping_through(shorthand.func):
+                # pydantic's schema here is the parsed type's (an object), but the validator refuses
+                # that form: the schema would accept what `mpvlab validate` refuses (ecn_mark.threshold
+                # once published {ns, bytes}). The type must declare what a file writes.
+                raise SchemaMismatch(
+                    f"{name}.{fname}: its validator {shorthand.func.__qualname__} refuses a mapping, but the "
+                    "schema pydantic gives its type accepts one; declare the written form with WithJsonSchema "
+                    "(as core/quantities.py does)")
             doc = (inspect.getdoc(shorthand.func) or "a shorthand").splitlines()[0]
             kept = {k: prop.pop(k) for k in ("default", "title", "description") if k in prop}
             d["properties"][fname] = {"anyOf": [prop, {"type": ["string", "number"]}], "x-shorthand": doc, **kept}
