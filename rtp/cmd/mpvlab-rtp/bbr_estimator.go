@@ -114,7 +114,11 @@ func newBBREstimator(cfg controllerConfig) (*bbrEstimator, error) {
 	return e, nil
 }
 
-func (e *bbrEstimator) now() time.Duration { return time.Since(e.start) }
+// now is the time the controller is given, in whole milliseconds: libwebrtc 2018 hands BBR
+// millisecond clocks — a packet's send time is Timestamp::ms(rtc::SentPacket's send_time_ms) and a
+// report's feedback time Timestamp::ms(clock_->TimeInMilliseconds()) (send_side_congestion_controller.cc
+// 0040b66a l. 616, 710, 724) — so the bandwidth sampler's intervals and the RTT samples are whole ms.
+func (e *bbrEstimator) now() time.Duration { return time.Since(e.start).Truncate(time.Millisecond) }
 
 func (e *bbrEstimator) targetLocked() int {
 	if e.queueFull {
@@ -128,7 +132,7 @@ func (e *bbrEstimator) updateQueueFullLocked() int {
 	var bytes int
 	for el := e.queue.Front(); el != nil; el = el.Next() {
 		q := el.Value.(*queued)
-		bytes += q.h.MarshalSize() + len(q.payload)
+		bytes += len(q.payload) // the pacer's SizeInBytes: payload bytes as inserted (sendLocked)
 	}
 	full := float64(bytes)*8/e.c.PacingRate() > maxQueueTime.Seconds()
 	if full == e.queueFull {
@@ -264,7 +268,7 @@ func (e *bbrEstimator) mediaTargetKbpsLocked(now time.Time) int {
 	var waitedMs int64
 	for el := e.queue.Front(); el != nil; el = el.Next() {
 		q := el.Value.(*queued)
-		bytes += q.h.MarshalSize() + len(q.payload)
+		bytes += len(q.payload) // payload bytes as inserted (sendLocked)
 		if !q.enqueued.IsZero() {
 			waitedMs += now.Sub(q.enqueued).Milliseconds()
 		}
@@ -289,15 +293,17 @@ func (e *bbrEstimator) paddingSize() int {
 	return h.MarshalSize() + paddingBytes
 }
 
-// sendPaddingLocked sends one padding-only packet (padding.go); its size.
+// sendPaddingLocked sends one padding-only packet (padding.go); the bytes the pacer counts for it
+// (its padding, as SendPadData's bytes_sent += padding_bytes_in_packet).
 func (e *bbrEstimator) sendPaddingLocked(now time.Time) int {
 	h := rtp.Header{Version: 2, Padding: true, PayloadType: paddingPT, SequenceNumber: e.padSeq, Timestamp: e.lastTS,
 		SSRC: paddingSSRC}
 	e.padSeq++
-	size := e.sendLocked(&queued{h: h, payload: paddingPayload()}, now)
+	q := &queued{h: h, payload: paddingPayload()}
+	counted := e.sendLocked(q, now)
 	e.padSent++
-	e.padBytes += int64(size)
-	return size
+	e.padBytes += int64(q.h.MarshalSize() + len(q.payload)) // on the wire, as the totals count
+	return counted
 }
 
 // StopPadding: the stream has ended (the sender waits for the pacer to drain and the feedback on
@@ -311,7 +317,12 @@ func (e *bbrEstimator) StopPadding() {
 // sendLocked gives a packet the next transport-wide sequence number, tells the controller it leaves
 // (libwebrtc's send path never marks a packet app-limited: BbrNetworkController::OnApplicationLimited
 // is private and uncalled) and writes it (e.mu is
-// released for the write: the writer may take the sender's locks); its size. Numbering here, where
+// released for the write: the writer may take the sender's locks); the bytes the pacer and the
+// controller count for it. Those are the RTP payload (+ padding), not the packet: libwebrtc 2018
+// inserts payload_size into the pacer (rtp_sender.cc 0040b66a l. 917, 927), gives the feedback
+// adapter, and so BBR, payload_size() + padding_size() (AddPacketToTransportFeedback l. 1320;
+// the whole packet only with the WebRTC-SendSideBwe-WithOverhead field trial, off by default) and
+// counts a padding packet as its padding (SendPadData l. 611). Numbering here, where
 // packets leave in order, rather than where the packetiser hands them over, is what lets padding
 // (made here) and media share one consecutive sequence, as libwebrtc numbers in its pacer.
 func (e *bbrEstimator) sendLocked(q *queued, now time.Time) int {
@@ -327,7 +338,7 @@ func (e *bbrEstimator) sendLocked(q *queued, now time.Time) int {
 		e.mediaSent = true
 	}
 	e.lastSend = now
-	size := q.h.MarshalSize() + len(q.payload)
+	size := len(q.payload)
 	e.c.OnPacketSent(e.now(), seq, size)
 	w := e.writer
 	e.mu.Unlock()
