@@ -147,3 +147,14 @@ func TestEstimatorClockInWholeMilliseconds(t *testing.T) {
 		t.Fatalf("controller time %v: want whole ms, at least 1234 ms", got)
 	}
 }
+
+// The encoder's setting: webrtc-bbr's target is a payload rate (2018 counts payload bytes), so the
+// encoder gets it whole; GCC's counts whole packets, so its encoder gets 1200/1264 of it.
+func TestEncoderSettingPerController(t *testing.T) {
+	if got := (sendConfig{controller: "webrtc-bbr"}).encoderBps(500_000); got != 500_000 {
+		t.Fatalf("webrtc-bbr at 500 kbit/s: encoder %d, want 500000", got)
+	}
+	if got := (sendConfig{controller: "gcc"}).encoderBps(500_000); got != 500_000*1200/1264 {
+		t.Fatalf("gcc at 500 kbit/s: encoder %d, want %d", got, 500_000*1200/1264)
+	}
+}
