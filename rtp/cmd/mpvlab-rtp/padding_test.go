@@ -12,8 +12,8 @@ import (
 type wirePacket struct {
 	tseq          uint16
 	padding       bool
-	size          int // on the wire (RTP header + payload)
-	counted       int // what the pacer and the controller count: the payload (or the padding)
+	size          int   // on the wire (RTP header + payload)
+	counted       int   // what the pacer and the controller count: the payload (or the padding)
 	inflightAfter int64 // the controller's bytes in flight once it was sent
 	cwnd          int64
 	queued        int       // media packets still queued
