@@ -20,7 +20,7 @@ import (
 // receives. In the study's set-up the viewer sends no media, so no transport feedback reaches its
 // controller and that target stays at the start rate: BbrNetworkController::CreateRateUpdate
 // (bbr_network_controller.cc l. 224-227: before an estimate, default_bandwidth_ = the starting
-// bandwidth) or the legacy controller alike (SendSideBandwidthEstimation::UpdateEstimate, l. 312-316
+// bandwidth) or the legacy controller alike (SendSideBandwidthEstimation::UpdateEstimate, l. 313-316
 // of modules/bitrate_controller/send_side_bandwidth_estimation.cc: no packet report ever → the
 // current, i.e. start, bitrate), BitrateConstraints::
 // kDefaultStartBitrateBps = 300 000 (call/bitrate_constraints.h l. 26). 5 % of 300 kbit/s is above
