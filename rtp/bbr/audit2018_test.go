@@ -40,8 +40,10 @@ func TestSamplerUsesFeedbackTimeAsAckTime(t *testing.T) {
 			c.BandwidthEstimate(), c.MinRTT())
 	}
 	batch(10, 51*ms, 100*ms)
-	if got := c.BandwidthEstimate(); !near(got, 80_000/0.051) {
-		t.Fatalf("estimate %g bit/s, want %g (10 000 B per 51 ms of send time)", got, 80_000/0.051)
+	// A DataRate is whole bit/s: DataSize / TimeDelta = 10 000 × 8 000 000 / 51 000 µs, truncated
+	// (data_rate.h l. 164-166): 1 568 627, not 1 568 627.45.
+	if got := c.BandwidthEstimate(); got != 1_568_627 {
+		t.Fatalf("estimate %.2f bit/s, want 1568627 (10 000 B per 51 ms of send time, whole bit/s)", got)
 	}
 	if c.MinRTT() != 40*ms || c.LatestRTT() != 40*ms {
 		t.Fatalf("min-RTT %v latest %v, want 40ms (feedback 100 ms − last send 60 ms)", c.MinRTT(), c.LatestRTT())

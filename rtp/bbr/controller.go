@@ -370,16 +370,24 @@ func (c *Controller) samplerOnAcked(ackTime time.Duration, seq int64, p *sentPac
 	if !p.hasLastAcked {
 		return bandwidthSample{}
 	}
+	// Times compared and divided in whole µs and rates in whole bit/s, as the 2018 code's Timestamp /
+	// TimeDelta (µs) and DataRate (int64 bit/s) do (sampler.cc l. 114-135).
 	sendRate := math.Inf(1)
-	if p.sent > p.lastAckedSentTime {
-		sendRate = float64(p.totalSent-p.totalSentAtLastAcked) * 8 / (p.sent - p.lastAckedSentTime).Seconds()
+	if sendUs := p.sent.Microseconds() - p.lastAckedSentTime.Microseconds(); sendUs > 0 {
+		sendRate = dataRate(p.totalSent-p.totalSentAtLastAcked, sendUs)
 	}
-	if ackTime <= p.lastAckedAckTime {
+	ackUs := ackTime.Microseconds() - p.lastAckedAckTime.Microseconds()
+	if ackUs <= 0 {
 		return bandwidthSample{}
 	}
-	ackRate := float64(s.totalAcked-p.totalAckedAtSend) * 8 / (ackTime - p.lastAckedAckTime).Seconds()
+	ackRate := dataRate(s.totalAcked-p.totalAckedAtSend, ackUs)
 	return bandwidthSample{bandwidth: min(sendRate, ackRate), rtt: ackTime - p.sent, appLimited: p.appLimited}
 }
+
+// dataRate is api/units/data_rate.h's DataSize / TimeDelta (2018, l. 164-166): bytes × 8 000 000 /
+// µs in int64, truncated to whole bit/s — the type of every bandwidth sample and of the filter's
+// values, so equal samples compare equal as the 2018 filter's ">=" sees them.
+func dataRate(bytes, us int64) float64 { return float64(bytes * 8_000_000 / us) }
 
 // samplerOnAppLimited is sampler.cc's OnAppLimited.
 func (c *Controller) samplerOnAppLimited() {
@@ -609,7 +617,9 @@ func (c *Controller) updateAckAggregation(now time.Duration, acked int64) {
 	if !c.aggEpochStarted {
 		return
 	}
-	expected := int64(c.filter.Best() / 8 * (now - c.aggEpochStart).Seconds())
+	// DataRate × TimeDelta (data_rate.h l. 170-173): (bit/s × µs + 4 000 000) / 8 000 000, whole bytes
+	// rounded to nearest.
+	expected := (int64(c.filter.Best())*(now.Microseconds()-c.aggEpochStart.Microseconds()) + 4_000_000) / 8_000_000
 	if c.aggEpochBytes <= expected {
 		c.aggEpochBytes, c.aggEpochStart = acked, now
 		return

@@ -60,8 +60,9 @@ func (f *Filter) Update(x Sample) {
 		f.updateNonReplacing(x)
 		return
 	}
-	// WebRTC windowed_filter.h Update(): a new best, or the whole window expired, resets all slots.
-	if f.n == 0 || x.Rate >= f.s[0].Rate || x.Round-f.s[2].Round > f.Window {
+	// WebRTC windowed_filter.h Update() (2018, 0040b66a l. 92-140), line by line. l. 95-99: an
+	// uninitialised best (the zero value), a new best, or the whole window expired resets all slots.
+	if f.s[0].Rate == 0 || x.Rate >= f.s[0].Rate || x.Round-f.s[2].Round > f.Window {
 		f.Reset(x)
 		return
 	}
@@ -81,11 +82,13 @@ func (f *Filter) Update(x Sample) {
 	}
 	// Sub-window ageing (same source): the 2nd and 3rd slots are refreshed with newer samples so that
 	// a fresh runner-up exists when the best expires.
-	if f.s[1] == f.s[0] && x.Round-f.s[1].Round > f.Window/4 {
+	// windowed_filter.h compares the samples' values here, not their times (l. 126, 134 of the 2018
+	// file): f.s[1].Rate == f.s[0].Rate.
+	if f.s[1].Rate == f.s[0].Rate && x.Round-f.s[1].Round > f.Window>>2 {
 		f.s[1], f.s[2] = x, x
 		return
 	}
-	if f.s[2] == f.s[1] && x.Round-f.s[2].Round > f.Window/2 {
+	if f.s[2].Rate == f.s[1].Rate && x.Round-f.s[2].Round > f.Window>>1 {
 		f.s[2] = x
 	}
 }

@@ -31,18 +31,18 @@ type bbrEstimator struct {
 	last     int
 	lastSent int64 // unwrapped transport seq of the newest packet sent
 	nextSeq  int64 // the transport seq the next packet sent gets (media and padding alike)
-	tokens   float64
-	// Padding (padding.go): on unless the scenario turned it off; padTokens is the pad budget,
-	// refilled at the controller's PadRate and spent by media and padding alike (libwebrtc's
-	// padding budget), so media + padding stay within the pad rate.
+	// The paced sender's two budgets (paced_sender.cc 2018 media_budget_, padding_budget_;
+	// interval_budget.go): refilled every Process() at the pacing rate (media, raised by the queue-time
+	// limit) and the controller's pad rate, each spent by media and padding alike.
+	media, pad intervalBudget
+	// Padding (padding.go): on unless the scenario turned it off.
 	padding   bool
 	padOff    bool // the stream ended: no more padding
-	padTokens float64
 	padSeq    uint16
 	lastTS    uint32 // RTP timestamp of the newest media packet: padding carries it, as libwebrtc's does
 	padSent   int
 	padBytes  int64
-	tick      time.Time
+	tick      time.Time // the last Process() (paced_sender.cc time_last_process_us_)
 	blocked   time.Time // since when the window has held back a queued packet (zero: not blocked)
 	lastSend  time.Time // when the pacer last sent anything (paced_sender.cc's last_send_time_us_)
 	mediaSent bool      // a media packet has left (libwebrtc pads only after one: packet_counter_ > 0)
@@ -81,9 +81,14 @@ type queued struct {
 }
 
 const (
-	bbrTick     = 2 * time.Millisecond
-	windowStall = time.Second // without padding: a window shut this long (tail loss, no feedback to declare it) lets one media packet out
-	bbrBurst    = 2 * 1264    // bytes the pacer may send at once after an idle moment
+	// paced_sender.cc (2018) kMinPacketLimitMs: TimeUntilNextProcess() schedules Process() 5 ms after
+	// the last one (l. 35, 255).
+	bbrTick = 5 * time.Millisecond
+	// kMaxElapsedTimeMs, kMaxIntervalTimeMs (l. 38, 42): the elapsed time Process() accounts at most,
+	// and the refill one call gives at most.
+	maxElapsedMs  = 2000
+	maxIntervalMs = 30
+	windowStall   = time.Second // without padding: a window shut this long (tail loss, no feedback to declare it) lets one media packet out
 	// paced_sender.cc (2018): while Congested() (in flight >= window) one padding packet goes out
 	// once nothing was sent for kCongestedPacketIntervalMs, so feedback keeps coming.
 	congestedPacketInterval = 500 * time.Millisecond
@@ -109,7 +114,11 @@ func newBBREstimator(cfg controllerConfig) (*bbrEstimator, error) {
 	return e, nil
 }
 
-func (e *bbrEstimator) now() time.Duration { return time.Since(e.start) }
+// now is the time the controller is given, in whole milliseconds: libwebrtc 2018 hands BBR
+// millisecond clocks — a packet's send time is Timestamp::ms(rtc::SentPacket's send_time_ms) and a
+// report's feedback time Timestamp::ms(clock_->TimeInMilliseconds()) (send_side_congestion_controller.cc
+// 0040b66a l. 616, 710, 724) — so the bandwidth sampler's intervals and the RTT samples are whole ms.
+func (e *bbrEstimator) now() time.Duration { return time.Since(e.start).Truncate(time.Millisecond) }
 
 func (e *bbrEstimator) targetLocked() int {
 	if e.queueFull {
@@ -123,7 +132,7 @@ func (e *bbrEstimator) updateQueueFullLocked() int {
 	var bytes int
 	for el := e.queue.Front(); el != nil; el = el.Next() {
 		q := el.Value.(*queued)
-		bytes += q.h.MarshalSize() + len(q.payload)
+		bytes += len(q.payload) // the pacer's SizeInBytes: payload bytes as inserted (sendLocked)
 	}
 	full := float64(bytes)*8/e.c.PacingRate() > maxQueueTime.Seconds()
 	if full == e.queueFull {
@@ -160,8 +169,7 @@ func (e *bbrEstimator) AddStream(info *interceptor.StreamInfo, w interceptor.RTP
 	})
 }
 
-// pace releases queued packets at BBR's pacing rate (a token bucket refilled every tick) while the
-// congestion window admits them.
+// pace runs Process() every bbrTick, as libwebrtc's process thread runs the paced sender.
 func (e *bbrEstimator) pace() {
 	defer e.wg.Done()
 	t := time.NewTicker(bbrTick)
@@ -182,28 +190,36 @@ func (e *bbrEstimator) pace() {
 	}
 }
 
-// paceLocked is one pacer tick at `now`: the budgets refilled since the last tick, media released
-// while the window admits it, then padding if the media queue is empty; the tick's time.
+// paceLocked is paced_sender.cc's Process() (665174fd l. 258-353) at `now`, step by step; the
+// process time it leaves. Not carried over: the paused state (network down, never here), the
+// prober (BBR's updates carry no probe clusters) and the ALR detector (nothing reads it with BBR).
 func (e *bbrEstimator) paceLocked(now time.Time) time.Time {
-	dt := now.Sub(e.tick).Seconds()
-	e.tokens = min(e.tokens+dt*e.mediaRateLocked(now)/8, float64(bbrBurst))
-	padRate := e.padRateLocked()
-	if padRate > 0 {
-		e.padTokens = min(e.padTokens+dt*padRate/8, float64(bbrBurst))
-	} else {
-		e.padTokens = 0 // no budget saved up from a probing phase for later
-	}
-	// paced_sender.cc Process(): congested and silent for 500 ms → one padding packet, past the window.
+	// l. 261-268: elapsed ms since the last call, rounded, at most kMaxElapsedTimeMs.
+	elapsedMs := min((now.Sub(e.tick).Microseconds()+500)/1000, maxElapsedMs)
+	// l. 269-282: congested (or paused) and nothing sent for kCongestedPacketIntervalMs → one
+	// padding packet, past the window, so feedback keeps coming; only after a media packet.
 	if e.padding && !e.padOff && e.mediaSent && !e.c.CanSend() && now.Sub(e.lastSend) >= congestedPacketInterval {
 		e.keepAlive++
-		size := float64(e.sendPaddingLocked(now))
-		e.padTokens = max(e.padTokens-size, -float64(bbrBurst))
+		e.useBudgetsLocked(e.sendPaddingLocked(now))
 	}
-	for e.queue.Len() > 0 && e.tokens > 0 {
+	// l. 286-304: the media budget's rate is the pacing rate, or what the queue needs to leave
+	// within kMaxQueueLengthMs; both budgets get the elapsed time (≤ kMaxIntervalTimeMs, l. 411-415).
+	if elapsedMs > 0 {
+		e.media.setTargetRateKbps(e.mediaTargetKbpsLocked(now))
+		e.pad.setTargetRateKbps(int(e.padRateLocked()) / 1000) // SetPacingRates l. 173-179: bps / 1000
+		d := min(elapsedMs, maxIntervalMs)
+		e.media.increaseBudget(d)
+		e.pad.increaseBudget(d)
+	}
+	// l. 316-333 with SendPacket l. 361-394: media while the window is open and the media budget
+	// has any byte left (a packet may overdraw it; the next intervals pay that back).
+	for e.queue.Len() > 0 {
 		if !e.c.CanSend() {
-			if e.padding { // libwebrtc: Congested() holds media until feedback opens the window
+			if e.padding { // Congested(): media waits until feedback opens the window
 				break
 			}
+			// Ours, no-padding mode only: without keep-alive padding a window shut by tail loss
+			// would get no feedback again; one media packet leaves after windowStall.
 			if e.blocked.IsZero() {
 				e.blocked = now
 			}
@@ -211,43 +227,54 @@ func (e *bbrEstimator) paceLocked(now time.Time) time.Time {
 				break
 			}
 			e.probes++
+		} else if e.media.remaining() == 0 {
+			break
 		}
 		e.blocked = time.Time{}
 		q := e.queue.Remove(e.queue.Front()).(*queued)
-		size := float64(e.sendLocked(q, now))
-		e.tokens -= size
-		e.padTokens = max(e.padTokens-size, -float64(bbrBurst))
+		e.useBudgetsLocked(e.sendLocked(q, now))
 	}
-	// Padding: only with the media queue empty, within the pacing and pad budgets, and while the
-	// window is not full (paced_sender.cc: packets_->Empty() && !Congested(), after a media packet).
-	for padRate > 0 && e.queue.Len() == 0 && e.tokens > 0 && e.padTokens > 0 && !e.padOff && e.mediaSent &&
-		e.c.CanSend() {
-		size := float64(e.sendPaddingLocked(now))
-		e.tokens -= size
-		e.padTokens -= size
+	// l. 335-346 with SendPadding l. 396-409: the queue empty and the window open, after a media
+	// packet: padding for the padding budget's bytes left, in whole padding packets (RTPSender's
+	// SendPadData sends full packets until the bytes asked for are covered).
+	if e.queue.Len() == 0 && e.c.CanSend() && e.mediaSent && e.padRateLocked() > 0 {
+		if needed := e.pad.remaining(); needed > 0 {
+			sent := 0
+			for sent < needed {
+				sent += e.sendPaddingLocked(now)
+			}
+			e.useBudgetsLocked(sent)
+		}
 	}
 	return now
 }
 
-// mediaRateLocked is the rate the media budget refills at: BBR's pacing rate, raised as
-// paced_sender.cc Process() does when the queued bytes could not leave within kMaxQueueLengthMs
-// less their average wait.
-func (e *bbrEstimator) mediaRateLocked(now time.Time) float64 {
-	rate := e.c.PacingRate()
+// useBudgetsLocked is UpdateBudgetWithBytesSent (l. 417-421): every byte sent, media or padding,
+// is spent from both budgets.
+func (e *bbrEstimator) useBudgetsLocked(bytes int) {
+	e.media.useBudget(bytes)
+	e.pad.useBudget(bytes)
+}
+
+// mediaTargetKbpsLocked is the media budget's rate in Process() (l. 287-300), in libwebrtc's integer
+// kbit/s: the pacing rate (SetPacingRates: bps / 1000), raised with bytes queued to
+// queue bytes × 8 / max(1, kMaxQueueLengthMs − the queue's average wait in ms).
+func (e *bbrEstimator) mediaTargetKbpsLocked(now time.Time) int {
+	target := int(e.c.PacingRate()) / 1000
 	if e.queue.Len() == 0 {
-		return rate
+		return target
 	}
 	var bytes int
-	var waited time.Duration
+	var waitedMs int64
 	for el := e.queue.Front(); el != nil; el = el.Next() {
 		q := el.Value.(*queued)
-		bytes += q.h.MarshalSize() + len(q.payload)
+		bytes += len(q.payload) // payload bytes as inserted (sendLocked)
 		if !q.enqueued.IsZero() {
-			waited += now.Sub(q.enqueued)
+			waitedMs += now.Sub(q.enqueued).Milliseconds()
 		}
 	}
-	left := max(time.Millisecond, maxQueueTime-waited/time.Duration(e.queue.Len()))
-	return max(rate, float64(bytes)*8/left.Seconds())
+	left := max(1, maxQueueTime.Milliseconds()-waitedMs/int64(e.queue.Len()))
+	return max(target, int(int64(bytes)*8/left))
 }
 
 // padRateLocked: the controller's pad rate, or 0 with padding turned off or the stream ended.
@@ -266,15 +293,17 @@ func (e *bbrEstimator) paddingSize() int {
 	return h.MarshalSize() + paddingBytes
 }
 
-// sendPaddingLocked sends one padding-only packet (padding.go); its size.
+// sendPaddingLocked sends one padding-only packet (padding.go); the bytes the pacer counts for it
+// (its padding, as SendPadData's bytes_sent += padding_bytes_in_packet).
 func (e *bbrEstimator) sendPaddingLocked(now time.Time) int {
 	h := rtp.Header{Version: 2, Padding: true, PayloadType: paddingPT, SequenceNumber: e.padSeq, Timestamp: e.lastTS,
 		SSRC: paddingSSRC}
 	e.padSeq++
-	size := e.sendLocked(&queued{h: h, payload: paddingPayload()}, now)
+	q := &queued{h: h, payload: paddingPayload()}
+	counted := e.sendLocked(q, now)
 	e.padSent++
-	e.padBytes += int64(size)
-	return size
+	e.padBytes += int64(q.h.MarshalSize() + len(q.payload)) // on the wire, as the totals count
+	return counted
 }
 
 // StopPadding: the stream has ended (the sender waits for the pacer to drain and the feedback on
@@ -288,7 +317,12 @@ func (e *bbrEstimator) StopPadding() {
 // sendLocked gives a packet the next transport-wide sequence number, tells the controller it leaves
 // (libwebrtc's send path never marks a packet app-limited: BbrNetworkController::OnApplicationLimited
 // is private and uncalled) and writes it (e.mu is
-// released for the write: the writer may take the sender's locks); its size. Numbering here, where
+// released for the write: the writer may take the sender's locks); the bytes the pacer and the
+// controller count for it. Those are the RTP payload (+ padding), not the packet: libwebrtc 2018
+// inserts payload_size into the pacer (rtp_sender.cc 0040b66a l. 917, 927), gives the feedback
+// adapter, and so BBR, payload_size() + padding_size() (AddPacketToTransportFeedback l. 1320;
+// the whole packet only with the WebRTC-SendSideBwe-WithOverhead field trial, off by default) and
+// counts a padding packet as its padding (SendPadData l. 611). Numbering here, where
 // packets leave in order, rather than where the packetiser hands them over, is what lets padding
 // (made here) and media share one consecutive sequence, as libwebrtc numbers in its pacer.
 func (e *bbrEstimator) sendLocked(q *queued, now time.Time) int {
@@ -304,7 +338,7 @@ func (e *bbrEstimator) sendLocked(q *queued, now time.Time) int {
 		e.mediaSent = true
 	}
 	e.lastSend = now
-	size := q.h.MarshalSize() + len(q.payload)
+	size := len(q.payload)
 	e.c.OnPacketSent(e.now(), seq, size)
 	w := e.writer
 	e.mu.Unlock()

@@ -42,7 +42,7 @@ const (
 	costRateBps      = 5_000_000
 	costFPS          = 30
 	costOneWay       = 20 * time.Millisecond
-	costFeedbackIntv = 100 * time.Millisecond // pion's twcc.SenderInterceptor default
+	costFeedbackIntv = 50 * time.Millisecond // the viewer's interval: twccFeedbackInterval(viewerOwnTargetBps)
 )
 
 // costWireBytes: one packet's UDP payload as the sender writes it — RTP header (12) + the

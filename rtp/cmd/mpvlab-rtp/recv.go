@@ -27,6 +27,8 @@ type recvConfig struct {
 	t0Ns               int64
 	startTimeout, idle time.Duration
 	maxRun             time.Duration
+	ownTargetBps       int           // the viewer's own send-side target, which sets the feedback interval
+	feedbackInterval   time.Duration // twccFeedbackInterval(ownTargetBps)
 }
 
 type recvFrame struct {
@@ -99,12 +101,18 @@ func parseRecvFlags(args []string) (recvConfig, error) {
 	fs.StringVar(&c.decoder, "decoder", "", "the viewer's decoder script (rtp/decoder/live_decoder.py); empty: no decoding")
 	fs.StringVar(&c.python, "python", "/usr/bin/python3", "the Python with GStreamer's bindings (gi) that runs it")
 	fs.StringVar(&c.codec, "codec", "h264", "video codec the sender uses: h264 or vp8")
+	fs.IntVar(&c.ownTargetBps, "own-target-bps", viewerOwnTargetBps,
+		"the viewer's own send-side target (bit/s) libwebrtc 2018 derives the TWCC feedback interval from (twcc_interval.go)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if c.out == "" {
 		return c, errors.New("recv needs --out")
 	}
+	if c.ownTargetBps < 0 {
+		return c, errors.New("recv --own-target-bps must be >= 0")
+	}
+	c.feedbackInterval = twccFeedbackInterval(c.ownTargetBps)
 	return c, nil
 }
 
@@ -138,8 +146,9 @@ func runRecv(args []string) error {
 	}
 
 	// pion's TWCC sender interceptor records each packet's transport-wide number and arrival time
-	// and sends the feedback (every 100 ms, its default, as libwebrtc) through the RTCP writer.
-	tf, err := twcc.NewSenderInterceptor()
+	// and sends the feedback through the RTCP writer, at the interval libwebrtc 2018's
+	// RemoteEstimatorProxy uses in the study's set-up (twcc_interval.go: 50 ms), not pion's 100 ms.
+	tf, err := twcc.NewSenderInterceptor(twccSenderOptions(cfg.feedbackInterval)...)
 	if err != nil {
 		return err
 	}
@@ -458,7 +467,7 @@ func (r *receiver) writeResults() error {
 		"duplicate_packets": r.dupPkts, "unparsable_packets": r.badPkts,
 		"padding_packets_received": r.padPackets, "padding_bytes_received": r.padBytes, "padding_packets_expected": padExpected,
 		"padding_packets_lost": padExpected - r.padPackets, "padding_duplicate_packets": r.padDups,
-		"rtp_bytes_received": r.rtpBytes, "udp_datagrams_received": r.udpDgrams, "udp_payload_bytes_received": r.udpBytes, "feedback_rtcp_sent": r.fbSent, "feedback_rtcp_bytes": r.fbBytes, "feedback_send_errors": r.fbErrs,
+		"rtp_bytes_received": r.rtpBytes, "udp_datagrams_received": r.udpDgrams, "udp_payload_bytes_received": r.udpBytes, "feedback_rtcp_sent": r.fbSent, "feedback_interval_ms": c.feedbackInterval.Milliseconds(), "feedback_own_target_bps": c.ownTargetBps, "feedback_rtcp_bytes": r.fbBytes, "feedback_send_errors": r.fbErrs,
 		"cpu": processCPU(),
 		"latency_ms": map[string]any{"p50": pct(0.5), "p95": pct(0.95), "p99": pct(0.99), "max": pct(1.0),
 			"definition": "capture (encoder input, CLOCK_MONOTONIC) to the arrival of the frame's last missing packet"},

@@ -230,8 +230,8 @@ func runSend(args []string) error {
 		default: // a burst of updates: the next one carries the newest value
 		}
 	})
-	s.recordTarget(cfg.initialBps, encoderBps(cfg.initialBps))
-	enc.setBitrate(encoderBps(cfg.initialBps))
+	s.recordTarget(cfg.initialBps, cfg.encoderBps(cfg.initialBps))
+	enc.setBitrate(cfg.encoderBps(cfg.initialBps))
 	targetsDone := make(chan struct{})
 	go func() {
 		defer close(targetsDone)
@@ -241,7 +241,7 @@ func runSend(args []string) error {
 				s.recordTarget(0, 0)
 				continue
 			}
-			e := encoderBps(bps)
+			e := cfg.encoderBps(bps)
 			enc.resume()
 			enc.setBitrate(e)
 			s.recordTarget(bps, e)
@@ -416,10 +416,17 @@ func (s *sender) sendFrames(enc *encoder, w interceptor.RTPWriter) ([]frameRow, 
 	}
 }
 
-// encoderBps is what the encoder is asked for at a controller target: the target less the
-// RTP/UDP/IP headers of the packets it will fill (about 12 + 24 extension + 8 UDP + 20 IP bytes per
-// ≤ 1200-byte payload).
-func encoderBps(target int) int {
+// encoderBps is what the encoder is asked for at a controller target. GCC (pion) counts whole
+// packets, so its target is less the RTP/UDP/IP headers of the packets the encoder will fill (about
+// 12 + 24 extension + 8 UDP + 20 IP bytes per ≤ 1200-byte payload). webrtc-bbr counts payload bytes
+// as libwebrtc 2018 does (bbr_estimator.go sendLocked), so its target is already a payload rate and
+// the encoder gets it whole, as 2018's VideoSendStreamImpl::OnBitrateUpdated does without the
+// WebRTC-SendSideBwe-WithOverhead field trial (video_send_stream_impl.cc 0040b66a l. 890-905: the
+// overhead is subtracted only with it; no FEC or NACK protection to take off here).
+func (c sendConfig) encoderBps(target int) int {
+	if c.controller == "webrtc-bbr" {
+		return target
+	}
 	return target * maxPayloadMTU / (maxPayloadMTU + 64)
 }
 
@@ -457,7 +464,7 @@ func startEncoder(c sendConfig) (*encoder, error) {
 	// Started at the setting the initial target gives, so that every frame's bitrate is one the
 	// controller set (tests/test_rtp_run.py checks it), even a frame made before the first command.
 	argv := []string{c.python, c.encoder, "--content", c.content, "--fps", fmt.Sprint(c.fps), "--width", fmt.Sprint(c.width), "--height", fmt.Sprint(c.height),
-		"--keyint", fmt.Sprint(c.keyint), "--codec", c.codec, "--bitrate-kbps", fmt.Sprint(max(encoderBps(c.initialBps)/1000, 16))}
+		"--keyint", fmt.Sprint(c.keyint), "--codec", c.codec, "--bitrate-kbps", fmt.Sprint(max(c.encoderBps(c.initialBps)/1000, 16))}
 	cmd, in, out, err := startPythonChild(argv, c.out, "encoder.log")
 	if err != nil {
 		return nil, err
