@@ -71,6 +71,18 @@ def _err(data: dict[str, Any]) -> str:
     return str(e.value)
 
 
+def test_delay_line_models_refused_on_physical_before_any_host_is_touched() -> None:
+    """capacity, loss_model and outages need the delay line's trace files on this machine: on an
+    emulator host they are refused by validation, naming the path and direction."""
+    for extra in ({"outages": [["2s", "3s"]]}, {"loss_model": {"kind": "gilbert-elliott", "p_good_to_bad": 0.01, "p_bad_to_good": 0.5}},
+                  {"capacity": {"rate": {"kind": "square", "high": "3mbit", "low": "1mbit", "period": "10s"},
+                                "queue": "100KB"}, "rate": None}):
+        d = _base()
+        d["paths"]["wifi"]["down"] = {k: v for k, v in {**d["paths"]["wifi"]["down"], **extra}.items() if v is not None}
+        msg = _err(d)
+        assert "paths.wifi.down: capacity, loss_model and outages are not supported on topology physical" in msg, msg
+
+
 def test_physical_schema_valid() -> None:
     sc = parse_scenario(_base())
     assert sc.topology.kind == "physical"

@@ -174,6 +174,12 @@ class Scenario(Strict):
                         raise ValueError(f"paths.{pname}.{dname}.ecn_mark: not supported on topology "
                                          f"{self.topology_kind.name} (the ECN marker is attached on the run's own "
                                          "emulated links only)")
+                    if getattr(path, dname).has_impairments:
+                        # the remote delay line gets rate, buffer, delay and loss; a capacity model,
+                        # loss model or outages read trace files and write their own on this machine
+                        raise ValueError(f"paths.{pname}.{dname}: capacity, loss_model and outages are not "
+                                         f"supported on topology {self.topology_kind.name} (its delay lines run "
+                                         "on the emulator hosts); rate, buffer, delay and loss are")
             _check_physical(self)
         else:
             if self.topology.hosts or self.topology.roles is not None:
