@@ -126,6 +126,9 @@ def _assert_accounted(run_dir: Path, s: dict) -> None:
     assert fb["transport_seqs_sent"] == every
     assert fb["transport_seqs_reported"] + fb["transport_seqs_without_feedback"] == every
     assert fb["transport_seqs_without_feedback"] <= MISSING_FEEDBACK_BOUND, fb
+    # libwebrtc 2018: 68 B × 8 / (5 % of the viewer's own target, 300 kbit/s by default) = 36 ms, kept
+    # within [50, 250] ms
+    assert (fb["interval_own_target_bps"], fb["interval_ms"]) == (300_000, 50), fb
     # The feedback says received exactly what the viewer counted (less what it never reported on).
     received = r["packets_received"] + r["padding_packets_received"]
     assert fb["transport_seqs_reported_received"] <= received \

@@ -327,7 +327,8 @@ class RtpRecord(OpenRecord):
     feedback: dict[str, Any] = Field(
          description="the sender's ledger of transport-wide CC feedback: transport sequence numbers sent, reported, "
                      "reported received/lost, without feedback; feedback packets, RTCP datagrams and bytes "
-                     "(rtp/cmd/mpvlab-rtp/feedback.go)")
+                     "(rtp/cmd/mpvlab-rtp/feedback.go); the viewer's feedback interval (interval_ms) and the own "
+                     "sending target it follows (interval_own_target_bps; rtp/cmd/mpvlab-rtp/twcc_interval.go)")
     target_bps: dict[str, Any] = Field(
         description="the controller's target bitrate: initial (scenario), final, updates, steady_mean (time-weighted "
                     "over the stream's second half, bit/s) and its definition")

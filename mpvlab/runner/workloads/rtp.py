@@ -172,7 +172,9 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
     if tx.get("packets_unsent_at_end"):
         warnings.append(f"rtp: the controller's pacer still held {tx['packets_unsent_at_end']} packets when the "
                         "stream ended; they were not sent (logs/rtp/sender/sender.json)")
-    fb = tx["feedback"]
+    # the viewer's TWCC feedback interval (libwebrtc 2018: from its own sending target; rtp/README.md)
+    fb = {**tx["feedback"], "interval_ms": rx.get("feedback_interval_ms"),
+          "interval_own_target_bps": rx.get("feedback_own_target_bps")}
     warnings += feedback_warnings(fb, rx)
     if rx["frames_reassembly_mismatch"]:
         warnings.append(f"rtp: {rx['frames_reassembly_mismatch']} complete frames reassembled to other NAL bytes than sent")
