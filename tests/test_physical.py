@@ -422,3 +422,18 @@ def test_killed_run_is_cleaned_on_remote_hosts(physlab: Any, tmp_path: Path) -> 
     status = json.loads((tmp_path / "phys-kill" / led.run_id / "status.json").read_text())
     assert status["state"] == "failed"
     assert not Path(f"/run/mpvlab/remote/{led.run_id}").exists()
+
+
+def test_probe_off_physical_run_records_that_fidelity_was_not_checked() -> None:
+    """With fidelity.probe false a physical run has no fidelity evidence (no delay-line statistics are
+    pulled back from the emulator hosts): fidelity_ok stays null and the provenance says why."""
+    from mpvlab.runner.physical.backend import PhysicalNetwork
+    from mpvlab.runner.steps import NO_FIDELITY_PROBE
+    fid, summary = dict(NO_FIDELITY_PROBE), {"fidelity_ok": None}
+    net = PhysicalNetwork(plan=None, prov={})   # type: ignore[arg-type]   (judge reads neither)
+    net.judge(None, fid, summary)   # type: ignore[arg-type]   (the context is not read)
+    assert fid["ok"] is None and summary["fidelity_ok"] is None
+    assert "physical topology pulls no whole-run evidence" in fid["skipped_reason"], fid
+    probed = {"ok": True, "warnings": [], "paths": {}}
+    net.judge(None, probed, summary)   # type: ignore[arg-type]
+    assert probed == {"ok": True, "warnings": [], "paths": {}}      # a probed run keeps the probe's verdict
