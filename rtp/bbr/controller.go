@@ -41,23 +41,25 @@ func (r RecoveryState) String() string {
 
 // Constants of bbr.cc's anonymous namespace and DefaultConfig().
 const (
-	highGain           = 2.885 // kHighGain, 2/ln(2)
-	drainGain          = 1 / highGain
-	cwndGainProbeBW    = 2.0  // kProbeBWCongestionWindowGain
-	startupGrowth      = 1.25 // kStartupGrowthTarget
-	startupRounds      = 3    // config num_startup_rtts
-	probeRTTTime       = 200 * time.Millisecond
-	probeBWGainOffset  = 0.25 // config probe_bw_pacing_gain_offset
-	gainCycleLength    = 8
-	bandwidthWindow    = gainCycleLength + 2 // kBandwidthWindowSize, round trips
-	initialRTT         = 100 * time.Millisecond
-	tcpMSS             = 1460 // kDefaultTCPMSS: bbr.cc counts its windows in it, whatever the packet size
-	maxPacketSize      = 1452 // kMaxPacketSize: PROBE_RTT's one-packet allowance
-	initialCwnd        = 32 * tcpMSS
-	minCwnd            = 4 * tcpMSS
-	maxCwnd            = 2000 * tcpMSS
-	gainCycleRandSeed  = 10 // bbr.cc constructs random_(10)
-	probeRTTv2CwndGain = 0.5
+	highGain            = 2.885 // kHighGain, 2/ln(2)
+	drainGain           = 1 / highGain
+	cwndGainProbeBW     = 2.0  // kProbeBWCongestionWindowGain
+	startupGrowth       = 1.25 // kStartupGrowthTarget
+	startupRounds       = 3    // config num_startup_rtts
+	probeRTTTime        = 200 * time.Millisecond
+	probeBWGainOffset   = 0.25 // config probe_bw_pacing_gain_offset
+	gainCycleLength     = 8
+	bandwidthWindow     = gainCycleLength + 2 // kBandwidthWindowSize, round trips
+	initialRTT          = 100 * time.Millisecond
+	tcpMSS              = 1460 // kDefaultTCPMSS: bbr.cc counts its windows in it, whatever the packet size
+	maxPacketSize       = 1452 // kMaxPacketSize: PROBE_RTT's one-packet allowance
+	initialCwnd         = 32 * tcpMSS
+	minCwnd             = 4 * tcpMSS
+	maxCwnd             = 2000 * tcpMSS
+	gainCycleRandSeed   = 10 // bbr.cc constructs random_(10)
+	probeRTTv2CwndGain  = 0.5
+	encoderRateGain     = 1.0  // DefaultConfig l. 86-87: encoder_rate_gain, encoder_rate_gain_in_probe_rtt
+	pacerTimeWindowGain = 0.25 // CreateRateUpdate: "a small time window ensures an even pacing rate" (l. 268-269)
 )
 
 // Config holds the parameters and the study's variants.
@@ -232,16 +234,18 @@ func (c *Controller) getMinRTT() time.Duration {
 	return initialRTT
 }
 
-// BDP in bytes: GetMinRtt() × BandwidthEstimate() (0 before a bandwidth sample).
+// BDP in bytes: GetMinRtt() × BandwidthEstimate() (0 before a bandwidth sample), a TimeDelta ×
+// DataRate, whole bytes rounded half up (bbr.cc l. 490; data_rate.h l. 170-173). Ours truncated.
 func (c *Controller) BDP() int64 {
-	return int64(c.BandwidthEstimate() * c.getMinRTT().Seconds() / 8)
+	return rateTimesTime(c.BandwidthEstimate(), c.getMinRTT())
 }
 
 // targetCwnd is bbr.cc's GetTargetCongestionWindow(gain).
 func (c *Controller) targetCwnd(gain float64) int64 {
-	w := int64(gain * float64(c.BDP()))
+	// bbr.cc l. 491, 495: gain × a DataSize, rounded to whole bytes (data_size.h l. 116-121).
+	w := sizeTimesGain(c.BDP(), gain)
 	if w == 0 {
-		w = int64(gain * initialCwnd)
+		w = sizeTimesGain(initialCwnd, gain)
 	}
 	return max(w, minCwnd)
 }
@@ -272,7 +276,9 @@ func (c *Controller) MaxAckHeight() int64 { return int64(c.maxAckHeight.Best()) 
 // initial window per GetMinRtt().
 func (c *Controller) rawPacingRate() float64 {
 	if c.pacingRate == 0 {
-		return highGain * initialCwnd * 8 / c.getMinRTT().Seconds()
+		// bbr.cc l. 343: kHighGain × initial_congestion_window_ is a DataSize rounded to whole bytes
+		// (134 787 B, not 134 787.2), then DataSize / TimeDelta truncates to whole bit/s.
+		return sizeOverTime(sizeTimesGain(initialCwnd, highGain), c.getMinRTT())
 	}
 	return c.pacingRate
 }
@@ -300,7 +306,9 @@ func (c *Controller) TargetRate() float64 {
 	if bw == 0 {
 		bw = c.cfg.InitialRate
 	}
-	return c.clamp(min(bw, c.rawPacingRate()))
+	// bbr.cc l. 231-234: bandwidth × encoder_rate_gain (1.0, in PROBE_RTT too) is a DataRate ×
+	// double, rounded to whole bit/s — the estimate itself, already whole.
+	return c.clamp(min(rateTimesGain(bw, encoderRateGain), c.rawPacingRate()))
 }
 
 // IsProbingForMoreBandwidth is bbr.cc's rule for when its pacer may pad.
@@ -315,6 +323,24 @@ func (c *Controller) PadRate() float64 {
 		return c.PacingRate()
 	}
 	return 0
+}
+
+// PacerRates are the pacing and padding rates (bit/s) the 2018 pacer is set to, after the
+// PacerConfig round trip: CreateRateUpdate sends time_window = GetMinRtt() × 0.25 (whole µs) and
+// data_window = time_window × pacing rate (whole bytes, rounded half up), pad_window = data_window
+// while probing, else 0 (bbr.cc l. 267-276); PacerController::OnPacerConfig turns them back into
+// data_window / time_window and pad_window / time_window, truncated to whole bit/s
+// (pacer_controller.cc 665174fd l. 47-49), and the paced sender keeps bps / 1000 (SetPacingRates).
+// So the pacer's rate moves in steps of 8 bit / time_window (1 600 bit/s at a 20 ms min RTT):
+// 501 000 bit/s at 20 ms becomes 313 B / 5 ms = 500 800 bit/s, 500 kbit/s in the pacer, not 501.
+func (c *Controller) PacerRates() (pacingBps, paddingBps int64) {
+	timeWindow := timeTimesGain(c.getMinRTT(), pacerTimeWindowGain)
+	dataWindow := rateTimesTime(c.PacingRate(), timeWindow)
+	pacingBps = int64(sizeOverTime(dataWindow, timeWindow))
+	if c.IsProbingForMoreBandwidth() {
+		paddingBps = pacingBps // pad_window = data_window (l. 272-273)
+	}
+	return pacingBps, paddingBps
 }
 
 // WindowRoom is how many bytes the congestion window admits beyond what is in flight (≥ 0).
@@ -634,13 +660,13 @@ func (c *Controller) calculatePacingRate() {
 	if bw == 0 {
 		return
 	}
-	target := c.pacingGain * bw
+	target := rateTimesGain(bw, c.pacingGain) // bbr.cc l. 808: pacing_gain_ × DataRate, whole bit/s
 	if c.atFullBW {
 		c.pacingRate = target
 		return
 	}
 	if c.pacingRate == 0 && c.statsMinRTT != 0 { // pace at initial window / RTT once an RTT is known
-		c.pacingRate = initialCwnd * 8 / c.statsMinRTT.Seconds()
+		c.pacingRate = sizeOverTime(initialCwnd, c.statsMinRTT) // bbr.cc l. 820, truncated
 		return
 	}
 	c.pacingRate = max(c.pacingRate, target) // never lower in STARTUP
