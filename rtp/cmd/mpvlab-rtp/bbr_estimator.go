@@ -134,7 +134,10 @@ func (e *bbrEstimator) updateQueueFullLocked() int {
 		q := el.Value.(*queued)
 		bytes += len(q.payload) // the pacer's SizeInBytes: payload bytes as inserted (sendLocked)
 	}
-	full := float64(bytes)*8/e.c.PacingRate() > maxQueueTime.Seconds()
+	// IsSendQueueFull (send_side_congestion_controller.cc 0040b66a l. 356-358, 690): the pacer's
+	// ExpectedQueueTimeMs() > kMaxQueueLengthMs, i.e. bytes × 8 / the pacer's integer kbit/s, in whole
+	// ms (paced_sender.cc 665174fd l. 207-212).
+	full := int64(bytes)*8/max(1, e.pacerKbpsLocked()) > maxQueueTime.Milliseconds()
 	if full == e.queueFull {
 		return -1
 	}
@@ -206,7 +209,7 @@ func (e *bbrEstimator) paceLocked(now time.Time) time.Time {
 	// within kMaxQueueLengthMs; both budgets get the elapsed time (≤ kMaxIntervalTimeMs, l. 411-415).
 	if elapsedMs > 0 {
 		e.media.setTargetRateKbps(e.mediaTargetKbpsLocked(now))
-		e.pad.setTargetRateKbps(int(e.padRateLocked()) / 1000) // SetPacingRates l. 173-179: bps / 1000
+		e.pad.setTargetRateKbps(int(e.padRateLocked() / 1000)) // SetPacingRates l. 173-179: bps / 1000
 		d := min(elapsedMs, maxIntervalMs)
 		e.media.increaseBudget(d)
 		e.pad.increaseBudget(d)
@@ -260,7 +263,7 @@ func (e *bbrEstimator) useBudgetsLocked(bytes int) {
 // kbit/s: the pacing rate (SetPacingRates: bps / 1000), raised with bytes queued to
 // queue bytes × 8 / max(1, kMaxQueueLengthMs − the queue's average wait in ms).
 func (e *bbrEstimator) mediaTargetKbpsLocked(now time.Time) int {
-	target := int(e.c.PacingRate()) / 1000
+	target := int(e.pacerKbpsLocked())
 	if e.queue.Len() == 0 {
 		return target
 	}
@@ -277,12 +280,21 @@ func (e *bbrEstimator) mediaTargetKbpsLocked(now time.Time) int {
 	return max(target, int(int64(bytes)*8/left))
 }
 
-// padRateLocked: the controller's pad rate, or 0 with padding turned off or the stream ended.
-func (e *bbrEstimator) padRateLocked() float64 {
+// pacerKbpsLocked is the paced sender's pacing_bitrate_kbps_: the controller's pacing rate after the
+// PacerConfig round trip (bbr.Controller.PacerRates), bps / 1000 (SetPacingRates l. 173-179).
+func (e *bbrEstimator) pacerKbpsLocked() int64 {
+	pacing, _ := e.c.PacerRates()
+	return pacing / 1000
+}
+
+// padRateLocked: the pacer's padding rate (bit/s, after the PacerConfig round trip), or 0 with
+// padding turned off or the stream ended.
+func (e *bbrEstimator) padRateLocked() int64 {
 	if !e.padding || e.padOff {
 		return 0
 	}
-	return e.c.PadRate()
+	_, padding := e.c.PacerRates()
+	return padding
 }
 
 // paddingSize is a padding packet's UDP payload: the RTP header with the transport-wide sequence
