@@ -82,8 +82,8 @@ type queued struct {
 
 const (
 	// paced_sender.cc (2018) kMinPacketLimitMs: TimeUntilNextProcess() schedules Process() 5 ms after
-	// the last one (l. 35, 255).
-	bbrTick = 5 * time.Millisecond
+	// the last one (l. 35, 255); the tests' nominal interval, process_thread.go the real schedule.
+	bbrTick = pacerMinPacketLimitMs * time.Millisecond
 	// kMaxElapsedTimeMs, kMaxIntervalTimeMs (l. 38, 42): the elapsed time Process() accounts at most,
 	// and the refill one call gives at most.
 	maxElapsedMs  = 2000
@@ -172,23 +172,42 @@ func (e *bbrEstimator) AddStream(info *interceptor.StreamInfo, w interceptor.RTP
 	})
 }
 
-// pace runs Process() every bbrTick, as libwebrtc's process thread runs the paced sender.
+// pace runs Process() when libwebrtc 2018's process thread would (processScheduler): 5 ms after the
+// previous call began, planned from the end of that call, so a late call delays the ones after it.
 func (e *bbrEstimator) pace() {
 	defer e.wg.Done()
-	t := time.NewTicker(bbrTick)
-	defer t.Stop()
+	sched := newProcessScheduler(e.start)
+	e.mu.Lock()
+	sched.plan(e.tick, time.Now())
+	e.mu.Unlock()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
-		select {
-		case <-e.done:
-			return
-		case now := <-t.C:
-			e.mu.Lock()
-			e.tick = e.paceLocked(now)
-			changed, cb := e.updateQueueFullLocked(), e.onChange
-			e.mu.Unlock()
-			if changed >= 0 && cb != nil {
-				cb(changed)
+		if w := sched.wait(time.Now()); w > 0 {
+			timer.Reset(w)
+			select {
+			case <-e.done:
+				return
+			case <-timer.C:
 			}
+		} else {
+			select {
+			case <-e.done:
+				return
+			default:
+			}
+		}
+		now := time.Now()
+		if !sched.due(now) {
+			continue
+		}
+		e.mu.Lock()
+		e.tick = e.paceLocked(now)
+		changed, cb := e.updateQueueFullLocked(), e.onChange
+		sched.plan(e.tick, time.Now())
+		e.mu.Unlock()
+		if changed >= 0 && cb != nil {
+			cb(changed)
 		}
 	}
 }
