@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 from mpvlab import cc  # noqa: E402
+from mpvlab.cc.bbr_modes import bbr_v1_mode  # noqa: E402
 from mpvlab.testbed.dumbbell import RECEIVER_ADDR, Dumbbell  # noqa: E402
 
 RATE = 25_000_000
@@ -160,16 +161,6 @@ def onoff(port: int, seg_bytes: int, gap_s: float, total_s: float, log: str) -> 
     Path(log).write_text(json.dumps(rows))
 
 
-def bbr_mode_from_gains(pg: float, cg: float) -> str:
-    if pg > 2.5:
-        return "STARTUP"
-    if pg < 0.5:
-        return "DRAIN"
-    if abs(cg - 1.0) < 1e-6 and abs(pg - 1.0) < 1e-6:
-        return "PROBE_RTT"
-    return "PROBE_BW"
-
-
 def run_onoff(d: Dumbbell, cc_name: str, seg: int, gap: float, total: float, workdir: Path,
               poll_ss: bool) -> tuple[list[tuple[float, float]], list[tuple[float, float, str]]]:
     """Returns segment (start, end) times and (t, bw_bps, mode) samples from ss (kernel bbr)."""
@@ -188,7 +179,7 @@ def run_onoff(d: Dumbbell, cc_name: str, seg: int, gap: float, total: float, wor
             for i in cc.read_bbr_info(d.ns_a):
                 if i["dport"] == PORT and i["bw_bps"] is not None:
                     samples.append((time.monotonic(), i["bw_bps"],
-                                    bbr_mode_from_gains(i["pacing_gain"], i["cwnd_gain"])))
+                                    bbr_v1_mode(i["pacing_gain"], i["cwnd_gain"]) or "?"))
     t = threading.Thread(target=poll)
     if poll_ss:
         t.start()
