@@ -19,11 +19,22 @@ from __future__ import annotations
 import contextlib
 import subprocess
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol, Sequence, TypeVar
 
 from mpvlab.core.hosts import Host
 from mpvlab.runner.context import RunContext
 
+
+SpecT = TypeVar("SpecT")
+
+
+def workload_spec(ctx: RunContext, spec_type: type[SpecT]) -> SpecT:
+    """The scenario's workload spec as the type the calling workload runs. The registry hands a workload
+    only scenarios of its own kind, so a mismatch is a bug in the registry: named, not a wrong run."""
+    spec = ctx.scenario.workload
+    if not isinstance(spec, spec_type):
+        raise TypeError(f"a workload that runs {spec_type.__name__} was handed a {spec.kind} workload spec")
+    return spec
 
 @dataclass(frozen=True)
 class Client:

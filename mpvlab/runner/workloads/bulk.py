@@ -20,20 +20,12 @@ from mpvlab.core import proc
 from mpvlab.core.errors import RunFailed
 from mpvlab.runner import steps
 from mpvlab.runner.context import RunContext
-from mpvlab.runner.workloads.base import Ends, Outcome, still_running
+from mpvlab.runner.workloads.base import Ends, Outcome, still_running, workload_spec
 from mpvlab.workloads.bulk import BulkWorkloadSpec
 from mpvlab.runner.workloads.two_ends import TwoEnds
 from mpvlab.workloads.bulk import BULK, PORT as BULK_PORT   # not the fidelity probe's 5201 nor the cross traffic's 5301
 
 ENDPOINT = Path(__file__).resolve().parent / "bulk_endpoint.py"
-
-
-def _spec(ctx: RunContext) -> BulkWorkloadSpec:
-    """The scenario's workload as the bulk spec (the registry hands this workload only bulk scenarios)."""
-    spec = ctx.scenario.workload
-    if not isinstance(spec, BulkWorkloadSpec):
-        raise TypeError(f"the bulk workload was handed a {spec.kind} workload spec")
-    return spec
 
 
 class BulkWorkload(TwoEnds):
@@ -44,7 +36,7 @@ class BulkWorkload(TwoEnds):
         pass     # nothing to generate: the payload is zeros, made as it is sent
 
     def serve(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
-        spec = _spec(ctx)
+        spec = workload_spec(ctx, BulkWorkloadSpec)
         ctx.opts.progress("bulk sender")
         out = ctx.logs / "bulk"
         out.mkdir(parents=True, exist_ok=True)
@@ -78,7 +70,7 @@ class BulkWorkload(TwoEnds):
     def max_run_s(self, ctx: RunContext) -> float:
         """Time to give up: the scenario's limit. For a size, the default allows 10× the transfer at
         the slowest path's rate alone (a stalled run, not a slow one, is what this catches)."""
-        spec, sc = _spec(ctx), ctx.scenario
+        spec, sc = workload_spec(ctx, BulkWorkloadSpec), ctx.scenario
         if spec.timeout is not None:
             return spec.timeout / 1e9
         if spec.duration is not None:
@@ -115,7 +107,7 @@ class BulkWorkload(TwoEnds):
         rx, tx = steps.read_json(out / "receiver.json"), steps.read_json(out / "sender.json")
         if not rx or not tx:
             raise RunFailed("bulk transfer left no record (logs/bulk/)")
-        spec = _spec(ctx)
+        spec = workload_spec(ctx, BulkWorkloadSpec)
         if rx["bytes_received"] != tx["bytes_sent"]:
             raise RunFailed(f"bulk: the receiver got {rx['bytes_received']} bytes, the sender sent {tx['bytes_sent']}")
         if spec.size is not None and rx["bytes_received"] != spec.size:

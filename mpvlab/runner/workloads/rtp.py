@@ -24,7 +24,7 @@ from mpvlab.core.errors import RunFailed
 from mpvlab.runner import liveness, steps
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads import rtp_freezes
-from mpvlab.runner.workloads.base import Ends, Outcome, still_running
+from mpvlab.runner.workloads.base import Ends, Outcome, still_running, workload_spec
 from mpvlab.workloads.rtp import RtpWorkloadSpec
 from mpvlab.runner.workloads.two_ends import TwoEnds
 from mpvlab.workloads.rtp import RTP
@@ -36,14 +36,6 @@ CODEC = {"x264": "h264", "vp8": "vp8"}     # workload.encoder → the sender's, 
 DECODER = ROOT / "rtp" / "decoder" / "live_decoder.py"
 RTP_PORT = 5601         # not the fidelity probe's 5201, the cross traffic's 5301 nor bulk's 5401
 STEADY_FROM = 0.5       # the steady-state target is the mean over the second half of the stream
-
-
-def _spec(ctx: RunContext) -> RtpWorkloadSpec:
-    """The scenario's workload as the rtp spec (the registry hands this workload only rtp scenarios)."""
-    spec = ctx.scenario.workload
-    if not isinstance(spec, RtpWorkloadSpec):
-        raise TypeError(f"the rtp workload was handed a {spec.kind} workload spec")
-    return spec
 
 
 class RtpWorkload(TwoEnds):
@@ -69,7 +61,7 @@ class RtpWorkload(TwoEnds):
         return p
 
     def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
-        spec = _spec(ctx)
+        spec = workload_spec(ctx, RtpWorkloadSpec)
         root = ctx.logs / "rtp"
         for side in ("receiver", "sender"):
             (root / side).mkdir(parents=True, exist_ok=True)
@@ -112,7 +104,7 @@ class RtpWorkload(TwoEnds):
 
     def max_run_s(self, ctx: RunContext) -> float:
         """The scenario's `timeout`, by default the stream's duration + 60 s."""
-        spec = _spec(ctx)
+        spec = workload_spec(ctx, RtpWorkloadSpec)
         return spec.timeout / 1e9 if spec.timeout is not None else spec.duration / 1e9 + 60
 
     def running(self, wait_s: float = 0.0) -> bool:
@@ -150,7 +142,7 @@ class RtpWorkload(TwoEnds):
 def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Path) -> tuple[dict[str, Any], list[str]]:
     """The summary's `rtp` part, after the checks that make it trustworthy: the viewer accounted exactly
     the frames the broadcaster captured, and every packet sent was received or counted lost."""
-    spec = _spec(ctx)
+    spec = workload_spec(ctx, RtpWorkloadSpec)
     captured = tx["frames_captured"]
     on_time, late, lost = rx["frames_on_time"], rx["frames_late"], rx["frames_lost"]
     if not rx["end_record_seen"]:
