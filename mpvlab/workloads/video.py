@@ -159,9 +159,7 @@ class PlayerSpec(Strict):
         try:
             model.model_validate(self.abr_params)
         except ValidationError as e:
-            problems = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or '(all)'}: "
-                                 + ("unknown key" if err["type"] == "extra_forbidden" else err["msg"])
-                                 for err in e.errors())
+            problems = _params_problems(e)
             raise ValueError(f"abr_params for {self.abr}: {problems} (keys: "
                              f"{', '.join(model.model_fields) or 'none'})") from None
         if self.rcvbuf is not None and not 4096 <= self.rcvbuf <= 1 << 30:
@@ -194,12 +192,17 @@ class PlayerSpec(Strict):
         try:
             object.__setattr__(self, "abr_params", model.model_validate(self.abr_params).model_dump())
         except ValidationError as e:
-            problems = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or '(all)'}: "
-                                 + ("unknown key" if err["type"] == "extra_forbidden" else err["msg"])
-                                 for err in e.errors())
+            problems = _params_problems(e)
             raise ValueError(f"abr_params for dashjs {self.abr}: {problems} (keys: "
                              f"{', '.join(model.model_fields)})") from None
         return self
+
+
+def _params_problems(e: ValidationError) -> str:
+    """An ABR parameter model's complaints in one line: each key with what is wrong with it."""
+    return "; ".join(f"{'.'.join(str(x) for x in err['loc']) or '(all)'}: "
+                     + ("unknown key" if err["type"] == "extra_forbidden" else err["msg"])
+                     for err in e.errors())
 
 
 def _console_lines(s: Mapping[str, Any], several_clients: bool) -> list[str]:
