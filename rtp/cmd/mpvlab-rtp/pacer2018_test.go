@@ -15,6 +15,16 @@ import (
 
 // paceCalls drives e's Process() at the given offsets from its last process time (cumulative) and
 // returns how many packets each call sent.
+// wantPerCall fails the test unless the first len(want) calls sent want[i] packets each.
+func wantPerCall(t *testing.T, got, want []int) {
+	t.Helper()
+	for i := range want {
+		if i >= len(got) || got[i] != want[i] {
+			t.Fatalf("packets per call %v, want %v", got, want)
+		}
+	}
+}
+
 func paceCalls(e *bbrEstimator, out *[]wirePacket, steps []time.Duration) []int {
 	counts := make([]int, len(steps))
 	now := e.tick
@@ -52,11 +62,7 @@ func TestPacer2018BurstsAt5Mbit(t *testing.T) {
 	queueMedia(e, 30, &seq)
 	got := paceCalls(e, out, every(bbrTick, 10))
 	want := []int{3, 3, 2, 3, 3, 2, 3, 2, 3, 3}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("packets per 5 ms call %v, want %v", got, want)
-		}
-	}
+	wantPerCall(t, got, want)
 	var bytes int
 	for _, p := range *out {
 		bytes += p.counted

@@ -23,11 +23,7 @@ func TestPacerRunsAtThePacerConfigRate(t *testing.T) {
 	queueMedia(e, 30, &seq)
 	got := paceCalls(e, out, every(bbrTick, 10))
 	want := []int{3, 3, 2, 3, 3, 2, 3, 2, 3, 3}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("packets per 5 ms call %v, want %v", got, want)
-		}
-	}
+	wantPerCall(t, got, want)
 	if e.media.targetRateKbps != 5000 || e.media.bytesRemaining != 10*3125-27*1200 {
 		t.Fatalf("media budget at %d kbit/s with %d B left; want 5000 and -1150", e.media.targetRateKbps,
 			e.media.bytesRemaining)

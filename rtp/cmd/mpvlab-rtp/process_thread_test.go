@@ -63,11 +63,7 @@ func TestProcessScheduledFromTheLastCall(t *testing.T) {
 		}
 	}
 	want := []int{3, 3, 6, 3, 2, 3}
-	for i := range want {
-		if perCall[i] != want[i] {
-			t.Fatalf("packets per call %v, want %v", perCall, want)
-		}
-	}
+	wantPerCall(t, perCall, want)
 	if e.media.bytesRemaining != -875 {
 		t.Fatalf("media budget %d after six calls, want -875", e.media.bytesRemaining)
 	}
