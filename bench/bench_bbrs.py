@@ -54,7 +54,7 @@ class BpfStats:
     BPF_ENABLE_STATS = 32
     SYSCTL = Path("/proc/sys/kernel/bpf_stats_enabled")
 
-    def __enter__(self) -> "BpfStats":
+    def __enter__(self) -> BpfStats:
         libc = ctypes.CDLL(None, use_errno=True)
         attr = (ctypes.c_uint32 * 32)()  # attr.enable_stats.type = BPF_STATS_RUN_TIME (0)
         self.fd = libc.syscall(self.SYS_BPF, self.BPF_ENABLE_STATS, ctypes.byref(attr), 4)

@@ -75,7 +75,7 @@ class Cost:
                 return float(self.max_ns) if i == COST_BUCKETS - 1 else (i + 1) * COST_BUCKET_NS
         return float(self.max_ns)
 
-    def __add__(self, o: "Cost") -> "Cost":
+    def __add__(self, o: Cost) -> Cost:
         return Cost(self.calls + o.calls, self.sum_ns + o.sum_ns, max(self.max_ns, o.max_ns),
                     tuple(a + b for a, b in zip(self.hist, o.hist)))
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from mpvlab.testbed.playbench import PORT, content_cache, describe, play, served  # noqa: E402
 from mpvlab.content import _parse_bitrate, ensure_dash, ensure_progressive  # noqa: E402

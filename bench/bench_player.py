@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from mpvlab.testbed.playbench import PORT, content_cache, describe, play, served  # noqa: E402
 from mpvlab.content import ensure_progressive  # noqa: E402

@@ -103,7 +103,7 @@ def main() -> None:
                 table.setdefault(controller, []).append(report(run_once(f, a.results)))
     print("\ncontroller   RTP alone  RTP competing  CUBIC   (Mbit/s, mean over runs)")
     for controller, rows in table.items():
-        def mean(k: str) -> str:
+        def mean(k: str, rows: list[dict] = rows) -> str:
             vals = [r[k] for r in rows if r[k] is not None]
             return f"{statistics.fmean(vals) / 1e6:.3f}" if vals else "n/a"
         print(f"{controller:12s} {mean('rtp_alone_bps'):>9s}  {mean('rtp_competing_bps'):>13s}  "

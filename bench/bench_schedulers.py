@@ -15,7 +15,6 @@ Needs root; about 6 minutes (--quick: about 2).
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any

@@ -117,7 +117,7 @@ class PhysLab:
 
     def scenario(self, name: str, video: str = "{duration: 20s, bitrate: 5.24mbit}") -> str:
         f = self.ifs
-        host = "{{kind: ssh, address: {a}, port: %d, identity_file: client_key, known_hosts: known_hosts}}" % PORT
+        host = f"{{{{kind: ssh, address: {{a}}, port: {PORT}, identity_file: client_key, known_hosts: known_hosts}}}}"
         return f"""\
 name: {name}
 seed: 2

@@ -30,7 +30,7 @@ class SlurmLab:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @classmethod
-    def start(cls) -> "SlurmLab":
+    def start(cls) -> SlurmLab:
         for tool in ("munged", "slurmctld", "slurmd", "sbatch"):
             if shutil.which(tool) is None:
                 raise RuntimeError(f"{tool} missing: run ./setup.sh (Debian slurm-wlm, munge)")

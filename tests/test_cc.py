@@ -8,7 +8,6 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path

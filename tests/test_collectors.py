@@ -23,7 +23,6 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import sys
 import threading
 import time
 from collections import defaultdict

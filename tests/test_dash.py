@@ -107,8 +107,8 @@ def test_content_concurrent_callers(tmp_path: Path) -> None:
     """Two processes asking for the same ladder at once: the flock serialises them, one
     encodes, the other finds the finished ladder valid (cached), nothing half-written."""
     code = ("import sys, json; from mpvlab.content import ensure_dash; "
-            "i = ensure_dash(%r, 4.0, [300000, 600000], 2.0, 320, 180, 30); "
-            "print(json.dumps([i.cached, i.mpd_sha256]))") % (str(tmp_path),)
+            f"i = ensure_dash({str(tmp_path)!r}, 4.0, [300000, 600000], 2.0, 320, 180, 30); "
+            "print(json.dumps([i.cached, i.mpd_sha256]))")
     procs = [subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
     assert sorted(o[0] for o in outs) == [False, True]

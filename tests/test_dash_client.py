@@ -17,7 +17,6 @@ and startup, underflows and discards must agree:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -195,7 +194,7 @@ def test_sabre_pipelining_on_the_wire(testbed: tuple[Net, Apache], content3: Any
     for d in decs:
         batches.setdefault(d["t"], []).append(d)
     checked = 0
-    for t, b in batches.items():
+    for b in batches.values():
         last = b[-1]
         if last["index"] == n - 1:
             continue

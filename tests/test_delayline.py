@@ -12,7 +12,6 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Iterator

@@ -231,7 +231,7 @@ class Watcher:
             self.samples += 1
             self._stop.wait(0.3)
 
-    def __enter__(self) -> "Watcher":
+    def __enter__(self) -> Watcher:
         self._t.start()
         return self
 

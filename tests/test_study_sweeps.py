@@ -144,7 +144,7 @@ def test_sabre_study_quick_sweep_and_report(tmp_path: Path) -> None:
                 # SABRE keeps 1 + ceil(rcvbuf·8/(r·s)) requests outstanding for the level current when each
                 # went out: every batch of requests (same instant) fills the pipeline to exactly that, or
                 # to every segment sent so far, unless the stream ran out of segments.
-                def depth(lv: int) -> int:
+                def depth(lv: int, rcv: int = rcv, rates: list[int] = rates) -> int:
                     return 1 + math.ceil(rcv * 8 / (rates[lv] * 2.0))
                 batches: dict[float, list[dict[str, Any]]] = {}
                 for x in decs:

@@ -3,9 +3,7 @@ steps that add up to the total."""
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 from mpvlab.runner import timeline  # noqa: E402
 
