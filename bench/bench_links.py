@@ -24,7 +24,7 @@ from typing import Any, Iterator
 REPO = Path(__file__).resolve().parent.parent
 
 from mpvlab import content  # noqa: E402
-from mpvlab.core import naming, netns, proc  # noqa: E402
+from mpvlab.core import ledger, naming, netns, proc  # noqa: E402
 from mpvlab.links import path as link_path  # noqa: E402
 from mpvlab.links.emulator import DirectionHandle, stop_direction  # noqa: E402
 from mpvlab.runner import fidelity, transport  # noqa: E402
@@ -42,16 +42,25 @@ def scenario(rate: str | None, delay: str, buffer: str, probe_s: int) -> Any:
 
 
 def measure(sc: Any, run_id: str) -> dict[str, Any]:
+    work = Path(f"/tmp/mpvlab-bench-{run_id}")     # the run's own folder: its delay lines' files too
+    work.mkdir(exist_ok=True)
+    # The run ledger, as a run keeps one: a bench killed mid-way (SIGKILL included) leaves namespaces
+    # and delay lines that the next run or `mpvlab cleanup` removes by this file.
+    led = ledger.Ledger.create(run_id, work)
     names: list[str] = []
-    topo = dual_path.build(list(sc.paths), sc.topology.server_addressing, run_id, names.append)
+
+    def created(name: str) -> None:
+        names.append(name)
+        led.add_netns(name)
+
     handles: list[DirectionHandle] = []
+    topo = None
     try:
+        topo = dual_path.build(list(sc.paths), sc.topology.server_addressing, run_id, created)
         transport.configure_hosts(topo, sc)
         transport.set_offloads(topo, sc.hosts.offloads)
         transport.set_server_cc(topo, "cubic")
         t0 = time.monotonic_ns() + 10**9
-        work = Path(f"/tmp/mpvlab-bench-{run_id}")     # the run's own folder: its delay lines' files too
-        work.mkdir(exist_ok=True)
         scheds = {}
         for p in topo.paths:
             spec = sc.paths[p.name]
@@ -61,7 +70,7 @@ def measure(sc: Any, run_id: str) -> dict[str, Any]:
                                          client_if=p.router_client_if, down=spec.down, up=spec.up,
                                          schedules=(scheds[p.name].down, scheds[p.name].up),
                                          ifbs=link_path.ifb_names(run_id, p.index), seed=sc.seed)
-            handles += link_path.apply_path(plans, work, t0, lambda _r: None).handles
+            handles += link_path.apply_path(plans, work, t0, led.add_proc).handles
         res = fidelity.run_probes(topo, sc, scheds, t0, work, handles=handles)   # handles: the tbfs it measures
         stats = {h.plan.label: stop_direction(h) for h in handles}
         res["delay_lines"] = [v for label, v in stats.items() if label.endswith("-down")]   # the lines measured
@@ -70,9 +79,11 @@ def measure(sc: Any, run_id: str) -> dict[str, Any]:
         for h in handles:          # a probe that failed leaves its lines running: stop them first
             if h.process is not None and h.process.poll() is None:
                 proc.stop_child(h.process)
-        dual_path.teardown(topo)
+        if topo is not None:
+            dual_path.teardown(topo)
         for n in names:
             netns.delete_netns(n)
+        led.remove()
 
 
 @contextlib.contextmanager
