@@ -415,7 +415,8 @@ def resolve_trace(spec: TraceRate, base_dir: Path) -> Path:
             found.append(f"{root / spec.file} is not a regular file")
     if found:
         raise InputError(f"trace file {spec.file!r}: " + "; ".join(found))
-    raise InputError(f"trace file {spec.file!r} not found in {base_dir} or {SHIPPED_TRACES}")
+    where = SHIPPED_TRACES if Path(base_dir).resolve() == SHIPPED_TRACES.resolve() else f"{base_dir} or {SHIPPED_TRACES}"
+    raise InputError(f"trace file {spec.file!r} not found in {where}")
 
 
 def validate_capacity(spec: CapacitySpec, base_dir: Path) -> MahimahiTrace | list[tuple[int, int]] | None:

@@ -206,4 +206,6 @@ def test_shell_and_plot_refusals_name_what_works() -> None:
     assert topologies.SHARED_BOTTLENECK.shell_refusal() == (
         "topology.kind shared-bottleneck: mpvlab shell supports dual-path and dumbbell only (run it with `mpvlab run`)")
     assert "has no emulated network" in (topologies.PHYSICAL.shell_refusal() or "")
-    assert topologies.SHARED_BOTTLENECK.plot_refusal() is not None and topologies.PHYSICAL.plot_refusal() is None
+    assert topologies.SHARED_BOTTLENECK.plot_refusal() is not None and topologies.DUAL_PATH.plot_refusal() is None
+    # a physical run's provenance has no topology.paths to map subflows to paths: refused, not a KeyError
+    assert (topologies.PHYSICAL.plot_refusal() or "").startswith("mpvlab plot draws per-path figures of dual-path/dumbbell runs")

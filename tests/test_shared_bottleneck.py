@@ -10,6 +10,7 @@ import json
 import math
 import os
 import secrets
+import shutil
 import string
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from typing import Iterator
 import pytest
 
 from hostnoise import longest_stall_s, lowered, tail_quantile
+from mpvlab.core.errors import InputError
 from mpvlab.core.hoststeal import StealMeter
 
 
@@ -163,6 +165,20 @@ def test_bad_sizes_and_orders(run: tuple[str, list[str], list[proc.ProcRef], Exi
         topo.down_plan(LinkDirection(rate="6mbit", order="delay-then-shape"), sched, 1)
     with pytest.raises(Exception, match="needs order delay-then-shape"):
         topo.up_plan(LinkDirection(rate="1mbit"), sched, 1)
+    # A capacity trace beside the scenario (validate accepts it there) is found by the plans the run
+    # makes: they carry the scenario's folder, as links.path.path_plans does for the other backends.
+    scenario_dir = Path(f"/tmp/mpvlab-test-{run_id}")
+    scenario_dir.mkdir(exist_ok=True)
+    try:
+        (scenario_dir / "mine.down").write_bytes((ROOT / "links/traces/mahimahi/ATT-LTE-driving-2016.down").read_bytes())
+        traced = LinkDirection.model_validate({"capacity": {"rate": {"kind": "trace", "file": "mine.down"}}})
+        for plan in (topo.down_plan(traced, sched, 1, base_dir=scenario_dir),
+                     topo.up_plan(traced, sched, 1, base_dir=scenario_dir)):
+            assert plan.queue_maxlen() > 0          # reads the trace: raises InputError when not found
+        with pytest.raises(InputError, match="trace file 'mine.down' not found"):
+            topo.down_plan(traced, sched, 1).queue_maxlen()
+    finally:
+        shutil.rmtree(scenario_dir)
 
 
 def _qdisc_stats(ns: Netns, dev: str) -> dict[str, int]:

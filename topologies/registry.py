@@ -109,7 +109,7 @@ SHARED_BOTTLENECK = TopologyKind(
     "shared", "SharedSummary", plot=False, several_clients=True)
 PHYSICAL = TopologyKind(
     "physical", "real hosts and interfaces, 1 or 2 paths", (1, 2), ("single",), ("video",), None, "real-hosts",
-    "PhysicalSummary", real_hosts=True)
+    "PhysicalSummary", plot=False, real_hosts=True)   # plot: its provenance has no topology.paths
 
 ENTRIES: tuple[TopologyKind, ...] = (DUAL_PATH, DUMBBELL, SHARED_BOTTLENECK, PHYSICAL)
 REGISTRY: dict[str, TopologyKind] = {k.name: k for k in ENTRIES}

@@ -35,6 +35,7 @@ with `congctl`); each leaf's default route is via its router address.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from mpvlab.links.emulator import DirectionPlan, LinkError
@@ -128,7 +129,8 @@ class SharedBottleneck:
         return [(lf.subnet, self.server_gw_addr, self.server_if) for lf in self.leaves]
 
     # --- link emulation plans (applied by links.emulator.apply_direction) ------------------------
-    def down_plan(self, spec: LinkDirection, schedule: Schedule, seed: int, queue_num: int = 0) -> DirectionPlan:
+    def down_plan(self, spec: LinkDirection, schedule: Schedule, seed: int, queue_num: int = 0,
+                  base_dir: Path | None = None) -> DirectionPlan:
         """server → every leaf. A shared queue needs the tbf where all flows meet, i.e. on the IFB at
         rs's ingress (shape-then-delay); delay-then-shape would put a tbf on each leaf's egress —
         one queue per leaf, not a shared bottleneck — so it is refused."""
@@ -136,9 +138,10 @@ class SharedBottleneck:
             raise LinkError("shared-bottleneck: the down direction must be shape-then-delay (a tbf on each "
                             "client-facing egress would be one queue per client, not a shared bottleneck)")
         return DirectionPlan("shared", "down", self.router.ns, self.router_server_if, self.receiver_side_pattern,
-                             naming.ifname(self.run_id, "ib0"), queue_num, spec, schedule, seed)
+                             naming.ifname(self.run_id, "ib0"), queue_num, spec, schedule, seed, base_dir=base_dir)
 
-    def up_plan(self, spec: LinkDirection, schedule: Schedule, seed: int, queue_num: int = 1) -> DirectionPlan:
+    def up_plan(self, spec: LinkDirection, schedule: Schedule, seed: int, queue_num: int = 1,
+                base_dir: Path | None = None) -> DirectionPlan:
         """every leaf → server. Here the flows meet at rs's egress, so a rate needs delay-then-shape
         (tbf on rs); shape-then-delay would need an ingress qdisc on each leaf interface, which
         apply_direction (one in_if) does not do."""
@@ -147,7 +150,7 @@ class SharedBottleneck:
                             "(apply_direction shapes at ingress of one interface only; the up flows enter "
                             "through one interface per client)")
         return DirectionPlan("shared", "up", self.router.ns, self.receiver_side_pattern, self.router_server_if,
-                             naming.ifname(self.run_id, "ib1"), queue_num, spec, schedule, seed)
+                             naming.ifname(self.run_id, "ib1"), queue_num, spec, schedule, seed, base_dir=base_dir)
 
 
 def build(run_id: str, on_netns: Callable[[str], None], n_clients: int, cross: bool = True,

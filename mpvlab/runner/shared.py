@@ -141,9 +141,12 @@ def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> SharedNetwork:
     phase("links")
     sched = fidelity.PathSchedules(down=link_path.schedule_for(spec.down, ctx.scenario_file.parent),
                                    up=link_path.schedule_for(spec.up, ctx.scenario_file.parent))
-    # The topology's own plans: the one router's receiver-side wildcard and its order rules (sb.down_plan)
-    plans = (topo.down_plan(spec.down, sched.down, seed=sc.seed * 1000, queue_num=0),
-             topo.up_plan(spec.up, sched.up, seed=sc.seed * 1000 + 1, queue_num=1))
+    # The topology's own plans: the one router's receiver-side wildcard and its order rules (sb.down_plan);
+    # seeds and the trace folder as links.path.path_plans gives every other backend's path 0.
+    plans = (topo.down_plan(spec.down, sched.down, seed=link_path.direction_seed(sc.seed, 0, 0), queue_num=0,
+                            base_dir=ctx.scenario_file.parent),
+             topo.up_plan(spec.up, sched.up, seed=link_path.direction_seed(sc.seed, 0, 1), queue_num=1,
+                          base_dir=ctx.scenario_file.parent))
     link = link_path.apply_path(plans, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc, data_dir=ctx.data,
                                 on_applied=lambda hd: stack.callback(link_path.record_stats, ctx.extra_prov, hd))
     handles: list[DirectionHandle] = link.handles
