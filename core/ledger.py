@@ -240,7 +240,11 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *,
 
     def stop_procs() -> None:
         for p in _records(ledger.procs, "procs"):
-            ref = proc.ProcRef.from_record(p)
+            try:
+                ref = proc.ProcRef.from_record(p)
+            except MALFORMED as e:      # one bad record must not keep the processes after it alive
+                log(f"could not clean a process of run {ledger.run_id}: malformed record ({type(e).__name__}: {e})")
+                continue
             if ref.alive():
                 proc.terminate(ref, grace=2.0)
                 removed.append(f"process {ref.pid} ({ref.label})")
@@ -300,6 +304,11 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *,
     return removed
 
 
+# What reading one record of a ledger a crash or a person left may raise: a missing field, a wrong type,
+# a value that is not a number or an unknown host kind.
+MALFORMED = (KeyError, TypeError, ValueError, AttributeError)
+
+
 def _records(value: object, field_name: str) -> list[object]:
     """A list field of a ledger read from disk: a ledger a crash or a person left may hold anything."""
     if not isinstance(value, list):
@@ -315,36 +324,48 @@ def _cleanup_remote(ledger: Ledger) -> list[str]:
 
     removed: list[str] = []
     unreachable: set[str] = set()   # one failed connection per host is enough: do not wait on it again
-    for p in ledger.remote_procs:
-        host = host_from_record(p["host"])  # type: ignore[arg-type]
+    for p in _records(ledger.remote_procs, "remote_procs"):
+        # One malformed record is said and skipped: the records after it, and the undo commands that
+        # give real machines their settings back, still run.
+        try:
+            host = host_from_record(p["host"])  # type: ignore[index]
+            ref = proc.ProcRef.from_record(p)
+        except MALFORMED as e:
+            removed.append(f"skipped a malformed remote process record ({type(e).__name__}: {e})")
+            continue
         if host.name in unreachable:
             continue
         try:
-            ref = proc.ProcRef.from_record(p)
             if isinstance(host, SshHost):
                 if host.signal_remote(ref.pid, ref.start, "TERM"):
-                    removed.append(f"process {p['pid']} ({p['label']}) on {host.name}")
+                    removed.append(f"process {ref.pid} ({ref.label}) on {host.name}")
             elif ref.alive():
                 proc.terminate(ref, grace=2.0)
                 removed.append(f"process {ref.pid} ({ref.label})")
         except proc.CommandError as e:
             unreachable.add(host.name)
-            removed.append(f"could not reach {host.name} to stop process {p['pid']}: {e}")
-    for u in reversed(ledger.undo):
-        host = host_from_record(u["host"])  # type: ignore[arg-type]
+            removed.append(f"could not reach {host.name} to stop process {ref.pid}: {e}")
+    for u in reversed(_records(ledger.undo, "undo")):
+        try:
+            host = host_from_record(u["host"])  # type: ignore[index]
+            argv = [str(a) for a in _records(u["argv"], "undo argv")]  # type: ignore[index]
+            what = str(u["what"])  # type: ignore[index]
+        except MALFORMED as e:
+            removed.append(f"skipped a malformed undo record ({type(e).__name__}: {e})")
+            continue
         if host.name in unreachable:
-            removed.append(f"not undone (host unreachable): {u['what']} on {host.name}")
+            removed.append(f"not undone (host unreachable): {what} on {host.name}")
             continue
         try:
-            cp = host.run([str(a) for a in _records(u["argv"], "undo argv")], check=False, timeout=20)
+            cp = host.run(argv, check=False, timeout=20)
             if cp.returncode == 0:
-                removed.append(f"{u['what']} on {host.name}")
+                removed.append(f"{what} on {host.name}")
             elif cp.returncode == 255 and isinstance(host, SshHost):
                 unreachable.add(host.name)
-                removed.append(f"not undone (ssh failed: {cp.stderr.strip()[-200:]}): {u['what']} on {host.name}")
+                removed.append(f"not undone (ssh failed: {cp.stderr.strip()[-200:]}): {what} on {host.name}")
         except proc.CommandError as e:
             unreachable.add(host.name)
-            removed.append(f"could not reach {host.name} to undo {u['what']}: {e}")
+            removed.append(f"could not reach {host.name} to undo {what}: {e}")
     return removed
 
 

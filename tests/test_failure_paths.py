@@ -324,6 +324,37 @@ def test_cleanup_survives_what_dead_runs_left(tmp_path: Path) -> None:
                 (ledger.OWNER_LOCK_DIR / f"{rid}.lock").unlink(missing_ok=True)
 
 
+def test_one_malformed_ledger_record_does_not_stop_the_others(tmp_path: Path) -> None:
+    """A ledger a crash or a person left may hold one bad record among good ones: the cleanup says
+    it in one line and still stops the processes after it and runs every undo command (on a physical
+    run those give real machines their settings back)."""
+    from mpvlab.core import naming
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        undone = tmp_path / "undone"
+        led = ledger.Ledger(naming.new_run_id(), os.getpid(), 0, str(tmp_path))
+        led.procs = [{"pid": "not a pid", "start": 1, "label": "bad"},
+                     {"pid": sleeper.pid, "start": proc.start_time_ticks(sleeper.pid), "label": "sleeper"}]
+        led.remote_procs = [{"host": {"kind": "nope"}, "pid": 1, "start": 1, "label": "bad host"},
+                            {"pid": 1}]
+        led.undo = [{"host": {"kind": "local", "name": "here"}, "argv": ["touch", str(undone)], "what": "touch"},
+                    {"host": {"kind": "local"}, "argv": "not a list", "what": "bad argv"}]
+        lines: list[str] = []
+        removed = ledger.cleanup_run(led, lines.append, mark=False)
+        assert sleeper.wait(timeout=10) is not None          # the good process after the bad one: stopped
+        assert undone.exists()                                  # the undo before the bad one (reversed): run
+        assert removed.count("touch on here") == 1, removed
+        assert f"process {sleeper.pid} (sleeper)" in removed, removed
+        assert [r for r in removed if r.startswith("skipped a malformed remote process record")] and \
+            len([r for r in removed if r.startswith("skipped a malformed")]) == 3, removed
+        assert [ln for ln in lines if "malformed record (ValueError" in ln and led.run_id in ln], lines
+        assert "Traceback" not in "\n".join(lines)
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+            sleeper.wait()
+
+
 def test_run_on_a_full_results_filesystem_exits_2_and_leaves_no_folder(tmp_path: Path) -> None:
     """Issue 33: nothing was started, so exit 2 (README "Exit codes"), a clear error, no empty run
     folder and no ledger left behind."""

@@ -433,7 +433,7 @@ def test_probe_off_physical_run_records_that_fidelity_was_not_checked() -> None:
     net = PhysicalNetwork(plan=None, prov={})   # type: ignore[arg-type]   (judge reads neither)
     net.judge(None, fid, summary)   # type: ignore[arg-type]   (the context is not read)
     assert fid["ok"] is None and summary["fidelity_ok"] is None
-    assert "physical topology pulls no whole-run evidence" in fid["skipped_reason"], fid
+    assert "physical topology makes no whole-run verdict" in fid["skipped_reason"], fid
     probed = {"ok": True, "warnings": [], "paths": {}}
     net.judge(None, probed, summary)   # type: ignore[arg-type]
     assert probed == {"ok": True, "warnings": [], "paths": {}}      # a probed run keeps the probe's verdict

@@ -152,13 +152,15 @@ class PhysicalNetwork:
         pass      # run time zero was set after the kind's own lead (bring_up): remote hosts' delay lines
 
     def judge(self, ctx: RunContext, fid: dict[str, Any], summary: dict[str, Any]) -> None:
-        # The physical probes' verdict (precheck) is the run's: no delay-line evidence is pulled back
-        # from the emulator hosts. With the probe off there is then no evidence at all, which the
+        # The physical probes' verdict (precheck) is the run's. The emulator hosts' delay-line statistics
+        # are copied back (logs/, provenance delay_lines) but not judged on this kind: no queue samples
+        # come back to judge the rate with. With the probe off there is then no verdict at all, which the
         # provenance says in words (fidelity_ok stays null: not checked, rather than passed).
         if fid.get("skipped"):
             fid["skipped_reason"] = (
-                "pre-run probe off in the scenario (fidelity.probe: false), and a physical topology pulls no "
-                "whole-run evidence back from its emulator hosts: fidelity not checked (fidelity_ok null)")
+                "pre-run probe off in the scenario (fidelity.probe: false), and a physical topology makes no "
+                "whole-run verdict (its delay-line statistics are in provenance delay_lines, not judged): "
+                "fidelity not checked (fidelity_ok null)")
 
     def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int, max_run_s: float) -> None:
         assert self.run is not None
