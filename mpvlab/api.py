@@ -141,7 +141,7 @@ def sweep(spec: str | Path, results: str | Path | None = None, *, quick: bool = 
     parallel: runs at once, 1..8 (default: one per 2 CPUs, as the command line). The call returns
     when every run has ended; failed runs are in `counts` and the manifest, not raised."""
     from mpvlab.runner.context import default_parallel
-    from mpvlab.runner.steps import ensure_content
+    from mpvlab.runner.steps import ensure_contents
     from mpvlab.sweeps import Sweeper, expand, load_spec
 
     path = Path(spec)
@@ -153,11 +153,7 @@ def sweep(spec: str | Path, results: str | Path | None = None, *, quick: bool = 
     if os.geteuid() != 0:
         raise RunFailed("mpvlab.sweep needs root (each run builds network namespaces, tc, BPF)")
     root = _results_root(results)
-    seen: set[str] = set()
-    for r in plan.runs:      # encode each video once, before any run starts (as the command line)
-        if (k := r.scenario.video.model_dump_json()) not in seen:
-            seen.add(k)
-            ensure_content(r.scenario)
+    ensure_contents(r.scenario for r in plan.runs)      # as the command line
     sweeper = Sweeper(plan, root, parallel=parallel, retry_failed=retry_failed)
     counts = sweeper.run()
     rep = None

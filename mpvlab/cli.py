@@ -121,7 +121,7 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
 def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
     """Generate (or find cached) the video each scenario needs, so a run never waits on an encode."""
     from mpvlab.content import DashInfo
-    from mpvlab.runner.steps import ensure_content
+    from mpvlab.runner.steps import ensure_content, plays_video
 
     seen: set[str] = set()
     for f in args.files:
@@ -130,6 +130,9 @@ def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
         except ScenarioError as e:
             console.print(Text(str(e), style="red"))
             return 2
+        if not plays_video(sc):
+            console.print(f"{f}: nothing to prepare (workload {sc.workload_kind.name} plays no video file)")
+            continue
         key = sc.video.model_dump_json()
         if key in seen:
             continue
@@ -208,7 +211,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     import os
 
     from mpvlab.core.errors import EXIT_INTERRUPTED
-    from mpvlab.runner.steps import ensure_content
+    from mpvlab.runner.steps import ensure_contents
     from mpvlab.sweeps import Sweeper, SweepError, estimate_run_s, expand, load_spec
     from mpvlab.sweeps.display import SweepDisplay
 
@@ -248,12 +251,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     if (bad_root := results_root_problem(Path(args.results))) is not None:   # before any run starts
         console.print(Text(bad_root, style="red"))
         return 2
-    seen: set[str] = set()
-    for r in plan.runs:                       # encode each video once, before any run starts (on a
-        # cluster: on the submitting node; other nodes need the same cache, see docs/cluster.md)
-        if (k := r.scenario.video.model_dump_json()) not in seen:
-            seen.add(k)
-            ensure_content(r.scenario)
+    ensure_contents(r.scenario for r in plan.runs)
     if args.executor == "slurm":
         return cluster.cmd_submit(plan, args, console)
     display = SweepDisplay(console, len(plan.runs), args.parallel,

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -209,3 +211,20 @@ def test_shell_and_plot_refusals_name_what_works() -> None:
     assert topologies.SHARED_BOTTLENECK.plot_refusal() is not None and topologies.DUAL_PATH.plot_refusal() is None
     # a physical run's provenance has no topology.paths to map subflows to paths: refused, not a KeyError
     assert (topologies.PHYSICAL.plot_refusal() or "").startswith("mpvlab plot draws per-path figures of dual-path/dumbbell runs")
+
+
+def test_content_is_encoded_only_for_workloads_that_play_the_video_section() -> None:
+    """`mpvlab prepare`, `sweep` and `mpvlab.sweep` encode the scenario's video before any run: not for
+    bulk (sends none) or rtp (encodes its own test picture), as their registry entries say."""
+    from mpvlab.input.scenario import load_scenario
+    from mpvlab.runner.steps import plays_video
+    plays = {name: plays_video(load_scenario(ROOT / "scenarios" / name)[0])
+             for name in ("smoke.yaml", "lte-trace-bulk.yaml", "rtp-competition-short.yaml")}
+    assert plays == {"smoke.yaml": True, "lte-trace-bulk.yaml": False, "rtp-competition-short.yaml": False}
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "prepare", "scenarios/lte-trace-bulk.yaml",
+                         "scenarios/rtp-competition-short.yaml"], capture_output=True, text=True, cwd=ROOT,
+                        timeout=120)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert cp.stdout.splitlines() == [
+        "scenarios/lte-trace-bulk.yaml: nothing to prepare (workload bulk plays no video file)",
+        "scenarios/rtp-competition-short.yaml: nothing to prepare (workload rtp plays no video file)"]

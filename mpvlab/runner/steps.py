@@ -11,7 +11,7 @@ import sys
 import time
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from mpvlab.core import ledger, proc
 import mpvlab.content as content
@@ -42,6 +42,22 @@ def ensure_content(sc: Scenario) -> content.ContentInfo | content.DashInfo:
         return content.ensure_dash(CONTENT_DIR, v.duration / 1e9, sc.dash_ladder, v.segment / 1e9,
                                    v.width, v.height, v.fps)
     return content.ensure_progressive(CONTENT_DIR, v.duration / 1e9, v.bitrate, v.width, v.height, v.fps)
+
+
+def plays_video(sc: Scenario) -> bool:
+    """Whether the scenario's workload plays the `video` section (bulk sends none, rtp encodes its own
+    test picture: their registry entries say so)."""
+    return sc.workload_kind.plays_video_section
+
+
+def ensure_contents(scenarios: Iterable[Scenario]) -> None:
+    """Each distinct video these scenarios play, encoded once before any run starts (a sweep, on a
+    cluster on the submitting node: other nodes need the same cache, see docs/cluster.md)."""
+    seen: set[str] = set()
+    for sc in scenarios:
+        if plays_video(sc) and (key := sc.video.model_dump_json()) not in seen:
+            seen.add(key)
+            ensure_content(sc)
 
 
 def content_provenance(video: content.ContentInfo | content.DashInfo) -> dict[str, Any]:

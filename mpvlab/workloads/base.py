@@ -36,6 +36,11 @@ class WorkloadKind:
     # what its part of a several-client summary must carry (mpvlab/results/summary.py SharedSummary)
     several_clients_keys: tuple[str, ...] = ()
 
+    @property
+    def plays_video_section(self) -> bool:
+        """Whether its runs play the scenario's `video:` file (encoded before any run starts)."""
+        return "video" not in self.sections_unused
+
 
 def secs(v: float | None) -> str:
     """A duration for the console, to the millisecond (summary.json keeps the full value)."""
