@@ -79,12 +79,6 @@ class Host(Protocol):
     def read_sysctl(self, key: str) -> str: ...
 
 
-class Launcher(Protocol):
-    """Something that wraps a local argv to run it in a place (LocalHost, Netns)."""
-
-    def argv(self, argv: list[str]) -> list[str]: ...
-
-
 class _SysctlMixin:
     @property
     def name(self) -> str:

@@ -92,10 +92,6 @@ class Schedule:
     def max_delay_ns(self) -> int:
         return max(self.delays_ns)
 
-    @property
-    def min_delay_ns(self) -> int:
-        return min(self.delays_ns)
-
     def steps_between(self, start_ns: int, end_ns: int) -> list[tuple[int, int]]:
         """(t, new_delay) of every change of delay in [start, end) — for plots and step-timing checks."""
         out: list[tuple[int, int]] = []

@@ -355,6 +355,19 @@ def test_one_malformed_ledger_record_does_not_stop_the_others(tmp_path: Path) ->
             sleeper.wait()
 
 
+def test_the_cleanup_removes_a_runs_secret_files(tmp_path: Path) -> None:
+    """A run's TLS key is listed in the ledger before it is written; a run killed before its own
+    teardown leaves it, and the cleanup deletes it (and only it: the certificate stays)."""
+    from mpvlab.core import naming
+    from mpvlab.runner import tls
+    made = tls.make_self_signed(tmp_path / tls.RUN_TLS_DIR, ["10.9.8.7"])
+    led = ledger.Ledger(naming.new_run_id(), os.getpid(), 0, str(tmp_path))
+    led.secrets = [str(made.key), str(tmp_path / "never-written.key")]
+    removed = ledger.cleanup_run(led, mark=False)
+    assert not made.key.exists() and made.cert.exists()
+    assert removed == [f"secret file {made.key.name}"], removed
+
+
 def test_run_on_a_full_results_filesystem_exits_2_and_leaves_no_folder(tmp_path: Path) -> None:
     """Issue 33: nothing was started, so exit 2 (README "Exit codes"), a clear error, no empty run
     folder and no ledger left behind."""

@@ -34,8 +34,7 @@ def test_roles(tup: tuple[str, int, str, int], role: str) -> None:
 def test_constants_agree_with_the_run() -> None:
     # the rules name ports and the preflight marker that other modules own
     assert flows.PREFLIGHT_QUERY == server.PREFLIGHT_QUERY
-    assert flows.CROSS_PORT == cross.BULK_PORT
-    assert flows.BULK_WORKLOAD_PORT == bulk.BULK_PORT
+    assert flows.CROSS_PORT == cross.BULK_PORT == 5301
 
 
 def test_preflight_ports_from_the_access_log(tmp_path: Path) -> None:

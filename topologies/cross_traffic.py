@@ -32,6 +32,10 @@ from mpvlab.core.netns import Netns
 from mpvlab.core.errors import MpvlabError
 
 PROBE = Path(__file__).resolve().parent / "voip_probe.py"
+# The cross host's ports on the server: the run starts them (mpvlab/runner/cross.py) and the flow rules
+# name them (mpvlab/results/flows.py). Not the fidelity probe's 5201 nor bulk's 5401.
+VOIP_PORT = 4000
+BULK_PORT = 5301
 IPERF3 = "iperf3"
 
 

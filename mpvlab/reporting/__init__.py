@@ -4,9 +4,9 @@ HTML file, from result directories alone.
     from mpvlab.reporting import build_report
     rep = build_report(Path("results/wifi-lte-study"), Path("results/wifi-lte-study/report"))
 
-Modules: stats (SciPy: t and BCa bootstrap intervals, Welch / Mann–Whitney tests, Holm), aggregate (runs →
-configurations; the metrics are declared on the summary model's fields, mpvlab/results/summary.py, and collected
-by mpvlab/results/metrics.py), pairwise (tests between configurations), tables,
+Statistics and aggregation live in mpvlab/results/ (stats: SciPy t and BCa bootstrap intervals, Welch /
+Mann–Whitney tests, Holm; aggregate: runs → configurations, with the metrics declared on the summary model's
+fields, mpvlab/results/summary.py, and collected by mpvlab/results/metrics.py). Modules here: pairwise (tests between configurations), tables,
 style (colours, markers, hatches, sizes — shared with `mpvlab plot`), figures (PDF, SVG, PNG files), html.
 The report folder: report.html, the tables (CSV + Parquet) and figures/. Python API: mpvlab.report()
 (mpvlab/api.py, docs/python-api.md).

@@ -38,12 +38,12 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from mpvlab.topologies import cross_traffic
 from mpvlab.topologies import registry as topologies
 from mpvlab.workloads import registry as workloads
 
 PROBE_PORT = 5201       # the TCP fidelity probe of runs before the kernel-timestamped pre-check (older results)
-CROSS_PORT = 5301       # mpvlab/runner/shared.py BULK_PORT (cross traffic)
-BULK_WORKLOAD_PORT = workloads.BULK.port   # the bulk workload's (mpvlab/workloads/bulk.py PORT)
+CROSS_PORT = cross_traffic.BULK_PORT     # the cross host's bulk flow (shared-bottleneck runs)
 ROLES = ("workload", "probe", "check", "cross", "other")
 FLOWS_JSON = "flows.json"   # below data/: the rules the run used and its flows
 FLOWS_CSV = "flows.csv"

@@ -17,8 +17,7 @@ from mpvlab.topologies.spec import BulkTrafficSpec, VoipTrafficSpec
 from mpvlab.topologies import cross_traffic as ct
 from mpvlab.topologies import shared_bottleneck as sb
 
-VOIP_PORT = 4000
-BULK_PORT = 5301            # not the fidelity probe's 5201
+VOIP_PORT, BULK_PORT = ct.VOIP_PORT, ct.BULK_PORT
 
 
 

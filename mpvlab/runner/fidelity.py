@@ -50,10 +50,6 @@ def expected_rtt_ns(t_send_rel: int, sched: PathSchedules) -> int:
     return up_ns + sched.down.delay_at(t_send_rel + up_ns)
 
 
-def _percentile(values: list[float], p: float) -> float:
-    return precheck.percentile(values, p)
-
-
 def run_probes(topo: Any, scenario: Scenario, schedules: dict[str, PathSchedules], t0_ns: int,
                workdir: Path, handles: list[Any] | None = None) -> dict[str, Any]:
     """The pre-run check. `t0_ns` is the t0 the delay lines follow while it runs (it may be moved

@@ -1,6 +1,6 @@
 """The session around one run, whatever its topology kind: root check, reaping what dead runs left,
 the run id, result directory and ledger, signals turned into a clean teardown, the status file, and
-provenance. The kind's own steps run inside it (mpvlab/runner/__init__.py: KINDS)."""
+provenance. The kind's own steps run inside it (mpvlab/runner/kinds.py: KINDS)."""
 
 from __future__ import annotations
 

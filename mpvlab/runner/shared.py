@@ -420,8 +420,9 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, outcome: Outcome,
         "stall_ratio_max": max(stalls) if stalls else None,
         "startup_delay_s_mean": round(sum(startups) / len(startups), 6) if startups else None,
         # Jain's index of the players' mean throughputs: 1 = equal shares, 1/N = one player took all
-        "throughput_fairness_jain": (round(sum(thr) ** 2 / (len(thr) * sum(x * x for x in thr)), 4)
-                                     if len(thr) == len(players) and thr else None),
+        # (metrics.jain_index, the report's one formula; undefined, so None, when every player got 0)
+        "throughput_fairness_jain": (round(metrics.jain_index(thr), 4)
+                                     if len(thr) == len(players) and thr and any(thr) else None),
     }
     voip = cross.get("voip")
     if voip and voip.get("csv"):

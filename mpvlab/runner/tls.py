@@ -55,16 +55,6 @@ class TlsMaterial:
             pass
 
 
-def discard_run_key(result_dir: Path) -> bool:
-    """Delete a run's TLS key if one is left (a SIGKILLed run never reached its own cleanup)."""
-    key = result_dir / RUN_TLS_DIR / KEY_FILE
-    try:
-        key.unlink()
-        return True
-    except FileNotFoundError:
-        return False
-
-
 def fingerprint_sha256(cert_pem: str) -> str:
     digest = hashlib.sha256(ssl.PEM_cert_to_DER_cert(cert_pem)).hexdigest().upper()
     return ":".join(digest[i:i + 2] for i in range(0, len(digest), 2))

@@ -9,7 +9,6 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from mpvlab.core.quantities import Duration, Size, Strict
-from mpvlab.workloads import video
 from mpvlab.workloads.base import WorkloadKind
 
 PORT = 5401        # the sender's; not the fidelity probe's 5201 nor the cross traffic's 5301
@@ -47,10 +46,17 @@ def _console_lines(s: Mapping[str, Any], _several_clients: bool) -> list[str]:
             f"({b['goodput_bps'] / 1e6:.2f} Mbit/s), cc {b['cc_seen']}"]
 
 
+def _describe(sc: Any) -> str:
+    """What `mpvlab validate` says of a bulk scenario: what it transfers (it plays no video)."""
+    w = sc.workload
+    what = f"{w.size / 1e6:g} MB" if w.size is not None else f"for {w.duration / 1e9:g} s"
+    return f"cc {sc.transport.cc}, scheduler {sc.transport.scheduler}, bulk {what}"
+
+
 BULK = WorkloadKind(
     name="bulk", spec=BulkWorkloadSpec, transport="mptcp", console_lines=_console_lines,
     # its summary's media length stays the video section's (as before the split), though it plays none
-    media_ns=lambda _workload, video_spec: int(video_spec.duration), describe=video.describe,
+    media_ns=lambda _workload, video_spec: int(video_spec.duration), describe=_describe,
     sections_unused={"video": "a bulk transfer sends no video", "player": "a bulk transfer has no player",
                      "server": "the bulk sender is its own server (no web server)"},
     port=PORT)

@@ -1,5 +1,5 @@
-"""The workload plug: what runs over the network once it is up — the video player today, a bulk
-transfer, later live RTP video. The run lifecycle (mpvlab/runner/lifecycle.py) calls, in this order:
+"""The workload plug: what runs over the network once it is up — the video player, a bulk transfer,
+live RTP video. The run lifecycle (mpvlab/runner/lifecycle.py) calls, in this order:
 
     prepare(ctx)                 before any network exists (content, checks of the workload's own inputs)
     serve(ctx, stack, ends)      the server side up and answering, before run time zero
@@ -11,7 +11,9 @@ transfer, later live RTP video. The run lifecycle (mpvlab/runner/lifecycle.py) c
     progress(ctx)                one line for the status display
     finish(ctx) -> Outcome       the workload's part of the summary, after its processes ended
 
-A new workload is one module here plus an entry in WORKLOADS (workloads/__init__.py).
+A new workload is one module here plus an entry in WORKLOADS (mpvlab/runner/workloads/registry.py), and
+its home in mpvlab/workloads/ (spec, checks, summary part) with an entry in mpvlab/workloads/registry.py
+(docs/extending.md walks through one).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ type bbrVariant struct {
 var numbersAtSend = map[string]bool{"webrtc-bbr": true}
 
 // controllers: the registry of send-side rate controllers, by the name a scenario uses
-// (mpvlab/run/workloads/spec.py keeps the same list). Each returns pion's BandwidthEstimator, the
+// (mpvlab/workloads/rtp.py RTP_CONTROLLERS keeps the same list). Each returns pion's BandwidthEstimator, the
 // interface the cc interceptor drives with TWCC feedback and asks for the target.
 var controllers = map[string]func(controllerConfig) (cc.BandwidthEstimator, error){
 	// Google Congestion Control as pion implements it: delay-based (arrival-group trendline,

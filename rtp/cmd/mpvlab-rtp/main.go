@@ -1,4 +1,4 @@
-// Command mpvlab-rtp is the live-video workload's two ends (mpvlab/run/workloads/rtp.py):
+// Command mpvlab-rtp is the live-video workload's two ends (mpvlab/runner/workloads/rtp.py):
 //
 //	mpvlab-rtp send …   the broadcaster: a live encoder as its child, RTP/UDP with transport-wide
 //	                    sequence numbers, TWCC feedback into a congestion controller (gcc, …) whose
