@@ -106,13 +106,13 @@ class RolesSpec(Strict):
 
 
 class TopologySpec(Strict):
-    """dual-path: client with one interface per path, one router per path, server (2 paths).
+    """dual-path: client with one interface per path, one router per path, server (2 to 8 paths).
     dumbbell: server — router — client (1 path): the single-bottleneck studies.
     shared-bottleneck: `clients` players (and the cross-traffic host, if any) behind ONE router whose
     one path (`paths:` has exactly one entry) is the bottleneck they all share (topologies/README.md).
     physical: real hosts (`hosts`, `roles`) and interfaces (`paths.<name>.physical`), 1 or 2 paths."""
 
-    kind: Literal[NAMES] = Field(DUAL_PATH.name, description="Network to build: two paths, one path, one bottleneck shared by several clients, or real hosts.")  # type: ignore[valid-type]
+    kind: Literal[NAMES] = Field(DUAL_PATH.name, description="Network to build: dual-path (2 to 8 paths, one router each), dumbbell (one path), shared-bottleneck (one bottleneck shared by several clients) or physical (real hosts); topologies/registry.py lists each kind's rules.")  # type: ignore[valid-type]
     clients: int | None = Field(None, ge=1, le=8, description="shared-bottleneck only: players, each in "
                                                               "its own client namespace (default 2)")
     # `single`: the server has one address, reached over every path (client policy routing picks the path
