@@ -23,6 +23,7 @@
 #include <limits.h>
 #include <linux/if_ether.h>
 #include <linux/if_xdp.h>
+#include <linux/in.h>
 #include <linux/ip.h>
 #include <net/if.h>
 #include <poll.h>
@@ -85,7 +86,8 @@ struct line {
 	int64_t delay_ns, tol_ns, last_target_ns;
 	/* counters */
 	uint64_t packets, bytes, released, released_at_exit, wakeups, tx_kicks, rx_batches;
-	uint64_t max_held, drops_ttl, bad_stamp, tx_errors, stamp_late_max_ns;
+	uint64_t max_held, drops_ttl, bad_stamp, tx_errors, stamp_late_max_ns, csum_fixed;
+	int l4_csum;             /* --l4-csum full|keep */
 	struct dl_stats st;      /* lateness histogram (shared with the NFQUEUE line) */
 };
 
@@ -173,8 +175,13 @@ static void xsk_open(struct xsk *x, unsigned ifindex, uint32_t frames, int is_rx
 	sa.sxdp_ifindex = ifindex;
 	sa.sxdp_queue_id = 0;
 	sa.sxdp_flags = XDP_COPY;
-	if (bind(x->fd, (struct sockaddr *)&sa, sizeof(sa)))
-		die("bind AF_XDP socket (copy mode, queue 0)");
+	/* A socket closed a moment ago (a previous line on this device) releases its hold on the
+	 * queue after an RCU grace period and a work item: EBUSY until then, so retry for 3 s. */
+	for (int tries = 0; bind(x->fd, (struct sockaddr *)&sa, sizeof(sa)); tries++) {
+		if (errno != EBUSY || tries >= 300)
+			die("bind AF_XDP socket (copy mode, queue 0)");
+		usleep(10000);
+	}
 }
 
 static void fill_give(struct line *ln, uint64_t addr)
@@ -257,6 +264,56 @@ static void tx_kick(struct line *ln)
 	tx_reap(ln);
 }
 
+static uint32_t csum_add(uint32_t sum, const uint8_t *p, size_t n)
+{
+	uint64_t acc = sum;
+	uint16_t w;
+
+	for (; n >= 2; p += 2, n -= 2) {
+		memcpy(&w, p, 2);
+		acc += w;
+	}
+	if (n)
+		acc += *p; /* last odd byte, low-address byte first: little endian host order */
+	while (acc >> 16)
+		acc = (acc & 0xffff) + (acc >> 16);
+	return (uint32_t)acc;
+}
+
+/* Recompute a TCP or UDP checksum in full. A sender's veth leaves it partial (CHECKSUM_PARTIAL:
+ * only the pseudo-header sum is in the field, the rest is "offloaded"); the skb's checksum state
+ * does not travel through XDP into an AF_XDP socket, so the frame this line sends must carry a
+ * complete checksum or the receiver drops it. Fragments and UDP without checksum stay as they are. */
+static void l4_checksum(struct line *ln, struct iphdr *ip, size_t ip_room)
+{
+	size_t ihl = (size_t)ip->ihl * 4, tot = ntohs(ip->tot_len), l4len;
+	uint8_t *l4 = (uint8_t *)ip + ihl;
+	uint16_t *field, old, ph[2];
+	uint32_t sum;
+
+	if (ihl < sizeof(*ip) || tot > ip_room || tot <= ihl || (ntohs(ip->frag_off) & 0x3fff))
+		return;
+	l4len = tot - ihl;
+	if (ip->protocol == IPPROTO_TCP && l4len >= 20)
+		field = (uint16_t *)(l4 + 16);
+	else if (ip->protocol == IPPROTO_UDP && l4len >= 8 && ((uint16_t *)l4)[3] != 0)
+		field = (uint16_t *)(l4 + 6);
+	else
+		return;
+	old = *field;
+	*field = 0;
+	ph[0] = htons(ip->protocol);
+	ph[1] = htons((uint16_t)l4len);
+	sum = csum_add(0, (const uint8_t *)&ip->saddr, 8);
+	sum = csum_add(sum, (const uint8_t *)ph, 4);
+	sum = csum_add(sum, l4, l4len);
+	*field = (uint16_t)~sum;
+	if (ip->protocol == IPPROTO_UDP && *field == 0)
+		*field = 0xffff;
+	if (*field != old)
+		ln->csum_fixed++;
+}
+
 /* Copy one held frame into a tx frame, make it a forwarded frame and queue it for transmission. */
 static void tx_one(struct line *ln, const struct held *h)
 {
@@ -289,6 +346,8 @@ static void tx_one(struct line *ln, const struct held *h)
 	/* one's-complement addition works in either byte order: add the change in network order */
 	sum = (uint32_t)ip->check + htons(0x0100);
 	ip->check = (uint16_t)(sum + (sum >> 16));
+	if (ln->l4_csum)
+		l4_checksum(ln, ip, h->len - sizeof(struct ethhdr));
 	d = &((struct xdp_desc *)t->descs)[*t->producer & t->mask];
 	d->addr = a;
 	d->len = h->len;
@@ -409,10 +468,12 @@ static void write_stats(const char *path, struct line *ln, const char *in, const
 		ln->wakeups ? (double)ln->released / (double)ln->wakeups : 0.0,
 		ln->tx_kicks ? (double)ln->released / (double)ln->tx_kicks : 0.0);
 	fprintf(f, "  \"drops_ttl\": %llu,\n  \"tx_errors\": %llu,\n  \"bad_stamp\": %llu,\n"
-		"  \"drops_nostamp\": %llu,\n  \"stamp_to_read_max_us\": %.1f,\n",
+		"  \"drops_nostamp\": %llu,\n  \"stamp_to_read_max_us\": %.1f,\n"
+		"  \"l4_csum\": \"%s\",\n  \"csum_rewritten\": %llu,\n",
 		(unsigned long long)ln->drops_ttl, (unsigned long long)ln->tx_errors,
 		(unsigned long long)ln->bad_stamp, (unsigned long long)nostamp,
-		(double)ln->stamp_late_max_ns / 1e3);
+		(double)ln->stamp_late_max_ns / 1e3, ln->l4_csum ? "full" : "keep",
+		(unsigned long long)ln->csum_fixed);
 	/* the kernel's AF_XDP rx counters: ring full = the line held too many frames (--frames) */
 	fprintf(f, "  \"xsk_rx_dropped\": %llu,\n  \"xsk_rx_ring_full\": %llu,\n"
 		"  \"xsk_rx_fill_ring_empty\": %llu,\n  \"xsk_rx_invalid_descs\": %llu,\n",
@@ -433,6 +494,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: " PROG " --in DEV --out DEV --dst-mac MAC --delay-us D\n"
 		"        [--batch-tolerance-us T (0..10000, default 150)] [--frames N (power of 2, 64..65536, default 8192)]\n"
+		"        [--l4-csum full|keep (default full: recompute TCP/UDP checksums)]\n"
 		"        [--rt-prio P (default 50; 0 = normal)] [--bpf-obj FILE] [--ready-file PATH] [--stats FILE]\n");
 	exit(2);
 }
@@ -456,7 +518,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"in", 1, 0, 'i'}, {"out", 1, 0, 'o'}, {"dst-mac", 1, 0, 'm'}, {"delay-us", 1, 0, 'd'},
 		{"batch-tolerance-us", 1, 0, 't'}, {"frames", 1, 0, 'f'}, {"rt-prio", 1, 0, 'p'},
-		{"bpf-obj", 1, 0, 'b'}, {"ready-file", 1, 0, 'r'}, {"stats", 1, 0, 's'}, {0, 0, 0, 0}};
+		{"bpf-obj", 1, 0, 'b'}, {"l4-csum", 1, 0, 'c'}, {"ready-file", 1, 0, 'r'}, {"stats", 1, 0, 's'}, {0, 0, 0, 0}};
 	const char *in = NULL, *out = NULL, *mac = NULL, *obj_path = NULL, *ready = NULL, *stats = NULL;
 	char exe_obj[PATH_MAX];
 	long long delay_us = -1, tol_us = 150, frames = 8192, rt = 50;
@@ -471,7 +533,7 @@ int main(int argc, char **argv)
 	int64_t start;
 	uint64_t nostamp = 0;
 	uint32_t i, key = 0;
-	int c, map_fd, nq;
+	int c, map_fd, nq, l4_full = 1;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -483,6 +545,13 @@ int main(int argc, char **argv)
 		case 'f': frames = num_arg(optarg, "--frames", 64, 65536); break;
 		case 'p': rt = num_arg(optarg, "--rt-prio", 0, 99); break;
 		case 'b': obj_path = optarg; break;
+		case 'c':
+			if (strcmp(optarg, "full") && strcmp(optarg, "keep")) {
+				fprintf(stderr, PROG ": --l4-csum must be full or keep, got '%s'\n", optarg);
+				return 2;
+			}
+			l4_full = !strcmp(optarg, "full");
+			break;
 		case 'r': ready = optarg; break;
 		case 's': stats = optarg; break;
 		default: usage();
@@ -512,6 +581,7 @@ int main(int argc, char **argv)
 	}
 	dev_mac(out, ln.src_mac);
 	ln.frames = (uint32_t)frames;
+	ln.l4_csum = l4_full;
 	ln.delay_ns = delay_us * 1000;
 	ln.tol_ns = tol_us * 1000;
 	ln.last_target_ns = INT64_MIN;
