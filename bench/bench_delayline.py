@@ -273,20 +273,34 @@ def xdp_cost_row(ln: H.Line, label: str, rate_mbit: int | None, seconds: int, to
     pk = max(st["packets"], 1)
     late = st["lateness_us"]
     rate = "ceiling" if rate_mbit is None else f"{rate_mbit} Mbit/s"
-    drops = st["xsk_rx_dropped"] + st["xsk_rx_ring_full"] + st["tx_errors"] + st["drops_nostamp"]
+    drops = (st["xsk_rx_dropped"] + st["xsk_rx_ring_full"] + st["tx_errors"] + st["drops_nostamp"]
+             + st["tx_dev_drops"] + st["dropped_at_exit"])
     print(f"   {label:<14} {rate:>11} {fl.bps / 1e6:8.1f} Mbit/s {st['packets'] / fl.seconds / 1e3:6.1f} kpps"
           f"  CPU {fl.ticks / tck * 1e6 / pk:6.1f} us/pkt (rusage {st['cpu_us_per_packet']:5.1f},"
           f" user {st['cpu_user_s'] * 1e6 / pk:4.1f} sys {st['cpu_sys_s'] * 1e6 / pk:5.1f})"
           f"  {fl.ticks / tck / fl.seconds * 100:5.1f} % core"
           f"  late p50/p99/max {late['p50']:4.0f}/{late['p99']:5.0f}/{late['max'] / 1e3:6.2f}ms"
           f"  pkts/wake {st['packets_per_wakeup']:5.2f} pkts/kick {st['packets_per_tx_kick']:5.2f}"
-          f"  wakes/pkt {st['wakeups'] / pk:4.2f}  max held {st['max_queued']}  drops {drops}")
+          f"  wakes/pkt {st['wakeups'] / pk:4.2f}  max held {st['max_queued']}  drops {drops}"
+          f"  tx stalls {st['tx_stalls']}")
     if fl.pdata is not None:
         print(perf_breakdown(fl.pdata, st["packets"], PROFILE_SYMBOLS_XDP))
 
 
+def receiver_napi_thread(ln: H.Line) -> None:
+    """Receive the client's veth through a NAPI kernel thread (GRO on makes veth use NAPI, threaded
+    moves the poll from softirq to that thread): the receiver's IP/TCP work then no longer runs in
+    the context of whatever sent the frame into the veth, i.e. the delay line's release. veth
+    takes the NAPI path only for frames it may GRO: with TSO on at the sending end (the router's
+    'rc') it hands them to netif_rx and the backlog softirq instead, so TSO goes off there."""
+    dev = ln.ifn("c0")
+    ln.nsx(ln.ns_r, "ethtool", "-K", ln.ifn("rc"), "tso", "off")
+    ln.nsx(ln.ns_c, "ethtool", "-K", dev, "gro", "on")
+    ln.nsx(ln.ns_c, "sh", "-c", f"echo 1 > /sys/class/net/{dev}/threaded")
+
+
 def bench_cost(seconds: int, old: Path | None, tolerances: list[int], profile: bool,
-               backends: list[str]) -> None:
+               backends: list[str], napi_thread: bool = False) -> None:
     print(f"\n4. Cost per MTU packet, bulk TCP {seconds} s server->client, 10 ms line, TSO/GSO off;"
           f" shaped by tbf on the server's egress (before the line, as in a run)")
     print(f"   goals: <= {GOAL_CPU_US_PER_PKT_100M:.0f} us CPU/pkt at 100 Mbit/s, >= {GOAL_CEILING_GBPS:.0f}"
@@ -302,6 +316,9 @@ def bench_cost(seconds: int, old: Path | None, tolerances: list[int], profile: b
     else:
         builds += [(f"new tol {t}us", None, t) for t in tolerances]
     print(f"   backends: {', '.join(backends)} (xdp: links/delayline/xdp, AF_XDP copy mode, arrival stamped by XDP)")
+    if napi_thread:
+        print("   receiver's veth: GRO on, threaded NAPI, TSO off at the router's end (the receiver's IP/TCP work"
+              " runs in a NAPI kernel thread, not in the line)")
     for rate in (3, 25, 100, None):
         with H.Line() as ln:
             ln.tcp_buffers(16 << 20)
@@ -314,6 +331,8 @@ def bench_cost(seconds: int, old: Path | None, tolerances: list[int], profile: b
             # runs, its XDP program takes every IPv4 frame before the stack, and the guard (DROP
             # after the NFQUEUE rule, which an accepted packet does not traverse again) only
             # matters once no line runs.
+            if napi_thread:
+                receiver_napi_thread(ln)
             ln.add_queue("rs", 0)
             X.guard(ln)
             for label, binary, tol in builds:
@@ -334,6 +353,9 @@ def main() -> int:
                     help="--batch-tolerance-us values for section 4 (default: 0 and the build's default 150)")
     ap.add_argument("--backend", choices=["nfqueue", "xdp"], action="append",
                     help="section 4: which delay lines to measure (repeatable; default nfqueue)")
+    ap.add_argument("--receiver-napi-thread", action="store_true",
+                    help="section 4: receive the client's veth in a threaded NAPI (GRO on), so the receiver's"
+                         " TCP is not run in the line's context")
     ap.add_argument("--profile", action="store_true",
                     help="section 4: sample the daemon with perf at 100 Mbit/s and print where its CPU goes")
     a = ap.parse_args()
@@ -351,7 +373,8 @@ def main() -> int:
     if "cost" in want:
         if "xdp" in (a.backend or []):
             X.build()
-        bench_cost(3 if a.quick else 5, a.old, a.tolerance or [0, 150], a.profile, a.backend or ["nfqueue"])
+        bench_cost(3 if a.quick else 5, a.old, a.tolerance or [0, 150], a.profile, a.backend or ["nfqueue"],
+                   a.receiver_napi_thread)
     return 0
 
 

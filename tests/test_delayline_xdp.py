@@ -89,6 +89,7 @@ def test_xdp_line_delays_in_order_without_loss(line: H.Line) -> None:
     assert st["released"] == st["packets"] and st["lateness_us"]["n"] + st["released_at_exit"] == st["packets"], st
     assert st["xsk_rx_dropped"] == 0 and st["xsk_rx_ring_full"] == 0 and st["drops_nostamp"] == 0, st
     assert st["tx_errors"] == 0 and st["drops_ttl"] == 0 and st["bad_stamp"] == 0, st
+    assert st["tx_dev_drops"] == 0 and st["dropped_at_exit"] == 0, st
     assert res == {"received": 20000, "reorders": 0, "duplicates": 0, "max_seq": 19999}, res
 
 

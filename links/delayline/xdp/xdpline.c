@@ -48,6 +48,7 @@
 #define TX_FRAMES 4096u
 #define TX_BUDGET 32u /* copy-mode frames sent per sendto (TX_BATCH_SIZE in net/xdp/xsk.c) */
 #define MAX_DELAY_US 60000000LL
+#define TX_RETRY_NS 50000LL /* retry interval while the egress device takes no frames */
 #ifndef SOL_XDP
 #define SOL_XDP 283
 #endif
@@ -87,6 +88,8 @@ struct line {
 	/* counters */
 	uint64_t packets, bytes, released, released_at_exit, wakeups, tx_kicks, rx_batches;
 	uint64_t max_held, drops_ttl, bad_stamp, tx_errors, stamp_late_max_ns, csum_fixed;
+	uint64_t tx_dev_drops, tx_stalls, dropped_at_exit;
+	int tx_blocked;           /* the egress device stopped taking frames: retry soon */
 	int l4_csum;             /* --l4-csum full|keep */
 	struct dl_stats st;      /* lateness histogram (shared with the NFQUEUE line) */
 };
@@ -243,25 +246,32 @@ static void tx_reap(struct line *ln)
 	__atomic_store_n(c->consumer, *c->consumer + n, __ATOMIC_RELEASE);
 }
 
-/* Hand the tx ring to the kernel until it is empty (copy mode sends TX_BUDGET frames per call). */
-static void tx_kick(struct line *ln)
+/* Hand the tx ring to the kernel until it is empty (copy mode sends TX_BUDGET frames per call).
+ * Returns -1 when the device stops taking frames (a call that consumes nothing: the veth's
+ * receive ring is full, NETDEV_TX_BUSY); the frames stay queued and the caller retries later. */
+static int tx_kick(struct line *ln)
 {
 	struct ring *t = &ln->tx.data;
-	int spins = 0;
+	int rc = 0;
 
-	while (ring_peek(t, 1) != t->mask + 1) {
+	while (*t->producer != __atomic_load_n(t->consumer, __ATOMIC_ACQUIRE)) {
+		uint32_t before = *t->consumer;
+		int r;
+
 		ln->tx_kicks++;
-		if (sendto(ln->tx.fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 && errno != EAGAIN &&
-		    errno != EBUSY && errno != ENOBUFS && errno != EINTR) {
-			/* ENETDOWN and such: the frame is lost; say so once and count */
-			if (!ln->tx_errors++)
-				fprintf(stderr, PROG ": sendto (tx kick): %s\n", strerror(errno));
+		r = (int)sendto(ln->tx.fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+		if (r < 0 && errno == EBUSY)
+			ln->tx_dev_drops++; /* NET_XMIT_DROP: the device took the frame and dropped it */
+		else if (r < 0 && errno != EAGAIN && errno != ENOBUFS && errno != EINTR && !ln->tx_errors++)
+			fprintf(stderr, PROG ": sendto (tx kick): %s\n", strerror(errno)); /* counted, said once */
+		if (__atomic_load_n(t->consumer, __ATOMIC_ACQUIRE) == before) {
+			ln->tx_stalls++;
+			rc = -1;
+			break;
 		}
-		tx_reap(ln);
-		if (++spins > 100000)
-			break; /* the device takes nothing: do not spin forever */
 	}
 	tx_reap(ln);
+	return rc;
 }
 
 static uint32_t csum_add(uint32_t sum, const uint8_t *p, size_t n)
@@ -314,8 +324,9 @@ static void l4_checksum(struct line *ln, struct iphdr *ip, size_t ip_room)
 		ln->csum_fixed++;
 }
 
-/* Copy one held frame into a tx frame, make it a forwarded frame and queue it for transmission. */
-static void tx_one(struct line *ln, const struct held *h)
+/* Copy one held frame into a tx frame, make it a forwarded frame and queue it for transmission.
+ * Returns 0 when the device cannot take more now (no tx frame or ring slot even after a kick). */
+static int tx_one(struct line *ln, const struct held *h)
 {
 	struct ring *t = &ln->tx.data;
 	struct xdp_desc *d;
@@ -324,11 +335,10 @@ static void tx_one(struct line *ln, const struct held *h)
 	uint32_t sum;
 	uint64_t a;
 
-	if (!ln->tx_nfree || ring_peek(t, 1) == 0)
+	if (!ln->tx_nfree || ring_peek(t, 1) == 0) {
 		tx_kick(ln);
-	if (!ln->tx_nfree) {
-		ln->tx_errors++;
-		return;
+		if (!ln->tx_nfree || ring_peek(t, 1) == 0)
+			return 0;
 	}
 	a = ln->tx_free[--ln->tx_nfree];
 	p = ln->tx.umem + a;
@@ -339,7 +349,7 @@ static void tx_one(struct line *ln, const struct held *h)
 	if (h->len < sizeof(struct ethhdr) + sizeof(*ip) || ip->ttl <= 1) {
 		ln->drops_ttl++; /* a router would send ICMP time exceeded; the prototype drops */
 		ln->tx_free[ln->tx_nfree++] = a;
-		return;
+		return 1;
 	}
 	/* TTL - 1 with an incremental checksum update (RFC 1624) */
 	ip->ttl--;
@@ -353,32 +363,38 @@ static void tx_one(struct line *ln, const struct held *h)
 	d->len = h->len;
 	d->options = 0;
 	__atomic_store_n(t->producer, *t->producer + 1, __ATOMIC_RELEASE);
+	return 1;
 }
 
-/* Release every held frame whose target has passed (all of them at exit). */
+/* Release every held frame whose target has passed (all of them at exit), in order, as far as
+ * the egress device takes them; sets tx_blocked when it stopped taking them. */
 static void release_due(struct line *ln, int all)
 {
 	int64_t now = now_ns();
 	int n = 0;
 
+	ln->tx_blocked = 0;
 	while (ln->q_len) {
 		struct held *h = &ln->q[ln->q_head];
 
 		if (!all && h->target_ns > now)
 			break;
+		if (!tx_one(ln, h)) {
+			ln->tx_blocked = 1; /* the frame stays held, first in line */
+			break;
+		}
 		if (h->target_ns <= now)
 			dl_stats_late(&ln->st, now - h->target_ns);
 		else
 			ln->released_at_exit++;
-		tx_one(ln, h);
 		fill_give(ln, h->addr);
 		ln->q_head = (ln->q_head + 1) % ln->frames;
 		ln->q_len--;
 		ln->released++;
 		n++;
 	}
-	if (n)
-		tx_kick(ln);
+	if (n && tx_kick(ln))
+		ln->tx_blocked = 1;
 }
 
 /* Next wake-up: the latest held target not beyond head target + tolerance, so one wake-up releases
@@ -467,6 +483,9 @@ static void write_stats(const char *path, struct line *ln, const char *in, const
 	fprintf(f, "  \"packets_per_wakeup\": %.3f,\n  \"packets_per_tx_kick\": %.3f,\n",
 		ln->wakeups ? (double)ln->released / (double)ln->wakeups : 0.0,
 		ln->tx_kicks ? (double)ln->released / (double)ln->tx_kicks : 0.0);
+	fprintf(f, "  \"tx_dev_drops\": %llu,\n  \"tx_stalls\": %llu,\n  \"dropped_at_exit\": %llu,\n",
+		(unsigned long long)ln->tx_dev_drops, (unsigned long long)ln->tx_stalls,
+		(unsigned long long)ln->dropped_at_exit);
 	fprintf(f, "  \"drops_ttl\": %llu,\n  \"tx_errors\": %llu,\n  \"bad_stamp\": %llu,\n"
 		"  \"drops_nostamp\": %llu,\n  \"stamp_to_read_max_us\": %.1f,\n"
 		"  \"l4_csum\": \"%s\",\n  \"csum_rewritten\": %llu,\n",
@@ -668,9 +687,12 @@ int main(int argc, char **argv)
 
 		read_arrivals(&ln);
 		release_due(&ln, 0);
-		if (ln.q_len) {
+		if (ln.q_len || ln.tx_blocked) {
 			/* sleep for the next release only; arrivals wait in the rx ring, stamped */
-			int64_t d = next_wake(&ln) - now_ns();
+			int64_t d = (ln.q_len ? next_wake(&ln) : now_ns()) - now_ns();
+
+			if (ln.tx_blocked && d > TX_RETRY_NS)
+				d = TX_RETRY_NS;
 
 			if (d <= 0)
 				continue;
@@ -688,7 +710,13 @@ int main(int argc, char **argv)
 	/* Shutdown: detach first (no new arrivals), read what came, release everything at once. */
 	bpf_link__destroy(link);
 	read_arrivals(&ln);
-	release_due(&ln, 1);
+	for (i = 0; i < 1000; i++) { /* up to ~1 s for a device that takes frames slowly */
+		release_due(&ln, 1);
+		if (!ln.q_len && !ln.tx_blocked)
+			break;
+		usleep(1000);
+	}
+	ln.dropped_at_exit = ln.q_len;
 	{
 		socklen_t l = sizeof(xs);
 		int cfd = bpf_object__find_map_fd_by_name(obj, "xdpline_cnt");
