@@ -287,6 +287,18 @@ def xdp_cost_row(ln: H.Line, label: str, rate_mbit: int | None, seconds: int, to
         print(perf_breakdown(fl.pdata, st["packets"], PROFILE_SYMBOLS_XDP))
 
 
+def print_wake_floor() -> None:
+    """What one timer wake-up costs on this host (links/delayline/xdp/wakecost.c): a line that
+    wakes k times per packet pays k times this before it touches a packet."""
+    for sleep_us in (121, 242):
+        cp = subprocess.run([str(X.WAKECOST), "20000", str(sleep_us)], capture_output=True, text=True,
+                            timeout=120, check=True)
+        w = json.loads(cp.stdout)
+        print(f"   one timer wake-up (ppoll {sleep_us} us, SCHED_FIFO, 20000x): {w['oncpu_us_per_wakeup']:.1f} us"
+              f" on-CPU (getrusage {w['cpu_us_per_wakeup']:.1f}), wake-up lateness p50/p99"
+              f" {w['lateness_us']['p50']:.0f}/{w['lateness_us']['p99']:.0f} us")
+
+
 def receiver_napi_thread(ln: H.Line) -> None:
     """Receive the client's veth through a NAPI kernel thread (GRO on makes veth use NAPI, threaded
     moves the poll from softirq to that thread): the receiver's IP/TCP work then no longer runs in
@@ -315,6 +327,7 @@ def bench_cost(seconds: int, old: Path | None, tolerances: list[int], profile: b
         builds = []
     else:
         builds += [(f"new tol {t}us", None, t) for t in tolerances]
+    print_wake_floor()
     print(f"   backends: {', '.join(backends)} (xdp: links/delayline/xdp, AF_XDP copy mode, arrival stamped by XDP)")
     if napi_thread:
         print("   receiver's veth: GRO on, threaded NAPI, TSO off at the router's end (the receiver's IP/TCP work"
@@ -371,8 +384,7 @@ def main() -> int:
     if "steps" in want:
         bench_steps(2 if a.quick else 4)
     if "cost" in want:
-        if "xdp" in (a.backend or []):
-            X.build()
+        X.build()  # the xdp line and the wake-up cost probe
         bench_cost(3 if a.quick else 5, a.old, a.tolerance or [0, 150], a.profile, a.backend or ["nfqueue"],
                    a.receiver_napi_thread)
     return 0

@@ -23,6 +23,7 @@ from mpvlab.testbed.delayline import DELAYLINE_DIR, Line
 
 XDP_DIR = DELAYLINE_DIR / "xdp"
 BINARY = XDP_DIR / "build" / "mpvlab-xdpline"
+WAKECOST = XDP_DIR / "build" / "mpvlab-wakecost"
 
 
 def build() -> Path:
