@@ -689,12 +689,14 @@ int main(int argc, char **argv)
 		release_due(&ln, 0);
 		if (ln.q_len || ln.tx_blocked) {
 			/* sleep for the next release only; arrivals wait in the rx ring, stamped */
-			int64_t d = (ln.q_len ? next_wake(&ln) : now_ns()) - now_ns();
+			int64_t d = ln.q_len ? next_wake(&ln) - now_ns() : 0;
 
-			if (ln.tx_blocked && d > TX_RETRY_NS)
+			/* A device that takes no frames (veth's receive ring full: it stops its tx queue
+			 * until the receiver drains it) gets TX_RETRY_NS, never a busy loop: at SCHED_FIFO
+			 * that loop would starve the very receiver that must drain it. */
+			if (ln.tx_blocked)
 				d = TX_RETRY_NS;
-
-			if (d <= 0)
+			else if (d <= 0)
 				continue;
 			ts.tv_sec = d / 1000000000LL;
 			ts.tv_nsec = d % 1000000000LL;
