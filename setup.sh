@@ -106,7 +106,7 @@ else
 fi
 
 # --- 3. native parts -------------------------------------------------------------------------
-for dir in links/delayline links/ecnmark cc cc/preload collectors schedulers rtp; do
+for dir in links/delayline links/delayline/xdp links/ecnmark cc cc/preload collectors schedulers rtp; do
   if [ -f "$dir/Makefile" ]; then
     say "building $dir"
     make -s -C "$dir"

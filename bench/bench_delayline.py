@@ -13,10 +13,14 @@ Prints, with the configured value beside each figure:
      by a tbf *before* the line, as in a run, TSO/GSO off so every skb is one
      MTU packet) and at the line's MTU-packet ceiling (no tbf); wake-ups and
      packets per verdict message; for each --batch-tolerance-us given, and for
-     an older build (--old BINARY) in the same run, on the same host.
+     an older build (--old BINARY) in the same run, on the same host; with
+     --backend xdp (repeatable with --backend nfqueue) also the AF_XDP line
+     (links/delayline/xdp) in the same beds: packets per wake-up and per tx kick.
 
 Run as root:  .venv/bin/python bench/bench_delayline.py [--quick]
               .venv/bin/python bench/bench_delayline.py --only cost --old /tmp/old/mpvlab-delayline
+              .venv/bin/python bench/bench_delayline.py --only cost --backend nfqueue --backend xdp \
+                  --tolerance 150 --profile
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 from mpvlab.testbed import delayline as H  # noqa: E402
+from mpvlab.testbed import xdpline as X  # noqa: E402
 
 
 def q(xs: list[float], p: float) -> float:
@@ -173,11 +179,17 @@ GOAL_LATE_P99_US = 200.0
 # waking the receiving application) in the daemon's own context.
 PROFILE_SYMBOLS = ("__x64_sys_ppoll", "finish_task_switch.isra.0", "__x64_sys_recvmmsg", "__x64_sys_sendto",
                    "nfqnl_reinject", "tcp_v4_rcv", "sock_def_readable")
+# The AF_XDP line: waiting, its tx kick (sendto -> copy-mode transmit -> veth -> the receiver's
+# softirq, net_rx_action, run in the line's context when the kick re-enables bottom halves), and
+# its own user-space work (reading the rx ring, releasing, the TCP/UDP checksum).
+PROFILE_SYMBOLS_XDP = ("__x64_sys_ppoll", "finish_task_switch.isra.0", "__x64_sys_sendto", "__dev_direct_xmit",
+                       "net_rx_action", "tcp_v4_rcv", "sock_def_readable", "read_arrivals", "release_due",
+                       "l4_checksum")
 PERF_HZ = 2000
 
 
-def perf_breakdown(data: Path, packets: int) -> str:
-    """us of the daemon's CPU per packet under each PROFILE_SYMBOLS (inclusive, cpu-clock samples)."""
+def perf_breakdown(data: Path, packets: int, symbols: tuple[str, ...] = PROFILE_SYMBOLS) -> str:
+    """us of the daemon's CPU per packet under each of symbols (inclusive, cpu-clock samples)."""
     n = len(subprocess.run(["perf", "script", "-i", str(data), "-F", "period"], capture_output=True,
                            text=True, timeout=120).stdout.splitlines())
     rep = subprocess.run(["perf", "report", "-i", str(data), "--children", "--sort", "sym", "--stdio"],
@@ -185,11 +197,39 @@ def perf_breakdown(data: Path, packets: int) -> str:
     share: dict[str, float] = {}
     for line in rep.splitlines():
         f = line.split()
-        if len(f) >= 4 and f[0].endswith("%") and f[1].endswith("%") and f[-1] in PROFILE_SYMBOLS:
+        if len(f) >= 4 and f[0].endswith("%") and f[1].endswith("%") and f[-1] in symbols:
             share.setdefault(f[-1], float(f[0][:-1]) / 100)
     us = n / PERF_HZ * 1e6 / max(packets, 1)
     return (f"      profile: {us:.1f} us/pkt sampled; inclusive us/pkt: "
-            + ", ".join(f"{k} {share.get(k, 0.0) * us:.1f}" for k in PROFILE_SYMBOLS))
+            + ", ".join(f"{k} {share.get(k, 0.0) * us:.1f}" for k in symbols))
+
+
+@dataclass
+class Flow:
+    """One measured bulk flow through a running line: throughput, the line's /proc CPU ticks over
+    the flow and wall time; pdata is the perf file when profiled."""
+
+    bps: float
+    ticks: int
+    seconds: float
+    pdata: Path | None
+
+
+def measured_flow(ln: H.Line, pid: int, cpu_ticks: Callable[[], int], label: str, seconds: int,
+                  profile: bool) -> Flow:
+    perf = None
+    pdata = ln.tmp / f"perf-{label.replace(' ', '_')}.data"
+    if profile:
+        perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", str(PERF_HZ), "-g", "-o", str(pdata),
+                                 "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)
+    c0, t0 = cpu_ticks(), time.monotonic()
+    bps = iperf(ln, seconds)
+    c1, t1 = cpu_ticks(), time.monotonic()
+    if perf is not None:
+        perf.send_signal(signal.SIGINT)
+        perf.wait(timeout=60)
+    return Flow(bps, c1 - c0, t1 - t0, pdata if perf is not None else None)
 
 
 def cost_row(ln: H.Line, label: str, rate_mbit: int | None, seconds: int,
@@ -198,42 +238,81 @@ def cost_row(ln: H.Line, label: str, rate_mbit: int | None, seconds: int,
     = no shaping (the line's ceiling). profile: sample the daemon with perf (cpu-clock)."""
     extra = [] if tol_us is None else ["--batch-tolerance-us", str(tol_us)]
     dl = ln.delayline(H.constant(10000), extra=extra, binary=binary)
-    perf = None
-    pdata = ln.tmp / f"perf-{label.replace(' ', '_')}-{rate_mbit}.data"
-    if profile:
-        assert dl.proc is not None
-        perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", str(PERF_HZ), "-g", "-o", str(pdata),
-                                 "-p", str(dl.proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.3)
-    c0, t0 = dl.cpu_ticks(), time.monotonic()
-    bps = iperf(ln, seconds)
-    c1, t1 = dl.cpu_ticks(), time.monotonic()
-    if perf is not None:
-        perf.send_signal(signal.SIGINT)
-        perf.wait(timeout=60)
+    assert dl.proc is not None
+    fl = measured_flow(ln, dl.proc.pid, dl.cpu_ticks, f"{label}-{rate_mbit}", seconds, profile)
     st = dl.stop()
     tck = os.sysconf("SC_CLK_TCK")
     pk = max(st["packets"], 1)
     # Same method for both builds: /proc ticks over the flow. The new build
     # also reports getrusage over its whole life (cpu_us_per_packet).
-    cpu_us = (c1 - c0) / tck * 1e6 / pk
+    cpu_us = fl.ticks / tck * 1e6 / pk
     own = st.get("cpu_us_per_packet")
     late = st["lateness_us"]
     verdicts = st["verdict_msgs"] + st.get("drop_msgs", 0)
     wake = st.get("wakeups")
     rate = "ceiling" if rate_mbit is None else f"{rate_mbit} Mbit/s"
-    print(f"   {label:<14} {rate:>11} {bps / 1e6:8.1f} Mbit/s {st['packets'] / (t1 - t0) / 1e3:6.1f} kpps"
+    print(f"   {label:<14} {rate:>11} {fl.bps / 1e6:8.1f} Mbit/s {st['packets'] / fl.seconds / 1e3:6.1f} kpps"
           f"  CPU {cpu_us:6.1f} us/pkt" + (f" (rusage {own:5.1f})" if own is not None else " (rusage  n/a)")
-          + f"  {(c1 - c0) / tck / (t1 - t0) * 100:5.1f} % core"
+          + f"  {fl.ticks / tck / fl.seconds * 100:5.1f} % core"
           f"  late p50/p99/max {late['p50']:4.0f}/{late['p99']:5.0f}/{late['max'] / 1e3:6.2f}ms"
           f"  pkts/verdict {st['packets'] / max(verdicts, 1):5.2f}"
           + (f"  wakes/pkt {wake / pk:4.2f}" if wake is not None else "")
           + f"  drops {st['drops_overflow']}/{st['drops_netlink']}")
-    if perf is not None:
-        print(perf_breakdown(pdata, st["packets"]))
+    if fl.pdata is not None:
+        print(perf_breakdown(fl.pdata, st["packets"]))
 
 
-def bench_cost(seconds: int, old: Path | None, tolerances: list[int], profile: bool) -> None:
+def xdp_cost_row(ln: H.Line, label: str, rate_mbit: int | None, seconds: int, tol_us: int,
+                 profile: bool = False) -> None:
+    """The same flow through the AF_XDP line (links/delayline/xdp): constant 10 ms, frames
+    entering the router on 'rs' leave on 'rc' (the bed's FORWARD DROP guard is in place)."""
+    dl = X.start(ln, 10000, tolerance_us=tol_us)
+    fl = measured_flow(ln, dl.proc.pid, dl.cpu_ticks, f"{label}-{rate_mbit}", seconds, profile)
+    st = dl.stop()
+    tck = os.sysconf("SC_CLK_TCK")
+    pk = max(st["packets"], 1)
+    late = st["lateness_us"]
+    rate = "ceiling" if rate_mbit is None else f"{rate_mbit} Mbit/s"
+    drops = (st["xsk_rx_dropped"] + st["xsk_rx_ring_full"] + st["tx_errors"] + st["drops_nostamp"]
+             + st["tx_dev_drops"] + st["dropped_at_exit"])
+    print(f"   {label:<14} {rate:>11} {fl.bps / 1e6:8.1f} Mbit/s {st['packets'] / fl.seconds / 1e3:6.1f} kpps"
+          f"  CPU {fl.ticks / tck * 1e6 / pk:6.1f} us/pkt (rusage {st['cpu_us_per_packet']:5.1f},"
+          f" user {st['cpu_user_s'] * 1e6 / pk:4.1f} sys {st['cpu_sys_s'] * 1e6 / pk:5.1f})"
+          f"  {fl.ticks / tck / fl.seconds * 100:5.1f} % core"
+          f"  late p50/p99/max {late['p50']:4.0f}/{late['p99']:5.0f}/{late['max'] / 1e3:6.2f}ms"
+          f"  pkts/wake {st['packets_per_wakeup']:5.2f} pkts/kick {st['packets_per_tx_kick']:5.2f}"
+          f"  wakes/pkt {st['wakeups'] / pk:4.2f}  max held {st['max_queued']}  drops {drops}"
+          f"  tx stalls {st['tx_stalls']}")
+    if fl.pdata is not None:
+        print(perf_breakdown(fl.pdata, st["packets"], PROFILE_SYMBOLS_XDP))
+
+
+def print_wake_floor() -> None:
+    """What one timer wake-up costs on this host (links/delayline/xdp/wakecost.c): a line that
+    wakes k times per packet pays k times this before it touches a packet."""
+    for sleep_us in (121, 242):
+        cp = subprocess.run([str(X.WAKECOST), "20000", str(sleep_us)], capture_output=True, text=True,
+                            timeout=120, check=True)
+        w = json.loads(cp.stdout)
+        print(f"   one timer wake-up (ppoll {sleep_us} us, SCHED_FIFO, 20000x): {w['oncpu_us_per_wakeup']:.1f} us"
+              f" on-CPU (getrusage {w['cpu_us_per_wakeup']:.1f}), wake-up lateness p50/p99"
+              f" {w['lateness_us']['p50']:.0f}/{w['lateness_us']['p99']:.0f} us")
+
+
+def receiver_napi_thread(ln: H.Line) -> None:
+    """Receive the client's veth through a NAPI kernel thread (GRO on makes veth use NAPI, threaded
+    moves the poll from softirq to that thread): the receiver's IP/TCP work then no longer runs in
+    the context of whatever sent the frame into the veth, i.e. the delay line's release. veth
+    takes the NAPI path only for frames it may GRO: with TSO on at the sending end (the router's
+    'rc') it hands them to netif_rx and the backlog softirq instead, so TSO goes off there."""
+    dev = ln.ifn("c0")
+    ln.nsx(ln.ns_r, "ethtool", "-K", ln.ifn("rc"), "tso", "off")
+    ln.nsx(ln.ns_c, "ethtool", "-K", dev, "gro", "on")
+    ln.nsx(ln.ns_c, "sh", "-c", f"echo 1 > /sys/class/net/{dev}/threaded")
+
+
+def bench_cost(seconds: int, old: Path | None, tolerances: list[int], profile: bool,
+               backends: list[str], napi_thread: bool = False) -> None:
     print(f"\n4. Cost per MTU packet, bulk TCP {seconds} s server->client, 10 ms line, TSO/GSO off;"
           f" shaped by tbf on the server's egress (before the line, as in a run)")
     print(f"   goals: <= {GOAL_CPU_US_PER_PKT_100M:.0f} us CPU/pkt at 100 Mbit/s, >= {GOAL_CEILING_GBPS:.0f}"
@@ -244,7 +323,15 @@ def bench_cost(seconds: int, old: Path | None, tolerances: list[int], profile: b
     builds: list[tuple[str, Path | None, int | None]] = []
     if old is not None:
         builds.append(("old", old, None))
-    builds += [(f"new tol {t}us", None, t) for t in tolerances]
+    if "nfqueue" not in backends:
+        builds = []
+    else:
+        builds += [(f"new tol {t}us", None, t) for t in tolerances]
+    print_wake_floor()
+    print(f"   backends: {', '.join(backends)} (xdp: links/delayline/xdp, AF_XDP copy mode, arrival stamped by XDP)")
+    if napi_thread:
+        print("   receiver's veth: GRO on, threaded NAPI, TSO off at the router's end (the receiver's IP/TCP work"
+              " runs in a NAPI kernel thread, not in the line)")
     for rate in (3, 25, 100, None):
         with H.Line() as ln:
             ln.tcp_buffers(16 << 20)
@@ -253,9 +340,19 @@ def bench_cost(seconds: int, old: Path | None, tolerances: list[int], profile: b
                 # burst 2 MTU: the line sees packets spaced at the link rate
                 ln.nsx(ln.ns_s, "tc", "qdisc", "replace", "dev", ln.ifn("s0"), "root", "tbf",
                        "rate", f"{rate}mbit", "burst", "3028", "limit", str(max(rate * 12500, 30000)))
+            # Both lines in one bed: the NFQUEUE rule serves the nfqueue rows; while the xdp line
+            # runs, its XDP program takes every IPv4 frame before the stack, and the guard (DROP
+            # after the NFQUEUE rule, which an accepted packet does not traverse again) only
+            # matters once no line runs.
+            if napi_thread:
+                receiver_napi_thread(ln)
             ln.add_queue("rs", 0)
+            X.guard(ln)
             for label, binary, tol in builds:
                 cost_row(ln, label, rate, seconds, binary, tol, profile=profile and rate == 100)
+            if "xdp" in backends:
+                for t in tolerances:
+                    xdp_cost_row(ln, f"xdp tol {t}us", rate, seconds, t, profile=profile and rate == 100)
 
 
 def main() -> int:
@@ -267,6 +364,11 @@ def main() -> int:
     ap.add_argument("--old", type=Path, help="an older build of mpvlab-delayline to compare in section 4")
     ap.add_argument("--tolerance", type=int, action="append",
                     help="--batch-tolerance-us values for section 4 (default: 0 and the build's default 150)")
+    ap.add_argument("--backend", choices=["nfqueue", "xdp"], action="append",
+                    help="section 4: which delay lines to measure (repeatable; default nfqueue)")
+    ap.add_argument("--receiver-napi-thread", action="store_true",
+                    help="section 4: receive the client's veth in a threaded NAPI (GRO on), so the receiver's"
+                         " TCP is not run in the line's context")
     ap.add_argument("--profile", action="store_true",
                     help="section 4: sample the daemon with perf at 100 Mbit/s and print where its CPU goes")
     a = ap.parse_args()
@@ -282,7 +384,9 @@ def main() -> int:
     if "steps" in want:
         bench_steps(2 if a.quick else 4)
     if "cost" in want:
-        bench_cost(3 if a.quick else 5, a.old, a.tolerance or [0, 150], a.profile)
+        X.build()  # the xdp line and the wake-up cost probe
+        bench_cost(3 if a.quick else 5, a.old, a.tolerance or [0, 150], a.profile, a.backend or ["nfqueue"],
+                   a.receiver_napi_thread)
     return 0
 
 
