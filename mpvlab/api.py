@@ -21,7 +21,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import yaml
 
@@ -135,15 +135,19 @@ def run(scenario: str | Path | dict[str, Any], results: str | Path | None = None
 
 
 def sweep(spec: str | Path, results: str | Path | None = None, *, quick: bool = False,
-          parallel: int | None = None, retry_failed: bool = False, report: bool = True) -> SweepResult:
-    """Make (or resume) every run of a sweep spec, as `mpvlab sweep SPEC` (root), then build its report.
+          parallel: int | None = None, retry_failed: bool = False, report: bool = True,
+          formats: str | Sequence[str] = "svg,pdf", png_dpi: int = 300) -> SweepResult:
+    """Make (or resume) every run of a sweep spec, as `mpvlab sweep SPEC` (root), then build its report
+    (figure files: formats and png_dpi as in report() below, checked before the first run).
 
     parallel: runs at once, 1..8 (default: one per 2 CPUs, as the command line). The call returns
     when every run has ended; failed runs are in `counts` and the manifest, not raised."""
+    from mpvlab.reporting.output import output_choice
     from mpvlab.runner.context import default_parallel
     from mpvlab.runner.steps import ensure_contents
     from mpvlab.sweeps import Sweeper, expand, load_spec
 
+    output = output_choice(formats, png_dpi, formats_name="mpvlab.sweep: formats", dpi_name="mpvlab.sweep: png_dpi")
     path = Path(spec)
     plan = expand(load_spec(path), path, quick=quick)
     if parallel is None:
@@ -159,17 +163,22 @@ def sweep(spec: str | Path, results: str | Path | None = None, *, quick: bool = 
     rep = None
     if report and counts.get("complete"):
         from mpvlab.reporting import build_report
-        rep = build_report(sweeper.root, sweeper.root / "report")
+        rep = build_report(sweeper.root, sweeper.root / "report", output=output)
     return SweepResult(sweeper.root, sweeper.manifest_path, counts, len(plan.runs), rep)
 
 
 def report(source: str | Path, out: str | Path | None = None, *, title: str | None = None,
-           figures: bool = True) -> Report:
+           figures: bool = True, formats: str | Sequence[str] = "svg,pdf", png_dpi: int = 300) -> Report:
     """Statistics, tables, figures and report.html from result directories, as `mpvlab report SOURCE`.
-    out: default SOURCE/report. Needs no root: it reads result directories only."""
+    out: default SOURCE/report. formats: the figure files, a comma list (or sequence) of svg, pdf, png
+    holding svg, as `--formats`; png_dpi: 72..600, as `--png-dpi`. Needs no root: it reads result
+    directories only."""
     from mpvlab.reporting import build_report
+    from mpvlab.reporting.output import output_choice
 
+    output = output_choice(formats, png_dpi, formats_name="mpvlab.report: formats", dpi_name="mpvlab.report: png_dpi")
     src = Path(source)
     if not src.is_dir():
         raise InputError(f"{src}: no such results directory")
-    return build_report(src, Path(out) if out is not None else src / "report", title=title, figures=figures)
+    return build_report(src, Path(out) if out is not None else src / "report", title=title, figures=figures,
+                        output=output)

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
 from rich.live import Live
@@ -17,6 +17,9 @@ from mpvlab.core import ledger
 from mpvlab.core.rundir import results_root_problem
 from mpvlab.input.scenario import ScenarioError, load_scenario
 from mpvlab.runner.context import CPUS_PER_RUN, default_parallel
+
+if TYPE_CHECKING:
+    from mpvlab.reporting.output import Output
 
 
 def cmd_validate(args: argparse.Namespace, console: Console) -> int:
@@ -220,6 +223,8 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     except SweepError as e:
         console.print(Text(str(e), style="red"))
         return 2
+    if (output := _report_output(args, console)) is None:      # before any run: not after hours of runs
+        return 2
     from mpvlab.sweeps import commands as cluster
     if args.list_runs:
         return cluster.cmd_list_runs(plan, args)
@@ -271,14 +276,27 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
                   f"{'' if not counts['failed'] else ' (listed in sweep.json; --retry-failed redoes them)'}; "
                   f"manifest {sweeper.manifest_path}")
     if args.no_report or not counts["complete"]:
-        console.print(f"report: mpvlab report {sweeper.root}")
+        opts = "" if output.formats == ("svg", "pdf") else f" --formats {','.join(output.formats)}" + (
+            f" --png-dpi {output.png_dpi}" if "png" in output.formats else "")
+        console.print(f"report: mpvlab report {sweeper.root}{opts}")
     else:
         from mpvlab.reporting import build_report
         t = time.monotonic()
-        rep = build_report(sweeper.root, sweeper.root / "report")
+        rep = build_report(sweeper.root, sweeper.root / "report", output=output)
         console.print(f"report of {rep.n_complete} complete run(s) in {rep.n_configs} configuration(s) "
                       f"({time.monotonic() - t:.1f} s): {rep.html}")
     return 0 if counts["failed"] == 0 and counts["complete"] == len(plan.runs) else 1
+
+
+def _report_output(args: argparse.Namespace, console: Console) -> Output | None:
+    """The report's figure formats and PNG dpi from --formats / --png-dpi, or None (the error printed)."""
+    from mpvlab.core.errors import InputError
+    from mpvlab.reporting.output import output_choice
+    try:
+        return output_choice(args.formats, args.png_dpi)
+    except InputError as e:
+        console.print(Text(str(e), style="red"))
+        return None
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
@@ -288,10 +306,12 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     if not src.is_dir():
         console.print(Text(f"{src}: no such results directory", style="red"))
         return 2
+    if (output := _report_output(args, console)) is None:
+        return 2
     out = Path(args.out) if args.out else src / "report"
     t = time.monotonic()
     try:
-        rep = build_report(src, out)
+        rep = build_report(src, out, output=output)
     except ReportFolderError as e:
         console.print(Text(str(e), style="red"))
         return 2
@@ -309,6 +329,14 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
             return 1
         console.print(f"  {shot} (headless chromium, {browser.ink_fraction(shot):.1%} of the top 3000 px inked)")
     return 0 if rep.n_complete else 1
+
+
+def _add_report_output_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--formats", default="svg,pdf", metavar="LIST",
+                   help="the report's figure files: a comma list of svg, pdf, png holding svg (report.html inlines "
+                        "the SVG); default svg,pdf (PNG is the dearest to render: add it for slides or a README)")
+    p.add_argument("--png-dpi", type=int, default=300, metavar="DPI",
+                   help="the PNG figures' resolution when --formats has png, 72..600 (default 300)")
 
 
 class _VersionAction(argparse.Action):
@@ -376,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("results_dir")
     rp.add_argument("--out", help="output folder (default: RESULTS_DIR/report)")
     rp.add_argument("--screenshot", action="store_true", help="also render report.png in headless chromium")
+    for p in (sw, rp):
+        _add_report_output_options(p)
     args = ap.parse_args(argv)
     if getattr(args, "results", None) is not None:
         # a relative results root would reach programs that resolve paths from elsewhere (apache2 -f)

@@ -124,9 +124,13 @@ def test_html_is_self_contained_with_every_figure(tmp_path: Path) -> None:
     embedded = sorted(base64.b64decode(s.removeprefix("data:image/svg+xml;base64,")) for s in srcs)
     assert embedded == sorted(p.read_bytes() for p in svgs)
     assert not re.search(r'(src|href)="(https?:|//|/|\.\.)', page), "the report must not reference anything outside"
-    # Relative links (PDF, SVG, PNG per figure) all resolve to files inside the report folder
+    # The default figure files: SVG and PDF, no PNG (mpvlab/reporting/output.py), and the page says so
+    figdir = tmp_path / "src" / "report" / "figures"
+    assert len(list(figdir.glob("*.pdf"))) == 13 and not list(figdir.glob("*.png"))
+    assert "Figure files written by this report, under <code>figures/</code>: SVG, PDF\n" in page
+    # Relative links (SVG and PDF per figure: the files written, only) all resolve to files inside the report folder
     hrefs = [h for h in re.findall(r'href="([^"]*)"', page) if not h.startswith("#")]   # not in-page anchors
-    assert len(hrefs) == 13 * 3
+    assert len(hrefs) == 13 * 2 and not [h for h in hrefs if h.endswith(".png")]
     for h in hrefs:
         target = (rep.html.parent / h).resolve()
         assert target.is_file() and target.is_relative_to(rep.html.parent.resolve()), h
@@ -149,7 +153,7 @@ def test_all_zero_bars_and_dash_figures(tmp_path: Path) -> None:
         cfg.stats["underflows"] = summarise(0.0 for _ in cfg.runs)
     assert bar_figure(c, "underflows", "Buffer underflows", "events per run") is not None
     figs = dash_vs_buffer(c)
-    assert len(figs) == 1 and figs[0].png.startswith(b"\x89PNG")
+    assert len(figs) == 1 and figs[0].rendered()["pdf"].startswith(b"%PDF-")
     assert all(cfg.stats["dash.quality_avg"].n == 2 for cfg in c.configs)
 
 

@@ -1,17 +1,20 @@
-"""Figures rendered in worker processes (mpvlab/reporting/figure.py render_all) are the same bytes as
-figures rendered one after another in this process: PNG and PDF byte for byte (both are byte-stable:
-no dates in the metadata, issue 36), SVG as the same drawing (matplotlib gives each SVG element a
-random id, so two renderings of one figure never match byte for byte)."""
+"""Figures built and rendered in worker processes (mpvlab/reporting/figure.py build_and_render, what the
+report does) are the same bytes as figures built and rendered one after another in this process: PNG
+and PDF byte for byte (both are byte-stable: no dates in the metadata, issue 36), SVG as the same
+drawing (matplotlib gives each SVG element a random id, so two renderings of one figure never match
+byte for byte)."""
 
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 
 from mpvlab.reporting import figures as F
-from mpvlab.results.aggregate import aggregate
-from mpvlab.reporting.figure import render_all
+from mpvlab.reporting.figure import build_and_render
+from mpvlab.reporting.output import Output
 from mpvlab.reporting.synthetic import make_set
+from mpvlab.results.aggregate import aggregate
 
 
 def _svg_without_ids(data: bytes) -> str:
@@ -19,23 +22,19 @@ def _svg_without_ids(data: bytes) -> str:
     return re.sub(r"url\(#[^)]*\)", "url()", text)      # hatch patterns are referenced by random id too
 
 
-def test_parallel_render_gives_the_serial_bytes(tmp_path: Path) -> None:
+def test_parallel_build_and_render_gives_the_serial_bytes(tmp_path: Path) -> None:
     make_set(tmp_path, ["sc-a"], ["cubic", "bbr"], ["minrtt"], trials=2, series_s=4)
     c = aggregate(tmp_path)
-    # a bar figure and an over-time one (different artists, layout and a long line in each);
-    # built twice: rendering consumes a figure
-    def pick() -> list[F.Figure]:
-        figs = F._bars(c)[:1] + F.timeseries_figures(c, "throughput")[:1]
-        assert len(figs) == 2, [f.id for f in figs]
-        return figs
-    serial, parallel = pick(), pick()
-    for f in serial:
-        f.rendered()
-    render_all(parallel, workers=2)
-    for s, p in zip(serial, parallel):
+    # a bar figure and an over-time one (different artists, layout and a long line in each)
+    tasks = [lambda: F._bars(c)[:1], partial(F.timeseries_figures, c, "throughput")]
+    output = Output(("svg", "pdf", "png"), 100)
+    serial = build_and_render(tasks, output, workers=1)
+    parallel = build_and_render(tasks, output, workers=2)
+    assert [len(figs) for figs in parallel] == [1, 1]
+    for s, p in zip((f for figs in serial for f in figs), (f for figs in parallel for f in figs)):
         assert s.id == p.id
         assert set(p.data) == {"png", "pdf", "svg"}
-        assert p.mpl is None                  # the parent's copy is closed, not kept
+        assert p.mpl is None and p.png_dpi == 100
         assert p.data["png"][:8] == b"\x89PNG\r\n\x1a\n" and p.data["pdf"][:5] == b"%PDF-"
         assert p.data["png"] == s.data["png"], s.id
         assert p.data["pdf"] == s.data["pdf"], s.id

@@ -7,9 +7,9 @@ HTML file, from result directories alone.
 Statistics and aggregation live in mpvlab/results/ (stats: SciPy t and BCa bootstrap intervals, Welch /
 Mann–Whitney tests, Holm; aggregate: runs → configurations, with the metrics declared on the summary model's
 fields, mpvlab/results/summary.py, and collected by mpvlab/results/metrics.py). Modules here: pairwise (tests between configurations), tables,
-style (colours, markers, hatches, sizes — shared with `mpvlab plot`), figures (PDF, SVG, PNG files), html.
-The report folder: report.html, the tables (CSV + Parquet) and figures/. Python API: mpvlab.report()
-(mpvlab/api.py, docs/python-api.md).
+style (colours, markers, hatches, sizes — shared with `mpvlab plot`), figures (SVG, PDF and, when asked,
+PNG files: output.Output), html. The report folder: report.html, the tables (CSV + Parquet) and
+figures/. Python API: mpvlab.report() (mpvlab/api.py, docs/python-api.md).
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from pathlib import Path
 
 from mpvlab.core import rundir
 from mpvlab.core.errors import InputError
+from mpvlab.reporting.output import Output
 from mpvlab.results.aggregate import Collection, aggregate
 
 
-FIGURES = "figures"   # below the report folder: every figure as PDF, SVG and PNG
+FIGURES = "figures"   # below the report folder: every figure in the formats asked (figure.Output)
 
 
 @dataclass
@@ -37,14 +38,17 @@ class Report:
     n_failed: int
     n_configs: int
     collection: Collection
+    output: Output = Output()       # the figure formats written (and the PNG's dpi)
 
 
 class ReportFolderError(InputError):
     """The report's output folder cannot be (re)placed safely; nothing was written."""
 
 
-def build_report(source: Path, out: Path, title: str | None = None, figures: bool = True) -> Report:
-    """The report of the runs below `source`, written to `out`.
+def build_report(source: Path, out: Path, title: str | None = None, figures: bool = True,
+                 output: Output | None = None) -> Report:
+    """The report of the runs below `source`, written to `out`; figures in `output`'s formats (default
+    SVG and PDF; figure.output_choice checks a user's choice).
 
     A results folder is untrusted input, and the report runs as root: every file is written into a
     fresh folder of ours (mkdtemp, next to `out`), which then replaces `out` by rename. So no write
@@ -55,6 +59,7 @@ def build_report(source: Path, out: Path, title: str | None = None, figures: boo
     from mpvlab.reporting.pairwise import pairwise_frame
     from mpvlab.reporting.tables import write_tables
 
+    output = output or Output()
     _check_replaceable(out)
     c = aggregate(source, exclude=[out])
     pw = pairwise_frame(c)
@@ -63,8 +68,9 @@ def build_report(source: Path, out: Path, title: str | None = None, figures: boo
     try:
         os.chmod(staging, 0o755)      # mkdtemp makes 0700; a report is for every user to read
         tables = write_tables(c, staging, pw)
-        sections = build_all(c, staging / FIGURES) if figures else []
-        page = render(c, sections, [t.name for t in tables], title or source.resolve().name, pw, html_dir=staging)
+        sections = build_all(c, staging / FIGURES, output) if figures else []
+        page = render(c, sections, [t.name for t in tables], title or source.resolve().name, pw, html_dir=staging,
+                      output=output if figures else None)
         rundir.write_text(staging / "report.html", page)
         _replace(out, staging)
     except BaseException:
@@ -78,7 +84,7 @@ def build_report(source: Path, out: Path, title: str | None = None, figures: boo
             f.files = {k: final(p) for k, p in f.files.items()}
     files = [p for _, figs in sections for f in figs for p in f.files.values()]
     return Report(out / "report.html", [final(t) for t in tables], files, len(c.runs), len(c.not_aggregated),
-                  len(c.configs), c)
+                  len(c.configs), c, output)
 
 
 def _check_replaceable(out: Path) -> None:

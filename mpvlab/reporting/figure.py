@@ -1,7 +1,11 @@
-"""A report figure and its rendering: PDF, SVG and PNG (style.PNG_DPI) bytes, written under the
-report's figures/ folder, rendered in parallel processes; and the decorations every over-time figure
-shares (the grey of a square-wave delay's ON intervals). The figure builders are in figures.py and
-bbr.py."""
+"""A report figure and its rendering: SVG, PDF and (when asked) PNG bytes, written under the
+report's figures/ folder, built and rendered in parallel processes; and the decorations every
+over-time figure shares (the grey of a square-wave delay's ON intervals). The figure builders are in
+figures.py and bbr.py.
+
+Which formats a report writes is the reader's choice (`mpvlab report --formats`, `--png-dpi`;
+`Output` below): SVG always (report.html inlines it), PDF by default (vector, Type 42 fonts: what a
+paper needs), PNG on request (slides, READMEs) — it is the dearest format to render (docs/cost.md)."""
 
 from __future__ import annotations
 
@@ -9,12 +13,11 @@ import io
 import math
 import multiprocessing
 import os
-import pickle
 import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import matplotlib
 
@@ -23,18 +26,19 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from mpvlab.core import units  # noqa: E402
 from mpvlab.reporting import style as st  # noqa: E402
+from mpvlab.reporting.output import FORMATS, Output  # noqa: E402,F401 — FORMATS: also this module's interface
 from mpvlab.results.aggregate import Run  # noqa: E402
 
 GREY_SHADE = "#BBBBBB"          # a square-wave delay's ON intervals in over-time figures
 
 
-FORMATS = ("pdf", "svg", "png")
+SAVE_ORDER = ("png", "pdf", "svg")       # PNG first when asked: its bytes stay those of earlier reports
 
 
 @dataclass
 class Figure:
-    """One figure, rendered: its bytes per format (PDF, SVG, PNG at style.PNG_DPI) and, once written,
-    the files under the report's figures/ folder."""
+    """One figure, rendered: its bytes per format of the report's Output and, once written, the files
+    under the report's figures/ folder."""
 
     id: str
     title: str
@@ -45,16 +49,15 @@ class Figure:
     # the figure's numbers as data files beside it (extension → bytes, e.g. {"csv": …}), so a reader
     # (or a test) can check a figure's values without parsing its drawing
     tables: dict[str, bytes] = field(default_factory=dict)
+    png_dpi: int | None = None           # the PNG's resolution, once rendered as PNG
 
-    def rendered(self) -> dict[str, bytes]:
+    def rendered(self, output: Output | None = None) -> dict[str, bytes]:
         if not self.data:
-            self.data = render(self.mpl)
+            output = output or Output()
+            self.data = render(self.mpl, output)
             self.mpl = None
+            self.png_dpi = output.png_dpi if "png" in output.formats else None
         return self.data
-
-    @property
-    def png(self) -> bytes:
-        return self.rendered()["png"]
 
     @property
     def svg(self) -> bytes:
@@ -67,7 +70,8 @@ class Figure:
 
     def write(self, folder: Path) -> dict[str, Path]:
         folder.mkdir(parents=True, exist_ok=True)
-        for fmt, data in self.rendered().items():
+        # listed in FORMATS' order (the page's links follow it), whatever order they were rendered in
+        for fmt, data in sorted(self.rendered().items(), key=lambda kv: FORMATS.index(kv[0])):
             p = folder / f"{self.stem}.{fmt}"
             tmp = p.with_name(f".{p.name}.tmp")
             tmp.write_bytes(data)
@@ -82,24 +86,25 @@ class Figure:
         return self.files
 
 
-def render(fig: plt.Figure) -> dict[str, bytes]:
-    """The figure as PDF, SVG and PNG bytes (the style's rc settings were active while it was drawn;
-    they are set again here because savefig reads pdf/svg font types at save time)."""
+def render(fig: plt.Figure, output: Output | None = None) -> dict[str, bytes]:
+    """The figure in the Output's formats, default SVG and PDF (the style's rc settings were active
+    while it was drawn; they are set again here because savefig reads pdf/svg font types at save time)."""
+    output = output or Output()
     out = {}
     with matplotlib.rc_context(st.RC):
-        # PNG first: its draw runs the constrained layout (in inches and points, so the same for every
+        # The first save's draw runs the constrained layout (in inches and points, so the same for every
         # format); then drop the engine, or each further savefig re-runs the layout (~0.25 s per
-        # multi-panel figure). None, not "none": "none" leaves a placeholder engine, and savefig makes an
-        # extra draw before printing whenever a figure has any engine — PDF and SVG were each drawn twice
-        # (108 draws for 18 figures, now 72; PNG and PDF bytes unchanged).
-        for fmt in ("png", "pdf", "svg"):
+        # multi-panel figure). The first save is the PNG's when PNG is asked (its bytes as before this
+        # option), else the PDF's or the SVG's: the layout runs once in any case. None, not "none":
+        # "none" leaves a placeholder engine, and savefig makes an extra draw before printing whenever a
+        # figure has any engine.
+        for fmt in (f for f in SAVE_ORDER if f in output.formats):
             buf = io.BytesIO()
             # metadata: no creation date, so the same results give byte-identical PDF/SVG files
             meta = {"CreationDate": None} if fmt == "pdf" else ({"Date": None} if fmt == "svg" else {})
-            fig.savefig(buf, format=fmt, dpi=st.PNG_DPI if fmt == "png" else None, metadata=meta)
+            fig.savefig(buf, format=fmt, dpi=output.png_dpi if fmt == "png" else None, metadata=meta)
             out[fmt] = buf.getvalue()
-            if fmt == "png":
-                fig.set_layout_engine(None)
+            fig.set_layout_engine(None)
     plt.close(fig)
     return out
 
@@ -113,29 +118,60 @@ def _import_backends() -> None:
     import matplotlib.backends.backend_svg  # noqa: F401
 
 
-def _render_pickled(blob: bytes) -> dict[str, bytes]:
-    return render(pickle.loads(blob))
+FigureTask = Callable[[], list[Figure]]
 
 
-def render_all(figs: list[Figure], workers: int | None = None) -> None:
-    """Render every figure, in up to `workers` processes (default: the CPUs, at most 4). Rendering is
-    ~85 % of a 1,000-run report's CPU (3 formats, PNG at 300 dpi; per figure and format in
-    docs/cost.md). The figures travel pickled (matplotlib supports it); the workers are forked, so
-    nothing else is re-imported; a worker's PNG and PDF bytes are the serial path's
-    (tests/test_report_render.py)."""
-    todo = [f for f in figs if not f.data]
-    n = min(len(todo), workers if workers is not None else min(os.cpu_count() or 1, 4))
+@dataclass(frozen=True)
+class _WorkerPlan:
+    tasks: list[FigureTask]
+    output: Output
+
+
+# The plan of the forked worker this module runs in: set once by the pool's initializer in each worker
+# (never in the report's own process), so the tasks — closures over the report's Collection — reach the
+# workers by fork, unpickled; only a task's index travels to a worker, only bytes travel back.
+_worker_plan: list[_WorkerPlan] = []
+
+
+def _start_worker(plan: _WorkerPlan) -> None:
+    _worker_plan.append(plan)
+
+
+def _run_task(i: int) -> list[Figure]:
+    plan = _worker_plan[0]
+    return _built_and_rendered(plan.tasks[i], plan.output)
+
+
+def _built_and_rendered(task: FigureTask, output: Output) -> list[Figure]:
+    figs = task()
+    for f in figs:
+        f.rendered(output)
+    return figs
+
+
+def default_workers() -> int:
+    return min(os.cpu_count() or 1, 4)
+
+
+def build_and_render(tasks: list[FigureTask], output: Output | None = None,
+                     workers: int | None = None) -> list[list[Figure]]:
+    """Every task's figures, built and rendered, in the tasks' order. In up to `workers` forked processes
+    (default: the CPUs, at most 4): building (~3-5 CPU-s at 1,000 runs) and rendering (the rest of a
+    report's CPU) both run there, the report's process only waits (docs/cost.md). Dearest first: tasks
+    are handed out in reverse order — the builders at the end of figures.BUILDERS (BBR model, over-time
+    figures) are the dear multi-panel ones, the bars at its start cheap ones that fill the gaps. A
+    worker's PNG and PDF bytes are the serial path's (tests/test_report_render.py)."""
+    output = output or Output()
+    n = min(len(tasks), workers if workers is not None else default_workers())
     if n < 2:
-        for f in todo:
-            f.rendered()
-        return
+        return [_built_and_rendered(t, output) for t in tasks]
     _import_backends()
-    blobs = [pickle.dumps(f.mpl) for f in todo]
-    for f in todo:
-        plt.close(f.mpl)
-    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork")) as pool:
-        for f, data in zip(todo, pool.map(_render_pickled, blobs)):
-            f.data, f.mpl = data, None
+    plan = _WorkerPlan(tasks, output)
+    order = list(reversed(range(len(tasks))))
+    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"),
+                             initializer=_start_worker, initargs=(plan,)) as pool:
+        done = dict(zip(order, pool.map(_run_task, order)))
+    return [done[i] for i in range(len(tasks))]
 
 
 def square_on_intervals(run: Run, path: str, t_end: float) -> list[tuple[float, float]]:

@@ -1,5 +1,5 @@
 """Figures in the style of the Wi-Fi/LTE study (docs/studies.md §1), drawn with mpvlab/reporting/style.py
-at a paper's column or text width and written as PDF, SVG and PNG (300 dpi).
+at a paper's column or text width and written as SVG, PDF and, when asked, PNG (figure.Output).
 
 Per metric: grouped bars per scenario, one bar per congestion control (colour) × scheduler (hatch),
 height = mean over trials, whiskers = the metric's 95 % interval (mpvlab/results/metrics.py), dots = the individual trials. Over time, for
@@ -8,7 +8,9 @@ throughput of each path (1 s bins of the client interface's received bytes), wit
 which a square-wave delay is ON shaded.
 
 Every builder takes the Collection and returns Figure objects (empty when its data is absent), so
-new kinds (DASH: quality level and buffer over time) are one more builder in BUILDERS.
+new kinds (DASH: quality level and buffer over time) are one more builder in BUILDERS. A builder
+whose figures are independent of each other may be `Parts`: the report then builds its parts in
+separate workers (figure.build_and_render).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
+from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import matplotlib
@@ -30,8 +34,8 @@ from mpvlab.results.aggregate import Collection, Config, Run, cc_order, sched_or
 from mpvlab.results.stats import Summary  # noqa: E402
 from mpvlab.reporting import bbr, dash, rtp  # noqa: E402
 from mpvlab.reporting.capacity import configured_capacity  # noqa: E402
-from mpvlab.reporting.figure import (  # noqa: E402,F401 — Figure, render, render_all: also this module's interface
-    FORMATS, GREY_SHADE, Figure, render, render_all, square_on_intervals,
+from mpvlab.reporting.figure import (  # noqa: E402,F401 — Figure, Output, render: also this module's interface
+    FORMATS, GREY_SHADE, Figure, FigureTask, Output, build_and_render, render, square_on_intervals,
 )
 from mpvlab.results.tidy import addr_to_path, host_of  # noqa: E402
 
@@ -324,16 +328,40 @@ def dash_vs_buffer(c: Collection) -> list[Figure]:
 Builder = Callable[[Collection], list[Figure]]
 
 
+@dataclass(frozen=True)
+class Parts:
+    """A builder made of parts whose figures do not depend on each other: called, it is the parts'
+    figures in order (one builder as any other); the report builds each part as a task of its own,
+    so its figures spread over the render workers (issue 36: one task per builder left the 9 BBR
+    figures, half the CPU, to one worker)."""
+
+    parts: Callable[[Collection], list[Builder]]
+
+    def __call__(self, c: Collection) -> list[Figure]:
+        return [f for part in self.parts(c) for f in part(c)]
+
+
+def _bar_parts(c: Collection) -> list[Builder]:
+    def one(c: Collection, metric: str, title: str, ylabel: str) -> list[Figure]:
+        f = bar_figure(c, metric, title, ylabel)
+        return [f] if f is not None else []
+    return [partial(one, metric=m, title=t, ylabel=y) for m, t, y in bar_metrics()]
+
+
 def _bars(c: Collection) -> list[Figure]:
-    return [f for m, t, y in bar_metrics() if (f := bar_figure(c, m, t, y)) is not None]
+    return Parts(_bar_parts)(c)
 
 
-def _bbr(c: Collection) -> list[Figure]:
-    return bbr.figures(c)
+def _bbr_parts(c: Collection) -> list[Builder]:
+    # the models (and their statistics) are computed once per Collection and cached on it, before the
+    # workers fork (build_all), so the parts share them
+    return [lambda c: bbr.over_time_figures(bbr.config_models(c)),
+            lambda c: bbr.mode_share_figures(bbr.config_models(c), c.confidence),
+            lambda c: bbr.estimate_figures(bbr.config_models(c), c.confidence)]
 
 
 BUILDERS: list[tuple[str, Builder]] = [
-    ("QoE and path switches per congestion control", _bars),
+    ("QoE and path switches per congestion control", Parts(_bar_parts)),
     ("Congestion window over time", lambda c: timeseries_figures(c, "cwnd")),
     ("Throughput per path over time", lambda c: timeseries_figures(c, "throughput")),
     ("DASH: quality and stalls against the bottleneck buffer", dash_vs_buffer),
@@ -344,14 +372,30 @@ BUILDERS: list[tuple[str, Builder]] = [
     ("RTP live video: average bitrate per controller", rtp.bitrate_figures),
     ("RTP live video: GCC − webrtc-bbr bitrate difference", rtp.difference_figures),
     ("RTP live video: estimates against achieved bitrate", rtp.estimate_figures),
-    ("BBR's model over time (BBR-family CCs)", _bbr),
+    ("BBR's model over time (BBR-family CCs)", Parts(_bbr_parts)),
 ]
 
 
-def build_all(c: Collection, folder: Path | None = None) -> list[tuple[str, list[Figure]]]:
-    """Every figure of the report; with `folder`, each also written there as PDF, SVG and PNG."""
-    sections = [(section, figs) for section, b in BUILDERS if (figs := b(c))]
-    render_all([f for _, figs in sections for f in figs])
+def _tasks(c: Collection) -> list[tuple[str, FigureTask]]:
+    """(section, task) per builder, or per part of a `Parts` builder, in BUILDERS' order."""
+    out: list[tuple[str, FigureTask]] = []
+    for section, b in BUILDERS:
+        for part in (b.parts(c) if isinstance(b, Parts) else [b]):
+            out.append((section, partial(part, c)))
+    return out
+
+
+def build_all(c: Collection, folder: Path | None = None, output: Output | None = None,
+              workers: int | None = None) -> list[tuple[str, list[Figure]]]:
+    """Every figure of the report, built and rendered in `output`'s formats in parallel workers
+    (figure.build_and_render); with `folder`, each also written there."""
+    bbr.config_models(c)         # computed here once, before the fork, not once per worker
+    tasks = _tasks(c)
+    built = build_and_render([t for _, t in tasks], output or Output(), workers)
+    by_section: dict[str, list[Figure]] = {}
+    for (section, _), part in zip(tasks, built):
+        by_section.setdefault(section, []).extend(part)
+    sections = [(section, by_section[section]) for section, _ in BUILDERS if by_section.get(section)]
     if folder is not None:
         for _, figs in sections:
             for f in figs:

@@ -3,9 +3,10 @@ opens from disk (or an e-mail attachment) without a server.
 
 Figures: each is embedded as its SVG file (data: URI in an <img>, so figures cannot clash over SVG
 element ids and no markup from a figure runs in the page); vector, so it stays sharp at any zoom,
-and the same bytes as figures/<name>.svg. Under each figure, relative links to its PDF, SVG and
-300 dpi PNG files next to the report (they work when the report folder is kept together; the page
-itself needs none of them)."""
+and the same bytes as figures/<name>.svg. Under each figure, relative links to the files the report
+wrote for it (SVG, PDF, and PNG with its dpi when asked: figure.Output; they work when the report
+folder is kept together; the page itself needs none of them). The formats written are stated under
+Provenance."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import pandas as pd
 from mpvlab.results import metrics
 from mpvlab.results.aggregate import Collection, Config
 from mpvlab.reporting import bbr, style
-from mpvlab.reporting.figure import Figure
+from mpvlab.reporting.figure import Figure, Output
 from mpvlab.reporting.numbers import fmt, fmt_p
 from mpvlab.reporting.hosts import by_host, host_kind, mixed_configs
 from mpvlab.results.stats import ALPHA, N_RESAMPLES
@@ -152,6 +153,8 @@ Full tables: {% for t in tables %}<code>{{ t }}</code>{% if not loop.last %}, {%
 {% for k, vals in prov_rows %}<tr><th class="l">{{ k }}</th><td class="l">{% for v, n in vals %}{{ v }}
 <span class="muted">({{ n }} run{{ 's' if n != 1 else '' }})</span>{% if not loop.last %}<br>{% endif %}{% endfor %}</td></tr>
 {% endfor %}</table>
+{% if figure_files %}<p>Figure files written by this report, under <code>figures/</code>: {{ figure_files }}
+(<code>mpvlab report --formats</code>, <code>--png-dpi</code>).</p>{% endif %}
 <details><summary>Package versions</summary><table>
 <tr><th class="l">package</th><th class="l">version(s)</th></tr>
 {% for k, vals in pkg_rows %}<tr><td class="l">{{ k }}</td><td class="l">{% for v, n in vals %}{{ v }}
@@ -250,7 +253,8 @@ def _pairwise_note(pw: pd.DataFrame | None) -> str:
 
 
 def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], tables: list[str],
-           title: str, pairwise: pd.DataFrame | None = None, html_dir: Path | None = None) -> str:
+           title: str, pairwise: pd.DataFrame | None = None, html_dir: Path | None = None,
+           output: Output | None = None) -> str:
     import scipy
 
     paths = list(dict.fromkeys(p for r in c.runs for p in r.paths))
@@ -317,7 +321,8 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
     def links(f: Figure) -> list[tuple[str, str]]:
         if html_dir is None:
             return []
-        return [(fmt_.upper() + (f" ({style.PNG_DPI} dpi)" if fmt_ == "png" else ""),
+        # the files written, only: a format the report did not write has no link
+        return [(fmt_.upper() + (f" ({f.png_dpi} dpi)" if fmt_ == "png" else ""),
                  os.path.relpath(p, html_dir)) for fmt_, p in f.files.items()]
     sections = [(name, [{"id": f.id, "title": f.title, "caption": f.caption, "links": links(f),
                          "b64": base64.b64encode(f.svg).decode("ascii")} for f in figs])
@@ -332,7 +337,7 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
         n_complete=len(c.runs), configs=c.configs, flags=flags, conf_pct=round(c.confidence * 100),
         t_level=f"{0.5 + c.confidence / 2:.3g}", tables=tables,
         summary_heads=[v.heading for _, v in summary_metrics], summary_rows=summary_rows,
-        figure_sections=sections, warned=warned, failed=c.not_aggregated, prov_rows=prov_rows, pkg_rows=pkg_rows,
+        figure_sections=sections, figure_files=output.describe() if output is not None else "", warned=warned, failed=c.not_aggregated, prov_rows=prov_rows, pkg_rows=pkg_rows,
         run_heads=[v.heading for _, v in run_metrics], run_rows=run_rows)
 
 
