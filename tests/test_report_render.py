@@ -39,3 +39,23 @@ def test_parallel_build_and_render_gives_the_serial_bytes(tmp_path: Path) -> Non
         assert p.data["png"] == s.data["png"], s.id
         assert p.data["pdf"] == s.data["pdf"], s.id
         assert _svg_without_ids(p.data["svg"]) == _svg_without_ids(s.data["svg"]), s.id
+
+
+def test_parts_give_the_whole_builders_figures(tmp_path: Path) -> None:
+    """A builder split in parts (figures.Parts: one worker task per part) gives the figures the whole
+    builder gives: same ids in the same order, captions, data tables, and PDF bytes."""
+    from mpvlab.reporting import bbr
+    make_set(tmp_path, ["sc-a", "sc-b"], ["cubic", "bbr"], ["default"], trials=2, series_s=4)
+    c = aggregate(tmp_path)
+    wholes = {"Congestion window over time": lambda: F.timeseries_figures(c, "cwnd"),
+              "BBR's model over time (BBR-family CCs)": lambda: bbr.figures(c),
+              "QoE and path switches per congestion control": lambda: [
+                  f for m, t, y in F.bar_metrics() if (f := F.bar_figure(c, m, t, y)) is not None]}
+    builders = dict(F.BUILDERS)
+    for section, whole in wholes.items():
+        builder = builders[section]
+        assert isinstance(builder, F.Parts) and len(builder.parts(c)) > 1, section
+        a, b = whole(), builder(c)
+        assert [f.id for f in a] == [f.id for f in b] and len(a) > 1, section
+        assert [(f.caption, f.tables) for f in a] == [(f.caption, f.tables) for f in b], section
+        assert a[-1].rendered()["pdf"] == b[-1].rendered()["pdf"], section

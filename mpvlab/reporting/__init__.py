@@ -48,13 +48,13 @@ class ReportFolderError(InputError):
 def build_report(source: Path, out: Path, title: str | None = None, figures: bool = True,
                  output: Output | None = None) -> Report:
     """The report of the runs below `source`, written to `out`; figures in `output`'s formats (default
-    SVG and PDF; figure.output_choice checks a user's choice).
+    SVG and PDF; output.output_choice checks a user's choice).
 
     A results folder is untrusted input, and the report runs as root: every file is written into a
     fresh folder of ours (mkdtemp, next to `out`), which then replaces `out` by rename. So no write
     ever goes through a link someone planted (`out` itself a symlink, or `out/runs.csv` one): a
     symlink at `out` is replaced, never followed, and its target is untouched (issue 33)."""
-    from mpvlab.reporting.figures import build_all
+    from mpvlab.reporting.figures import PendingSections
     from mpvlab.reporting.html import render
     from mpvlab.reporting.pairwise import pairwise_frame
     from mpvlab.reporting.tables import write_tables
@@ -62,23 +62,33 @@ def build_report(source: Path, out: Path, title: str | None = None, figures: boo
     output = output or Output()
     _check_replaceable(out)
     c = aggregate(source, exclude=[out])
-    pw = pairwise_frame(c)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new.", dir=out.parent))
+    # the figures first: their workers build and render while this process makes the tables (issue 36)
+    pending = PendingSections(c, output) if figures else None
+    staging: Path | None = None
     try:
+        pw = pairwise_frame(c)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new.", dir=out.parent))
         os.chmod(staging, 0o755)      # mkdtemp makes 0700; a report is for every user to read
         tables = write_tables(c, staging, pw)
-        sections = build_all(c, staging / FIGURES, output) if figures else []
+        sections = pending.result(staging / FIGURES) if pending is not None else []
         page = render(c, sections, [t.name for t in tables], title or source.resolve().name, pw, html_dir=staging,
                       output=output if figures else None)
         rundir.write_text(staging / "report.html", page)
         _replace(out, staging)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        if pending is not None:
+            pending.close()
+
+    assert staging is not None         # for mypy: set above, or the function has raised
+    final_of = staging
 
     def final(p: Path) -> Path:
-        return out / p.relative_to(staging)
+        return out / p.relative_to(final_of)
     for _, figs in sections:
         for f in figs:
             f.files = {k: final(p) for k, p in f.files.items()}

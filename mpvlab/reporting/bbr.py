@@ -256,7 +256,8 @@ def model_frame(models: list[ConfigModel]) -> pd.DataFrame:
                                        "median", "ci_method", "ci95_low", "ci95_high", "min", "max"])
 
 
-def _group(cfg: Config) -> str:
+def group_of(cfg: Config) -> str:
+    """The figure a configuration's models are drawn in (one per scenario × extra parameters)."""
     return cfg.scenario + (f" ({cfg.extra_label})" if cfg.extra else "")
 
 
@@ -270,7 +271,7 @@ def over_time_figures(models: list[ConfigModel]) -> list[Any]:
     """Per scenario: a row per configuration (its representative run), estimate vs link | min RTT."""
     groups: dict[str, list[ConfigModel]] = {}
     for cm in models:
-        groups.setdefault(_group(cm.cfg), []).append(cm)
+        groups.setdefault(group_of(cm.cfg), []).append(cm)
     figs = []
     for gname, cms in groups.items():
         paths = sorted({p for cm in cms for m in cm.runs for p in m.paths.values()})
@@ -335,7 +336,7 @@ def mode_share_figures(models: list[ConfigModel], confidence: float) -> list[Any
     groups: dict[str, list[ConfigModel]] = {}
     for cm in models:
         if cm.shares:
-            groups.setdefault(_group(cm.cfg), []).append(cm)
+            groups.setdefault(group_of(cm.cfg), []).append(cm)
     figs = []
     for gname, cms in groups.items():
         cms.sort(key=lambda cm: (cc_order(cm.cfg.cc), sched_order(cm.cfg.scheduler)))
@@ -382,7 +383,7 @@ def estimate_figures(models: list[ConfigModel], confidence: float) -> list[Any]:
     groups: dict[str, list[ConfigModel]] = {}
     for cm in models:
         if cm.ratio.n:
-            groups.setdefault(_group(cm.cfg), []).append(cm)
+            groups.setdefault(group_of(cm.cfg), []).append(cm)
     figs = []
     for gname, cms in groups.items():
         cms.sort(key=lambda cm: (cc_order(cm.cfg.cc), sched_order(cm.cfg.scheduler)))

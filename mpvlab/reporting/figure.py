@@ -14,7 +14,7 @@ import math
 import multiprocessing
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -153,25 +153,47 @@ def default_workers() -> int:
     return min(os.cpu_count() or 1, 4)
 
 
+class PendingFigures:
+    """Figure tasks started: built and rendered in up to `workers` forked processes (default: the CPUs,
+    at most 4) while the report's process goes on (its tables), collected by result(). Building (~3-5
+    CPU-s at 1,000 runs) and rendering (the rest of a report's CPU but loading) both run in the
+    workers (docs/cost.md). Dearest first: tasks are handed out in reverse order — the builders at
+    the end of figures.BUILDERS (BBR model, over-time figures) are the dear multi-panel ones, the
+    bars at its start cheap ones that fill the gaps. A worker's PNG and PDF bytes are the serial
+    path's (tests/test_report_render.py). With fewer than 2 workers, the tasks run in result()."""
+
+    def __init__(self, tasks: list[FigureTask], output: Output | None = None, workers: int | None = None) -> None:
+        self.tasks, self.output = tasks, output or Output()
+        n = min(len(tasks), workers if workers is not None else default_workers())
+        self.pool: ProcessPoolExecutor | None = None
+        self.futures: dict[int, Future[list[Figure]]] = {}
+        if n >= 2:
+            _import_backends()
+            # forked now: the processes start at the first submit, all of them (fork start method)
+            self.pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"),
+                                            initializer=_start_worker, initargs=(_WorkerPlan(tasks, self.output),))
+            self.futures = {i: self.pool.submit(_run_task, i) for i in reversed(range(len(tasks)))}
+
+    def result(self) -> list[list[Figure]]:
+        """Every task's figures, rendered, in the tasks' order."""
+        try:
+            if self.pool is None:
+                return [_built_and_rendered(t, self.output) for t in self.tasks]
+            return [self.futures[i].result() for i in range(len(self.tasks))]
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop: tasks not started are dropped, running ones finish (a few seconds at most)."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+
 def build_and_render(tasks: list[FigureTask], output: Output | None = None,
                      workers: int | None = None) -> list[list[Figure]]:
-    """Every task's figures, built and rendered, in the tasks' order. In up to `workers` forked processes
-    (default: the CPUs, at most 4): building (~3-5 CPU-s at 1,000 runs) and rendering (the rest of a
-    report's CPU) both run there, the report's process only waits (docs/cost.md). Dearest first: tasks
-    are handed out in reverse order — the builders at the end of figures.BUILDERS (BBR model, over-time
-    figures) are the dear multi-panel ones, the bars at its start cheap ones that fill the gaps. A
-    worker's PNG and PDF bytes are the serial path's (tests/test_report_render.py)."""
-    output = output or Output()
-    n = min(len(tasks), workers if workers is not None else default_workers())
-    if n < 2:
-        return [_built_and_rendered(t, output) for t in tasks]
-    _import_backends()
-    plan = _WorkerPlan(tasks, output)
-    order = list(reversed(range(len(tasks))))
-    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"),
-                             initializer=_start_worker, initargs=(plan,)) as pool:
-        done = dict(zip(order, pool.map(_run_task, order)))
-    return [done[i] for i in range(len(tasks))]
+    """Every task's figures, built and rendered, in the tasks' order (PendingFigures, waited for)."""
+    return PendingFigures(tasks, output, workers).result()
 
 
 def square_on_intervals(run: Run, path: str, t_end: float) -> list[tuple[float, float]]:

@@ -35,7 +35,7 @@ from mpvlab.results.stats import Summary  # noqa: E402
 from mpvlab.reporting import bbr, dash, rtp  # noqa: E402
 from mpvlab.reporting.capacity import configured_capacity  # noqa: E402
 from mpvlab.reporting.figure import (  # noqa: E402,F401 — Figure, Output, render: also this module's interface
-    FORMATS, GREY_SHADE, Figure, FigureTask, Output, build_and_render, render, square_on_intervals,
+    FORMATS, GREY_SHADE, Figure, FigureTask, Output, PendingFigures, render, square_on_intervals,
 )
 from mpvlab.results.tidy import addr_to_path, host_of  # noqa: E402
 
@@ -207,11 +207,19 @@ def throughput_series(run: Run, bin_s: float = THROUGHPUT_BIN_S) -> dict[str, tu
     return out
 
 
-def timeseries_figures(c: Collection, kind: str) -> list[Figure]:
-    """One figure per scenario (× extra parameters): a panel per configuration, lines per path."""
+def _timeseries_groups(c: Collection) -> dict[str, list[Config]]:
     groups: dict[str, list[Config]] = {}
     for cfg in c.configs:
         groups.setdefault(cfg.scenario + (f" ({cfg.extra_label})" if cfg.extra else ""), []).append(cfg)
+    return groups
+
+
+def timeseries_figures(c: Collection, kind: str, group: str | None = None) -> list[Figure]:
+    """One figure per scenario (× extra parameters): a panel per configuration, lines per path; with
+    `group`, that scenario's only (the same figure: colours are assigned over the whole Collection)."""
+    groups = _timeseries_groups(c)
+    if group is not None:
+        groups = {group: groups[group]} if group in groups else {}
     all_paths = list(dict.fromkeys(p for r in c.runs for p in r.paths))
     sty = st.style_for(path=all_paths, cc=[cfg.cc for cfg in c.configs], scheduler=[cfg.scheduler for cfg in c.configs])
     figs = []
@@ -352,18 +360,32 @@ def _bars(c: Collection) -> list[Figure]:
     return Parts(_bar_parts)(c)
 
 
+def _timeseries_parts(kind: str) -> Callable[[Collection], list[Builder]]:
+    def parts(c: Collection) -> list[Builder]:
+        return [partial(timeseries_figures, kind=kind, group=g) for g in _timeseries_groups(c)]
+    return parts
+
+
+def _bbr_part(c: Collection, kind: str, group: str) -> list[Figure]:
+    # each BBR figure is drawn from its own group's models only (bbr.py groups them the same way), so
+    # the models of one group give that group's figure, as the models of all give all figures
+    models = [cm for cm in bbr.config_models(c) if bbr.group_of(cm.cfg) == group]
+    if kind == "over-time":
+        return bbr.over_time_figures(models)
+    return (bbr.mode_share_figures if kind == "modes" else bbr.estimate_figures)(models, c.confidence)
+
+
 def _bbr_parts(c: Collection) -> list[Builder]:
     # the models (and their statistics) are computed once per Collection and cached on it, before the
-    # workers fork (build_all), so the parts share them
-    return [lambda c: bbr.over_time_figures(bbr.config_models(c)),
-            lambda c: bbr.mode_share_figures(bbr.config_models(c), c.confidence),
-            lambda c: bbr.estimate_figures(bbr.config_models(c), c.confidence)]
+    # workers fork (build_all), so the parts share them; in the order of bbr.figures: kind, then group
+    groups = list(dict.fromkeys(bbr.group_of(cm.cfg) for cm in bbr.config_models(c)))
+    return [partial(_bbr_part, kind=k, group=g) for k in ("over-time", "modes", "estimate") for g in groups]
 
 
 BUILDERS: list[tuple[str, Builder]] = [
     ("QoE and path switches per congestion control", Parts(_bar_parts)),
-    ("Congestion window over time", lambda c: timeseries_figures(c, "cwnd")),
-    ("Throughput per path over time", lambda c: timeseries_figures(c, "throughput")),
+    ("Congestion window over time", Parts(_timeseries_parts("cwnd"))),
+    ("Throughput per path over time", Parts(_timeseries_parts("throughput"))),
     ("DASH: quality and stalls against the bottleneck buffer", dash_vs_buffer),
     ("DASH: selected bitrate over time", dash.bitrate_figures),
     ("DASH: clients sharing the bottleneck, per client and fairness", dash.clients_figures),
@@ -385,19 +407,33 @@ def _tasks(c: Collection) -> list[tuple[str, FigureTask]]:
     return out
 
 
+class PendingSections:
+    """The report's figures, started (start_all): built and rendered in workers meanwhile."""
+
+    def __init__(self, c: Collection, output: Output | None = None, workers: int | None = None) -> None:
+        bbr.config_models(c)         # computed here once, before the fork, not once per worker
+        self.tasks = _tasks(c)
+        self.pending = PendingFigures([t for _, t in self.tasks], output, workers)
+
+    def result(self, folder: Path | None = None) -> list[tuple[str, list[Figure]]]:
+        """(section, figures) in BUILDERS' order, sections without figures left out; with `folder`,
+        each figure also written there."""
+        by_section: dict[str, list[Figure]] = {}
+        for (section, _), part in zip(self.tasks, self.pending.result()):
+            by_section.setdefault(section, []).extend(part)
+        sections = [(section, by_section[section]) for section, _ in BUILDERS if by_section.get(section)]
+        if folder is not None:
+            for _, figs in sections:
+                for f in figs:
+                    f.write(folder)
+        return sections
+
+    def close(self) -> None:
+        self.pending.close()
+
+
 def build_all(c: Collection, folder: Path | None = None, output: Output | None = None,
               workers: int | None = None) -> list[tuple[str, list[Figure]]]:
     """Every figure of the report, built and rendered in `output`'s formats in parallel workers
-    (figure.build_and_render); with `folder`, each also written there."""
-    bbr.config_models(c)         # computed here once, before the fork, not once per worker
-    tasks = _tasks(c)
-    built = build_and_render([t for _, t in tasks], output or Output(), workers)
-    by_section: dict[str, list[Figure]] = {}
-    for (section, _), part in zip(tasks, built):
-        by_section.setdefault(section, []).extend(part)
-    sections = [(section, by_section[section]) for section, _ in BUILDERS if by_section.get(section)]
-    if folder is not None:
-        for _, figs in sections:
-            for f in figs:
-                f.write(folder)
-    return sections
+    (figure.PendingFigures); with `folder`, each also written there."""
+    return PendingSections(c, output, workers).result(folder)
