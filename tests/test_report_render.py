@@ -10,6 +10,8 @@ import re
 from functools import partial
 from pathlib import Path
 
+import matplotlib.pyplot as plt
+
 from mpvlab.reporting import figures as F
 from mpvlab.reporting.figure import build_and_render
 from mpvlab.reporting.output import Output
@@ -59,3 +61,4 @@ def test_parts_give_the_whole_builders_figures(tmp_path: Path) -> None:
         assert [f.id for f in a] == [f.id for f in b] and len(a) > 1, section
         assert [(f.caption, f.tables) for f in a] == [(f.caption, f.tables) for f in b], section
         assert a[-1].rendered()["pdf"] == b[-1].rendered()["pdf"], section
+        plt.close("all")           # the figures not rendered are still open
