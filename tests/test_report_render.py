@@ -11,12 +11,13 @@ from functools import partial
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import pytest
 
 from mpvlab.reporting import figures as F
 from mpvlab.reporting.figure import build_and_render
 from mpvlab.reporting.output import Output
 from mpvlab.reporting.synthetic import make_set
-from mpvlab.results.aggregate import aggregate
+from mpvlab.results.aggregate import Collection, aggregate
 
 
 def _svg_without_ids(data: bytes) -> str:
@@ -62,3 +63,18 @@ def test_parts_give_the_whole_builders_figures(tmp_path: Path) -> None:
         assert [(f.caption, f.tables) for f in a] == [(f.caption, f.tables) for f in b], section
         assert a[-1].rendered()["pdf"] == b[-1].rendered()["pdf"], section
         plt.close("all")           # the figures not rendered are still open
+
+
+def test_a_builder_failing_in_a_worker_fails_the_report_and_leaves_nothing(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error of a figure built in a worker reaches the report's caller (not a report with a figure
+    missing), and the half-built report folder is removed."""
+    from mpvlab.reporting import build_report
+
+    def broken(c: Collection) -> list[F.Figure]:
+        raise ValueError("a builder that fails")
+    monkeypatch.setattr(F, "BUILDERS", [*F.BUILDERS, ("broken", broken)])    # the workers fork with it
+    make_set(tmp_path / "src", ["sc-a"], ["cubic"], ["default"], trials=2, series_s=0)
+    with pytest.raises(ValueError, match="a builder that fails"):
+        build_report(tmp_path / "src", tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
