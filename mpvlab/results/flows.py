@@ -28,7 +28,6 @@ playback window. Two kinds of mean, named in the field:
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -38,86 +37,11 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from mpvlab.topologies import cross_traffic
+from mpvlab.results.flow_ids import (  # noqa: F401 — re-exported: the pandas-free half (flow_ids.py)
+    CROSS_PORT, FLOWS_CSV, FLOWS_JSON, PREFLIGHT_QUERY, PROBE_PORT, ROLES, SCHED_SAMPLES, RoleRules, flow_key,
+    is_loopback, preflight_ports, split_endpoint)
 from mpvlab.topologies import registry as topologies
 from mpvlab.workloads import registry as workloads
-
-PROBE_PORT = 5201       # the TCP fidelity probe of runs before the kernel-timestamped pre-check (older results)
-CROSS_PORT = cross_traffic.BULK_PORT     # the cross host's bulk flow (shared-bottleneck runs)
-ROLES = ("workload", "probe", "check", "cross", "other")
-FLOWS_JSON = "flows.json"   # below data/: the rules the run used and its flows
-FLOWS_CSV = "flows.csv"
-PREFLIGHT_QUERY = "mpvlab-preflight=1"   # mpvlab/runner/server.py PREFLIGHT_QUERY (a test checks they agree)
-
-
-def is_loopback(addr: str) -> bool:
-    try:
-        return ipaddress.ip_address(addr.strip("[]").removeprefix("::ffff:")).is_loopback
-    except ValueError:
-        return False
-
-
-def split_endpoint(endpoint: str) -> tuple[str, int]:
-    """'10.0.1.2:80', '[::ffff:10.0.1.2]:80' or '[2001:db8::1]:80' → (address, port)."""
-    e = str(endpoint).strip()
-    host, _, port = e.rpartition(":")
-    try:
-        return host.strip("[]").removeprefix("::ffff:"), int(port)
-    except ValueError:
-        return e, -1
-
-
-def flow_key(saddr: str, sport: int, daddr: str, dport: int) -> str:
-    def ep(a: str, p: int) -> str:
-        return f"[{a}]:{p}" if ":" in a else f"{a}:{p}"
-    return f"{ep(saddr, sport)}-{ep(daddr, dport)}"
-
-
-@dataclass(frozen=True)
-class RoleRules:
-    """What a run knows to name its flows' roles (see the module's table)."""
-
-    workload_port: int | None
-    check_ports: frozenset[int] = frozenset()     # client ports of the HTTP preflight request
-    probe_port: int = PROBE_PORT
-    cross_port: int = CROSS_PORT
-
-    def role(self, saddr: str, sport: int, daddr: str, dport: int) -> str:
-        if is_loopback(saddr) or is_loopback(daddr):
-            return "check"
-        ports = {sport, dport}
-        if self.workload_port in ports and ports & self.check_ports:
-            return "check"
-        if self.probe_port in ports:
-            return "probe"
-        if self.cross_port in ports:
-            return "cross"
-        if self.workload_port in ports:
-            return "workload"
-        return "other"
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["check_ports"] = sorted(self.check_ports)
-        return d
-
-
-def preflight_ports(access_log: Path) -> frozenset[int]:
-    """Client ports of the preflight requests in Apache's access log (format: host remote-port [time]
-    "request" ...; mpvlab/runner/server.py): that connection is a check, not the workload."""
-    out = set()
-    try:
-        lines = access_log.read_text().splitlines()
-    except OSError:
-        return frozenset()
-    for ln in lines:
-        parts = ln.split(" ", 2)
-        if len(parts) == 3 and PREFLIGHT_QUERY in parts[2]:
-            try:
-                out.add(int(parts[1]))
-            except ValueError:
-                pass
-    return frozenset(out)
 
 
 def rules_for_run(run_dir: Path, summary: dict[str, Any] | None = None) -> RoleRules:
@@ -361,9 +285,6 @@ def state_view(rows: pd.DataFrame, source: str, window: tuple[float, float],
         {str(k): float(v) / tot_t for k, v in zip(labels, by_t)} if tot_t > 0 else {},
         {str(k): int(v) / tot_n for k, v in zip(labels, by_n)} if tot_n else {},
         sorted(per_flow, key=lambda f: (ROLES.index(f.role) if f.role in ROLES else len(ROLES), f.first_t_s)))
-
-
-SCHED_SAMPLES = "schedtrace/subflow_samples.csv"   # below data/: the scheduler's per-subflow samples
 
 
 def sched_flows(path: Path, rules: RoleRules) -> pd.DataFrame:

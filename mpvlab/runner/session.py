@@ -46,7 +46,7 @@ def run_scenario(scenario: Scenario, scenario_file: Path, scenario_text: str, op
     """Run once; returns the run directory (state complete). Raises RunFailed after marking it failed."""
     if os.geteuid() != 0:
         raise RunFailed("mpvlab run needs root (network namespaces, tc, iptables, BPF)")
-    warmup.start()
+    warmup.start(needed=scenario.transport.cc_entry.state is not None)
     try:
         reaped = ledger.reap_stale(opts.log)
     except ledger.LedgerError as e:

@@ -121,21 +121,28 @@ def subflow_address_check(topo: dual_path.DualPath, subflows: list[dict[str, Any
 
 def cc_state_view(ctx: RunContext, sampler: sampling.Sampler, playback_s: float | None) -> dict[str, Any] | None:
     """Names every flow of the run's per-flow series (data/flows.json, .csv) and, for a CC whose state
-    the registry names, its model over the workload's flows during playback (mpvlab/results/flows.py)."""
+    the registry names, its model over the workload's flows during playback (mpvlab/results/flows.py).
+    A CC without a state model needs only the flows' names: mpvlab/results/flow_ids.py, without
+    pandas and numpy (their imports alone were ~0.5 CPU-s of a run's fixed cost, issue 36)."""
+    from mpvlab.results import flow_ids
+    rules = flow_ids.RoleRules(sampler.server_port, flow_ids.preflight_ports(ctx.logs / "apache" / "access.log"))
+    spec = ctx.scenario.transport.cc_entry.state
+    if spec is None:
+        tokens = flow_ids.mptcp_tokens(ctx.data)
+        names = {flow_ids.SS_SAMPLES: flow_ids.ss_flow_times(ctx.data / flow_ids.SS_SAMPLES, rules),
+                 flow_ids.SCHED_SAMPLES: flow_ids.sched_flow_times(ctx.data / flow_ids.SCHED_SAMPLES, rules)}
+        flow_ids.write_flow_index(ctx.data, rules, flow_ids.flow_index(names, tokens))
+        return None
     # Here, not at the top: flows brings pandas, which run/warmup.py imports while the network comes up.
     from mpvlab.results import flows
-    rules = flows.RoleRules(sampler.server_port, flows.preflight_ports(ctx.logs / "apache" / "access.log"))
     tokens = flows.mptcp_tokens(ctx.data)
     from mpvlab.cc.registry import KERNEL_BBR_STATE       # the ss samples' columns (also kernel BBR's state)
     series = {"subflows.csv": flows.read_state(ctx.data / "subflows.csv", KERNEL_BBR_STATE, rules, ctx.t0_ns),
               flows.SCHED_SAMPLES: flows.sched_flows(ctx.data / flows.SCHED_SAMPLES, rules)}
-    spec = ctx.scenario.transport.cc_entry.state
-    view = None
-    if spec is not None:
-        if spec.file not in series:          # kernel BBR's state is the ss samples, read above
-            series[spec.file] = flows.read_state(ctx.data / spec.file, spec, rules, ctx.t0_ns)
-        rows = series[spec.file]
-        view = flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s or 0.0)), tokens).to_json()
+    if spec.file not in series:          # kernel BBR's state is the ss samples, read above
+        series[spec.file] = flows.read_state(ctx.data / spec.file, spec, rules, ctx.t0_ns)
+    rows = series[spec.file]
+    view = flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s or 0.0)), tokens).to_json()
     flows.write_flows(ctx.data, rules, series, tokens)
     return view
 
