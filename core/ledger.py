@@ -264,10 +264,9 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *,
         listed = [str(n) for n in _records(ledger.netns, "netns")]
         mine = {n for n in listed if naming.run_id_of_netns(n) == ledger.run_id}
         names = mine | {n for n in netns.list_netns() if naming.run_id_of_netns(n) == ledger.run_id}
-        for name in sorted(names):
-            if (netns.NETNS_DIR / name).exists():
-                netns.delete_netns(name)
-                removed.append(f"netns {name}")
+        present = [n for n in sorted(names) if (netns.NETNS_DIR / n).exists()]
+        netns.delete_netns_all(present)
+        removed.extend(f"netns {name}" for name in present)
 
     def web_root() -> None:
         www = WWW_DIR / ledger.run_id
