@@ -294,3 +294,46 @@ def test_skipped_precheck_leaves_the_verdict_to_the_whole_run(tmp_path: Path) ->
             "links": {"link-down": {"path": "link"}}}
     bad = fidelity.judge_run(sc, late, tmp_path, tmp_path, None, dict(NO_FIDELITY_PROBE))
     assert bad["ok"] is False and any("late" in w for w in bad["warnings"]), bad["warnings"]
+
+
+def test_one_blast_process_paces_each_target_on_its_own_schedule() -> None:
+    """`precheck blast --to …` (one process per server namespace, issue 36): each target gets
+    FILL_EXCESS × its rate for FILL_S then HOLD_EXCESS × for its seconds — counted here by UDP sockets
+    bound to the discard port in a namespace of the test's own, on loopback."""
+    import secrets
+    import socket
+
+    from mpvlab.core import proc
+    from mpvlab.core.netns import Netns, delete_netns
+    ns = Netns(f"hfb-{secrets.token_hex(3)}")
+    proc.run(["ip", "netns", "add", ns.name])
+    try:
+        ns.run(["ip", "link", "set", "lo", "up"])
+        targets = [("127.0.0.2", 3_000_000, 0.3), ("127.0.0.3", 12_000_000, 0.15)]
+        counter = ns.popen([sys.executable, "-c", (
+            "import socket, select, sys, time\n"
+            f"ss = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range({len(targets)})]\n"
+            f"for s, a in zip(ss, {[t[0] for t in targets]!r}):\n"
+            f"    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20); s.bind((a, {precheck.DISCARD_PORT}))\n"
+            "n = [0] * len(ss); print('up', flush=True); end = time.monotonic() + 30\n"
+            "while time.monotonic() < end:\n"
+            "    r, _, _ = select.select(ss, [], [], 0.3)\n"
+            "    if not r and sum(n):\n"
+            "        break\n"
+            "    for s in r:\n"
+            "        s.recv(2048); n[ss.index(s)] += 1\n"
+            "print(*n, flush=True)\n")], stdout=subprocess.PIPE)
+        assert counter.stdout is not None and counter.stdout.readline() == b"up\n"
+        argv = [sys.executable, "-m", "mpvlab.runner.precheck", "blast"]
+        for dst, rate, secs in targets:
+            argv += ["--to", f"{dst},{rate},{secs}"]
+        ns.run(argv, timeout=30)
+        got = [int(x) for x in counter.stdout.readline().split()]
+        counter.wait(timeout=10)
+        for (dst, rate, secs), n in zip(targets, got):
+            per_s = rate / precheck.FRAME_BITS
+            want = (precheck.FILL_S * precheck.FILL_EXCESS + secs * precheck.HOLD_EXCESS) * per_s
+            # paced by the total due: at most the last wake-up's worth (0.5 ms + a late one) over or short
+            assert abs(n - want) <= 2 + 0.02 * want, (dst, n, want)
+    finally:
+        delete_netns(ns.name)

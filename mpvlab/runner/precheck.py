@@ -167,9 +167,13 @@ def rate_check(shapers: list[tuple[str, Any, Any, str, str, int]], workdir: Path
     with contextlib.ExitStack() as stack:
         for path, router, _srv, _dev, _addr, _rate in todo:
             stack.enter_context(qdiscstat.sample_queues(router.name, workdir / f"precheck-rate-{path}", t0, RATE_HZ))
-        blasters = [srv.popen([sys.executable, "-m", "mpvlab.runner.precheck", "blast", "--dst", addr,
-                               "--rate-bps", str(rate), "--seconds", str(held_s[path])],
-                              cwd=REPO) for path, _r, srv, _d, addr, rate in todo]
+        # One sender process per server namespace for all its paths (an interpreter's start is
+        # ~0.05 CPU-s; each path keeps its own schedule in it), started at once.
+        by_ns: dict[str, tuple[Any, list[str]]] = {}
+        for path, _r, srv, _d, addr, rate in todo:
+            by_ns.setdefault(srv.name, (srv, []))[1].extend(["--to", f"{addr},{rate},{held_s[path]}"])
+        blasters = [srv.popen([sys.executable, "-m", "mpvlab.runner.precheck", "blast", *to], cwd=REPO)
+                    for srv, to in by_ns.values()]
         for b in blasters:
             b.wait(timeout=RATE_MAX_S + 20)
     for path, _router, _srv, dev, _addr, rate in todo:
@@ -226,38 +230,51 @@ class RttCheck:
             self._proc.wait()
 
 
-def blast(dst: str, rate_bps: int, seconds: float) -> None:
-    """Paced UDP to a port nothing listens on (1472-byte payloads: 1514-byte frames): FILL_EXCESS ×
-    rate_bps for FILL_S, then HOLD_EXCESS × for `seconds`. Paced by the total due so far, so a stall
-    is caught up at once (the tbf drops what its buffer cannot hold; the intervals the queue ran
-    empty are left out of the measurement)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+def blast(targets: list[tuple[str, int, float]]) -> None:
+    """Paced UDP to a port nothing listens on (1472-byte payloads: 1514-byte frames), to each
+    (dst, rate_bps, seconds) at once: FILL_EXCESS × rate_bps for FILL_S, then HOLD_EXCESS × for
+    `seconds`. Each paced by the total due so far, so a stall is caught up at once (the tbf drops what
+    its buffer cannot hold; the intervals the queue ran empty are left out of the measurement)."""
+    socks = []
+    for _dst, _rate, _secs in targets:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        socks.append(s)
     payload = b"\0" * 1472
-    per_s = rate_bps / FRAME_BITS
+    sent = [0] * len(targets)
     start = time.monotonic()
-    sent = 0
-    while (el := time.monotonic() - start) < FILL_S + seconds:
-        filled = min(el, FILL_S) * FILL_EXCESS
-        due = int((filled + max(0.0, el - FILL_S) * HOLD_EXCESS) * per_s) + 1
-        while sent < due:
-            try:
-                s.sendto(payload, (dst, DISCARD_PORT))
-            except OSError:      # a full socket buffer or an ICMP error returned: keep pacing
-                pass
-            sent += 1
+    while True:
+        el = time.monotonic() - start
+        active = False
+        for i, (dst, rate_bps, seconds) in enumerate(targets):
+            if el >= FILL_S + seconds:
+                continue
+            active = True
+            filled = min(el, FILL_S) * FILL_EXCESS
+            due = int((filled + max(0.0, el - FILL_S) * HOLD_EXCESS) * rate_bps / FRAME_BITS) + 1
+            while sent[i] < due:
+                try:
+                    socks[i].sendto(payload, (dst, DISCARD_PORT))
+                except OSError:      # a full socket buffer or an ICMP error returned: keep pacing
+                    pass
+                sent[i] += 1
+        if not active:
+            return
         time.sleep(0.0005)
+
+
+def _target(text: str) -> tuple[str, int, float]:
+    dst, rate, seconds = text.split(",")
+    return dst, int(rate), float(seconds)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(prog="mpvlab.runner.precheck")
     sub = ap.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("blast")
-    a.add_argument("--dst", required=True)
-    a.add_argument("--rate-bps", type=int, required=True)
-    a.add_argument("--seconds", type=float, required=True)
+    a.add_argument("--to", type=_target, action="append", required=True, metavar="DST,RATE_BPS,SECONDS")
     args = ap.parse_args()
-    blast(args.dst, args.rate_bps, args.seconds)
+    blast(args.to)
 
 
 if __name__ == "__main__":
