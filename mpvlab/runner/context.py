@@ -43,6 +43,8 @@ class RunContext:
     extra_prov: dict[str, Any] = field(default_factory=dict)
     t0_ns: int = 0
     timeline: Timeline = field(default_factory=Timeline)   # recorded in provenance, failed runs too
+    # the queue samplers' rows by folder, read once by the summary and reused by the verdict (issue 36)
+    queue_rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def logs(self) -> Path:

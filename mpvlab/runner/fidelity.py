@@ -155,10 +155,11 @@ def _step_mismatches(steps_csv: Path, stats: dict[str, Any], sched: Schedule) ->
 
 def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, logs: Path,
               schedules: dict[str, PathSchedules] | None, fid: dict[str, Any],
-              t0_ns: int | None = None, steal: StealWindow | None = None) -> dict[str, Any]:
+              t0_ns: int | None = None, steal: StealWindow | None = None,
+              queue_rows: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     """The whole-run verdict, merged into `fid` (returned): call once the delay lines have stopped
     (their stats are in extra_prov["delay_lines"]) and the queue samplers have written
-    data_dir/queues/<path>. Adds fid["run"] — per direction: lateness, drops, applied delays,
+    data_dir/queues/<path> (`queue_rows`: those already read, by str(folder)). Adds fid["run"] — per direction: lateness, drops, applied delays,
     configured vs achieved tbf rate while backlogged — its warnings, and fid["table"]."""
     f = scenario.fidelity
     lat_p99_bound_us = f.rtt_tolerance / 1e3 / 2
@@ -201,6 +202,8 @@ def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, lo
                                     + "; ".join(bad[:3]) + (f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""))
         dev = link.get("shaper_dev")
         if dev and d_spec is not None and d_spec.rate is not None:
+            if qdir not in qrows and str(data_dir / "queues" / qdir) in (queue_rows or {}):
+                qrows[qdir] = (queue_rows or {})[str(data_dir / "queues" / qdir)]
             if qdir not in qrows:
                 try:
                     from mpvlab.collectors import qdiscstat
@@ -264,7 +267,7 @@ def finish_summary(scenario: Scenario, ctx: Any, schedules: dict[str, PathSchedu
         fid["test_hooks"] = hooks
     st = summary.get("host_steal_during_playback")
     judge_run(scenario, ctx.extra_prov, ctx.data, ctx.logs, schedules, fid,
-              steal=StealWindow.from_dict(st) if st else None)
+              steal=StealWindow.from_dict(st) if st else None, queue_rows=ctx.queue_rows)
     for w in fid["warnings"][before:]:
         ctx.opts.log(f"fidelity warning: {w}")
     summary["fidelity_ok"] = fid.get("ok")

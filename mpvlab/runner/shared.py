@@ -338,7 +338,7 @@ def bottleneck_view(ctx: RunContext, leaf_rx: dict[str, int], tbf_before: dict[s
         "path": pname, "rate_bps": spec.down.rate, "limit_bytes": spec.down.buffer.to_bytes(FRAME_BYTES),
         "burst_bytes": spec.down.effective_burst(), "window_s": round(window_s, 3),
         "leaf_rx_bytes": leaf_rx, "leaf_rx_bytes_total": sum(leaf_rx.values()),
-        "queue": steps.queue_view(ctx.data / "queues" / PATH_LABEL),
+        "queue": steps.queue_view(ctx.data / "queues" / PATH_LABEL, ctx.queue_rows),
     }
     if tbf_before and tbf_after:
         tbf = {k: tbf_after[k] - tbf_before[k] for k in tbf_before}

@@ -301,9 +301,12 @@ def check_subflows(sc: Scenario, subflows: list[dict[str, Any]], expected_cc: st
                 "(per path: {})".format(sc.observe.min_path_share, thin,
                                         {n: v["rx_bytes"] for n, v in per_path.items()}))
 
-def queue_view(out_dir: Path) -> dict[str, Any]:
-    """Peak and mean backlog and the drops of each shaping qdisc (tbf) on a router during playback."""
-    rows, _ = qdiscstat.load_samples(out_dir, links=False)
+def queue_view(out_dir: Path, rows_by_dir: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """Peak and mean backlog and the drops of each shaping qdisc (tbf) on a router during playback.
+    The rows read are kept in `rows_by_dir` (by str(out_dir)) for the whole-run verdict."""
+    rows = qdiscstat.load_samples(out_dir, links=False)[0]
+    if rows_by_dir is not None:
+        rows_by_dir[str(out_dir)] = rows
     out: dict[str, Any] = {}
     by_dev: dict[str, list[dict[str, Any]]] = {}
     for r in rows:

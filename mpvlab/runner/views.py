@@ -168,7 +168,7 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
     view = _scheduler_view(topo, sched)
     quiet = quiet_intervals(ctx.data / "links.csv")
     for p in topo.paths:
-        per_path[p.name]["bottleneck"] = queue_view(ctx.data / "queues" / p.name)
+        per_path[p.name]["bottleneck"] = queue_view(ctx.data / "queues" / p.name, ctx.queue_rows)
         # When the path stopped and resumed carrying data (outages, handovers, an unused path).
         per_path[p.name]["quiet_intervals_s"] = quiet.get(p.name, [])
         outages = sorted({(a, b) for d in (sc.paths[p.name].down, sc.paths[p.name].up) for a, b in d.outages})
