@@ -55,6 +55,7 @@ class RunCost:
     summary_keys: list[str] = field(default_factory=list)
     orphans_reaped: int = 0
     orphans_left: list[int] = field(default_factory=list)
+    precheck: dict[str, dict[str, float]] = field(default_factory=dict)   # path → the pre-check's verdict numbers
 
     @property
     def overhead_s(self) -> float:
@@ -109,7 +110,18 @@ def one_run(tree: str, mpvlab: Path, scenario: Path, video_s: float, results: Pa
     return RunCost(tree=tree, video_s=video_s, cpu_s=cpu, wall_s=wall,
                    startup_s=float(summary.get("startup_delay_s") or 0.0), state=status_json["state"],
                    lifecycle=prov.get("lifecycle_s") or {}, summary_keys=sorted(summary),
-                   orphans_reaped=reaped, orphans_left=left)
+                   orphans_reaped=reaped, orphans_left=left, precheck=precheck_numbers(prov))
+
+
+def precheck_numbers(prov: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per path, what the pre-check's fidelity verdict rests on: the tbf's backlogged rate ratio and
+    the RTT error p99 (they must keep their meaning whatever the pre-check's cost, issue 36)."""
+    out = {}
+    for path, v in ((prov.get("fidelity") or {}).get("paths") or {}).items():
+        rate, rtt = v.get("rate_down") or {}, v.get("rtt") or {}
+        out[path] = {k: float(x) for k, x in (("rate_ratio", rate.get("ratio")), ("backlogged_s", rate.get("backlogged_s")),
+                                              ("rtt_error_ms_p99", rtt.get("error_ms_p99"))) if x is not None}
+    return out
 
 
 def fit(rows: list[RunCost]) -> tuple[float, float]:
@@ -130,6 +142,10 @@ def mmm(values: list[float]) -> str:
     return f"{statistics.fmean(values):6.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
+def _mmm4(values: list[float]) -> str:
+    return f"{statistics.fmean(values):.4f} ({min(values):.4f}-{max(values):.4f})" if values else "-"
+
+
 def report(tree: str, rows: list[RunCost], short_s: float) -> dict[str, Any]:
     smoke = [r for r in rows if r.video_s == short_s]
     fixed, per_s = fit(rows)
@@ -138,8 +154,9 @@ def report(tree: str, rows: list[RunCost], short_s: float) -> dict[str, Any]:
            "smoke_cpu_s": [r.cpu_s for r in smoke], "smoke_overhead_s": [r.overhead_s for r in smoke],
            "states": sorted({r.state for r in rows})}
     print(f"\n== {tree}: {len(smoke)} smoke runs ({short_s:g} s video), {len(rows) - len(smoke)} longer")
-    print(f"  fixed CPU (intercept)    {fixed:6.2f} CPU-s      goal <= {FIXED_CPU_GOAL_S} CPU-s"
-          f"   {'reached' if fixed <= FIXED_CPU_GOAL_S else 'NOT reached'}")
+    verdict = ("n/a: needs runs of two video lengths" if fixed != fixed
+               else "reached" if fixed <= FIXED_CPU_GOAL_S else "NOT reached")
+    print(f"  fixed CPU (intercept)    {fixed:6.2f} CPU-s      goal <= {FIXED_CPU_GOAL_S} CPU-s   {verdict}")
     print(f"  CPU per video second     {per_s:6.3f} CPU-s/s")
     for v in sorted({r.video_s for r in rows}):
         print(f"  CPU per run, {v:4g} s video {mmm([r.cpu_s for r in rows if r.video_s == v])} CPU-s")
@@ -157,6 +174,11 @@ def report(tree: str, rows: list[RunCost], short_s: float) -> dict[str, Any]:
     print("  lifecycle_s per step (smoke): mean (min-max)")
     for k, vs in steps.items():
         print(f"    {k:24s} {mmm(vs)}")
+    print("  pre-check verdict numbers (smoke): mean (min-max)")
+    for path in sorted({p for r in smoke for p in r.precheck}):
+        for k in ("rate_ratio", "backlogged_s", "rtt_error_ms_p99"):
+            vals = [r.precheck[path][k] for r in smoke if k in r.precheck.get(path, {})]
+            print(f"    {path:8s} {k:18s} {mmm(vals) if k != 'rate_ratio' else _mmm4(vals)}")
     reaped = sum(r.orphans_reaped for r in rows)
     left = [p for r in rows for p in r.orphans_left]
     print(f"  orphaned descendants reaped here: {reaped}; still alive after {ORPHAN_WAIT_S:g} s: {left or 'none'}")
@@ -196,7 +218,7 @@ def main() -> int:
     short_s = float(str(scen["video"]["duration"]).rstrip("s"))
     long_file = Path(tmp.name) / "smoke.yaml"
     long_file.write_text(yaml.safe_dump({**scen, "video": {**scen["video"], "duration": f"{a.long_duration}s"}}))
-    for tree, exe in trees.items():     # content generation is not a run's cost: cached before timing
+    for exe in trees.values():     # content generation is not a run's cost: cached before timing
         for f in (SMOKE, long_file):
             subprocess.run([str(exe), "prepare", str(f)], check=True, stdout=subprocess.DEVNULL)
     print(f"before: {uptime()}; {os.cpu_count()} CPUs; PYTHONDONTWRITEBYTECODE="
