@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
-from rich.live import Live
 from rich.text import Text
 
-from mpvlab.core import ledger
 from mpvlab.core.rundir import results_root_problem
-from mpvlab.input.scenario import ScenarioError, load_scenario
+# The scenario's models (pydantic, ~0.2 CPU-s to build), the ledger and rich's live display are
+# imported by the commands that use them, so `mpvlab --version` does not pay for them (issue 36).
 from mpvlab.runner.context import CPUS_PER_RUN, default_parallel
 
 if TYPE_CHECKING:
@@ -35,7 +34,10 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from rich.live import Live
+
     from mpvlab.core.errors import EXIT_INTERRUPTED, RunFailed, RunInterrupted, RunNotStarted
+    from mpvlab.input.scenario import ScenarioError, load_scenario
     from mpvlab.runner.context import RunOptions
     from mpvlab.runner.session import run_scenario
 
@@ -124,6 +126,7 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
 def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
     """Generate (or find cached) the video each scenario needs, so a run never waits on an encode."""
     from mpvlab.content import DashInfo
+    from mpvlab.input.scenario import ScenarioError, load_scenario
     from mpvlab.runner.steps import ensure_content, plays_video
 
     seen: set[str] = set()
@@ -154,6 +157,8 @@ def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
 def cmd_shell(args: argparse.Namespace, console: Console) -> int:
     """The scenario's network, up, in Mininet's CLI (mpvlab/runner/shell.py)."""
     import os
+
+    from mpvlab.input.scenario import ScenarioError, load_scenario
 
     from mpvlab.runner.shell import open_shell
 
@@ -196,6 +201,8 @@ def cmd_plot(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_cleanup(_args: argparse.Namespace, console: Console) -> int:
     import os
+
+    from mpvlab.core import ledger
     if os.geteuid() != 0:
         console.print(Text("mpvlab cleanup needs root (it removes network namespaces, qdiscs and BPF objects of "
                            "dead runs)", style="red"))

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from mpvlab.core.ledger import Ledger
 from mpvlab.runner.timeline import Timeline
-from mpvlab.input.scenario import Scenario
+
+if TYPE_CHECKING:      # annotations only: the CLI reads CPUS_PER_RUN without the scenario's models (issue 36)
+    from mpvlab.core.ledger import Ledger
+    from mpvlab.input.scenario import Scenario
 
 REPO = Path(__file__).resolve().parents[2]   # the checkout: mpvlab/runner/context.py → ../../..
 
