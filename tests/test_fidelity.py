@@ -301,7 +301,6 @@ def test_one_blast_process_paces_each_target_on_its_own_schedule() -> None:
     FILL_EXCESS × its rate for FILL_S then HOLD_EXCESS × for its seconds — counted here by UDP sockets
     bound to the discard port in a namespace of the test's own, on loopback."""
     import secrets
-    import socket
 
     from mpvlab.core import proc
     from mpvlab.core.netns import Netns, delete_netns
