@@ -43,6 +43,7 @@ def plot_run(run_dir: Path) -> Path:
     """Writes the figure as PDF, SVG and PNG; returns the PNG's path."""
     from mpvlab.results.aggregate import Run, load_run
     from mpvlab.reporting.figures import render, throughput_series
+    from mpvlab.reporting.output import FORMATS, Output
 
     paths = _paths(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -94,6 +95,7 @@ def plot_run(run_dir: Path) -> Path:
             ax.grid(alpha=0.3)
     out_dir = run_dir / "plots"
     out_dir.mkdir(exist_ok=True)
-    for fmt, data in render(fig).items():
+    # one figure: every format (the report's default leaves PNG out to save time over many figures)
+    for fmt, data in render(fig, Output(FORMATS)).items():
         (out_dir / f"cwnd_throughput.{fmt}").write_bytes(data)
     return out_dir / "cwnd_throughput.png"
