@@ -161,6 +161,9 @@ def read_state(path: Path, spec: Any, rules: RoleRules, t0_ns: int | None) -> pd
     else:
         t_s = pd.to_numeric(df[spec.time], errors="coerce")
         df, t_s = df[t_s.notna()], t_s[t_s.notna()]
+    # a row that lacks an endpoint names no flow (it would read as "…-nan:-1")
+    named = df[list(spec.tuple_cols)].notna().all(axis=1)
+    df, t_s = df[named], t_s[named]
     if df.empty:
         return empty
     keys, roles = _names(df, spec, rules)
@@ -310,14 +313,16 @@ def mptcp_tokens(data_dir: Path) -> dict[str, str]:
     else the server-side token `ss` showed on the subflow (data/subflows.csv `mptcp_token`)."""
     out: dict[str, str] = {}
     try:
-        ss = pd.read_csv(data_dir / "subflows.csv", usecols=["local", "peer", "mptcp_token"], dtype=str)
+        # usecols keeps the FILE's column order: select by name so the unpacking below gets what it names
+        cols = ["local", "peer", "mptcp_token"]
+        ss = pd.read_csv(data_dir / "subflows.csv", usecols=cols, dtype=str)[cols]
         for local, peer, tok in ss.dropna().drop_duplicates().itertuples(index=False, name=None):
             (sa, sp), (da, dp) = split_endpoint(local), split_endpoint(peer)
             out[flow_key(sa, sp, da, dp)] = tok
     except (OSError, ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):
         pass
     try:
-        sched = pd.read_csv(data_dir / SCHED_SAMPLES, usecols=["subflow", "conn"], dtype=str)
+        sched = pd.read_csv(data_dir / SCHED_SAMPLES, usecols=["subflow", "conn"], dtype=str)[["subflow", "conn"]]
         for sf, conn in sched.dropna().drop_duplicates().itertuples(index=False, name=None):
             a, _, b = sf.partition("-")
             (sa, sp), (da, dp) = split_endpoint(a), split_endpoint(b)
