@@ -138,11 +138,13 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack) -> EmulatedNe
     """Topology, host settings, congestion control and link emulation, each undone by `stack`.
     Run time zero is provisional (now) until `ready` fixes it (runzero.py)."""
     sc, phase = ctx.scenario, ctx.opts.progress
-    if (kind := sc.topology_kind).builder is None or kind.build() is not dual_path.build:
-        raise RunFailed(f"topology {kind.name} is not built by this backend (its backend: {kind.backend}, "
-                        "mpvlab/runner/kinds.py); `mpvlab shell` does not open it")
+    # The kind's registry entry names its builder; this backend drives the DualPath that
+    # topologies/dual_path.py builds, so an entry naming another builder is a registry mistake.
+    if (kind := sc.topology_kind).builder is None or (build := kind.build()) is not dual_path.build:
+        raise RunFailed(f"topology {kind.name}: its builder {kind.builder} does not make the dual-path network "
+                        f"the emulated backend drives (topologies/registry.py, mpvlab/runner/kinds.py)")
     phase("topology")
-    topo = dual_path.build(list(sc.paths), sc.topology.server_addressing, ctx.run_id, ctx.ledger.add_netns)
+    topo: dual_path.DualPath = build(list(sc.paths), sc.topology.server_addressing, ctx.run_id, ctx.ledger.add_netns)
     stack.callback(dual_path.teardown, topo)
     ctx.extra_prov["topology"] = {
         "kind": sc.topology.kind, "server_addr": topo.server_addr, "server_addressing": topo.addressing,
