@@ -45,6 +45,20 @@ def build() -> Path:
     return BINARY
 
 
+def stop_and_read_stats(process: subprocess.Popen[str], stats: Path, what: str, timeout: float = 5.0) -> dict[str, Any]:
+    """SIGTERM a line (NFQUEUE or AF_XDP), wait, return the stats JSON it wrote on exit; raises naming
+    `what` on a non-zero exit, and kills it when it does not exit within `timeout`."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        _, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
+    if process.returncode != 0:
+        raise RuntimeError(f"{what} exit {process.returncode}: {err}")
+    return dict(json.loads(stats.read_text()))
+
+
 # --------------------------------------------------------------------------
 # Schedules: (t_us, delay_us) points, optional period.
 
@@ -283,15 +297,7 @@ class Daemon:
     def stop(self, timeout: float = 5.0) -> dict[str, Any]:
         """SIGTERM, wait, return the stats JSON (raises on non-zero exit)."""
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise
-        if self.proc.returncode != 0:
-            raise RuntimeError(f"delay line exit {self.proc.returncode}: {err}")
-        return json.loads(self.stats.read_text())
+        return stop_and_read_stats(self.proc, self.stats, "delay line", timeout)
 
     def steps(self) -> list[tuple[int, int]]:
         rows = self.steplog.read_text().splitlines()[1:]

@@ -11,7 +11,6 @@ them undelayed. Used by tests/test_delayline_xdp.py and bench/bench_delayline.py
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mpvlab.core import proc
-from mpvlab.testbed.delayline import DELAYLINE_DIR, Line
+from mpvlab.testbed.delayline import DELAYLINE_DIR, Line, stop_and_read_stats
 
 XDP_DIR = DELAYLINE_DIR / "xdp"
 BINARY = XDP_DIR / "build" / "mpvlab-xdpline"
@@ -77,15 +76,7 @@ class XdpDaemon:
 
     def stop(self, timeout: float = 5.0) -> dict[str, Any]:
         """SIGTERM, wait, return the stats JSON (raises on non-zero exit)."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise
-        if self.proc.returncode != 0:
-            raise RuntimeError(f"xdp line exit {self.proc.returncode}: {err}")
-        return dict(json.loads(self.stats.read_text()))
+        return stop_and_read_stats(self.proc, self.stats, "xdp line", timeout)
 
     def cpu_ticks(self) -> int:
         ticks = proc.cpu_ticks(self.proc.pid)
