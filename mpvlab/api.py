@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from mpvlab.reporting import Report
     from mpvlab.results.tidy import Results
 
-MAX_PARALLEL = 8   # as `mpvlab sweep --parallel` (mpvlab/cli.py)
 
 
 @dataclass(frozen=True)
@@ -143,7 +142,7 @@ def sweep(spec: str | Path, results: str | Path | None = None, *, quick: bool = 
     parallel: runs at once, 1..8 (default: one per 2 CPUs, as the command line). The call returns
     when every run has ended; failed runs are in `counts` and the manifest, not raised."""
     from mpvlab.reporting.output import output_choice
-    from mpvlab.runner.context import default_parallel
+    from mpvlab.runner.context import MAX_PARALLEL, default_parallel
     from mpvlab.runner.steps import ensure_contents
     from mpvlab.sweeps import Sweeper, expand, load_spec
 

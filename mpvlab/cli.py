@@ -15,7 +15,7 @@ from rich.text import Text
 from mpvlab.core.rundir import results_root_problem
 # The scenario's models (pydantic, ~0.2 CPU-s to build), the ledger and rich's live display are
 # imported by the commands that use them, so `mpvlab --version` does not pay for them (issue 36).
-from mpvlab.runner.context import CPUS_PER_RUN, default_parallel
+from mpvlab.runner.context import CPUS_PER_RUN, MAX_PARALLEL, default_parallel
 
 if TYPE_CHECKING:
     from mpvlab.reporting.output import Output
@@ -246,8 +246,9 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         args.parallel = default_parallel(os.cpu_count() or 1)
         parallel_note = (f"{args.parallel} at once: the default for {os.cpu_count()} CPUs (one run per "
                          f"{CPUS_PER_RUN} CPUs; --parallel N to choose, docs/sweeps.md \"How many at once\")")
-    elif not 1 <= args.parallel <= 8:
-        console.print(Text("--parallel: allowed 1..8 (docs/sweeps.md \"How many at once\" says what a machine holds)", style="red"))
+    elif not 1 <= args.parallel <= MAX_PARALLEL:
+        console.print(Text(f"--parallel: allowed 1..{MAX_PARALLEL} (docs/sweeps.md \"How many at once\" says what a "
+                           "machine holds)", style="red"))
         return 2
     else:
         parallel_note = f"{args.parallel} at once"
@@ -388,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     sw.add_argument("--results", default=str(Path(__file__).resolve().parent.parent / "results"),
                     help="results root; the sweep writes <results>/<sweep-name>/ (default: ./results)")
     sw.add_argument("--parallel", type=int, default=None,
-                    help=f"runs at once, 1..8 (default: one per {CPUS_PER_RUN} CPUs of this machine, at least 1)")
+                    help=f"runs at once, 1..{MAX_PARALLEL} (default: one per {CPUS_PER_RUN} CPUs of this machine, at least 1)")
     sw.add_argument("--retry-failed", action="store_true", help="redo runs that failed in an earlier invocation")
     sw.add_argument("--dry-run", action="store_true", help="list the planned runs and seeds, run nothing")
     sw.add_argument("--no-report", action="store_true", help="do not build RESULTS/<sweep>/report/ at the end")

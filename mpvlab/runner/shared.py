@@ -264,7 +264,7 @@ class SharedNetwork:
 
     def summarise(self, ctx: RunContext, outcome: Outcome, fid: dict[str, Any]) -> dict[str, Any]:
         assert self.cross is not None
-        if outcome.transport == "udp":
+        if ctx.scenario.workload_kind.transport == "udp":
             body = summarise_udp(ctx, self.ends, outcome, self.bottleneck_view(ctx, outcome),
                                  self.cross.checked_result(), self.leaves_before, self.leaves_after, self.samplers)
         else:

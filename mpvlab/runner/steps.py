@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -135,9 +136,11 @@ def start_server(ctx: RunContext, stack: contextlib.ExitStack, video: content.Co
     if isinstance(video, content.DashInfo):
         os.symlink(video.dir, docroot / video.dir.name)
         if ctx.scenario.player.kind == "dashjs":
-            # dash.js and mpvlab's page reach the browser from this run's server, like the video.
+            # dash.js and mpvlab's page reach the browser from this run's server, like the video. Copied
+            # (~0.6 MB), not linked: Apache serves as www-data, which cannot traverse a checkout made by
+            # root with mode 0700 (mktemp -d; see CONTENT_DIR) — a link there gave 403 and no dash.js.
             from mpvlab.player import dashjs_setup
-            os.symlink(dashjs_setup.PAGE_DIR, docroot / DASHJS_PAGE)
+            shutil.copytree(dashjs_setup.PAGE_DIR, docroot / DASHJS_PAGE, ignore=shutil.ignore_patterns("__pycache__"))
         video_name = f"{video.dir.name}/{video.mpd.name}"
     else:
         video_name = "video.mp4"

@@ -176,7 +176,7 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
             per_path[p.name]["outages_configured_s"] = [[a / 1e9, b / 1e9] for a, b in outages]
     checks: dict[str, Any] = {}
     warnings: list[str] = []
-    if outcome.transport == "udp":
+    if ctx.scenario.workload_kind.transport == "udp":
         # No MPTCP connection to trace: the interface counters are checked against the datagrams the
         # workload's own receiver read instead (udp_wire_check).
         for v in per_path.values():

@@ -23,6 +23,7 @@ from typing import Any
 
 from mpvlab.core import rundir
 from mpvlab.input.sweep import Plan, SweepError
+from mpvlab.runner.context import MAX_PARALLEL
 
 SLURM_DIR = ".slurm"
 PARTITION_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -43,8 +44,8 @@ class SlurmOptions:
             raise SweepError(f"--partition {self.partition!r}: allowed letters, digits, _ . - (1..64)")
         if self.time_limit is not None and not TIME_RE.fullmatch(self.time_limit):
             raise SweepError(f"--time {self.time_limit!r}: allowed sbatch formats M, M:S, H:M:S, D-H, D-H:M, D-H:M:S")
-        if not 1 <= self.per_node <= 8:
-            raise SweepError("--per-node: allowed 1..8 (runs per node at once; see docs/cluster.md)")
+        if not 1 <= self.per_node <= MAX_PARALLEL:
+            raise SweepError(f"--per-node: allowed 1..{MAX_PARALLEL} (runs per node at once; see docs/cluster.md)")
 
 
 def _tool(name: str) -> str:

@@ -75,9 +75,9 @@ class Outcome:
     connections: int                    # connections it made over the emulated paths
     warnings: list[str] = field(default_factory=list)
     per_client: dict[str, dict[str, Any]] = field(default_factory=dict)   # role → that client's own record
-    # "mptcp": the network checks the MPTCP subflows and the scheduler trace against the interface
-    # bytes; "udp": it checks `wire` (datagrams and UDP payload bytes the client read) instead.
-    transport: str = "mptcp"
+    # A workload whose registry entry says transport "udp" (mpvlab/workloads/) is checked by `wire`
+    # (datagrams and UDP payload bytes the client read) instead of the MPTCP subflows and the
+    # scheduler trace against the interface bytes.
     wire: dict[str, int] | None = None
 
 
