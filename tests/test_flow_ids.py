@@ -1,5 +1,6 @@
-"""The pandas-free flow index (mpvlab/results/flow_ids.py) writes exactly what flows.write_flows writes
-from the pandas frames, on the same files: the rows a run without a CC state model records."""
+"""The pandas-free flow readers (mpvlab/results/flow_ids.py) name exactly the flows the pandas readers
+(flows.read_state, flows.sched_flows) name on the same files, so a run without a CC state model
+records the same flows.json / flows.csv as one with (both write through flow_ids.write_flow_index)."""
 
 from __future__ import annotations
 
@@ -65,13 +66,12 @@ def test_same_files_as_the_pandas_readers(tmp_path: Path) -> None:
 
 
 def test_tokens_and_rows_as_documented(tmp_path: Path) -> None:
-    """A row missing an endpoint names no flow (flows.read_state named it "…-nan:-1"), and the scheduler trace's token is the later one — in both readers (flows.mptcp_tokens
-    unpacked its usecols in the file's order, conn first, so the trace's tokens never reached flows.csv)."""
+    """A row missing an endpoint names no flow (flows.read_state named it "…-nan:-1"), and the scheduler trace's token is the later one — (a pandas reader of the tokens
+    once unpacked its usecols in the file's order, conn first, so the trace's tokens never reached flows.csv)."""
     data = _write(tmp_path, SS_HEADER + "0.1,10.0.100.1:80,10.0.2.2:40000,cubic,1,10,,,aaaa0001,,\n"
                                         "0.7,10.0.100.1:80,,cubic,1,24,,,,,\n",
                   SCHED_HEADER + "0.3,ack,bbbb0002,2,10.0.100.1:80-10.0.2.2:40000,1\n")
     assert flow_ids.mptcp_tokens(data) == {"10.0.100.1:80-10.0.2.2:40000": "bbbb0002"}
-    assert flows.mptcp_tokens(data) == flow_ids.mptcp_tokens(data)
     by_pandas, by_rows = _both(data, tmp_path)
     assert by_rows == by_pandas and "nan" not in by_pandas[1]
     assert flow_ids.ss_flow_times(data / flow_ids.SS_SAMPLES, RULES) == [

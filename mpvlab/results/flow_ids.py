@@ -4,9 +4,10 @@ has the table of roles and the CC model over them, which needs pandas and numpy)
 A run whose congestion control has no state model (CUBIC, the kernel's default) needs only which flows
 its series hold — data/flows.json and data/flows.csv — and pandas' and numpy's imports alone cost
 such a run ~0.5 CPU-s of its ~2.6 CPU-s fixed cost (issue 36), against ~10 ms to read its `ss` and
-scheduler samples row by row here. `flow_index` gives the rows `flows.write_flows` writes from the
-frames `flows.read_state` / `flows.sched_flows` give, in the same order (tests/test_flow_ids.py
-compares both on the same files).
+scheduler samples row by row here. The tokens (`mptcp_tokens`), the index rows (`flow_index`) and
+the files (`write_flow_index`) live here only; flows.write_flows feeds them the frames
+`flows.read_state` / `flows.sched_flows` give, and the readers here name the same flows in the same
+order (tests/test_flow_ids.py compares both on the same files).
 """
 
 from __future__ import annotations
@@ -209,7 +210,7 @@ def flow_index(series: dict[str, list[tuple[str, str, float]]], tokens: dict[str
 
 
 def write_flow_index(data_dir: Path, rules: RoleRules, rows: list[dict[str, Any]]) -> None:
-    """data/flows.json and data/flows.csv, byte for byte as flows.write_flows writes them."""
+    """data/flows.json (the rules, the roles, every flow) and data/flows.csv (one row per flow and series)."""
     from mpvlab.core import rundir
     rundir.write_json(data_dir / FLOWS_JSON, {"rules": rules.to_json(), "roles": list(ROLES), "flows": rows})
     text = ",".join(FLOW_CSV_COLUMNS) + "\n" + "".join(",".join(str(r[c]) for c in FLOW_CSV_COLUMNS) + "\n"

@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 
 from mpvlab.results.flow_ids import (  # noqa: F401 — re-exported: the pandas-free half (flow_ids.py)
-    CROSS_PORT, FLOWS_CSV, FLOWS_JSON, PREFLIGHT_QUERY, PROBE_PORT, ROLES, SCHED_SAMPLES, RoleRules, flow_key,
-    is_loopback, preflight_ports, split_endpoint)
+    CROSS_PORT, FLOWS_CSV, FLOWS_JSON, PREFLIGHT_QUERY, PROBE_PORT, ROLES, SCHED_SAMPLES, RoleRules, flow_index, flow_key,
+    is_loopback, mptcp_tokens, preflight_ports, split_endpoint, write_flow_index)
 from mpvlab.topologies import registry as topologies
 from mpvlab.workloads import registry as workloads
 
@@ -308,43 +308,11 @@ def sched_flows(path: Path, rules: RoleRules) -> pd.DataFrame:
     return out[out.flow.notna()].reset_index(drop=True)
 
 
-def mptcp_tokens(data_dir: Path) -> dict[str, str]:
-    """flow → its MPTCP connection's token: the scheduler trace's `conn` (the token `ss -M` shows),
-    else the server-side token `ss` showed on the subflow (data/subflows.csv `mptcp_token`)."""
-    out: dict[str, str] = {}
-    try:
-        # usecols keeps the FILE's column order: select by name so the unpacking below gets what it names
-        cols = ["local", "peer", "mptcp_token"]
-        ss = pd.read_csv(data_dir / "subflows.csv", usecols=cols, dtype=str)[cols]
-        for local, peer, tok in ss.dropna().drop_duplicates().itertuples(index=False, name=None):
-            (sa, sp), (da, dp) = split_endpoint(local), split_endpoint(peer)
-            out[flow_key(sa, sp, da, dp)] = tok
-    except (OSError, ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):
-        pass
-    try:
-        sched = pd.read_csv(data_dir / SCHED_SAMPLES, usecols=["subflow", "conn"], dtype=str)[["subflow", "conn"]]
-        for sf, conn in sched.dropna().drop_duplicates().itertuples(index=False, name=None):
-            a, _, b = sf.partition("-")
-            (sa, sp), (da, dp) = split_endpoint(a), split_endpoint(b)
-            out[flow_key(sa, sp, da, dp)] = conn
-    except (OSError, ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):
-        pass
-    return out
-
-
 def write_flows(data_dir: Path, rules: RoleRules, series: dict[str, pd.DataFrame], tokens: dict[str, str]) -> None:
     """data/flows.json (the rules and every flow) and data/flows.csv (one row per flow and series):
-    the identity and role of every flow of the run's per-flow series."""
-    from mpvlab.core import rundir
-    rows = []
-    for name, df in series.items():
-        if not len(df):
-            continue
-        for key, g in df.groupby("flow", sort=False):
-            rows.append({"flow": str(key), "role": str(g.role.iloc[0]), "mptcp_token": tokens.get(str(key), ""),
-                         "series": name, "rows": len(g), "first_t_s": round(float(g.t_s.min()), 4),
-                         "last_t_s": round(float(g.t_s.max()), 4)})
-    rundir.write_json(data_dir / FLOWS_JSON, {"rules": rules.to_json(), "roles": list(ROLES), "flows": rows})
-    cols = ["flow", "role", "mptcp_token", "series", "rows", "first_t_s", "last_t_s"]
-    text = ",".join(cols) + "\n" + "".join(",".join(str(r[c]) for c in cols) + "\n" for r in rows)
-    rundir.write_text(data_dir / FLOWS_CSV, text)
+    the identity and role of every flow of the run's per-flow series. The files are flow_ids' own
+    (one writer whether a run read its series with pandas or row by row); rows without a flow name
+    are left out, as a groupby on `flow` left them out."""
+    named = {name: [(str(f), str(r), float(t)) for f, r, t in zip(df.flow, df.role, df.t_s) if isinstance(f, str)]
+             for name, df in series.items() if len(df)}
+    write_flow_index(data_dir, rules, flow_index(named, tokens))
