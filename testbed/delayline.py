@@ -263,6 +263,22 @@ class Line(Rig):
         cp = self.nsx(ns, PYTHON, str(PROBES), "probe", *args, timeout=timeout)
         return json.loads(cp.stdout)
 
+    def udp_blast(self, count: int, pps: int, listen_s: float, size: int = 1000) -> tuple[Any, Any]:
+        """`count` UDP datagrams of `size` bytes at `pps` from the server to a receiver on the client
+        that listens `listen_s` seconds (started and ready first): (sender's report, receiver's
+        report: received, reorders, duplicates, max_seq)."""
+        ready = self.tmp / "udp.ready"
+        ready.unlink(missing_ok=True)
+        rx = self.spawn(self.ns_c, [PYTHON, str(PROBES), "probe", "udprecv", "--port", "9000",
+                                    "--duration", repr(listen_s), "--ready", str(ready)])
+        end = time.monotonic() + 5
+        while not ready.exists() and time.monotonic() < end:
+            time.sleep(0.01)
+        tx = self.probe(self.ns_s, ["udpsend", "--dst", self.client_ip, "--port", "9000", "--count",
+                                    str(count), "--size", str(size), "--pps", str(pps)])
+        out, _ = rx.communicate(timeout=listen_s + 10)
+        return tx, json.loads(out)
+
     def ping(self, count: int, interval_s: float, dst: str | None = None,
              wait_s: float = 1.0) -> list[dict[str, Any]]:
         """ICMP echo from the client; per sample: seq, send_mono_ns, rtt_ns|None."""

@@ -303,16 +303,7 @@ def test_no_reordering_under_load(line: H.Line) -> None:
     steps on a fast machine too (an unpaced blast once fitted inside one 50 ms half-period)."""
     line.add_queue("rs", 0)
     dl = line.delayline(H.square(0, 5000, 100_000))
-    ready = line.tmp / "udp.ready"
-    rx = line.spawn(line.ns_c, [H.PYTHON, str(Path(H.__file__)), "probe", "udprecv",
-                                "--port", "9000", "--duration", "12", "--ready", str(ready)])
-    end = time.monotonic() + 5
-    while not ready.exists() and time.monotonic() < end:
-        time.sleep(0.01)
-    tx = line.probe(line.ns_s, ["udpsend", "--dst", line.client_ip, "--port", "9000",
-                                "--count", "20000", "--size", "1000", "--pps", "40000"])
-    out, err = rx.communicate(timeout=20)
-    res = json.loads(out)
+    tx, res = line.udp_blast(20_000, 40_000, listen_s=12)
     st = dl.stop()
     assert tx["sent"] == 20000
     assert res["reorders"] == 0 and res["duplicates"] == 0
@@ -380,16 +371,7 @@ def test_batched_release_keeps_fifo_and_reports_cost(line: H.Line, tol_us: int) 
     rlog = line.tmp / f"rel-{tol_us}.csv"
     dl = line.delayline(H.constant(5000), extra=["--batch-tolerance-us", str(tol_us),
                                                  "--release-log", str(rlog)])
-    ready = line.tmp / "udp.ready"
-    rx = line.spawn(line.ns_c, [H.PYTHON, str(Path(H.__file__)), "probe", "udprecv",
-                                "--port", "9000", "--duration", "8", "--ready", str(ready)])
-    end = time.monotonic() + 5
-    while not ready.exists() and time.monotonic() < end:
-        time.sleep(0.01)
-    tx = line.probe(line.ns_s, ["udpsend", "--dst", line.client_ip, "--port", "9000",
-                                "--count", "5000", "--size", "1000", "--pps", "10000"])
-    out, _ = rx.communicate(timeout=20)
-    res = json.loads(out)
+    tx, res = line.udp_blast(5_000, 10_000, listen_s=8)
     st = dl.stop()
     assert tx["sent"] == 5000 and res["reorders"] == 0 and res["duplicates"] == 0
     rels = [r for r in H.read_release_log(rlog) if r.fate in ("A", "S")]

@@ -15,7 +15,6 @@ import statistics
 import time
 from pathlib import Path
 from typing import Iterator
-import json
 
 import pytest
 
@@ -70,16 +69,7 @@ def test_xdp_line_delays_in_order_without_loss(line: H.Line) -> None:
     dl = X.start(line, int(DELAY_MS * 1000))
     smp = line.ping(100, 0.01, wait_s=0.5)
     rtts = [s["rtt_ns"] / 1e6 for s in smp if s["rtt_ns"] is not None]
-    ready = line.tmp / "udp.ready"
-    rx = line.spawn(line.ns_c, [H.PYTHON, str(Path(H.__file__)), "probe", "udprecv",
-                                "--port", "9000", "--duration", "10", "--ready", str(ready)])
-    end = time.monotonic() + 5
-    while not ready.exists() and time.monotonic() < end:
-        time.sleep(0.01)
-    tx = line.probe(line.ns_s, ["udpsend", "--dst", line.client_ip, "--port", "9000",
-                                "--count", "20000", "--size", "1000", "--pps", "20000"])
-    out, _ = rx.communicate(timeout=20)
-    res = json.loads(out)
+    tx, res = line.udp_blast(20_000, 20_000, listen_s=10)
     st = dl.stop()
     assert len(rtts) == 100, smp
     assert min(rtts) >= DELAY_MS, rtts
