@@ -345,6 +345,21 @@ def test_preflight_fails_clearly_before_changing_anything(physlab: Any, tmp_path
     prov = json.loads((run_dir / "provenance.json").read_text())
     assert prov["physical"].get("changes") == []
     assert _all_state(lab) == before
+    # delay-then-shape would put its tbf at the root of the emulator's client-side interface, where the
+    # lab configured a pfifo: teardown could restore only the kernel's default, so preflight refuses.
+    g = lab.dir / "phys-root.yaml"
+    g.write_text(lab.scenario("phys-root").replace("down: {rate: 3mbit, buffer: 100KB, delay: 20ms}",
+                                                   "down: {rate: 3mbit, buffer: 100KB, delay: 20ms, "
+                                                   "order: delay-then-shape}"))
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", str(g), "--results", str(tmp_path),
+                         "--key-dir", str(lab.dir)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert cp.returncode == 1
+    out = " ".join((cp.stdout + cp.stderr).split())
+    assert (f"{lab.ifs['ea']} has a configured root qdisc (pfifo" in out
+            and "paths.wifi.down (order: delay-then-shape)" in out), out
+    run_dir = next(d for d in (tmp_path / "phys-root").iterdir() if d.is_dir())
+    assert json.loads((run_dir / "provenance.json").read_text())["physical"].get("changes") == []
+    assert _all_state(lab) == before
     # Wrong key directory: refused as bad input (exit 2) before any connection or result directory.
     runs_before = sorted((tmp_path / "phys-bad").iterdir())
     cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(tmp_path),

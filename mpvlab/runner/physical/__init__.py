@@ -9,7 +9,8 @@ it; teardown runs the journal backwards, and so does a later cleanup after a cra
   plan      hosts + key files checked (topologies/physical.py)               nothing runs yet
   preflight ssh verified (quoting, setsid), every named interface exists, programs and files
             present on each host, content checksum on the server, emulator forwards, no ingress
-            qdisc already on an interface we would shape at
+            qdisc already on an interface we would shape at, no configured root qdisc where a tbf
+            would replace it (delay-then-shape)
   guard     interface_guard on every named interface of every host (snapshot)
   settings  client/server sysctls and MPTCP limits (old values restored), client MPTCP `subflow`
             endpoints and per-source-address policy routing (tables/rules removed after)

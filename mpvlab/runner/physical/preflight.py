@@ -1,7 +1,8 @@
 """Preflight of a physical run: everything checked before anything is changed — SSH verified,
 every named interface exists, programs and files present on each host, python3-gi on the client, the
-video's checksum and the congestion control on the server, IPv4 forwarding on emulators and no
-ingress qdisc where we would shape; the client's per-path source addresses are read here."""
+video's checksum and the congestion control on the server, IPv4 forwarding on emulators, no
+ingress qdisc where we would shape before the delay and no configured root qdisc where we would shape
+after it (teardown restores only the kernel's default); the client's per-path source addresses are read here."""
 
 from __future__ import annotations
 
@@ -96,14 +97,16 @@ def preflight(run: PhysicalRun, sc: Scenario, video: content.ContentInfo) -> dic
             raise RunFailed(f"preflight: {emu.name} (emulator of {p.name}) does not forward IPv4 "
                                     "(net.ipv4.ip_forward=0); configure it as the router between its interfaces")
         spec = sc.paths[p.name]
-        for direction, d, in_if in (("down", spec.down, p.emulator_server_if),
-                                    ("up", spec.up, p.emulator_client_if)):
+        for direction, d, in_if, out_if in (("down", spec.down, p.emulator_server_if, p.emulator_client_if),
+                                            ("up", spec.up, p.emulator_client_if, p.emulator_server_if)):
             if d.rate is not None and d.order == "shape-then-delay":
                 q = json.loads(emu.run(["tc", "-j", "qdisc", "show", "dev", str(in_if), "ingress"]).stdout or "[]")
                 if q:
                     raise RunFailed(
                         f"preflight: {emu.name}: {in_if} already has an ingress qdisc; paths.{p.name}.{direction} "
                         "shapes there and would replace it — remove it first or use order: delay-then-shape")
+            elif d.rate is not None:
+                _refuse_configured_root(emu, str(out_if), f"paths.{p.name}.{direction}")
     offloads: dict[str, Any] = {}
     for name, ifs in plan.interfaces_by_host().items():
         host = plan.host(name)
@@ -114,3 +117,17 @@ def preflight(run: PhysicalRun, sc: Scenario, video: content.ContentInfo) -> dic
                                                  "generic-receive-offload") if line.startswith(k + ":")}
     return {"hosts": report, "client_addresses": dict(run.client_addrs),
             "offloads_read_only": offloads}
+
+
+def _refuse_configured_root(emu: Host, dev: str, where: str) -> None:
+    """delay-then-shape puts its tbf at `dev`'s root and teardown deletes it, which gives the device
+    back the kernel's default qdisc (handle 0:). A root qdisc someone configured (any other handle)
+    would be lost, so the run refuses before changing anything."""
+    roots = json.loads(emu.run(["tc", "-j", "qdisc", "show", "dev", dev, "root"]).stdout or "[]")
+    configured = [q for q in roots if q.get("root") and q.get("handle") != "0:"]
+    if configured:
+        q = configured[0]
+        raise RunFailed(
+            f"preflight: {emu.name}: {dev} has a configured root qdisc ({q.get('kind')} {q.get('handle')}); "
+            f"{where} (order: delay-then-shape) shapes there with a tbf that would replace it, and teardown "
+            "can restore only the kernel's default qdisc — remove it first or use order: shape-then-delay")
