@@ -91,6 +91,13 @@ def test_shared_bottleneck_two_players_bulk_and_voip(tmp_path: Path) -> None:
         assert (run / "logs" / role / "player-summary.json").exists() and (run / "data" / role / "links.csv").exists()
     assert s["aggregate"]["frames_rendered"] + s["aggregate"]["picture_discards"] == 2 * FRAMES
     assert {sf["cc"] for sf in s["subflows"]} == {"cubic"} and len(s["subflows"]) >= 2
+    # Provenance: one record per direction, each with the router's qdiscs (as every backend keeps them),
+    # and the whole-run verdict judged each direction.
+    prov = json.loads((run / "provenance.json").read_text())
+    links = prov["links"]
+    assert all(isinstance(rec["qdiscs"], list) and any("tbf" in q for q in rec["qdiscs"])
+               for rec in links.values()), links
+    assert set(prov["fidelity"]["run"]) == set(links), (prov["fidelity"]["run"], links)
 
     # The shared bottleneck: never more than the token bucket allows, and kept busy but for the tokens
     # host stalls cost (a stall longer than the bucket's 1.3 ms loses them).

@@ -169,8 +169,6 @@ def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, lo
     warnings: list[str] = []
     qrows: dict[str, list[dict[str, Any]]] = {}
     for label, link in links.items():
-        if not isinstance(link, dict) or "-" not in label:
-            continue      # shared-bottleneck runs keep the router's qdisc listing beside the links
         qdir, direction = label.rsplit("-", 1)       # the label names the queue samplers' folder
         path = str(link.get("path", qdir))            # the scenario's path (shared runs label it otherwise)
         spec = scenario.paths[path] if path in scenario.paths else None

@@ -153,8 +153,10 @@ def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> SharedNetwork:
     link = link_path.apply_path(plans, ctx.logs, ctx.t0_ns, ctx.ledger.add_proc, data_dir=ctx.data,
                                 on_applied=lambda hd: stack.callback(link_path.record_stats, ctx.extra_prov, hd))
     handles: list[DirectionHandle] = link.handles
-    ctx.extra_prov["links"] = link.record(path=pname, router=topo.router.ns.name)
-    ctx.extra_prov["links"]["qdiscs"] = topo.router.ns.run(["tc", "qdisc", "show"]).stdout.strip().splitlines()
+    # Each direction's record carries its router's qdiscs, as in the other backends (one router here).
+    qdiscs = topo.router.ns.run(["tc", "qdisc", "show"]).stdout.strip().splitlines()
+    ctx.extra_prov["links"] = {label: {**rec, "qdiscs": qdiscs}
+                               for label, rec in link.record(path=pname, router=topo.router.ns.name).items()}
     ifb = plans[0].ifb if spec.down.rate is not None else None
     ends = Ends(topo.server.ns, tuple(Client(lf.role, lf.node.ns, lf.addr, lf.if_) for lf in topo.clients),
                 topo.server_addr, cc_name)
