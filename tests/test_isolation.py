@@ -72,3 +72,29 @@ def test_unusable_runtime_directory_fails_cleanly_and_spares_a_live_run(tmp_path
     assert "runtime" in (cp.stdout + cp.stderr).lower() or "ledger" in (cp.stdout + cp.stderr).lower(), cp.stdout
     out, _ = live.communicate(timeout=120)
     assert live.returncode == 0, out
+
+
+@pytest.mark.netns
+def test_orphan_namespaces_of_a_dead_run_go_together_and_a_live_runs_stay() -> None:
+    """reap_stale: the namespaces of a run whose owner lock nobody holds (its runner died, no ledger
+    left) are deleted in one batch, each named in what it returns; a live run's (lock held) stay."""
+    from mpvlab.core import ledger, naming, netns
+
+    dead, live = naming.new_run_id("zq"), naming.new_run_id("zq")
+    ledger.OWNER_LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    (ledger.OWNER_LOCK_DIR / f"{dead}.lock").write_text("0\n")          # a lock file nobody holds: dead
+    fd = ledger.hold_owner_lock(live)
+    names = {rid: [naming.netns_name(rid, r) for r in ("client", "server", "router")] for rid in (dead, live)}
+    try:
+        for n in names[dead] + names[live]:
+            subprocess.run(["ip", "netns", "add", n], check=True)
+        removed = ledger.reap_stale()
+        assert {f"orphan netns {n}" for n in names[dead]} <= set(removed), removed
+        left = set(netns.list_netns())
+        assert not left & set(names[dead]) and set(names[live]) <= left
+    finally:
+        os.close(fd)
+        for n in names[dead] + names[live]:
+            subprocess.run(["ip", "netns", "delete", n], capture_output=True)
+        for rid in (dead, live):
+            (ledger.OWNER_LOCK_DIR / f"{rid}.lock").unlink(missing_ok=True)
