@@ -4,7 +4,7 @@ over-time figure shares (the grey of a square-wave delay's ON intervals). The fi
 figures.py and bbr.py.
 
 Which formats a report writes is the reader's choice (`mpvlab report --formats`, `--png-dpi`;
-`Output` below): SVG always (report.html inlines it), PDF by default (vector, Type 42 fonts: what a
+`output.Output`): SVG always (report.html inlines it), PDF by default (vector, Type 42 fonts: what a
 paper needs), PNG on request (slides, READMEs) — it is the dearest format to render (docs/cost.md)."""
 
 from __future__ import annotations
