@@ -101,15 +101,35 @@ def render(fig: plt.Figure, output: Output | None = None) -> dict[str, bytes]:
         # option), else the PDF's or the SVG's: the layout runs once in any case. None, not "none":
         # "none" leaves a placeholder engine, and savefig makes an extra draw before printing whenever a
         # figure has any engine.
-        for fmt in (f for f in SAVE_ORDER if f in output.formats):
+        for i, fmt in enumerate(f for f in SAVE_ORDER if f in output.formats):
             buf = io.BytesIO()
             # metadata: no creation date, so the same results give byte-identical PDF/SVG files
             meta = {"CreationDate": None} if fmt == "pdf" else ({"Date": None} if fmt == "svg" else {})
-            fig.savefig(buf, format=fmt, dpi=output.png_dpi if fmt == "png" else None, metadata=meta)
+            if i == 0 and fmt in ("pdf", "svg") and fig.get_layout_engine() is not None:
+                _print_vector_with_layout(fig, fmt, buf, meta)
+            else:
+                fig.savefig(buf, format=fmt, dpi=output.png_dpi if fmt == "png" else None, metadata=meta)
             out[fmt] = buf.getvalue()
             fig.set_layout_engine(None)
     plt.close(fig)
     return out
+
+
+def _print_vector_with_layout(fig: plt.Figure, fmt: str, buf: io.BytesIO, meta: dict[str, Any]) -> None:
+    """The figure's first vector file, printed by its format's canvas, so the constrained layout runs in
+    the one draw that writes the file. savefig, given a figure with a layout engine, first draws the
+    whole figure with output off to run the layout, then draws it again to print: 18 whole-figure
+    draws more per report, ~1.3 CPU-s at 1,000 runs (docs/cost.md). The layout sees the same renderer
+    as in savefig's extra draw (the format's own, at 72 dpi: the layout asks the figure for a renderer,
+    and a PDF/SVG canvas has none but the printing one), so the file's bytes are savefig's
+    (tests/test_report_render.py). Vector formats only: a PNG's dpi handling stays savefig's."""
+    from matplotlib.backends.backend_pdf import FigureCanvasPdf
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    canvas = FigureCanvasPdf(fig) if fmt == "pdf" else FigureCanvasSVG(fig)   # becomes fig.canvas
+    if fmt == "pdf":
+        canvas.print_pdf(buf, metadata=meta)
+    else:
+        canvas.print_svg(buf, metadata=meta)
 
 
 def _prepare_workers(output: Output) -> None:
