@@ -125,11 +125,11 @@ def _print_vector_with_layout(fig: plt.Figure, fmt: str, buf: io.BytesIO, meta: 
     (tests/test_report_render.py). Vector formats only: a PNG's dpi handling stays savefig's."""
     from matplotlib.backends.backend_pdf import FigureCanvasPdf
     from matplotlib.backends.backend_svg import FigureCanvasSVG
-    canvas = FigureCanvasPdf(fig) if fmt == "pdf" else FigureCanvasSVG(fig)   # becomes fig.canvas
+    # the new canvas becomes fig.canvas; the later savefig calls switch canvases as usual
     if fmt == "pdf":
-        canvas.print_pdf(buf, metadata=meta)
+        FigureCanvasPdf(fig).print_pdf(buf, metadata=meta)
     else:
-        canvas.print_svg(buf, metadata=meta)
+        FigureCanvasSVG(fig).print_svg(buf, metadata=meta)
 
 
 def _prepare_workers(output: Output) -> None:
