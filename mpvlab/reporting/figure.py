@@ -202,15 +202,16 @@ class PendingFigures:
             _prepare_workers(self.output)
             ctx = multiprocessing.get_context("fork")
             self.todo, self.done = ctx.SimpleQueue(), ctx.Queue()
-            for i in reversed(range(len(tasks))):
-                self.todo.put(i)
-            for _ in range(n):
-                self.todo.put(None)
             plan = _WorkerPlan(tasks, self.output)
             self.procs = [ctx.Process(target=_worker, args=(plan, self.todo, self.done), daemon=True)
                           for _ in range(n)]
             for p in self.procs:
                 p.start()
+            # after the start: a pipe holds a few thousand indices, the workers drain it meanwhile
+            for i in reversed(range(len(tasks))):
+                self.todo.put(i)
+            for _ in range(n):
+                self.todo.put(None)
 
     def result(self) -> list[list[Figure]]:
         """Every task's figures, rendered, in the tasks' order; a task's error raised here."""
