@@ -12,10 +12,10 @@ figure formats each version wrote; not a test.
 
 With --compare-src OLD (a checkout of an older version, e.g. `git archive main | tar -x -C OLD`),
 the same set is reported by both versions, each in its own process (wall, CPU of the process and its
-render workers, peak RSS), and their tables are compared byte for byte. A version before the
-formats option writes SVG, PDF and PNG (300 dpi); this one writes --formats (default: the report's
-default, svg,pdf); --also-formats LIST adds a report by this version in LIST too (e.g. svg,pdf,png:
-the old output, like for like).
+render workers, peak RSS), and their tables are compared byte for byte. Both versions write
+--formats (default: the report's default, svg,pdf) — a version before the formats option always
+writes SVG, PDF and PNG (300 dpi); --also-formats LIST adds a report by this version in LIST too
+(e.g. svg,pdf,png: that old output, like for like).
 
     .venv/bin/python bench/bench_report.py [--runs 1000] [--series-s 20] [--keep DIR] [--compare-src OLD]
                                            [--formats svg,pdf] [--also-formats svg,pdf,png]
@@ -154,14 +154,14 @@ def main() -> int:
             print(f"host load (1/5/15 min): {' '.join(f.read().split()[:3])} on {os.cpu_count()} CPUs"
                   " — wall figures follow the load, CPU figures much less")
         goal = GOALS.get(min(GOALS, key=lambda k: abs(k - n)))
-        versions = (([("before", Path(args.compare_src), "")] if args.compare_src else [])
+        versions = (([("before", Path(args.compare_src), args.formats)] if args.compare_src else [])
                     + [("after", REPO, args.formats)]
                     + ([(f"after {args.also_formats}", REPO, args.also_formats)] if args.also_formats else []))
         outs = {}
         rows = []
         for label, src, formats in versions:
             outs[label] = base / f"report-{len(outs)}"
-            r = measured(src, base / "src", outs[label], formats or "svg,pdf,png")
+            r = measured(src, base / "src", outs[label], formats)
             print(f"\n[{label}] {src}\n{r['log']}")
             line = (f"wall {r['wall_s']:.1f} s (goal {goal[0]:.0f} s), CPU {r['cpu_s']:.1f} s, peak RSS "
                     f"{r['peak_rss_gb']:.2f} GB" + (f" (goal {goal[1]:.0f} GB)" if goal[1] else "")

@@ -135,7 +135,7 @@ def run(scenario: str | Path | dict[str, Any], results: str | Path | None = None
 
 def sweep(spec: str | Path, results: str | Path | None = None, *, quick: bool = False,
           parallel: int | None = None, retry_failed: bool = False, report: bool = True,
-          formats: str | Sequence[str] = "svg,pdf", png_dpi: int = 300) -> SweepResult:
+          formats: str | Sequence[str] = "svg,pdf", png_dpi: int | None = None) -> SweepResult:
     """Make (or resume) every run of a sweep spec, as `mpvlab sweep SPEC` (root), then build its report
     (figure files: formats and png_dpi as in report() below, checked before the first run).
 
@@ -167,11 +167,11 @@ def sweep(spec: str | Path, results: str | Path | None = None, *, quick: bool = 
 
 
 def report(source: str | Path, out: str | Path | None = None, *, title: str | None = None,
-           figures: bool = True, formats: str | Sequence[str] = "svg,pdf", png_dpi: int = 300) -> Report:
+           figures: bool = True, formats: str | Sequence[str] = "svg,pdf", png_dpi: int | None = None) -> Report:
     """Statistics, tables, figures and report.html from result directories, as `mpvlab report SOURCE`.
     out: default SOURCE/report. formats: the figure files, a comma list (or sequence) of svg, pdf, png
-    holding svg, as `--formats`; png_dpi: 72..600, as `--png-dpi`. Needs no root: it reads result
-    directories only."""
+    holding svg, as `--formats`; png_dpi: 72..600 (default 300), as `--png-dpi`, only with png among the
+    formats (else an error). Needs no root: it reads result directories only."""
     from mpvlab.reporting import build_report
     from mpvlab.reporting.output import output_choice
 

@@ -343,8 +343,8 @@ def _add_report_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--formats", default="svg,pdf", metavar="LIST",
                    help="the report's figure files: a comma list of svg, pdf, png holding svg (report.html inlines "
                         "the SVG); default svg,pdf (PNG is the dearest to render: add it for slides or a README)")
-    p.add_argument("--png-dpi", type=int, default=300, metavar="DPI",
-                   help="the PNG figures' resolution when --formats has png, 72..600 (default 300)")
+    p.add_argument("--png-dpi", type=int, default=None, metavar="DPI",
+                   help="the PNG figures' resolution, 72..600 (default 300); only with png in --formats")
 
 
 class _VersionAction(argparse.Action):

@@ -65,7 +65,7 @@ def test_a_bad_choice_names_the_option_and_what_is_allowed(formats: str, dpi: in
 
 def test_a_choice_is_normalised() -> None:
     assert output_choice(" PNG, svg,png ", 72) == Output(("svg", "png"), 72)
-    assert output_choice(["svg"], 600) == Output(("svg",), 600)
+    assert output_choice(["png", "svg"], 600) == Output(("svg", "png"), 600)
     assert output_choice() == Output(("svg", "pdf"), 300)
 
 
@@ -84,6 +84,30 @@ def test_command_line_and_api_refuse_a_bad_choice_before_writing(tmp_path: Path,
     assert main(["sweep", str(REPO / "sweeps" / "rtp-competition.yaml"), "--quick", "--dry-run",
                  "--results", str(tmp_path / "res"), "--formats", "svg,tiff"]) == 2
     assert "--formats: 'tiff' is not a figure format" in capsys.readouterr().out
+
+
+def test_a_png_dpi_without_png_is_an_error_naming_both_options(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # it would change nothing: the reader most likely meant a PNG (issue 36: it was silently ignored)
+    with pytest.raises(InputError) as e:
+        output_choice("svg,pdf", 150)
+    assert str(e.value).startswith("--png-dpi: 150 given, but --formats (svg,pdf) has no png")
+    assert output_choice("svg,pdf") == Output(("svg", "pdf"), 300)       # not given: no error
+    make_set(tmp_path / "src", ["sc-a"], ["cubic"], ["default"], trials=1, series_s=0)
+    assert main(["report", str(tmp_path / "src"), "--png-dpi", "150"]) == 2
+    assert "--png-dpi: 150 given, but --formats (svg,pdf) has no png" in capsys.readouterr().out
+    assert not (tmp_path / "src" / "report").exists()
+    with pytest.raises(InputError, match=r"mpvlab.report: png_dpi: 150 given, but mpvlab.report: formats \(svg\) "
+                                         r"has no png"):
+        mpvlab.report(tmp_path / "src", formats="svg", png_dpi=150)
+    assert not (tmp_path / "src" / "report").exists()
+    spec = REPO / "sweeps" / "rtp-competition.yaml"
+    assert main(["sweep", str(spec), "--quick", "--dry-run", "--results", str(tmp_path / "res"),
+                 "--png-dpi", "150"]) == 2
+    assert "--png-dpi: 150 given, but --formats (svg,pdf) has no png" in capsys.readouterr().out
+    with pytest.raises(InputError, match=r"mpvlab.sweep: png_dpi: 150 given, but mpvlab.sweep: formats"):
+        mpvlab.sweep(spec, tmp_path / "res", quick=True, png_dpi=150)     # before its first run (and root)
+    assert not (tmp_path / "res").exists()
 
 
 @pytest.mark.parametrize("formats", [("svg", "pdf"), ("svg",), ("svg", "pdf", "png")])

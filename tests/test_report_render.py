@@ -78,3 +78,50 @@ def test_a_builder_failing_in_a_worker_fails_the_report_and_leaves_nothing(tmp_p
     with pytest.raises(ValueError, match="a builder that fails"):
         build_report(tmp_path / "src", tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
+@pytest.mark.parametrize("formats", [("svg", "pdf"), ("svg",)])
+def test_the_first_vector_file_is_what_savefig_writes(tmp_path: Path, formats: tuple[str, ...]) -> None:
+    """figure.render prints the first vector file with its format's canvas (the constrained layout in
+    its one draw, issue 36): the bytes are savefig's — which draws the figure once more to run the
+    layout — PDF byte for byte, SVG up to its random ids; the files after it too."""
+    import io
+
+    import matplotlib
+
+    from mpvlab.reporting import pdf_fonts, style
+    from mpvlab.reporting.figure import render
+    make_set(tmp_path, ["sc-a"], ["cubic", "bbr"], ["minrtt"], trials=2, series_s=4)
+    c = aggregate(tmp_path)
+    for build in (lambda: F._bars(c)[0], lambda: F.timeseries_figures(c, "throughput")[0]):
+        ours = render(build().mpl, Output(formats))
+        fig = build().mpl
+        assert fig.get_layout_engine() is not None          # the case the canvas print is for
+        theirs = {}
+        with matplotlib.rc_context(style.RC), pdf_fonts.subset_once():
+            for fmt in ("pdf", "svg"):
+                if fmt in formats:
+                    buf = io.BytesIO()
+                    fig.savefig(buf, format=fmt, metadata={"CreationDate": None} if fmt == "pdf" else {"Date": None})
+                    theirs[fmt] = buf.getvalue()
+                    fig.set_layout_engine(None)
+        plt.close(fig)
+        assert set(ours) == set(theirs) == set(formats)
+        if "pdf" in formats:
+            assert ours["pdf"] == theirs["pdf"]
+        assert _svg_without_ids(ours["svg"]) == _svg_without_ids(theirs["svg"])
+
+
+def test_a_worker_that_dies_fails_the_figures_naming_what_is_missing() -> None:
+    """A worker ended by a signal or os._exit (no error to hand back) is not waited for forever: the
+    figures fail, saying how many tasks were not done (the other worker is ended too)."""
+    import os
+
+    from mpvlab.reporting.figure import PendingFigures
+
+    def dies() -> list[F.Figure]:
+        os._exit(3)
+    pending = PendingFigures([dies, dies, dies], Output(), workers=2)
+    with pytest.raises(RuntimeError, match=r"figure workers ended with 3 of 3 figure tasks not done \(exit codes \[3, 3\]\)"):
+        pending.result()
+    assert pending.procs == []

@@ -26,7 +26,7 @@ from mpvlab.reporting.output import Output
 from mpvlab.results.aggregate import Collection, aggregate
 
 
-FIGURES = "figures"   # below the report folder: every figure in the formats asked (figure.Output)
+FIGURES = "figures"   # below the report folder: every figure in the formats asked (output.Output)
 
 
 @dataclass

@@ -4,7 +4,7 @@ over-time figure shares (the grey of a square-wave delay's ON intervals). The fi
 figures.py and bbr.py.
 
 Which formats a report writes is the reader's choice (`mpvlab report --formats`, `--png-dpi`;
-`Output` below): SVG always (report.html inlines it), PDF by default (vector, Type 42 fonts: what a
+`output.Output`): SVG always (report.html inlines it), PDF by default (vector, Type 42 fonts: what a
 paper needs), PNG on request (slides, READMEs) — it is the dearest format to render (docs/cost.md)."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import io
 import math
 import multiprocessing
 import os
+import pickle
+import queue
 import re
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -25,8 +26,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from mpvlab.core import units  # noqa: E402
+from mpvlab.reporting import pdf_fonts  # noqa: E402
 from mpvlab.reporting import style as st  # noqa: E402
-from mpvlab.reporting.output import FORMATS, Output  # noqa: E402,F401 — FORMATS: also this module's interface
+from mpvlab.reporting.output import FORMATS, Output  # noqa: E402
 from mpvlab.results.aggregate import Run  # noqa: E402
 
 GREY_SHADE = "#BBBBBB"          # a square-wave delay's ON intervals in over-time figures
@@ -91,31 +93,56 @@ def render(fig: plt.Figure, output: Output | None = None) -> dict[str, bytes]:
     while it was drawn; they are set again here because savefig reads pdf/svg font types at save time)."""
     output = output or Output()
     out = {}
-    with matplotlib.rc_context(st.RC):
+    # PDF: the embedded font's subset made once per process, not per figure (pdf_fonts)
+    with matplotlib.rc_context(st.RC), pdf_fonts.subset_once():
         # The first save's draw runs the constrained layout (in inches and points, so the same for every
         # format); then drop the engine, or each further savefig re-runs the layout (~0.25 s per
         # multi-panel figure). The first save is the PNG's when PNG is asked (its bytes as before this
         # option), else the PDF's or the SVG's: the layout runs once in any case. None, not "none":
         # "none" leaves a placeholder engine, and savefig makes an extra draw before printing whenever a
         # figure has any engine.
-        for fmt in (f for f in SAVE_ORDER if f in output.formats):
+        for i, fmt in enumerate(f for f in SAVE_ORDER if f in output.formats):
             buf = io.BytesIO()
             # metadata: no creation date, so the same results give byte-identical PDF/SVG files
             meta = {"CreationDate": None} if fmt == "pdf" else ({"Date": None} if fmt == "svg" else {})
-            fig.savefig(buf, format=fmt, dpi=output.png_dpi if fmt == "png" else None, metadata=meta)
+            if i == 0 and fmt in ("pdf", "svg") and fig.get_layout_engine() is not None:
+                _print_vector_with_layout(fig, fmt, buf, meta)
+            else:
+                fig.savefig(buf, format=fmt, dpi=output.png_dpi if fmt == "png" else None, metadata=meta)
             out[fmt] = buf.getvalue()
             fig.set_layout_engine(None)
     plt.close(fig)
     return out
 
 
-def _import_backends() -> None:
+def _print_vector_with_layout(fig: plt.Figure, fmt: str, buf: io.BytesIO, meta: dict[str, Any]) -> None:
+    """The figure's first vector file, printed by its format's canvas, so the constrained layout runs in
+    the one draw that writes the file. savefig, given a figure with a layout engine, first draws the
+    whole figure with output off to run the layout, then draws it again to print: 18 whole-figure
+    draws more per report, ~1.3 CPU-s at 1,000 runs (docs/cost.md). The layout sees the same renderer
+    as in savefig's extra draw (the format's own, at 72 dpi: the layout asks the figure for a renderer,
+    and a PDF/SVG canvas has none but the printing one), so the file's bytes are savefig's
+    (tests/test_report_render.py). Vector formats only: a PNG's dpi handling stays savefig's."""
+    from matplotlib.backends.backend_pdf import FigureCanvasPdf
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    # the new canvas becomes fig.canvas; the later savefig calls switch canvases as usual
+    if fmt == "pdf":
+        FigureCanvasPdf(fig).print_pdf(buf, metadata=meta)
+    else:
+        FigureCanvasSVG(fig).print_svg(buf, metadata=meta)
+
+
+def _prepare_workers(output: Output) -> None:
     """Import the PDF and SVG backends and fontTools' subsetter (the PDF's font embedding) before the
     workers fork: savefig imports them lazily, ~0.4 CPU-s that each worker otherwise paid again
-    (cProfile of the first PDF a process writes, issue 36)."""
+    (cProfile of the first PDF a process writes, issue 36). And make the PDF's font subset now, once,
+    for every worker (pdf_fonts)."""
     import fontTools.subset  # noqa: F401
     import matplotlib.backends.backend_pdf  # noqa: F401
     import matplotlib.backends.backend_svg  # noqa: F401
+    if "pdf" in output.formats:
+        with matplotlib.rc_context(st.RC):
+            pdf_fonts.prepare(str(st.RC["font.family"]))
 
 
 FigureTask = Callable[[], list[Figure]]
@@ -123,23 +150,27 @@ FigureTask = Callable[[], list[Figure]]
 
 @dataclass(frozen=True)
 class _WorkerPlan:
+    """The tasks and formats of one PendingFigures, handed to each worker as its Process argument: with
+    the fork start method that is the parent's object itself, never pickled — the tasks are closures
+    over the report's Collection. Only a task's index travels to a worker, only bytes travel back."""
+
     tasks: list[FigureTask]
     output: Output
 
 
-# The plan of the forked worker this module runs in: set once by the pool's initializer in each worker
-# (never in the report's own process), so the tasks — closures over the report's Collection — reach the
-# workers by fork, unpickled; only a task's index travels to a worker, only bytes travel back.
-_worker_plan: list[_WorkerPlan] = []
-
-
-def _start_worker(plan: _WorkerPlan) -> None:
-    _worker_plan.append(plan)
-
-
-def _run_task(i: int) -> list[Figure]:
-    plan = _worker_plan[0]
-    return _built_and_rendered(plan.tasks[i], plan.output)
+def _worker(plan: _WorkerPlan, todo: Any, done: Any) -> None:
+    """A forked worker: builds and renders task after task (indices from `todo`, None: stop) and puts
+    (index, figures, None) or (index, None, the error) on `done`."""
+    while (i := todo.get()) is not None:
+        try:
+            done.put((i, _built_and_rendered(plan.tasks[i], plan.output), None))
+        except Exception as e:  # noqa: BLE001 — handed to the report's process, raised there
+            try:
+                pickle.dumps(e)
+                err: Exception = e
+            except Exception:  # noqa: BLE001 — an error that cannot travel: its text does
+                err = RuntimeError(f"figure task {i}: {type(e).__name__}: {e}")
+            done.put((i, None, err))
 
 
 def _built_and_rendered(task: FigureTask, output: Output) -> list[Figure]:
@@ -165,29 +196,60 @@ class PendingFigures:
     def __init__(self, tasks: list[FigureTask], output: Output | None = None, workers: int | None = None) -> None:
         self.tasks, self.output = tasks, output or Output()
         n = min(len(tasks), workers if workers is not None else default_workers())
-        self.pool: ProcessPoolExecutor | None = None
-        self.futures: dict[int, Future[list[Figure]]] = {}
+        self.procs: list[Any] = []
+        self.finished = False
         if n >= 2:
-            _import_backends()
-            # forked now: the processes start at the first submit, all of them (fork start method)
-            self.pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"),
-                                            initializer=_start_worker, initargs=(_WorkerPlan(tasks, self.output),))
-            self.futures = {i: self.pool.submit(_run_task, i) for i in reversed(range(len(tasks)))}
+            _prepare_workers(self.output)
+            ctx = multiprocessing.get_context("fork")
+            self.todo, self.done = ctx.SimpleQueue(), ctx.Queue()
+            plan = _WorkerPlan(tasks, self.output)
+            self.procs = [ctx.Process(target=_worker, args=(plan, self.todo, self.done), daemon=True)
+                          for _ in range(n)]
+            for p in self.procs:
+                p.start()
+            # after the start: a pipe holds a few thousand indices, the workers drain it meanwhile
+            for i in reversed(range(len(tasks))):
+                self.todo.put(i)
+            for _ in range(n):
+                self.todo.put(None)
 
     def result(self) -> list[list[Figure]]:
-        """Every task's figures, rendered, in the tasks' order."""
+        """Every task's figures, rendered, in the tasks' order; a task's error raised here."""
         try:
-            if self.pool is None:
+            if not self.procs:
                 return [_built_and_rendered(t, self.output) for t in self.tasks]
-            return [self.futures[i].result() for i in range(len(self.tasks))]
+            got: dict[int, list[Figure]] = {}
+            while len(got) < len(self.tasks):
+                try:
+                    i, figs, err = self.done.get(timeout=1.0)
+                except queue.Empty:
+                    if not any(p.is_alive() for p in self.procs):    # all gone: nothing more will come
+                        codes = [p.exitcode for p in self.procs]
+                        raise RuntimeError(f"figure workers ended with {len(self.tasks) - len(got)} of "
+                                           f"{len(self.tasks)} figure tasks not done (exit codes {codes})") from None
+                    continue
+                if err is not None:
+                    raise err
+                got[i] = figs
+            self.finished = True
+            return [got[i] for i in range(len(self.tasks))]
         finally:
             self.close()
 
     def close(self) -> None:
-        """Stop: tasks not started are dropped, running ones finish (a few seconds at most)."""
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
+        """Stop: the workers (this report's own processes) are reaped — after every result they exit on
+        their own; before (an error, Ctrl-C), they are ended."""
+        for p in self.procs:
+            if self.finished:
+                p.join(timeout=5.0)
+            if p.is_alive():
+                p.terminate()
+        for p in self.procs:
+            p.join()
+        if self.procs:
+            self.done.close()
+            self.todo.close()
+        self.procs = []
 
 
 def build_and_render(tasks: list[FigureTask], output: Output | None = None,

@@ -1,5 +1,5 @@
 """Figures in the style of the Wi-Fi/LTE study (docs/studies.md §1), drawn with mpvlab/reporting/style.py
-at a paper's column or text width and written as SVG, PDF and, when asked, PNG (figure.Output).
+at a paper's column or text width and written as SVG, PDF and, when asked, PNG (output.Output).
 
 Per metric: grouped bars per scenario, one bar per congestion control (colour) × scheduler (hatch),
 height = mean over trials, whiskers = the metric's 95 % interval (mpvlab/results/metrics.py), dots = the individual trials. Over time, for
@@ -34,9 +34,10 @@ from mpvlab.results.aggregate import Collection, Config, Run, cc_order, sched_or
 from mpvlab.results.stats import Summary  # noqa: E402
 from mpvlab.reporting import bbr, dash, rtp  # noqa: E402
 from mpvlab.reporting.capacity import configured_capacity  # noqa: E402
-from mpvlab.reporting.figure import (  # noqa: E402,F401 — Figure, Output, render: also this module's interface
-    FORMATS, GREY_SHADE, Figure, FigureTask, Output, PendingFigures, render, square_on_intervals,
+from mpvlab.reporting.figure import (  # noqa: E402
+    GREY_SHADE, Figure, FigureTask, PendingFigures, square_on_intervals,
 )
+from mpvlab.reporting.output import Output  # noqa: E402
 from mpvlab.results.tidy import addr_to_path, host_of  # noqa: E402
 
 def _style(ax: plt.Axes) -> None:

@@ -4,7 +4,7 @@ opens from disk (or an e-mail attachment) without a server.
 Figures: each is embedded as its SVG file (data: URI in an <img>, so figures cannot clash over SVG
 element ids and no markup from a figure runs in the page); vector, so it stays sharp at any zoom,
 and the same bytes as figures/<name>.svg. Under each figure, relative links to the files the report
-wrote for it (SVG, PDF, and PNG with its dpi when asked: figure.Output; they work when the report
+wrote for it (SVG, PDF, and PNG with its dpi when asked: output.Output; they work when the report
 folder is kept together; the page itself needs none of them). The formats written are stated under
 Provenance."""
 
@@ -24,7 +24,8 @@ import pandas as pd
 from mpvlab.results import metrics
 from mpvlab.results.aggregate import Collection, Config
 from mpvlab.reporting import bbr, style
-from mpvlab.reporting.figure import Figure, Output
+from mpvlab.reporting.figure import Figure
+from mpvlab.reporting.output import Output
 from mpvlab.reporting.numbers import fmt, fmt_p
 from mpvlab.reporting.hosts import by_host, host_kind, mixed_configs
 from mpvlab.results.stats import ALPHA, N_RESAMPLES

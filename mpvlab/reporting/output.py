@@ -30,10 +30,12 @@ class Output:
         return ", ".join(f.upper() + (f" ({self.png_dpi} dpi)" if f == "png" else "") for f in self.formats)
 
 
-def output_choice(formats: str | Sequence[str] = DEFAULT_FORMATS, png_dpi: int = st.PNG_DPI, *,
+def output_choice(formats: str | Sequence[str] = DEFAULT_FORMATS, png_dpi: int | None = None, *,
                   formats_name: str = "--formats", dpi_name: str = "--png-dpi") -> Output:
-    """The checked Output for a comma list (or sequence) of formats and a PNG resolution; an InputError
-    naming the option (`formats_name`, `dpi_name`: the caller's spelling) and what is allowed."""
+    """The checked Output for a comma list (or sequence) of formats and a PNG resolution (None: not
+    given, the default st.PNG_DPI); an InputError naming the option (`formats_name`, `dpi_name`: the
+    caller's spelling) and what is allowed. A resolution given without png among the formats is an
+    error naming both options: it would change nothing, and the reader most likely meant a PNG."""
     items = [t for s in (formats.split(",") if isinstance(formats, str) else formats) if (t := s.strip().lower())]
     allowed = "a comma list of " + ", ".join(FORMATS) + " holding svg (report.html inlines each figure's SVG)"
     if not items:
@@ -43,7 +45,13 @@ def output_choice(formats: str | Sequence[str] = DEFAULT_FORMATS, png_dpi: int =
                          f"{allowed}, e.g. svg,pdf,png")
     if "svg" not in items:
         raise InputError(f"{formats_name}: {','.join(items)} lacks svg; allowed: {allowed}")
+    if png_dpi is None:
+        return Output(tuple(f for f in FORMATS if f in items), st.PNG_DPI)
     if isinstance(png_dpi, bool) or not isinstance(png_dpi, int) or not PNG_DPI_MIN <= png_dpi <= PNG_DPI_MAX:
         raise InputError(f"{dpi_name}: {png_dpi!r}: allowed a whole number of dots per inch, "
                          f"{PNG_DPI_MIN}..{PNG_DPI_MAX}")
+    if "png" not in items:
+        raise InputError(f"{dpi_name}: {png_dpi} given, but {formats_name} ({','.join(items)}) has no png: the "
+                         f"resolution applies only to PNG figures; add png to {formats_name} (e.g. svg,pdf,png) "
+                         f"or leave {dpi_name} out")
     return Output(tuple(f for f in FORMATS if f in items), png_dpi)

@@ -42,7 +42,8 @@ def _schedule(run_dir: Path, label: str) -> Schedule | None:
 def plot_run(run_dir: Path) -> Path:
     """Writes the figure as PDF, SVG and PNG; returns the PNG's path."""
     from mpvlab.results.aggregate import Run, load_run
-    from mpvlab.reporting.figures import render, throughput_series
+    from mpvlab.reporting.figure import render
+    from mpvlab.reporting.figures import throughput_series
     from mpvlab.reporting.output import FORMATS, Output
 
     paths = _paths(run_dir)
