@@ -89,7 +89,7 @@ class Netns:
         t.join()
         if "error" in box:
             raise box["error"]
-        return box["value"]  # type: ignore[no-any-return]
+        return box["value"]
 
     def popen(self, argv: list[str], *, stdout: IO[Any] | int | None = None, stderr: IO[Any] | int | None = None,
               env: dict[str, str] | None = None, cwd: Path | None = None,
