@@ -76,6 +76,13 @@ else
 fi
 "$VENV/bin/python" -c 'import gi, mininet, pydantic, yaml, rich, pandas, mpvlab' \
   || die "the Python environment is incomplete"
+# Bytecode of the project's own modules. pip compiles what it installs, but the editable install
+# leaves the repository's sources uncompiled, and where PYTHONDONTWRITEBYTECODE is set (shared hosts
+# often set it) every `mpvlab run` and every helper interpreter it starts compiled its ~120 modules
+# again: ~0.13 CPU-s of each run's fixed cost (docs/cost.md, "A run's fixed cost"). Python checks
+# a .pyc against its source's mtime and size and ignores a stale one, so this is only ever a cache.
+"$VENV/bin/python" -m compileall -q -j0 mpvlab core mininet links cc collectors schedulers topologies \
+  player testbed >/dev/null || die "compiling the project's Python modules failed"
 
 # --- 2b. dash.js (player kind dashjs) ---------------------------------------------------------
 # The dash.js reference player, pinned to the release line of the BBR-S study's era (Chrome 80, early

@@ -47,11 +47,14 @@ class EmuNode:
         return int(self.mn.pid)
 
 
-def add_node(netns_name: str, role: str) -> EmuNode:
+def add_node(netns_name: str, role: str, lo_up: bool = True) -> EmuNode:
+    """`lo_up=False`: the caller brings the loopback up itself (in the namespace's first `ip -batch`,
+    one process fewer per node)."""
     node = Node(role, inNamespace=True)
     proc.run(["ip", "netns", "attach", netns_name, str(node.pid)])
     ns = Netns(netns_name)
-    ns.run(["ip", "link", "set", "lo", "up"])
+    if lo_up:
+        ns.run(["ip", "link", "set", "lo", "up"])
     return EmuNode(node, ns)
 
 

@@ -297,7 +297,7 @@ def test_skipped_precheck_leaves_the_verdict_to_the_whole_run(tmp_path: Path) ->
 
 
 def test_one_blast_process_paces_each_target_on_its_own_schedule() -> None:
-    """`precheck blast --to …` (one process per server namespace, issue 36): each target gets
+    """`python -m mpvlab.runner.blast --to …` (one process per server namespace, issue 36): each target gets
     FILL_EXCESS × its rate for FILL_S then HOLD_EXCESS × for its seconds — counted here by UDP sockets
     bound to the discard port in a namespace of the test's own, on loopback."""
     import secrets
@@ -323,7 +323,7 @@ def test_one_blast_process_paces_each_target_on_its_own_schedule() -> None:
             "        s.recv(2048); n[ss.index(s)] += 1\n"
             "print(*n, flush=True)\n")], stdout=subprocess.PIPE)
         assert counter.stdout is not None and counter.stdout.readline() == b"up\n"
-        argv = [sys.executable, "-m", "mpvlab.runner.precheck", "blast"]
+        argv = [sys.executable, "-m", "mpvlab.runner.blast"]
         for dst, rate, secs in targets:
             argv += ["--to", f"{dst},{rate},{secs}"]
         ns.run(argv, timeout=30)

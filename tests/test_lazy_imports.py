@@ -29,3 +29,14 @@ def test_warmup_and_flow_names_without_a_state_model_load_no_pandas() -> None:
     assert not {"pandas", "numpy", "mpvlab.results.flows"} & mods
     mods = _modules_after("from mpvlab.runner import warmup\nwarmup.start(needed=True).join(60)")
     assert {"pandas", "mpvlab.results.flows"} <= mods
+
+
+def test_the_session_loads_no_backend_until_a_run_of_its_kind() -> None:
+    """kinds.py imports a backend's module when a run of its kind starts (issue 36: an emulated run
+    paid ~15 ms of CPU for the shared and physical backends' imports)."""
+    mods = _modules_after("import mpvlab.runner.session")
+    assert not {"mpvlab.runner.emulated", "mpvlab.runner.shared", "mpvlab.runner.physical.backend",
+                "mpvlab.runner.physical.video"} & mods
+    mods = _modules_after("from mpvlab.runner import kinds\nfrom mpvlab.runner import emulated")
+    assert "mpvlab.runner.emulated" in mods
+    assert not {"mpvlab.runner.shared", "mpvlab.runner.physical.backend"} & mods

@@ -1,8 +1,10 @@
 """Netns.run / popen reach the named namespace whichever way the command is started: `ip netns
-exec` for any program, iproute2's own switch for ip, tc and ss (`-n`, `-n`, `-N`: one exec fewer)."""
+exec` for any program, iproute2's own switch for ip, tc and ss (`-n`, `-n`, `-N`: one exec fewer),
+a thread that joined the namespace for ethtool and for sysctls (no `ip` exec; sysctls in-process)."""
 
 from __future__ import annotations
 
+import os
 import random
 import secrets
 import subprocess
@@ -80,3 +82,41 @@ def test_delete_netns_all_stops_members_and_removes_every_name() -> None:
             proc.run(["ip", "netns", "delete", n], check=False)
         if member.poll() is None:
             member.kill()
+
+
+def test_call_runs_fn_on_a_thread_inside_the_namespace_and_the_caller_stays_put(ns: Netns) -> None:
+    here = os.stat("/proc/thread-self/ns/net").st_ino
+    assert ns.call(lambda: os.stat("/proc/thread-self/ns/net").st_ino) == ns.inode() != here
+    assert os.stat("/proc/thread-self/ns/net").st_ino == here
+    with pytest.raises(ZeroDivisionError):          # fn's own error reaches the caller
+        ns.call(lambda: 1 // 0)
+    with pytest.raises(proc.CommandError, match="hnx-nothere"):
+        Netns("hnx-nothere").call(lambda: None)
+
+
+def test_sysctls_are_set_and_read_back_in_the_namespace_never_the_hosts(ns: Netns) -> None:
+    keys = ["net.ipv4.ip_forward", "net.ipv4.tcp_no_metrics_save", "net.ipv4.tcp_rmem"]
+    host_before = {k: Path("/proc/sys", *k.split(".")).read_text() for k in keys}
+    want = {"net.ipv4.ip_forward": "1", "net.ipv4.tcp_no_metrics_save": "1", "net.ipv4.tcp_rmem": "4096 131071 6291457"}
+    ns.sysctls(want)
+    got = ns.read_sysctls(keys)
+    # the same text `sysctl -n` prints inside the namespace (multi-value keys tab-separated)
+    assert list(got.values()) == proc.run(["ip", "netns", "exec", ns.name, "sysctl", "-n", *keys]).stdout.splitlines()
+    assert got == {"net.ipv4.ip_forward": "1", "net.ipv4.tcp_no_metrics_save": "1", "net.ipv4.tcp_rmem": "4096\t131071\t6291457"}
+    assert {k: Path("/proc/sys", *k.split(".")).read_text() for k in keys} == host_before
+    with pytest.raises(ValueError, match="kernel.hostname"):     # only per-namespace keys
+        ns.sysctls({"kernel.hostname": "x"})
+    with pytest.raises(proc.CommandError, match="net.ipv4.no_such_key"):
+        ns.sysctls({"net.ipv4.no_such_key": "1"})
+
+
+def test_ethtool_runs_in_the_namespace_without_ip_netns_exec(ns: Netns) -> None:
+    dev = f"hnx{secrets.token_hex(3)}"
+    ns.run(["ip", "link", "add", dev, "type", "veth", "peer", "name", dev + "p"])
+    ns.run(["ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"])
+    feats = ns.run(["ethtool", "-k", dev]).stdout
+    assert feats == proc.run(["ip", "netns", "exec", ns.name, "ethtool", "-k", dev]).stdout
+    for k in ("tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload"):
+        assert f"\n{k}: off" in feats
+    with pytest.raises(proc.CommandError):      # not in the root namespace
+        proc.run(["ethtool", "-k", dev])

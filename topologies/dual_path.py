@@ -100,7 +100,7 @@ def build(path_names: list[str], addressing: str, run_id: str, on_netns: Callabl
     def node(role: str) -> EmuNode:
         name = naming.netns_name(run_id, role)
         on_netns(name)
-        n = add_node(name, role)
+        n = add_node(name, role, lo_up=False)     # lo comes up in _configure's batch
         created.append(n)
         return n
 
@@ -140,6 +140,8 @@ def _configure(t: DualPath) -> None:
     def ip(ns: Any, *argv: str) -> None:
         cmds.setdefault(ns.name, []).append(list(argv))
 
+    for ns in ns_of.values():     # every node's loopback first (build() leaves it to this batch)
+        ip(ns, "link", "set", "lo", "up")
     for addr in t.server_addrs():
         ip(s, "addr", "add", f"{addr}/32", "dev", "lo")
     ip(s, "addr", "add", f"{t.server_link_addr}/24", "dev", t.server_if)

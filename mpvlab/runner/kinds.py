@@ -7,30 +7,38 @@ network.Network) and a line in BACKENDS."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from mpvlab.runner import emulated, lifecycle, shared
+from mpvlab.runner import lifecycle
 from mpvlab.runner.context import RunContext
-from mpvlab.runner.network import BringUp
-from mpvlab.runner.physical import backend as physical
-from mpvlab.runner.physical.video import RemoteVideoWorkload
-from mpvlab.runner.workloads.registry import WORKLOADS, WorkloadFactory
+from mpvlab.runner.workloads.registry import WORKLOADS
 from mpvlab.topologies import registry as topologies
 from mpvlab.workloads.registry import VIDEO
 
 Backend = Callable[[RunContext], dict[str, Any]]
 
 
-def _on(bring_up: BringUp, workloads: Mapping[str, WorkloadFactory] = WORKLOADS) -> Backend:
-    return lambda ctx: lifecycle.execute(ctx, bring_up, workloads)
+# Each backend's module is imported when a run of its kind starts, not when the session is: a run
+# loads one backend, and the others' imports (the shared and physical backends, SSH and remote-host
+# code) were ~15 ms of every run's CPU (issue 36).
+def _emulated(ctx: RunContext) -> dict[str, Any]:
+    from mpvlab.runner import emulated
+    return lifecycle.execute(ctx, emulated.bring_up_network, WORKLOADS)
 
 
-BACKENDS: dict[str, Backend] = {
-    "emulated": _on(emulated.bring_up_network),
-    "shared": _on(shared.bring_up),
+def _shared(ctx: RunContext) -> dict[str, Any]:
+    from mpvlab.runner import shared
+    return lifecycle.execute(ctx, shared.bring_up, WORKLOADS)
+
+
+def _real_hosts(ctx: RunContext) -> dict[str, Any]:
     # Physical hosts run the workload's programs over SSH: the kind brings its own video workload.
-    "real-hosts": _on(physical.bring_up, {VIDEO.name: RemoteVideoWorkload}),
-}
+    from mpvlab.runner.physical import backend as physical
+    from mpvlab.runner.physical.video import RemoteVideoWorkload
+    return lifecycle.execute(ctx, physical.bring_up, {VIDEO.name: RemoteVideoWorkload})
+
+
+BACKENDS: dict[str, Backend] = {"emulated": _emulated, "shared": _shared, "real-hosts": _real_hosts}
 
 KINDS: dict[str, Backend] = {k.name: BACKENDS[k.backend] for k in topologies.ENTRIES}

@@ -21,10 +21,8 @@ held at the old delay).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +30,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from mpvlab.links.schedule import Schedule
+# The sender's pacing (re-exported: the rate check's arithmetic and its verdict use the same numbers)
+from mpvlab.runner.blast import DISCARD_PORT, FILL_EXCESS, FILL_S, FRAME_BITS, HOLD_EXCESS  # noqa: F401
 
 PRE_COUNT = 300
 MIN_COUNT = 100
@@ -39,15 +39,10 @@ MAX_CHECK_S = 3.0
 MIN_INTERVAL_MS = 1.0
 MAX_PROBE_LOAD = 0.25
 ECHO_WIRE_BYTES = 98            # kping's 84-byte IP packet + the 14-byte Ethernet header tbf counts
-FILL_EXCESS = 2.0
-FILL_S = 0.04
-HOLD_EXCESS = 1.1
 RATE_MIN_S = 0.3                # backlogged time measured: at least this (MIN_BACKLOGGED_S is 0.2) …
 RATE_MAX_S = 0.6                # … and at most this, for paths so slow that one frame is a large share
-FRAME_BITS = 1514 * 8
 RATE_HZ = 1000
 RATE_MAX_BPS = 300_000_000     # above this a Python sender cannot keep a tbf backlogged
-DISCARD_PORT = 9               # nothing listens: the client's kernel drops the datagrams
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -168,11 +163,12 @@ def rate_check(shapers: list[tuple[str, Any, Any, str, str, int]], workdir: Path
         for path, router, _srv, _dev, _addr, _rate in todo:
             stack.enter_context(qdiscstat.sample_queues(router.name, workdir / f"precheck-rate-{path}", t0, RATE_HZ))
         # One sender process per server namespace for all its paths (an interpreter's start is
-        # ~0.05 CPU-s; each path keeps its own schedule in it), started at once.
+        # ~0.05 CPU-s; each path keeps its own schedule in it), started at once. Its module imports
+        # only the standard library's socket, time and argparse (this one's imports: ~15 ms more).
         by_ns: dict[str, tuple[Any, list[str]]] = {}
         for path, _r, srv, _d, addr, rate in todo:
             by_ns.setdefault(srv.name, (srv, []))[1].extend(["--to", f"{addr},{rate},{held_s[path]}"])
-        blasters = [srv.popen([sys.executable, "-m", "mpvlab.runner.precheck", "blast", *to], cwd=REPO)
+        blasters = [srv.popen([sys.executable, "-m", "mpvlab.runner.blast", *to], cwd=REPO)
                     for srv, to in by_ns.values()]
         for b in blasters:
             b.wait(timeout=RATE_MAX_S + 20)
@@ -228,54 +224,3 @@ class RttCheck:
         if self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
-
-
-def blast(targets: list[tuple[str, int, float]]) -> None:
-    """Paced UDP to a port nothing listens on (1472-byte payloads: 1514-byte frames), to each
-    (dst, rate_bps, seconds) at once: FILL_EXCESS × rate_bps for FILL_S, then HOLD_EXCESS × for
-    `seconds`. Each paced by the total due so far, so a stall is caught up at once (the tbf drops what
-    its buffer cannot hold; the intervals the queue ran empty are left out of the measurement)."""
-    socks = []
-    for _dst, _rate, _secs in targets:
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
-        socks.append(s)
-    payload = b"\0" * 1472
-    sent = [0] * len(targets)
-    start = time.monotonic()
-    while True:
-        el = time.monotonic() - start
-        active = False
-        for i, (dst, rate_bps, seconds) in enumerate(targets):
-            if el >= FILL_S + seconds:
-                continue
-            active = True
-            filled = min(el, FILL_S) * FILL_EXCESS
-            due = int((filled + max(0.0, el - FILL_S) * HOLD_EXCESS) * rate_bps / FRAME_BITS) + 1
-            while sent[i] < due:
-                try:
-                    socks[i].sendto(payload, (dst, DISCARD_PORT))
-                except OSError:      # a full socket buffer or an ICMP error returned: keep pacing
-                    pass
-                sent[i] += 1
-        if not active:
-            return
-        time.sleep(0.0005)
-
-
-def _target(text: str) -> tuple[str, int, float]:
-    dst, rate, seconds = text.split(",")
-    return dst, int(rate), float(seconds)
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(prog="mpvlab.runner.precheck")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    a = sub.add_parser("blast")
-    a.add_argument("--to", type=_target, action="append", required=True, metavar="DST,RATE_BPS,SECONDS")
-    args = ap.parse_args()
-    blast(args.to)
-
-
-if __name__ == "__main__":
-    main()
