@@ -127,7 +127,7 @@ def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
     """Generate (or find cached) the video each scenario needs, so a run never waits on an encode."""
     from mpvlab.content import DashInfo
     from mpvlab.input.scenario import ScenarioError, load_scenario
-    from mpvlab.runner.steps import ensure_content, plays_video
+    from mpvlab.runner.steps import ensure_content
 
     seen: set[str] = set()
     for f in args.files:
@@ -136,7 +136,7 @@ def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
         except ScenarioError as e:
             console.print(Text(str(e), style="red"))
             return 2
-        if not plays_video(sc):
+        if not sc.workload_kind.plays_video_section:
             console.print(f"{f}: nothing to prepare (workload {sc.workload_kind.name} plays no video file)")
             continue
         key = sc.video.model_dump_json()

@@ -217,8 +217,7 @@ def test_content_is_encoded_only_for_workloads_that_play_the_video_section() -> 
     """`mpvlab prepare`, `sweep` and `mpvlab.sweep` encode the scenario's video before any run: not for
     bulk (sends none) or rtp (encodes its own test picture), as their registry entries say."""
     from mpvlab.input.scenario import load_scenario
-    from mpvlab.runner.steps import plays_video
-    plays = {name: plays_video(load_scenario(ROOT / "scenarios" / name)[0])
+    plays = {name: load_scenario(ROOT / "scenarios" / name)[0].workload_kind.plays_video_section
              for name in ("smoke.yaml", "lte-trace-bulk.yaml", "rtp-competition-short.yaml")}
     assert plays == {"smoke.yaml": True, "lte-trace-bulk.yaml": False, "rtp-competition-short.yaml": False}
     cp = subprocess.run([sys.executable, "-m", "mpvlab", "prepare", "scenarios/lte-trace-bulk.yaml",

@@ -64,31 +64,27 @@ def build_report(source: Path, out: Path, title: str | None = None, figures: boo
     c = aggregate(source, exclude=[out])
     # the figures first: their workers build and render while this process makes the tables (issue 36)
     pending = PendingSections(c, output) if figures else None
-    staging: Path | None = None
     try:
         pw = pairwise_frame(c)
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new.", dir=out.parent))
-        os.chmod(staging, 0o755)      # mkdtemp makes 0700; a report is for every user to read
-        tables = write_tables(c, staging, pw)
-        sections = pending.result(staging / FIGURES) if pending is not None else []
-        page = render(c, sections, [t.name for t in tables], title or source.resolve().name, pw, html_dir=staging,
-                      output=output if figures else None)
-        rundir.write_text(staging / "report.html", page)
-        _replace(out, staging)
-    except BaseException:
-        if staging is not None:
+        try:
+            os.chmod(staging, 0o755)      # mkdtemp makes 0700; a report is for every user to read
+            tables = write_tables(c, staging, pw)
+            sections = pending.result(staging / FIGURES) if pending is not None else []
+            page = render(c, sections, [t.name for t in tables], title or source.resolve().name, pw,
+                          html_dir=staging, output=output if figures else None)
+            rundir.write_text(staging / "report.html", page)
+            _replace(out, staging)
+        except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
-        raise
+            raise
     finally:
         if pending is not None:
             pending.close()
 
-    assert staging is not None         # for mypy: set above, or the function has raised
-    final_of = staging
-
-    def final(p: Path) -> Path:
-        return out / p.relative_to(final_of)
+    def final(p: Path) -> Path:          # where a file written into the staging folder now is
+        return out / p.relative_to(staging)
     for _, figs in sections:
         for f in figs:
             f.files = {k: final(p) for k, p in f.files.items()}

@@ -45,18 +45,13 @@ def ensure_content(sc: Scenario) -> content.ContentInfo | content.DashInfo:
     return content.ensure_progressive(CONTENT_DIR, v.duration / 1e9, v.bitrate, v.width, v.height, v.fps)
 
 
-def plays_video(sc: Scenario) -> bool:
-    """Whether the scenario's workload plays the `video` section (bulk sends none, rtp encodes its own
-    test picture: their registry entries say so)."""
-    return sc.workload_kind.plays_video_section
-
-
 def ensure_contents(scenarios: Iterable[Scenario]) -> None:
     """Each distinct video these scenarios play, encoded once before any run starts (a sweep, on a
     cluster on the submitting node: other nodes need the same cache, see docs/cluster.md)."""
     seen: set[str] = set()
     for sc in scenarios:
-        if plays_video(sc) and (key := sc.video.model_dump_json()) not in seen:
+        # bulk sends no video and rtp encodes its own test picture: their registry entries say so
+        if sc.workload_kind.plays_video_section and (key := sc.video.model_dump_json()) not in seen:
             seen.add(key)
             ensure_content(sc)
 
