@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -124,16 +125,24 @@ def precheck_numbers(prov: dict[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
-def fit(rows: list[RunCost]) -> tuple[float, float]:
-    """Least squares cpu = fixed + per_s × video seconds."""
+def fit(rows: list[RunCost]) -> tuple[float, float, float]:
+    """Least squares cpu = fixed + per_s × video seconds; with the half-width of the intercept's 95 %
+    confidence interval (Student t, n − 2 degrees of freedom; nan below 3 runs): the intercept is an
+    extrapolation to a zero-second video, and run-to-run spread moves it more than the means."""
     xs = [r.video_s for r in rows]
     ys = [r.cpu_s for r in rows]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
     if sxx == 0:
-        return float("nan"), float("nan")
+        return float("nan"), float("nan"), float("nan")
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    return my - slope * mx, slope
+    fixed = my - slope * mx
+    n = len(xs)
+    if n < 3:
+        return fixed, slope, float("nan")
+    from scipy.stats import t
+    s2 = sum((y - fixed - slope * x) ** 2 for x, y in zip(xs, ys)) / (n - 2)
+    return fixed, slope, float(t.ppf(0.975, n - 2)) * math.sqrt(s2 * (1 / n + mx ** 2 / sxx))
 
 
 def mmm(values: list[float]) -> str:
@@ -148,15 +157,16 @@ def _mmm4(values: list[float]) -> str:
 
 def report(tree: str, rows: list[RunCost], short_s: float) -> dict[str, Any]:
     smoke = [r for r in rows if r.video_s == short_s]
-    fixed, per_s = fit(rows)
+    fixed, per_s, fixed_ci = fit(rows)
     lc_total_gap = [r.wall_s - r.lifecycle.get("total", float("nan")) for r in smoke]
-    out = {"tree": tree, "fixed_cpu_s": fixed, "cpu_per_video_s": per_s,
+    out = {"tree": tree, "fixed_cpu_s": fixed, "fixed_cpu_ci95_s": fixed_ci, "cpu_per_video_s": per_s,
            "smoke_cpu_s": [r.cpu_s for r in smoke], "smoke_overhead_s": [r.overhead_s for r in smoke],
            "states": sorted({r.state for r in rows})}
     print(f"\n== {tree}: {len(smoke)} smoke runs ({short_s:g} s video), {len(rows) - len(smoke)} longer")
     verdict = ("n/a: needs runs of two video lengths" if fixed != fixed
                else "reached" if fixed <= FIXED_CPU_GOAL_S else "NOT reached")
-    print(f"  fixed CPU (intercept)    {fixed:6.2f} CPU-s      goal <= {FIXED_CPU_GOAL_S} CPU-s   {verdict}")
+    print(f"  fixed CPU (intercept)    {fixed:6.2f} CPU-s ± {fixed_ci:.2f} (95 % CI)   goal <= {FIXED_CPU_GOAL_S} CPU-s"
+          f"   {verdict}")
     print(f"  CPU per video second     {per_s:6.3f} CPU-s/s")
     for v in sorted({r.video_s for r in rows}):
         print(f"  CPU per run, {v:4g} s video {mmm([r.cpu_s for r in rows if r.video_s == v])} CPU-s")
