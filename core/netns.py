@@ -18,12 +18,15 @@ from typing import IO, Any, Callable, TypeVar
 from mpvlab.core import proc
 
 NETNS_DIR = Path("/run/netns")
-_SWITCHES_ITSELF = {"ip": "-n", "tc": "-n", "ss": "-N"}     # program → its "in this named netns" option
+# How a program enters a run's namespace, one table (issue 36); a program not in it goes through
+# `ip netns exec`. iproute2's own programs take an option (`ip -n`, `tc -n`, `ss -N`: the same setns
+# and /sys remount as `ip netns exec`), which saves an exec of `ip` — ~1.4 ms of CPU per call, and a
+# run makes ~120 such calls, most of them `ss` polls. A program that needs only the network namespace
+# (ioctls, netlink, /proc/sys/net: all resolved by the calling task's netns), not `ip netns exec`'s
+# private mount namespace with /sys remounted, is started from a thread that joined the namespace.
+_SETNS_THREAD = "setns-thread"
+_ENTERS_BY = {"ip": "-n", "tc": "-n", "ss": "-N", "ethtool": _SETNS_THREAD}
 _BATCH_ARG = re.compile(r"[A-Za-z0-9_.:/@+-]{1,64}")
-# Programs that need only the network namespace (ioctls, netlink, /proc/sys/net: all resolved by the
-# calling task's netns), not `ip netns exec`'s private mount namespace with /sys remounted: they are
-# started from a thread that joined the namespace (setns), one exec of `ip` fewer (issue 36).
-_NETNS_ONLY = frozenset({"ethtool"})
 _SYSCTL_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){1,8}")
 CLONE_NEWNET = 0x40000000
 T = TypeVar("T")
@@ -44,16 +47,17 @@ class Netns:
         return os.stat(self.path).st_ino
 
     def argv(self, argv: list[str]) -> list[str]:
-        # iproute2's own programs switch namespace themselves (`ip -n`, `tc -n`, `ss -N`: the same
-        # setns and /sys remount as `ip netns exec`), which saves an exec of `ip` — ~1.4 ms of CPU
-        # per call, and a run makes ~120 such calls, most of them `ss` polls (issue 36).
-        if argv and argv[0] in _SWITCHES_ITSELF:
-            return [argv[0], _SWITCHES_ITSELF[argv[0]], self.name, *argv[1:]]
+        """argv to start in this namespace from the host's (`_ENTERS_BY`; a program entered from a
+        thread is started through `ip netns exec` here, since a long-lived process is not started
+        from a short-lived thread)."""
+        option = _ENTERS_BY.get(argv[0]) if argv else None
+        if option is not None and option != _SETNS_THREAD:
+            return [argv[0], option, self.name, *argv[1:]]
         return ["ip", "netns", "exec", self.name, *argv]
 
     def run(self, argv: list[str], *, check: bool = True, timeout: float = 60.0,
             input_text: str | None = None) -> subprocess.CompletedProcess[str]:
-        if argv and argv[0] in _NETNS_ONLY:
+        if argv and _ENTERS_BY.get(argv[0]) == _SETNS_THREAD:
             return self.call(lambda: proc.run(argv, check=check, timeout=timeout, input_text=input_text))
         return proc.run(self.argv(argv), check=check, timeout=timeout, input_text=input_text)
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from mpvlab.links.schedule import Schedule
-from mpvlab.runner import fidelity, precheck
+from mpvlab.runner import blast, fidelity, precheck
 
 REPO = Path(__file__).resolve().parent.parent
 MS = 1_000_000
@@ -313,7 +313,7 @@ def test_one_blast_process_paces_each_target_on_its_own_schedule() -> None:
             "import socket, select, sys, time\n"
             f"ss = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range({len(targets)})]\n"
             f"for s, a in zip(ss, {[t[0] for t in targets]!r}):\n"
-            f"    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20); s.bind((a, {precheck.DISCARD_PORT}))\n"
+            f"    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20); s.bind((a, {blast.DISCARD_PORT}))\n"
             "n = [0] * len(ss); print('up', flush=True); end = time.monotonic() + 30\n"
             "while time.monotonic() < end:\n"
             "    r, _, _ = select.select(ss, [], [], 0.3)\n"
@@ -330,8 +330,8 @@ def test_one_blast_process_paces_each_target_on_its_own_schedule() -> None:
         got = [int(x) for x in counter.stdout.readline().split()]
         counter.wait(timeout=10)
         for (dst, rate, secs), n in zip(targets, got):
-            per_s = rate / precheck.FRAME_BITS
-            want = (precheck.FILL_S * precheck.FILL_EXCESS + secs * precheck.HOLD_EXCESS) * per_s
+            per_s = rate / blast.FRAME_BITS
+            want = (blast.FILL_S * blast.FILL_EXCESS + secs * blast.HOLD_EXCESS) * per_s
             # paced by the total due: at most the last wake-up's worth (0.5 ms + a late one) over or short
             assert abs(n - want) <= 2 + 0.02 * want, (dst, n, want)
     finally:

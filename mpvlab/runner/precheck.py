@@ -31,7 +31,7 @@ from typing import Any, Iterable
 
 from mpvlab.links.schedule import Schedule
 # The sender's pacing (re-exported: the rate check's arithmetic and its verdict use the same numbers)
-from mpvlab.runner.blast import DISCARD_PORT, FILL_EXCESS, FILL_S, FRAME_BITS, HOLD_EXCESS  # noqa: F401
+from mpvlab.runner.blast import FRAME_BITS
 
 PRE_COUNT = 300
 MIN_COUNT = 100
