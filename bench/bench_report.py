@@ -53,6 +53,9 @@ def time_report(src: Path, root: Path, out: Path, formats: str) -> dict[str, Any
     """The report pipeline of the code under `src` over the runs under `root`; seconds per step."""
     import inspect
     sys.path.insert(0, str(src))
+    from mpvlab.reporting import build_report
+    if "on_step" in inspect.signature(build_report).parameters:
+        return time_build_report(build_report, root, out, formats)
     from mpvlab.core import rundir
     from mpvlab.results.aggregate import aggregate
     from mpvlab.reporting.figures import build_all
@@ -99,6 +102,28 @@ def time_report(src: Path, root: Path, out: Path, formats: str) -> dict[str, Any
     print(f"HTML               : {t4 - t3:6.2f} s  ({len(page) / 1e6:.1f} MB)")
     print(f"total              : {t4 - t0:6.2f} s")
     return {"total_s": t4 - t0, "formats": described}
+
+
+def time_build_report(build_report: Any, root: Path, out: Path, formats: str) -> dict[str, Any]:
+    """A version whose build_report reports its steps (on_step): the report exactly as `mpvlab report`
+    makes it (its figure workers fork before loading, workers.py), timed per step."""
+    from mpvlab.reporting.output import output_choice
+    output = output_choice(formats)
+    marks: list[tuple[str, float, float]] = [("start", time.monotonic(), _cpu())]
+    rep = build_report(root, out, title="bench", output=output,
+                       on_step=lambda name: marks.append((name, time.monotonic(), _cpu())))
+    # the workers' CPU counts when they end (at the figures step), whichever step they ran beside
+    print("CPU s per step (process + figure workers): " + ", ".join(
+        f"{name} {b[2] - a[2]:.2f}" for a, b in zip(marks, marks[1:]) for name in [b[0]]))
+    notes = {"load": f"({rep.n_complete} runs, {rep.n_configs} configurations; the figure workers forked "
+                     "before it, and given the runs after it)",
+             "stats": "(t and BCa intervals, BBR models; then given to the workers)",
+             "figures": f"({sum(p.suffix == '.svg' for p in rep.figures)} figures × {output.describe()}; "
+                        "what is left after the tables: the workers started after loading)"}
+    for a, b in zip(marks, marks[1:]):
+        print(f"{b[0]:19s}: {b[1] - a[1]:6.2f} s  {notes.get(b[0], '')}")
+    print(f"total              : {marks[-1][1] - marks[0][1]:6.2f} s")
+    return {"total_s": marks[-1][1] - marks[0][1], "formats": output.describe()}
 
 
 def measured(src: Path, root: Path, out: Path, formats: str) -> dict[str, Any]:

@@ -19,11 +19,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from mpvlab.core import rundir
 from mpvlab.core.errors import InputError
 from mpvlab.reporting.output import Output
-from mpvlab.results.aggregate import Collection, aggregate
+
+if TYPE_CHECKING:     # imported in build_report (SciPy: only when a report is made)
+    from mpvlab.results.aggregate import Collection
 
 
 FIGURES = "figures"   # below the report folder: every figure in the formats asked (output.Output)
@@ -46,42 +49,60 @@ class ReportFolderError(InputError):
 
 
 def build_report(source: Path, out: Path, title: str | None = None, figures: bool = True,
-                 output: Output | None = None) -> Report:
+                 output: Output | None = None, on_step: Callable[[str], None] | None = None) -> Report:
     """The report of the runs below `source`, written to `out`; figures in `output`'s formats (default
-    SVG and PDF; output.output_choice checks a user's choice).
+    SVG and PDF; output.output_choice checks a user's choice). `on_step(name)`, if given, is called as
+    each step ends (bench/bench_report.py times them): load, stats, pairwise, tables, figures, html.
 
     A results folder is untrusted input, and the report runs as root: every file is written into a
     fresh folder of ours (mkdtemp, next to `out`), which then replaces `out` by rename. So no write
     ever goes through a link someone planted (`out` itself a symlink, or `out/runs.csv` one): a
     symlink at `out` is replaced, never followed, and its target is untouched (issue 33)."""
-    from mpvlab.reporting.figures import PendingSections
-    from mpvlab.reporting.html import render
-    from mpvlab.reporting.pairwise import pairwise_frame
-    from mpvlab.reporting.tables import write_tables
-
+    from mpvlab.reporting.workers import FigureWorkers
+    step = on_step or (lambda name: None)
     output = output or Output()
     _check_replaceable(out)
-    c = aggregate(source, exclude=[out])
-    # the figures first: their workers build and render while this process makes the tables (issue 36)
-    pending = PendingSections(c, output) if figures else None
+    # The loader (and SciPy, ~0.55 s) before the fork, so the workers inherit it; then the figure
+    # workers, before the runs are loaded: they import the plotting stack while this process loads the
+    # runs, and start on the figures that need only the runs while this process computes the
+    # statistics (workers.py, issue 36).
+    from mpvlab.results.aggregate import aggregate, summarise_configs
+    workers = FigureWorkers(output) if figures else None
     try:
+        c = aggregate(source, exclude=[out], stats=False)
+        if workers is not None:
+            workers.runs_loaded(c)
+        step("load")
+        summarise_configs(c)
+        from mpvlab.reporting import bbr
+        bbr.config_models(c)          # once, here: the tables, the page and the figures share them
+        if workers is not None:
+            workers.stats_ready()
+        step("stats")
+        from mpvlab.reporting.html import render
+        from mpvlab.reporting.pairwise import pairwise_frame
+        from mpvlab.reporting.tables import write_tables
         pw = pairwise_frame(c)
+        step("pairwise")
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new.", dir=out.parent))
         try:
             os.chmod(staging, 0o755)      # mkdtemp makes 0700; a report is for every user to read
             tables = write_tables(c, staging, pw)
-            sections = pending.result(staging / FIGURES) if pending is not None else []
+            step("tables")
+            sections = workers.result(staging / FIGURES) if workers is not None else []
+            step("figures")
             page = render(c, sections, [t.name for t in tables], title or source.resolve().name, pw,
                           html_dir=staging, output=output if figures else None)
             rundir.write_text(staging / "report.html", page)
             _replace(out, staging)
+            step("html")
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
     finally:
-        if pending is not None:
-            pending.close()
+        if workers is not None:
+            workers.close()
 
     def final(p: Path) -> Path:          # where a file written into the staging folder now is
         return out / p.relative_to(staging)

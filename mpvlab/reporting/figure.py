@@ -132,7 +132,7 @@ def _print_vector_with_layout(fig: plt.Figure, fmt: str, buf: io.BytesIO, meta: 
         FigureCanvasSVG(fig).print_svg(buf, metadata=meta)
 
 
-def _prepare_workers(output: Output) -> None:
+def prepare_workers(output: Output) -> None:
     """Import the PDF and SVG backends and fontTools' subsetter (the PDF's font embedding) before the
     workers fork: savefig imports them lazily, ~0.4 CPU-s that each worker otherwise paid again
     (cProfile of the first PDF a process writes, issue 36). And make the PDF's font subset now, once,
@@ -199,7 +199,7 @@ class PendingFigures:
         self.procs: list[Any] = []
         self.finished = False
         if n >= 2:
-            _prepare_workers(self.output)
+            prepare_workers(self.output)
             ctx = multiprocessing.get_context("fork")
             self.todo, self.done = ctx.SimpleQueue(), ctx.Queue()
             plan = _WorkerPlan(tasks, self.output)

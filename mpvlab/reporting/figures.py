@@ -399,6 +399,12 @@ BUILDERS: list[tuple[str, Builder]] = [
 ]
 
 
+# Sections whose figures read the runs only — no statistics, no BBR models —, so the report's workers
+# make them while its process computes the statistics (workers.py, issue 36): the over-time figures
+# draw each configuration's representative run (Config.representative: medians of the runs' metrics).
+RUNS_ONLY = ("Congestion window over time", "Throughput per path over time")
+
+
 def _tasks(c: Collection) -> list[tuple[str, FigureTask]]:
     """(section, task) per builder, or per part of a `Parts` builder, in BUILDERS' order."""
     out: list[tuple[str, FigureTask]] = []
@@ -406,6 +412,33 @@ def _tasks(c: Collection) -> list[tuple[str, FigureTask]]:
         for part in (b.parts(c) if isinstance(b, Parts) else [b]):
             out.append((section, partial(part, c)))
     return out
+
+
+def tasks_of_phase(c: Collection, phase: str) -> list[tuple[str, FigureTask]]:
+    """_tasks' (section, task) pairs of the RUNS_ONLY sections ("runs": they need only the loaded runs)
+    or of the others ("stats": after the statistics and the BBR models), in BUILDERS' order."""
+    if phase not in ("runs", "stats"):
+        raise ValueError(f"phase {phase!r}: runs or stats")
+    out: list[tuple[str, FigureTask]] = []
+    for section, b in BUILDERS:
+        if (section in RUNS_ONLY) == (phase == "runs"):
+            for part in (b.parts(c) if isinstance(b, Parts) else [b]):
+                out.append((section, partial(part, c)))
+    return out
+
+
+def sections_of(parts: list[tuple[str, list[Figure]]], folder: Path | None = None) -> list[tuple[str, list[Figure]]]:
+    """(section, figures) in BUILDERS' order from the tasks' (section, figures), sections without
+    figures left out; with `folder`, each figure also written there."""
+    by_section: dict[str, list[Figure]] = {}
+    for section, figs in parts:
+        by_section.setdefault(section, []).extend(figs)
+    sections = [(section, by_section[section]) for section, _ in BUILDERS if by_section.get(section)]
+    if folder is not None:
+        for _, figs in sections:
+            for f in figs:
+                f.write(folder)
+    return sections
 
 
 class PendingSections:
@@ -419,15 +452,8 @@ class PendingSections:
     def result(self, folder: Path | None = None) -> list[tuple[str, list[Figure]]]:
         """(section, figures) in BUILDERS' order, sections without figures left out; with `folder`,
         each figure also written there."""
-        by_section: dict[str, list[Figure]] = {}
-        for (section, _), part in zip(self.tasks, self.pending.result()):
-            by_section.setdefault(section, []).extend(part)
-        sections = [(section, by_section[section]) for section, _ in BUILDERS if by_section.get(section)]
-        if folder is not None:
-            for _, figs in sections:
-                for f in figs:
-                    f.write(folder)
-        return sections
+        return sections_of([(section, part) for (section, _), part in zip(self.tasks, self.pending.result())],
+                           folder)
 
     def close(self) -> None:
         self.pending.close()

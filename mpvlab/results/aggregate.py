@@ -281,11 +281,21 @@ def aggregate(source: Path, exclude: Iterable[Path] = (), stats: bool = True) ->
     info = {k: (m.label, m.unit) for k, m in defs.items()}
     for c in configs.values():
         c.runs.sort(key=lambda r: ((r.sweep or {}).get("trial", 0), r.run_id))
-        for k, m in defs.items() if stats else ():
-            c.stats[k] = summarise((r.metrics.get(k) for r in c.runs), m, seed=seed_for(c.key, k))
     ordered = sorted(configs.values(),
                      key=lambda c: (c.scenario, c.extra_label, cc_order(c.cc), sched_order(c.scheduler)))
-    return Collection(source, runs, bad, ordered, info, metric_defs=defs)
+    out = Collection(source, runs, bad, ordered, info, metric_defs=defs)
+    if stats:
+        summarise_configs(out)
+    return out
+
+
+def summarise_configs(c: Collection) -> Collection:
+    """Every configuration's statistics, per metric (what aggregate computes unless stats=False). Apart
+    so the report can hand the loaded runs to its figure workers before the bootstrap (issue 36)."""
+    for cfg in c.configs:
+        for k, m in c.metric_defs.items():
+            cfg.stats[k] = summarise((r.metrics.get(k) for r in cfg.runs), m, seed=seed_for(cfg.key, k))
+    return c
 
 
 # Congestion controls and schedulers in their registries' order (the order the report's style table
