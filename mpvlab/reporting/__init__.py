@@ -62,10 +62,9 @@ def build_report(source: Path, out: Path, title: str | None = None, figures: boo
     step = on_step or (lambda name: None)
     output = output or Output()
     _check_replaceable(out)
-    # The loader (and SciPy, ~0.55 s) before the fork, so the workers inherit it; then the figure
-    # workers, before the runs are loaded: they import the plotting stack while this process loads the
-    # runs, and start on the figures that need only the runs while this process computes the
-    # statistics (workers.py, issue 36).
+    # The figure workers before the runs are loaded: they import the plotting stack while this process
+    # loads the runs, and start on the figures that need only the runs while this process imports SciPy
+    # (results/stats.py imports it on first use) and computes the statistics (workers.py, issue 36).
     from mpvlab.results.aggregate import aggregate, summarise_configs
     workers = FigureWorkers(output) if figures else None
     try:

@@ -14,6 +14,7 @@ twice from the same results gives the same intervals.
 from __future__ import annotations
 
 import math
+import types
 import warnings
 import zlib
 from dataclasses import dataclass
@@ -21,9 +22,16 @@ from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 from mpvlab.results.metrics import MetricDef
+
+
+def _sps() -> types.ModuleType:
+    """scipy.stats, imported on first use (~0.55 s): loading runs needs none of it, so the report
+    imports it while its figure workers already draw (mpvlab/reporting/workers.py, issue 36)."""
+    import scipy.stats
+    return scipy.stats
+
 
 CONFIDENCE = 0.95
 # 4,999 resamples: the BCa end points of a 37-trial count moved by < 1 % of the interval against 9,999
@@ -37,7 +45,7 @@ def t_quantile(p: float, df: int) -> float:
     """The p-quantile of Student's t with df degrees of freedom (SciPy)."""
     if not 0.0 < p < 1.0 or df < 1:
         raise ValueError(f"t_quantile needs 0 < p < 1 and df >= 1 (got p={p}, df={df})")
-    return float(sps.t.ppf(p, df))
+    return float(_sps().t.ppf(p, df))
 
 
 @dataclass(frozen=True)
@@ -88,11 +96,11 @@ def bootstrap_mean_ci(xs: np.ndarray, confidence: float = CONFIDENCE, seed: int 
     with warnings.catch_warnings():
         # BCa warns (and returns NaN) on near-degenerate samples; the percentile interval is the fallback.
         warnings.simplefilter("ignore")
-        res = sps.bootstrap((xs,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
+        res = _sps().bootstrap((xs,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
                             method="BCa", rng=np.random.default_rng(seed), vectorized=True)
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
         if math.isnan(lo) or math.isnan(hi):
-            res = sps.bootstrap((xs,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
+            res = _sps().bootstrap((xs,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
                                 method="percentile", rng=np.random.default_rng(seed), vectorized=True)
             lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     # Percentiles of resampled means lie within [min, max]; guard float round-off at the ends.
@@ -180,11 +188,11 @@ def compare(a: str, xa: Sequence[float], b: str, xb: Sequence[float], metric: Me
     if metric.test == "welch":
         if np.ptp(va) == 0 and np.ptp(vb) == 0:
             return Comparison(a, b, len(va), len(vb), ma, mb, name, math.nan, math.nan, effect=mb - ma)
-        r = sps.ttest_ind(va, vb, equal_var=False)
+        r = _sps().ttest_ind(va, vb, equal_var=False)
         return Comparison(a, b, len(va), len(vb), ma, mb, name, float(r.statistic), float(r.pvalue), effect=mb - ma)
     if np.ptp(np.concatenate([va, vb])) == 0:
         return Comparison(a, b, len(va), len(vb), ma, mb, name, math.nan, math.nan, effect=0.5)
-    r = sps.mannwhitneyu(va, vb, alternative="two-sided")
+    r = _sps().mannwhitneyu(va, vb, alternative="two-sided")
     return Comparison(a, b, len(va), len(vb), ma, mb, name, float(r.statistic), float(r.pvalue),
                       effect=float(r.statistic) / (len(va) * len(vb)))
 
