@@ -132,3 +132,18 @@ def test_a_worker_that_cannot_prepare_fails_the_report_with_its_error(runs: Path
     with pytest.raises(OSError, match="no font here"):
         build_report(runs, tmp_path / "report")
     assert multiprocessing.active_children() == []
+
+
+def test_one_cpu_makes_the_figures_in_the_reports_process(runs: Path) -> None:
+    from mpvlab.reporting import bbr
+    workers = W.FigureWorkers(Output(), workers=1)
+    assert workers.procs == []                       # nothing forked
+    c = aggregate(runs, stats=False)
+    workers.runs_loaded(c)
+    summarise_configs(c)
+    bbr.config_models(c)
+    workers.stats_ready()
+    sections = workers.result()
+    serial = F.build_all(aggregate(runs), output=Output(), workers=1)
+    assert [(s, [f.id for f in figs]) for s, figs in sections] == [(s, [f.id for f in figs]) for s, figs in serial]
+    assert all(f.data["pdf"] == g.data["pdf"] for (_, a), (_, b) in zip(sections, serial) for f, g in zip(a, b))

@@ -182,12 +182,12 @@ class FigureWorkers:
     def runs_loaded(self, c: Collection) -> None:
         """The first hand-off: the loaded runs, before their statistics."""
         self.c = c
-        self._send("runs", pickle.dumps(c, protocol=pickle.HIGHEST_PROTOCOL))
+        self._send("runs", pickle.dumps(c, protocol=pickle.HIGHEST_PROTOCOL) if self.conns else b"")
 
     def stats_ready(self) -> None:
         """The second: the Collection's statistics and BBR models (bbr.config_models, called before)."""
         assert self.c is not None, "runs_loaded first"
-        self._send("stats", stats_payload(self.c))
+        self._send("stats", stats_payload(self.c) if self.conns else b"")
 
     def _send(self, phase: str, data: bytes) -> None:
         self.sent.append(phase)
