@@ -163,6 +163,9 @@ def main() -> int:
         me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         res["cpu_s"] = _cpu()
         res["peak_rss_gb"] = max(me.ru_maxrss, kids.ru_maxrss) / 1e6     # kB → GB
+        # the report's process and its largest worker apart: since the workers fork before loading
+        # (workers.py) each holds its own copy of the runs, no longer pages shared with the parent
+        res["rss_gb"] = (me.ru_maxrss / 1e6, kids.ru_maxrss / 1e6)
         print(json.dumps(res))
         return 0
     sys.path.insert(0, str(REPO))
@@ -190,6 +193,7 @@ def main() -> int:
             print(f"\n[{label}] {src}\n{r['log']}")
             line = (f"wall {r['wall_s']:.1f} s (goal {goal[0]:.0f} s), CPU {r['cpu_s']:.1f} s, peak RSS "
                     f"{r['peak_rss_gb']:.2f} GB" + (f" (goal {goal[1]:.0f} GB)" if goal[1] else "")
+                    + (f" (process {r['rss_gb'][0]:.2f}, largest worker {r['rss_gb'][1]:.2f})" if "rss_gb" in r else "")
                     + f"; figures: {r['formats']}")
             print(f"[{label}] {line}")
             rows.append(f"  {label:28s} {line}")
