@@ -8,7 +8,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from markupsafe import escape
@@ -90,19 +92,35 @@ def test_the_runs_only_figures_need_no_statistics(runs: Path) -> None:
         F.tasks_of_phase(full, "later")
 
 
-def _dies() -> list[object]:
-    os._exit(7)
-
-
 def test_a_worker_that_dies_fails_the_report_naming_what_is_missing(runs: Path, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    real = F.tasks_of_phase
+    """The forked worker dies in its first task; the report's process makes every other figure, then
+    fails naming the one the dead worker took."""
+    from mpvlab.reporting import figure
+    parent = os.getpid()
+    real_tasks, real_prepare = F.tasks_of_phase, figure.prepare_workers
 
-    def dying(c: object, phase: str) -> list[tuple[str, object]]:
-        return [(section, _dies) for section, _ in real(c, phase)]   # type: ignore[arg-type]
-    monkeypatch.setattr(F, "tasks_of_phase", dying)    # the workers fork with it
-    with pytest.raises(RuntimeError, match=r"figure workers ended \(exit codes \[7, 7\]\) with \d+ of \d+ "
-                                           r"figure tasks not done: 'Congestion window over time' part 0"):
+    def dies_in_a_worker(task: Any) -> Any:
+        def run() -> Any:
+            if os.getpid() != parent:
+                os._exit(7)
+            return task()
+        return run
+
+    def tasks(c: Any, phase: str) -> list[tuple[str, Any]]:
+        return [(section, dies_in_a_worker(t)) for section, t in real_tasks(c, phase)]
+
+    def prepare(output: Output) -> None:
+        real_prepare(output)
+        # the report's process takes its share only once the worker is gone (with its first task)
+        deadline = time.monotonic() + 120
+        while os.getpid() == parent and multiprocessing.active_children() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    monkeypatch.setattr(F, "tasks_of_phase", tasks)    # the worker forks with both
+    monkeypatch.setattr(figure, "prepare_workers", prepare)
+    with pytest.raises(RuntimeError, match=r"figure workers ended \(exit codes \[7\]\) with 1 of \d+ figure "
+                                           r"tasks not done: 'Throughput per path over time' \(task \d of the runs "
+                                           r"hand-off\)"):
         build_report(runs, tmp_path / "report")
     assert not (tmp_path / "report").exists()
     assert [p.name for p in tmp_path.iterdir()] == []          # no staging folder left

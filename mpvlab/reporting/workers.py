@@ -10,9 +10,10 @@ The runs reach the workers in two hand-offs, each pickled through a pipe:
    over (`stats_ready`), pickled against the workers' copy of the runs (persistent ids: a Config or
    Run is sent as its index, never copied again); then the workers make the rest of the figures.
 
-Which worker makes which figure: each takes the next task of a hand-off from a shared counter,
-dearest first (the tasks in reverse order, as figure.PendingFigures). Only bytes travel back. The
-figures are the serial path's, byte for byte for PDF and PNG (tests/test_report_workers.py).
+Which process makes which figure: the forked workers and, once its tables are written, the report's
+process itself each take the next task of a hand-off from a shared counter, dearest first (the tasks
+in reverse order, as figure.PendingFigures). Only bytes travel back. The figures are the serial
+path's, byte for byte for PDF and PNG (tests/test_report_workers.py).
 
 No matplotlib here (and no SciPy): this module is imported before the workers fork, so that each
 worker imports the plotting stack itself, in parallel with the report's process."""
@@ -155,8 +156,10 @@ def _travelling(e: Exception, what: str) -> Exception:
 
 
 class FigureWorkers:
-    """The report's figure workers, started before the runs are loaded (see the module's text). With
-    fewer than 2 workers (one CPU), nothing is forked and result() makes the figures itself."""
+    """The report's figure workers, started before the runs are loaded (see the module's text): `workers`
+    processes make the figures (default: the CPUs, at most 4), of which `workers` − 1 forked ones and the
+    report's process itself, in result(), once its tables are written. With one (one CPU), nothing is
+    forked and result() makes every figure."""
 
     def __init__(self, output: Output, workers: int | None = None) -> None:
         self.output = output
@@ -171,7 +174,7 @@ class FigureWorkers:
         ctx = multiprocessing.get_context("fork")
         self.done = ctx.Queue()
         self.counters = {p: ctx.Value("i", 0) for p in PHASES}
-        for _ in range(n):
+        for _ in range(n - 1):      # the report's process is the n-th, once its tables are written
             recv, send = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_worker, args=(output, recv, self.counters, self.done), daemon=True)
             p.start()
@@ -209,16 +212,30 @@ class FigureWorkers:
                 got = {(ph, i): figure._built_and_rendered(t, self.output)
                        for ph in PHASES for i, (_, t) in enumerate(tasks[ph])}
             else:
-                got = self._collect(tasks)
+                got = self._collect(tasks, self._own_share(tasks))
             self.finished = True
         finally:
             self.close()
         parts = [(section, got[(ph, i)]) for ph in PHASES for i, (section, _) in enumerate(tasks[ph])]
         return figures.sections_of(parts, folder)
 
-    def _collect(self, tasks: dict[str, list[tuple[str, Any]]]) -> dict[tuple[str, int], list[Figure]]:
-        want = sum(len(t) for t in tasks.values())
+    def _own_share(self, tasks: dict[str, list[tuple[str, Any]]]) -> dict[tuple[str, int], list[Figure]]:
+        """The report's process, its own work done, makes figures too: it takes tasks from the same
+        counters as the workers, until none is left. One process fewer to fork and to import the
+        plotting stack in (~0.6 CPU-s each), and this process imports it anyway (the figures come back
+        as figure.Figure, the BBR models are in bbr.py)."""
+        from mpvlab.reporting import figure
+        figure.prepare_workers(self.output)
         got: dict[tuple[str, int], list[Figure]] = {}
+        for phase in PHASES:
+            while (i := _claim(self.counters[phase], len(tasks[phase]))) is not None:
+                got[(phase, i)] = figure._built_and_rendered(tasks[phase][i][1], self.output)
+        return got
+
+    def _collect(self, tasks: dict[str, list[tuple[str, Any]]],
+                 got: dict[tuple[str, int], list[Figure]]) -> dict[tuple[str, int], list[Figure]]:
+        """`got` (the report process's own share) and the workers' figures, as they come."""
+        want = sum(len(t) for t in tasks.values())
         while len(got) < want:
             try:
                 phase, i, figs, err = self.done.get(timeout=1.0)
@@ -227,7 +244,7 @@ class FigureWorkers:
                     codes = [p.exitcode for p in self.procs]
                     missing = sorted(k for ph in PHASES for k in [(ph, j) for j in range(len(tasks[ph]))]
                                      if k not in got)
-                    names = ", ".join(f"{tasks[ph][j][0]!r} part {j}" for ph, j in missing[:5])
+                    names = ", ".join(f"{tasks[ph][j][0]!r} (task {j} of the {ph} hand-off)" for ph, j in missing[:5])
                     raise RuntimeError(f"figure workers ended (exit codes {codes}) with {len(missing)} of {want} "
                                        f"figure tasks not done: {names}{' …' if len(missing) > 5 else ''}") from None
                 continue
