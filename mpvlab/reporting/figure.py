@@ -133,10 +133,10 @@ def _print_vector_with_layout(fig: plt.Figure, fmt: str, buf: io.BytesIO, meta: 
 
 
 def prepare_workers(output: Output) -> None:
-    """Import the PDF and SVG backends and fontTools' subsetter (the PDF's font embedding) before the
-    workers fork: savefig imports them lazily, ~0.4 CPU-s that each worker otherwise paid again
-    (cProfile of the first PDF a process writes, issue 36). And make the PDF's font subset now, once,
-    for every worker (pdf_fonts)."""
+    """Import the PDF and SVG backends and fontTools' subsetter (the PDF's font embedding) and make the
+    PDF's font subset (pdf_fonts), before the first figure: PendingFigures calls it before its workers
+    fork (they share it); the report's workers (workers.py), which fork before anything is loaded,
+    each call it while the report's process loads the runs, and so does that process before its share."""
     import fontTools.subset  # noqa: F401
     import matplotlib.backends.backend_pdf  # noqa: F401
     import matplotlib.backends.backend_svg  # noqa: F401

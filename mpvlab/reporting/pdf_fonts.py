@@ -120,7 +120,8 @@ def subset_once() -> Iterator[None]:
 
 
 def prepare(family: str = "DejaVu Sans") -> None:
-    """Make the subset of the report's font now (before the render workers fork: they share it)."""
+    """Make the subset of the report's font now, once per process (figure.prepare_workers: before the
+    workers fork, or in each worker)."""
     if _pdf_ps_module() is None:
         return
     from matplotlib import font_manager
