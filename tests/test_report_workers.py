@@ -5,6 +5,7 @@ and a worker that dies or a report that fails while loading leaves a clear error
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import re
@@ -54,6 +55,7 @@ def test_the_report_workers_give_the_serial_figures(runs: Path, tmp_path: Path) 
     positions = [page.find(f"<h2>{escape(section)}</h2>") for section, _ in serial]     # as the page's template
     assert -1 not in positions and positions == sorted(positions)
     assert multiprocessing.active_children() == []
+    assert gc.get_freeze_count() == 0      # the report's process froze its objects only for its share
 
 
 def test_the_stats_hand_off_rebuilds_the_collection_in_the_worker(runs: Path) -> None:

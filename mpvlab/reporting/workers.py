@@ -227,9 +227,15 @@ class FigureWorkers:
         from mpvlab.reporting import figure
         figure.prepare_workers(self.output)
         got: dict[tuple[str, int], list[Figure]] = {}
-        for phase in PHASES:
-            while (i := _claim(self.counters[phase], len(tasks[phase]))) is not None:
-                got[(phase, i)] = figure._built_and_rendered(tasks[phase][i][1], self.output)
+        # as in the workers: the runs, tables and modules already here are not scanned by the collections
+        # the drawing triggers; unfrozen after, since this process may be a caller's (mpvlab.report)
+        gc.freeze()
+        try:
+            for phase in PHASES:
+                while (i := _claim(self.counters[phase], len(tasks[phase]))) is not None:
+                    got[(phase, i)] = figure._built_and_rendered(tasks[phase][i][1], self.output)
+        finally:
+            gc.unfreeze()
         return got
 
     def _collect(self, tasks: dict[str, list[tuple[str, Any]]],
