@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -126,17 +127,48 @@ def time_build_report(build_report: Any, root: Path, out: Path, formats: str) ->
     return {"total_s": marks[-1][1] - marks[0][1], "formats": output.describe()}
 
 
+def _tree_pss_kb(pid: int) -> int:
+    """Proportional set size of a process and all its descendants (kB): pages shared between the
+    report's process and its forked workers counted once in total, which the sum of RSS is not."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue                          # a process that ended between two reads
+    return total
+
+
 def measured(src: Path, root: Path, out: Path, formats: str) -> dict[str, Any]:
-    """time_report in a fresh interpreter (imports, render workers and peak memory included)."""
+    """time_report in a fresh interpreter (imports, render workers and peak memory included); the
+    memory of the whole process tree sampled every 50 ms (PSS), beside getrusage's per-process peaks."""
     t = time.monotonic()
-    cp = subprocess.run([sys.executable, __file__, "--time-report", str(src), str(root), str(out), formats],
-                        capture_output=True, text=True, timeout=7200)
+    with subprocess.Popen([sys.executable, __file__, "--time-report", str(src), str(root), str(out), formats],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+        peak_pss_kb = 0
+        sampler_done = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak_pss_kb
+            while not sampler_done.wait(0.05):
+                peak_pss_kb = max(peak_pss_kb, _tree_pss_kb(child.pid))
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        stdout, stderr = child.communicate(timeout=7200)
+        sampler_done.set()
+        sampler.join()
     wall = time.monotonic() - t
-    if cp.returncode != 0:
-        raise RuntimeError(f"report by {src} failed: {cp.stderr[-2000:]}")
-    res = json.loads(cp.stdout.strip().splitlines()[-1])
+    if child.returncode != 0:
+        raise RuntimeError(f"report by {src} failed: {stderr[-2000:]}")
+    res = json.loads(stdout.strip().splitlines()[-1])
     res["wall_s"] = wall
-    res["log"] = "\n".join(cp.stdout.strip().splitlines()[:-1])
+    res["tree_pss_gb"] = peak_pss_kb / 1e6
+    res["log"] = "\n".join(stdout.strip().splitlines()[:-1])
     return res
 
 
@@ -194,6 +226,7 @@ def main() -> int:
             line = (f"wall {r['wall_s']:.1f} s (goal {goal[0]:.0f} s), CPU {r['cpu_s']:.1f} s, peak RSS "
                     f"{r['peak_rss_gb']:.2f} GB" + (f" (goal {goal[1]:.0f} GB)" if goal[1] else "")
                     + (f" (process {r['rss_gb'][0]:.2f}, largest worker {r['rss_gb'][1]:.2f})" if "rss_gb" in r else "")
+                    + f", all processes together {r['tree_pss_gb']:.2f} GB (PSS, sampled every 50 ms)"
                     + f"; figures: {r['formats']}")
             print(f"[{label}] {line}")
             rows.append(f"  {label:28s} {line}")
