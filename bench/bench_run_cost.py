@@ -29,6 +29,8 @@ import ctypes
 import json
 import math
 import os
+import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -207,7 +209,8 @@ def report(tree: str, rows: list[RunCost], short_s: float) -> dict[str, Any]:
 LEDGER_PERIOD_NS = 500_000        # perf samples the task clock every 0.5 ms of CPU a task uses
 # Programs that exec another (`ip netns exec NS prog`, Mininet's mnexec and shells): their pids are
 # read again at every poll, so a process is named by what it runs, not by how it was started.
-LAUNCHERS = frozenset({"ip", "mnexec", "nsenter", "bash", "sh", "env"})
+LAUNCHERS = frozenset({"ip", "mnexec", "nsenter", "bash", "sh", "env", "mptcpize"})
+PERF_LINE = re.compile(r"^\s*(?P<comm>.*?)\s+(?P<pid>\d+)/\d+\s+(?P<time>\d+\.\d+):(?P<rest>.*)$")
 PROC_POLL_S = 0.02                # how often /proc is read for the command lines of new processes
 # Life-cycle steps grouped into the ledger's columns (in the run's order); `play` is split at the
 # player's first frame (summary.json startup_delay_s): its start-up is a fixed cost, the rest is video.
@@ -255,9 +258,10 @@ def process_label(argv: list[str] | None, comm: str) -> str:
     return Path(argv[0]).name[:15] if argv else comm
 
 
-def ledger_run(tree: str, mpvlab: Path, scenario: Path, results: Path) -> dict[str, dict[str, float]]:
+def ledger_run(tree: str, mpvlab: Path, scenario: Path, results: Path) -> tuple[dict[str, dict[str, float]], float]:
     """One run under `perf record -e task-clock` (its whole process tree, CPU of every thread sampled
-    every 0.5 ms of its CPU time, stamped on CLOCK_MONOTONIC): CPU ms by process label and column."""
+    every 0.5 ms of its CPU time, stamped on CLOCK_MONOTONIC): CPU ms by process label and column;
+    and the CPU seconds wait4 counts for perf and the run together (the samples' cross-check)."""
     before = set(results.glob("*/*")) if results.exists() else set()
     seen: dict[int, list[str]] = {}
     stop = threading.Event()
@@ -265,9 +269,11 @@ def ledger_run(tree: str, mpvlab: Path, scenario: Path, results: Path) -> dict[s
     poller.start()
     with tempfile.TemporaryDirectory(prefix="bench-run-cost-perf-") as tmp:
         data = Path(tmp) / "perf.data"
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         p = subprocess.run(["perf", "record", "-q", "-k", "mono", "-e", "task-clock", "-c", str(LEDGER_PERIOD_NS),
                             "-o", str(data), "--", str(mpvlab), "run", str(scenario), "--results", str(results)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         stop.set()
         poller.join()
         new = sorted(set(results.glob("*/*")) - before)
@@ -277,7 +283,8 @@ def ledger_run(tree: str, mpvlab: Path, scenario: Path, results: Path) -> dict[s
                                 capture_output=True, text=True, check=True).stdout
     lifecycle = json.loads((new[0] / "provenance.json").read_text())["lifecycle_s"]
     startup = float(json.loads((new[0] / "summary.json").read_text()).get("startup_delay_s") or 0.0)
-    return ledger_from_script(script, lifecycle, startup, seen)
+    rusage_s = ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime
+    return ledger_from_script(script, lifecycle, startup, seen), rusage_s
 
 
 def ledger_from_script(script: str, lifecycle: dict[str, float], startup_s: float,
@@ -285,19 +292,15 @@ def ledger_from_script(script: str, lifecycle: dict[str, float], startup_s: floa
     samples: list[tuple[int, str, float]] = []
     run_pid, t_exec = None, None
     for line in script.splitlines():
-        head, _, rest = line.partition(":")
-        parts = head.split()
-        if len(parts) < 3:
+        m = PERF_LINE.match(line)       # a thread's name may hold ':' and spaces (GStreamer's "playout:src")
+        if m is None:
             continue
-        try:
-            pid, t = int(parts[-2].split("/")[0]), float(parts[-1])
-        except ValueError:
-            continue
+        comm, pid, t, rest = m["comm"], int(m["pid"]), float(m["time"]), m["rest"]
         if "PERF_RECORD_COMM exec" in rest:
             if run_pid is None and rest.strip().startswith("PERF_RECORD_COMM exec: mpvlab"):
                 run_pid, t_exec = pid, t
         elif "PERF_RECORD" not in rest:
-            samples.append((pid, " ".join(parts[:-2]), t))
+            samples.append((pid, comm, t))
     if run_pid is None or t_exec is None:
         raise SystemExit("bench_run_cost --ledger: perf recorded no exec of mpvlab")
     # The steps' boundaries on the monotonic clock: they follow each other from the exec (the
@@ -325,8 +328,9 @@ def ledger_from_script(script: str, lifecycle: dict[str, float], startup_s: floa
     return out
 
 
-def print_ledger(tree: str, ledgers: list[dict[str, dict[str, float]]], video_s: float) -> dict[str, Any]:
+def print_ledger(tree: str, runs: list[tuple[dict[str, dict[str, float]], float]], video_s: float) -> dict[str, Any]:
     """Mean CPU ms per run by process (rows) and step (columns); `fixed` = all but `video`."""
+    ledgers = [led for led, _ in runs]
     n = len(ledgers)
     cols = list(LEDGER_COLUMNS)
     mean: dict[str, dict[str, float]] = {}
@@ -351,6 +355,8 @@ def print_ledger(tree: str, ledgers: list[dict[str, dict[str, float]]], video_s:
     fixed_runs = [sum(v for r in led.values() for c, v in r.items() if c != "video") / 1e3 for led in ledgers]
     print(f"  fixed CPU per run {mmm(fixed_runs)} CPU-s (goal <= {FIXED_CPU_GOAL_S}); video {tot['video'] / 1e3 / video_s:.3f}"
           f" CPU-s per video second; whole run {mmm(per_run)} CPU-s")
+    print(f"  cross-check: wait4 rusage of perf and the run together {mmm([r for _, r in runs])} CPU-s"
+          " (perf's own recording included; the samples miss only the last partial period of each thread)")
     return {"tree": tree, "runs": n, "mean_ms": mean, "fixed_cpu_s": fixed_runs, "cpu_s": per_run}
 
 
@@ -394,7 +400,7 @@ def main() -> int:
           f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}")
     ledgers: list[dict[str, Any]] = []
     if a.ledger:
-        runs: dict[str, list[dict[str, dict[str, float]]]] = {tree: [] for tree in trees}
+        runs: dict[str, list[tuple[dict[str, dict[str, float]], float]]] = {tree: [] for tree in trees}
         for i in range(a.ledger):
             for tree, exe in trees.items():
                 runs[tree].append(ledger_run(tree, exe, SMOKE, root / f"ledger-{tree}"))
