@@ -19,6 +19,9 @@ summary.json startup_delay_s). `lifecycle_s` per step is read from each run's pr
         [--ledger N]      # first N smoke runs per tree under `perf record -e task-clock`: a table of
                           # CPU ms by process (each Python helper by its module) and by life-cycle
                           # step, play split at the first frame: the fixed cost item by item
+        [--ledger-long]   # the same table for N runs of the longer video: the fixed columns should
+                          # not move, and the video column per second shows whether the per-second
+                          # cost is constant (what the intercept assumes)
 """
 
 from __future__ import annotations
@@ -340,7 +343,7 @@ def print_ledger(tree: str, runs: list[tuple[dict[str, dict[str, float]], float]
             for c, v in row.items():
                 m[c] = m.get(c, 0.0) + v / n
     fixed = {lb: sum(v for c, v in row.items() if c != "video") for lb, row in mean.items()}
-    print(f"\n== ledger, {tree}: CPU ms per run by process and step, mean of {n} smoke runs under perf"
+    print(f"\n== ledger, {tree}: CPU ms per run by process and step, mean of {n} runs under perf"
           f" ({video_s:g} s video; fixed = every column but video)")
     print(f"  {'process':22s}" + "".join(f"{c:>13s}" for c in cols) + f"{'fixed':>9s}")
     shown = sorted(mean, key=lambda lb: -fixed[lb])
@@ -374,6 +377,9 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="write every run's figures here")
     ap.add_argument("--ledger", type=int, default=0, metavar="N",
                     help="first N smoke runs per tree under perf: CPU by process and step (needs perf)")
+    ap.add_argument("--ledger-long", action="store_true",
+                    help="the ledger also for N runs of the longer video: do the fixed columns stay, and is the"
+                         " video's CPU per second the same over the longer video (what the intercept assumes)?")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("bench_run_cost: mpvlab run needs root", file=sys.stderr)
@@ -399,14 +405,15 @@ def main() -> int:
     print(f"before: {uptime()}; {os.cpu_count()} CPUs; PYTHONDONTWRITEBYTECODE="
           f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}")
     ledgers: list[dict[str, Any]] = []
-    if a.ledger:
+    videos = [(SMOKE, short_s)] + ([(long_file, float(a.long_duration))] if a.ledger_long else [])
+    for scen_file, video_s in videos if a.ledger else []:
         runs: dict[str, list[tuple[dict[str, dict[str, float]], float]]] = {tree: [] for tree in trees}
         for i in range(a.ledger):
             for tree, exe in trees.items():
-                runs[tree].append(ledger_run(tree, exe, SMOKE, root / f"ledger-{tree}"))
-                print(f"  [ledger {i + 1}/{a.ledger}] {tree}", flush=True)
+                runs[tree].append(ledger_run(tree, exe, scen_file, root / f"ledger-{tree}"))
+                print(f"  [ledger {i + 1}/{a.ledger}] {tree} {video_s:g} s video", flush=True)
         print(f"after the ledger: {uptime()}")
-        ledgers = [print_ledger(tree, runs[tree], short_s) for tree in trees]
+        ledgers += [print_ledger(tree, runs[tree], video_s) for tree in trees]
     rows: list[RunCost] = []
     plan = [(SMOKE, short_s)] * a.runs + [(long_file, float(a.long_duration))] * a.long_runs
     for i, (f, v) in enumerate(plan):
