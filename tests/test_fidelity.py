@@ -337,10 +337,12 @@ def test_one_blast_process_paces_each_target_on_its_own_schedule() -> None:
 
 def test_kping_stamps_every_echo_and_writes_nothing_without_go(tmp_path: Path) -> None:
     """collectors/kping.c (mpvlab/runner/kping.py builds its argv) in a namespace of the test's own,
-    two pairs on loopback answered by the kernel: every echo of each pair has a kernel send and
-    receive stamp; the user-space RTT brackets the kernel one (it is stamped before the send and after
-    the receive); send times are on CLOCK_MONOTONIC, increasing, inside the test's own bracket.
-    Without a go line (end of input) it exits 0 and writes nothing."""
+    two pairs on loopback answered by the kernel, the second pair's requests through a 64 kbit/s htb
+    class (so the first pair finishes long before it: kping must wait for each pair's own replies):
+    every echo of each pair has a kernel send and receive stamp; the second pair's last user-space RTT
+    holds its queue (at least 20 echoes past the burst × 12.25 ms, asserted ≥ 100 ms); the user-space RTT brackets the kernel one (stamped before the send and after the receive); send
+    times are on CLOCK_MONOTONIC, increasing, inside the test's own bracket. Without a go line (end
+    of input) it exits 0 and writes nothing."""
     import secrets
 
     from mpvlab.core import proc
@@ -350,6 +352,14 @@ def test_kping_stamps_every_echo_and_writes_nothing_without_go(tmp_path: Path) -
     proc.run(["ip", "netns", "add", ns.name])
     try:
         ns.run(["ip", "link", "set", "lo", "up"])
+        # The second pair's requests through a 64 kbit/s class: 98 wire bytes take 12.25 ms each, so
+        # past the class's burst (~1600 bytes: ~17 echoes) its queue grows by ~11 ms per echo.
+        for argv in (["qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb", "default", "1"],
+                     ["class", "add", "dev", "lo", "parent", "1:", "classid", "1:1", "htb", "rate", "1gbit"],
+                     ["class", "add", "dev", "lo", "parent", "1:", "classid", "1:3", "htb", "rate", "64kbit"],
+                     ["filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "u32",
+                      "match", "ip", "dst", "127.0.0.3/32", "flowid", "1:3"]):
+            ns.run(["tc", *argv])
         outs = [tmp_path / "a.csv", tmp_path / "b.csv"]
         pairs = [("127.0.0.1", "127.0.0.1", outs[0]), ("127.0.0.2", "127.0.0.3", outs[1])]
         count = 40
@@ -371,5 +381,8 @@ def test_kping_stamps_every_echo_and_writes_nothing_without_go(tmp_path: Path) -
             assert before <= sends[0] and sends[-1] <= after and sends == sorted(set(sends)), (before, sends, after)
             for seq, _t, rtt, user_rtt in rows:
                 assert 0 < rtt <= user_rtt, (out.name, seq, rtt, user_rtt)
+        # The send stamp is taken as the request leaves the qdisc (the device's xmit), so the class's
+        # queue is in what user space saw, not in the kernel's RTT: the last echo waited behind ~20.
+        assert int(outs[1].read_text().splitlines()[-1].split(",")[3]) >= 100_000_000
     finally:
         delete_netns(ns.name)
