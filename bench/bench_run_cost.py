@@ -34,6 +34,7 @@ import math
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -391,6 +392,9 @@ def main() -> int:
             print(f"bench_run_cost: {old} does not exist (run ./setup.sh in {a.old_src})", file=sys.stderr)
             return 2
         trees = {"old": old, **trees}
+    if a.ledger and shutil.which("perf") is None:
+        print("bench_run_cost --ledger: needs perf (Debian: linux-perf; setup.sh does not install it)", file=sys.stderr)
+        return 2
     become_subreaper()
     tmp = tempfile.TemporaryDirectory(prefix="bench-run-cost-")
     root = a.results.resolve() if a.results else Path(tmp.name)
