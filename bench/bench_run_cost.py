@@ -16,19 +16,30 @@ summary.json startup_delay_s). `lifecycle_s` per step is read from each run's pr
     .venv/bin/python bench/bench_run_cost.py [--runs 10] [--long-runs 3] [--long-duration 60]
         [--old-src DIR]   # also time DIR/.venv/bin/mpvlab (an older checkout, set up), interleaved
         [--results DIR] [--json FILE]
+        [--ledger N]      # first N smoke runs per tree under `perf record -e task-clock`: a table of
+                          # CPU ms by process (each Python helper by its module) and by life-cycle
+                          # step, play split at the first frame: the fixed cost item by item
+        [--ledger-long]   # the same table for N runs of the longer video: the fixed columns should
+                          # not move, and the video column per second shows whether the per-second
+                          # cost is constant (what the intercept assumes)
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import ctypes
 import json
 import math
 import os
+import re
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,6 +208,162 @@ def report(tree: str, rows: list[RunCost], short_s: float) -> dict[str, Any]:
     return out
 
 
+# ---- the ledger: CPU by process and by life-cycle step (less noisy than the intercept) ----------
+
+LEDGER_PERIOD_NS = 500_000        # perf samples the task clock every 0.5 ms of CPU a task uses
+# Programs that exec another (`ip netns exec NS prog`, Mininet's mnexec and shells): their pids are
+# read again at every poll, so a process is named by what it runs, not by how it was started.
+LAUNCHERS = frozenset({"ip", "mnexec", "nsenter", "bash", "sh", "env", "mptcpize"})
+PERF_LINE = re.compile(r"^\s*(?P<comm>.*?)\s+(?P<pid>\d+)/\d+\s+(?P<time>\d+\.\d+):(?P<rest>.*)$")
+PROC_POLL_S = 0.02                # how often /proc is read for the command lines of new processes
+# Life-cycle steps grouped into the ledger's columns (in the run's order); `play` is split at the
+# player's first frame (summary.json startup_delay_s): its start-up is a fixed cost, the rest is video.
+LEDGER_COLUMNS: dict[str, tuple[str, ...]] = {
+    "start": ("process_start_to_run_s", "prepare"),
+    "bring_up": ("bring_up",),
+    "serve": ("serve", "stage"),
+    "precheck": ("precheck",),
+    "to_t0": ("before_t0", "ready", "wait_t0", "start_collectors", "start"),
+    "play_startup": (),
+    "video": (),
+    "after": ("stop_collectors", "finish", "summarise", "teardown", "judge", "ledger_cleanup", "exit"),
+}
+
+
+def _poll_cmdlines(seen: dict[int, list[str]], stop: threading.Event) -> None:
+    """pid → argv of every process alive at some poll (perf records only the 15-byte thread name, and
+    every Python helper is `python3`); a process shorter than PROC_POLL_S may be missed: it is then
+    named by its thread name, which for everything but Python names the program."""
+    forked: set[int] = set()    # the run's own argv (forked, not yet exec'd) or a launcher's: read again
+    while not stop.is_set():
+        for d in os.scandir("/proc"):
+            if d.name.isdigit() and (int(d.name) not in seen or int(d.name) in forked):
+                try:
+                    raw = Path(d.path, "cmdline").read_bytes()
+                except OSError:
+                    continue
+                if raw:
+                    argv = raw.rstrip(b"\0").decode(errors="replace").split("\0")
+                    seen[int(d.name)] = argv
+                    relaunch = Path(argv[0]).name in LAUNCHERS or any(Path(a).name == "mpvlab" for a in argv[:2])
+                    (forked.add if relaunch else forked.discard)(int(d.name))
+        stop.wait(PROC_POLL_S)
+
+
+def process_label(argv: list[str] | None, comm: str) -> str:
+    """What a process is, for the ledger: a Python helper by its module or script, else its program."""
+    if argv and any(Path(a).name == "mpvlab" for a in argv[:2]):
+        return "mpvlab (forked)"     # a child of the run seen only before its exec, or never exec'ing
+    if argv and Path(argv[0]).name.startswith("python"):
+        if "-m" in argv[:-1]:
+            return argv[argv.index("-m") + 1].rsplit(".", 1)[-1]
+        scripts = [a for a in argv[1:] if a.endswith(".py")]
+        return Path(scripts[0]).stem if scripts else "python"
+    return Path(argv[0]).name[:15] if argv else comm
+
+
+def ledger_run(tree: str, mpvlab: Path, scenario: Path, results: Path) -> tuple[dict[str, dict[str, float]], float]:
+    """One run under `perf record -e task-clock` (its whole process tree, CPU of every thread sampled
+    every 0.5 ms of its CPU time, stamped on CLOCK_MONOTONIC): CPU ms by process label and column;
+    and the CPU seconds wait4 counts for perf and the run together (the samples' cross-check)."""
+    before = set(results.glob("*/*")) if results.exists() else set()
+    seen: dict[int, list[str]] = {}
+    stop = threading.Event()
+    poller = threading.Thread(target=_poll_cmdlines, args=(seen, stop), daemon=True)
+    poller.start()
+    with tempfile.TemporaryDirectory(prefix="bench-run-cost-perf-") as tmp:
+        data = Path(tmp) / "perf.data"
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        p = subprocess.run(["perf", "record", "-q", "-k", "mono", "-e", "task-clock", "-c", str(LEDGER_PERIOD_NS),
+                            "-o", str(data), "--", str(mpvlab), "run", str(scenario), "--results", str(results)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        stop.set()
+        poller.join()
+        new = sorted(set(results.glob("*/*")) - before)
+        if p.returncode != 0 or len(new) != 1:
+            raise SystemExit(f"{tree}: perf record ... mpvlab run {scenario} failed ({p.returncode}): {p.stderr[-1500:]}")
+        script = subprocess.run(["perf", "script", "-i", str(data), "--show-task-events", "-F", "pid,tid,comm,time"],
+                                capture_output=True, text=True, check=True).stdout
+    lifecycle = json.loads((new[0] / "provenance.json").read_text())["lifecycle_s"]
+    startup = float(json.loads((new[0] / "summary.json").read_text()).get("startup_delay_s") or 0.0)
+    rusage_s = ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime
+    return ledger_from_script(script, lifecycle, startup, seen), rusage_s
+
+
+def ledger_from_script(script: str, lifecycle: dict[str, float], startup_s: float,
+                       argvs: dict[int, list[str]]) -> dict[str, dict[str, float]]:
+    samples: list[tuple[int, str, float]] = []
+    run_pid, t_exec = None, None
+    for line in script.splitlines():
+        m = PERF_LINE.match(line)       # a thread's name may hold ':' and spaces (GStreamer's "playout:src")
+        if m is None:
+            continue
+        comm, pid, t, rest = m["comm"], int(m["pid"]), float(m["time"]), m["rest"]
+        if "PERF_RECORD_COMM exec" in rest:
+            if run_pid is None and rest.strip().startswith("PERF_RECORD_COMM exec: mpvlab"):
+                run_pid, t_exec = pid, t
+        elif "PERF_RECORD" not in rest:
+            samples.append((pid, comm, t))
+    if run_pid is None or t_exec is None:
+        raise SystemExit("bench_run_cost --ledger: perf recorded no exec of mpvlab")
+    # The steps' boundaries on the monotonic clock: they follow each other from the exec (the
+    # process's start time, which process_start_to_run_s counts from, is the fork a few ms before).
+    bounds: list[tuple[str, float]] = []
+    t = t_exec
+    for step, secs in lifecycle.items():
+        if step == "total":
+            continue
+        col = next((c for c, steps in LEDGER_COLUMNS.items() if step in steps), None)
+        if step == "play":
+            bounds += [("play_startup", t), ("video", t + min(startup_s, secs))]
+        else:
+            bounds.append((col or "after", t))
+        t += secs
+    bounds.append(("after", t))
+    out: dict[str, dict[str, float]] = {}
+    starts = [b[1] for b in bounds]
+    for pid, comm, ts in samples:
+        i = bisect.bisect_right(starts, ts) - 1
+        col = bounds[i][0] if i >= 0 else "start"
+        label = "mpvlab run" if pid == run_pid else process_label(argvs.get(pid), comm)
+        row = out.setdefault(label, {})
+        row[col] = row.get(col, 0.0) + LEDGER_PERIOD_NS / 1e6
+    return out
+
+
+def print_ledger(tree: str, runs: list[tuple[dict[str, dict[str, float]], float]], video_s: float) -> dict[str, Any]:
+    """Mean CPU ms per run by process (rows) and step (columns); `fixed` = all but `video`."""
+    ledgers = [led for led, _ in runs]
+    n = len(ledgers)
+    cols = list(LEDGER_COLUMNS)
+    mean: dict[str, dict[str, float]] = {}
+    for led in ledgers:
+        for label, row in led.items():
+            m = mean.setdefault(label, {})
+            for c, v in row.items():
+                m[c] = m.get(c, 0.0) + v / n
+    fixed = {lb: sum(v for c, v in row.items() if c != "video") for lb, row in mean.items()}
+    print(f"\n== ledger, {tree}: CPU ms per run by process and step, mean of {n} runs under perf"
+          f" ({video_s:g} s video; fixed = every column but video)")
+    print(f"  {'process':22s}" + "".join(f"{c:>13s}" for c in cols) + f"{'fixed':>9s}")
+    shown = sorted(mean, key=lambda lb: -fixed[lb])
+    for label in shown:
+        if fixed[label] < 1.0 and mean[label].get("video", 0.0) < 1.0:
+            continue
+        print(f"  {label:22s}" + "".join(f"{mean[label].get(c, 0.0):13.0f}" for c in cols) + f"{fixed[label]:9.0f}")
+    tot = {c: sum(row.get(c, 0.0) for row in mean.values()) for c in cols}
+    total_fixed = sum(fixed.values())
+    print(f"  {'all processes':22s}" + "".join(f"{tot[c]:13.0f}" for c in cols) + f"{total_fixed:9.0f}")
+    per_run = [sum(sum(r.values()) for r in led.values()) / 1e3 for led in ledgers]
+    fixed_runs = [sum(v for r in led.values() for c, v in r.items() if c != "video") / 1e3 for led in ledgers]
+    print(f"  fixed CPU per run {mmm(fixed_runs)} CPU-s (goal <= {FIXED_CPU_GOAL_S}); video {tot['video'] / 1e3 / video_s:.3f}"
+          f" CPU-s per video second; whole run {mmm(per_run)} CPU-s")
+    print(f"  cross-check: wait4 rusage of perf and the run together {mmm([r for _, r in runs])} CPU-s"
+          " (perf's own recording included; the samples miss only the last partial period of each thread)")
+    return {"tree": tree, "runs": n, "mean_ms": mean, "fixed_cpu_s": fixed_runs, "cpu_s": per_run}
+
+
 def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
@@ -209,6 +376,11 @@ def main() -> int:
     ap.add_argument("--old-src", type=Path, help="an older checkout with its own .venv (./setup.sh run there)")
     ap.add_argument("--results", type=Path, help="results root (default: a temporary folder, removed)")
     ap.add_argument("--json", type=Path, help="write every run's figures here")
+    ap.add_argument("--ledger", type=int, default=0, metavar="N",
+                    help="first N smoke runs per tree under perf: CPU by process and step (needs perf)")
+    ap.add_argument("--ledger-long", action="store_true",
+                    help="the ledger also for N runs of the longer video: do the fixed columns stay, and is the"
+                         " video's CPU per second the same over the longer video (what the intercept assumes)?")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("bench_run_cost: mpvlab run needs root", file=sys.stderr)
@@ -220,6 +392,9 @@ def main() -> int:
             print(f"bench_run_cost: {old} does not exist (run ./setup.sh in {a.old_src})", file=sys.stderr)
             return 2
         trees = {"old": old, **trees}
+    if a.ledger and shutil.which("perf") is None:
+        print("bench_run_cost --ledger: needs perf (Debian: linux-perf; setup.sh does not install it)", file=sys.stderr)
+        return 2
     become_subreaper()
     tmp = tempfile.TemporaryDirectory(prefix="bench-run-cost-")
     root = a.results.resolve() if a.results else Path(tmp.name)
@@ -233,6 +408,16 @@ def main() -> int:
             subprocess.run([str(exe), "prepare", str(f)], check=True, stdout=subprocess.DEVNULL)
     print(f"before: {uptime()}; {os.cpu_count()} CPUs; PYTHONDONTWRITEBYTECODE="
           f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}")
+    ledgers: list[dict[str, Any]] = []
+    videos = [(SMOKE, short_s)] + ([(long_file, float(a.long_duration))] if a.ledger_long else [])
+    for scen_file, video_s in videos if a.ledger else []:
+        runs: dict[str, list[tuple[dict[str, dict[str, float]], float]]] = {tree: [] for tree in trees}
+        for i in range(a.ledger):
+            for tree, exe in trees.items():
+                runs[tree].append(ledger_run(tree, exe, scen_file, root / f"ledger-{tree}"))
+                print(f"  [ledger {i + 1}/{a.ledger}] {tree} {video_s:g} s video", flush=True)
+        print(f"after the ledger: {uptime()}")
+        ledgers += [print_ledger(tree, runs[tree], video_s) for tree in trees]
     rows: list[RunCost] = []
     plan = [(SMOKE, short_s)] * a.runs + [(long_file, float(a.long_duration))] * a.long_runs
     for i, (f, v) in enumerate(plan):
@@ -241,6 +426,11 @@ def main() -> int:
             rows.append(r)
             print(f"  [{i + 1}/{len(plan)}] {tree} {v:g} s video: {r.cpu_s:.2f} CPU-s, wall {r.wall_s:.2f} s,"
                   f" overhead {r.overhead_s:.2f} s, {r.state}", flush=True)
+    if not plan:
+        if a.json:
+            a.json.write_text(json.dumps({"ledgers": ledgers}, indent=1))
+        tmp.cleanup()
+        return 0
     print(f"after: {uptime()}")
     reports = [report(tree, [r for r in rows if r.tree == tree], short_s) for tree in trees]
     if len(reports) == 2:
@@ -248,7 +438,7 @@ def main() -> int:
         print(f"\nsummary.json keys: {'the same' if k_old == k_new else 'DIFFER'}"
               f" ({len(k_new)} keys; only old: {sorted(k_old - k_new)}, only new: {sorted(k_new - k_old)})")
     if a.json:
-        a.json.write_text(json.dumps({"reports": reports, "runs": [r.__dict__ for r in rows]}, indent=1))
+        a.json.write_text(json.dumps({"ledgers": ledgers, "reports": reports, "runs": [r.__dict__ for r in rows]}, indent=1))
     tmp.cleanup()
     return 0
 

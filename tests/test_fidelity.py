@@ -297,7 +297,7 @@ def test_skipped_precheck_leaves_the_verdict_to_the_whole_run(tmp_path: Path) ->
 
 
 def test_one_blast_process_paces_each_target_on_its_own_schedule() -> None:
-    """`python -m mpvlab.runner.blast --to …` (one process per server namespace, issue 36): each target gets
+    """`mpvlab-blast … --to …` (collectors/blast.c, one process per server namespace, issue 36): each target gets
     FILL_EXCESS × its rate for FILL_S then HOLD_EXCESS × for its seconds — counted here by UDP sockets
     bound to the discard port in a namespace of the test's own, on loopback."""
     import secrets
@@ -323,10 +323,7 @@ def test_one_blast_process_paces_each_target_on_its_own_schedule() -> None:
             "        s.recv(2048); n[ss.index(s)] += 1\n"
             "print(*n, flush=True)\n")], stdout=subprocess.PIPE)
         assert counter.stdout is not None and counter.stdout.readline() == b"up\n"
-        argv = [sys.executable, "-m", "mpvlab.runner.blast"]
-        for dst, rate, secs in targets:
-            argv += ["--to", f"{dst},{rate},{secs}"]
-        ns.run(argv, timeout=30)
+        ns.run(blast.command(targets), timeout=30)
         got = [int(x) for x in counter.stdout.readline().split()]
         counter.wait(timeout=10)
         for (dst, rate, secs), n in zip(targets, got):
@@ -334,5 +331,58 @@ def test_one_blast_process_paces_each_target_on_its_own_schedule() -> None:
             want = (blast.FILL_S * blast.FILL_EXCESS + secs * blast.HOLD_EXCESS) * per_s
             # paced by the total due: at most the last wake-up's worth (0.5 ms + a late one) over or short
             assert abs(n - want) <= 2 + 0.02 * want, (dst, n, want)
+    finally:
+        delete_netns(ns.name)
+
+
+def test_kping_stamps_every_echo_and_writes_nothing_without_go(tmp_path: Path) -> None:
+    """collectors/kping.c (mpvlab/runner/kping.py builds its argv) in a namespace of the test's own,
+    two pairs on loopback answered by the kernel, the second pair's requests through a 64 kbit/s htb
+    class (so the first pair finishes long before it: kping must wait for each pair's own replies):
+    every echo of each pair has a kernel send and receive stamp; the second pair's last user-space RTT
+    holds its queue (at least 20 echoes past the burst × 12.25 ms, asserted ≥ 100 ms); the user-space RTT brackets the kernel one (stamped before the send and after the receive); send
+    times are on CLOCK_MONOTONIC, increasing, inside the test's own bracket. Without a go line (end
+    of input) it exits 0 and writes nothing."""
+    import secrets
+
+    from mpvlab.core import proc
+    from mpvlab.core.netns import Netns, delete_netns
+    from mpvlab.runner import kping
+    ns = Netns(f"hfk-{secrets.token_hex(3)}")
+    proc.run(["ip", "netns", "add", ns.name])
+    try:
+        ns.run(["ip", "link", "set", "lo", "up"])
+        # The second pair's requests through a 64 kbit/s class: 98 wire bytes take 12.25 ms each, so
+        # past the class's burst (~1600 bytes: ~17 echoes) its queue grows by ~11 ms per echo.
+        for argv in (["qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb", "default", "1"],
+                     ["class", "add", "dev", "lo", "parent", "1:", "classid", "1:1", "htb", "rate", "1gbit"],
+                     ["class", "add", "dev", "lo", "parent", "1:", "classid", "1:3", "htb", "rate", "64kbit"],
+                     ["filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "u32",
+                      "match", "ip", "dst", "127.0.0.3/32", "flowid", "1:3"]):
+            ns.run(["tc", *argv])
+        outs = [tmp_path / "a.csv", tmp_path / "b.csv"]
+        pairs = [("127.0.0.1", "127.0.0.1", outs[0]), ("127.0.0.2", "127.0.0.3", outs[1])]
+        count = 40
+        gone = ns.popen(kping.command(pairs, count, 1.0, 1.0, wait_for_go=True), stdin=subprocess.PIPE)
+        gone.communicate(b"", timeout=30)
+        assert gone.returncode == 0 and not any(o.exists() for o in outs)
+        p = ns.popen(kping.command(pairs, count, 1.0, 1.0, wait_for_go=True), stdin=subprocess.PIPE,
+                     stderr=subprocess.PIPE)
+        before = time.monotonic_ns()
+        _, err = p.communicate(b"go\n", timeout=30)
+        after = time.monotonic_ns()
+        assert p.returncode == 0, err
+        for out in outs:
+            lines = out.read_text().splitlines()
+            assert lines[0] == kping.CSV_HEADER
+            rows = [[int(x) for x in line.split(",")] for line in lines[1:]]
+            assert [r[0] for r in rows] == list(range(count))
+            sends = [r[1] for r in rows]
+            assert before <= sends[0] and sends[-1] <= after and sends == sorted(set(sends)), (before, sends, after)
+            for seq, _t, rtt, user_rtt in rows:
+                assert 0 < rtt <= user_rtt, (out.name, seq, rtt, user_rtt)
+        # The send stamp is taken as the request leaves the qdisc (the device's xmit), so the class's
+        # queue is in what user space saw, not in the kernel's RTT: the last echo waited behind ~20.
+        assert int(outs[1].read_text().splitlines()[-1].split(",")[3]) >= 100_000_000
     finally:
         delete_netns(ns.name)

@@ -10,7 +10,7 @@ stays backlogged and is measured, and a faster one still drains the fill's queue
 bucket with a backlog sends at exactly its rate (its tokens never exceed one packet then), so this
 ratio is 1 for a sound shaper whatever TCP or the path's BDP would allow — no Python reader, no
 congestion control, no receive window in the measurement.
-RTT: kernel-stamped ICMP echo (mpvlab/runner/kping.py) answered by the server's kernel, PRE_COUNT samples
+RTT: kernel-stamped ICMP echo (collectors/kping.c, argv in mpvlab/runner/kping.py) answered by the server's kernel, PRE_COUNT samples
 per path (`rtt_plan`), one every few ms set by the slowest shaped direction: 98 bytes on the wire at most
 MAX_PROBE_LOAD of its rate, so each echo finds the queue empty (it takes a quarter of the gap to
 serialise) and the bucket full (the mean is far below the rate), and at least MIN_INTERVAL_MS apart,
@@ -24,12 +24,12 @@ from __future__ import annotations
 import csv
 import math
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
 from mpvlab.links.schedule import Schedule
+from mpvlab.runner import blast, kping
 # The sender's pacing (re-exported: the rate check's arithmetic and its verdict use the same numbers)
 from mpvlab.runner.blast import FRAME_BITS
 
@@ -162,14 +162,12 @@ def rate_check(shapers: list[tuple[str, Any, Any, str, str, int]], workdir: Path
     with contextlib.ExitStack() as stack:
         for path, router, _srv, _dev, _addr, _rate in todo:
             stack.enter_context(qdiscstat.sample_queues(router.name, workdir / f"precheck-rate-{path}", t0, RATE_HZ))
-        # One sender process per server namespace for all its paths (an interpreter's start is
-        # ~0.05 CPU-s; each path keeps its own schedule in it), started at once. Its module imports
-        # only the standard library's socket, time and argparse (this one's imports: ~15 ms more).
-        by_ns: dict[str, tuple[Any, list[str]]] = {}
+        # One sender process per server namespace for all its paths (each path keeps its own
+        # schedule in it), started at once: collectors/blast.c, the constants from blast.py.
+        by_ns: dict[str, tuple[Any, list[tuple[str, int, float]]]] = {}
         for path, _r, srv, _d, addr, rate in todo:
-            by_ns.setdefault(srv.name, (srv, []))[1].extend(["--to", f"{addr},{rate},{held_s[path]}"])
-        blasters = [srv.popen([sys.executable, "-m", "mpvlab.runner.blast", *to], cwd=REPO)
-                    for srv, to in by_ns.values()]
+            by_ns.setdefault(srv.name, (srv, []))[1].append((addr, rate, held_s[path]))
+        blasters = [srv.popen(blast.command(targets), cwd=REPO) for srv, targets in by_ns.values()]
         for b in blasters:
             b.wait(timeout=RATE_MAX_S + 20)
     for path, _router, _srv, dev, _addr, rate in todo:
@@ -203,10 +201,7 @@ class RttCheck:
 
     def __init__(self, client_ns: Any, pairs: list[tuple[str, str, Path]], tail_s: float, interval_ms: float,
                  count: int = PRE_COUNT) -> None:
-        argv = [sys.executable, "-m", "mpvlab.runner.kping", "--count", str(count), "--interval-ms", str(interval_ms),
-                "--tail-s", f"{tail_s:.3f}", "--wait-for-go"]
-        for src, dst, out in pairs:
-            argv += ["--pair", f"{src},{dst},{out}"]
+        argv = kping.command(pairs, count, interval_ms, tail_s, wait_for_go=True)
         self._budget_s = count * interval_ms / 1e3 + tail_s + 30
         self._proc = client_ns.popen(argv, cwd=REPO, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
 
