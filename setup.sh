@@ -41,6 +41,8 @@ DEB_PACKAGES=(
   # sweeps on a cluster (docs/cluster.md): Slurm's client tools, controller and node daemon, and munge
   # (Slurm's authentication); tests/test_slurm.py starts its own one-node Slurm from these
   slurm-wlm slurmctld slurmd slurm-client munge
+  # a run's CPU by process and step (bench/bench_run_cost.py --ledger: perf record -e task-clock)
+  linux-perf
 )
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

@@ -187,6 +187,8 @@ def main() -> int:
     ap.add_argument("--compare-src", help="an older checkout: report the same set with it too, diff the tables")
     ap.add_argument("--formats", default="svg,pdf", help="this version's figure formats (default: the report's)")
     ap.add_argument("--also-formats", help="also report by this version in these formats, e.g. svg,pdf,png")
+    ap.add_argument("--cli-repeats", type=int, default=3,
+                    help="then time the installed `mpvlab report` itself this many times on the same set")
     ap.add_argument("--time-report", nargs=4, metavar=("SRC", "ROOT", "OUT", "FORMATS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.time_report:
@@ -230,6 +232,14 @@ def main() -> int:
                     + f"; figures: {r['formats']}")
             print(f"[{label}] {line}")
             rows.append(f"  {label:28s} {line}")
+        # the command a user runs, as a user runs it (no bench harness, no memory sampler around it)
+        cli = Path(sys.executable).with_name("mpvlab")
+        for k in range(args.cli_repeats):
+            t = time.monotonic()
+            subprocess.run([str(cli), "report", str(base / "src"), "--out", str(base / f"report-cli-{k}"),
+                            "--formats", args.formats], check=True, capture_output=True, timeout=7200)
+            rows.append(f"  {'`mpvlab report`, try ' + str(k + 1):28s} wall {time.monotonic() - t:.2f} s "
+                        f"(goal {goal[0]:.0f} s); figures: {args.formats}")
         with open("/proc/loadavg") as f:
             print(f"\nhost load at the end (1/5/15 min): {' '.join(f.read().split()[:3])}")
         print(f"{n} runs:\n" + "\n".join(rows))

@@ -393,7 +393,7 @@ def main() -> int:
             return 2
         trees = {"old": old, **trees}
     if a.ledger and shutil.which("perf") is None:
-        print("bench_run_cost --ledger: needs perf (Debian: linux-perf; setup.sh does not install it)", file=sys.stderr)
+        print("bench_run_cost --ledger: needs perf (Debian: linux-perf; ./setup.sh installs it)", file=sys.stderr)
         return 2
     become_subreaper()
     tmp = tempfile.TemporaryDirectory(prefix="bench-run-cost-")
