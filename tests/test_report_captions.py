@@ -36,5 +36,5 @@ def test_report_results_first_and_captions_say_what_they_show(tmp_path: Path) ->
 
 
 def _sections(rep):  # type: ignore[no-untyped-def]
-    from mpvlab.reporting.figures import build_all
+    from mpvlab.reporting.workers import build_all
     return build_all(rep.collection, rep.html.parent / "figures")

@@ -1,5 +1,4 @@
-"""Figures built and rendered in worker processes (mpvlab/reporting/figure.py build_and_render, what the
-report does) are the same bytes as figures built and rendered one after another in this process: PNG
+"""Figures built and rendered in the report's worker processes (mpvlab/reporting/workers.py) are the same bytes as figures built and rendered one after another in this process: PNG
 and PDF byte for byte (both are byte-stable: no dates in the metadata, issue 36), SVG as the same
 drawing (matplotlib gives each SVG element a random id, so two renderings of one figure never match
 byte for byte)."""
@@ -7,14 +6,13 @@ byte for byte)."""
 from __future__ import annotations
 
 import re
-from functools import partial
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
 
 from mpvlab.reporting import figures as F
-from mpvlab.reporting.figure import build_and_render
+from mpvlab.reporting.workers import build_all
 from mpvlab.reporting.output import Output
 from mpvlab.reporting.synthetic import make_set
 from mpvlab.results.aggregate import Collection, aggregate
@@ -26,16 +24,15 @@ def _svg_without_ids(data: bytes) -> str:
 
 
 def test_parallel_build_and_render_gives_the_serial_bytes(tmp_path: Path) -> None:
+    """All three formats (PNG at 100 dpi too), made by a forked worker and the report's process, against
+    every figure made in this process alone."""
     make_set(tmp_path, ["sc-a"], ["cubic", "bbr"], ["minrtt"], trials=2, series_s=4)
     c = aggregate(tmp_path)
-    # a bar figure and an over-time one (different artists, layout and a long line in each)
-    tasks = [lambda: F._bars(c)[:1], partial(F.timeseries_figures, c, "throughput")]
     output = Output(("svg", "pdf", "png"), 100)
-    serial = build_and_render(tasks, output, workers=1)
-    parallel = build_and_render(tasks, output, workers=2)
-    assert [len(figs) for figs in parallel] == [1, 1]
-    for s, p in zip((f for figs in serial for f in figs), (f for figs in parallel for f in figs)):
-        assert s.id == p.id
+    serial = [f for _, figs in build_all(c, output=output, workers=1) for f in figs]
+    parallel = [f for _, figs in build_all(aggregate(tmp_path), output=output, workers=2) for f in figs]
+    assert [f.id for f in serial] == [f.id for f in parallel] and len(parallel) > 2
+    for s, p in zip(serial, parallel):
         assert set(p.data) == {"png", "pdf", "svg"}
         assert p.mpl is None and p.png_dpi == 100
         assert p.data["png"][:8] == b"\x89PNG\r\n\x1a\n" and p.data["pdf"][:5] == b"%PDF-"
@@ -110,18 +107,3 @@ def test_the_first_vector_file_is_what_savefig_writes(tmp_path: Path, formats: t
         if "pdf" in formats:
             assert ours["pdf"] == theirs["pdf"]
         assert _svg_without_ids(ours["svg"]) == _svg_without_ids(theirs["svg"])
-
-
-def test_a_worker_that_dies_fails_the_figures_naming_what_is_missing() -> None:
-    """A worker ended by a signal or os._exit (no error to hand back) is not waited for forever: the
-    figures fail, saying how many tasks were not done (the other worker is ended too)."""
-    import os
-
-    from mpvlab.reporting.figure import PendingFigures
-
-    def dies() -> list[F.Figure]:
-        os._exit(3)
-    pending = PendingFigures([dies, dies, dies], Output(), workers=2)
-    with pytest.raises(RuntimeError, match=r"figure workers ended with 3 of 3 figure tasks not done \(exit codes \[3, 3\]\)"):
-        pending.result()
-    assert pending.procs == []

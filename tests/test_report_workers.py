@@ -39,7 +39,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_report_workers_give_the_serial_figures(runs: Path, tmp_path: Path) -> None:
     rep = build_report(runs, tmp_path / "report")
     assert W.default_workers() >= 2 or os.cpu_count() == 1
-    serial = F.build_all(aggregate(runs), output=Output(), workers=1)
+    serial = W.build_all(aggregate(runs), output=Output(), workers=1)
     want = {f.stem: f for _, figs in serial for f in figs}
     got = {p.stem for p in rep.figures if p.suffix == ".pdf"}
     assert got == set(want) and len(got) >= 8, sorted(got)
@@ -89,7 +89,8 @@ def test_the_runs_only_figures_need_no_statistics(runs: Path) -> None:
             assert x.rendered(Output())["pdf"] == y.rendered(Output())["pdf"], x.id
     # every task is in exactly one hand-off, in BUILDERS' order within it
     both = [s for s, _ in F.tasks_of_phase(full, "runs")] + [s for s, _ in F.tasks_of_phase(full, "stats")]
-    assert sorted(both) == sorted(s for s, _ in F._tasks(full))
+    assert sorted(both) == sorted(section for section, b in F.BUILDERS
+                                  for _ in (b.parts(full) if isinstance(b, F.Parts) else [b]))
     with pytest.raises(ValueError, match="runs or stats"):
         F.tasks_of_phase(full, "later")
 
@@ -164,6 +165,6 @@ def test_one_cpu_makes_the_figures_in_the_reports_process(runs: Path) -> None:
     bbr.config_models(c)
     workers.stats_ready()
     sections = workers.result()
-    serial = F.build_all(aggregate(runs), output=Output(), workers=1)
+    serial = W.build_all(aggregate(runs), output=Output(), workers=1)
     assert [(s, [f.id for f in figs]) for s, figs in sections] == [(s, [f.id for f in figs]) for s, figs in serial]
     assert all(f.data["pdf"] == g.data["pdf"] for (_, a), (_, b) in zip(sections, serial) for f, g in zip(a, b))

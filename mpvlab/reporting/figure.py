@@ -11,10 +11,6 @@ from __future__ import annotations
 
 import io
 import math
-import multiprocessing
-import os
-import pickle
-import queue
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,9 +130,9 @@ def _print_vector_with_layout(fig: plt.Figure, fmt: str, buf: io.BytesIO, meta: 
 
 def prepare_workers(output: Output) -> None:
     """Import the PDF and SVG backends and fontTools' subsetter (the PDF's font embedding) and make the
-    PDF's font subset (pdf_fonts), before the first figure: PendingFigures calls it before its workers
-    fork (they share it); the report's workers (workers.py), which fork before anything is loaded,
-    each call it while the report's process loads the runs, and so does that process before its share."""
+    PDF's font subset (pdf_fonts), before the first figure: the report's workers (workers.py), which
+    fork before anything is loaded, each call it while the report's process loads the runs, and so
+    does that process before its share."""
     import fontTools.subset  # noqa: F401
     import matplotlib.backends.backend_pdf  # noqa: F401
     import matplotlib.backends.backend_svg  # noqa: F401
@@ -148,114 +144,11 @@ def prepare_workers(output: Output) -> None:
 FigureTask = Callable[[], list[Figure]]
 
 
-@dataclass(frozen=True)
-class _WorkerPlan:
-    """The tasks and formats of one PendingFigures, handed to each worker as its Process argument: with
-    the fork start method that is the parent's object itself, never pickled — the tasks are closures
-    over the report's Collection. Only a task's index travels to a worker, only bytes travel back."""
-
-    tasks: list[FigureTask]
-    output: Output
-
-
-def _worker(plan: _WorkerPlan, todo: Any, done: Any) -> None:
-    """A forked worker: builds and renders task after task (indices from `todo`, None: stop) and puts
-    (index, figures, None) or (index, None, the error) on `done`."""
-    while (i := todo.get()) is not None:
-        try:
-            done.put((i, _built_and_rendered(plan.tasks[i], plan.output), None))
-        except Exception as e:  # noqa: BLE001 — handed to the report's process, raised there
-            try:
-                pickle.dumps(e)
-                err: Exception = e
-            except Exception:  # noqa: BLE001 — an error that cannot travel: its text does
-                err = RuntimeError(f"figure task {i}: {type(e).__name__}: {e}")
-            done.put((i, None, err))
-
-
 def _built_and_rendered(task: FigureTask, output: Output) -> list[Figure]:
     figs = task()
     for f in figs:
         f.rendered(output)
     return figs
-
-
-def default_workers() -> int:
-    return min(os.cpu_count() or 1, 4)
-
-
-class PendingFigures:
-    """Figure tasks started: built and rendered in up to `workers` forked processes (default: the CPUs,
-    at most 4) while the report's process goes on (its tables), collected by result(). Building (~3-5
-    CPU-s at 1,000 runs) and rendering (the rest of a report's CPU but loading) both run in the
-    workers (docs/cost.md). Dearest first: tasks are handed out in reverse order — the builders at
-    the end of figures.BUILDERS (BBR model, over-time figures) are the dear multi-panel ones, the
-    bars at its start cheap ones that fill the gaps. A worker's PNG and PDF bytes are the serial
-    path's (tests/test_report_render.py). With fewer than 2 workers, the tasks run in result()."""
-
-    def __init__(self, tasks: list[FigureTask], output: Output | None = None, workers: int | None = None) -> None:
-        self.tasks, self.output = tasks, output or Output()
-        n = min(len(tasks), workers if workers is not None else default_workers())
-        self.procs: list[Any] = []
-        self.finished = False
-        if n >= 2:
-            prepare_workers(self.output)
-            ctx = multiprocessing.get_context("fork")
-            self.todo, self.done = ctx.SimpleQueue(), ctx.Queue()
-            plan = _WorkerPlan(tasks, self.output)
-            self.procs = [ctx.Process(target=_worker, args=(plan, self.todo, self.done), daemon=True)
-                          for _ in range(n)]
-            for p in self.procs:
-                p.start()
-            # after the start: a pipe holds a few thousand indices, the workers drain it meanwhile
-            for i in reversed(range(len(tasks))):
-                self.todo.put(i)
-            for _ in range(n):
-                self.todo.put(None)
-
-    def result(self) -> list[list[Figure]]:
-        """Every task's figures, rendered, in the tasks' order; a task's error raised here."""
-        try:
-            if not self.procs:
-                return [_built_and_rendered(t, self.output) for t in self.tasks]
-            got: dict[int, list[Figure]] = {}
-            while len(got) < len(self.tasks):
-                try:
-                    i, figs, err = self.done.get(timeout=1.0)
-                except queue.Empty:
-                    if not any(p.is_alive() for p in self.procs):    # all gone: nothing more will come
-                        codes = [p.exitcode for p in self.procs]
-                        raise RuntimeError(f"figure workers ended with {len(self.tasks) - len(got)} of "
-                                           f"{len(self.tasks)} figure tasks not done (exit codes {codes})") from None
-                    continue
-                if err is not None:
-                    raise err
-                got[i] = figs
-            self.finished = True
-            return [got[i] for i in range(len(self.tasks))]
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        """Stop: the workers (this report's own processes) are reaped — after every result they exit on
-        their own; before (an error, Ctrl-C), they are ended."""
-        for p in self.procs:
-            if self.finished:
-                p.join(timeout=5.0)
-            if p.is_alive():
-                p.terminate()
-        for p in self.procs:
-            p.join()
-        if self.procs:
-            self.done.close()
-            self.todo.close()
-        self.procs = []
-
-
-def build_and_render(tasks: list[FigureTask], output: Output | None = None,
-                     workers: int | None = None) -> list[list[Figure]]:
-    """Every task's figures, built and rendered, in the tasks' order (PendingFigures, waited for)."""
-    return PendingFigures(tasks, output, workers).result()
 
 
 def square_on_intervals(run: Run, path: str, t_end: float) -> list[tuple[float, float]]:

@@ -10,7 +10,7 @@ which a square-wave delay is ON shaded.
 Every builder takes the Collection and returns Figure objects (empty when its data is absent), so
 new kinds (DASH: quality level and buffer over time) are one more builder in BUILDERS. A builder
 whose figures are independent of each other may be `Parts`: the report then builds its parts in
-separate workers (figure.build_and_render).
+separate workers (workers.py).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from mpvlab.results.stats import Summary  # noqa: E402
 from mpvlab.reporting import bbr, dash, rtp  # noqa: E402
 from mpvlab.reporting.capacity import configured_capacity  # noqa: E402
 from mpvlab.reporting.figure import (  # noqa: E402
-    GREY_SHADE, Figure, FigureTask, PendingFigures, square_on_intervals,
+    GREY_SHADE, Figure, FigureTask, square_on_intervals,
 )
-from mpvlab.reporting.output import Output  # noqa: E402
 from mpvlab.results.tidy import addr_to_path, host_of  # noqa: E402
+
 
 def _style(ax: plt.Axes) -> None:
     ax.grid(axis="y")
@@ -377,8 +377,9 @@ def _bbr_part(c: Collection, kind: str, group: str) -> list[Figure]:
 
 
 def _bbr_parts(c: Collection) -> list[Builder]:
-    # the models (and their statistics) are computed once per Collection and cached on it, before the
-    # workers fork (build_all), so the parts share them; in the order of bbr.figures: kind, then group
+    # the models (and their statistics) are computed once per Collection and cached on it, and handed
+    # to the workers with the statistics (workers.py), so the parts share them; in the order of
+    # bbr.figures: kind, then group
     groups = list(dict.fromkeys(bbr.group_of(cm.cfg) for cm in bbr.config_models(c)))
     return [partial(_bbr_part, kind=k, group=g) for k in ("over-time", "modes", "estimate") for g in groups]
 
@@ -403,15 +404,6 @@ BUILDERS: list[tuple[str, Builder]] = [
 # make them while its process computes the statistics (workers.py, issue 36): the over-time figures
 # draw each configuration's representative run (Config.representative: medians of the runs' metrics).
 RUNS_ONLY = ("Congestion window over time", "Throughput per path over time")
-
-
-def _tasks(c: Collection) -> list[tuple[str, FigureTask]]:
-    """(section, task) per builder, or per part of a `Parts` builder, in BUILDERS' order."""
-    out: list[tuple[str, FigureTask]] = []
-    for section, b in BUILDERS:
-        for part in (b.parts(c) if isinstance(b, Parts) else [b]):
-            out.append((section, partial(part, c)))
-    return out
 
 
 def tasks_of_phase(c: Collection, phase: str) -> list[tuple[str, FigureTask]]:
@@ -439,28 +431,3 @@ def sections_of(parts: list[tuple[str, list[Figure]]], folder: Path | None = Non
             for f in figs:
                 f.write(folder)
     return sections
-
-
-class PendingSections:
-    """The report's figures, started (start_all): built and rendered in workers meanwhile."""
-
-    def __init__(self, c: Collection, output: Output | None = None, workers: int | None = None) -> None:
-        bbr.config_models(c)         # computed here once, before the fork, not once per worker
-        self.tasks = _tasks(c)
-        self.pending = PendingFigures([t for _, t in self.tasks], output, workers)
-
-    def result(self, folder: Path | None = None) -> list[tuple[str, list[Figure]]]:
-        """(section, figures) in BUILDERS' order, sections without figures left out; with `folder`,
-        each figure also written there."""
-        return sections_of([(section, part) for (section, _), part in zip(self.tasks, self.pending.result())],
-                           folder)
-
-    def close(self) -> None:
-        self.pending.close()
-
-
-def build_all(c: Collection, folder: Path | None = None, output: Output | None = None,
-              workers: int | None = None) -> list[tuple[str, list[Figure]]]:
-    """Every figure of the report, built and rendered in `output`'s formats in parallel workers
-    (figure.PendingFigures); with `folder`, each also written there."""
-    return PendingSections(c, output, workers).result(folder)

@@ -12,7 +12,7 @@ The runs reach the workers in two hand-offs, each pickled through a pipe:
 
 Which process makes which figure: the forked workers and, once its tables are written, the report's
 process itself each take the next task of a hand-off from a shared counter, dearest first (the tasks
-in reverse order, as figure.PendingFigures). Only bytes travel back. The figures are the serial
+in reverse order: the builders at the end of figures.BUILDERS are the dear multi-panel ones). Only bytes travel back. The figures are the serial
 path's, byte for byte for PDF and PNG (tests/test_report_workers.py).
 
 No matplotlib here (and no SciPy): this module is imported before the workers fork, so that each
@@ -39,7 +39,7 @@ PHASES = ("runs", "stats")        # the two hand-offs, in order; a task is (phas
 
 
 def default_workers() -> int:
-    """As many workers as CPUs, at most 4 (figure.default_workers; no matplotlib import here)."""
+    """As many workers as CPUs, at most 4 (no matplotlib import here: this module is imported before the fork)."""
     return min(os.cpu_count() or 1, 4)
 
 
@@ -201,7 +201,7 @@ class FigureWorkers:
                 pass                     # a worker gone: result() says which tasks are missing
 
     def result(self, folder: Path | None = None) -> list[tuple[str, list[Figure]]]:
-        """(section, figures) in the BUILDERS' order, as figures.PendingSections.result; with `folder`,
+        """(section, figures) in the BUILDERS' order, sections without figures left out; with `folder`,
         each figure also written there. A task's error is raised here."""
         from mpvlab.reporting import figure, figures
         assert self.c is not None and self.sent == list(PHASES), "both hand-offs first"
@@ -276,3 +276,19 @@ class FigureWorkers:
         if self.procs:
             self.done.close()
         self.procs = []
+
+
+def build_all(c: Collection, folder: Path | None = None, output: Output | None = None,
+              workers: int | None = None) -> list[tuple[str, list[Figure]]]:
+    """Every figure of an already loaded Collection, made the way build_report makes them (both
+    hand-offs at once); with `folder`, each also written there. With workers=1, all in this process."""
+    from mpvlab.reporting import bbr
+    from mpvlab.reporting.output import Output
+    fw = FigureWorkers(output or Output(), workers)
+    try:
+        fw.runs_loaded(c)
+        bbr.config_models(c)
+        fw.stats_ready()
+        return fw.result(folder)
+    finally:
+        fw.close()
