@@ -331,12 +331,18 @@ class RtpRecord(OpenRecord):
                      "sending target it follows (interval_own_target_bps; rtp/cmd/mpvlab-rtp/twcc_interval.go)")
     target_bps: dict[str, Any] = Field(
         description="the controller's target bitrate: initial (scenario), final, updates, steady_mean (time-weighted "
-                    "over the stream's second half, bit/s) and its definition")
+                    "over the time the encoder ran within steady_window_s, the stream's second half, bit/s), "
+                    "steady_window_s ([from, to) run seconds), steady_paused_s (encoder paused in it, s) and its "
+                    "definition")
     encoder_per_second: list[dict[str, Any]] = Field(
         description="per 1 s window of capture time (sender/encoder.csv): t_s, frames, achieved_bps, "
                     "achieved_wire_bps, target_bps, encoder_set_bps")
     received_per_second: list[dict[str, Any]] = Field(
         description="per second at the viewer (receiver/rate.csv): second, received_bps, padding_bps")
+    checks: dict[str, Any] | None = Field(
+        None, description="the rtp cross-checks (mpvlab/runner/workloads/rtp_checks.py, rtp/README.md): per check "
+                          "ok, the figure, the evidence, the tolerance and the numbers; a failed one is also a "
+                          "`cross-check rtp_<name> failed` warning")
 
 
 class FlowStateRecord(Record):
