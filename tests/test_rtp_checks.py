@@ -106,7 +106,8 @@ def test_a_consistent_stream_passes_every_check(tmp_path: Path) -> None:
     record, warnings = _record(tmp_path, _stream())
     assert warnings == []
     assert set(record["checks"]) == {"encoder_vs_setting", "steady_target_vs_frames", "encoder_per_second_vs_frames",
-                                     "received_per_second_vs_totals", "latency_vs_frames", "packets_vs_frames"}
+                                     "received_per_second_vs_totals", "latency_vs_frames", "packets_vs_frames",
+                                     "viewer_counts_vs_frames", "encoder_targets_vs_log", "encoder_wire_vs_packets"}
     assert all(c["ok"] for c in record["checks"].values())
     assert record["checks"]["encoder_vs_setting"]["ratio"] == pytest.approx(1.0, abs=1e-3)
 
@@ -189,7 +190,8 @@ def test_latency_against_the_frames_is_named(tmp_path: Path) -> None:
 def test_packets_against_the_packet_log_is_named(tmp_path: Path) -> None:
     def drop_a_row(s: dict[str, Any]) -> None:
         del s["sender/packets.csv"][7]
-    assert _plant(tmp_path, drop_a_row) == ["rtp_packets_vs_frames"]
+    # the row's bytes are missing from the wire bytes' evidence too
+    assert _plant(tmp_path, drop_a_row) == ["rtp_encoder_wire_vs_packets", "rtp_packets_vs_frames"]
 
 
 def test_steady_window_and_running_mean_by_hand() -> None:
@@ -201,3 +203,31 @@ def test_steady_window_and_running_mean_by_hand() -> None:
                {"t_s": "1.5", "target_bps": "600000", "encoder_set_bps": "600000"}]
     assert rtp_checks.running_mean(targets, "target_bps", 0.0, 2.0) == pytest.approx(400_000)
     assert rtp_checks.paused_s(targets, 0.0, 2.0) == pytest.approx(0.5)
+
+
+def test_viewer_counts_against_its_frame_log_are_named(tmp_path: Path) -> None:
+    """receiver.json says 3 frames were undecodable; frames.csv says every frame was decoded."""
+    def recount(s: dict[str, Any]) -> None:
+        s["rx"]["decode"]["frames_decoded"] -= 3
+        s["rx"]["decode"]["frames_undecodable"] += 3
+    assert _plant(tmp_path, recount) == ["rtp_viewer_counts_vs_frames"]
+
+
+def test_encoder_window_targets_against_the_target_log_are_named(tmp_path: Path) -> None:
+    """encoder.csv's window means with a pause targets.csv does not have."""
+    def no_pause_in_log(s: dict[str, Any]) -> None:
+        s["sender/targets.csv"] = [r for r in s["sender/targets.csv"] if r["t_s"] not in ("18.300000", "18.600000")]
+    # the steady target then counts 0.3 s more of running time at the same rate: unchanged; the
+    # encoder-vs-setting ratio moves by 0.3 s of 9: within its bounds
+    assert _plant(tmp_path, no_pause_in_log) == ["rtp_encoder_targets_vs_log"]
+
+
+def test_encoder_wire_bytes_against_the_packet_log_are_named(tmp_path: Path) -> None:
+    def fatter_packets(s: dict[str, Any]) -> None:
+        for p in s["sender/packets.csv"][:10]:
+            p["udp_payload_bytes"] = str(int(p["udp_payload_bytes"]) + 4)
+        s["tx"]["rtp_bytes_sent"] += 40
+        s["rx"]["rtp_bytes_received"] += 40
+        s["rx"]["udp_payload_bytes_received"] += 40
+        s["receiver/rate.csv"][0]["received_bps"] = str(int(s["receiver/rate.csv"][0]["received_bps"]) + 320)
+    assert _plant(tmp_path, fatter_packets) == ["rtp_encoder_wire_vs_packets"]

@@ -29,6 +29,10 @@ ENCODER_RATIO_BOUNDS = (0.5, 1.25)
 # did between frames and by where libvpx dropped frames; 10 %.
 STEADY_TARGET_TOLERANCE = 0.10
 LATENCY_TOLERANCE_MS = 0.001    # frames.csv writes the latency with three decimals
+# encoder.csv's window means are whole bit/s over windows whose start targets.csv-side is known to
+# 1 µs (six decimals): a step of up to 1.3 Mbit/s misplaced by 1 µs moves a mean by 1.3 bit/s
+ENCODER_MEAN_TOLERANCE_BPS = 2.0
+UDP_IPV4_HEADER = 28            # what encoder.csv's achieved_wire_bps adds per packet (results.go)
 
 
 @dataclass(frozen=True)
@@ -253,11 +257,74 @@ def check_packets_vs_frames(ev: Evidence) -> Check:
                  f"{ev.tx['frames_captured']} frames")
 
 
+def check_viewer_counts_vs_frames(ev: Evidence) -> Check:
+    """The viewer's frame and decode counts (the summary's frames_on_time, _late, _lost, _lost_incomplete,
+    _lost_unseen and decode) against its per-frame log, receiver/frames.csv (status, decode, capture_s:
+    empty for a frame never seen)."""
+    count: dict[str, int] = {}
+    for f in ev.receiver_frames:
+        status = f["status"]
+        if status == "lost":
+            status = "lost_incomplete" if f.get("capture_s") else "lost_unseen"
+        for key in (status, f"decode_{f.get('decode') or ''}"):
+            count[key] = count.get(key, 0) + 1
+    dec = ev.rx.get("decode") or {}
+    pairs = {"frames_on_time": ("on_time", ev.rx["frames_on_time"]), "frames_late": ("late", ev.rx["frames_late"]),
+             "frames_lost_incomplete": ("lost_incomplete", ev.rx["frames_lost_incomplete"]),
+             "frames_lost_unseen": ("lost_unseen", ev.rx["frames_lost_unseen"]),
+             "frames_decoded": ("decode_decoded", dec.get("frames_decoded", 0)),
+             "frames_decode_error": ("decode_decode_error", dec.get("frames_decode_error", 0)),
+             "frames_undecodable": ("decode_undecodable", dec.get("frames_undecodable", 0))}
+    bad = {k: {"reported": want, "frames_csv": count.get(key, 0)} for k, (key, want) in pairs.items()
+           if count.get(key, 0) != want}
+    if ev.rx["frames_lost"] != ev.rx["frames_lost_incomplete"] + ev.rx["frames_lost_unseen"]:
+        bad["frames_lost"] = {"reported": ev.rx["frames_lost"],
+                              "frames_csv": count.get("lost_incomplete", 0) + count.get("lost_unseen", 0)}
+    return Check("viewer_counts_vs_frames", not bad,
+                 "rtp.frames_on_time, frames_late, frames_lost(_incomplete, _unseen), decode",
+                 "receiver/frames.csv status, decode and capture_s of every frame", "exact",
+                 {"frames_csv": len(ev.receiver_frames), "differing": bad},
+                 "; ".join(f"{k} {v['reported']} reported, {v['frames_csv']} in frames.csv" for k, v in bad.items()))
+
+
+def check_encoder_targets_vs_log(ev: Evidence) -> Check:
+    """encoder.csv's time-weighted target and setting per window (the summary's encoder_per_second
+    target_bps, encoder_set_bps) recomputed from targets.csv (every change, with its time)."""
+    bad = []
+    for r in ev.encoder:
+        a = float(r["window_start_s"])
+        for col, mean_col in (("target_bps", "target_bps_mean"), ("encoder_set_bps", "encoder_set_bps_mean")):
+            segs = step_segments(ev.targets, col, a, a + 1.0)
+            want = sum((hi - lo) * v for lo, hi, v in segs)
+            if abs(want - float(r[mean_col])) > ENCODER_MEAN_TOLERANCE_BPS:
+                bad.append((a, mean_col, float(r[mean_col]), round(want)))
+    return Check("encoder_targets_vs_log", not bad, "rtp.encoder_per_second (target_bps, encoder_set_bps)",
+                 "sender/targets.csv: every target change and the setting it gave, with its time",
+                 f"±{ENCODER_MEAN_TOLERANCE_BPS} bit/s", {"windows": len(ev.encoder), "differing": len(bad)},
+                 f"{len(bad)} window means differ, first at {bad[0][0]:.3f} s: {bad[0][1]} {bad[0][2]:.0f} reported, "
+                 f"{bad[0][3]} from targets.csv" if bad else "")
+
+
+def check_encoder_wire_vs_packets(ev: Evidence) -> Check:
+    """encoder.csv's achieved_wire_bps summed over the windows (the frames' packets with RTP, UDP and
+    IPv4 headers) against sender/packets.csv's video packets + 28 B each. Before issue 43 the wire
+    figure was counted at hand-over to the pacer, 4 B per packet short (the transport-wide sequence
+    number extension is added later) and with packets that never left; this check found it."""
+    wire = sum(int(r["achieved_wire_bps"]) for r in ev.encoder) // 8
+    logged = sum(int(p["udp_payload_bytes"]) + UDP_IPV4_HEADER for p in ev.packets if p["padding"] != "true")
+    return Check("encoder_wire_vs_packets", wire == logged, "rtp.encoder_per_second (achieved_wire_bps)",
+                 "sender/packets.csv video packets' bytes + 28 B (UDP + IPv4) each", "exact",
+                 {"wire_bytes": wire, "packets_csv_wire_bytes": logged},
+                 f"encoder.csv's windows sum to {wire} B on the wire, packets.csv to {logged} B")
+
+
 def run_all(ev: Evidence, steady: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Every check: their records (summary.json → rtp.checks) and the warnings of those that failed."""
     checks: list[Callable[[], Check]] = [
         lambda: check_encoder_vs_setting(ev), lambda: check_steady_target_vs_frames(ev, steady),
         lambda: check_encoder_per_second_vs_frames(ev), lambda: check_received_per_second_vs_totals(ev),
-        lambda: check_latency_vs_frames(ev), lambda: check_packets_vs_frames(ev)]
+        lambda: check_latency_vs_frames(ev), lambda: check_packets_vs_frames(ev),
+        lambda: check_viewer_counts_vs_frames(ev), lambda: check_encoder_targets_vs_log(ev),
+        lambda: check_encoder_wire_vs_packets(ev)]
     done = [c() for c in checks]
     return {c.name: c.record() for c in done}, [c.warning() for c in done if not c.ok]
