@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))

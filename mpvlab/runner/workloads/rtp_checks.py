@@ -229,7 +229,10 @@ def check_latency_vs_frames(ev: Evidence) -> Check:
     for key, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("max", 1.0)):
         want = lat[min(len(lat) - 1, int(q * len(lat)))] if lat else None
         have = got.get(key)
-        if (want is None) != (have is None) or (want is not None and abs(want - have) > LATENCY_TOLERANCE_MS):
+        if want is None or have is None:
+            if (want is None) != (have is None):
+                bad[key] = {"reported": have, "from_frames": want}
+        elif abs(want - float(have)) > LATENCY_TOLERANCE_MS:
             bad[key] = {"reported": have, "from_frames": want}
     return Check("latency_vs_frames", not bad, "rtp.latency_ms (p50, p95, p99, max)",
                  "receiver/frames.csv latency_ms of every complete frame", f"±{LATENCY_TOLERANCE_MS} ms",
