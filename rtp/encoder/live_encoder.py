@@ -80,10 +80,12 @@ class Cadence:
     libwebrtc 2018 gives libvpx a fixed duration per frame: `LibvpxVp8Encoder::Encode` calls
     `vpx_codec_encode(…, timestamp_, duration, …)` with duration = 90000 / maxFramerate and then
     `timestamp_ += duration` (libvpx_vp8_encoder.cc at 665174fd; "the rate control seems to be off"
-    with real gaps, its comment says). libvpx's one-pass CBR derives the frame rate from the
-    timestamps (`vp8_new_framerate` from the last frame's duration), so a pause of the `gate` (the
-    sender's `pause`) seen as a timestamp gap made the next frames spend the gap's budget: a 22.5 kB
-    frame after a 0.8 s pause at ~2 kB per frame. Here every frame fed to the encoder gets the
+    with real gaps, its comment says). libvpx derives its frame rate, and so each frame's share of
+    the bitrate, from the timestamps (onyx_if.c `vp8_get_compressed_data`: the time from the previous
+    frame's end to this frame's end; when it differs by 10 % from the last, `vp8_new_framerate(cpi,
+    10000000.0 / this_duration)`), so a pause of the `gate` (the sender's `pause`) seen as a timestamp
+    gap made the next frames spend the gap's budget: a 22.5 kB frame after a 0.8 s pause at ~2 kB
+    per frame. Here every frame fed to the encoder gets the
     timestamp first + n/fps (n: frames fed so far) and duration 1/fps; `capture_running` maps an
     encoded frame's running time back to its capture instant, so the reported capture time (and
     the measured latency) stays the real one."""
