@@ -56,6 +56,51 @@ class TraceDelay(Strict):
 DelaySpec = Annotated[ConstantDelay | SquareDelay | PiecewiseDelay | TraceDelay, Field(discriminator="kind")]
 
 
+# --- a delay given once for a whole path, with the direction(s) it applies to ------------------
+# The Wi-Fi/LTE study's "emulator boxes are used to vary each path RTT" does not say whether its
+# 60 ms is added in one direction (RTT + 60 ms) or in each (RTT + 120 ms); an inline emulator box
+# often delays both. So a path-level delay has no default direction: the scenario must say which
+# (docs/studies.md §1).
+DelayDirectionT = Literal["down", "up", "both"]
+DIRECTION_HELP = ("Which direction(s) of the path the pattern delays: down (server → client), up (client → "
+                  "server) or both (the same pattern, in phase, on each: an RTT step of twice the amplitude). "
+                  "No default: the published studies do not say, so the scenario must.")
+
+
+class _Directed(Strict):
+    direction: DelayDirectionT = Field(description=DIRECTION_HELP)
+
+    def targets(self) -> tuple[str, ...]:
+        """The directions ("down", "up") this pattern is applied to."""
+        return ("down", "up") if self.direction == "both" else (self.direction,)
+
+    def pattern(self) -> Any:
+        """The per-direction delay this is: the same kind without `direction`."""
+        patterns: tuple[type[Strict], ...] = (ConstantDelay, SquareDelay, PiecewiseDelay, TraceDelay)
+        base = next(c for c in type(self).__mro__ if c in patterns)   # e.g. DirectedSquareDelay → SquareDelay
+        return base.model_construct(**{k: getattr(self, k) for k in base.model_fields})
+
+
+class DirectedConstantDelay(ConstantDelay, _Directed):
+    """A fixed one-way delay on the path's direction(s) `direction`."""
+
+
+class DirectedSquareDelay(SquareDelay, _Directed):
+    """A square-wave delay on the path's direction(s) `direction` (in phase on both when `both`)."""
+
+
+class DirectedPiecewiseDelay(PiecewiseDelay, _Directed):
+    """A stepped delay on the path's direction(s) `direction`."""
+
+
+class DirectedTraceDelay(TraceDelay, _Directed):
+    """A delay trace on the path's direction(s) `direction`."""
+
+
+PathDelaySpec = Annotated[DirectedConstantDelay | DirectedSquareDelay | DirectedPiecewiseDelay | DirectedTraceDelay,
+                          Field(discriminator="kind")]
+
+
 def _delay_shorthand(v: Any) -> Any:
     """`delay: 20ms` is shorthand for `delay: {kind: constant, value: 20ms}`."""
     if isinstance(v, (str, int, float)) and not isinstance(v, bool):
