@@ -166,6 +166,19 @@ class Subflow(Record):
                     "none")
 
 
+class RttPhase(Record):
+    """One configured-RTT level of a path: how long it lasted and the srtt its subflows showed
+    (mpvlab/results/delayphases.py DEFINITION)."""
+
+    configured_rtt_ms: float = Field(description="down + up delay of the path's schedules at this level (ms)")
+    seconds: float = Field(description="time at this level within [0, last subflow sample) (s)")
+    intervals: int = Field(description="separate stretches at this level (count)")
+    samples: int = Field(description="srtt samples used: those from 0.5 s after each stretch began (count)")
+    srtt_min_ms: float | None = Field(description="smallest srtt sampled at this level (ms): the nearest to the bare path")
+    srtt_p50_ms: float | None = Field(description="median srtt at this level (ms), bottleneck queue included")
+    srtt_p90_ms: float | None = Field(description="90th percentile srtt at this level (ms), bottleneck queue included")
+
+
 class PathRecord(OpenRecord):
     """Bytes a path carried to the client during the run (its client interface's counters). Its metrics
     are reported per path (summary.json paths.<name>.<field>; labels prefixed with the path's name)."""
@@ -192,6 +205,9 @@ class PathRecord(OpenRecord):
         None, description="[last byte before, first byte after] (run clock, s) of every stretch ≥ 0.5 s in which "
                           "the client received nothing on this path, up to the last byte on any path")
     outages_configured_s: list[list[float]] | None = Field(None, description="the scenario's outages of this path (s)")
+    rtt_by_phase: list[RttPhase] | None = Field(
+        None, description="the RTT the path had per level of its delay schedules (mpvlab/results/delayphases.py): "
+                          "one record per configured RTT, lowest first; null where no subflow was sampled")
 
 
 class Steal(Record):
