@@ -74,10 +74,8 @@ def main() -> int:
                                stdout=fh, stderr=subprocess.STDOUT)
     stalled: list[int] = []
     try:
-        while run.poll() is None and "waiting for time zero" not in log.read_text():
-            time.sleep(0.5)
-        while run.poll() is None and not log.read_text().rstrip().endswith(tuple("0123456789")):
-            time.sleep(0.2)        # the next phase line after t0 is the workload's progress
+        while run.poll() is None and "] playing (" not in log.read_text():
+            time.sleep(0.2)        # the workload's progress line: playback has begun
         time.sleep(a.after_s)
         if a.stall_s > 0 and run.poll() is None:
             stalled = delay_lines(run.pid)
