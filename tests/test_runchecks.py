@@ -86,3 +86,8 @@ def test_playback_longer_than_media_and_stalls_is_a_named_warning(tmp_path: Path
     (w,) = s["fidelity_warnings"]
     assert w.startswith("playback_within_media_and_stalls: ") and "client1 35.7 s > 22 s" in w
     assert _finish(tmp_path, [50.0], 22.0, 0.0)["fidelity_ok"] is True          # exactly the bound
+
+
+def test_a_run_without_probe_or_players_has_no_named_check(tmp_path: Path) -> None:
+    sc, _ = load_scenario(ROOT / "scenarios" / "rtp-gcc-short.yaml")
+    assert runchecks.run(sc, {"warnings": []}, None, None) == ({}, [])

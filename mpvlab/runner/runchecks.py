@@ -73,12 +73,14 @@ def check_probe_delay(scenario: Scenario, summary: dict[str, Any], queue_bytes: 
     return rec
 
 
-def check_playback(media_s: float, summary: dict[str, Any]) -> dict[str, Any] | None:
-    """playback_within_media_and_stalls over every player the summary names."""
+def check_playback(scenario: Scenario, summary: dict[str, Any]) -> dict[str, Any] | None:
+    """playback_within_media_and_stalls over every player the summary names (none: None, and the
+    media's length is not asked for, so workloads without one pass through)."""
     players = {role: v for role, v in (summary.get("players") or {}).items() if isinstance(v, dict)}
     if "playback_s" in summary and "underflow_total_s" in summary:
         players["player"] = summary
     per: dict[str, Any] = {}
+    media_s = scenario.media_s if players else 0.0
     for role, v in players.items():
         pb, stalls = v.get("playback_s"), v.get("underflow_total_s")
         if not isinstance(pb, (int, float)) or not isinstance(stalls, (int, float)):
@@ -115,7 +117,7 @@ def run(scenario: Scenario, summary: dict[str, Any], queue_bytes: int | None,
     p = check_probe_delay(scenario, summary, queue_bytes, max_one_way_delay_s)
     if p is not None:
         checks["probe_delay_within_queue_bound"] = p
-    pl = check_playback(scenario.media_s, summary)
+    pl = check_playback(scenario, summary)
     if pl is not None:
         checks["playback_within_media_and_stalls"] = pl
     return checks, warnings_of(checks)
