@@ -468,6 +468,11 @@ class RunHead(Record):
     fidelity_table: list[FidelityRow] | None = Field(
         None, description="configured vs achieved per path direction over the whole run (mpvlab/runner/fidelity.py); null "
                           "without shaped links")
+    fidelity_checks: dict[str, dict[str, Any]] | None = Field(
+        None, description="the named whole-run plausibility checks (mpvlab/runner/runchecks.py: "
+                          "probe_delay_within_queue_bound, playback_within_media_and_stalls), each with `ok` and the "
+                          "measured value beside its bound; a failed one is also a fidelity warning starting with its "
+                          "name; null when none applied")
 
 
 # Fields that several kinds of run share, declared (with their metric) once.
