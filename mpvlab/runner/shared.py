@@ -48,6 +48,7 @@ from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads.base import Client, Ends, Outcome
 from mpvlab.topologies import shared_bottleneck as sb
 from mpvlab.runner.views import cc_state_view, udp_wire_check
+from mpvlab.results import checks as checks_mod
 from mpvlab.runner.workloads.video import dash_view
 
 PATH_LABEL = "shared"       # the delay lines' and queue folder's label (the path's name is the user's)
@@ -298,8 +299,10 @@ def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dic
     counters = {viewer.role: {"interface": viewer.iface,
                               "rx_bytes": after[viewer.role]["rx_bytes"] - before[viewer.role]["rx_bytes"],
                               "rx_packets": after[viewer.role]["rx_packets"] - before[viewer.role]["rx_packets"]}}
-    checks = udp_wire_check(counters, outcome.wire or {}, bottleneck["window_s"])
-    warnings = [f"cross-check {k} failed: {v}" for k, v in checks.items() if not v["ok"]]
+    checks: dict[str, Any] = {}
+    warnings: list[str] = []
+    for k, v in udp_wire_check(counters, outcome.wire or {}, bottleneck["window_s"]).items():
+        checks_mod.record(checks, warnings, k, v)
     bulk = cross.get("bulk")
     return {
         "transport": f"udp, {ctx.scenario.workload.kind} to one client ({viewer.role})",
