@@ -101,6 +101,12 @@ CHECKS: tuple[CheckDef, ...] = (
              "|capture bytes − counter bytes| within collectors/pcap.py's allowance (headers of packets in "
              "flight at the window's edges)", "any TCP workload with observe.pcap",
              "mpvlab.runner.capture:view", "tests/test_checks.py::test_pcap_bytes_warns"),
+    CheckDef("mode_shares_over_workload_flows", "cc_state.mode_share_time_weighted, cc_state.mode_share_per_sample",
+             "Apache's access log: requests and bytes per client connection (media / page / none); for a "
+             "workload without HTTP, the flow's acknowledged bytes (ss bytes_acked)",
+             "every flow in the shares carried workload bytes, and every flow that carried them is in the "
+             "shares (exact)", "any CC with a state model (BBR, BBR-S, BBRv3, BBRv3-S) and a TCP workload",
+             "mpvlab.results.flows:mode_share_check", "tests/test_measurement_integrity.py::test_mode_share_check_warns_when_an_idle_flow_is_in_the_shares"),
 )
 
 

@@ -165,9 +165,18 @@ def cc_state_view(ctx: RunContext, sampler: sampling.Sampler, playback_s: float 
     if spec.file not in series:          # kernel BBR's state is the ss samples, read above
         series[spec.file] = flows.read_state(ctx.data / spec.file, spec, rules, ctx.t0_ns)
     rows = series[spec.file]
-    view = flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s or 0.0)), tokens).to_json()
+    log = ctx.logs / "apache" / "access.log"
+    activity = flows.flow_activity(ctx.data / "subflows.csv", rules, log, tokens, log.exists())
+    view = flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s or 0.0)), tokens, activity).to_json()
     flows.write_flows(ctx.data, rules, series, tokens)
     return view
+
+
+def record_cc_state_check(cc_state: dict[str, Any] | None, checks: dict[str, Any], warnings: list[str]) -> None:
+    """The mode shares' flows against what each flow carried (checks.py mode_shares_over_workload_flows)."""
+    if cc_state is not None:
+        from mpvlab.results.flows import mode_share_check
+        checks_mod.record(checks, warnings, "mode_shares_over_workload_flows", mode_share_check(cc_state))
 
 
 def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, before: dict[str, dict[str, int]],
@@ -231,6 +240,8 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
 def _body(ctx: RunContext, sc: Any, outcome: Outcome, total: int, per_path: dict[str, dict[str, Any]],
           subflows: list[dict[str, Any]], view: dict[str, Any], steer: dict[str, Any], checks: dict[str, Any],
           warnings: list[str], sampler: sampling.Sampler, playback_s: float | None) -> dict[str, Any]:
+    cc_state = cc_state_view(ctx, sampler, playback_s)
+    record_cc_state_check(cc_state, checks, warnings)
     return {
         "scheduler": sc.transport.scheduler,
         **outcome.fields,
@@ -244,7 +255,7 @@ def _body(ctx: RunContext, sc: Any, outcome: Outcome, total: int, per_path: dict
         "cross_checks": checks,
         "warnings": warnings,
         "sampler_errors": sampler.errors,
-        "cc_state": cc_state_view(ctx, sampler, playback_s),
+        "cc_state": cc_state,
     }
 
 
