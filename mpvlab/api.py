@@ -167,11 +167,13 @@ def sweep(spec: str | Path, results: str | Path | None = None, *, quick: bool = 
 
 
 def report(source: str | Path, out: str | Path | None = None, *, title: str | None = None,
-           figures: bool = True, formats: str | Sequence[str] = "svg,pdf", png_dpi: int | None = None) -> Report:
+           figures: bool = True, formats: str | Sequence[str] = "svg,pdf", png_dpi: int | None = None,
+           include_warned: bool = False) -> Report:
     """Statistics, tables, figures and report.html from result directories, as `mpvlab report SOURCE`.
     out: default SOURCE/report. formats: the figure files, a comma list (or sequence) of svg, pdf, png
     holding svg, as `--formats`; png_dpi: 72..600 (default 300), as `--png-dpi`, only with png among the
-    formats (else an error). Needs no root: it reads result directories only."""
+    formats (else an error). include_warned: keep runs whose fidelity_ok is false in the statistics and
+    figures, as `--include-warned`. Needs no root: it reads result directories only."""
     from mpvlab.reporting import build_report
     from mpvlab.reporting.output import output_choice
 
@@ -180,4 +182,4 @@ def report(source: str | Path, out: str | Path | None = None, *, title: str | No
     if not src.is_dir():
         raise InputError(f"{src}: no such results directory")
     return build_report(src, Path(out) if out is not None else src / "report", title=title, figures=figures,
-                        output=output)
+                        output=output, include_warned=include_warned)

@@ -118,9 +118,21 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
 
     kind, work = topologies.get(s["topology"]), workloads.get(s.get("workload") or workloads.VIDEO.name)
     lines = kind.console_lines(s, work.console_lines(s, kind.several_clients))
-    if s.get("fidelity_warnings"):
-        lines.append("[yellow]  fidelity warnings:[/yellow] " + "; ".join(s["fidelity_warnings"]))
-    return lines
+    return lines + warning_lines(s)
+
+
+def warning_lines(s: dict[str, Any]) -> list[str]:
+    """Every warning of the run, one line each with its reason (mpvlab/results/checks.py all_warnings),
+    under a count; a run with fidelity_ok false is left out of the report's statistics by default."""
+    from rich.markup import escape
+
+    from mpvlab.results.checks import all_warnings
+    found = all_warnings(s)
+    if not found:
+        return []
+    left_out = " (fidelity_ok is false: `mpvlab report` leaves this run out unless --include-warned)" \
+        if s.get("fidelity_ok") is False else ""
+    return [f"[yellow]  {len(found)} warning(s){left_out}:[/yellow]", *(f"[yellow]  - {escape(w)}[/yellow]" for w in found)]
 
 
 def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
@@ -319,12 +331,15 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     out = Path(args.out) if args.out else src / "report"
     t = time.monotonic()
     try:
-        rep = build_report(src, out, output=output)
+        rep = build_report(src, out, output=output, include_warned=args.include_warned)
     except ReportFolderError as e:
         console.print(Text(str(e), style="red"))
         return 2
     console.print(f"report of {rep.n_complete} complete run(s) in {rep.n_configs} configuration(s), "
                   f"{rep.n_failed} failed/incomplete run(s) listed, in {time.monotonic() - t:.1f} s")
+    if rep.collection.left_out:
+        console.print(Text(f"  {len(rep.collection.left_out)} complete run(s) with fidelity_ok false left out of every "
+                           "statistic and figure (listed in the report; --include-warned keeps them)", style="yellow"))
     console.print(f"  {rep.html}")
     for f in rep.tables:
         console.print(f"  {f}")
@@ -411,6 +426,9 @@ def main(argv: list[str] | None = None) -> int:
     rp = sub.add_parser("report", help="statistics, tables, figures and an HTML report from result directories")
     rp.add_argument("results_dir")
     rp.add_argument("--out", help="output folder (default: RESULTS_DIR/report)")
+    rp.add_argument("--include-warned", action="store_true",
+                    help="keep complete runs whose fidelity_ok is false in the statistics and figures (by default "
+                         "they are left out, counted per configuration with why)")
     rp.add_argument("--screenshot", action="store_true", help="also render report.png in headless chromium")
     for p in (sw, rp):
         _add_report_output_options(p)

@@ -257,6 +257,7 @@ def summary_page() -> str:
 def generated_files() -> dict[Path, str]:
     from mpvlab.input.scenario import Scenario
     from mpvlab.input.sweep import SweepSpec
+    from mpvlab.results import checks
     sc = file_schema(Scenario, "mpvlab scenario", "mpvlab/input/scenario.py")
     sw = file_schema(SweepSpec, "mpvlab sweep spec", "mpvlab/input/sweep.py")
     dump = lambda d: json.dumps(d, indent=1, sort_keys=True, ensure_ascii=False) + "\n"  # noqa: E731
@@ -271,6 +272,7 @@ def generated_files() -> dict[Path, str]:
             "Sweep spec reference", "Every field of a sweep spec (`sweeps/*.yaml`). JSON Schema: "
             "`docs/schemas/sweep.schema.json`.", sw, SweepSpec),
         REFERENCE_DIR / "summary.md": summary_page(),
+        REFERENCE_DIR / "cross-checks.md": checks.table_page(),
     }
 
 

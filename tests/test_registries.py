@@ -171,7 +171,7 @@ def test_console_one_client_video() -> None:
     assert summary_lines(s) == [
         "  bytes per path: wifi 7.15 MB (50%), lte 7.14 MB (50%)",
         "  underflows 0 (0.000 s), picture discards 2, startup 1.606 s, playback 20.000 s",
-        "[yellow]  fidelity warnings:[/yellow] wifi: rate 4 % low"]
+        "[yellow]  1 warning(s):[/yellow]", "[yellow]  - fidelity: wifi: rate 4 % low[/yellow]"]
 
 
 def test_console_one_client_bulk_and_rtp() -> None:

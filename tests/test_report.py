@@ -86,7 +86,7 @@ def test_tables_hold_the_statistics(tmp_path: Path) -> None:
     syn = make_set(tmp_path / "src", ["sc-a"], ["cubic", "bbr-s"], ["default"], trials=3, n_failed=1)
     rep = build_report(tmp_path / "src", tmp_path / "out", figures=False)
     assert {p.name for p in rep.tables} == {f"{n}.{x}" for n in ("runs", "stats", "configs", "not_aggregated",
-                                                                 "metrics", "pairwise") for x in ("csv", "parquet")}
+                                                                 "left_out", "metrics", "pairwise") for x in ("csv", "parquet")}
     stats = pd.read_csv(tmp_path / "out" / "stats.csv")
     pq = pd.read_parquet(tmp_path / "out" / "stats.parquet")
     assert len(stats) == len(pq) and list(stats.columns) == list(pq.columns)
@@ -116,21 +116,21 @@ def test_html_is_self_contained_with_every_figure(tmp_path: Path) -> None:
     # 3 bar figures (underflows, discards, switches) + cwnd and throughput per scenario (2 × 2) + BBR's
     # model over time, its mode shares and its estimate / min RTT per scenario (3 × 2: bbr and bbr-s are
     # BBR-family)
-    assert len(srcs) == 13
+    assert len(srcs) == 14
     # Inline: each figure is its SVG file's exact bytes; the page needs no other file
     assert all(s.startswith("data:image/svg+xml;base64,") for s in srcs)
     svgs = sorted((tmp_path / "src" / "report" / "figures").glob("*.svg"))
-    assert len(svgs) == 13
+    assert len(svgs) == 14
     embedded = sorted(base64.b64decode(s.removeprefix("data:image/svg+xml;base64,")) for s in srcs)
     assert embedded == sorted(p.read_bytes() for p in svgs)
     assert not re.search(r'(src|href)="(https?:|//|/|\.\.)', page), "the report must not reference anything outside"
     # The default figure files: SVG and PDF, no PNG (mpvlab/reporting/output.py), and the page says so
     figdir = tmp_path / "src" / "report" / "figures"
-    assert len(list(figdir.glob("*.pdf"))) == 13 and not list(figdir.glob("*.png"))
+    assert len(list(figdir.glob("*.pdf"))) == 14 and not list(figdir.glob("*.png"))
     assert "Figure files written by this report, under <code>figures/</code>: SVG, PDF\n" in page
     # Relative links (SVG and PDF per figure: the files written, only) all resolve to files inside the report folder
     hrefs = [h for h in re.findall(r'href="([^"]*)"', page) if not h.startswith("#")]   # not in-page anchors
-    assert len(hrefs) == 13 * 2 and not [h for h in hrefs if h.endswith(".png")]
+    assert len(hrefs) == 14 * 2 and not [h for h in hrefs if h.endswith(".png")]
     for h in hrefs:
         target = (rep.html.parent / h).resolve()
         assert target.is_file() and target.is_relative_to(rep.html.parent.resolve()), h

@@ -49,10 +49,13 @@ class ReportFolderError(InputError):
 
 
 def build_report(source: Path, out: Path, title: str | None = None, figures: bool = True,
-                 output: Output | None = None, on_step: Callable[[str], None] | None = None) -> Report:
+                 output: Output | None = None, on_step: Callable[[str], None] | None = None,
+                 include_warned: bool = False) -> Report:
     """The report of the runs below `source`, written to `out`; figures in `output`'s formats (default
     SVG and PDF; output.output_choice checks a user's choice). `on_step(name)`, if given, is called as
     each step ends (bench/bench_report.py times them): load, stats, pairwise, tables, figures, html.
+    Complete runs whose fidelity_ok is false are left out of every statistic and figure, and counted
+    per configuration with why, unless `include_warned` (mpvlab/results/aggregate.py).
 
     A results folder is untrusted input, and the report runs as root: every file is written into a
     fresh folder of ours (mkdtemp, next to `out`), which then replaces `out` by rename. So no write
@@ -68,7 +71,7 @@ def build_report(source: Path, out: Path, title: str | None = None, figures: boo
     from mpvlab.results.aggregate import aggregate, summarise_configs
     workers = FigureWorkers(output) if figures else None
     try:
-        c = aggregate(source, exclude=[out], stats=False)
+        c = aggregate(source, exclude=[out], stats=False, include_warned=include_warned)
         if workers is not None:
             workers.runs_loaded(c)
         step("load")

@@ -127,7 +127,8 @@ def _flow_path(flow: str, a2p: dict[str, str], rates: dict[str, float]) -> str:
 
 def _window_end(run: Run, rows: pd.DataFrame | None) -> float:
     """The window the run used for its summary (playback), else the playback duration, else every row."""
-    recorded = (run.summary.get("cc_state") or {}).get("window_s")
+    cs = run.summary.get("cc_state") or {}
+    recorded = cs.get("playback_window_s") or cs.get("window_s")
     return float(recorded[1] if recorded else run.summary.get("duration_s")
                  or (rows.t_s.max() if rows is not None else 0.0))
 
@@ -137,6 +138,14 @@ def _read_rows(run: Run) -> pd.DataFrame:
     rules = flows.rules_for_run(run.run_dir, run.summary)
     t0 = t0_ns(run.run_dir, "") if spec.time == "t_ns" else None
     return flows.read_state(run.run_dir / "data" / spec.file, spec, rules, t0)
+
+
+def _activity(run: Run) -> flows.Activity:
+    """Which flows of a run summarised before flows were told apart carried the workload (its `ss`
+    samples and Apache's log, as the run now records them in `cc_state`)."""
+    log = run.run_dir / "logs" / "apache" / "access.log"
+    return flows.flow_activity(run.run_dir / "data" / "subflows.csv", flows.rules_for_run(run.run_dir, run.summary),
+                               log, flows.mptcp_tokens(run.run_dir / "data"), log.exists())
 
 
 def summarised_view(run: Run) -> flows.StateView | None:
@@ -165,16 +174,17 @@ def run_model(run: Run) -> RunModel | None:
         rows = _read_rows(run)
         if rows.empty:
             return None
-        view = flows.state_view(rows, f"data/{spec.file}", (0.0, _window_end(run, rows)))
+        view = flows.state_view(rows, f"data/{spec.file}", (0.0, _window_end(run, rows)), None, _activity(run))
     if view.workload_rows == 0 or view.bw_est_bps_mean_per_sample is None:
         return None        # e.g. kernel BBR's ss samples without a bbr:(…) block
     a2p = addr_to_path(run.provenance)
     rates = link_rates(run)
     m = RunModel(run, view)
     m.paths = {f.flow: _flow_path(f.flow, a2p, rates) for f in view.flows if f.role == "workload"}
-    # Each flow's time-weighted estimate over its own path's rate, weighted by the flow's time.
+    # Each carrying flow's time-weighted estimate over its own path's rate, weighted by the flow's time
+    # (an idle connection's estimate says nothing of the link).
     pairs = [(f.bw_est_bps_mean_time_weighted / rates[path], f.last_t_s - f.first_t_s)
-             for f in view.flows if f.role == "workload" and f.bw_est_bps_mean_time_weighted is not None
+             for f in view.flows if f.in_shares and f.bw_est_bps_mean_time_weighted is not None
              and (path := m.paths.get(f.flow, "?")) in rates]
     w = math.fsum(p[1] for p in pairs)
     if w > 0:
@@ -423,8 +433,54 @@ def figures(c: Collection) -> list[Any]:
             *estimate_figures(models, c.confidence)]
 
 
+def flow_frame(models: list[ConfigModel]) -> pd.DataFrame:
+    """One row per run × flow on the workload's port: what it carried (media / page / idle / data), its
+    bytes (ss bytes_acked; Apache's requests and bytes), whether it is in the mode shares, and its own
+    time-weighted mode shares over the active window and over the whole run (`active:<mode>`,
+    `whole_run:<mode>`)."""
+    rows = []
+    for cm in models:
+        for m in cm.runs:
+            for f in m.view.flows:
+                if f.role != "workload":
+                    continue
+                rows.append({"config": cm.cfg.label, "run": m.run.rel, "flow": f.flow, "carried": f.carried,
+                             "bytes_acked": f.bytes_acked, "http_requests": f.http_requests, "http_bytes": f.http_bytes,
+                             "in_shares": f.in_shares, "window": m.view.window,
+                             "window_start_s": m.view.window_s[0], "window_end_s": m.view.window_s[1],
+                             **{f"active:{k}": v for k, v in f.mode_share_active_time_weighted.items()},
+                             **{f"whole_run:{k}": v for k, v in f.mode_share_whole_run_time_weighted.items()}})
+    return pd.DataFrame(rows, columns=None if rows else FLOW_COLUMNS)
+
+
+FLOW_COLUMNS = ["config", "run", "flow", "carried", "bytes_acked", "http_requests", "http_bytes", "in_shares", "window",
+                "window_start_s", "window_end_s"]
+
+
+def _size(b: float) -> str:
+    return f"{b / 1e6:.1f} MB" if b >= 1e6 else f"{b / 1e3:.1f} KB" if b >= 1e3 else f"{b:.0f} B"
+
+
+def flows_cell(cm: ConfigModel) -> str:
+    """Which flows a configuration's mode shares are over, and which were left out, per run on average:
+    what each carried and its mean bytes acked; and the window."""
+    acc: dict[tuple[bool, str], list[float]] = {}
+    for m in cm.runs:
+        for f in m.view.flows:
+            if f.role == "workload":
+                acc.setdefault((f.in_shares, f.carried or "?"), []).append(float(f.bytes_acked or 0))
+    n = max(len(cm.runs), 1)
+
+    def part(inside: bool) -> str:
+        return ", ".join(f"{kind} ×{len(v) / n:g} ({_size(sum(v) / len(v))})"
+                         for (i, kind), v in sorted(acc.items()) if i == inside) or "none"
+    windows = sorted({m.view.window for m in cm.runs})
+    return f"in: {part(True)}; left out: {part(False)}; window: {'/'.join(windows)}"
+
+
 def html_rows(c: Collection) -> tuple[list[str], list[dict[str, Any]]]:
-    """The report page's table: per configuration, estimate / link, min RTT and the mode shares as
+    """The report page's table: per configuration, the flows the figures are over (and those left
+    out, with what they carried and their bytes), estimate / link, min RTT and the mode shares as
     'mean [low, high]'."""
     models = config_models(c)
     labels = sorted({k for cm in models for k in cm.shares}, key=state_order)
@@ -434,6 +490,6 @@ def html_rows(c: Collection) -> tuple[list[str], list[dict[str, Any]]]:
             return "–"
         return fmt(s.mean) + (f" [{fmt(s.ci_low)}, {fmt(s.ci_high)}]" if s.n >= 2 and not math.isnan(s.ci_low) else "")
     rows = [{"label": cm.cfg.label, "n": len(cm.runs),
-             "cells": [cell(cm.ratio), cell(cm.min_rtt), *(cell(cm.shares.get(k)) for k in labels)]}
+             "cells": [flows_cell(cm), cell(cm.ratio), cell(cm.min_rtt), *(cell(cm.shares.get(k)) for k in labels)]}
             for cm in models]
-    return ["estimate / link", "min RTT (ms)", *labels], rows
+    return ["flows (per run: what each carried, bytes acked)", "estimate / link", "min RTT (ms)", *labels], rows

@@ -72,9 +72,13 @@ generated {{ generated }} by <code>mpvlab report</code>. Results first; the <a h
 {% endfor %}</table>
 
 {% if bbr_rows %}<h2>BBR's model per configuration</h2>
-<p>Over the workload's flows during playback (the fidelity probe, loopback check and preflight request left out):
-the CC's bandwidth estimate (time-weighted) over the configured link rate, its min RTT, and the share of time per
-mode; mean over trials [{{ conf_pct }} % BCa bootstrap interval]. Table <code>bbr_model.csv</code>.</p>
+<p>Over the flows that carried the workload's bytes (Apache's access log per connection, else the flow's acknowledged
+bytes), from their first request to their last byte (window <i>active</i>): an idle connection on the workload's port
+(a browser's preconnect or page connection), the fidelity probe, loopback check and preflight request are left out;
+the <i>flows</i> column says which flows were in and out, with what they carried and their bytes. The CC's bandwidth
+estimate (time-weighted) over the configured link rate, its min RTT, and the share of time per mode; mean over trials
+[{{ conf_pct }} % BCa bootstrap interval]. Tables <code>bbr_model.csv</code>; <code>bbr_flows.csv</code> holds every
+flow's own mode shares over the active window and the whole run.</p>
 <table><tr><th class="l">configuration</th><th>n</th>{% for h in bbr_heads %}<th>{{ h }}</th>{% endfor %}</tr>
 {% for row in bbr_rows %}<tr><td class="l">{{ row.label }}</td><td>{{ row.n }}</td>
 {% for v in row.cells %}<td>{{ v }}</td>{% endfor %}</tr>
@@ -144,6 +148,13 @@ Full tables: {% for t in tables %}<code>{{ t }}</code>{% if not loop.last %}, {%
 {% for w in warned %}<tr><td class="l"><code>{{ w.rel }}</code></td><td class="l">{{ w.config }}</td>
 <td class="l">{% for m in w.warnings %}{{ m }}{% if not loop.last %}<br>{% endif %}{% endfor %}</td></tr>
 {% endfor %}</table>{% else %}<p class="muted">No complete run has fidelity warnings or failed cross-checks.</p>{% endif %}
+{% if left_out %}<p>Complete runs <b>left out</b> of every statistic and figure (fidelity_ok false; <code>mpvlab
+report --include-warned</code> keeps them), per configuration:</p>
+<table><tr><th class="l">configuration</th><th>kept</th><th>left out</th><th class="l">why</th></tr>
+{% for label, kept, n, why in left_out %}<tr><td class="l">{{ label }}</td><td>{{ kept }}</td><td>{{ n }}</td>
+<td class="l">{% for w in why %}{{ w }}{% if not loop.last %}<br>{% endif %}{% endfor %}</td></tr>
+{% endfor %}</table>{% elif include_warned %}<p class="muted">Runs whose fidelity_ok is false are included
+(--include-warned).</p>{% endif %}
 {% if failed %}<p>Runs <b>not aggregated</b> (failed, interrupted or incomplete):</p>
 <table><tr><th class="l">run</th><th class="l">state</th><th class="l">reason</th></tr>
 {% for b in failed %}<tr><td class="l"><code>{{ b.rel }}</code></td><td class="l">{{ b.state }}</td>
@@ -275,9 +286,13 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
         states = Counter(b.state for b in c.not_aggregated)
         flags.append({"cls": "bad", "text": f"{len(c.not_aggregated)} run(s) not aggregated: "
                       + ", ".join(f"{n} {s}" for s, n in states.most_common()) + " — listed under Runs flagged."})
+    if c.left_out:
+        flags.append({"cls": "bad", "text": f"{len(c.left_out)} complete run(s) with fidelity_ok false left out of "
+                      "every statistic and figure — counted per configuration under Runs flagged "
+                      "(--include-warned keeps them)."})
     if warned:
-        flags.append({"cls": "warn", "text": f"{len(warned)} of {len(c.runs)} complete run(s) have fidelity warnings "
-                      "or failed cross-checks — listed under Runs flagged."})
+        flags.append({"cls": "warn", "text": f"{len(warned)} of {len(c.runs)} complete run(s) in the statistics have "
+                      "fidelity warnings or failed cross-checks — listed under Runs flagged."})
     kernels = _counted([(r.provenance.get("host") or {}).get("kernel") for r in c.runs])
     commits = _counted([_commit(r.provenance) for r in c.runs])
     if len(kernels) > 1 or len(commits) > 1:
@@ -338,7 +353,8 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
         n_complete=len(c.runs), configs=c.configs, flags=flags, conf_pct=round(c.confidence * 100),
         t_level=f"{0.5 + c.confidence / 2:.3g}", tables=tables,
         summary_heads=[v.heading for _, v in summary_metrics], summary_rows=summary_rows,
-        figure_sections=sections, figure_files=output.describe() if output is not None else "", warned=warned, failed=c.not_aggregated, prov_rows=prov_rows, pkg_rows=pkg_rows,
+        figure_sections=sections, figure_files=output.describe() if output is not None else "", warned=warned, failed=c.not_aggregated,
+        left_out=[row for row in c.kept_and_left_out() if row[2]], include_warned=c.include_warned, prov_rows=prov_rows, pkg_rows=pkg_rows,
         run_heads=[v.heading for _, v in run_metrics], run_rows=run_rows)
 
 

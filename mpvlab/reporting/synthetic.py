@@ -78,7 +78,9 @@ def _cc_state(run_dir: Path, cc: str, rng: random.Random, seconds: int, hz: int 
     flows = [(0, SERVER, 5201, "10.0.1.2", 40000, -3.0, -2.0, 50e6)]   # probe, before run time zero
     flows += [(1, "127.0.0.1", 80, "127.0.0.1", 40100, -1.5, -1.4, 9.27e9),   # readiness check
               (2, SERVER, 80, "10.0.1.2", 40200, -1.0, -0.9, 20e6)]           # preflight (its port: access log)
-    flows += [(3 + i, SERVER, 80, a, 41000 + i, 0.0, float(seconds), 3e6) for i, a in enumerate(PATHS.values())]
+    # the workload's subflows on the client ports the `ss` samples show (_series), so that the flows
+    # which carried the video (Apache's log, by the MPTCP token) are the state file's too
+    flows += [(3 + i, SERVER, 80, a, 40000 + 1000 * i, 0.0, float(seconds), 3e6) for i, a in enumerate(PATHS.values())]
     startup_s = round(rng.uniform(0.5, 1.5), 2)      # differs per trial: the intervals have a width
     for fid, sa, sp, da, dp, start, end, bw in flows:
         t = start
@@ -92,11 +94,17 @@ def _cc_state(run_dir: Path, cc: str, rng: random.Random, seconds: int, hz: int 
             lines.append(",".join(row[c] for c in cols))
             t += 1.0 / hz
     rundir.write_text(run_dir / "data" / spec.file, "\n".join(lines) + "\n")
-    # the preflight's client port, as Apache logs it (mpvlab/runner/server.py's log format)
+    rundir.write_json(run_dir / "logs" / "player-summary.json", {"t0_ns": T0_NS})
+
+
+def _access_log(run_dir: Path) -> None:
+    """The preflight's client port, as Apache logs it (mpvlab/runner/server.py's log format), and the
+    video's request on the first subflow's connection (the second subflow joined it: same token)."""
     rundir.write_text(run_dir / "logs" / "apache" / "access.log",
                       '10.0.1.2 40200 [24/Nov/2026:10:00:00 +0000] "HEAD /video.mp4?mpvlab-preflight=1 HTTP/1.1" '
-                      '200 0 100 - "-" HTTP/1.1 - -\n')
-    rundir.write_json(run_dir / "logs" / "player-summary.json", {"t0_ns": T0_NS})
+                      '200 0 100 - "-" HTTP/1.1 - -\n'
+                      '10.0.1.2 40000 [24/Nov/2026:10:00:01 +0000] "GET /video.mp4 HTTP/1.1" '
+                      '200 14000000 100 0 "-" HTTP/1.1 - -\n')
 
 
 def _summarised_cc_state(run_dir: Path, cc: str, playback_s: float) -> dict[str, Any] | None:
@@ -109,9 +117,12 @@ def _summarised_cc_state(run_dir: Path, cc: str, playback_s: float) -> dict[str,
     if spec is None:
         return None
     data = run_dir / "data"
-    rules = flows.RoleRules(80, flows.preflight_ports(run_dir / "logs" / "apache" / "access.log"))
+    log = run_dir / "logs" / "apache" / "access.log"
+    rules = flows.RoleRules(80, flows.preflight_ports(log))
     rows = flows.read_state(data / spec.file, spec, rules, T0_NS)
-    return flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s)), flows.mptcp_tokens(data)).to_json()
+    tokens = flows.mptcp_tokens(data)
+    activity = flows.flow_activity(data / "subflows.csv", rules, log, tokens, log.exists())
+    return flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s)), tokens, activity).to_json()
 
 
 def _series(run_dir: Path, rng: random.Random, seconds: int, hz: int, cc: str = "cubic") -> None:
@@ -168,6 +179,8 @@ def write_run(run_dir: Path, scenario: str, cc: str, scheduler: str, trial: int,
         "run_id": run_dir.name, "scenario": scenario, "cc": cc, "scheduler": scheduler, "seed": seed,
         "video_length_s": 20.0, "duration_s": 20.0 + metrics["underflow_total_s"], "frames_expected": 600,
         "frames_rendered": 600 - metrics["picture_discards"], "bytes_total": 14_000_000,
+        # a quarter of the discards with data buffered (CPU-late), without a draw: the other values stay
+        "picture_discards_no_underflow": int(metrics["picture_discards"]) // 4,
         "paths": {"wifi": {"rx_bytes": int(14e6 * share), "share": share, "mean_throughput_bps": 3e6 * share},
                   "lte": {"rx_bytes": int(14e6 * (1 - share)), "share": round(1 - share, 4),
                           "mean_throughput_bps": 3e6 * (1 - share)}},
@@ -180,6 +193,7 @@ def write_run(run_dir: Path, scenario: str, cc: str, scheduler: str, trial: int,
     rundir.write_json(run_dir / "summary.json", summary)
     if series_s:
         _series(run_dir, rng, series_s, hz=5, cc=cc)
+        _access_log(run_dir)
         _cc_state(run_dir, cc, rng, series_s)
         view = _summarised_cc_state(run_dir, cc, summary["duration_s"])
         if view is not None:

@@ -1,8 +1,10 @@
 """Tables of a report, as CSV and Parquet: runs (one row per complete run), stats (long: one row per
 configuration × metric, with the metric's interval method, t and bootstrap intervals), pairwise (tests
 between configurations, mpvlab/reporting/pairwise.py), metrics (the definitions used), configs (wide: the headline means and CIs per configuration), not_aggregated
-(failed or incomplete runs and why), and, when a configuration's CC is BBR-family with a state series,
-bbr_model (mode shares, estimate / link rate, min RTT per configuration: mpvlab/reporting/bbr.py), and, when
+(failed or incomplete runs and why), left_out (complete runs with fidelity_ok false, kept out of every statistic
+and figure, and why), and, when a configuration's CC is BBR-family with a state series,
+bbr_model (mode shares, estimate / link rate, min RTT per configuration: mpvlab/reporting/bbr.py) with bbr_flows
+(per run and flow: what it carried, its bytes, whether it is in the shares, its own mode shares), and, when
 runs have several DASH clients, clients (one row per run × client: its average bitrate, quality, stall rate,
 rebuffer ratio, switches, startup and the run's Jain index of the clients' average bitrates:
 mpvlab/reporting/dash.py)."""
@@ -72,6 +74,12 @@ def configs_frame(c: Collection) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def left_out_frame(c: Collection) -> pd.DataFrame:
+    """Complete runs kept out of the statistics (fidelity_ok false), with their configuration and why."""
+    return pd.DataFrame([{"run_dir": lo.rel, "config": lo.config, "reason": lo.reason} for lo in c.left_out],
+                        columns=["run_dir", "config", "reason"])
+
+
 def not_aggregated_frame(c: Collection) -> pd.DataFrame:
     return pd.DataFrame([{"run_dir": b.rel, "state": b.state, "reason": b.reason} for b in c.not_aggregated],
                         columns=["run_dir", "state", "reason"])
@@ -89,7 +97,7 @@ def write_tables(c: Collection, out: Path, pairwise: pd.DataFrame | None = None)
     out.mkdir(parents=True, exist_ok=True)
     written = []
     frames = [("runs", runs_frame(c)), ("stats", stats_frame(c)), ("configs", configs_frame(c)),
-              ("not_aggregated", not_aggregated_frame(c)), ("metrics", metrics_frame(c))]
+              ("not_aggregated", not_aggregated_frame(c)), ("left_out", left_out_frame(c)), ("metrics", metrics_frame(c))]
     if pairwise is not None:
         frames.append(("pairwise", pairwise))
     clients = dash.client_rows(c)
@@ -98,6 +106,7 @@ def write_tables(c: Collection, out: Path, pairwise: pd.DataFrame | None = None)
     models = bbr.config_models(c)
     if models:
         frames.append(("bbr_model", bbr.model_frame(models)))
+        frames.append(("bbr_flows", bbr.flow_frame(models)))
     for name, df in frames:
         csv = out / f"{name}.csv"
         df.to_csv(csv, index=False)

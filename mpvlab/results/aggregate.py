@@ -107,6 +107,19 @@ class NotAggregated:
 
 
 @dataclass
+class LeftOut:
+    """A complete run kept out of every statistic and figure (its fidelity_ok is false), and why."""
+
+    run: Run
+    config: str                   # its configuration's label
+    reason: str                   # its fidelity findings, in words
+
+    @property
+    def rel(self) -> str:
+        return self.run.rel
+
+
+@dataclass
 class Config:
     key: str
     scenario: str
@@ -115,6 +128,7 @@ class Config:
     extra: dict[str, Any]
     runs: list[Run]
     stats: dict[str, Summary] = field(default_factory=dict)
+    left_out: list[LeftOut] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -151,6 +165,17 @@ class Collection:
     metric_info: dict[str, tuple[str, str]]   # key → (label, unit)
     metric_defs: dict[str, MetricDef] = field(default_factory=dict)   # key → definition (per path too)
     confidence: float = CONFIDENCE
+    # complete runs with fidelity_ok false, out of every statistic and figure (unless include_warned);
+    # per configuration in Config.left_out, and here too for configurations with no run kept
+    left_out: list[LeftOut] = field(default_factory=list)
+    include_warned: bool = False
+
+    def kept_and_left_out(self) -> list[tuple[str, int, int, list[str]]]:
+        """Per configuration (label): runs kept, runs left out, and why (each left-out run's reason)."""
+        rows: dict[str, tuple[int, list[LeftOut]]] = {cfg.label: (len(cfg.runs), []) for cfg in self.configs}
+        for lo in self.left_out:
+            rows.setdefault(lo.config, (0, []))[1].append(lo)
+        return [(label, kept, len(los), [f"{lo.rel}: {lo.reason}" for lo in los]) for label, (kept, los) in rows.items()]
 
 
 def find_run_dirs(source: Path, exclude: Iterable[Path] = ()) -> list[Path]:
@@ -195,6 +220,12 @@ def _load_run(d: Path, rel: str) -> Run | NotAggregated:
     except InputError as e:
         return NotAggregated(rel, "complete-without-summary",
                              f"status says complete but summary.json is unreadable: {_short(str(e), d)}")
+    where = nonfinite_value(summary)
+    if where is not None:
+        # JSON has no NaN or Infinity; Python's json reads them anyway, and a run's metric read as NaN
+        # became "missing" while Infinity entered the statistics: such a summary is not a complete run.
+        return NotAggregated(rel, "invalid-summary",
+                             f"summary.json holds {where[1]} at {where[0]}: not a number a run measures")
     resolved_path = d / "resolved.yaml"
     raw = load_result_yaml(resolved_path) if resolved_path.exists() or resolved_path.is_symlink() else {}
     if raw is not None and not isinstance(raw, dict):
@@ -219,6 +250,21 @@ def _load_run(d: Path, rel: str) -> Run | NotAggregated:
     return run
 
 
+def nonfinite_value(data: Any) -> tuple[str, str] | None:
+    """(dotted key, "NaN" / "Infinity" / "-Infinity") of the first non-finite number in a parsed JSON
+    document, else None. Iterative: a file's nesting is bounded by its reader, not by this."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        key, v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return key or "(top level)", "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+        if isinstance(v, dict):
+            stack.extend((f"{key}.{k}" if key else str(k), x) for k, x in reversed(list(v.items())))
+        elif isinstance(v, list):
+            stack.extend((f"{key}[{i}]", x) for i, x in reversed(list(enumerate(v))))
+    return None
+
+
 def run_metrics(s: dict[str, Any]) -> dict[str, float | None]:
     def num(v: Any) -> float | None:
         if isinstance(v, bool):
@@ -234,6 +280,11 @@ def run_metrics(s: dict[str, Any]) -> dict[str, float | None]:
     def checked(m: MetricDef, v: float | None) -> float | None:
         return None if v is None else m.check(v)      # e.g. the stall ratio clamped at 0 (older runs)
     out = {m.key: checked(m, num(get(m.key))) for m in metrics.METRICS}
+    # runs made before the summary split picture discards by cause: the network's part from the two counts
+    total, cpu_late = out.get("picture_discards"), out.get("picture_discards_no_underflow")
+    if "picture_discards_network" in out and out["picture_discards_network"] is None \
+            and total is not None and cpu_late is not None:
+        out["picture_discards_network"] = total - cpu_late
     for pname, pv in (s.get("paths") or {}).items():
         for m in metrics.PATH_METRICS:
             out[f"paths.{pname}.{m.key}"] = checked(m, num((pv or {}).get(m.key)))
@@ -255,9 +306,21 @@ def _config_extras(runs: list[Run]) -> dict[str, list[str]]:
     return {name: sorted(keys) for name, keys in out.items()}
 
 
-def aggregate(source: Path, exclude: Iterable[Path] = (), stats: bool = True) -> Collection:
+def left_out_reason(run: Run) -> str | None:
+    """Why a complete run stays out of the statistics by default (its fidelity_ok is false), else None."""
+    if run.summary.get("fidelity_ok") is not False:
+        return None
+    found = [str(w) for w in run.summary.get("fidelity_warnings") or []]
+    return "fidelity_ok false: " + ("; ".join(found)[:600] if found else "(no finding recorded)")
+
+
+def aggregate(source: Path, exclude: Iterable[Path] = (), stats: bool = True,
+              include_warned: bool = False) -> Collection:
     """The runs below `source` grouped into configurations; `stats=False` skips the per-configuration
-    statistics (mpvlab.results.load, which needs only the grouping)."""
+    statistics (mpvlab.results.load, which needs only the grouping). A run whose fidelity_ok is false
+    is kept out of its configuration's runs (and so of every statistic and figure) and listed in
+    `left_out` with why, unless `include_warned`. Configurations are named from every complete run, so
+    a run's configuration is the same either way."""
     runs: list[Run] = []
     bad: list[NotAggregated] = []
     for d in find_run_dirs(source, exclude):
@@ -279,11 +342,18 @@ def aggregate(source: Path, exclude: Iterable[Path] = (), stats: bool = True) ->
             for m in metrics.PATH_METRICS:
                 defs.setdefault(f"paths.{p}.{m.key}", metrics.path_metric(p, m))
     info = {k: (m.label, m.unit) for k, m in defs.items()}
+    left_out: list[LeftOut] = []
     for c in configs.values():
         c.runs.sort(key=lambda r: ((r.sweep or {}).get("trial", 0), r.run_id))
-    ordered = sorted(configs.values(),
+        if not include_warned:
+            c.left_out = [LeftOut(r, c.label, why) for r in c.runs if (why := left_out_reason(r)) is not None]
+            c.runs = [r for r in c.runs if left_out_reason(r) is None]
+            left_out += c.left_out
+    ordered = sorted((c for c in configs.values() if c.runs),
                      key=lambda c: (c.scenario, c.extra_label, cc_order(c.cc), sched_order(c.scheduler)))
-    out = Collection(source, runs, bad, ordered, info, metric_defs=defs)
+    kept = [r for r in runs if left_out_reason(r) is None] if not include_warned else runs
+    out = Collection(source, kept, bad, ordered, info, metric_defs=defs, left_out=left_out,
+                     include_warned=include_warned)
     if stats:
         summarise_configs(out)
     return out

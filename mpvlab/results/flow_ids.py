@@ -216,3 +216,75 @@ def write_flow_index(data_dir: Path, rules: RoleRules, rows: list[dict[str, Any]
     text = ",".join(FLOW_CSV_COLUMNS) + "\n" + "".join(",".join(str(r[c]) for c in FLOW_CSV_COLUMNS) + "\n"
                                                        for r in rows)
     rundir.write_text(data_dir / FLOWS_CSV, text)
+
+
+# The dash.js page's own requests (mpvlab/runner/workloads/video.py PAGE_REQUEST_PREFIXES; a test checks
+# they agree): a connection that made only these carried the page, not the video.
+PAGE_PREFIXES = ("/mpvlab-dashjs/", "/favicon.ico")
+
+
+@dataclass(frozen=True)
+class HttpConnection:
+    """What Apache's access log says one client connection (address, port) carried."""
+
+    media_requests: int      # requests for the workload's media (MPD, segments, the progressive file)
+    page_requests: int       # the dash.js page's own requests
+    bytes: int               # response body bytes of all its requests (%B)
+
+
+def http_connections(access_log: Path) -> dict[tuple[str, int], HttpConnection]:
+    """Per client (address, port) of Apache's access log (format: host remote-port [time] "request"
+    status bytes …; mpvlab/runner/server.py): its media and page requests and response bytes. The
+    preflight check's requests are left out (its connection is a `check`); {} without a log."""
+    try:
+        lines = access_log.read_text().splitlines()
+    except OSError:
+        return {}
+    acc: dict[tuple[str, int], list[int]] = {}
+    for ln in lines:
+        parts = ln.split('"')
+        head = parts[0].split()
+        if len(parts) < 3 or len(head) < 2 or PREFLIGHT_QUERY in parts[1]:
+            continue
+        try:
+            key = (head[0].strip("[]").removeprefix("::ffff:"), int(head[1]))
+        except ValueError:
+            continue
+        req = parts[1].split()
+        path = req[1] if len(req) > 1 else ""
+        tail = parts[2].split()
+        size = int(tail[1]) if len(tail) > 1 and tail[1].isdigit() else 0
+        e = acc.setdefault(key, [0, 0, 0])
+        e[1 if path.startswith(PAGE_PREFIXES) else 0] += 1
+        e[2] += size
+    return {k: HttpConnection(*v) for k, v in acc.items()}
+
+
+# What a workload flow carried (`carried` beside its role): media (the workload's requests, Apache's
+# log), page (only the dash.js page's requests), idle (no request; or, without HTTP, no data acked),
+# data (a workload without HTTP whose flow had data acknowledged, ss bytes_acked).
+CARRIED_WORKLOAD = ("media", "data")
+
+
+def carried(flow: str, token: str | None, http: dict[tuple[str, int], HttpConnection],
+            by_token: dict[str, HttpConnection], acked_bytes: int, http_workload: bool) -> tuple[str, HttpConnection | None]:
+    """(what the flow carried, its connection's access-log record). An MPTCP subflow that joined a
+    connection has its own client port, which Apache never sees: it takes its connection's record
+    (same token)."""
+    _, _, peer = flow.partition("-")
+    rec = http.get(split_endpoint(peer)) or (by_token.get(token) if token else None)
+    if not http_workload:
+        return ("data" if acked_bytes > 0 else "idle"), rec
+    if rec is None:
+        return "idle", None
+    return ("media" if rec.media_requests else "page" if rec.page_requests else "idle"), rec
+
+
+def http_by_token(http: dict[tuple[str, int], HttpConnection], tokens: dict[str, str]) -> dict[str, HttpConnection]:
+    """The access-log record of each MPTCP connection (token), through the subflow Apache saw."""
+    out = {}
+    for flow, tok in tokens.items():
+        rec = http.get(split_endpoint(flow.partition("-")[2]))
+        if rec is not None and tok:
+            out[tok] = rec
+    return out

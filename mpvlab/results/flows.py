@@ -17,8 +17,15 @@ the run from what the run knows (`RoleRules`):
 | workload | either port is the workload's server port |
 | other | anything else |
 
-Summary figures (`cc_state` in summary.json) are computed over workload flows only, within the
-playback window. Two kinds of mean, named in the field:
+Summary figures (`cc_state` in summary.json) are computed over the workload flows that carried the
+workload's bytes, within their active window (first request → last byte). A workload-port flow need
+not carry any: dash.js's Chromium keeps a second connection (an HTTP/2 preconnect of 1.4 KB, an
+HTTP/1.1 page connection of 13 KB) that never leaves STARTUP; time-weighted like the video's, it
+made STARTUP 32–51 % of a dash.js run against 1.5–2.4 % on the video's connection. So each workload
+flow is told what it `carried` (flow_ids.carried: Apache's access log per client connection, an MPTCP
+subflow by its connection's token; without HTTP, its acknowledged bytes), and `flow_activity` finds
+the active window from the `ss` samples' bytes_acked. Each flow's own shares (active window, whole
+run) are listed beside it; `mode_share_check` is the cross-check (mpvlab/results/checks.py). Means:
 - `*_per_sample`: the plain mean over the rows (one row per flow per loader sample);
 - `*_time_weighted`: each row's value held until its flow's next row (a flow's last row for the
   flow's median row interval): a mean over time, robust to irregular sampling;
@@ -38,8 +45,9 @@ import numpy as np
 import pandas as pd
 
 from mpvlab.results.flow_ids import (  # noqa: F401 — re-exported: the pandas-free half (flow_ids.py)
-    CROSS_PORT, FLOWS_CSV, FLOWS_JSON, PREFLIGHT_QUERY, PROBE_PORT, ROLES, SCHED_SAMPLES, RoleRules, flow_index, flow_key,
-    is_loopback, mptcp_tokens, preflight_ports, split_endpoint, write_flow_index)
+    CARRIED_WORKLOAD, CROSS_PORT, FLOWS_CSV, FLOWS_JSON, PREFLIGHT_QUERY, PROBE_PORT, ROLES, SCHED_SAMPLES, RoleRules,
+    carried, flow_index, flow_key, http_by_token, http_connections, is_loopback, mptcp_tokens, preflight_ports,
+    split_endpoint, write_flow_index)
 from mpvlab.topologies import registry as topologies
 from mpvlab.workloads import registry as workloads
 
@@ -212,6 +220,22 @@ class FlowState:
     bw_est_bps_mean_per_sample: float | None
     bw_est_bps_mean_time_weighted: float | None
     min_rtt_ms_min: float | None
+    carried: str | None               # media / page / idle / data (flow_ids.carried); None: not a workload flow
+    bytes_acked: int | None           # the flow's acknowledged bytes (ss bytes_acked at its last sample)
+    http_requests: int | None         # requests its connection made (Apache's access log)
+    http_bytes: int | None            # response bytes of those requests (Apache's %B)
+    in_shares: bool                   # whether its rows are in the view's headline figures
+    mode_share_active_time_weighted: dict[str, float]      # its own modes over the active window
+    mode_share_whole_run_time_weighted: dict[str, float]   # its own modes over all its rows
+
+
+@dataclass(frozen=True)
+class Activity:
+    """Which workload flows carried the workload and when (flow_activity): the headline window."""
+
+    flows: dict[str, tuple[str, int, Any]]   # flow → (carried, bytes acked, its HttpConnection or None)
+    active_s: tuple[float, float] | None     # first request → last byte over the carrying flows
+    evidence: str                            # what `carried` was read from
 
 
 @dataclass
@@ -229,28 +253,77 @@ class StateView:
     min_rtt_ms_min: float | None
     mode_share_time_weighted: dict[str, float]
     mode_share_per_sample: dict[str, float]
+    window: str                          # "active" (first request → last byte) or "playback" (no activity known)
+    window_definition: str
+    carried_evidence: str                # where each flow's `carried` comes from
+    flows_in_shares: list[str]
+    mode_share_time_weighted_all_workload_flows: dict[str, float]   # every workload-port flow, playback window
+    playback_window_s: tuple[float, float]
     flows: list[FlowState] = field(default_factory=list)
-    definition: str = ("over the workload's flows only (roles: mpvlab/results/flows.py), rows with run time in window_s; "
+    definition: str = ("over the flows that carried the workload's bytes (carried media or data: Apache's access log, "
+                       "else ss bytes_acked; roles: mpvlab/results/flows.py), rows with run time in window_s; "
                        "per_sample: plain mean over rows; time_weighted: each row held until its flow's next "
                        "row; per_update: mean over the distinct records the CC wrote (on ACKs)")
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["window_s"] = list(self.window_s)
+        d["playback_window_s"] = list(self.playback_window_s)
         return d
 
 
 
+def _shares(state: np.ndarray, w: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+    """(time-weighted, per-sample) share of each mode over rows with a mode."""
+    has = np.array([isinstance(x, str) for x in state], dtype=bool)
+    if not has.any():
+        return {}, {}
+    labels, inv = np.unique(state[has].astype(str), return_inverse=True)
+    by_t = np.bincount(inv, weights=w[has], minlength=len(labels))
+    by_n = np.bincount(inv, minlength=len(labels))
+    tot_t, tot_n = float(by_t.sum()), int(by_n.sum())
+    return ({str(k): float(v) / tot_t for k, v in zip(labels, by_t)} if tot_t > 0 else {},
+            {str(k): int(v) / tot_n for k, v in zip(labels, by_n)} if tot_n else {})
+
+
+def _sorted_in(rows: pd.DataFrame, lo: float, hi: float) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows in [lo, hi] sorted by flow then time, with each flow's start/end index and the rows' weights."""
+    win = rows[(rows.t_s >= lo) & (rows.t_s <= hi)].sort_values(["flow", "t_s"], kind="stable")
+    flow = win.flow.to_numpy(dtype=object)
+    starts = np.flatnonzero(np.r_[True, flow[1:] != flow[:-1]]) if len(flow) else np.zeros(0, dtype=int)
+    ends = np.r_[starts[1:], len(flow)].astype(int)
+    w = _weights(win.t_s.to_numpy(dtype=float), starts, ends, win.closed.to_numpy(dtype=bool))
+    return win, starts, ends, w
+
+
+def _flow_shares(rows: pd.DataFrame, lo: float, hi: float) -> dict[str, dict[str, float]]:
+    """Each flow's own time-weighted mode shares over the rows in [lo, hi]."""
+    win, starts, ends, w = _sorted_in(rows, lo, hi)
+    flow, state = win.flow.to_numpy(dtype=object), win.state.to_numpy(dtype=object)
+    return {str(flow[a]): _shares(state[a:b], w[a:b])[0] for a, b in zip(starts, ends)}
+
+
 def state_view(rows: pd.DataFrame, source: str, window: tuple[float, float],
-               tokens: dict[str, str] | None = None) -> StateView:
-    """The model over the workload flows' rows in [window]; per-flow breakdown of every flow with rows
-    in the window; `flows_by_role` counts every flow of the file. Columns as numpy arrays, a loop only
-    over flows (a handful per run), never over rows."""
-    lo, hi = window
+               tokens: dict[str, str] | None = None, activity: Activity | None = None) -> StateView:
+    """The model over the flows that carried the workload (`activity`: which flows, over which
+    window; without it, every workload-role flow over `window`); a per-flow breakdown of every flow
+    with rows in the window (what it carried, its bytes, its own mode shares over the active window
+    and the whole run); `flows_by_role` counts every flow of the file. Columns as numpy arrays, a
+    loop only over flows (a handful per run), never over rows."""
     roles: dict[str, int] = {}
     for r in rows.drop_duplicates("flow").role:
         roles[str(r)] = roles.get(str(r), 0) + 1
-    win = rows[(rows.t_s >= lo) & (rows.t_s <= hi)].sort_values(["flow", "t_s"], kind="stable")
+    if activity is not None and activity.active_s is not None:
+        lo, hi = activity.active_s
+        name, words = "active", ("active: from the carrying flows' first request (their last ss sample before "
+                                 "the first acknowledged data byte) to their last byte (their first ss sample at "
+                                 "the final bytes_acked), at the ss sampling interval")
+    else:
+        (lo, hi), name, words = window, "playback", "playback: from run time 0 to the playback's duration"
+    info = activity.flows if activity is not None else {}
+    in_shares = (lambda f, role: info.get(f, ("", 0, None))[0] in CARRIED_WORKLOAD) if activity is not None \
+        else (lambda f, role: role == "workload")
+    win, starts, ends, w = _sorted_in(rows, lo, hi)
     flow = win.flow.to_numpy(dtype=object)
     t = win.t_s.to_numpy(dtype=float)
     bw = win.bw_bps.to_numpy(dtype=float)
@@ -259,35 +332,91 @@ def state_view(rows: pd.DataFrame, source: str, window: tuple[float, float],
     role = win.role.to_numpy(dtype=object)
     state = win.state.to_numpy(dtype=object)
     upd = win.updated.to_numpy(dtype=object)
-    starts = np.flatnonzero(np.r_[True, flow[1:] != flow[:-1]]) if len(flow) else np.zeros(0, dtype=int)
-    ends = np.r_[starts[1:], len(flow)].astype(int)
-    w = _weights(t, starts, ends, win.closed.to_numpy(dtype=bool))
+    whole = _flow_shares(rows, -math.inf, math.inf)
     per_flow = []
     new = np.zeros(len(flow), dtype=bool)            # a new record of the CC: its write time changed
+    sel = np.zeros(len(flow), dtype=bool)
     for a, b in zip(starts, ends):
         sl = slice(a, b)
+        f, rl = str(flow[a]), str(role[a])
         r = rtt[sl][np.isfinite(rtt[sl])]
-        per_flow.append(FlowState(str(flow[a]), str(role[a]), (tokens or {}).get(str(flow[a])), int(b - a),
-                                  round(float(t[a]), 4), round(float(t[b - 1]), 4), _mean(bw[sl]),
-                                  _mean(bw[sl], w[sl]), float(r.min()) if len(r) else None))
+        kind, acked, http = info.get(f, (None, None, None))
+        sel[sl] = in_shares(f, rl)
+        per_flow.append(FlowState(
+            f, rl, (tokens or {}).get(f), int(b - a), round(float(t[a]), 4), round(float(t[b - 1]), 4),
+            _mean(bw[sl]), _mean(bw[sl], w[sl]), float(r.min()) if len(r) else None,
+            kind, acked, None if http is None else http.media_requests + http.page_requests,
+            None if http is None else http.bytes, bool(sel[a]), _shares(state[sl], w[sl])[0], whole.get(f, {})))
         u = upd[sl]
         known = pd.notna(u)
         changed = np.r_[True, u[1:] != u[:-1]] if b > a else np.zeros(0, dtype=bool)
         new[sl] = known & changed
-    wl = role == "workload"
-    has_state = wl & np.array([isinstance(x, str) for x in state], dtype=bool)
-    labels, inv = np.unique(state[has_state].astype(str), return_inverse=True) if has_state.any() \
-        else (np.array([], dtype=str), np.array([], dtype=np.intp))
-    by_t = np.bincount(inv, weights=w[has_state], minlength=len(labels)) if len(labels) else np.zeros(0)
-    by_n = np.bincount(inv, minlength=len(labels)) if len(labels) else np.zeros(0)
-    tot_t, tot_n = float(by_t.sum()), int(by_n.sum())
+    wl = sel
+    tw, ps = _shares(state[wl], w[wl])
+    # every workload-port flow over the playback window: the figure before flows were told apart
+    pwin, _, _, pw = _sorted_in(rows, *window)
+    pwl = pwin.role.to_numpy(dtype=object) == "workload"
+    all_tw = _shares(pwin.state.to_numpy(dtype=object)[pwl], pw[pwl])[0]
     rtt_w = np.isfinite(rtt) & wl
     return StateView(
         source, (lo, hi), roles, int(wl.sum()), _mean(bw[wl]), _mean(bw[wl], w[wl]), _mean(bw[wl & new]),
-        _mean(rtt[rtt_w], w[rtt_w]), float(rtt[rtt_w].min()) if rtt_w.any() else None,
-        {str(k): float(v) / tot_t for k, v in zip(labels, by_t)} if tot_t > 0 else {},
-        {str(k): int(v) / tot_n for k, v in zip(labels, by_n)} if tot_n else {},
+        _mean(rtt[rtt_w], w[rtt_w]), float(rtt[rtt_w].min()) if rtt_w.any() else None, tw, ps,
+        name, words, activity.evidence if activity is not None else "role only (workload port)",
+        sorted({str(f) for f in flow[wl]}), all_tw, (float(window[0]), float(window[1])),
         sorted(per_flow, key=lambda f: (ROLES.index(f.role) if f.role in ROLES else len(ROLES), f.first_t_s)))
+
+
+def flow_activity(ss_path: Path, rules: RoleRules, access_log: Path, tokens: dict[str, str],
+                  http_workload: bool) -> Activity:
+    """What each workload-role flow carried and the active window, from the `ss` samples' bytes_acked
+    (data/subflows.csv; the server's acknowledged bytes, 1 for the SYN) and Apache's access log."""
+    http = http_connections(access_log) if http_workload else {}
+    by_token = http_by_token(http, tokens)
+    try:
+        df = pd.read_csv(ss_path, usecols=["t_s", "local", "peer", "bytes_acked"], dtype={"local": str, "peer": str})
+    except (OSError, ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):
+        df = pd.DataFrame(columns=["t_s", "local", "peer", "bytes_acked"])
+    df = df.dropna(subset=["t_s", "local", "peer"])
+    df["bytes_acked"] = pd.to_numeric(df.bytes_acked, errors="coerce").fillna(0)
+    out: dict[str, tuple[str, int, Any]] = {}
+    spans: list[tuple[float, float]] = []
+    for (local, peer), g in df.sort_values("t_s", kind="stable").groupby(["local", "peer"], sort=False):
+        (sa, sp), (da, dp) = split_endpoint(str(local)), split_endpoint(str(peer))
+        if rules.role(sa, sp, da, dp) != "workload":
+            continue
+        f = flow_key(sa, sp, da, dp)
+        t, ba = g.t_s.to_numpy(dtype=float), g.bytes_acked.to_numpy(dtype=float)
+        final = float(ba.max())
+        acked = max(int(final) - 1, 0)
+        kind, rec = carried(f, tokens.get(f), http, by_token, acked, http_workload)
+        out[f] = (kind, acked, rec)
+        if kind in CARRIED_WORKLOAD and acked > 0:
+            grew = np.flatnonzero(ba > ba[0])
+            start = float(t[grew[0] - 1]) if len(grew) and ba[0] <= 1 else float(t[0])
+            spans.append((start, float(t[np.flatnonzero(ba >= final)[0]])))
+    active = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
+    evidence = ("Apache's access log (requests per client connection; an MPTCP subflow by its connection's token)"
+                if http_workload else "ss bytes_acked (a workload without HTTP)")
+    return Activity(out, active, evidence)
+
+
+def mode_share_check(view: dict[str, Any], large_share: float = 0.1) -> dict[str, Any]:
+    """cross-check mode_shares_over_workload_flows (mpvlab/results/checks.py): the flows the headline
+    mode shares are over against what each flow carried. Fails when a flow in the shares carried no
+    workload bytes, when a flow that carried them is left out, or when a workload-port flow left
+    out acked more than `large_share` of the bytes the flows in the shares acked (the evidence, e.g.
+    Apache's log, missed a connection that moved data)."""
+    fl = [f for f in view.get("flows") or [] if f.get("role") == "workload"]
+    in_shares = {f["flow"] for f in fl if f.get("in_shares")}
+    idle_in = sorted(f["flow"] for f in fl if f["flow"] in in_shares and f.get("carried") not in CARRIED_WORKLOAD)
+    left_out = sorted(f["flow"] for f in fl if f["flow"] not in in_shares and f.get("carried") in CARRIED_WORKLOAD)
+    shared_bytes = sum(int(f.get("bytes_acked") or 0) for f in fl if f["flow"] in in_shares)
+    heavy_out = sorted(f["flow"] for f in fl if f["flow"] not in in_shares
+                       and int(f.get("bytes_acked") or 0) > large_share * max(shared_bytes, 1))
+    return {"flows_in_shares": sorted(in_shares), "without_workload_bytes": idle_in, "carrying_left_out": left_out,
+            "bytes_acked_in_shares": shared_bytes, "left_out_with_large_bytes": heavy_out,
+            "tolerance": f"exact; a flow left out may ack at most {large_share:g} × the shares' flows' bytes",
+            "ok": bool(in_shares) and not idle_in and not left_out and not heavy_out}
 
 
 def sched_flows(path: Path, rules: RoleRules) -> pd.DataFrame:

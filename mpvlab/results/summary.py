@@ -118,14 +118,24 @@ class PlayerQoE(Record):
         "picture discards", "frames", 0, INF, "lower",
         "frames the sink discarded as too late (QoS), i.e. not shown", STUDY_WIFI_LTE, **SKEWED, qoe=True, rank=3,
         views={"configs": View(3, "picture discards"), "summary": View(2, "picture discards"),
-               "runs": View(2, "discards"),
-               "bars": View(2, "Picture discards", "discarded frames per run")})] = Field(
+               "runs": View(2, "discards")})] = Field(
         None, description="frames the decoder/sink discarded")
+    # The bar figures draw the two causes apart: a discard with data buffered is the client's CPU being
+    # late and is never plotted as the network's outcome.
+    picture_discards_network: Annotated[int | None, MetricDef(
+        "picture discards during underflow (network)", "frames", 0, INF, "lower",
+        "discards while an underflow episode was open: picture_discards − picture_discards_no_underflow "
+        "(the discards the network's late data explains)", STUDY_WIFI_LTE, **SKEWED, qoe=True, rank=3.5,
+        views={"bars": View(2, "Picture discards during underflow (network)", "discarded frames per run")})] = Field(
+        None, description="picture_discards − picture_discards_no_underflow: discards while an underflow episode was "
+                          "open (frames); null when the player cannot tell them apart")
     picture_discards_no_underflow: Annotated[int | None, MetricDef(
         "picture discards with data buffered (CPU-late)", "frames", 0, INF, "lower",
         "discards while no underflow episode was open: late for the CPU, not the network "
         "(read beside host CPU steal)", MPVLAB, **SKEWED, rank=4,
-        views={"runs": View(3, "of which CPU-late")})] = Field(
+        views={"runs": View(3, "of which CPU-late"),
+               "bars": View(3, "Picture discards with data buffered (CPU-late, not the network)",
+                            "CPU-late discarded frames per run")})] = Field(
         None, description="discards while the playout buffer had data: the CPU, not the network, was late")
     frames_rendered_late: int | None = Field(
         None, description="frames the sink rendered although late (GStreamer basesink's emergency renders; count; null"
@@ -377,16 +387,33 @@ class FlowStateRecord(Record):
     bw_est_bps_mean_time_weighted: float | None = Field(
         description="the flow's bandwidth estimate averaged over time, each row held to the next (bit/s)")
     min_rtt_ms_min: float | None = Field(description="the smallest min_rtt the CC recorded for the flow (ms)")
+    carried: Literal["media", "page", "idle", "data"] | None = Field(
+        description="what a workload-port flow carried: media (its connection made the workload's requests, Apache's "
+                    "access log), page (only the dash.js page's requests), idle (no request; without HTTP: no data "
+                    "acked), data (a workload without HTTP, data acked); null for other roles")
+    bytes_acked: int | None = Field(
+        description="the flow's acknowledged bytes at its last ss sample (B; ss bytes_acked less the SYN); null for "
+                    "other roles")
+    http_requests: int | None = Field(
+        description="requests its connection made (Apache's access log; an MPTCP subflow: its connection's); null "
+                    "without a log entry")
+    http_bytes: int | None = Field(
+        description="response body bytes of those requests (Apache's %B, B); null without a log entry")
+    in_shares: bool = Field(description="whether the flow's rows are in the view's headline figures (mode shares, means)")
+    mode_share_active_time_weighted: dict[str, float] = Field(
+        description="the flow's own share of time per mode over the view's window_s (fraction)")
+    mode_share_whole_run_time_weighted: dict[str, float] = Field(
+        description="the flow's own share of time per mode over all its rows, the whole run (fraction)")
 
 
 class CCStateView(Record):
-    """The CC's model (cc/registry.py `state`) over the workload's flows only, rows with run time in
-    `window_s` (playback). `_per_sample`: plain mean over the loader's rows; `_time_weighted`: each row
+    """The CC's model (cc/registry.py `state`) over the flows that carried the workload only, rows with
+    run time in `window_s` (the active window). `_per_sample`: plain mean over the loader's rows; `_time_weighted`: each row
     held until its flow's next row; `_per_update`: over the distinct records the CC wrote on ACKs."""
 
     source: str = Field(description="the state file, relative to the run directory")
     window_s: tuple[float, float] = Field(
-        description="[start, end] of playback on the run's clock (s): the rows the means use")
+        description="[start, end] on the run's clock (s) of the window `window` names: the rows the means use")
     flows_by_role: dict[str, int] = Field(description="flows in the file per role (all rows, any time)")
     workload_rows: int = Field(description="rows of the workload's flows inside window_s (count)")
     bw_est_bps_mean_per_sample: float | None = Field(description="plain mean over the workload flows' rows")
@@ -395,8 +422,21 @@ class CCStateView(Record):
     min_rtt_ms_mean_time_weighted: float | None = Field(
         description="the CC's min_rtt averaged over time, rows held to the next row (ms)")
     min_rtt_ms_min: float | None = Field(description="the smallest min_rtt over the workload flows' rows (ms)")
-    mode_share_time_weighted: dict[str, float] = Field(description="share of time per mode (PROBE_BW:<phase>)")
-    mode_share_per_sample: dict[str, float] = Field(description="share of rows per mode")
+    mode_share_time_weighted: dict[str, float] = Field(
+        description="share of time per mode (PROBE_BW:<phase>) over the flows that carried the workload "
+                    "(flows_in_shares), rows in window_s (fraction)")
+    mode_share_per_sample: dict[str, float] = Field(description="share of rows per mode, same flows and window")
+    window: Literal["active", "playback"] = Field(
+        description="which window window_s is: active (the carrying flows' first request → last byte) or playback "
+                    "(run time 0 → the playback's duration, when no flow carried data)")
+    window_definition: str = Field(description="how window_s is found, in words")
+    carried_evidence: str = Field(description="where each flow's `carried` comes from")
+    flows_in_shares: list[str] = Field(description="the flows whose rows make the headline figures")
+    mode_share_time_weighted_all_workload_flows: dict[str, float] = Field(
+        description="share of time per mode over every workload-port flow (idle ones included) in playback_window_s: "
+                    "the figure before flows were told apart, for comparison (fraction)")
+    playback_window_s: tuple[float, float] = Field(
+        description="[0, playback's duration] on the run's clock (s): the window of the all-flows figure")
     flows: list[FlowStateRecord] = Field(description="each flow in the state file, with its role and own means")
     definition: str = Field(description="how the means are computed, in words")
 

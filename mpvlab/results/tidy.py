@@ -362,6 +362,7 @@ def load(directory: str | Path) -> Results:
     root = Path(directory)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such results directory")
-    c = aggregate(root, stats=False)
+    # tidy tables are data, not statistics: every complete run, its fidelity_ok a column to filter on
+    c = aggregate(root, stats=False, include_warned=True)
     all_runs = [(d, rundir.read_status(d) or {"state": "unreadable"}) for d in find_run_dirs(root)]
     return Results(root, c, all_runs)

@@ -8,6 +8,7 @@ import contextlib
 from typing import Any
 
 from mpvlab.collectors import pcap, wire_switches
+from mpvlab.results import checks as checks_mod
 from mpvlab.runner.context import RunContext
 from mpvlab.topologies import dual_path
 
@@ -44,11 +45,8 @@ def view(topo: dual_path.DualPath, cap: pcap.Capture | None, sched: dict[str, An
         return out
     out["capture"] = cap.summary()
     for r in cap.results:
-        out["checks"][f"pcap_bytes_{r.point}_{r.interface}"] = {
-            "capture_bytes": r.bytes, "counter_bytes": r.counter_bytes, "ratio": r.ratio, "ok": bool(r.ok)}
-        if not r.ok:
-            out["warnings"].append(f"cross-check pcap_bytes_{r.point}_{r.interface} failed: capture {r.bytes} B "
-                                   f"vs interface counters {r.counter_bytes} B")
+        checks_mod.record(out["checks"], out["warnings"], f"pcap_bytes_{r.point}_{r.interface}", {
+            "capture_bytes": r.bytes, "counter_bytes": r.counter_bytes, "ratio": r.ratio, "ok": bool(r.ok)})
         if r.dropped_by_kernel:
             out["warnings"].append(f"capture {r.file}: {r.dropped_by_kernel} packets dropped by kernel")
         if r.truncated:

@@ -47,8 +47,9 @@ from mpvlab.core.errors import RunFailed
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads.base import Client, Ends, Outcome
 from mpvlab.topologies import shared_bottleneck as sb
-from mpvlab.runner.views import cc_state_view, udp_wire_check
-from mpvlab.runner.workloads.video import dash_view
+from mpvlab.runner.views import cc_state_view, record_cc_state_check, udp_wire_check
+from mpvlab.results import checks as checks_mod
+from mpvlab.runner.workloads.video import dash_view, network_discards
 
 PATH_LABEL = "shared"       # the delay lines' and queue folder's label (the path's name is the user's)
 TCP_PAYLOAD = 1448          # per full frame: 1500 − IP 20 − TCP 20 − timestamps 12
@@ -275,6 +276,10 @@ class SharedNetwork:
                              self.cross.checked_result())
             # every flow named; the CC's model over the players' flows only (mpvlab/results/flows.py)
             body["cc_state"] = cc_state_view(ctx, self.samplers[0], (self.t_end - ctx.t0_ns) / 1e9)
+            if body["cc_state"] is not None:
+                body["cross_checks"] = body.get("cross_checks") or {}
+                body.setdefault("warnings", [])
+                record_cc_state_check(body["cc_state"], body["cross_checks"], body["warnings"])
         body["ecn_marks"] = self.ecn_window.view() if self.ecn_window else None
         return body
 
@@ -298,8 +303,10 @@ def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dic
     counters = {viewer.role: {"interface": viewer.iface,
                               "rx_bytes": after[viewer.role]["rx_bytes"] - before[viewer.role]["rx_bytes"],
                               "rx_packets": after[viewer.role]["rx_packets"] - before[viewer.role]["rx_packets"]}}
-    checks = udp_wire_check(counters, outcome.wire or {}, bottleneck["window_s"])
-    warnings = [f"cross-check {k} failed: {v}" for k, v in checks.items() if not v["ok"]]
+    checks: dict[str, Any] = {}
+    warnings: list[str] = []
+    for k, v in udp_wire_check(counters, outcome.wire or {}, bottleneck["window_s"]).items():
+        checks_mod.record(checks, warnings, k, v)
     bulk = cross.get("bulk")
     return {
         "transport": f"udp, {ctx.scenario.workload.kind} to one client ({viewer.role})",
@@ -387,6 +394,8 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, outcome: Outcome,
     warnings: list[str] = []
     for role, ps in summaries.items():
         v: dict[str, Any] = {k: ps.get(k) for k in PLAYER_KEYS}
+        v["picture_discards_network"] = network_discards(ps.get("picture_discards"),
+                                                         ps.get("picture_discards_no_underflow"))
         v["dash"] = dash_view(ps) if ps.get("dash") else None
         v["interface_rx_bytes"] = leaf_bytes[role]["rx_bytes"]
         v["mean_throughput_bps"] = (round(ps["bytes_received"] * 8 / ps["playback_s"])

@@ -16,6 +16,7 @@ from mpvlab.runner.context import RunContext
 from mpvlab.runner.steps import check_subflows
 from mpvlab.runner.workloads.base import Outcome
 from mpvlab.runner.steps import queue_view
+from mpvlab.results import checks as checks_mod
 
 
 def _scheduler_view(topo: dual_path.DualPath, sched: dict[str, Any]) -> dict[str, Any]:
@@ -106,6 +107,28 @@ def quiet_intervals(links_csv: Path, min_gap_s: float = QUIET_MIN_S) -> dict[str
     return out
 
 
+def interface_vs_collector(rx_bytes: int, rx_packets: int, handed: int | None, retransmitted: int) -> dict[str, Any]:
+    """A path's interface bytes less per-packet headers against the payload the scheduler handed to
+    its subflow (within 1 %: pure ACKs and the HTTP header differ). A TCP retransmission whose
+    original also arrived (an RTO, a spurious fast retransmit) crosses the interface twice but is
+    handed once, so the upper bound also allows the path's retransmitted segments at a full payload
+    each (measured: 1.2 % over with 59 retransmissions after 49 tail drops on a 3 Mbit/s path)."""
+    wire_payload = rx_bytes - rx_packets * SEGMENT_OVERHEAD
+    ratio = wire_payload / handed if handed else None
+    retrans_allow = retransmitted * (1514 - SEGMENT_OVERHEAD) / handed if handed else 0.0
+    return {"ratio": None if ratio is None else round(ratio, 5), "tolerance": 0.01,
+            "retransmitted_segments": retransmitted, "retransmission_allowance": round(retrans_allow, 5),
+            "ok": ratio is not None and 0.99 <= ratio <= 1.01 + retrans_allow}
+
+
+def connections_check(key: str, requests: int, traced: int) -> dict[str, Any]:
+    """Like with like: `requests` counts the connections that carried the workload's requests (for
+    dash.js, not the page loaded before t0: workloads/video.py apache_connections); the trace counts
+    connections the scheduler served between t0 and the end, including idle ones that only closed
+    then (a TLS close_notify), so it may exceed the count. A shortfall is a real miss."""
+    return {key: requests, "traced": traced, "ok": traced >= requests}
+
+
 def subflow_address_check(topo: dual_path.DualPath, subflows: list[dict[str, Any]]) -> dict[str, Any]:
     """Each subflow must join a path's client address to that path's server address (under `per-path`
     addressing the server address names the path; under `single` it is the same for every path)."""
@@ -142,9 +165,18 @@ def cc_state_view(ctx: RunContext, sampler: sampling.Sampler, playback_s: float 
     if spec.file not in series:          # kernel BBR's state is the ss samples, read above
         series[spec.file] = flows.read_state(ctx.data / spec.file, spec, rules, ctx.t0_ns)
     rows = series[spec.file]
-    view = flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s or 0.0)), tokens).to_json()
+    log = ctx.logs / "apache" / "access.log"
+    activity = flows.flow_activity(ctx.data / "subflows.csv", rules, log, tokens, log.exists())
+    view = flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s or 0.0)), tokens, activity).to_json()
     flows.write_flows(ctx.data, rules, series, tokens)
     return view
+
+
+def record_cc_state_check(cc_state: dict[str, Any] | None, checks: dict[str, Any], warnings: list[str]) -> None:
+    """The mode shares' flows against what each flow carried (checks.py mode_shares_over_workload_flows)."""
+    if cc_state is not None:
+        from mpvlab.results.flows import mode_share_check
+        checks_mod.record(checks, warnings, "mode_shares_over_workload_flows", mode_share_check(cc_state))
 
 
 def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, before: dict[str, dict[str, int]],
@@ -182,36 +214,20 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
         for v in per_path.values():
             v["payload_bytes_handed"] = None
         # the counters' window is the stream's plus a few seconds either side (in UDP_OTHER_PACKETS)
-        checks.update(udp_wire_check(per_path, outcome.wire or {}, playback_s or 0.0))
-        warnings += [f"cross-check {k} failed: {v}" for k, v in checks.items() if not v["ok"]]
+        for k, v in udp_wire_check(per_path, outcome.wire or {}, playback_s or 0.0).items():
+            checks_mod.record(checks, warnings, k, v)
         return _body(ctx, sc, outcome, total, per_path, [], {"path_switches": None, "decisions": None,
                      "definition": None}, steer, checks, warnings, sampler, playback_s)
     retrans = _retransmitted_segments_by_path(topo, ctx.data / "subflows.csv")
     for name, v in per_path.items():
         v["payload_bytes_handed"] = view["bytes_handed"][name]
-        # Interface bytes less per-packet headers should equal the payload the scheduler handed
-        # to this path (within 1 %: pure ACKs and the HTTP header differ). A TCP retransmission
-        # whose original also arrived (an RTO, a spurious fast retransmit) crosses the interface
-        # twice but is handed once, so the upper bound also allows the path's retransmitted
-        # segments at a full payload each (measured: 1.2 % over with 59 retransmissions after 49
-        # tail drops on a 3 Mbit/s path).
-        wire_payload = v["rx_bytes"] - v["rx_packets"] * SEGMENT_OVERHEAD
-        handed = v["payload_bytes_handed"]
-        ratio = wire_payload / handed if handed else None
-        retrans_allow = retrans.get(name, 0) * (1514 - SEGMENT_OVERHEAD) / handed if handed else 0.0
-        checks[f"bytes_{name}_interface_vs_collector"] = {
-            "ratio": None if ratio is None else round(ratio, 5), "tolerance": 0.01,
-            "retransmitted_segments": retrans.get(name, 0), "retransmission_allowance": round(retrans_allow, 5),
-            "ok": ratio is not None and 0.99 <= ratio <= 1.01 + retrans_allow}
-    # Like with like: outcome.connections counts the connections that carried the workload's requests
-    # (for dash.js, not the page loaded before t0: workloads/video.py apache_connections); the trace
-    # counts connections the scheduler served between t0 and the end, including idle ones that only
-    # closed then (a TLS close_notify), so it may exceed the count. A shortfall is a real miss.
-    requests = outcome.connections
-    checks["collector_saw_every_connection"] = {outcome.connections_key: requests, "traced": view["connections"],
-                                                "ok": view["connections"] >= requests}
-    checks["collector_lost_events"] = {"lost": view["lost_events"], "ok": view["lost_events"] == 0}
-    warnings += [f"cross-check {k} failed: {v}" for k, v in checks.items() if not v["ok"]]
+        checks_mod.record(checks, warnings, f"bytes_{name}_interface_vs_collector",
+                          interface_vs_collector(v["rx_bytes"], v["rx_packets"], v["payload_bytes_handed"],
+                                                 retrans.get(name, 0)))
+    checks_mod.record(checks, warnings, "collector_saw_every_connection",
+                      connections_check(outcome.connections_key, outcome.connections, view["connections"]))
+    checks_mod.record(checks, warnings, "collector_lost_events",
+                      {"lost": view["lost_events"], "ok": view["lost_events"] == 0})
     subflows = [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(sampler.subflows_seen.items())]
     expected_cc = ctx.extra_prov["cc"]["kernel_name"]
     check_subflows(sc, subflows, expected_cc, per_path)
@@ -224,6 +240,8 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
 def _body(ctx: RunContext, sc: Any, outcome: Outcome, total: int, per_path: dict[str, dict[str, Any]],
           subflows: list[dict[str, Any]], view: dict[str, Any], steer: dict[str, Any], checks: dict[str, Any],
           warnings: list[str], sampler: sampling.Sampler, playback_s: float | None) -> dict[str, Any]:
+    cc_state = cc_state_view(ctx, sampler, playback_s)
+    record_cc_state_check(cc_state, checks, warnings)
     return {
         "scheduler": sc.transport.scheduler,
         **outcome.fields,
@@ -237,7 +255,7 @@ def _body(ctx: RunContext, sc: Any, outcome: Outcome, total: int, per_path: dict
         "cross_checks": checks,
         "warnings": warnings,
         "sampler_errors": sampler.errors,
-        "cc_state": cc_state_view(ctx, sampler, playback_s),
+        "cc_state": cc_state,
     }
 
 

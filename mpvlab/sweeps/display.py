@@ -24,6 +24,8 @@ class SweepDisplay:
         self.running: dict[str, tuple[float, str]] = {}
         self.walls: list[float] = []
         self.counts = {"complete": 0, "failed": 0, "interrupted": 0}
+        self.warned = 0          # complete runs with warnings (mpvlab/results/checks.py all_warnings)
+        self.left_out = 0        # of which fidelity_ok false: the report leaves them out by default
         self.already = 0
         self.todo = 0
         self._live: Live | None = None
@@ -45,6 +47,8 @@ class SweepDisplay:
         done = self.already + self.counts["complete"]
         t = Text.assemble(("mpvlab sweep ", "bold"), f"{done}/{self.total} complete, ",
                           (f"{self.counts['failed']} failed", "red" if self.counts["failed"] else ""),
+                          (f", {self.warned} with warnings ({self.left_out} fidelity_ok false)",
+                           "yellow" if self.warned else ""),
                           f", {len(self.running)} running  [{time.monotonic() - self.start:6.0f} s elapsed, ETA ",
                           (f"{self.eta_s() / 60:.1f} min", "cyan"), "]")
         for key, (t0, phase) in self.running.items():
@@ -82,6 +86,14 @@ class SweepDisplay:
                              f"{entry.get('run_dir') or ''}")
         if entry.get("reason"):
             line.append(f"\n             {entry['reason']}", style=style)
-        if entry.get("fidelity_ok") is False:
+        if entry.get("warnings"):
+            self.warned += 1
+            self.left_out += entry.get("fidelity_ok") is False
+            line.append(f"\n             {entry['warnings']} warning(s)"
+                        f"{', fidelity_ok false: left out of the report' if entry.get('fidelity_ok') is False else ''}"
+                        f"; first: {entry.get('first_warning') or ''}", style="yellow")
+        elif entry.get("fidelity_ok") is False:
+            self.warned += 1
+            self.left_out += 1
             line.append("  (fidelity warnings)", style="yellow")
         self.console.print(line)

@@ -25,6 +25,7 @@ from mpvlab.sweeps.manifest import (
     MANIFEST, STATES, _now, _pid_alive, find_run_dir, load_manifest, merge_manifest, select, sweep_dir,
 )
 from mpvlab.input.sweep import Plan, PlannedRun, SweepError
+from mpvlab.results.checks import all_warnings
 
 # ---------------------------------------------------------------------------------------------
 # Executing runs
@@ -200,6 +201,9 @@ class Sweeper:
             try:
                 s = json.loads((out.run_dir / "summary.json").read_text())
                 entry["fidelity_ok"] = s.get("fidelity_ok")
+                warned = all_warnings(s)
+                entry["warnings"] = len(warned)
+                entry["first_warning"] = warned[0][:300] if warned else None
                 entry["run_id"] = s.get("run_id")
             except (OSError, ValueError):
                 pass

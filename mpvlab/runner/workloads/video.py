@@ -188,6 +188,15 @@ class VideoWorkload:
                        apache_connections(ctx.logs / "apache" / "access.log"), warnings, per_client)
 
 
+def network_discards(total: Any, cpu_late: Any) -> int | None:
+    """Discards while an underflow episode was open (total less the CPU-late ones); None unless both
+    counts are known integers."""
+    if isinstance(total, int) and isinstance(cpu_late, int) and not isinstance(total, bool) \
+            and not isinstance(cpu_late, bool):
+        return total - cpu_late
+    return None
+
+
 def player_view(ps: dict[str, Any]) -> dict[str, Any]:
     """The player's QoE as the summary carries it."""
     return {
@@ -196,6 +205,7 @@ def player_view(ps: dict[str, Any]) -> dict[str, Any]:
         "picture_discards": ps.get("picture_discards"),
         # discards while the playout buffer had data: the CPU, not the network, was late
         "picture_discards_no_underflow": ps.get("picture_discards_no_underflow"),
+        "picture_discards_network": network_discards(ps.get("picture_discards"), ps.get("picture_discards_no_underflow")),
         "frames_rendered_late": ps.get("frames_rendered_late"),
         "frames_accounted": ps.get("frames_accounted"),
         "underflow_episodes": ps.get("underflow_episodes"),
