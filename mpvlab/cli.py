@@ -302,7 +302,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     else:
         from mpvlab.reporting import build_report
         t = time.monotonic()
-        rep = build_report(sweeper.root, sweeper.root / "report", output=output)
+        rep = build_report(sweeper.root, sweeper.root / "report", output=output, include_warned=args.include_warned)
         console.print(f"report of {rep.n_complete} complete run(s) in {rep.n_configs} configuration(s) "
                       f"({time.monotonic() - t:.1f} s): {rep.html}")
     return 0 if counts["failed"] == 0 and counts["complete"] == len(plan.runs) else 1
@@ -408,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     sw.add_argument("--retry-failed", action="store_true", help="redo runs that failed in an earlier invocation")
     sw.add_argument("--dry-run", action="store_true", help="list the planned runs and seeds, run nothing")
     sw.add_argument("--no-report", action="store_true", help="do not build RESULTS/<sweep>/report/ at the end")
+    sw.add_argument("--include-warned", action="store_true",
+                    help="the report at the end keeps runs whose fidelity_ok is false (as `mpvlab report --include-warned`)")
     sw.add_argument("--executor", choices=("local", "slurm"), default="local",
                     help="local: make the runs here (default); slurm: submit them as one Slurm job array and return")
     sw.add_argument("--partition", help="slurm: the partition to submit to (default: the site's)")

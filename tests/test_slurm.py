@@ -226,8 +226,8 @@ def test_slurm_sweep_kill_resume_local_equivalence_two_roots(tmp_path: Path) -> 
             assert json.loads((d / "summary.json").read_text())["seed"] == h["seed"]
             seeds[h["key"]] = h["seed"]
     assert seeds == {r["key"]: r["seed"] for r in man["runs"]}
-    rep_s = build_report(sroot, tmp_path / "rep-slurm", figures=False)
-    rep_l = build_report(local / plan.sweep, tmp_path / "rep-local", figures=False)
+    rep_s = build_report(sroot, tmp_path / "rep-slurm", figures=False, include_warned=True)
+    rep_l = build_report(local / plan.sweep, tmp_path / "rep-local", figures=False, include_warned=True)
     assert rep_s.n_complete == rep_l.n_complete == 4
     assert [c.key for c in rep_s.collection.configs] == [c.key for c in rep_l.collection.configs]
     assert len(rep_s.collection.configs) == 2
@@ -247,7 +247,7 @@ def test_slurm_sweep_kill_resume_local_equivalence_two_roots(tmp_path: Path) -> 
     st = _status(spec, node_a, node_b)
     assert sorted(st.get("complete", [])) == sorted(keys), st["_text"][0]
     assert "4 complete, 0 failed; duplicates 1" in st["_text"][0]
-    rep = build_report(shared, tmp_path / "rep-shared", figures=False)
+    rep = build_report(shared, tmp_path / "rep-shared", figures=False, include_warned=True)
     assert rep.n_complete == 4 and len(rep.collection.configs) == 2
     assert [b.state for b in rep.collection.not_aggregated].count("duplicate") == 1
     print(f"slurm part {t_slurm:.1f} s, whole test {time.monotonic() - t0:.1f} s")
@@ -265,7 +265,7 @@ def test_report_flags_a_configuration_whose_trials_come_from_two_kernels(tmp_pat
     prov = json.loads(prov_file.read_text())
     prov["host"].update(kernel="6.1.0-other", hostname="node-b", mem_total_kb=2**21, cpus=8)
     rundir.write_json(prov_file, prov)
-    rep = build_report(tmp_path / "src", tmp_path / "rep", figures=False)
+    rep = build_report(tmp_path / "src", tmp_path / "rep", figures=False, include_warned=True)
     page = rep.html.read_text()
     assert page.count("its trials come from different kernels") == 1           # bbr only, not cubic
     assert "6.1.0-other" in page and "8 CPUs, 2 GiB" in page and "node-b" in page

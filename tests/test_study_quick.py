@@ -25,7 +25,7 @@ def test_quick_wifi_lte_study_and_report(tmp_path: Path) -> None:
     # below is moved by the contention (counts, shares, a rate bound; fidelity warnings are recorded,
     # not asserted — bench/bench_fidelity_parallel.py measures them per level).
     cp = subprocess.run([str(MPVLAB), "sweep", str(REPO / "sweeps" / "wifi-lte-study.yaml"), "--quick",
-                         "--parallel", "2", "--results", str(res)], capture_output=True, text=True, timeout=2400,
+                         "--parallel", "2", "--results", str(res), "--include-warned"], capture_output=True, text=True, timeout=2400,
                         stdin=subprocess.DEVNULL)
     root = res / "wifi-lte-study-quick"
     man = json.loads((root / "sweep.json").read_text())

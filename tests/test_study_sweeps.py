@@ -37,7 +37,8 @@ if os.geteuid() != 0:
 def _sweep(spec: str, res: Path) -> tuple[subprocess.CompletedProcess[str], float, float]:
     t = time.monotonic()
     with StealMeter() as steal:
-        cp = subprocess.run([str(MPVLAB), "sweep", str(REPO / "sweeps" / spec), "--quick", "--results", str(res)],
+        cp = subprocess.run([str(MPVLAB), "sweep", str(REPO / "sweeps" / spec), "--quick", "--results", str(res),
+                             "--include-warned"],
                             capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL, cwd=REPO)
     return cp, time.monotonic() - t, longest_stall_s(steal.window)
 

@@ -120,7 +120,7 @@ def test_webrtc_study_quick_sweep_and_report(tmp_path: Path) -> None:
     n_cells = len(quick.grid["paths.link"])
     ctrls = quick.grid["workload.controller"]
     t = time.monotonic()
-    cp = subprocess.run([str(MPVLAB), "sweep", str(SPEC), "--quick", "--results", str(tmp_path)],
+    cp = subprocess.run([str(MPVLAB), "sweep", str(SPEC), "--quick", "--results", str(tmp_path), "--include-warned"],
                         capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL, cwd=REPO)
     print(f"\nsweep wall {time.monotonic() - t:.1f} s")
     root = tmp_path / "webrtc-study-quick"
