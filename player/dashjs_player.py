@@ -242,6 +242,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--abr", required=True, choices=["dynamic", "bola", "throughput", "bba", "festive"])
     ap.add_argument("--abr-params", default="{}", help="JSON: bba/festive parameters")
     ap.add_argument("--buffer-s", type=float, default=30.0)
+    ap.add_argument("--start", default="gated", choices=["gated", "autoplay"],
+                    help="gated: play() once dash.js's own buffer level is current (player README, 'Start-up "
+                         "stall'); autoplay: dash.js's own autoplay")
     ap.add_argument("--spki", default=None, help="base64 SHA-256 of the run certificate's SPKI (https)")
     ap.add_argument("--t0-ns", type=int, default=None)
     ap.add_argument("--t0-from-stdin", action="store_true")
@@ -298,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(w / 1e9)
         offset_ns, clock_uncertainty_ms = calibrate(cdp)
         t0 = t0 if t0 is not None else time.monotonic_ns()
-        cfg = {"mpd_url": a.url, "abr": a.abr, "buffer_s": a.buffer_s, "abr_params": json.loads(a.abr_params)}
+        cfg = {"mpd_url": a.url, "abr": a.abr, "buffer_s": a.buffer_s, "abr_params": json.loads(a.abr_params),
+               "start": a.start}
         t_start_ns = time.monotonic_ns()
         # Written at once (the rest of the events follow at the end, from the page's record): a
         # watcher sees that playback began.

@@ -138,6 +138,35 @@ def test_stalls_with_data_judged_by_the_element_not_dashjs_level() -> None:
     assert [x["start_ms"] for x in dashjs_qoe.stalls_with_data(eps, buffer[1:], bare)] == [1950.3]
 
 
+def test_stall_figures_count_only_stalls_without_video() -> None:
+    """Issue 43 item 1: the start-up stall dash.js raised with 1.83 s in the element (readyState 4) is
+    not a stall: it is out of underflows, rebuffer_events, rebuffer_ratio and stall_rate, and listed
+    with its reason; the later one (0.25 s left) counts. Before, both counted."""
+    snap = lambda t, rng, rs=4: {"t_media": t, "ready_state": rs, "buffered": rng}   # noqa: E731
+    raw = {"started_ms": 1000.0,
+           "events": [[1948.3, "video.playing", snap(0.0025, [[0, 1.833333]])],
+                      [1950.3, "video.waiting", snap(0.0026, [[0, 1.833333]])],
+                      [6698.4, "video.playing", snap(0.0043, [[0, 9.999999]])],
+                      [11443.0, "video.waiting", snap(4.75, [[0, 4.999999]], 2)],
+                      [11900.0, "video.playing", snap(4.751, [[0, 9.999999]])],
+                      [17900.0, "video.ended", snap(9.999999, [[0, 9.999999]])]],
+           "buffer": [[1951.0, 0, 0.0026], [11500.0, 0.25, 4.75]]}
+    s = dashjs_qoe.summarize(raw, t0_ns=0, page_offset_ns=0.0, video_length_s=10.0, frames_expected=None)
+    counted, excluded = 0.457, 4.7481
+    assert s["underflows"] == s["rebuffer_events"] == 1
+    assert s["underflow_episodes"] == [[11.443, 11.9]]
+    assert s["underflow_total_s"] == pytest.approx(counted, abs=1e-6)
+    playback = (17900.0 - 1948.3) / 1000
+    assert s["rebuffer_ratio"] == pytest.approx(counted / playback, abs=1e-6)
+    assert s["stall_rate"] == pytest.approx((playback - excluded - 10.0) / 10.0, abs=1e-6)
+    assert s["stalls_excluded"] == 1 and s["stalls_excluded_s"] == pytest.approx(excluded, abs=1e-6)
+    (x,) = s["stalls_with_data"]
+    assert x["start"] == 1.9503 and x["ready_state"] == 4 and "held 1.831 s beyond its playhead" in x["why"]
+    # The same stall with the element out of data (readyState 2) counts.
+    raw["events"][1][2]["ready_state"] = 2
+    assert dashjs_qoe.summarize(raw, 0, 0.0, 10.0, None)["rebuffer_events"] == 2
+
+
 # A dash.js run's access log (HTTP/2, run mtxdtk): the preflight, the page loaded before t0 on client
 # port 39634, then the MPD and segments on a new connection 39648, the only one the scheduler trace
 # (started at t0) saw. The page's connection carried nothing while the trace ran.
@@ -231,9 +260,13 @@ def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
     levels = [int(k.rsplit("/", 1)[1].split("-")[1]) for k in sorted(seg_paths, key=lambda k: k[-9:])]
     assert s["dash"]["quality_avg"] == pytest.approx(sum(levels) / len(levels))
     assert s["dash"]["bitrate_switches"] == sum(1 for a, b in zip(levels, levels[1:]) if a != b)
-    first, ended, eps = dashjs_qoe.stall_episodes(raw["events"])
+    first, ended, all_eps = dashjs_qoe.stall_episodes(raw["events"])
     assert first is not None and ended is not None
     assert s["startup_delay_s"] == pytest.approx((first - raw["started_ms"]) / 1000, abs=1e-3)
+    # stalls dash.js raised with video in the element are listed, not counted (issue 43 item 1)
+    excluded = {(x["start_ms"], x["end_ms"]) for x in dashjs_qoe.stalls_with_data(all_eps, raw["buffer"], raw["events"])}
+    eps = [e for e in all_eps if e not in excluded]
+    assert len(p["stalls_with_data"]) == len(excluded)
     assert s["dash"]["rebuffer_events"] == len(eps) == s["underflows"]
     playback = (ended - first) / 1000
     assert s["duration_s"] == pytest.approx(playback, abs=1e-3)
@@ -241,7 +274,9 @@ def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
     assert s["dash"]["rebuffer_ratio"] == pytest.approx(stalled / playback, abs=1e-5)
     # Playback cannot be shorter than the video (the element's clock runs at 1x) and lasts the video
     # plus the stalls (± 0.3 s: the element's start and end events against media time).
-    assert playback >= 12.0 - 0.05 and playback == pytest.approx(12.0 + stalled, abs=0.3)
+    stalled_all = sum(b - a for a, b in all_eps) / 1000
+    assert playback >= 12.0 - 0.05 and playback == pytest.approx(12.0 + stalled_all, abs=0.3)
+    assert raw["start_gate"]["start"] == "gated" and raw["start_gate"]["dashjs_level_s"] >= 0.5
     # The page's stall evidence (player README, "Start-up stall"): every element event and buffer
     # state change carries the element's and the SourceBuffer's ranges (one video SourceBuffer: the
     # element's ranges are its ranges); every append ended, and the whole video ended up as ONE range
