@@ -35,6 +35,16 @@ from mpvlab.core import proc  # noqa: E402
 from mpvlab.core.netns import Netns  # noqa: E402
 
 
+# IPv6 off in every node's namespace before its links exist (`all` for what exists, `default` for the
+# veths created next). The emulated network is IPv4; with IPv6 on, each veth got a link-local address
+# ~2-3 s after its carrier came up (linkwatch, then duplicate-address detection), and that address
+# change reached the programs inside: Chromium's network-change notifier closed its HTTP/2 sessions
+# with net::ERR_NETWORK_CHANGED, killing the dash.js page's script mid-transfer when it came during the
+# page load (issue 51; player/README.md). It also kept DAD/MLD/router-solicitation packets off the
+# shaped links. Per namespace: the host's own setting is untouched.
+NO_IPV6 = {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
+
+
 @dataclass
 class EmuNode:
     """A Mininet node with a stable netns name."""
@@ -53,6 +63,7 @@ def add_node(netns_name: str, role: str, lo_up: bool = True) -> EmuNode:
     node = Node(role, inNamespace=True)
     proc.run(["ip", "netns", "attach", netns_name, str(node.pid)])
     ns = Netns(netns_name)
+    ns.sysctls(NO_IPV6)
     if lo_up:
         ns.run(["ip", "link", "set", "lo", "up"])
     return EmuNode(node, ns)

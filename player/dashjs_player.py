@@ -30,6 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mpvlab.player import dashjs_qoe, dashjs_setup  # noqa: E402
+from mpvlab.player.cdp import BrowserLog, Cdp, NetlinkWatch  # noqa: E402
 from mpvlab.player.start_signal import wait_for_t0  # noqa: E402
 
 EXIT_OK, EXIT_INTERNAL, EXIT_ERROR, EXIT_TIMEOUT, EXIT_SIGNAL = 0, 1, 2, 3, 4
@@ -41,43 +42,6 @@ BASE_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "
               "--disable-default-apps", "--disable-extensions", "--mute-audio",
               "--autoplay-policy=no-user-gesture-required", "--remote-debugging-address=127.0.0.1",
               "--remote-debugging-port=0"]
-
-
-class Cdp:
-    """A minimal DevTools-protocol session on one page target (websocket-client, synchronous)."""
-
-    def __init__(self, ws_url: str) -> None:
-        import websocket   # websocket-client, pinned in requirements.txt
-        self.ws = websocket.create_connection(ws_url, timeout=30, suppress_origin=True)
-        self.next_id = 0
-
-    def call(self, method: str, params: dict[str, Any] | None = None, timeout_s: float = 30.0) -> dict[str, Any]:
-        self.next_id += 1
-        my_id = self.next_id
-        self.ws.send(json.dumps({"id": my_id, "method": method, "params": params or {}}))
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            self.ws.settimeout(max(0.1, deadline - time.monotonic()))
-            msg = json.loads(self.ws.recv())
-            if msg.get("id") == my_id:
-                if "error" in msg:
-                    raise RuntimeError(f"DevTools {method}: {msg['error']}")
-                return dict(msg.get("result", {}))
-        raise TimeoutError(f"DevTools {method}: no answer in {timeout_s:g} s")
-
-    def evaluate(self, expr: str, timeout_s: float = 30.0) -> Any:
-        r = self.call("Runtime.evaluate", {"expression": expr, "returnByValue": True, "awaitPromise": True},
-                      timeout_s)
-        if "exceptionDetails" in r:
-            d = r["exceptionDetails"]
-            raise RuntimeError(f"page: {d.get('exception', {}).get('description') or d.get('text')}")
-        return r.get("result", {}).get("value")
-
-    def close(self) -> None:
-        try:
-            self.ws.close()
-        except Exception:   # the browser may already be gone
-            pass
 
 
 def tree_cpu_s(root: int) -> tuple[float, float, int]:
@@ -164,30 +128,107 @@ def calibrate(cdp: Cdp) -> tuple[float, float]:
 PAGE_STATE = ("JSON.stringify([location.href, document.readyState, typeof window.mpvlabStart, "
               "performance.getEntriesByType('resource').map(e => [e.name, e.transferSize, e.encodedBodySize, "
               "e.responseStatus, Math.round(e.duration)])])")
+# What the page must hold before run time zero, each part judged separately so that the error names
+# what is missing: dash.js ran (its global, its version, its MediaPlayer), Media Source Extensions
+# with H.264 in MP4 (the content's codec), and the page's own functions (mpvlab-dashjs.js ran).
+READINESS = """(() => {
+  const d = (typeof window.dashjs === "object" && window.dashjs !== null) ? window.dashjs : null;
+  return {
+    href: location.href, ready_state: document.readyState, stale: window.mpvlabStale === true,
+    dashjs: d !== null, dashjs_version: d && typeof d.Version === "string" ? d.Version : null,
+    media_player: d !== null && typeof d.MediaPlayer === "function",
+    mse: typeof window.MediaSource === "function",
+    h264: typeof window.MediaSource === "function" && MediaSource.isTypeSupported('video/mp4; codecs="avc1.42c01e"'),
+    page_functions: ["mpvlabStart", "mpvlabState", "mpvlabDump"].filter((f) => typeof window[f] === "function"),
+  };
+})()"""
+PAGE_FUNCTIONS = ("mpvlabStart", "mpvlabState", "mpvlabDump")
 
 
-def load_page(cdp: Cdp, url: str, attempts: int = 3) -> list[Any]:
-    """Navigate to the player page until its scripts ran (window.mpvlabStart exists). Seen here: now and
-    then the page completes with dash.js never executed — its connection died during the 0.6 MB and
-    the browser opened a new one for the next request. A failed attempt is recorded (its resource
-    timing entries) and the page loaded again; returns the failed attempts' records."""
-    failures: list[Any] = []
-    for _ in range(attempts):
+class PageNotReady(RuntimeError):
+    """The page loaded without what playback needs (see READINESS); the message names what, and
+    `failures` holds every attempt's record."""
+
+    def __init__(self, message: str, failures: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.failures = failures
+
+
+def missing_parts(r: dict[str, Any], want_version: str | None) -> list[str]:
+    """What the readiness record lacks, in words; empty when the page is ready."""
+    out = []
+    if not r.get("dashjs"):
+        out.append("dash.js did not run (window.dashjs is undefined)")
+    else:
+        if want_version is not None and r.get("dashjs_version") != want_version:
+            out.append(f"dash.js reports version {r.get('dashjs_version')!r}, the vendored one is {want_version!r}")
+        if not r.get("media_player"):
+            out.append("dashjs.MediaPlayer is not a function")
+    if not r.get("mse"):
+        out.append("Media Source Extensions are not available (window.MediaSource)")
+    elif not r.get("h264"):
+        out.append('MediaSource does not support video/mp4; codecs="avc1.42c01e"')
+    absent = [f for f in PAGE_FUNCTIONS if f not in (r.get("page_functions") or [])]
+    if absent:
+        out.append(f"mpvlab-dashjs.js did not run ({', '.join(absent)} undefined)")
+    return out
+
+
+def describe_problems(problems: list[dict[str, Any]]) -> str:
+    """The browser's own words for what went wrong during a load: failed requests (with Chromium's
+    net:: error), other error log entries (an HTTP error status, …) and uncaught exceptions."""
+    parts = []
+    # a failed request also makes a log entry "Failed to load resource: <its errorText>": said once
+    failed = {p.get("requestId"): str(p.get("errorText")) for p in problems if p["method"] == "Network.loadingFailed"}
+    for p in problems:
+        if p["method"] == "Network.loadingFailed":
+            parts.append(f"{p.get('url')}: {p.get('errorText')}{' (canceled)' if p.get('canceled') else ''}")
+        elif p["method"] == "Log.entryAdded" and failed.get(p.get("requestId"), "\0") not in str(p.get("text")):
+            parts.append(f"{p.get('url')}: {p.get('text')}")
+        elif p["method"] == "Runtime.exceptionThrown":
+            parts.append(f"exception {p.get('description') or p.get('text')} at {p.get('url')}:{p.get('line')}")
+    return "; ".join(parts[:6]) or "the browser reported no failed request and no exception"
+
+
+def wait_complete(cdp: Cdp, url: str, timeout_s: float = 60.0) -> dict[str, Any]:
+    """Poll until the navigated document — not the one before it, which the driver marked stale, and
+    at `url` as the browser spells it — reached readyState "complete": every synchronous script has
+    then run or failed, so readiness is decided, not still coming."""
+    want = cdp.evaluate(f"new URL({json.dumps(url)}).href")     # e.g. without the default port
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r: dict[str, Any] = cdp.evaluate(READINESS)
+        if r["href"] == want and not r["stale"] and r["ready_state"] == "complete":
+            return r
+        if time.monotonic() > deadline:
+            return r
+        time.sleep(0.05)
+
+
+def load_page(cdp: Cdp, log: BrowserLog, url: str, want_version: str | None,
+              attempts: int = 3) -> list[dict[str, Any]]:
+    """Navigate to the player page until it is ready (READINESS). A load that completes without what
+    playback needs is recorded — what was missing, the browser's failed requests and exceptions
+    during that load, the resource timing entries — and the page loaded again. Returns the failed
+    attempts; after `attempts` of them raises PageNotReady naming what was missing and why."""
+    failures: list[dict[str, Any]] = []
+    for attempt in range(1, attempts + 1):
+        mark = log.mark()
+        cdp.evaluate("window.mpvlabStale = true")     # the document before this navigation
         nav = cdp.call("Page.navigate", {"url": url})
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if cdp.evaluate("typeof window.mpvlabStart") == "function":
-                return failures
-            state = json.loads(cdp.evaluate(PAGE_STATE))
-            if state[1] == "complete" and state[2] != "function":
-                # complete, scripts not run: give late script execution a moment, then retry
-                time.sleep(0.5)
-                if cdp.evaluate("typeof window.mpvlabStart") == "function":
-                    return failures
-                break
-            time.sleep(0.05)
-        failures.append({"navigate": nav, "page": json.loads(cdp.evaluate(PAGE_STATE))})
-    raise RuntimeError(f"the dash.js page {url} did not load its scripts in {attempts} attempts: {failures}")
+        r = wait_complete(cdp, url) if not nav.get("errorText") else {}
+        cdp.drain(0.05)     # events the browser sent with the load's last ones
+        missing = ["the navigation failed: " + str(nav["errorText"])] if nav.get("errorText") else (
+            [f"the page did not complete loading within 60 s (readyState {r.get('ready_state')!r})"]
+            if r.get("ready_state") != "complete" or r.get("stale") else missing_parts(r, want_version))
+        if not missing:
+            return failures
+        failures.append({"attempt": attempt, "missing": missing, "readiness": r,
+                         "browser": log.problems_since(mark), "page": json.loads(cdp.evaluate(PAGE_STATE))})
+    last = failures[-1]
+    raise PageNotReady(f"the dash.js page {url} was not ready after {attempts} loads: {'; '.join(last['missing'])} "
+                       f"(the browser during the last load: {describe_problems(last['browser'])}; every attempt "
+                       "in player-summary.json page_load_failures and data/dashjs/browser-events.jsonl)", failures)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -201,6 +242,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--abr", required=True, choices=["dynamic", "bola", "throughput", "bba", "festive"])
     ap.add_argument("--abr-params", default="{}", help="JSON: bba/festive parameters")
     ap.add_argument("--buffer-s", type=float, default=30.0)
+    ap.add_argument("--start", default="gated", choices=["gated", "autoplay"],
+                    help="gated: play() once dash.js's own buffer level is current (player README, 'Start-up "
+                         "stall'); autoplay: dash.js's own autoplay")
     ap.add_argument("--spki", default=None, help="base64 SHA-256 of the run certificate's SPKI (https)")
     ap.add_argument("--t0-ns", type=int, default=None)
     ap.add_argument("--t0-from-stdin", action="store_true")
@@ -232,14 +276,21 @@ def main(argv: list[str] | None = None) -> int:
     cpu: dict[str, Any] = {}
     browser_info: dict[str, Any] = {}
     page_failures: list[Any] = []
+    blog = BrowserLog(a.data_dir / "browser-events.jsonl")
     t0 = a.t0_ns
     offset_ns, clock_uncertainty_ms = 0.0, None
+    watch: NetlinkWatch | None = None
     try:
+        watch = NetlinkWatch(blog)
         browser, port = start_browser(a.profile, a.spki, a.data_dir / "chromium.log")
         u_start, s_start, _ = tree_cpu_s(browser.pid)
-        cdp = Cdp(page_target(port))
-        cdp.call("Page.enable")
-        page_failures.extend(load_page(cdp, a.page_url))
+        cdp = Cdp(page_target(port), on_event=blog)
+        cdp.enable()
+        try:
+            page_failures.extend(load_page(cdp, blog, a.page_url, dashjs_setup.dashjs_version()))
+        except PageNotReady as e:
+            page_failures.extend(e.failures)
+            raise
         # The runner waits for this before its pre-run check (the page load must not overlap it).
         (a.data_dir / "page-loaded").write_text(f"{time.monotonic_ns()}\n")
         if a.t0_from_stdin:
@@ -250,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(w / 1e9)
         offset_ns, clock_uncertainty_ms = calibrate(cdp)
         t0 = t0 if t0 is not None else time.monotonic_ns()
-        cfg = {"mpd_url": a.url, "abr": a.abr, "buffer_s": a.buffer_s, "abr_params": json.loads(a.abr_params)}
+        cfg = {"mpd_url": a.url, "abr": a.abr, "buffer_s": a.buffer_s, "abr_params": json.loads(a.abr_params),
+               "start": a.start}
         t_start_ns = time.monotonic_ns()
         # Written at once (the rest of the events follow at the end, from the page's record): a
         # watcher sees that playback began.
@@ -296,7 +348,14 @@ def main(argv: list[str] | None = None) -> int:
                     raw = json.loads(cdp.evaluate("mpvlabDump()", timeout_s=5))
             except Exception:
                 pass
+            try:
+                cdp.drain(0.1)     # what the browser reported since the last call
+            except Exception:
+                pass
             cdp.close()
+        if watch is not None:
+            watch.stop()
+        blog.close()
         if browser is not None:
             stop_browser(browser)
         # The profile is the browser's scratch state, not a result (its log stays in data/).
@@ -307,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     summ.update({"url": a.url, "status": status, "reason": reason, "exit_code": code, "t0_ns": t0,
                  "player": "dashjs", "buffer_ms": a.buffer_s * 1000, "cpu": cpu or None,
                  "browser": browser_info, "page_load_failures": page_failures,
+                 "browser_events": blog.summary(),
                  "clock_map_uncertainty_ms": clock_uncertainty_ms})
     summ["abr"] = {"name": a.abr, "params": json.loads(a.abr_params), "dashjs": raw.get("dashjs_version")}
     with a.events.open("a") as fh:

@@ -4,9 +4,13 @@ Definitions, the same as player/mpvlab_player.py's for the GStreamer players:
   * startup_delay_s: the <video> element's first `playing` − the moment the driver started dash.js
     (mpvlabStart: the MPD request follows at once).
   * underflow_episodes: each `waiting` of the <video> element after playback began, up to the next
-    `playing` (the element stops its clock while waiting: a stall in the rebuffer sense).
-  * playback_s: `ended` − first `playing`; stall_rate = stall_ratio = max(0, playback − length) / length
-    (Vargas et al.); rebuffer_ratio = stalled time / playback_s.
+    `playing` (the element stops its clock while waiting: a stall in the rebuffer sense) — except the
+    episodes whose opening `waiting` found the element holding decodable video: readyState ≥
+    HAVE_FUTURE_DATA and ≥ EXCLUDE_AHEAD_S beyond the playhead. dash.js halted those itself (its
+    start-up race, player/README.md); they are listed in `stalls_excluded` with the reason and kept
+    out of every stall figure, so a stall counts only when the element had no video to play.
+  * playback_s: `ended` − first `playing`; stall_rate = stall_ratio = max(0, playback − excluded
+    stalls − length) / length (Vargas et al.); rebuffer_ratio = counted stalled time / playback_s.
   * quality per segment: the level (dash.js's quality index, 0 = lowest) of each video media segment
     dash.js downloaded, in segment order; quality_avg its mean, bitrate_switches the changes between
     consecutive segments.
@@ -62,9 +66,16 @@ def _ahead_of_playhead(detail: Any) -> float | None:
     return 0.0
 
 
+# A stall is excluded when its opening `waiting` found at least this much video beyond the playhead
+# (with the element's readyState ≥ HAVE_FUTURE_DATA): twice dash.js 3.0.3's STALL_THRESHOLD (0.5 s), so
+# a stall dash.js raises at its threshold just before the element would run dry still counts.
+EXCLUDE_AHEAD_S = 1.0
+HAVE_FUTURE_DATA = 3
+
+
 def stalls_with_data(eps: list[tuple[float, float]], buffer: list[list[float]],
                      events: list[list[Any]] | None = None,
-                     min_buffer_s: float = 1.0) -> list[dict[str, Any]]:
+                     min_buffer_s: float = EXCLUDE_AHEAD_S) -> list[dict[str, Any]]:
     """Stall episodes that began while the video was there, so the network did not cause them.
 
     Where the page recorded the element's buffered ranges at the `waiting` that opened the episode,
@@ -77,12 +88,20 @@ def stalls_with_data(eps: list[tuple[float, float]], buffer: list[list[float]],
     out: list[dict[str, Any]] = []
     for a, b in eps:
         levels = [lv for t, lv, *_ in buffer if a <= t <= b and lv is not None]
-        ahead = _ahead_of_playhead(waiting_detail.get(a))
-        held = ahead >= min_buffer_s if ahead is not None else bool(levels) and min(levels) >= min_buffer_s
+        detail = waiting_detail.get(a)
+        ahead = _ahead_of_playhead(detail)
+        ready = detail.get("ready_state") if isinstance(detail, dict) else None
+        if ahead is not None:
+            held = ahead >= min_buffer_s and (ready is None or ready >= HAVE_FUTURE_DATA)
+            why = (f"the element held {ahead:.3f} s beyond its playhead (readyState {ready}) at the opening "
+                   f"waiting: dash.js halted playback with video buffered")
+        else:
+            held = bool(levels) and min(levels) >= min_buffer_s
+            why = f"no element snapshot; dash.js's own level stayed ≥ {min_buffer_s:g} s"
         if held:
-            out.append({"start_ms": a, "end_ms": b,
+            out.append({"start_ms": a, "end_ms": b, "ready_state": ready,
                         "element_ahead_s": None if ahead is None else round(ahead, 3),
-                        "buffer_s_min": round(min(levels), 3) if levels else None})
+                        "buffer_s_min": round(min(levels), 3) if levels else None, "why": why})
     return out
 
 
@@ -90,11 +109,17 @@ def summarize(raw: dict[str, Any], t0_ns: int, page_offset_ns: float, video_leng
               frames_expected: int | None) -> dict[str, Any]:
     events = raw.get("events", [])
     rs = lambda ms: _run_s(ms, t0_ns, page_offset_ns)   # noqa: E731 - page ms → run seconds
-    first, ended, eps = stall_episodes(events)
+    first, ended, all_eps = stall_episodes(events)
     started = raw.get("started_ms")
     playback = None if first is None or ended is None else (ended - first) / 1000
+    with_data = stalls_with_data(all_eps, raw.get("buffer") or [], events)
+    excluded = {(x["start_ms"], x["end_ms"]) for x in with_data}
+    eps = [e for e in all_eps if e not in excluded]        # the stalls that count
+    excluded_s = sum(b - a for a, b in excluded) / 1000
     stalled = sum(b - a for a, b in eps) / 1000
-    stall = None if playback is None or not video_length_s else max(0.0, (playback - video_length_s) / video_length_s)
+    # playback lasted the video, the counted stalls and the excluded ones: the latter are taken out
+    stall = None if playback is None or not video_length_s else max(
+        0.0, (playback - excluded_s - video_length_s) / video_length_s)
     rates = {int(b["q"]): int(b["bps"]) for b in raw.get("bitrates", [])}
     segs: list[dict[str, Any]] = []
     for f in sorted(media_segments(raw), key=lambda f: f.get("index") or 0):
@@ -112,7 +137,6 @@ def summarize(raw: dict[str, Any], t0_ns: int, page_offset_ns: float, video_leng
     levels = [s["level"] for s in segs]
     pq = raw.get("playback_quality") or {}
     dropped, total = pq.get("dropped"), pq.get("total")
-    with_data = stalls_with_data(eps, raw.get("buffer") or [], events)
     ev_out = [{"t": rs(t), "type": name, **({"detail": d} if d is not None else {})} for t, name, d in events]
     return {
         "dash": True, "fetcher": "dashjs",
@@ -127,9 +151,16 @@ def summarize(raw: dict[str, Any], t0_ns: int, page_offset_ns: float, video_leng
         "rebuffer_events": len(eps),
         "rebuffer_ratio": None if not playback else round(stalled / playback, 6),
         "stalls_with_data": [{"start": rs(x["start_ms"]), "end": rs(x["end_ms"]), "buffer_s_min": x["buffer_s_min"],
-                              "element_ahead_s": x["element_ahead_s"]}
+                              "element_ahead_s": x["element_ahead_s"], "ready_state": x["ready_state"],
+                              "why": x["why"]}
                              for x in with_data],
-        "stalls_with_data_s": round(sum(x["end_ms"] - x["start_ms"] for x in with_data) / 1000, 6),
+        "stalls_with_data_s": round(excluded_s, 6),
+        # the same episodes, by what the stall figures do with them
+        "stalls_excluded": len(with_data), "stalls_excluded_s": round(excluded_s, 6),
+        "stalls_excluded_rule": (f"a waiting that found readyState >= {HAVE_FUTURE_DATA} and >= {EXCLUDE_AHEAD_S:g} s "
+                                 "buffered beyond the playhead is not a stall (dash.js halted playback with video "
+                                 "buffered); excluded from underflows, rebuffer_events, rebuffer_ratio, stall_rate"),
+        "start_gate": raw.get("start_gate"),
         "frames_expected": frames_expected,
         "frames_decoded": total, "picture_discards": dropped,
         "frames_rendered": None if total is None or dropped is None else total - dropped,

@@ -15,7 +15,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +138,35 @@ def test_stalls_with_data_judged_by_the_element_not_dashjs_level() -> None:
     assert [x["start_ms"] for x in dashjs_qoe.stalls_with_data(eps, buffer[1:], bare)] == [1950.3]
 
 
+def test_stall_figures_count_only_stalls_without_video() -> None:
+    """Issue 43 item 1: the start-up stall dash.js raised with 1.83 s in the element (readyState 4) is
+    not a stall: it is out of underflows, rebuffer_events, rebuffer_ratio and stall_rate, and listed
+    with its reason; the later one (0.25 s left) counts. Before, both counted."""
+    snap = lambda t, rng, rs=4: {"t_media": t, "ready_state": rs, "buffered": rng}   # noqa: E731
+    raw = {"started_ms": 1000.0,
+           "events": [[1948.3, "video.playing", snap(0.0025, [[0, 1.833333]])],
+                      [1950.3, "video.waiting", snap(0.0026, [[0, 1.833333]])],
+                      [6698.4, "video.playing", snap(0.0043, [[0, 9.999999]])],
+                      [11443.0, "video.waiting", snap(4.75, [[0, 4.999999]], 2)],
+                      [11900.0, "video.playing", snap(4.751, [[0, 9.999999]])],
+                      [17900.0, "video.ended", snap(9.999999, [[0, 9.999999]])]],
+           "buffer": [[1951.0, 0, 0.0026], [11500.0, 0.25, 4.75]]}
+    s = dashjs_qoe.summarize(raw, t0_ns=0, page_offset_ns=0.0, video_length_s=10.0, frames_expected=None)
+    counted, excluded = 0.457, 4.7481
+    assert s["underflows"] == s["rebuffer_events"] == 1
+    assert s["underflow_episodes"] == [[11.443, 11.9]]
+    assert s["underflow_total_s"] == pytest.approx(counted, abs=1e-6)
+    playback = (17900.0 - 1948.3) / 1000
+    assert s["rebuffer_ratio"] == pytest.approx(counted / playback, abs=1e-6)
+    assert s["stall_rate"] == pytest.approx((playback - excluded - 10.0) / 10.0, abs=1e-6)
+    assert s["stalls_excluded"] == 1 and s["stalls_excluded_s"] == pytest.approx(excluded, abs=1e-6)
+    (x,) = s["stalls_with_data"]
+    assert x["start"] == 1.9503 and x["ready_state"] == 4 and "held 1.831 s beyond its playhead" in x["why"]
+    # The same stall with the element out of data (readyState 2) counts.
+    raw["events"][1][2]["ready_state"] = 2
+    assert dashjs_qoe.summarize(raw, 0, 0.0, 10.0, None)["rebuffer_events"] == 2
+
+
 # A dash.js run's access log (HTTP/2, run mtxdtk): the preflight, the page loaded before t0 on client
 # port 39634, then the MPD and segments on a new connection 39648, the only one the scheduler trace
 # (started at t0) saw. The page's connection carried nothing while the trace ran.
@@ -229,9 +260,13 @@ def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
     levels = [int(k.rsplit("/", 1)[1].split("-")[1]) for k in sorted(seg_paths, key=lambda k: k[-9:])]
     assert s["dash"]["quality_avg"] == pytest.approx(sum(levels) / len(levels))
     assert s["dash"]["bitrate_switches"] == sum(1 for a, b in zip(levels, levels[1:]) if a != b)
-    first, ended, eps = dashjs_qoe.stall_episodes(raw["events"])
+    first, ended, all_eps = dashjs_qoe.stall_episodes(raw["events"])
     assert first is not None and ended is not None
     assert s["startup_delay_s"] == pytest.approx((first - raw["started_ms"]) / 1000, abs=1e-3)
+    # stalls dash.js raised with video in the element are listed, not counted (issue 43 item 1)
+    excluded = {(x["start_ms"], x["end_ms"]) for x in dashjs_qoe.stalls_with_data(all_eps, raw["buffer"], raw["events"])}
+    eps = [e for e in all_eps if e not in excluded]
+    assert len(p["stalls_with_data"]) == len(excluded)
     assert s["dash"]["rebuffer_events"] == len(eps) == s["underflows"]
     playback = (ended - first) / 1000
     assert s["duration_s"] == pytest.approx(playback, abs=1e-3)
@@ -239,7 +274,9 @@ def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
     assert s["dash"]["rebuffer_ratio"] == pytest.approx(stalled / playback, abs=1e-5)
     # Playback cannot be shorter than the video (the element's clock runs at 1x) and lasts the video
     # plus the stalls (± 0.3 s: the element's start and end events against media time).
-    assert playback >= 12.0 - 0.05 and playback == pytest.approx(12.0 + stalled, abs=0.3)
+    stalled_all = sum(b - a for a, b in all_eps) / 1000
+    assert playback >= 12.0 - 0.05 and playback == pytest.approx(12.0 + stalled_all, abs=0.3)
+    assert raw["start_gate"]["start"] == "gated" and raw["start_gate"]["dashjs_level_s"] >= 0.5
     # The page's stall evidence (player README, "Start-up stall"): every element event and buffer
     # state change carries the element's and the SourceBuffer's ranges (one video SourceBuffer: the
     # element's ranges are its ranges); every append ended, and the whole video ended up as ONE range
@@ -454,3 +491,228 @@ def test_dashjs_two_players_share_a_bottleneck(tmp_path: Path) -> None:
     total = sum(int(ln.split('" 200 ')[1].split()[0]) for ln in log if "/seg-" in ln and '" 200 ' in ln)
     assert total == sum(g["bytes"] for r in ("client0", "client1")
                         for g in json.loads((run / "logs" / r / "player-summary.json").read_text())["segments"])
+
+
+# ---- issue 51: the page's readiness, and the address change that killed dash.js mid-transfer ----
+
+def test_readiness_names_what_is_missing() -> None:
+    """Each missing part of the page is named on its own (the driver's error is made of these)."""
+    from mpvlab.player.dashjs_player import PAGE_FUNCTIONS, describe_problems, missing_parts
+    ready = {"dashjs": True, "dashjs_version": "3.0.3", "media_player": True, "mse": True, "h264": True,
+             "page_functions": list(PAGE_FUNCTIONS)}
+    assert missing_parts(ready, "3.0.3") == []
+    # the CI failure of issue 51: mpvlab-dashjs.js ran, dash.js did not
+    assert missing_parts({**ready, "dashjs": False, "dashjs_version": None, "media_player": False}, "3.0.3") == [
+        "dash.js did not run (window.dashjs is undefined)"]
+    assert missing_parts({**ready, "dashjs_version": "4.7.4"}, "3.0.3") == [
+        "dash.js reports version '4.7.4', the vendored one is '3.0.3'"]
+    assert missing_parts({**ready, "mse": False, "h264": False}, "3.0.3") == [
+        "Media Source Extensions are not available (window.MediaSource)"]
+    assert missing_parts({**ready, "page_functions": ["mpvlabStart"]}, None) == [
+        "mpvlab-dashjs.js did not run (mpvlabState, mpvlabDump undefined)"]
+    said = describe_problems([
+        {"method": "Network.loadingFailed", "requestId": "1.2", "url": "https://s/mpvlab-dashjs/vendor/dash.all.min.js",
+         "errorText": "net::ERR_NETWORK_CHANGED"},
+        {"method": "Log.entryAdded", "requestId": "1.2", "level": "error",
+         "text": "Failed to load resource: net::ERR_NETWORK_CHANGED",
+         "url": "https://s/mpvlab-dashjs/vendor/dash.all.min.js"},
+        {"method": "Log.entryAdded", "requestId": "1.3", "level": "error",
+         "text": "Failed to load resource: the server responded with a status of 404", "url": "https://s/a.js"}])
+    assert said == ("https://s/mpvlab-dashjs/vendor/dash.all.min.js: net::ERR_NETWORK_CHANGED; "
+                    "https://s/a.js: Failed to load resource: the server responded with a status of 404")
+    assert describe_problems([]) == "the browser reported no failed request and no exception"
+
+
+@pytest.mark.netns
+def test_run_namespaces_get_no_address_after_their_links_come_up() -> None:
+    """The root of issue 51: with IPv6 on, each veth of a run got an IPv6 link-local address 2-3 s after
+    its carrier came up (linkwatch, then duplicate-address detection); the browser, started by then,
+    took that address change for a network change and closed its HTTP/2 session mid-page-load
+    (net::ERR_NETWORK_CHANGED). A node's namespace now has IPv6 off before its links exist: once the
+    link is up and DAD's longest time (1 s linkwatch + 1 s random delay + 1 s probe) has passed, no
+    interface holds an IPv6 address and nothing changed after the link came up."""
+    from mpvlab.core import naming
+    from mpvlab.core.netns import delete_netns
+    from mpvlab.mininet.nodes import add_link, add_node, stop_node
+    run_id = naming.new_run_id()
+    nodes = []
+    try:
+        for role in ("client", "server"):
+            nodes.append(add_node(naming.netns_name(run_id, role), role))
+        a, b = naming.ifname(run_id, "c0"), naming.ifname(run_id, "s0")
+        add_link(nodes[0], nodes[1], a, b)
+        client, server = nodes[0].ns, nodes[1].ns
+        client.ip_batch([["addr", "add", "10.0.1.2/24", "dev", a], ["link", "set", a, "up"]])
+        server.ip_batch([["addr", "add", "10.0.1.1/24", "dev", b], ["link", "set", b, "up"]])
+        mon = client.popen(["ip", "-o", "monitor", "address"], stdout=subprocess.PIPE)
+        try:
+            time.sleep(3.5)
+        finally:
+            mon.terminate()
+            changes = mon.communicate(timeout=5)[0].decode()
+        assert changes.strip() == "", changes
+        for ns, dev in ((client, a), (server, b)):
+            assert ns.run(["ip", "-6", "-o", "addr", "show"]).stdout.strip() == ""
+            assert ns.read_sysctl(f"net.ipv6.conf.{dev}.disable_ipv6") == "1"
+        # IPv4 over the link still works (the run's network is IPv4 only).
+        assert client.run(["ping", "-c", "1", "-W", "2", "10.0.1.1"], check=False).returncode == 0
+    finally:
+        for n in nodes:
+            stop_node(n)
+            delete_netns(n.ns.name)
+
+
+class _PageBed:
+    """Two fresh namespaces (client, server) joined by one veth, the run's Apache serving a web root
+    with the dash.js page folder, and the dash.js driver started in the client's namespace exactly
+    as a run starts it (staged: it loads the page, writes page-loaded and waits for t0 on stdin)."""
+
+    def __init__(self, tmp: Path, files: list[str] | None, rate: str | None) -> None:
+        from mpvlab.core import naming
+        from mpvlab.mininet.nodes import add_link, add_node
+        from mpvlab.runner import server, tls
+        self.tmp, self.nodes, self.apache, self.driver = tmp, [], None, None
+        run_id = naming.new_run_id()
+        for role in ("client", "server"):
+            self.nodes.append(add_node(naming.netns_name(run_id, role), role))
+        self.dev, sdev = naming.ifname(run_id, "c0"), naming.ifname(run_id, "s0")
+        add_link(self.nodes[0], self.nodes[1], self.dev, sdev)
+        self.client, self.server = self.nodes[0].ns, self.nodes[1].ns
+        self.client.ip_batch([["addr", "add", "10.0.1.2/24", "dev", self.dev], ["link", "set", self.dev, "up"]])
+        self.server.ip_batch([["addr", "add", "10.0.1.1/24", "dev", sdev], ["link", "set", sdev, "up"]])
+        if rate:   # the page's 0.6 MB then takes seconds: time to change the network mid-transfer
+            self.server.run(["tc", "qdisc", "replace", "dev", sdev, "root", "tbf", "rate", rate,
+                             "burst", "15000", "limit", "200000"])
+        www = Path(tempfile.mkdtemp(prefix="mpvlab-t51-", dir="/tmp"))
+        www.chmod(0o755)
+        self.www = www
+        if files is None:     # the whole page folder, as a run links it
+            (www / "mpvlab-dashjs").symlink_to(dashjs_setup.PAGE_DIR)
+        else:                 # only these of its files
+            (www / "mpvlab-dashjs").mkdir(mode=0o755)
+            for f in files:
+                (www / "mpvlab-dashjs" / f).symlink_to(dashjs_setup.PAGE_DIR / f)
+        root = tmp / "apache"
+        root.mkdir()
+        material = tls.make_self_signed(root, ["10.0.1.1"])
+        http = server.HttpSetup(protocol="h2", tls=material)
+        self.apache = server.start_apache(self.server, root, www, cc="cubic", http=http, mptcp=False)
+        server.wait_serving(self.apache, "https://10.0.1.1/mpvlab-dashjs/player.html", timeout=20, http=http)
+        self.spki = tls.spki_sha256_b64(material.cert)
+        self.access_log = root / "access.log"
+        self.data = tmp / "data"
+
+    def start_driver(self) -> subprocess.Popen[bytes]:
+        argv = [sys.executable, str(REPO / "player" / "dashjs_player.py"),
+                "--url", "https://10.0.1.1/v/manifest.mpd", "--page-url", "https://10.0.1.1/mpvlab-dashjs/player.html",
+                "--events", str(self.tmp / "player-events.jsonl"), "--summary", str(self.tmp / "player-summary.json"),
+                "--data-dir", str(self.data), "--profile", str(self.data / "chromium-profile"), "--abr", "dynamic",
+                "--spki", self.spki, "--t0-from-stdin", "--video-length-s", "4", "--timeout-s", "30"]
+        self.driver = self.client.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        return self.driver
+
+    def finish_driver(self, timeout_s: float = 120) -> tuple[int, str, dict[str, Any]]:
+        """Wait for page-loaded or the driver's exit; then end it (stdin closed: no t0)."""
+        assert self.driver is not None and self.driver.stdin is not None
+        deadline = time.monotonic() + timeout_s
+        while not (self.data / "page-loaded").exists() and self.driver.poll() is None:
+            assert time.monotonic() < deadline, "the driver neither loaded the page nor exited"
+            time.sleep(0.1)
+        try:
+            self.driver.stdin.close()
+        except BrokenPipeError:
+            pass
+        assert self.driver.stdout is not None
+        out = self.driver.stdout.read().decode(errors="replace")
+        self.driver.wait(timeout=60)
+        return self.driver.returncode, out, json.loads((self.tmp / "player-summary.json").read_text())
+
+    def close(self) -> None:
+        from mpvlab.core import proc
+        from mpvlab.core.netns import delete_netns
+        from mpvlab.mininet.nodes import stop_node
+        if self.driver is not None and self.driver.poll() is None:
+            self.driver.kill()
+            self.driver.wait()
+        if self.apache is not None:
+            self.apache.stop()
+        for n in self.nodes:
+            stop_node(n)
+            delete_netns(n.ns.name)      # kills whatever still runs inside (Chromium's children)
+        proc.run(["rm", "-rf", str(self.www)])
+
+
+@pytest.fixture()
+def page_bed(tmp_path: Path) -> Iterator[Any]:
+    beds: list[_PageBed] = []
+
+    def make(files: list[str] | None = None, rate: str | None = None) -> _PageBed:
+        beds.append(_PageBed(tmp_path, files, rate))
+        return beds[-1]
+    try:
+        yield make
+    finally:
+        for b in beds:
+            b.close()
+
+
+def _browser_events(data: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (data / "browser-events.jsonl").read_text().splitlines()]
+
+
+@needs_browser
+@pytest.mark.netns
+def test_page_whose_dashjs_fails_is_refused_before_t0_naming_what_is_missing(page_bed: Any) -> None:
+    """Issue 51's failure mode, made deterministic: the page's own script runs (mpvlabStart exists) but
+    dash.js does not (here: the server answers 404 for it). The old driver took mpvlabStart as "loaded"
+    and failed at t0 with `ReferenceError: dashjs is not defined`; the readiness check refuses the page
+    before t0 (no page-loaded mark, so the run never reaches its pre-run check), after 3 loads, with
+    an error that says dash.js did not run and what the browser said about its request."""
+    bed = page_bed(["player.html", "mpvlab-dashjs.js"])      # no vendor/: dash.js answers 404
+    bed.start_driver()
+    code, out, ps = bed.finish_driver()
+    assert not (bed.data / "page-loaded").exists()
+    assert code == 2 and ps["status"] == "error"
+    assert "PageNotReady" in ps["reason"] and "not ready after 3 loads" in ps["reason"]
+    assert "dash.js did not run (window.dashjs is undefined)" in ps["reason"]
+    assert "mpvlab-dashjs.js did not run" not in ps["reason"]          # the page's own script did run
+    assert "vendor/dash.all.min.js: Failed to load resource: the server responded with a status of 404" in ps["reason"]
+    assert [f["attempt"] for f in ps["page_load_failures"]] == [1, 2, 3]
+    for f in ps["page_load_failures"]:
+        assert f["missing"] == ["dash.js did not run (window.dashjs is undefined)"]
+        assert f["readiness"]["page_functions"] == ["mpvlabStart", "mpvlabState", "mpvlabDump"]
+    # Every response the browser got is in its own record, the 404 among them.
+    ev = _browser_events(bed.data)
+    got = [(e["url"].rsplit("/", 1)[1], e["status"]) for e in ev if e["method"] == "Network.responseReceived"]
+    assert got.count(("dash.all.min.js", 404)) == 3 and got.count(("mpvlab-dashjs.js", 200)) == 3
+    assert "ReferenceError" not in out
+
+
+@needs_browser
+@pytest.mark.netns
+def test_address_change_during_page_load_fails_dashjs_and_the_driver_reloads(page_bed: Any) -> None:
+    """The mechanism of issue 51, reproduced on purpose: an address appears in the browser's namespace
+    while dash.all.min.js is in flight over HTTP/2 (as the veth's IPv6 link-local address did when DAD
+    completed during the page load). Chromium closes the session: the browser itself reports
+    net::ERR_NETWORK_CHANGED for the script, dash.js never runs, the readiness check catches it, the
+    driver records the attempt (with the browser's words and the namespace's address change) and
+    loads the page again, which then is ready."""
+    bed = page_bed(rate="1mbit")        # 0.6 MB: ~4.8 s
+    bed.start_driver()
+    deadline = time.monotonic() + 90
+    while not (bed.access_log.exists() and "GET /mpvlab-dashjs/player.html" in bed.access_log.read_text()):
+        assert time.monotonic() < deadline and bed.driver.poll() is None, "the page was never requested"
+        time.sleep(0.05)
+    time.sleep(0.5)       # the scripts are requested within ms of the page; dash.js needs ~4.8 s
+    bed.client.run(["ip", "addr", "add", "10.0.9.2/24", "dev", bed.dev])
+    code, out, ps = bed.finish_driver()
+    assert (bed.data / "page-loaded").exists(), out     # the second load was ready
+    (failure,) = ps["page_load_failures"]
+    assert "dash.js did not run (window.dashjs is undefined)" in failure["missing"]
+    lost = [p for p in failure["browser"] if p["method"] == "Network.loadingFailed"
+            and p["url"].endswith("/vendor/dash.all.min.js")]
+    assert [p["errorText"] for p in lost] == ["net::ERR_NETWORK_CHANGED"]
+    ev = _browser_events(bed.data)
+    added = [e for e in ev if e["method"] == "netlink" and e["type"] == "RTM_NEWADDR" and e.get("address") == "10.0.9.2"]
+    assert len(added) == 1 and added[0]["t_ns"] <= lost[0]["t_ns"]
+    assert ps["browser_events"]["address_changes"] == 1

@@ -213,6 +213,7 @@ def dashjs_argv(ctx: RunContext, mpd_url: str, page_url: str, frames: int, out_d
             "--data-dir", str(data), "--profile", str(data / "chromium-profile"),
             "--abr", sc.player.abr, "--abr-params", json.dumps(sc.player.abr_params),
             "--buffer-s", f"{sc.playout_buffer_ns / 1e9:g}", "--video-length-s", f"{sc.video.duration / 1e9:g}",
+            "--start", sc.player.dashjs_start,
             *(["--t0-from-stdin"] if staged else ["--t0-ns", str(ctx.t0_ns)]),
             "--timeout-s", f"{sc.player_timeout_s:g}", "--frames-expected", str(frames)]
     if http.tls is not None:
@@ -226,15 +227,19 @@ def dashjs_data_dir(ctx: RunContext, label: str) -> Path:
     return ctx.data / "dashjs" / sub if sub else ctx.data / "dashjs"
 
 
-def wait_page_loaded(ctx: RunContext, p: subprocess.Popen[bytes], label: str, timeout_s: float = 90.0) -> None:
-    """A dash.js player has loaded its page (dash.js itself, ~0.6 MB, over the emulated path) before
-    the pre-run check starts, so that this traffic does not overlap the check's probes."""
+def wait_page_loaded(ctx: RunContext, p: subprocess.Popen[bytes], label: str, timeout_s: float = 90.0,
+                     out_dir: Path | None = None) -> None:
+    """A dash.js player has loaded its page (dash.js itself, ~0.6 MB, over the emulated path) and
+    found it ready (player/dashjs_player.py) before the pre-run check starts, so that this traffic
+    does not overlap the check's probes. A driver that gave up says why in its summary's `reason`."""
     ready = dashjs_data_dir(ctx, label) / "page-loaded"
     deadline = time.monotonic() + timeout_s
     while not ready.exists():
         if p.poll() is not None:
-            raise RunFailed(f"{label} exited while loading the dash.js page (exit code {p.returncode}; see "
-                            f"{dashjs_data_dir(ctx, label) / 'chromium.log'} and its player.log)")
+            reason = read_json(out_dir / "player-summary.json").get("reason") if out_dir is not None else None
+            raise RunFailed(f"{label} exited while loading the dash.js page (exit code {p.returncode}"
+                            f"{': ' + str(reason)[:1500] if reason else ''}; see "
+                            f"{dashjs_data_dir(ctx, label) / 'browser-events.jsonl'} and its player.log)")
         if time.monotonic() > deadline:
             raise RunFailed(f"{label}: the browser did not load the dash.js page within {timeout_s:g} s")
         time.sleep(0.05)

@@ -130,6 +130,10 @@ class PlayerSpec(Strict):
     decode: bool = Field(True, description="False: count bytes and underflows without decoding (light; no "
                                            "picture discards then)")
     timeout_factor: float = Field(3.0, ge=1.2, le=20.0, description="give up after this × video length + 30 s")
+    dashjs_start: Literal["gated", "autoplay"] = Field(
+        "gated", description="kind dashjs: gated = the page starts the element once dash.js's own buffer level "
+                             "is current (≥ 0.5 s, its stall threshold), so dash.js cannot halt a start that has "
+                             "data (player/README.md, 'Start-up stall'); autoplay = dash.js's own autoplay")
 
     @model_validator(mode="after")
     def _durations_sane(self) -> PlayerSpec:
@@ -147,6 +151,8 @@ class PlayerSpec(Strict):
     def _abr_known(self) -> PlayerSpec:
         if self.kind == "dashjs":
             return self._dashjs_fits()
+        if self.dashjs_start != "gated":
+            raise ValueError("dashjs_start is for kind dashjs")
         if self.fetcher == "dashdemux":
             if self.abr not in ("gst", "bba"):
                 raise ValueError(f"abr {self.abr!r} needs fetcher: own (dashdemux knows gst and bba)")
@@ -178,12 +184,12 @@ class PlayerSpec(Strict):
                              f"{', '.join(DASHJS_ABRS)}")
         if self.fetcher != "dashdemux":
             raise ValueError("fetcher is for kind gstreamer; kind dashjs fetches with Chromium")
-        mine = {"abr", "abr_params", "buffer", "kind", "timeout_factor", "fetcher"}
+        mine = {"abr", "abr_params", "buffer", "kind", "timeout_factor", "fetcher", "dashjs_start"}
         other = sorted(name for name, f in type(self).model_fields.items()
                        if name not in mine and getattr(self, name) != f.default)
         if other:
             raise ValueError(f"{', '.join(other)}: not a setting of kind dashjs (it takes abr, abr_params, buffer, "
-                             "timeout_factor)")
+                             "timeout_factor, dashjs_start)")
         model = DASHJS_PARAMS.get(self.abr)
         if model is None:
             if self.abr_params:

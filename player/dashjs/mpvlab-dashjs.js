@@ -9,6 +9,7 @@
     buffer: [],        // [t_ms, buffer level s] sampled every 100 ms while playing
     decisions: [],     // custom rules' decisions with their inputs
     ended: false, error: null, started_ms: null, dashjs_version: null,
+    start_gate: { start: "autoplay" },   // how the element was started (see startWhenDashjsKnowsItsBuffer)
   };
   window.mpvlabRecord = rec;
   const now = () => performance.now();
@@ -178,9 +179,40 @@
       if (rec.started_ms !== null) rec.buffer.push([now(), player.getBufferLength("video") || 0, video.currentTime]);
     }, 100);
     rec.player = player;
-    player.initialize(video, cfg.mpd_url, true);
+    const gated = cfg.start === "gated";
+    player.initialize(video, cfg.mpd_url, !gated);
+    if (gated) startWhenDashjsKnowsItsBuffer(player, video);
     return rec.dashjs_version;
   };
+
+  // Start gate (player README, "Start-up stall with a full buffer"). With dash.js's own autoplay the
+  // element may fire `playing` before dash.js has seen the first append end; dash.js's `playing`
+  // handler then judges a stale buffer level (0 s) against STALL_THRESHOLD, raises BUFFER_EMPTY and
+  // halts the element (playbackRate 0) although it holds seconds of video. Gated, dash.js is
+  // initialised without autoplay and the page calls player.play() once dash.js's own level
+  // (getBufferLength, what that check reads) has reached START_LEVEL_S: the check then sees the
+  // level the element really holds. dash.js itself is unchanged; the gate's timing is recorded
+  // (rec.start_gate, event mpvlab.start_gate) so its cost in start-up delay is visible.
+  const START_LEVEL_S = 0.5;   // dash.js 3.0.3's STALL_THRESHOLD (BufferController; a constant there)
+  function startWhenDashjsKnowsItsBuffer(player, video) {
+    const gate = { start: "gated", element_can_play_ms: null, opened_ms: null, dashjs_level_s: null };
+    rec.start_gate = gate;
+    const iv = setInterval(() => {
+      if (gate.element_can_play_ms === null && video.readyState >= 3) gate.element_can_play_ms = now();
+      let level = 0;
+      try { level = player.getBufferLength("video") || 0; } catch (err) { /* not initialised yet */ }
+      const b = video.buffered;
+      // the whole (short) video appended: nothing more will raise the level
+      const whole = b.length > 0 && isFinite(video.duration) && b.end(b.length - 1) >= video.duration - 0.05;
+      if (level >= START_LEVEL_S || (whole && level > 0)) {
+        clearInterval(iv);
+        gate.opened_ms = now();
+        gate.dashjs_level_s = level;
+        ev("mpvlab.start_gate", Object.assign({}, gate, rec.snapshot(video, player)));
+        player.play();
+      }
+    }, 10);
+  }
 
   // The driver polls this (small) and reads the full record once at the end.
   window.mpvlabState = function () {

@@ -110,7 +110,8 @@ class VideoWorkload:
             self.players[c.role] = (player, out_dir)
         if sc.player.kind == "dashjs":
             for c in ends.clients:
-                steps.wait_page_loaded(ctx, self.players[c.role][0], f"player {c.role}" if several else "player")
+                steps.wait_page_loaded(ctx, self.players[c.role][0], f"player {c.role}" if several else "player",
+                                       out_dir=self.players[c.role][1])
         self.several = several
 
     def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
@@ -234,11 +235,13 @@ def decode_limited_warnings(who: str, ps: dict[str, Any]) -> list[str]:
     out = []
     if ps.get("page_load_failures"):
         out.append(f"{who + ': ' if who else ''}the dash.js page needed {len(ps['page_load_failures']) + 1} loads "
-                   "before t0 (its scripts did not run; player-summary.json page_load_failures)")
+                   "before t0 (it was not ready: player-summary.json page_load_failures says what was missing "
+                   "and what the browser reported)")
     if ps.get("stalls_with_data"):
-        out.append(f"{who + ': ' if who else ''}dash.js stalled {ps['stalls_with_data_s']:.2f} s in "
-                   f"{len(ps['stalls_with_data'])} episode(s) while its buffer held ≥ 1 s of video (the player, "
-                   "not the network; player/README.md): its stall figures include them")
+        out.append(f"{who + ': ' if who else ''}dash.js halted playback for {ps['stalls_with_data_s']:.2f} s in "
+                   f"{len(ps['stalls_with_data'])} episode(s) while the element held ≥ 1 s of video (the player, "
+                   "not the network; player/README.md): excluded from underflows, rebuffer ratio and stall rate "
+                   "(player-summary.json stalls_with_data says why for each)")
     dropped, decoded = ps.get("picture_discards") or 0, ps.get("frames_decoded") or 0
     if not dropped:
         return out
