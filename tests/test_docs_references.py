@@ -18,7 +18,7 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 GENERATED = {REPO / "docs" / "reference" / n for n in ("scenario.md", "sweep.md", "summary.md")}
 TOP = ("mpvlab", "core", "links", "cc", "collectors", "schedulers", "topologies", "mininet", "player",
        "testbed", "scenarios", "sweeps", "tests", "bench", "docs", "rtp")
-PATH_RE = re.compile(r"(?<![\w./~-])((?:%s)/[\w./-]*[\w/])" % "|".join(TOP))
+PATH_RE = re.compile(r"(?<![\w./~-])((?:" + "|".join(TOP) + r")/[\w./-]*[\w/])")
 CMD_RE = re.compile(r"(?:^|[\s`(])(?:\.venv/bin/)?mpvlab ([a-z]+)((?: [^`|;&\n]*)?)")
 TOOL_RE = re.compile(r"\.venv/bin/([\w.-]+)")
 MODULE_RE = re.compile(r"`(mpvlab(?:\.[a-z_][a-z0-9_]*)+)`")
