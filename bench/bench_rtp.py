@@ -51,7 +51,7 @@ def full_windows(per_second: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def steady_windows(windows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The second half, where the summary's steady-state target is taken (rtp.STEADY_FROM)."""
+    """The second half, where the summary's steady-state target is taken (rtp_checks.STEADY_FROM)."""
     return windows[len(windows) // 2:]
 
 

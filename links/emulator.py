@@ -152,8 +152,14 @@ def tbf_argv(dev: str, spec: LinkDirection) -> list[str]:
     import os
     assert spec.rate is not None
     rate = round(spec.rate * float(os.environ.get(TEST_RATE_FACTOR_ENV) or 1))
-    return ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{rate}bit",
+    argv = ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{rate}bit",
             "burst", str(spec.effective_burst()), "limit", str(spec.buffer.to_bytes(FRAME_BYTES))]
+    if spec.line_rate is not None:
+        # tbf's second bucket: tokens at the peak rate, one frame deep, so no two frames leave closer
+        # than a frame's time at the line rate. A GSO packet larger than the frame is segmented by
+        # tbf itself (tbf_segment), so nothing is dropped for its size.
+        argv += ["peakrate", f"{spec.line_rate}bit", "mtu", str(FRAME_BYTES)]
+    return argv
 
 
 def apply_direction(plan: DirectionPlan, workdir: Path, t0_ns: int,

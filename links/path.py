@@ -119,7 +119,8 @@ def direction_record(h: DirectionHandle) -> dict[str, Any]:
     """What provenance keeps of one emulated direction as configured."""
     plan = h.plan
     return {"in_if": plan.in_if, "out_if": plan.out_if, "order": plan.spec.order,
-            "burst_bytes": plan.spec.effective_burst(), "limit_bytes": plan.spec.buffer.to_bytes(),
+            "burst_bytes": plan.spec.effective_burst(), "line_rate_bps": plan.spec.line_rate,
+            "limit_bytes": plan.spec.buffer.to_bytes(),
             "shaper_dev": plan.shaper_dev,
             "delay_backend": "nfqueue-delayline" if plan.needs_delay_line else "none",
             "schedule": plan.schedule.to_text().splitlines()[1:]}

@@ -56,6 +56,51 @@ class TraceDelay(Strict):
 DelaySpec = Annotated[ConstantDelay | SquareDelay | PiecewiseDelay | TraceDelay, Field(discriminator="kind")]
 
 
+# --- a delay given once for a whole path, with the direction(s) it applies to ------------------
+# The Wi-Fi/LTE study's "emulator boxes are used to vary each path RTT" does not say whether its
+# 60 ms is added in one direction (RTT + 60 ms) or in each (RTT + 120 ms); an inline emulator box
+# often delays both. So a path-level delay has no default direction: the scenario must say which
+# (docs/studies.md §1).
+DelayDirectionT = Literal["down", "up", "both"]
+DIRECTION_HELP = ("Which direction(s) of the path the pattern delays: down (server → client), up (client → "
+                  "server) or both (the same pattern, in phase, on each: an RTT step of twice the amplitude). "
+                  "No default: the published studies do not say, so the scenario must.")
+
+
+class _Directed(Strict):
+    direction: DelayDirectionT = Field(description=DIRECTION_HELP)
+
+    def targets(self) -> tuple[str, ...]:
+        """The directions ("down", "up") this pattern is applied to."""
+        return ("down", "up") if self.direction == "both" else (self.direction,)
+
+    def pattern(self) -> Any:
+        """The per-direction delay this is: the same kind without `direction`."""
+        patterns: tuple[type[Strict], ...] = (ConstantDelay, SquareDelay, PiecewiseDelay, TraceDelay)
+        base = next(c for c in type(self).__mro__ if c in patterns)   # e.g. DirectedSquareDelay → SquareDelay
+        return base.model_construct(**{k: getattr(self, k) for k in base.model_fields})
+
+
+class DirectedConstantDelay(ConstantDelay, _Directed):
+    """A fixed one-way delay on the path's direction(s) `direction`."""
+
+
+class DirectedSquareDelay(SquareDelay, _Directed):
+    """A square-wave delay on the path's direction(s) `direction` (in phase on both when `both`)."""
+
+
+class DirectedPiecewiseDelay(PiecewiseDelay, _Directed):
+    """A stepped delay on the path's direction(s) `direction`."""
+
+
+class DirectedTraceDelay(TraceDelay, _Directed):
+    """A delay trace on the path's direction(s) `direction`."""
+
+
+PathDelaySpec = Annotated[DirectedConstantDelay | DirectedSquareDelay | DirectedPiecewiseDelay | DirectedTraceDelay,
+                          Field(discriminator="kind")]
+
+
 def _delay_shorthand(v: Any) -> Any:
     """`delay: 20ms` is shorthand for `delay: {kind: constant, value: 20ms}`."""
     if isinstance(v, (str, int, float)) and not isinstance(v, bool):
@@ -74,6 +119,10 @@ class LinkDirection(Strict):
     rate: Rate | None = Field(None, description="Token-bucket (tc tbf) rate; null = unshaped.")
     buffer: QueueLimitT = Field(units.QueueLimit(bytes=100_000), description="tbf queue limit, in bytes or packets ('50p'); packets count as 1514-byte frames.")
     burst: Size | None = Field(None, description="tbf bucket depth; null = the larger of 3028 B and 1 ms at the rate.")
+    # A token-bucket router lets a burst of saved tokens leave at its port's speed (the BBR-S study's
+    # router: gigabit Ethernet), and that speed is what BBR's delivery-rate samples see during a burst.
+    # A veth has no speed: without a line rate a burst leaves as fast as the host forwards it.
+    line_rate: Rate | None = Field(None, description="The rate under the token bucket: how fast a burst of saved tokens leaves (a router port's speed, e.g. 1gbit). Enforced as tbf's peak rate with a one-frame peak bucket; null = no limit but how fast the host forwards (bench/bench_line_rate.py measures it). Needs `rate`, and must exceed it.")
     delay: Annotated[DelaySpec, BeforeValidator(_delay_shorthand)] = Field(ConstantDelay(), description="One-way delay schedule added by the delay line.")
     loss: Probability = Field(0.0, description="Independent per-packet drop probability in the delay line (0 = none).")
     order: Literal["shape-then-delay", "delay-then-shape"] = Field("shape-then-delay", description="Order inside the router: the bottleneck queue before the delay (clean RTT steps) or after it.")
@@ -96,6 +145,9 @@ class LinkDirection(Strict):
         if self.capacity is not None and self.rate is not None:
             raise ValueError("give either rate (a tc token bucket) or capacity (the delay line's link), not both: "
                              "two bottlenecks in series would make neither the configured one")
+        if self.line_rate is not None and (self.rate is None or self.line_rate <= self.rate):
+            raise ValueError("line_rate is the speed under the token bucket: it needs `rate` (a tc token bucket) "
+                             "and must be above it")
         if self.loss_model is not None and self.loss > 0:
             raise ValueError("give either loss (independent, a probability) or loss_model, not both")
         if self.ecn_mark is not None:

@@ -147,6 +147,9 @@ def _assert_accounted(run_dir: Path, s: dict) -> None:
     assert s["paths"]["link"]["rx_bytes"] >= r["rtp_bytes_received"] + r["padding_bytes_received"] + 42 * received
     _check_decoding(r, rx_frames)
     _check_rendering(r, rx_frames)
+    # every cross-check of the summary's figures against the logs held (rtp_checks.py, tests/test_rtp_checks.py)
+    assert all(c["ok"] for c in r["checks"].values()), {k: c for k, c in r["checks"].items() if not c["ok"]}
+    assert not [w for w in s["warnings"] if w.startswith("cross-check rtp_")], s["warnings"]
 
 
 def _check_rendering(r: dict, rx_frames: list[dict[str, str]]) -> None:

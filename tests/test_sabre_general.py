@@ -74,8 +74,11 @@ def test_mode_changes_at_the_buffer_thresholds_with_their_targets() -> None:
 
 def test_a_congestion_event_lowers_the_target() -> None:
     a = steady_at_level(1)
-    a.tick(FULL, RCV, 0, 0.2, 16.0, 0.2)            # refill, target 2.4 Mbit/s
+    a.tick(FULL, RCV, 0, 0.2, 16.0, 0.2)            # refill, target 2.4 Mbit/s; BW restarts (None)
     a.drain_events()
+    assert a.bw is None
+    a.on_segment(dl(1, 1.0, 0.5), 0.5)              # read partly at the backoff pace: not a sample
+    assert a.bw is None and kinds(a) == []
     a.bw = 2.4e6
     a.on_segment(dl(1, 2.0, 1.0), 1.0)              # bw .8 x 2.4 + .2 x 2.0 = 2.32 >= .85 x 2.4 = 2.04
     assert a.target_bps == pytest.approx(2.4e6) and kinds(a) == []
@@ -87,6 +90,7 @@ def test_a_congestion_event_lowers_the_target() -> None:
     assert evs[0]["target_before_bps"] == pytest.approx(2.4e6)
     assert evs[0]["target_bps"] == pytest.approx(1.8448e6)     # lowered to BW (floor theta x R = 1.0)
     assert a.read_rate_bps() == pytest.approx(1.8448e6)
+    assert a.bw is None                             # the new pace restarts BW
     a.bw = 0.5e6
     a.on_segment(dl(1, 0.5, 4.0), 4.0)              # bw .8 x .5 + .2 x .5 = 0.5 < .85 x 1.8448: floor 1.0
     assert a.target_bps == pytest.approx(1.0e6)
@@ -186,3 +190,70 @@ def test_parameters_are_checked() -> None:
         make("sabre", L3, {"variant": "4.3"})
     with pytest.raises(ValueError, match="gamma"):
         make("sabre", L3, {"gamma": 1.5})
+
+
+def simulate(a: Sabre, net_bps: float, t0: float, seconds: float, buffer_s: float,
+             drain_to_s: float | None = None) -> float:
+    """The reader of player/dash_client.py in script form: every 0.2 s a check with the socket full
+    (the network keeps up with the pace) or, when the pace exceeds the network, draining; one 2 s
+    segment at a time, its D(i) = min(network, pace in force while it was read) (level R_2 = 4 Mbit/s,
+    a segment = 8 Mbit). The playout buffer moves linearly from buffer_s to drain_to_s."""
+    t, got, seg_start = t0, 0.0, t0
+    steps = round(seconds / 0.2)
+    for i in range(1, steps + 1):
+        b = buffer_s if drain_to_s is None else buffer_s + (drain_to_s - buffer_s) * i / steps
+        pace = a.read_rate_bps() or net_bps
+        got += min(pace, net_bps) * 0.2
+        t = t0 + i * 0.2
+        occ = FULL if net_bps >= pace else 0
+        a.tick(occ, RCV, int(min(pace, net_bps) * 0.2 / 8), 0.2, b, t)
+        seg_bits = a.ladder.rates_bps[a.level] * a.ladder.segment_s
+        if got >= seg_bits:
+            a.on_segment(Download(level=a.level, bytes=int(seg_bits / 8), download_s=t - seg_start, t_end_s=t), t)
+            got, seg_start = got - seg_bits, t
+            a.decide(b, [], t)
+    return t
+
+
+def test_a_backoff_to_refill_transition_at_constant_bandwidth_is_no_congestion() -> None:
+    # Issue 43 item 5: backoff reads at delta x R = 3.2 Mbit/s fed BW; at the switch to refill the
+    # target became lambda x R = 4.8 while BW still held about 3.2 < gamma x 4.8 = 4.08: a congestion
+    # event with the network at 6 Mbit/s, the lowered target made every D(i) < R a significant drop and
+    # 10 s later a forced down-shift. Now BW restarts at each change of pace.
+    a = steady_at_level(2, {"wait_to_probe_s": 32, "wait_to_probe_max_s": 32})
+    t = simulate(a, 6e6, 0.0, 20.0, 18.0)                    # backoff at the full buffer, D = 3.2
+    t = simulate(a, 6e6, t, 30.0, 16.0)                      # refill (16 < 17), D = 4.8 <= 6
+    evs = kinds(a)
+    assert "sabre_mode" in evs
+    assert [e for e in evs if e in ("sabre_congestion", "sabre_significant_drop", "sabre_bandwidth_drop")] == []
+    assert a.level == 2 and a.target_bps == pytest.approx(4.8e6)
+    # refill samples only: D = lambda x R (within the script's 0.2 s quantisation of segment ends)
+    assert a.bw == pytest.approx(4.8e6, rel=0.05)
+
+
+def test_a_real_drop_below_the_refill_pace_is_still_congestion_then_a_bandwidth_drop() -> None:
+    # The control of the test above: the network falls to 3 Mbit/s < gamma x 4.8 = 4.08 while refilling;
+    # at level 1 the refill pace 2.4 Mbit/s fits in 3 and D = 2.4 >= R_1 = 2: no further drop.
+    a = steady_at_level(2, {"wait_to_probe_s": 32, "wait_to_probe_max_s": 32})
+    t = simulate(a, 6e6, 0.0, 10.0, 18.0)
+    t = simulate(a, 6e6, t, 6.0, 16.0)
+    a.drain_events()
+    simulate(a, 3e6, t, 40.0, 16.0)
+    evs = kinds(a)
+    assert "sabre_congestion" in evs and "sabre_bandwidth_drop" in evs
+    assert a.level == 1                                      # multiplicative decrease: 2 // 2
+
+
+def test_unconstrained_variant_does_not_fall_a_level_per_backoff_segment() -> None:
+    # Issue 43 item 5: §4.1's BW is the periodic checks' samples taken while the socket was not full;
+    # D(i) of a backoff segment (delta x R by construction) fed it and k-switching fell one level.
+    a = make("sabre", L3, {"variant": "unconstrained"})
+    a.level = 2
+    t = 0.0
+    for i in range(1, 21):                                  # full buffer, socket full: backoff
+        t = i * 0.2
+        a.tick(FULL, RCV, int(3.2e6 * 0.2 / 8), 0.2, 18.0, t)
+        if i % 5 == 0:                                      # a 2 s segment of 8 Mbit read in 2.5 s
+            a.on_segment(Download(level=2, bytes=1_000_000, download_s=2.5, t_end_s=t), t)
+            assert a.decide(18.0, [], t).level == 2
+    assert a.mode == "backoff" and a.bw is None             # every check app-limited: no sample

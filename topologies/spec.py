@@ -7,11 +7,11 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from mpvlab.core import validators as hostval
 from mpvlab.core.quantities import Duration, Rate, Size, Strict
-from mpvlab.links.spec import ConstantDelay, LinkDirection
+from mpvlab.links.spec import ConstantDelay, LinkDirection, PathDelaySpec
 from mpvlab.topologies.registry import DUAL_PATH, NAMES
 
 PATH_NAME_RE = r"^[a-z][a-z0-9]{0,7}$"
@@ -66,7 +66,25 @@ class PathSpec(Strict):
 
     down: LinkDirection = Field(LinkDirection(), description="Server → client direction (the video); default: unshaped, no delay.")
     up: LinkDirection = Field(LinkDirection(), description="Client → server direction (requests, ACKs); default: unshaped, no delay.")
+    delay: PathDelaySpec | None = Field(None, description="A delay pattern for the path with the direction(s) it applies to (`direction: down | up | both`, required); it becomes that direction's `delay` (so that one must not be given too). null = each direction's own `delay`.")
     physical: PhysicalPath | None = Field(None, description="topology.kind physical only: the interfaces that carry this path.")
+
+    @model_validator(mode="after")
+    def _path_delay_into_directions(self) -> PathSpec:
+        """`delay` (path level) is copied into each direction it names. A direction that also has a
+        delay of its own is an error, unless it is that same pattern (a resolved scenario, which
+        holds both the path-level form and its copies, reads back unchanged)."""
+        if self.delay is None:
+            return self
+        pattern = self.delay.pattern()
+        update: dict[str, LinkDirection] = {}
+        for name in self.delay.targets():
+            d: LinkDirection = getattr(self, name)
+            if d.delay not in (ConstantDelay(), pattern):
+                raise ValueError(f"{name}.delay and delay (direction {self.delay.direction}) both set the {name} "
+                                 f"direction's delay: give it once")
+            update[name] = d.model_copy(update={"delay": pattern})
+        return self.model_copy(update=update)
 
     def emulated(self) -> bool:
         """Anything for an emulator to do on this path (shaping, delay or loss in either direction)?"""

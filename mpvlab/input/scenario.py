@@ -505,6 +505,43 @@ def dump_yaml(data: dict[str, Any]) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
 
 
+def _expand_wildcards(data: dict[str, Any], assignments: dict[str, Any], source: str) -> dict[str, Any]:
+    """`paths.*.down.buffer: 1MB` → one assignment per path (every key of the mapping at the `*`)."""
+    out: dict[str, Any] = {}
+    for dotted, value in assignments.items():
+        keys = dotted.split(".")
+        if "*" not in keys:
+            out[dotted] = value
+            continue
+        i = keys.index("*")
+        node: Any = data
+        for k in keys[:i]:
+            if not isinstance(node, dict) or k not in node:
+                raise ScenarioError(f"{source}: {dotted}: no field {k!r} in the scenario")
+            node = node[k]
+        if not isinstance(node, dict) or not node:
+            raise ScenarioError(f"{source}: {dotted}: `*` needs a mapping with at least one entry at "
+                                f"{'.'.join(keys[:i])}")
+        out.update(_expand_wildcards(data, {".".join([*keys[:i], k, *keys[i + 1:]]): value for k in node}, source))
+    return out
+
+
+def _unexpand_path_delays(data: dict[str, Any], assignments: dict[str, Any]) -> None:
+    """A resolved path holds its path-level `delay` and the copy of it in each direction it names
+    (topologies.spec.PathSpec). Before an override changes that `delay` (e.g. a sweep's
+    `paths.wifi.delay.direction`), the copies go, so the new pattern or direction is copied afresh
+    and no stale copy stays behind in a direction the pattern no longer names."""
+    for pname, path in (data.get("paths") or {}).items():
+        old = path.get("delay") if isinstance(path, dict) else None
+        if not isinstance(old, dict) or not any(k == f"paths.{pname}.delay" or k.startswith(f"paths.{pname}.delay.")
+                                                for k in assignments):
+            continue
+        targets = ("down", "up") if old.get("direction") == "both" else (old.get("direction"),)
+        for name in targets:
+            if isinstance(path.get(name), dict):
+                path[name].pop("delay", None)
+
+
 def override(scenario: Scenario, assignments: dict[str, Any], source: str = "<override>") -> Scenario:
     """Apply dotted-path overrides (e.g. {'transport.cc': 'bbr'}) and re-validate: how sweeps vary a scenario."""
     data = resolved_dict(scenario)
@@ -526,14 +563,19 @@ def override(scenario: Scenario, assignments: dict[str, Any], source: str = "<ov
                           "timeout_factor": old["timeout_factor"]}
         if assignments["player.kind"] == "gstreamer" and old["abr"] not in ("gst", "bba"):
             data["player"]["fetcher"] = "own"
-    for dotted, value in assignments.items():
-        if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z0-9_-]+)*", dotted):
+    for dotted in assignments:
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.([a-z0-9_-]+|\*))*", dotted):
             raise ScenarioError(f"{source}: bad parameter path {dotted!r}")
+    assignments = _expand_wildcards(data, assignments, source)
+    _unexpand_path_delays(data, assignments)
+    for dotted, value in assignments.items():
         node: Any = data
         keys = dotted.split(".")
         for k in keys[:-1]:
             if not isinstance(node, dict) or k not in node:
                 raise ScenarioError(f"{source}: {dotted}: no field {k!r} in the scenario")
             node = node[k]
+        if not isinstance(node, dict):
+            raise ScenarioError(f"{source}: {dotted}: {keys[-2]!r} is a value, not a section with fields")
         node[keys[-1]] = value
     return parse_scenario(data, source)

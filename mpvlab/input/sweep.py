@@ -24,7 +24,9 @@ from mpvlab.core.errors import InputError
 from mpvlab.core.rundir import HEADER_TAG
 from mpvlab.input import files as inputs, limits, messages  # issue 15: safe loading, run limit, messages in words
 
-DOTTED_RE = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z0-9_-]+)*")
+# A `*` segment stands for every key of the mapping at that level, so one named axis can vary the
+# same field of every path (e.g. `paths.*.down.buffer`: the study's bottleneck depth on each path).
+DOTTED_RE = re.compile(r"[a-z_][a-z0-9_]*(\.([a-z0-9_-]+|\*))*")
 # Fields a sweep may not vary: `name` decides where results go (the report groups by it) and `seed`
 # is derived per run.
 RESERVED = ("name", "seed")

@@ -166,6 +166,19 @@ class Subflow(Record):
                     "none")
 
 
+class RttPhase(Record):
+    """One configured-RTT level of a path: how long it lasted and the srtt its subflows showed
+    (mpvlab/results/delayphases.py DEFINITION)."""
+
+    configured_rtt_ms: float = Field(description="down + up delay of the path's schedules at this level (ms)")
+    seconds: float = Field(description="time at this level within [0, last subflow sample) (s)")
+    intervals: int = Field(description="separate stretches at this level (count)")
+    samples: int = Field(description="srtt samples used: those from 0.5 s after each stretch began (count)")
+    srtt_min_ms: float | None = Field(description="smallest srtt sampled at this level (ms): the nearest to the bare path")
+    srtt_p50_ms: float | None = Field(description="median srtt at this level (ms), bottleneck queue included")
+    srtt_p90_ms: float | None = Field(description="90th percentile srtt at this level (ms), bottleneck queue included")
+
+
 class PathRecord(OpenRecord):
     """Bytes a path carried to the client during the run (its client interface's counters). Its metrics
     are reported per path (summary.json paths.<name>.<field>; labels prefixed with the path's name)."""
@@ -192,6 +205,9 @@ class PathRecord(OpenRecord):
         None, description="[last byte before, first byte after] (run clock, s) of every stretch ≥ 0.5 s in which "
                           "the client received nothing on this path, up to the last byte on any path")
     outages_configured_s: list[list[float]] | None = Field(None, description="the scenario's outages of this path (s)")
+    rtt_by_phase: list[RttPhase] | None = Field(
+        None, description="the RTT the path had per level of its delay schedules (mpvlab/results/delayphases.py): "
+                          "one record per configured RTT, lowest first; null where no subflow was sampled")
 
 
 class Steal(Record):
@@ -331,12 +347,18 @@ class RtpRecord(OpenRecord):
                      "sending target it follows (interval_own_target_bps; rtp/cmd/mpvlab-rtp/twcc_interval.go)")
     target_bps: dict[str, Any] = Field(
         description="the controller's target bitrate: initial (scenario), final, updates, steady_mean (time-weighted "
-                    "over the stream's second half, bit/s) and its definition")
+                    "over the time the encoder ran within steady_window_s, the stream's second half, bit/s), "
+                    "steady_window_s ([from, to) run seconds), steady_paused_s (encoder paused in it, s) and its "
+                    "definition")
     encoder_per_second: list[dict[str, Any]] = Field(
         description="per 1 s window of capture time (sender/encoder.csv): t_s, frames, achieved_bps, "
                     "achieved_wire_bps, target_bps, encoder_set_bps")
     received_per_second: list[dict[str, Any]] = Field(
         description="per second at the viewer (receiver/rate.csv): second, received_bps, padding_bps")
+    checks: dict[str, Any] | None = Field(
+        None, description="the rtp cross-checks (mpvlab/runner/workloads/rtp_checks.py, rtp/README.md): per check "
+                          "ok, the figure, the evidence, the tolerance and the numbers; a failed one is also a "
+                          "`cross-check rtp_<name> failed` warning")
 
 
 class FlowStateRecord(Record):
@@ -446,6 +468,11 @@ class RunHead(Record):
     fidelity_table: list[FidelityRow] | None = Field(
         None, description="configured vs achieved per path direction over the whole run (mpvlab/runner/fidelity.py); null "
                           "without shaped links")
+    fidelity_checks: dict[str, dict[str, Any]] | None = Field(
+        None, description="the named whole-run plausibility checks (mpvlab/runner/runchecks.py: "
+                          "probe_delay_within_queue_bound, playback_within_media_and_stalls), each with `ok` and the "
+                          "measured value beside its bound; a failed one is also a fidelity warning starting with its "
+                          "name; null when none applied")
 
 
 # Fields that several kinds of run share, declared (with their metric) once.

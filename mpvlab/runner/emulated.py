@@ -6,6 +6,7 @@ in lifecycle.py."""
 from __future__ import annotations
 
 import contextlib
+import csv
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ import mpvlab.collectors as collectors
 import mpvlab.schedulers as schedulers
 from mpvlab.collectors import qdiscstat
 from mpvlab.core import proc
+from mpvlab.results import delayphases
 from mpvlab.runner import fidelity, runzero, sampling, transport
 from mpvlab.topologies import dual_path
 from mpvlab.core.errors import RunFailed
@@ -120,11 +122,28 @@ class EmulatedNetwork:
         self.trace_summary = collectors.load_summary(ctx.data / "schedtrace")
         ctx.extra_prov["scheduler"] = read_json(ctx.data / "scheduler" / "scheduler.json")
 
+    def _rtt_by_phase(self, ctx: RunContext, paths: dict[str, dict[str, Any]]) -> None:
+        """paths.<name>.rtt_by_phase: the RTT each path had per level of its delay schedules
+        (mpvlab/results/delayphases.py), from the subflow samples."""
+        f = ctx.data / "subflows.csv"
+        if not f.exists():
+            return
+        with f.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        for p in self.topo.paths:
+            if p.name not in paths:
+                continue
+            samples = delayphases.path_srtt_samples(rows, p.client_addr)
+            end_s = max((t for t, _ in samples), default=0.0)
+            sched = self.schedules[p.name]
+            paths[p.name]["rtt_by_phase"] = delayphases.rtt_by_phase(sched.down, sched.up, end_s, samples)
+
     def summarise(self, ctx: RunContext, outcome: Outcome, fid: dict[str, Any]) -> dict[str, Any]:
         assert self.sampler is not None
         body = summarise(ctx, self.topo, outcome, self.counters_before, self.counters_after, self.sampler,
                          self.trace_summary, self.sched.summary)
         body["mptcp"] = mptcp_view(self.mib, self.trace_summary)
+        self._rtt_by_phase(ctx, body["paths"])
         body["ecn_marks"] = self.ecn_window.view() if self.ecn_window else None
         # observe.pcap: capture record, byte cross-checks, wire-order path switches
         pcap_view = capture.view(self.topo, self.cap, self.trace_summary)

@@ -44,6 +44,16 @@ fast the application reads the socket, set the server's rate:
   * D(i) per segment, BW <- alpha x BW + (1 - alpha) x D(i). Congestion event: BW < gamma x target
     (gamma = 0.85) lowers the target to BW (never below theta x R); a mode or level change restores the
     mode's target.
+    Which samples feed BW (our choice, the paper does not say; issue 43): while SABRE paces its reads,
+    D(i) measures SABRE's own target, not the network (backoff: D(i) = delta x R by construction).
+    So in the steady state BW holds only D(i) of segments read wholly under the read target now in
+    force: every change of target (phase, mode, level, a congestion event) restarts BW, and a segment
+    read partly under the old target is no sample. The congestion test thus compares BW with the
+    target its samples were read at. (Before: backoff samples, ~delta x R, met the refill target
+    lambda x R at each backoff -> refill switch, and delta / lambda = 0.67 < gamma fired a congestion
+    event at constant bandwidth.) Throttled reads (theta x R) do count: throttling happens only when
+    the network failed to keep the socket buffer at the threshold. In the initial phase reads are
+    unpaced and every D(i) feeds BW.
   * Every check_period_s (200 ms): socket occupancy O = FIONREAD / SO_RCVBUF (the kernel's doubled
     value); O < 75 % throttles reads to theta x R (theta = 0.5) until O >= 75 % again.
   * Significant drop: D(i) < R of that segment, judged only for segments read wholly outside backoff
@@ -59,7 +69,9 @@ fast the application reads the socket, set the server's rate:
   Each rule leaves an event in the player's event log: sabre_phase, sabre_mode (with target_bps),
   sabre_congestion, sabre_throttle (on/off with the occupancy), sabre_significant_drop,
   sabre_drop_ignored, sabre_bandwidth_drop, sabre_probe, sabre_probe_success.
-`variant: unconstrained` is §4.1 exactly as before (the rules above this paragraph).
+`variant: unconstrained` is §4.1 exactly as before (the rules above this paragraph): its BW is fed by
+the periodic checks only, never by D(i) (D(i) of a backoff segment is delta x R by construction and
+made k-switching fall one level per backoff segment; issue 43).
 
 `on-off` (OnOff): the ordinary client: one request at a time, sent whenever the buffer has room
 for a segment, socket read as fast as it comes; its level rule is the same k-switching on an
@@ -177,6 +189,10 @@ class Sabre(Abr):
         self.forced_level: int | None = None            # a bandwidth drop's multiplicative decrease
         self.probe_at: float | None = None              # an up-shift awaiting its verdict
         self._backoff_in_segment = False
+        # The read target in force (None: unpaced initial phase), and whether it changed while the
+        # segment now being read was read.
+        self._segment_pace: float | None = None
+        self._pace_changed_in_segment = False
         self.events: list[dict[str, Any]] = []
 
     def validate(self) -> None:
@@ -279,21 +295,45 @@ class Sabre(Abr):
             self.throttled = False
             self._event("sabre_throttle", now_s, on=False, occupancy=occ, occupancy_bytes=occupancy_bytes,
                         read_bps=self.read_rate_bps())
+        self._note_pace()
         return Tick(self.mode, self.mode != old, occ, sample, full, self.bw)
+
+    def _note_pace(self, at_segment_end: bool = False) -> None:
+        """Called after every rule that may change the read target. A change of target (phase, mode,
+        congestion event, level) restarts BW: the samples taken at the old target measured that
+        target, not the network (see the module docstring, "Which samples feed BW"). A change made as
+        a segment ends (a congestion event) leaves the next segment read wholly at the new target.
+        Throttling is not a change of target: it happens only when the network failed to keep the
+        socket buffer at the threshold, so what is read then is what the network gave."""
+        pace = None if self.phase == "initial" else self.target_read_bps()
+        if pace != self._segment_pace:
+            self._pace_changed_in_segment = self._pace_changed_in_segment or not at_segment_end
+            self._segment_pace = pace
+            if self.general and self.phase == "steady":
+                self.bw = None
 
     def on_segment(self, d: Download, now_s: float) -> None:
         """A media segment finished: D(i), BW, congestion, significant drops (§4.2)."""
         d_bps = d.throughput_bps
-        self.bw = ewma(self.bw, d_bps, self.p.alpha)
         in_backoff, self._backoff_in_segment = self._backoff_in_segment, self.mode == "backoff"
-        if not self.general or self.phase != "steady":
+        one_pace, self._pace_changed_in_segment = not self._pace_changed_in_segment, False
+        if not self.general:
+            return      # §4.1: BW comes from the periodic checks (tick), never from D(i)
+        if self.phase != "steady":
+            self.bw = ewma(self.bw, d_bps, self.p.alpha)    # unpaced: D(i) is what the network gave
             return
-        if self.bw < self.p.gamma * self.target_bps:
+        # Steady state: only a segment read wholly under one target feeds BW, and BW holds only samples
+        # taken under the target now in force (_note_pace restarts it), so the congestion test compares
+        # BW with the target its samples were read at.
+        if one_pace:
+            self.bw = ewma(self.bw, d_bps, self.p.alpha)
+        if self.bw is not None and self.bw < self.p.gamma * self.target_bps:
             new = max(self.bw, self.p.theta * self.ladder.rates_bps[self.level])
             if new < self.target_bps:
                 self._event("sabre_congestion", now_s, bw_bps=self.bw, target_before_bps=self.target_bps,
                             target_bps=new, gamma=self.p.gamma)
                 self.target_bps = new
+                self._note_pace(at_segment_end=True)
         r = self.ladder.rates_bps[d.level]
         # In backoff the reader itself holds D(i) at delta x R < R, so D(i) < R there says nothing
         # about the network: only segments read wholly outside backoff are judged.
@@ -347,4 +387,5 @@ class Sabre(Abr):
         c = super().decide(buffer_s, history, now_s)
         if self.general and c.level != before and self.phase == "steady":
             self.target_bps = self._nominal_target()   # the new level's target
+            self._note_pace()
         return c

@@ -21,6 +21,7 @@ import argparse
 import struct
 import sys
 import threading
+from collections import deque
 
 import gi
 
@@ -73,6 +74,52 @@ def build(args: argparse.Namespace) -> Gst.Pipeline:
     return pipe
 
 
+class Cadence:
+    """Frame timestamps for the encoder spaced 1/fps apart, whatever was dropped before it.
+
+    libwebrtc 2018 gives libvpx a fixed duration per frame: `LibvpxVp8Encoder::Encode` calls
+    `vpx_codec_encode(…, timestamp_, duration, …)` with duration = 90000 / maxFramerate and then
+    `timestamp_ += duration` (libvpx_vp8_encoder.cc at 665174fd; "the rate control seems to be off"
+    with real gaps, its comment says). libvpx derives its frame rate, and so each frame's share of
+    the bitrate, from the timestamps (onyx_if.c `vp8_get_compressed_data`: the time from the previous
+    frame's end to this frame's end; when it differs by 10 % from the last, `vp8_new_framerate(cpi,
+    10000000.0 / this_duration)`), so a pause of the `gate` (the sender's `pause`) seen as a timestamp
+    gap made the next frames spend the gap's budget: a 22.5 kB frame after a 0.8 s pause at ~2 kB
+    per frame. Here every frame fed to the encoder gets the
+    timestamp first + n/fps (n: frames fed so far) and duration 1/fps; `capture_running` maps an
+    encoded frame's running time back to its capture instant, so the reported capture time (and
+    the measured latency) stays the real one."""
+
+    def __init__(self, fps: int) -> None:
+        self.fps = fps
+        self.fed = 0
+        self.first: int | None = None
+        self.pending: deque[tuple[int, int]] = deque()     # (encoder-side running time, capture running time)
+
+    def _at(self, n: int) -> int:
+        assert self.first is not None
+        return self.first + Gst.util_uint64_scale(n, Gst.SECOND, self.fps)
+
+    def retime(self, buf: Gst.Buffer, segment: Gst.Segment) -> None:
+        """Give the next frame into the encoder its place in the fixed cadence."""
+        capture = segment.to_running_time(Gst.Format.TIME, buf.pts)
+        if self.first is None:
+            self.first = buf.pts
+        pts = self._at(self.fed)
+        buf.pts, buf.dts, buf.duration = pts, Gst.CLOCK_TIME_NONE, self._at(self.fed + 1) - pts
+        self.fed += 1
+        self.pending.append((segment.to_running_time(Gst.Format.TIME, pts), capture))
+
+    def capture_running(self, encoder_running: int) -> int:
+        """The capture running time of the encoded frame at `encoder_running` (frames the encoder
+        dropped are passed over: their output never comes)."""
+        while self.pending and self.pending[0][0] < encoder_running:
+            self.pending.popleft()
+        if self.pending and self.pending[0][0] == encoder_running:
+            return self.pending.popleft()[1]
+        raise LookupError(f"no frame fed to the encoder at running time {encoder_running} ns")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--width", type=int, default=640)
@@ -104,6 +151,14 @@ def main() -> int:
     lock = threading.Lock()
     loop = GLib.MainLoop()
     state = {"frame": 0, "kbps": args.bitrate_kbps}
+    cadence = Cadence(args.fps)
+
+    def before_encoder(pad: Gst.Pad, info: Gst.PadProbeInfo) -> Gst.PadProbeReturn:
+        buf = info.get_buffer()
+        seg_event = pad.get_sticky_event(Gst.EventType.SEGMENT, 0)
+        if buf is not None and seg_event is not None:
+            cadence.retime(buf, seg_event.parse_segment())
+        return Gst.PadProbeReturn.OK
 
     def on_sample(appsink: Gst.Element) -> Gst.FlowReturn:
         sample = appsink.emit("pull-sample")
@@ -111,7 +166,8 @@ def main() -> int:
         data = buf.extract_dup(0, buf.get_size())
         # x264enc shifts its timestamps by 1000 h (room for negative DTS) and says so in its segment:
         # the segment's running time is the capture instant relative to the pipeline's base time.
-        running = sample.get_segment().to_running_time(Gst.Format.TIME, buf.pts)
+        # The encoder saw the frames in a fixed cadence (Cadence): map back to the capture instant.
+        running = cadence.capture_running(sample.get_segment().to_running_time(Gst.Format.TIME, buf.pts))
         capture_ns = pipe.get_base_time() + running
         key = 0 if buf.has_flags(Gst.BufferFlags.DELTA_UNIT) else 1
         with lock:
@@ -142,6 +198,7 @@ def main() -> int:
         GLib.idle_add(loop.quit)
 
     sink.connect("new-sample", on_sample)
+    enc.get_static_pad("sink").add_probe(Gst.PadProbeType.BUFFER, before_encoder)
     clock = Gst.SystemClock.obtain()
     if clock.get_property("clock-type") != Gst.ClockType.MONOTONIC:
         print("GStreamer's system clock is not CLOCK_MONOTONIC", file=sys.stderr)

@@ -23,7 +23,7 @@ from mpvlab.core import proc
 from mpvlab.core.errors import RunFailed
 from mpvlab.runner import liveness, steps
 from mpvlab.runner.context import RunContext
-from mpvlab.runner.workloads import rtp_freezes
+from mpvlab.runner.workloads import rtp_checks, rtp_freezes
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running, workload_spec
 from mpvlab.workloads.rtp import RtpWorkloadSpec
 from mpvlab.runner.workloads.two_ends import TwoEnds
@@ -35,7 +35,6 @@ ENCODER = ROOT / "rtp" / "encoder" / "live_encoder.py"
 CODEC = {"x264": "h264", "vp8": "vp8"}     # workload.encoder → the sender's, encoder's and decoder's --codec
 DECODER = ROOT / "rtp" / "decoder" / "live_decoder.py"
 RTP_PORT = 5601         # not the fidelity probe's 5201, the cross traffic's 5301 nor bulk's 5401
-STEADY_FROM = 0.5       # the steady-state target is the mean over the second half of the stream
 
 
 class RtpWorkload(TwoEnds):
@@ -175,12 +174,19 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
                         f"{dec['decoder_failure']} (logs/rtp/receiver/decoder.log)")
     targets = _read_csv(root / "sender" / "targets.csv")
     enc = _read_csv(root / "sender" / "encoder.csv")
-    steady = _steady_target(enc)
+    sender_frames, receiver_frames = _read_csv(root / "sender" / "frames.csv"), _read_csv(root / "receiver" / "frames.csv")
+    rate = _read_csv(root / "receiver" / "rate.csv")
+    steady = rtp_checks.steady_target(enc, targets)
+    # every derived figure against evidence it was not made from (rtp_checks.py, rtp/README.md)
+    checks, failed = rtp_checks.run_all(rtp_checks.Evidence(
+        tx=tx, rx=rx, sender_frames=sender_frames, packets=_read_csv(root / "sender" / "packets.csv"),
+        targets=targets, encoder=enc, receiver_frames=receiver_frames, rate=rate), steady)
+    warnings += failed
     record = {
         "controller": spec.controller,
         "encoder": spec.encoder,
         # how bursty the encoder is: frame sizes (sender/frames.csv has each frame), per-second rates below
-        "frame_bytes": frame_size_stats(_read_csv(root / "sender" / "frames.csv")),
+        "frame_bytes": frame_size_stats(sender_frames),
         "bbr_variant": spec.bbr.model_dump() if spec.bbr else None,
         "frames_captured": captured, "frames_on_time": on_time, "frames_late": late, "frames_lost": lost,
         "frames_lost_incomplete": rx["frames_lost_incomplete"], "frames_lost_unseen": rx["frames_lost_unseen"],
@@ -189,7 +195,7 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
         "latency_ms": rx["latency_ms"],
         "decode": dec,
         # rendered = on time and decoded; freezes by WebRTC's rule (rtp_freezes.py)
-        **rtp_freezes.from_frames(_read_csv(root / "receiver" / "frames.csv")),
+        **rtp_freezes.from_frames(receiver_frames),
         "packets_sent": tx["packets_sent"], "packets_received": rx["packets_received"], "packets_lost": rx["packets_lost"],
         # handed to the controller's pacer but still queued there when the stream ended: never sent
         "packets_unsent_at_end": tx.get("packets_unsent_at_end"),
@@ -205,16 +211,21 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
                           if tx["padding_bytes_sent"] + tx["rtp_bytes_sent"] else None),
         "feedback": fb,
         "target_bps": {"initial": spec.initial_bitrate, "final": tx.get("final_target_bps"),
-                       "updates": tx["target_updates"], "steady_mean": steady,
-                       "steady_definition": "time-weighted mean of the controller's target over the stream's "
-                                            "second half (1 s windows of capture time)"},
+                       "updates": tx["target_updates"], **steady,
+                       "steady_definition": "time-weighted mean of the controller's target over the time the "
+                                            "encoder was running (target > 0: webrtc-bbr's paused encoder left out) "
+                                            "within steady_window_s, the full 1 s windows of capture time of the "
+                                            "stream's second half (the last one left out); steady_paused_s: the "
+                                            "paused time in that window"},
         "encoder_per_second": [{"t_s": float(r["window_start_s"]), "frames": int(r["frames"]),
                                 "achieved_bps": int(r["achieved_bps"]), "achieved_wire_bps": int(r["achieved_wire_bps"]),
                                 "target_bps": float(r["target_bps_mean"]),
                                 "encoder_set_bps": float(r["encoder_set_bps_mean"])} for r in enc],
         "received_per_second": [{"second": int(r["second"]), "received_bps": int(r["received_bps"]),
                                  "padding_bps": int(r["padding_bps"])}
-                                for r in _read_csv(root / "receiver" / "rate.csv")],
+                                for r in rate],
+        # each cross-check's numbers; a failed one is also a warning (rtp_checks.py)
+        "checks": checks,
         "target_changes": len(targets),
         # CPU time of each end's process (user/system s, all threads; the sender's excludes its
         # encoder child): the per-packet cost of a real run, printed by bench/bench_rtp.py
@@ -295,15 +306,6 @@ def _check_padding(tx: dict[str, Any], rx: dict[str, Any]) -> None:
     if rx["udp_payload_bytes_received"] < rx["rtp_bytes_received"] + rx["padding_bytes_received"]:
         raise RunFailed(f"rtp: the viewer's socket read {rx['udp_payload_bytes_received']} bytes, fewer than the "
                         f"{rx['rtp_bytes_received']} video + {rx['padding_bytes_received']} padding bytes it counted")
-
-
-def _steady_target(enc: list[dict[str, str]]) -> float | None:
-    """The mean target over the full 1 s windows of the stream's second half."""
-    full = [r for r in enc if int(r["frames"]) > 0]
-    half = full[int(len(full) * STEADY_FROM):-1] if len(full) > 2 else []
-    if not half:
-        return None
-    return round(sum(float(r["target_bps_mean"]) for r in half) / len(half))
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:

@@ -112,7 +112,17 @@ func (s *sender) writeResults(frames []frameRow) error {
 	}
 	// The encoder's achieved bitrate per 1 s of capture time beside what it was asked for then: the
 	// H.264 bytes (the video, against the encoder's setting) and the same frames' packets as the IP
-	// layer carries them (RTP + UDP + IPv4 headers: what the controller's target budgets for).
+	// layer carried them (RTP + UDP + IPv4 headers: what the controller's target budgets for). The
+	// wire bytes are those of the packets as they left the socket (packets.csv): with every RTP
+	// header extension, the transport-wide sequence number the pacer or TWCC interceptor adds after
+	// the frame was handed over included (the RTP header at hand-over lacks its 4 B),
+	// and without the packets a pacer still held at the end (never on the wire).
+	sentWire := map[uint32]int64{}
+	for _, p := range s.packets {
+		if !p.padding {
+			sentWire[p.frame] += int64(p.wireBytes + udpIPv4Header)
+		}
+	}
 	rows = rows[:0]
 	if len(frames) > 0 {
 		first := frames[0].captureNs
@@ -123,7 +133,7 @@ func (s *sender) writeResults(frames []frameRow) error {
 		for _, f := range frames {
 			w := int((f.captureNs - first) / 1e9)
 			bits[w] += int64(f.bytes) * 8
-			wireBits[w] += int64(f.rtpBytes+udpIPv4Header*f.packets) * 8
+			wireBits[w] += sentWire[f.frame] * 8
 			nfr[w]++
 		}
 		for w := 0; w < nwin; w++ {

@@ -50,7 +50,6 @@ type frameRow struct {
 	handedNs   int64
 	keyframe   bool
 	bytes      int
-	rtpBytes   int // its packets' RTP headers (with extensions) and payloads: what it adds to the UDP payload
 	nalBytes   uint32
 	packets    int
 	encoderBps int // the encoder's bitrate setting when it produced the frame
@@ -403,7 +402,6 @@ func (s *sender) sendFrames(enc *encoder, w interceptor.RTPWriter) ([]frameRow, 
 				return rows, err
 			}
 			seq++
-			row.rtpBytes += h.MarshalSize() + len(p)
 			s.mu.Lock()
 			s.handed++
 			s.mu.Unlock()

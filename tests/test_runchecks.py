@@ -1,0 +1,93 @@
+"""The named whole-run plausibility checks (mpvlab/runner/runchecks.py) through fidelity.finish_summary,
+on a planted probe record and player summary against the SABRE study's short scenario: 6 Mbit/s,
+256-packet queue (256 x 1514 = 387 584 B, 516.8 ms at 6 Mbit/s), 50 ms each way. Issue 43 item 6:
+a host stall delayed probe packets by seconds and stretched playback, and fidelity_ok stayed true.
+The same checks on a real run with a planted stall: bench/bench_host_stall.py."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from mpvlab.input.scenario import load_scenario
+from mpvlab.links import path as link_path
+from mpvlab.runner import fidelity, runchecks
+from mpvlab.runner.steps import NO_FIDELITY_PROBE
+
+ROOT = Path(__file__).resolve().parents[1]
+SCEN = ROOT / "scenarios" / "sabre-own-short.yaml"
+# 387 584 B x 8 / 6e6 = 0.5167787 s + 0.050 s propagation + 0.100 s margin = 0.6667787 s
+BOUND_MS = 666.779
+
+
+def _probe_csv(path: Path, owds_ms: list[float]) -> Path:
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["seq", "t_send_ns", "t_recv_ns", "owd_ns", "queuing_delay_ns", "d_study_ns"])
+        for i, owd in enumerate(owds_ms):
+            t = i * 15_000_000
+            w.writerow([i, t, t + int(owd * 1e6), int(owd * 1e6), int((owd - 50) * 1e6), int((owd - 50) * 1e6)])
+    return path
+
+
+def _finish(tmp: Path, owds_ms: list[float], playback_s: float, stalls_s: float) -> dict[str, Any]:
+    sc, _ = load_scenario(SCEN)
+    spec = sc.paths["shared"]
+    sched = fidelity.PathSchedules(down=link_path.schedule_for(spec.down, SCEN.parent),
+                                   up=link_path.schedule_for(spec.up, SCEN.parent))
+    csv_path = _probe_csv(tmp / "voip-probe.csv", owds_ms)
+    player = {"playback_s": playback_s, "underflow_total_s": stalls_s}
+    summary: dict[str, Any] = {"cross_traffic": {"voip": {"csv": str(csv_path)}},
+                               "players": {"client1": dict(player), "client2": dict(player)}}
+    logged: list[str] = []
+    ctx = SimpleNamespace(extra_prov={}, data=tmp, logs=tmp, queue_rows={}, opts=SimpleNamespace(log=logged.append))
+    fid = dict(NO_FIDELITY_PROBE)
+    fidelity.finish_summary(sc, ctx, {"shared": sched}, fid, summary)
+    summary["_logged"] = logged
+    return summary
+
+
+def test_the_probe_bound_is_queue_over_rate_plus_propagation_plus_the_margin() -> None:
+    assert runchecks.probe_delay_bound_s(387_584, 6e6, 0.050) * 1e3 == pytest.approx(BOUND_MS, abs=1e-3)
+
+
+def test_a_healthy_record_passes_every_named_check(tmp_path: Path) -> None:
+    # a full queue (516.8 ms) + 50 ms: within the bound; playback 20 s of media + 1.5 s of stalls + 1 s
+    s = _finish(tmp_path, [50.0, 120.0, 566.8, 60.0], 22.5, 1.5)
+    assert s["fidelity_ok"] is True and s["fidelity_warnings"] == []
+    p = s["fidelity_checks"]["probe_delay_within_queue_bound"]
+    assert (p["ok"], p["probe_owd_max_ms"], p["bound_ms"], p["packets"]) == (True, 566.8, BOUND_MS, 4)
+    pl = s["fidelity_checks"]["playback_within_media_and_stalls"]
+    assert pl["ok"] and pl["players"]["client1"]["bound_s"] == 23.5     # 20 + 1.5 + 2
+
+
+def test_a_probe_delay_beyond_the_queue_is_a_named_warning(tmp_path: Path) -> None:
+    # one packet held 8.4 s (the issue's host stall): no queue of this path can hold it
+    s = _finish(tmp_path, [50.0, 8400.0, 60.0], 20.5, 0.0)
+    assert s["fidelity_ok"] is False
+    (w,) = s["fidelity_warnings"]
+    assert w.startswith("probe_delay_within_queue_bound: ") and "8400.0 ms" in w and f"{BOUND_MS:.1f} ms" in w
+    assert s["fidelity_checks"]["probe_delay_within_queue_bound"]["ok"] is False
+    assert s["fidelity_checks"]["playback_within_media_and_stalls"]["ok"] is True
+    assert s["_logged"] == [f"fidelity warning: {w}"]
+    # just above the bound fails too, just below passes
+    assert _finish(tmp_path, [BOUND_MS + 0.01], 20.0, 0.0)["fidelity_ok"] is False
+    assert _finish(tmp_path, [BOUND_MS - 0.01], 20.0, 0.0)["fidelity_ok"] is True
+
+
+def test_playback_longer_than_media_and_stalls_is_a_named_warning(tmp_path: Path) -> None:
+    # 20 s of media, no stall recorded, 35.7 s of playback: frozen without a stall
+    s = _finish(tmp_path, [50.0], 35.7, 0.0)
+    assert s["fidelity_ok"] is False
+    (w,) = s["fidelity_warnings"]
+    assert w.startswith("playback_within_media_and_stalls: ") and "client1 35.7 s > 22 s" in w
+    assert _finish(tmp_path, [50.0], 22.0, 0.0)["fidelity_ok"] is True          # exactly the bound
+
+
+def test_a_run_without_probe_or_players_has_no_named_check(tmp_path: Path) -> None:
+    sc, _ = load_scenario(ROOT / "scenarios" / "rtp-gcc-short.yaml")
+    assert runchecks.run(sc, {"warnings": []}, None, None) == ({}, [])
