@@ -132,9 +132,10 @@ def test_code_fences_open_and_close_on_their_own_lines() -> None:
     assert not bad, bad
 
 
-def test_cluster_page_sizes_the_shipped_bbrs_sweep() -> None:
+def test_cluster_page_sizes_the_shipped_sweeps() -> None:
     from mpvlab.sweeps import expand, load_spec
-    spec = REPO / "sweeps" / "bbrs-dash-study.yaml"
-    n = len(expand(load_spec(spec), spec, quick=False).runs)
     page = (REPO / "docs" / "cluster.md").read_text()
-    assert f"{n:,} runs" in page and f"{n:,} ×" in page, n
+    for name in ("bbrs-dash-study", "wifi-lte-study"):
+        spec = REPO / "sweeps" / f"{name}.yaml"
+        n = len(expand(load_spec(spec), spec, quick=False).runs)
+        assert f"{n:,} ×" in page, (name, n)
