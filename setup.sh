@@ -13,46 +13,49 @@ die() { printf '\033[1;31m[setup] error:\033[0m %s\n' "$*" >&2; exit 1; }
 command -v apt-get >/dev/null || die "needs a Debian-based system (apt-get)"
 
 # --- 1. system packages ----------------------------------------------------------------------
-DEB_PACKAGES=(
-  # emulation: namespaces, routing, shaping, firewall/NFQUEUE, Mininet
-  iproute2 iptables ethtool mininet net-tools procps tcpdump curl iputils-ping
-  # physical hosts over SSH (the tests run a real sshd in a namespace)
-  openssh-server openssh-client
-  # MPTCP for unmodified programs
-  mptcpize libmptcpwrap0
-  # server and player
-  apache2 gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
-  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav python3-gi
-  gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0 ffmpeg
-  # HTTPS / HTTP/2 (scenario `server:`): per-run certificates (openssl); the player's HTTP client is
-  # souphttpsrc over libsoup 3 (the one that speaks HTTP/2) with GLib's TLS backend (glib-networking)
-  openssl libsoup-3.0-0 glib-networking
-  # native builds: delay line (libnetfilter-queue), BPF (clang, libbpf, bpftool)
-  build-essential pkg-config clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
-  libnetfilter-queue-dev libmnl-dev
-  # Python environment with Debian's PyGObject and Mininet visible
-  python3 python3-venv python3-dev
-  # cross traffic / comparisons
-  iperf3
-  # `mpvlab shell`: Mininet's iperf command runs iperf 2
-  iperf
-  # checking the HTML report in a headless browser (tests/test_report.py)
-  chromium
-  # sweeps on a cluster (docs/cluster.md): Slurm's client tools, controller and node daemon, and munge
-  # (Slurm's authentication); tests/test_slurm.py starts its own one-node Slurm from these
-  slurm-wlm slurmctld slurmd slurm-client munge
-  # a run's CPU by process and step (bench/bench_run_cost.py --ledger: perf record -e task-clock)
-  linux-perf
+# Each group: why, then the packages. Printed before anything is installed (only what is missing).
+DEB_GROUPS=(
+  "emulation: namespaces, routing, shaping, firewall/NFQUEUE, Mininet|iproute2 iptables ethtool mininet net-tools procps tcpdump curl iputils-ping"
+  "physical hosts over SSH: the client (ssh) and the sshd a run or test starts in its own namespace; the ssh service is left stopped and disabled|openssh-server openssh-client"
+  "MPTCP for unmodified programs|mptcpize libmptcpwrap0"
+  "the video server and player: each run starts its own Apache with its own configuration (the apache2 service is left stopped and disabled), GStreamer, FFmpeg for the content|apache2 gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav python3-gi gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0 ffmpeg"
+  "HTTPS / HTTP/2 (scenario server:): per-run certificates, libsoup 3 (HTTP/2) with GLib's TLS backend|openssl libsoup-3.0-0 glib-networking"
+  "native builds: the delay line (libnetfilter-queue), the BPF programs (clang, libbpf, bpftool)|build-essential pkg-config clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libnetfilter-queue-dev libmnl-dev"
+  "the Python environment (.venv with Debian's PyGObject and Mininet visible)|python3 python3-venv python3-dev"
+  "cross traffic and comparisons (iperf3), mpvlab shell's iperf command (iperf 2)|iperf3 iperf"
+  "player kind dashjs (dash.js in headless Chromium) and the HTML report's headless check|chromium"
+  "sweeps on a Slurm cluster (docs/cluster.md): client tools, controller, node daemon, munge; tests/test_slurm.py starts its own one-node Slurm; the munge, slurmctld and slurmd services are left stopped and disabled|slurm-wlm slurmctld slurmd slurm-client munge"
+  "a run's CPU by process and step (bench/bench_run_cost.py --ledger: perf record -e task-clock)|linux-perf"
 )
+DEB_PACKAGES=()
 missing=()
-for p in "${DEB_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+declare -A WHY=()
+for g in "${DEB_GROUPS[@]}"; do
+  read -r -a pkgs <<< "${g#*|}"
+  for p in "${pkgs[@]}"; do
+    DEB_PACKAGES+=("$p")
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+      WHY[${g%%|*}]+="$p "
+    fi
+  done
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  say "installing ${#missing[@]} Debian packages: ${missing[*]}"
+  say "installing ${#missing[@]} Debian packages, and why:"
+  for g in "${DEB_GROUPS[@]}"; do
+    [ -n "${WHY[${g%%|*}]:-}" ] && printf '  - %s\n      %s\n' "${g%%|*}" "${WHY[${g%%|*}]% }"
+  done
+  say "services these packages would enable and start (apache2, ssh, munge, slurmctld, slurmd) are kept"
+  say "from starting, and left disabled unless they were enabled before (runs start their own)"
+  # shellcheck source=setup-services.sh
+  source "$ROOT/setup-services.sh"
+  services_before_install
+  trap services_after_install EXIT    # also if apt-get fails: our policy-rc.d never stays behind
   export DEBIAN_FRONTEND=noninteractive
   apt-get -o DPkg::Lock::Timeout=600 update -q
   apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}"
+  trap - EXIT
+  services_after_install
 else
   say "Debian packages: all ${#DEB_PACKAGES[@]} present"
 fi

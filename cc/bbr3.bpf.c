@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * BBRv3 (and BBRv3-S) as a BPF struct_ops tcp_congestion_ops, for stock
  * kernels that ship only BBR v1.  Our own code, written after the algorithm

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * What the BBRv3 / BBRv3-S BPF congestion control (bbr3.bpf.c) exports to
  * bpfcc-loader: a per-socket state record in a hash map (key: flow id, a

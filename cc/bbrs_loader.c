@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * bbrs-loader: registers the BBR-S BPF congestion control under a given name
  * for the lifetime of this process, optionally samples its per-socket state

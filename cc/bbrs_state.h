@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Per-socket record the BBR-S congestion control writes (at most every
  * export interval, and on every mode change) into a BPF hash map (key: flow id, a per-load counter) and bbrs-loader samples.

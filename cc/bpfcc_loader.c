@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * bpfcc-loader: registers ONE BPF tcp_congestion_ops (struct_ops) object under
  * a run-scoped name for the lifetime of this process, sets its parameters,

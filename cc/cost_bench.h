@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Per-call cost of a congestion control's main per-ACK function, measured by
  * the BPF program itself (bench/bench_cc_cost.py). Only compiled in with

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * Bench only (bench/bench_cc_cost.py): the kernel's BBR v1 (tcp_bbr.c) as a
  * BPF struct_ops whose every op is the kernel's own function (kfuncs), with

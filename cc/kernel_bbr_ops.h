@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The kernel's BBR v1 (net/ipv4/tcp_bbr.c) as kfuncs, and the struct_ops
  * callbacks a CC built on it passes straight through: bbr_s.bpf.c (BBR-S,

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * Userspace driver for percentile.h, used by tests/test_cc.py to check the
  * exact code the BPF program runs against a numpy reference.

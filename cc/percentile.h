@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Sliding-window percentile for BBR-S, plain C shared by the BPF congestion
  * control (bbr_s.bpf.c) and the userspace test build (pct_cli.c).

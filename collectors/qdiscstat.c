@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * mpvlab-qdiscstat: sample every qdisc's queue/drop counters and every interface's
  * rx/tx counters of ONE network namespace on a fixed time grid, over rtnetlink.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * mpvlab scheduler trace: counts MPTCP scheduling decisions, the bytes each
  * decision handed to a subflow, and path switches, exactly, from the kernel.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * mpvlab-schedtrace: userspace of the MPTCP scheduler trace.
  *

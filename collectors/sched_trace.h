@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Records shared between sched_trace.bpf.c (kernel side) and sched_trace.c
  * (userspace). Plain fixed-size structs so both sides agree on the layout

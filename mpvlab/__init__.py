@@ -3,9 +3,9 @@
     import mpvlab
     print(mpvlab.__version__)
     r = mpvlab.run("scenarios/smoke.yaml")          # one run (root) -> RunResult
-    s = mpvlab.sweep("sweeps/smoke-sweep.yaml")      # a sweep and its report -> SweepResult
-    rep = mpvlab.report("results/smoke-sweep")       # a report from result directories -> Report
-    res = mpvlab.results.load("results/smoke-sweep") # every table as pandas DataFrames
+    s = mpvlab.sweep("sweeps/wifi-lte-study.yaml", quick=True)  # a sweep and its report -> SweepResult
+    rep = mpvlab.report("results/wifi-lte-study-quick")        # a report from result directories -> Report
+    res = mpvlab.results.load("results/wifi-lte-study-quick")  # every table as pandas DataFrames
 
 `import mpvlab` stays cheap (no pandas, pydantic or Mininet): the names above are resolved on first
 use (PEP 562 module `__getattr__`). The functions are in mpvlab/api.py. The packages below follow

@@ -38,11 +38,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
     from mpvlab.core.errors import EXIT_INTERRUPTED, RunFailed, RunInterrupted, RunNotStarted
     from mpvlab.input.scenario import ScenarioError, load_scenario
-    from mpvlab.runner.context import RunOptions
-    from mpvlab.runner.session import run_scenario
-
     from mpvlab.core.errors import InputError
     from mpvlab.input.limits import key_file_problems
+    from mpvlab.runner import system_parts
 
     path = Path(args.scenario)
     try:
@@ -56,9 +54,14 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     if os.geteuid() != 0:   # said before anything is created (the result folder included)
         console.print(Text("mpvlab run needs root (network namespaces, tc, iptables, BPF)", style="red"))
         return 2
+    if (missing := system_parts.problem("run")) is not None:   # e.g. after `pip install .` alone
+        console.print(Text(missing, style="red"))
+        return 2
     if (bad_root := results_root_problem(Path(args.results))) is not None:   # before any ledger or namespace
         console.print(Text(bad_root, style="red"))
         return 2
+    from mpvlab.runner.context import RunOptions
+    from mpvlab.runner.session import run_scenario   # after the check above: it imports Mininet's modules
     start = time.monotonic()
     state = {"phase": "starting"}
     status = Text()
@@ -171,12 +174,15 @@ def cmd_shell(args: argparse.Namespace, console: Console) -> int:
     import os
 
     from mpvlab.input.scenario import ScenarioError, load_scenario
-
-    from mpvlab.runner.shell import open_shell
+    from mpvlab.runner import system_parts
 
     if os.geteuid() != 0:
         console.print(Text("mpvlab shell needs root (network namespaces, tc, iptables)", style="red"))
         return 2
+    if (missing := system_parts.problem("shell")) is not None:
+        console.print(Text(missing, style="red"))
+        return 2
+    from mpvlab.runner.shell import open_shell   # after the check: it imports Mininet's modules
     path = Path(args.scenario)
     try:
         sc, text = load_scenario(path)
@@ -272,6 +278,10 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         return 0
     if os.geteuid() != 0:
         console.print(Text("mpvlab sweep needs root (each run builds network namespaces, tc, BPF)", style="red"))
+        return 2
+    from mpvlab.runner import system_parts
+    if (missing := system_parts.problem("sweep")) is not None:   # before hours of runs that would each fail
+        console.print(Text(missing, style="red"))
         return 2
     if (bad_root := results_root_problem(Path(args.results))) is not None:   # before any run starts
         console.print(Text(bad_root, style="red"))

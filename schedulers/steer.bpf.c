@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * mpvlab steering controller, kernel side (observation only; the kernel
  * offers no BPF MPTCP scheduler here, so decisions are applied from

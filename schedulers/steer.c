@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * mpvlab-steer: the steering MPTCP schedulers (minrtt, bdp, ecf: policy.c) as a steering controller
  * for a kernel whose only MPTCP scheduler is `default`.

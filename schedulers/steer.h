@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Records shared between steer.bpf.c (kernel side) and the controller
  * (userspace). Fixed-size structs: both sides agree on the layout.

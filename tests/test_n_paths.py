@@ -25,7 +25,7 @@ paths:
     down: {{rate: 2.5mbit, buffer: 100KB, delay: 30ms}}
   nr:
     down: {{rate: 2.5mbit, buffer: 100KB, delay: 20ms}}
-transport: {{cc: cubic, scheduler: {scheduler}}}
+transport: {{cc: cubic, scheduler: {scheduler}, subflows: 3}}
 video: {{duration: 8s, bitrate: 5.24mbit}}
 player: {{mode: discard, decode: false}}
 fidelity: {{probe: false}}

@@ -123,6 +123,26 @@ def test_shipped_scenarios_validate() -> None:
         load_scenario(f)
 
 
+def test_shipped_scenarios_cover_what_a_newcomer_looks_for() -> None:
+    """Issue 49 item 8: a scenario with the dash.js player, one with bbr3-s, and the three-path
+    scenario stating its own 3 subflows (transport.subflows was capped at 2)."""
+    shipped = {f.name: load_scenario(f)[0] for f in sorted((REPO / "scenarios").glob("*.yaml"))}
+    assert any(sc.player.kind == "dashjs" for sc in shipped.values())
+    assert any(sc.transport.cc == "bbr3-s" for sc in shipped.values())
+    three = shipped["three-path.yaml"]
+    assert three.transport.subflows == 3 and three.expected_subflows == 3 == len(three.paths)
+
+
+def test_subflows_up_to_the_path_limit() -> None:
+    paths = {f"p{i}": {"down": {"rate": "2mbit", "delay": "5ms"}} for i in range(8)}
+    sc = parse_scenario({**MINIMAL, "paths": paths, "transport": {"subflows": 8}})
+    assert sc.expected_subflows == 8
+    with pytest.raises(ScenarioError, match="transport.subflows"):
+        parse_scenario({**MINIMAL, "paths": paths, "transport": {"subflows": 9}}, "s.yaml")
+    with pytest.raises(ScenarioError, match="cannot exceed the number of paths"):
+        parse_scenario({**MINIMAL, "transport": {"subflows": 3}}, "s.yaml")
+
+
 def test_dash_fields() -> None:
     sc = parse_scenario({**MINIMAL, "video": {"kind": "dash"}})
     assert sc.dash_ladder[0] == 1_000_000 and sc.dash_ladder[-1] == 25_000_000 and len(sc.dash_ladder) == 11

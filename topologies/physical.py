@@ -3,7 +3,7 @@
 Nothing here runs a command. `make_plan()` turns a validated scenario into Host objects (LocalHost or
 SshHost, topologies/hosts.py) and per-path interface names, checking the SSH key files against the key
 directory — which comes from the command line or MPVLAB_KEY_DIR, never from the scenario, so a
-scenario cannot point the runner (root) at arbitrary files. mpvlab/physical/ runs the plan.
+scenario cannot point the runner (root) at arbitrary files. mpvlab/runner/physical/ runs the plan.
 
 Hosts are also written to the run ledger as plain records (`core.hosts.host_record`), so that a later cleanup
 can reach them again after a crash (`host_from_record`).

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /* mpvlab: per-packet MPTCP schedulers for the User-Mode Linux probe (issue 50).
  *
  * Built into net/mptcp (bench/uml/build.sh copies this file there; mpvlab-sched.patch adds it

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * A tiny Reno-like congestion control: the worked example of a user's own
  * BPF CC for mpvlab (cc/README.md, "Your own BPF CC").

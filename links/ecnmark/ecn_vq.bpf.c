@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * ECN marking at a shaped link without a marking qdisc: a virtual ("phantom") queue, as in
  * Gibbens & Kelly and HULL, attached at clsact egress of the device whose root qdisc is the

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* The one map value shared by ecn_vq.bpf.c (writer) and ecnmark_loader.c (config, reader). */
 #ifndef MPVLAB_ECN_VQ_H
 #define MPVLAB_ECN_VQ_H

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * mpvlab-ecnmark: attach the virtual-queue ECN marker (ecn_vq.bpf.c) at clsact egress of one
  * device for the lifetime of this process, sample its virtual backlog, and on SIGTERM/SIGINT write

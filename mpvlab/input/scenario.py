@@ -127,7 +127,7 @@ class TransportSpec(Strict):
                 for err in e.errors())
             raise ValueError(problems) from None
         return {**data, "scheduler_params": params.model_dump()}
-    subflows: int | None = Field(None, ge=1, le=2, description="MPTCP subflows expected; default: one per path")
+    subflows: int | None = Field(None, ge=1, le=topologies.MAX_PATHS, description="MPTCP subflows expected, one per path from the first (at most the number of paths, 8); default: one per path")
 
 
 class FidelitySpec(Strict):

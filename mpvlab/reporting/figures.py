@@ -110,7 +110,9 @@ def bar_figure(c: Collection, metric: str, title: str, ylabel: str) -> Figure | 
                 ax.scatter([x] * len(vals), vals, s=3, color="black", zorder=3, alpha=0.6, linewidths=0)
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels(list(groups))
-        ax.set_ylabel(ylabel)
+        # The axes are ~1.6 in tall: a label longer than that ran off the canvas at both ends (the path
+        # switches' "path switches per run (scheduler decisions)"); its parenthesis goes on a second line.
+        ax.set_ylabel(ylabel.replace(" (", "\n("))
         ax.set_xlim(-0.5, len(groups) - 0.5)
         top = max((v for cfg in configs for r in cfg.runs if (v := r.metrics.get(metric)) is not None),
                   default=0.0)

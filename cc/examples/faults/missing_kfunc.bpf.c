@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /* Test fixture: calls a kfunc no kernel exports; bpfcc-loader must name it. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /* Test fixture: writes a tcp_sock field a BPF CC may not write; the verifier
  * refuses it and bpfcc-loader must report the verifier's reason. */
 #include "vmlinux.h"

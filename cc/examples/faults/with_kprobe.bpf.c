@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /* Test fixture: a valid congestion control plus a kprobe and a tracepoint program. The loader must
  * refuse the object before loading anything (a CC needs its struct_ops programs only), and
  * `mpvlab validate` must say so (issue 33). */

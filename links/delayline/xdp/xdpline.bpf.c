@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /* XDP half of mpvlab-xdpline: stamp every IPv4 frame's arrival time into the frame's metadata
  * area and hand the frame to the line's AF_XDP socket. The stamp is taken here, in the ingress
  * device's receive path, so user space may read its rx ring late (only when it wakes to release
