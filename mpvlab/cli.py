@@ -175,7 +175,14 @@ def cmd_shell(args: argparse.Namespace, console: Console) -> int:
     if refusal is not None:
         console.print(Text(f"{path}: {refusal}", style="red"))
         return 2
-    commands = Path(args.commands).read_text() if args.commands else None
+    commands = None
+    if args.commands:
+        from mpvlab.input.files import InputFileError, read_shell_commands
+        try:      # before anything is built: untrusted input, like every file (issue 45)
+            commands = read_shell_commands(Path(args.commands))
+        except InputFileError as e:
+            console.print(Text(str(e), style="red"))
+            return 2
     open_shell(sc, path, text, commands=commands, log=lambda m: console.print(m))
     return 0
 

@@ -848,31 +848,34 @@ def _report_cli(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def test_report_never_writes_through_a_planted_link(tmp_path: Path) -> None:
-    """DIR/report/runs.csv a link to a file outside, then DIR/report itself a link to a folder outside:
-    the targets stay untouched, the report is written as real files inside DIR."""
+    """DIR/report/runs.csv swapped for a link to a file outside, then DIR/report itself a link to a
+    folder outside: neither is written through nor removed (issue 45: a report removes only what it
+    wrote), both are refused in words; an intact earlier report is replaced by real files."""
+    from mpvlab.reporting import ReportFolderError, build_report
     from mpvlab.reporting.synthetic import make_set
     src = tmp_path / "results"
     make_set(src, ["sc"], ["cubic"], ["default"], trials=2)
     victim = tmp_path / "victim.txt"
     victim.write_text(SECRET)
-    (src / "report").mkdir()
-    (src / "report" / "report.html").write_text("an earlier report")
-    (src / "report" / "runs.csv").symlink_to(victim)
     # in-process, without figures: the same staging folder and rename (figures only cost time here;
     # the command's exit codes are test_report_never_replaces_a_folder_that_is_not_a_report's)
-    from mpvlab.reporting import build_report
     build_report(src, src / "report", figures=False)
-    assert victim.read_text() == SECRET
+    (src / "report" / "runs.csv").unlink()
+    (src / "report" / "runs.csv").symlink_to(victim)
+    with pytest.raises(ReportFolderError, match="runs.csv .a symbolic link"):
+        build_report(src, src / "report", figures=False)
+    assert victim.read_text() == SECRET and (src / "report" / "runs.csv").is_symlink()
+    (src / "report" / "runs.csv").unlink()          # the earlier report, less a file: replaced
+    build_report(src, src / "report", figures=False)
     assert not (src / "report" / "runs.csv").is_symlink() and "run_id" in (src / "report" / "runs.csv").read_text()
 
     outside = tmp_path / "outside"
     outside.mkdir()
     shutil.rmtree(src / "report")
     (src / "report").symlink_to(outside)
-    build_report(src, src / "report", figures=False)
-    assert list(outside.iterdir()) == []
-    assert (src / "report").is_dir() and not (src / "report").is_symlink()
-    assert (src / "report" / "report.html").is_file()
+    with pytest.raises(ReportFolderError, match="symbolic link"):
+        build_report(src, src / "report", figures=False)
+    assert list(outside.iterdir()) == [] and (src / "report").is_symlink()
     assert not [p for p in src.iterdir() if p.name.startswith(".report.")], list(src.iterdir())
 
 
@@ -885,9 +888,146 @@ def test_report_never_replaces_a_folder_that_is_not_a_report(tmp_path: Path) -> 
     (mine / "notes.txt").write_text(SECRET)
     cp = _report_cli([str(src), "--out", str(mine)])
     out = cp.stdout + cp.stderr
-    assert cp.returncode == 2 and "Traceback" not in out and "no earlier report" in out, out
+    assert cp.returncode == 2 and "Traceback" not in out and "no report manifest" in out, out
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".mine.")]
+
+
+# --- issue 45: a report removes only what it wrote; report data within limits; no worker outlives it ---
+
+
+def _tree(d: Path) -> dict[str, bytes]:
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_report_removes_only_what_it_wrote(tmp_path: Path) -> None:
+    """Issue 45: `--out DIR` on a folder that merely holds a report.html deleted thesis.tex beside it.
+    Now each report writes a manifest (.mpvlab-report.json, sizes and SHA-256) and replaces DIR only
+    when DIR holds exactly what it lists: a stranger file, a changed file, a stranger folder are each
+    refused (exit 2, named), and every byte in DIR stays; an intact report is replaced."""
+    from mpvlab.reporting import build_report
+    from mpvlab.reporting.synthetic import make_set
+    src = tmp_path / "results"
+    make_set(src, ["sc"], ["cubic"], ["default"], trials=2)
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "report.html").write_text("<p>my notes</p>")
+    (thesis / "thesis.tex").write_text(SECRET)
+    before = _tree(thesis)
+    cp = _report_cli([str(src), "--out", str(thesis), "--formats", "svg"])
+    out = cp.stdout + cp.stderr
+    assert cp.returncode == 2 and "Traceback" not in out and "no report manifest" in out, out
+    assert _tree(thesis) == before
+
+    rep = tmp_path / "rep"
+    build_report(src, rep, figures=False)
+    assert (rep / ".mpvlab-report.json").is_file()
+    for plant, words in (("thesis.tex", "thesis.tex (not written by the report)"),
+                         ("runs.csv", "runs.csv (changed since the report wrote it)"),
+                         ("drafts/ch1.tex", "drafts/ (a folder no report wrote)")):
+        keep = (rep / plant).read_bytes() if (rep / plant).exists() else None
+        (rep / plant).parent.mkdir(exist_ok=True)
+        (rep / plant).write_text(SECRET)
+        state = _tree(rep)
+        cp = _report_cli([str(src), "--out", str(rep), "--formats", "svg"])
+        out = cp.stdout + cp.stderr
+        assert cp.returncode == 2 and "Traceback" not in out and words in out, (plant, out)
+        assert _tree(rep) == state, plant
+        if keep is not None:
+            (rep / plant).write_bytes(keep)
+        else:
+            shutil.rmtree(rep / "drafts") if plant.startswith("drafts") else (rep / plant).unlink()
+    build_report(src, rep, figures=False)             # the intact report: replaced
+    assert "run_id" in (rep / "runs.csv").read_text()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".rep.")], list(tmp_path.iterdir())
+
+
+def test_report_refuses_a_proc_folder_in_words(tmp_path: Path) -> None:
+    """Issue 45: `--out /proc/self` ended in a traceback; a folder no file can be made in is one line."""
+    from mpvlab.reporting.synthetic import make_set
+    src = tmp_path / "results"
+    make_set(src, ["sc"], ["cubic"], ["default"], trials=2)
+    for out_dir, words in (("/proc/self", "symbolic link"), ("/proc/self/mpvlab-report", "cannot write the report"),
+                           ("/proc/1/report", "cannot write the report")):
+        cp = _report_cli([str(src), "--out", out_dir, "--formats", "svg"])
+        out = cp.stdout + cp.stderr
+        assert cp.returncode == 2 and "Traceback" not in out and words in out, (out_dir, out)
+
+
+def test_report_leaves_out_a_huge_sparse_data_file(tmp_path: Path) -> None:
+    """Issue 45: a 2 GiB sparse data/links.csv in one run was read whole (MemoryError after 160 s).
+    Data series have a size limit (files.MAX_DATA_CSV_BYTES): the file is left out of the figures like
+    a missing one, under a 1 GiB address-space cap on the report and its figure workers."""
+    from mpvlab.input.files import MAX_DATA_CSV_BYTES
+    from mpvlab.reporting import build_report
+    from mpvlab.reporting.synthetic import make_set
+    src = tmp_path / "results"
+    make_set(src, ["sc"], ["cubic"], ["default"], trials=2, series_s=5)
+    runs = sorted((src / "sc").iterdir())
+    for run in runs:                                   # each: whichever the report draws from
+        for name in ("links.csv", "subflows.csv"):
+            with open(run / "data" / name, "r+b") as f:
+                f.truncate(2 << 30)                    # sparse: 2 GiB of NUL, no line end
+    assert (runs[0] / "data" / "links.csv").stat().st_size > MAX_DATA_CSV_BYTES
+    from mpvlab.reporting import figures
+    from mpvlab.results.aggregate import aggregate
+    c = aggregate(src)
+    with time_limit(20), _memory_limit(256 << 20):    # was: 60 s, 4.4 GB, then csv.Error
+        assert figures.throughput_series(c.runs[0]) == {} and figures.cwnd_series(c.runs[0]) == {}
+    with time_limit(120), _memory_limit(1 << 30):
+        rep = build_report(src, src / "report")
+    assert rep.n_complete == 2 and rep.figures
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            kids += [int(k) for k in (task / "children").read_text().split()]
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_killed_report_leaves_no_worker_and_no_staging_folder(tmp_path: Path) -> None:
+    """Issue 45: a report SIGKILLed (as a timeout does) left a forked figure worker running (166 MB, 172 s)
+    and its `.report.new.*` staging folder, which the next report did not remove. Now each worker dies
+    with the report (PR_SET_PDEATHSIG) and the next report at the same folder removes the dead one's."""
+    from mpvlab.reporting.synthetic import make_set
+    src = tmp_path / "results"
+    make_set(src, ["sc"], ["cubic", "bbr"], ["default", "minrtt"], trials=3)
+    p = subprocess.Popen([sys.executable, "-m", "mpvlab", "report", str(src), "--formats", "svg,pdf"], cwd=REPO,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kids: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and p.poll() is None:
+            kids = _children(p.pid)
+            if kids and [d for d in src.iterdir() if d.name.startswith(".report.new.")]:
+                break
+            time.sleep(0.02)
+        assert p.poll() is None and kids, "the report ended before its staging folder was seen"
+    finally:
+        p.kill()
+        p.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(k) for k in kids):
+        time.sleep(0.1)
+    alive = [k for k in kids if _alive(k)]
+    for k in alive:
+        os.kill(k, signal.SIGKILL)
+    assert not alive, f"figure workers {alive} outlived their SIGKILLed report"
+    assert [d for d in src.iterdir() if d.name.startswith(".report.new.")], "nothing to reap: the test proves nothing"
+    cp = _report_cli([str(src), "--formats", "svg"])
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert not [d for d in src.iterdir() if d.name.startswith(".report.")], sorted(d.name for d in src.iterdir())
+    assert (src / "report" / "report.html").is_file()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="loading BPF needs root")
@@ -910,3 +1050,67 @@ def test_the_loader_never_loads_a_non_struct_ops_program(tmp_path: Path) -> None
         _, err = p.communicate(timeout=30)
     assert "wk_snoop" not in loaded and "wk_trace" not in loaded, "the kprobe/tracepoint program was loaded"
     assert p.returncode == 1 and "only struct_ops programs" in err, (p.returncode, err)
+
+
+# --- issue 45: `mpvlab shell --commands FILE` is untrusted input like every other file -------------------
+
+SHADOW_LIKE = f"root:{SECRET_HASH}:19000:0:99999:7:::\nmpv:{SECRET}:19000:0:99999:7:::\n"
+
+
+def _shell_command_files(d: Path) -> dict[str, tuple[Path, str]]:
+    """case → (the --commands path, words the refusal holds)."""
+    fifo = d / "fifo"
+    os.mkfifo(fifo)
+    (d / "long-line").write_text("x" * (20 << 20))
+    (d / "shadow").write_text(SHADOW_LIKE)
+    (d / "link-to-shadow").symlink_to(d / "shadow")
+    (d / "binary").write_bytes(bytes(range(256)))
+    (d / "control").write_text("nodes\n\x1b[2Jnet\n")
+    (d / "long-command").write_text("nodes\nclient " + "a" * 5000 + "\n")
+    return {"missing": (d / "nope.mn", "no such file"), "fifo": (fifo, "FIFO"),
+            "dev-zero": (Path("/dev/zero"), "a device"), "20mb-line": (d / "long-line", "size limit"),
+            "shadow": (d / "shadow", "line 1: does not start with a Mininet command"),
+            "link-to-shadow": (d / "link-to-shadow", "line 1: does not start with a Mininet command"),
+            "binary": (d / "binary", "not UTF-8"), "control": (d / "control", "line 2: holds control characters"),
+            "long-command": (d / "long-command", "line 2: 5,007 characters")}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mpvlab shell needs root")
+def test_shell_commands_file_is_refused_in_words_before_anything_is_built(tmp_path: Path) -> None:
+    """Issue 45: a missing --commands file was a traceback; a FIFO, /dev/zero or a 20 MB line hung (90 s)
+    and left a 21 MB /tmp/mpvlab-shell-* folder; /etc/shadow (or a link to it) was echoed line by line.
+    Each is now refused (exit 2, no traceback, the file named, never its contents) before the shell
+    makes its folder or any namespace: the subprocess's TMPDIR and runtime folder stay empty."""
+    d = tmp_path / "in"
+    d.mkdir()
+    tmp, runtime = tmp_path / "tmp", tmp_path / "runtime"
+    tmp.mkdir()
+    runtime.mkdir()
+    for case, (path, words) in _shell_command_files(d).items():
+        env = {**os.environ, "TMPDIR": str(tmp), "MPVLAB_RUNTIME_DIR": str(runtime), "COLUMNS": "200"}
+        cp = subprocess.run([sys.executable, "-m", "mpvlab", "shell", "scenarios/smoke.yaml", "--commands", str(path)],
+                            capture_output=True, text=True, cwd=REPO, env=env, timeout=60, preexec_fn=_limits)
+        out = cp.stdout + cp.stderr
+        assert cp.returncode == 2 and "Traceback" not in out, (case, out)
+        assert str(path) in out and words in out, (case, out)
+        assert SECRET not in out and SECRET_HASH not in out and "root:" not in out, (case, out)
+        assert list(tmp.iterdir()) == [] and list(runtime.rglob("*.json")) == [], case
+
+
+def test_the_shell_never_echoes_an_unknown_line() -> None:
+    """What a --commands line holds past its command word is never printed back (an unknown word that is
+    not a plain name is not either): Mininet's CLI printed `*** Unknown command: <the whole line>`."""
+    import cmd
+    import io
+
+    from mininet.cli import CLI
+
+    from mpvlab.mininet.cli import _scenario_cli_class
+    cls = _scenario_cli_class(CLI)
+    shell = cls.__new__(cls)
+    shell.mn, shell.stdout, shell.identchars = {}, io.StringIO(), cmd.IDENTCHARS
+    shell.default(f"secret {SECRET}")
+    shell.default(f"root:{SECRET_HASH}:19000")
+    out = shell.stdout.getvalue()
+    assert SECRET not in out and SECRET_HASH not in out, out
+    assert out == "*** Unknown command: secret\n*** Unknown command: (not shown)\n", out
