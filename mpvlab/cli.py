@@ -215,7 +215,7 @@ def cmd_cleanup(_args: argparse.Namespace, console: Console) -> int:
                            "dead runs)", style="red"))
         return 2
     try:
-        removed = ledger.reap_stale(lambda m: console.print(m))
+        removed = ledger.reap_stale(lambda m: console.print(m), by="`mpvlab cleanup`")
     except ledger.LedgerError as e:
         console.print(Text(str(e), style="red"))
         return 1

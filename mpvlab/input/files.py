@@ -159,7 +159,8 @@ def open_data_csv(path: Path) -> IO[str]:
     stream stops at the limit even if the file grows while it is read; bad UTF-8 becomes U+FFFD."""
     fd = _open_checked(path, "run's data file")
     raw = os.fdopen(fd, "rb")
-    return io.TextIOWrapper(_Capped(raw, MAX_DATA_CSV_BYTES), encoding="utf-8", errors="replace", newline="")
+    return io.TextIOWrapper(io.BufferedReader(_Capped(raw, MAX_DATA_CSV_BYTES)), encoding="utf-8", errors="replace",
+                            newline="")
 
 
 class _Capped(io.RawIOBase):
