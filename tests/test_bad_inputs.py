@@ -1113,3 +1113,77 @@ def test_the_shell_never_echoes_an_unknown_line() -> None:
     out = shell.stdout.getvalue()
     assert SECRET not in out and SECRET_HASH not in out, out
     assert out == "*** Unknown command: secret\n*** Unknown command: (not shown)\n", out
+
+
+# --- issue 45: the Python API refuses with an MpvlabError, within the limits of files -------------------
+
+def _deep(levels: int) -> dict[str, Any]:
+    d: dict[str, Any] = {"leaf": 1}
+    for _ in range(levels):
+        d = {"a": d}
+    return {**BASE, "description": d}
+
+
+def _api_cases(tmp: Path) -> dict[str, Callable[[], Any]]:
+    """case → a call of the API that must raise an MpvlabError (and never start anything)."""
+    import mpvlab
+    import mpvlab.results
+    smoke = str(REPO / "scenarios" / "smoke.yaml")
+    spec = str(REPO / "sweeps" / "smoke-sweep.yaml")
+    results = tmp / "results"
+    results.mkdir(exist_ok=True)
+    return {
+        "dict-nested-10000": lambda: mpvlab.run(_deep(10_000)),
+        "dict-nested-40": lambda: mpvlab.run(_deep(40)),
+        "dict-object-value": lambda: mpvlab.run({**BASE, "name": object()}),
+        "dict-set-value": lambda: mpvlab.run({**BASE, "description": {1, 2}}),
+        "dict-int-key": lambda: mpvlab.run({**BASE, 7: "x"}),
+        "dict-50mb-string": lambda: mpvlab.run({**BASE, "description": "x" * (50 << 20)}),
+        "dict-many-values": lambda: mpvlab.run({**BASE, "description": [0] * 400_000}),
+        "scenario-int": lambda: mpvlab.run(42),
+        "scenario-bytes": lambda: mpvlab.run(smoke.encode()),
+        "scenario-nul": lambda: mpvlab.run("scen\0ario.yaml"),
+        "key-dir-int": lambda: mpvlab.run(smoke, key_dir=12),
+        "results-int": lambda: mpvlab.run(smoke, results=12),
+        "progress-not-callable": lambda: mpvlab.run(smoke, results=str(results), progress=5),
+        "sweep-dict": lambda: mpvlab.sweep({"sweep": "x"}),
+        "sweep-int": lambda: mpvlab.sweep(42),
+        "sweep-parallel-text": lambda: mpvlab.sweep(spec, parallel="2"),
+        "sweep-quick-text": lambda: mpvlab.sweep(spec, quick="yes"),
+        "sweep-results-list": lambda: mpvlab.sweep(spec, results=[1]),
+        "report-int": lambda: mpvlab.report(42),
+        "report-out-int": lambda: mpvlab.report(results, out=12),
+        "report-title-int": lambda: mpvlab.report(results, title=5),
+        "report-figures-text": lambda: mpvlab.report(results, figures="no"),
+        "report-formats-int": lambda: mpvlab.report(results, formats=42),
+        "load-int": lambda: mpvlab.results.load(42),
+        "load-none": lambda: mpvlab.results.load(None),
+        "load-missing": lambda: mpvlab.results.load(tmp / "nope"),
+    }
+
+
+def test_the_api_raises_only_mpvlab_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 45: the API raised RecursionError (a deeply nested dict), yaml's RepresenterError
+    ({'name': object()}), TypeErrors (key_dir=12, mpvlab.sweep(dict), mpvlab.results.load(42), …) and
+    took >90 s and GBs on a 50 MB string. docs/python-api.md: any non-MpvlabError is a bug. Each call
+    here raises an MpvlabError within 20 s and 512 MiB of new address space, and nothing is started
+    (a run, a sweep or a report reaching its work would fail the case)."""
+    from mpvlab.core.errors import MpvlabError
+
+    def started(*_a: Any, **_k: Any) -> None:
+        raise AssertionError("the API started work on an input it should have refused")
+    monkeypatch.setattr("mpvlab.runner.session.run_scenario", started)
+    monkeypatch.setattr("mpvlab.sweeps.Sweeper.run", started)
+    monkeypatch.setattr("mpvlab.reporting.build_report", started)
+    wrong: dict[str, str] = {}
+    for case, call in _api_cases(tmp_path).items():
+        try:
+            with time_limit(20):
+                call()
+            wrong[case] = "returned"
+        except MpvlabError as e:
+            if "Traceback" in str(e) or len(str(e)) > 2000:
+                wrong[case] = f"message: {str(e)[:200]}"
+        except BaseException as e:  # noqa: BLE001 — what the test counts
+            wrong[case] = f"{type(e).__name__}: {str(e)[:200]}"
+    assert not wrong, wrong
