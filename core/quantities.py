@@ -55,7 +55,9 @@ QueueLimitT = Annotated[
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    # allow_inf_nan=False: no scenario number is meant to be infinite or undefined (issue 45: FESTIVE
+    # `alpha: .inf` was accepted; the ABR's parameters had the rule, dash.js's copy of them did not)
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True, allow_inf_nan=False)
 
     # pydantic's lax mode reads "no", "off", "0", 0 and 1 as booleans: `padding: "no"` (a quoted string)
     # would silently mean false. A yes/no field takes YAML's true or false only (issue 33).

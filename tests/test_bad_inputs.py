@@ -577,8 +577,43 @@ def issue33_cases() -> Iterator[Case]:
                ("observe.pcap.points", "at most 10 points", "got 10000"))
 
 
+DASH_BASE = {**BASE, "video": {"kind": "dash", "duration": "12s", "bitrates": ["500kbit", "1mbit", "2mbit"],
+                                 "segment": "2s", "width": 640, "height": 360}, "player": {"buffer": "8s"}}
+
+
+def issue45_cases() -> Iterator[Case]:
+    """What `validate` accepted and `run` then failed on with a raw ValueError once the network was up, or
+    ran meaninglessly (issue 45): DASH ladders the content maker refuses, a zero DASH buffer, infinite or
+    absurdly small ABR parameters, a cross-traffic flow that starts after the run's media ends."""
+    dashjs = {"kind": "dashjs", "buffer": "8s"}
+    cases: list[tuple[str, dict[str, Any], dict[str, Any] | None, tuple[str, ...]]] = [
+        ("dash-buffer-0", {"player.buffer": "0s"}, None, ("player.buffer", "0 s holds nothing")),
+        ("dashjs-buffer-0", {"player": {**dashjs, "buffer": "0s"}}, None, ("player.buffer", "0 s holds nothing")),
+        ("dash-repeated-bitrates", {"video.bitrates": ["1mbit", "1mbit", "2mbit"]}, None,
+         ("video (dash)", "strictly increasing")),
+        ("dash-segment-1ms", {"video.segment": "1ms"}, None, ("video (dash)", "1 frame")),
+        ("dash-segment-1ms-60min", {"video.segment": "1ms", "video.duration": "60min"}, None, ("video (dash)", "1 frame")),
+        ("dash-segment-half-frame", {"video.segment": "50ms"}, None, ("video (dash)", "whole number of frames")),
+        ("dash-segment-longer-than-video", {"video.segment": "20s"}, None, ("video (dash)", "longer than the video")),
+        ("festive-alpha-inf", {"player": {"fetcher": "own", "abr": "festive", "abr_params": {"alpha": float("inf")},
+                                          "buffer": "8s"}}, None, ("alpha", "finite number")),
+        ("dashjs-festive-alpha-inf", {"player": {**dashjs, "abr": "festive", "abr_params": {"alpha": float("inf")}}},
+         None, ("alpha", "finite number")),
+        ("sabre-check-period-1e-300", {"player": {"fetcher": "own", "abr": "sabre", "buffer": "8s",
+                                                  "abr_params": {"check_period_s": 1e-300}}}, None,
+         ("check_period_s", "greater than or equal to 0.01")),
+        ("cross-traffic-after-the-run", {"cross_traffic.bulk.start": "30s"},     # a 25 s RTP run
+         yaml.safe_load((REPO / "scenarios" / "rtp-competition-short.yaml").read_text()),
+         ("cross_traffic.bulk.start", "after the end of the run's media", "never run")),
+    ]
+    for i, (cid, values, base, words) in enumerate(cases):
+        yield Case(cid, "validate-equals-run", scenario_file(with_values(values, DASH_BASE if base is None else base)),
+                   words, cli=i in (0, 2))
+
+
 CASES = [*escape_cases(), *sensitive_cases(), *bomb_cases(), *huge_cases(), *special_cases(), *encoding_cases(),
-         *duplicate_cases(), *sweep_size_cases(), *absurd_cases(), *wrong_type_cases(), *issue33_cases()]
+         *duplicate_cases(), *sweep_size_cases(), *absurd_cases(), *wrong_type_cases(), *issue33_cases(),
+         *issue45_cases()]
 
 
 # --- the checks ------------------------------------------------------------------------------------

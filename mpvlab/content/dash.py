@@ -121,6 +121,18 @@ def _validate_dash(duration_s: float, bitrates_bps: list[int], segment_s: float,
         raise ValueError(f"segment_s {segment_s} is longer than the video ({duration_s} s)")
 
 
+def check_dash(duration_s: float, bitrates_bps: list[int], segment_s: float, width: int | list[int],
+               height: int | list[int], fps: int) -> tuple[list[int], list[int], list[int]]:
+    """ValueError unless ensure_dash can make this ladder; (bitrates, widths, heights) per level. The
+    scenario's validation calls it too (input/scenario.py), so `validate` refuses what `run` would
+    (issue 45: repeated bitrates, sub-frame segments, a segment longer than the video)."""
+    bitrates = [int(b) for b in bitrates_bps]
+    widths = _per_level(width, len(bitrates), "width")
+    heights = _per_level(height, len(bitrates), "height")
+    _validate_dash(duration_s, bitrates, segment_s, widths, heights, fps)
+    return bitrates, widths, heights
+
+
 def dash_name(params: dict[str, Any]) -> str:
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:10]
     b = params["bitrates_bps"]
@@ -301,10 +313,7 @@ def ensure_dash(cache_dir: Path, duration_s: float = STUDY_DASH_DURATION_S,
     """
     if bitrates_bps is None:
         bitrates_bps = list(STUDY_DASH_BITRATES_BPS)
-    bitrates = [int(b) for b in bitrates_bps]
-    widths = _per_level(width, len(bitrates), "width")
-    heights = _per_level(height, len(bitrates), "height")
-    _validate_dash(duration_s, bitrates, segment_s, widths, heights, fps)
+    bitrates, widths, heights = check_dash(duration_s, bitrates_bps, segment_s, width, height, fps)
     params = _dash_params(duration_s, bitrates, segment_s, widths, heights, fps)
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)

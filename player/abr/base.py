@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict
 class AbrParams(BaseModel):
     """Base of every algorithm's parameter model: unknown fields are an error (a typo in a
     scenario must not silently fall back to a default)."""
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # no inf/nan: `alpha: .inf` made FESTIVE's score infinite for every choice (issue 45)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)
