@@ -611,9 +611,27 @@ def issue45_cases() -> Iterator[Case]:
                    words, cli=i in (0, 2))
 
 
+def strict_number_cases() -> Iterator[Case]:
+    """Numbers written as text or yes/no, which the JSON Schema refuses and pydantic's lax mode read as
+    numbers (issue 45 item 6): now refused by `validate` too."""
+    numbers: list[tuple[str, dict[str, Any], tuple[str, ...]]] = [
+        ("seed-true", {"seed": True}, ("seed", "whole number")),
+        ("seed-text", {"seed": "7"}, ("seed", "whole number")),
+        ("width-text", {"video.width": "640"}, ("video.width", "whole number")),
+        ("fps-false", {"video.fps": False}, ("video.fps", "whole number")),
+        ("timeout-factor-text", {"player.timeout_factor": "3"}, ("player.timeout_factor", "a number")),
+        ("cpu-text", {"player.cpu": "1"}, ("player.cpu", "whole number")),
+        ("sabre-lambda-text", {"player": {"fetcher": "own", "abr": "sabre", "buffer": "8s",
+                                          "abr_params": {"lambda": "1.5"}}}, ("lambda", "valid number")),
+    ]
+    for i, (cid, values, words) in enumerate(numbers):
+        yield Case(f"strict-number-{cid}", "strict-number", scenario_file(with_values(values, DASH_BASE)), words,
+                   cli=i == 0)
+
+
 CASES = [*escape_cases(), *sensitive_cases(), *bomb_cases(), *huge_cases(), *special_cases(), *encoding_cases(),
          *duplicate_cases(), *sweep_size_cases(), *absurd_cases(), *wrong_type_cases(), *issue33_cases(),
-         *issue45_cases()]
+         *issue45_cases(), *strict_number_cases()]
 
 
 # --- the checks ------------------------------------------------------------------------------------

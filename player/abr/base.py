@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 
 class AbrParams(BaseModel):
@@ -22,6 +22,13 @@ class AbrParams(BaseModel):
     scenario must not silently fall back to a default)."""
     # no inf/nan: `alpha: .inf` made FESTIVE's score infinite for every choice (issue 45)
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    # numbers as numbers: `lambda: "1.5"` (text) or `window: true` is refused, as by the JSON Schema
+    @model_validator(mode="before")
+    @classmethod
+    def _strict_numbers(cls, data: Any) -> Any:
+        from mpvlab.core.quantities import strict_numbers
+        return strict_numbers(cls, data)
 
 
 @dataclass(frozen=True)
