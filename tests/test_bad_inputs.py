@@ -1240,3 +1240,41 @@ def test_the_api_raises_only_mpvlab_errors(tmp_path: Path, monkeypatch: pytest.M
         except BaseException as e:  # noqa: BLE001 — what the test counts
             wrong[case] = f"{type(e).__name__}: {str(e)[:200]}"
     assert not wrong, wrong
+
+
+# --- issue 45 item 6: the JSON Schema and `validate` over every scenario file of this suite ---------------
+
+
+def test_validate_never_accepts_what_the_schema_refuses(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every scenario input of this suite (and every shipped scenario) through both the generated JSON
+    Schema (docs/schemas/scenario.schema.json, what editors check) and `validate`. A file the schema
+    refuses is never accepted by `validate` (numbers as text or yes/no were: seed: "7", width: "640", …).
+    The other direction — `validate` refusing what the schema accepts — is counted and printed: most of
+    those rules (files outside the folder, bounds between fields, a BPF object's contents) are beyond
+    what a schema can say."""
+    import json
+
+    import jsonschema
+
+    from mpvlab.input.files import InputFileError, load_yaml_file
+    validator = jsonschema.Draft202012Validator(json.loads((REPO / "docs" / "schemas" / "scenario.schema.json").read_text()))
+    items = [(c.id, _build(c, root)[0]) for c in CASES if c.kind == "scenario"]
+    items += [(f.name, f) for f in sorted((REPO / "scenarios").glob("*.yaml"))]
+    quadrants: dict[str, list[str]] = {"both accept": [], "both refuse": [], "only validate accepts": [],
+                                       "only schema accepts": []}
+    for cid, path in items:
+        with time_limit(CASE_TIME_LIMIT_S):
+            v_ok = validate_file(path).ok
+            try:
+                s_ok = not any(True for _ in validator.iter_errors(load_yaml_file(path, "scenario")[0]))
+            except InputFileError:        # not YAML within the limits: no editor accepts it either
+                s_ok = False
+        key = ("both accept" if v_ok and s_ok else "both refuse" if not (v_ok or s_ok)
+               else "only validate accepts" if v_ok else "only schema accepts")
+        quadrants[key].append(cid)
+    with capsys.disabled():
+        print(f"\nschema vs validate over {len(items)} files: "
+              + ", ".join(f"{k} {len(v)}" for k, v in quadrants.items()))
+    assert sum(map(len, quadrants.values())) == len(items)
+    assert quadrants["only validate accepts"] == [], quadrants["only validate accepts"]
+    assert len(quadrants["both accept"]) >= len(list((REPO / "scenarios").glob("*.yaml")))
