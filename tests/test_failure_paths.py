@@ -529,3 +529,17 @@ def test_a_killed_shells_folder_goes_with_its_ledger() -> None:
     finally:
         shutil.rmtree(mine, ignore_errors=True)
         shutil.rmtree(theirs, ignore_errors=True)
+
+
+def test_checking_results_leaves_no_folder(tmp_path: Path) -> None:
+    """Issue 45: a run that could not create its folder (full disk) left the empty --results folder the
+    check before it had made. The check now removes what it made to find out; the run makes the folders
+    itself (session._open_run_dir) and removes each one it made, outermost included, when it cannot start."""
+    from mpvlab.core import rundir
+    root = tmp_path / "a" / "b" / "results"
+    assert rundir.results_root_problem(root) is None
+    assert list(tmp_path.iterdir()) == []
+    assert rundir.missing_folders(root / "sc") == [tmp_path / "a", tmp_path / "a" / "b", root, root / "sc"]
+    (tmp_path / "file").write_text("x")
+    assert "is not a folder" in (rundir.results_root_problem(tmp_path / "file") or "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
