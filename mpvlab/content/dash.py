@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mpvlab.content.progressive import ContentError, _fmt_num, _load_sidecar, _validate, ffmpeg_version, sha256_file
+from mpvlab.content.progressive import ContentError, _fmt_num, _load_sidecar, ffmpeg_version, sha256_file
+from mpvlab.workloads.content_rules import check_dash
 
 
 # --- DASH -----------------------------------------------------------------
@@ -75,15 +76,6 @@ class DashInfo:
         return d
 
 
-def _per_level(v: int | list[int], n: int, what: str) -> list[int]:
-    if isinstance(v, int):
-        return [v] * n
-    vals = [int(x) for x in v]
-    if len(vals) != n:
-        raise ValueError(f"{what}: {len(vals)} values for {n} bitrate levels")
-    return vals
-
-
 def _dash_params(duration_s: float, bitrates_bps: list[int], segment_s: float,
                  widths: list[int], heights: list[int], fps: int) -> dict[str, Any]:
     return {
@@ -101,36 +93,6 @@ def _dash_params(duration_s: float, bitrates_bps: list[int], segment_s: float,
         "fps": int(fps),
         "gop_frames": int(round(segment_s * fps)),
     }
-
-
-def _validate_dash(duration_s: float, bitrates_bps: list[int], segment_s: float,
-                   widths: list[int], heights: list[int], fps: int) -> None:
-    if not bitrates_bps or len(bitrates_bps) > 20:
-        raise ValueError(f"need 1..20 bitrate levels, got {len(bitrates_bps)}")
-    if any(b2 <= b1 for b1, b2 in zip(bitrates_bps, bitrates_bps[1:])):
-        raise ValueError(f"bitrates_bps must be strictly increasing (level order), got {bitrates_bps}")
-    for b, w, h in zip(bitrates_bps, widths, heights):
-        _validate(duration_s, b, w, h, fps, segment_s)
-    if any(w * heights[0] != widths[0] * h for w, h in zip(widths, heights)):
-        # ffmpeg's dash muxer refuses mixed aspect ratios in one adaptation set.
-        raise ValueError(f"all levels need the same aspect ratio, got "
-                         f"{[f'{w}x{h}' for w, h in zip(widths, heights)]}")
-    if abs(segment_s * fps - round(segment_s * fps)) > 1e-9:
-        raise ValueError(f"segment_s * fps must be a whole number of frames (GOP), got {segment_s}*{fps}")
-    if segment_s > duration_s:
-        raise ValueError(f"segment_s {segment_s} is longer than the video ({duration_s} s)")
-
-
-def check_dash(duration_s: float, bitrates_bps: list[int], segment_s: float, width: int | list[int],
-               height: int | list[int], fps: int) -> tuple[list[int], list[int], list[int]]:
-    """ValueError unless ensure_dash can make this ladder; (bitrates, widths, heights) per level. The
-    scenario's validation calls it too (input/scenario.py), so `validate` refuses what `run` would
-    (issue 45: repeated bitrates, sub-frame segments, a segment longer than the video)."""
-    bitrates = [int(b) for b in bitrates_bps]
-    widths = _per_level(width, len(bitrates), "width")
-    heights = _per_level(height, len(bitrates), "height")
-    _validate_dash(duration_s, bitrates, segment_s, widths, heights, fps)
-    return bitrates, widths, heights
 
 
 def dash_name(params: dict[str, Any]) -> str:

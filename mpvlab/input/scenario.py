@@ -301,7 +301,7 @@ class Scenario(Strict):
         if v.kind == "dash":
             # the content's own rules, as `run` applies them when it makes the ladder (runner/steps.py
             # ensure_content), so `validate` refuses what `run` would (issue 45)
-            from mpvlab.content.dash import check_dash
+            from mpvlab.workloads.content_rules import check_dash
             try:
                 check_dash(v.duration / 1e9, self.dash_ladder, v.segment / 1e9, v.width, v.height, v.fps)
             except ValueError as e:
