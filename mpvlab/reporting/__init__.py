@@ -91,6 +91,8 @@ def build_report(source: Path, out: Path, title: str | None = None, figures: boo
                 rundir.write_text(staging / "report.html", page)
                 folder.replace(out, staging)
             except OSError as e:       # a full disk, a filesystem that takes no files (--out /proc/…)
+                if e.errno is None:    # not the filesystem's: a figure's own error, raised as it is
+                    raise
                 raise folder.write_failed(out, e) from None
             step("html")
     finally:
