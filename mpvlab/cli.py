@@ -295,9 +295,13 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
             f" --png-dpi {output.png_dpi}" if "png" in output.formats else "")
         console.print(f"report: mpvlab report {sweeper.root}{opts}")
     else:
-        from mpvlab.reporting import build_report
+        from mpvlab.reporting import ReportFolderError, build_report
         t = time.monotonic()
-        rep = build_report(sweeper.root, sweeper.root / "report", output=output)
+        try:
+            rep = build_report(sweeper.root, sweeper.root / "report", output=output)
+        except ReportFolderError as e:      # the runs are made; only the report's folder is in the way
+            console.print(Text(f"report not built: {e}", style="red"))
+            return 1
         console.print(f"report of {rep.n_complete} complete run(s) in {rep.n_configs} configuration(s) "
                       f"({time.monotonic() - t:.1f} s): {rep.html}")
     return 0 if counts["failed"] == 0 and counts["complete"] == len(plan.runs) else 1
