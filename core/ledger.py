@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -177,11 +178,22 @@ MAX_LEDGER_BYTES = 1 << 20
 
 def read(path: Path) -> Ledger:
     """The ledger at `path`, or LedgerUnreadable saying why (half-written, not JSON, wrong fields)."""
+    # O_NONBLOCK and a type check on the opened file: a FIFO named like a ledger would block the open
+    # (and every start-up and `mpvlab cleanup` with it), a device would never end (issue 45)
     try:
-        with open(path, "rb") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as e:
+        raise LedgerUnreadable(e.strerror or str(e)) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise LedgerUnreadable("not a regular file")
+        os.set_blocking(fd, True)
+        with os.fdopen(os.dup(fd), "rb") as f:
             raw = f.read(MAX_LEDGER_BYTES + 1)
     except OSError as e:
         raise LedgerUnreadable(e.strerror or str(e)) from None
+    finally:
+        os.close(fd)
     if len(raw) > MAX_LEDGER_BYTES:
         raise LedgerUnreadable(f"larger than {MAX_LEDGER_BYTES} bytes")
     try:
@@ -215,7 +227,7 @@ class LedgerUnreadable(Exception):
 
 
 def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *, mark: bool = True,
-                log_removed: bool = True) -> list[str]:
+                log_removed: bool = True, by: str = "a later run") -> list[str]:
     """Remove everything a run's ledger lists and every namespace carrying its run id.
     Returns what it removed (for the log).
 
@@ -292,7 +304,8 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *,
     if mark:
         # Not an object of the kernel: a results folder that cannot be written keeps its ledger no longer.
         attempt(f"the status of its results folder {ledger.result_dir}",
-                lambda: mark_interrupted(Path(str(ledger.result_dir))), object_left=False)
+                lambda: mark_interrupted(Path(str(ledger.result_dir)), by), object_left=False)
+        attempt(f"its shell folder {ledger.result_dir}", lambda: _remove_shell_folder(ledger), object_left=False)
     for r in removed if log_removed else []:
         log(f"cleaned {ledger.run_id}: {r}")
     if stayed:
@@ -301,6 +314,15 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *,
     else:
         attempt(f"its ledger {ledger.path}", ledger.remove, object_left=False)
     return removed
+
+
+def _remove_shell_folder(ledger: Ledger) -> None:
+    """A killed `mpvlab shell` leaves its folder (delay-line logs, commands): the ledger's result_dir,
+    /tmp/mpvlab-shell-<run id>-*. Only a folder of exactly that name, carrying this run's id, is removed."""
+    d = Path(str(ledger.result_dir))
+    if (d.parent == Path(tempfile.gettempdir()) and d.name.startswith(f"mpvlab-shell-{ledger.run_id}-")
+            and d.is_dir() and not d.is_symlink()):
+        shutil.rmtree(d)
 
 
 # What reading one record of a ledger a crash or a person left may raise: a missing field, a wrong type,
@@ -368,12 +390,12 @@ def _cleanup_remote(ledger: Ledger) -> list[str]:
     return removed
 
 
-def mark_interrupted(result_dir: Path) -> None:
+def mark_interrupted(result_dir: Path, by: str = "a later run") -> None:
     """A run directory still saying `running` whose runner is dead is marked failed, never left
-    looking alive or complete."""
+    looking alive or complete; the reason says who cleaned it (`by`)."""
     status = rundir.read_status(result_dir)
     if status is not None and status.get("state") == "running":
-        rundir.write_status(result_dir, "failed", reason="runner died (killed or crashed); cleaned by a later run")
+        rundir.write_status(result_dir, "failed", reason=f"runner died (killed or crashed); cleaned by {by}")
 
 
 class LedgerError(MpvlabError):
@@ -409,7 +431,7 @@ def _reap_unreadable(path: Path, why: str, log: Callable[[str], None]) -> list[s
     return removed
 
 
-def reap_stale(log: Callable[[str], None] = lambda _m: None) -> list[str]:
+def reap_stale(log: Callable[[str], None] = lambda _m: None, by: str = "a later run") -> list[str]:
     """Clean up after every run whose runner is dead: the ledgers in this runtime directory whose
     owner died, and every `mpv-` namespace whose run's owner lock is free (OWNER_LOCK_DIR). A
     namespace whose run holds its lock — whatever runtime directory that run uses — is never
@@ -427,7 +449,7 @@ def reap_stale(log: Callable[[str], None] = lambda _m: None) -> list[str]:
             log(f"could not tell whether run {ledger.run_id} is alive ({e}): left alone")
             continue
         if not alive:
-            removed += cleanup_run(ledger, log)
+            removed += cleanup_run(ledger, log, by=by)
     orphans = []
     for name in netns.list_netns():
         rid = naming.run_id_of_netns(name)

@@ -55,7 +55,9 @@ QueueLimitT = Annotated[
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    # allow_inf_nan=False: no scenario number is meant to be infinite or undefined (issue 45: FESTIVE
+    # `alpha: .inf` was accepted; the ABR's parameters had the rule, dash.js's copy of them did not)
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True, allow_inf_nan=False)
 
     # pydantic's lax mode reads "no", "off", "0", 0 and 1 as booleans: `padding: "no"` (a quoted string)
     # would silently mean false. A yes/no field takes YAML's true or false only (issue 33).
@@ -76,7 +78,7 @@ class Strict(BaseModel):
                 # field's own location with the field's own words (mpvlab/input/messages.py).
                 out = dict(data) if out is None else out
                 out[name] = NotABoolean(value)
-        return data if out is None else out
+        return strict_numbers(cls, data if out is None else out)
 
 
 class NotABoolean:
@@ -109,3 +111,40 @@ def _bool_field_allows(annotation: Any) -> tuple[Any, ...] | None:
         else:
             return None          # bool | int and the like: the other type decides
     return tuple(allowed)
+
+
+class NotANumber:
+    """A text or yes/no value given to a plain number field (shown as it was given): pydantic's lax mode
+    read `seed: "7"` as 7 and `seed: true` as 1, which the JSON Schema refuses (issue 45)."""
+
+    def __init__(self, given: Any) -> None:
+        self.given = given
+
+    def __repr__(self) -> str:
+        return repr(self.given)
+
+
+def _plain_number_field(annotation: Any) -> bool:
+    """A field typed int or float (alone or with None): not the quantities above (Annotated: they parse
+    their written text), not bool, not unions with other types."""
+    members = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+    return any(m in (int, float) for m in members) and all(m in (int, float, type(None)) for m in members)
+
+
+def strict_numbers(model: Any, data: Any) -> Any:
+    """`data` with each text or bool value of a plain number field of `model` replaced by NotANumber,
+    which no number validator accepts: pydantic then reports it at the field, in its own words."""
+    if not isinstance(data, dict):
+        return data
+    out = None
+    for name, value in data.items():
+        info = model.model_fields.get(name) if isinstance(name, str) else None
+        if info is None and isinstance(name, str):      # a field written by its alias (SABRE `lambda`)
+            info = next((f for f in model.model_fields.values() if f.alias == name), None)
+        if info is None or not isinstance(value, (str, bool)) or not _plain_number_field(info.annotation):
+            continue
+        if any(isinstance(m, BeforeValidator) for m in info.metadata):   # a quantity: parses its text
+            continue
+        out = dict(data) if out is None else out
+        out[name] = NotANumber(value)
+    return data if out is None else out

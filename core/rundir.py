@@ -89,10 +89,31 @@ def make_run_dir(results_root: Path, scenario_name: str, run_id: str) -> Path:
     return run_dir
 
 
+def missing_folders(path: Path) -> list[Path]:
+    """`path` and those of its parents that do not exist, outermost first (what mkdir(parents=True) makes)."""
+    out: list[Path] = []
+    p = path
+    while not p.exists() and not p.is_symlink() and p != p.parent:
+        out.append(p)
+        p = p.parent
+    return out[::-1]
+
+
 def results_root_problem(root: Path) -> str | None:
     """Why --results cannot hold result directories (a regular file, a folder this user cannot write,
     a read-only or pseudo file system), checked before a run or sweep creates anything; None if fine.
-    The folder is created if missing, as the run would."""
+    The folders it makes to find out are removed again: the run makes them itself and removes them if
+    it cannot start (issue 45: a run refused on a full disk left an empty --results folder)."""
+    made = missing_folders(root)
+    try:
+        return _root_problem(root)
+    finally:
+        for d in reversed(made):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+
+def _root_problem(root: Path) -> str | None:
     try:
         root.mkdir(parents=True, exist_ok=True)
     except FileExistsError:

@@ -119,7 +119,14 @@ def _scenario_cli_class(cli_cls: Any) -> Any:
         """`<node> cmd args`: node names in args become the node's scenario address (node.IP()); Mininet
         would substitute the first interface's address, which for the server is not routed."""
         first, args, _ = self.parseline(line)
-        if first in self.mn and args:
+        if first not in self.mn:
+            # the command word only, never the rest of the line: a --commands file is untrusted input,
+            # and what it holds is not echoed back (issue 45: /etc/shadow came back line by line)
+            token = (line.split() or [""])[0]
+            word = token if len(token) <= 32 and token.replace("-", "_").isidentifier() else "(not shown)"
+            self.stdout.write(f"*** Unknown command: {word}\n")
+            return
+        if args:
             args = " ".join(self.mn[a].IP() if a in self.mn else a for a in args.split(" "))
             line = f"{first} {args}"
         cli_cls.default(self, line)

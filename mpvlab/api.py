@@ -70,9 +70,10 @@ def _default_results() -> Path:
     return DEFAULT_RESULTS
 
 
-def _results_root(results: str | Path | None) -> Path:
+def _results_root(results: str | Path | None, where: str) -> Path:
     from mpvlab.core.rundir import results_root_problem
-    root = Path(results) if results is not None else _default_results()
+    from mpvlab.input.apiargs import path_arg
+    root = path_arg(results, f"{where}: results", optional=True) or _default_results()
     if (problem := results_root_problem(root)) is not None:
         raise InputError(problem)
     return root
@@ -87,7 +88,10 @@ def _scenario_source(scenario: str | Path | dict[str, Any]) -> tuple[Any, Path, 
     scenario file (a name, not a file that exists afterwards)."""
     from mpvlab.input.scenario import ScenarioError, load_scenario
 
+    from mpvlab.input.apiargs import check_scenario_dict, path_arg
+
     if isinstance(scenario, dict):
+        check_scenario_dict(scenario)     # the limits of a file, before YAML is written (issue 45)
         text = yaml.safe_dump(scenario, sort_keys=False)
         with tempfile.TemporaryDirectory(prefix="mpvlab-api-") as tmp:
             probe = Path(tmp) / "scenario.yaml"
@@ -101,9 +105,8 @@ def _scenario_source(scenario: str | Path | dict[str, Any]) -> tuple[Any, Path, 
         if problems := file_problems(sc, as_file):     # trace files, found from the current directory
             raise ScenarioError("\n".join(["<scenario dict>: invalid scenario", *(f"  {p}" for p in problems)]))
         return sc, as_file, text
-    if not isinstance(scenario, (str, Path)):
-        raise InputError(f"mpvlab.run: scenario must be a path or a dict, not {type(scenario).__name__}")
-    path = Path(scenario)
+    path = path_arg(scenario, "mpvlab.run: scenario (a path or a dict)")
+    assert path is not None
     sc, text = load_scenario(path)
     return sc, path, text
 
@@ -119,15 +122,19 @@ def run(scenario: str | Path | dict[str, Any], results: str | Path | None = None
     from mpvlab.input.limits import key_file_problems
     from mpvlab.runner.context import RunOptions
     from mpvlab.runner.session import run_scenario
+    from mpvlab.input.apiargs import path_arg
     from mpvlab.input.scenario import ScenarioError
 
     sc, path, text = _scenario_source(scenario)
-    keys = Path(key_dir) if key_dir is not None else None
+    keys = path_arg(key_dir, "mpvlab.run: key_dir", optional=True)
+    for name, fn in (("progress", progress), ("log", log)):
+        if fn is not None and not callable(fn):
+            raise InputError(f"mpvlab.run: {name}: a {type(fn).__name__} given; allowed: a function of one str, or None")
     if problems := key_file_problems(sc, keys):
         raise ScenarioError("\n".join([f"{path}: invalid scenario", *(f"  {p}" for p in problems)]))
     if os.geteuid() != 0:      # before the result folder is created, as on the command line
         raise RunFailed("mpvlab.run needs root (network namespaces, tc, iptables, BPF)")
-    root = _results_root(results)
+    root = _results_root(results, "mpvlab.run")
     run_dir = run_scenario(sc, path, text, RunOptions(results_root=root, progress=progress or (lambda _p: None),
                                                       log=log or (lambda _m: None), key_dir=keys))
     return RunResult(run_dir, run_dir.name, json.loads((run_dir / "summary.json").read_text()))
@@ -144,18 +151,23 @@ def sweep(spec: str | Path, results: str | Path | None = None, *, quick: bool = 
     from mpvlab.reporting.output import output_choice
     from mpvlab.runner.context import MAX_PARALLEL, default_parallel
     from mpvlab.runner.steps import ensure_contents
+    from mpvlab.input.apiargs import path_arg
     from mpvlab.sweeps import Sweeper, expand, load_spec
 
     output = output_choice(formats, png_dpi, formats_name="mpvlab.sweep: formats", dpi_name="mpvlab.sweep: png_dpi")
-    path = Path(spec)
+    path = path_arg(spec, "mpvlab.sweep: spec")
+    assert path is not None
+    for name, flag in (("quick", quick), ("retry_failed", retry_failed), ("report", report)):
+        if not isinstance(flag, bool):
+            raise InputError(f"mpvlab.sweep: {name}: a {type(flag).__name__} given; allowed: True or False")
     plan = expand(load_spec(path), path, quick=quick)
     if parallel is None:
         parallel = default_parallel(os.cpu_count() or 1)
-    elif not 1 <= parallel <= MAX_PARALLEL:
+    elif isinstance(parallel, bool) or not isinstance(parallel, int) or not 1 <= parallel <= MAX_PARALLEL:
         raise InputError(f"mpvlab.sweep: parallel={parallel}: allowed 1..{MAX_PARALLEL}")
     if os.geteuid() != 0:
         raise RunFailed("mpvlab.sweep needs root (each run builds network namespaces, tc, BPF)")
-    root = _results_root(results)
+    root = _results_root(results, "mpvlab.sweep")
     ensure_contents(r.scenario for r in plan.runs)      # as the command line
     sweeper = Sweeper(plan, root, parallel=parallel, retry_failed=retry_failed)
     counts = sweeper.run()
@@ -174,12 +186,21 @@ def report(source: str | Path, out: str | Path | None = None, *, title: str | No
     holding svg, as `--formats`; png_dpi: 72..600 (default 300), as `--png-dpi`, only with png among the
     formats (else an error). include_warned: keep runs whose fidelity_ok is false in the statistics and
     figures, as `--include-warned`. Needs no root: it reads result directories only."""
+    from mpvlab.input.apiargs import path_arg
     from mpvlab.reporting import build_report
     from mpvlab.reporting.output import output_choice
 
     output = output_choice(formats, png_dpi, formats_name="mpvlab.report: formats", dpi_name="mpvlab.report: png_dpi")
-    src = Path(source)
+    src = path_arg(source, "mpvlab.report: source")
+    assert src is not None
+    dest = path_arg(out, "mpvlab.report: out", optional=True) or src / "report"
+    if title is not None and not isinstance(title, str):
+        raise InputError(f"mpvlab.report: title: a {type(title).__name__} given; allowed: text or None")
+    if not isinstance(figures, bool):
+        raise InputError(f"mpvlab.report: figures: a {type(figures).__name__} given; allowed: True or False")
+    if not isinstance(include_warned, bool):
+        raise InputError(f"mpvlab.report: include_warned: a {type(include_warned).__name__} given; "
+                         "allowed: True or False")
     if not src.is_dir():
         raise InputError(f"{src}: no such results directory")
-    return build_report(src, Path(out) if out is not None else src / "report", title=title, figures=figures,
-                        output=output, include_warned=include_warned)
+    return build_report(src, dest, title=title, figures=figures, output=output, include_warned=include_warned)

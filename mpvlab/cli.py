@@ -193,7 +193,14 @@ def cmd_shell(args: argparse.Namespace, console: Console) -> int:
     if refusal is not None:
         console.print(Text(f"{path}: {refusal}", style="red"))
         return 2
-    commands = Path(args.commands).read_text() if args.commands else None
+    commands = None
+    if args.commands:
+        from mpvlab.input.files import InputFileError, read_shell_commands
+        try:      # before anything is built: untrusted input, like every file (issue 45)
+            commands = read_shell_commands(Path(args.commands))
+        except InputFileError as e:
+            console.print(Text(str(e), style="red"))
+            return 2
     open_shell(sc, path, text, commands=commands, log=lambda m: console.print(m))
     return 0
 
@@ -226,7 +233,7 @@ def cmd_cleanup(_args: argparse.Namespace, console: Console) -> int:
                            "dead runs)", style="red"))
         return 2
     try:
-        removed = ledger.reap_stale(lambda m: console.print(m))
+        removed = ledger.reap_stale(lambda m: console.print(m), by="`mpvlab cleanup`")
     except ledger.LedgerError as e:
         console.print(Text(str(e), style="red"))
         return 1
@@ -310,9 +317,14 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
             f" --png-dpi {output.png_dpi}" if "png" in output.formats else "")
         console.print(f"report: mpvlab report {sweeper.root}{opts}")
     else:
-        from mpvlab.reporting import build_report
+        from mpvlab.reporting import ReportFolderError, build_report
         t = time.monotonic()
-        rep = build_report(sweeper.root, sweeper.root / "report", output=output, include_warned=args.include_warned)
+        try:
+            rep = build_report(sweeper.root, sweeper.root / "report", output=output,
+                               include_warned=args.include_warned)
+        except ReportFolderError as e:      # the runs are made; only the report's folder is in the way
+            console.print(Text(f"report not built: {e}", style="red"))
+            return 1
         console.print(f"report of {rep.n_complete} complete run(s) in {rep.n_configs} configuration(s) "
                       f"({time.monotonic() - t:.1f} s): {rep.html}")
     return 0 if counts["failed"] == 0 and counts["complete"] == len(plan.runs) else 1

@@ -81,7 +81,7 @@ def test_run_refuses_a_bad_dict_before_anything(tmp_path: Path) -> None:
     assert msg.startswith("<scenario dict>: invalid scenario"), msg
     assert "schedular" in msg and "rate" in msg, msg
     assert not (tmp_path / "r").exists()
-    with pytest.raises(InputError, match="must be a path or a dict"):
+    with pytest.raises(InputError, match="scenario .a path or a dict.: int given"):
         mpvlab.run(42)   # type: ignore[arg-type]
 
 

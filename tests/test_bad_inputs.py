@@ -577,8 +577,61 @@ def issue33_cases() -> Iterator[Case]:
                ("observe.pcap.points", "at most 10 points", "got 10000"))
 
 
+DASH_BASE = {**BASE, "video": {"kind": "dash", "duration": "12s", "bitrates": ["500kbit", "1mbit", "2mbit"],
+                                 "segment": "2s", "width": 640, "height": 360}, "player": {"buffer": "8s"}}
+
+
+def issue45_cases() -> Iterator[Case]:
+    """What `validate` accepted and `run` then failed on with a raw ValueError once the network was up, or
+    ran meaninglessly (issue 45): DASH ladders the content maker refuses, a zero DASH buffer, infinite or
+    absurdly small ABR parameters, a cross-traffic flow that starts after the run's media ends."""
+    dashjs = {"kind": "dashjs", "buffer": "8s"}
+    cases: list[tuple[str, dict[str, Any], dict[str, Any] | None, tuple[str, ...]]] = [
+        ("dash-buffer-0", {"player.buffer": "0s"}, None, ("player.buffer", "0 s holds nothing")),
+        ("dashjs-buffer-0", {"player": {**dashjs, "buffer": "0s"}}, None, ("player.buffer", "0 s holds nothing")),
+        ("dash-repeated-bitrates", {"video.bitrates": ["1mbit", "1mbit", "2mbit"]}, None,
+         ("video (dash)", "strictly increasing")),
+        ("dash-segment-1ms", {"video.segment": "1ms"}, None, ("video (dash)", "1 frame")),
+        ("dash-segment-1ms-60min", {"video.segment": "1ms", "video.duration": "60min"}, None, ("video (dash)", "1 frame")),
+        ("dash-segment-half-frame", {"video.segment": "50ms"}, None, ("video (dash)", "whole number of frames")),
+        ("dash-segment-longer-than-video", {"video.segment": "20s"}, None, ("video (dash)", "longer than the video")),
+        ("festive-alpha-inf", {"player": {"fetcher": "own", "abr": "festive", "abr_params": {"alpha": float("inf")},
+                                          "buffer": "8s"}}, None, ("alpha", "finite number")),
+        ("dashjs-festive-alpha-inf", {"player": {**dashjs, "abr": "festive", "abr_params": {"alpha": float("inf")}}},
+         None, ("alpha", "finite number")),
+        ("sabre-check-period-1e-300", {"player": {"fetcher": "own", "abr": "sabre", "buffer": "8s",
+                                                  "abr_params": {"check_period_s": 1e-300}}}, None,
+         ("check_period_s", "greater than or equal to 0.01")),
+        ("cross-traffic-after-the-run", {"cross_traffic.bulk.start": "30s"},     # a 25 s RTP run
+         yaml.safe_load((REPO / "scenarios" / "rtp-competition-short.yaml").read_text()),
+         ("cross_traffic.bulk.start", "after the end of the run's media", "never run")),
+    ]
+    for i, (cid, values, base, words) in enumerate(cases):
+        yield Case(cid, "validate-equals-run", scenario_file(with_values(values, DASH_BASE if base is None else base)),
+                   words, cli=i in (0, 2))
+
+
+def strict_number_cases() -> Iterator[Case]:
+    """Numbers written as text or yes/no, which the JSON Schema refuses and pydantic's lax mode read as
+    numbers (issue 45 item 6): now refused by `validate` too."""
+    numbers: list[tuple[str, dict[str, Any], tuple[str, ...]]] = [
+        ("seed-true", {"seed": True}, ("seed", "whole number")),
+        ("seed-text", {"seed": "7"}, ("seed", "whole number")),
+        ("width-text", {"video.width": "640"}, ("video.width", "whole number")),
+        ("fps-false", {"video.fps": False}, ("video.fps", "whole number")),
+        ("timeout-factor-text", {"player.timeout_factor": "3"}, ("player.timeout_factor", "a number")),
+        ("cpu-text", {"player.cpu": "1"}, ("player.cpu", "whole number")),
+        ("sabre-lambda-text", {"player": {"fetcher": "own", "abr": "sabre", "buffer": "8s",
+                                          "abr_params": {"lambda": "1.5"}}}, ("lambda", "valid number")),
+    ]
+    for i, (cid, values, words) in enumerate(numbers):
+        yield Case(f"strict-number-{cid}", "strict-number", scenario_file(with_values(values, DASH_BASE)), words,
+                   cli=i == 0)
+
+
 CASES = [*escape_cases(), *sensitive_cases(), *bomb_cases(), *huge_cases(), *special_cases(), *encoding_cases(),
-         *duplicate_cases(), *sweep_size_cases(), *absurd_cases(), *wrong_type_cases(), *issue33_cases()]
+         *duplicate_cases(), *sweep_size_cases(), *absurd_cases(), *wrong_type_cases(), *issue33_cases(),
+         *issue45_cases(), *strict_number_cases()]
 
 
 # --- the checks ------------------------------------------------------------------------------------
@@ -848,31 +901,34 @@ def _report_cli(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def test_report_never_writes_through_a_planted_link(tmp_path: Path) -> None:
-    """DIR/report/runs.csv a link to a file outside, then DIR/report itself a link to a folder outside:
-    the targets stay untouched, the report is written as real files inside DIR."""
+    """DIR/report/runs.csv swapped for a link to a file outside, then DIR/report itself a link to a
+    folder outside: neither is written through nor removed (issue 45: a report removes only what it
+    wrote), both are refused in words; an intact earlier report is replaced by real files."""
+    from mpvlab.reporting import ReportFolderError, build_report
     from mpvlab.reporting.synthetic import make_set
     src = tmp_path / "results"
     make_set(src, ["sc"], ["cubic"], ["default"], trials=2)
     victim = tmp_path / "victim.txt"
     victim.write_text(SECRET)
-    (src / "report").mkdir()
-    (src / "report" / "report.html").write_text("an earlier report")
-    (src / "report" / "runs.csv").symlink_to(victim)
     # in-process, without figures: the same staging folder and rename (figures only cost time here;
     # the command's exit codes are test_report_never_replaces_a_folder_that_is_not_a_report's)
-    from mpvlab.reporting import build_report
     build_report(src, src / "report", figures=False)
-    assert victim.read_text() == SECRET
+    (src / "report" / "runs.csv").unlink()
+    (src / "report" / "runs.csv").symlink_to(victim)
+    with pytest.raises(ReportFolderError, match="runs.csv .a symbolic link"):
+        build_report(src, src / "report", figures=False)
+    assert victim.read_text() == SECRET and (src / "report" / "runs.csv").is_symlink()
+    (src / "report" / "runs.csv").unlink()          # the earlier report, less a file: replaced
+    build_report(src, src / "report", figures=False)
     assert not (src / "report" / "runs.csv").is_symlink() and "run_id" in (src / "report" / "runs.csv").read_text()
 
     outside = tmp_path / "outside"
     outside.mkdir()
     shutil.rmtree(src / "report")
     (src / "report").symlink_to(outside)
-    build_report(src, src / "report", figures=False)
-    assert list(outside.iterdir()) == []
-    assert (src / "report").is_dir() and not (src / "report").is_symlink()
-    assert (src / "report" / "report.html").is_file()
+    with pytest.raises(ReportFolderError, match="symbolic link"):
+        build_report(src, src / "report", figures=False)
+    assert list(outside.iterdir()) == [] and (src / "report").is_symlink()
     assert not [p for p in src.iterdir() if p.name.startswith(".report.")], list(src.iterdir())
 
 
@@ -885,9 +941,145 @@ def test_report_never_replaces_a_folder_that_is_not_a_report(tmp_path: Path) -> 
     (mine / "notes.txt").write_text(SECRET)
     cp = _report_cli([str(src), "--out", str(mine)])
     out = cp.stdout + cp.stderr
-    assert cp.returncode == 2 and "Traceback" not in out and "no earlier report" in out, out
+    assert cp.returncode == 2 and "Traceback" not in out and "no report manifest" in out, out
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".mine.")]
+
+
+# --- issue 45: a report removes only what it wrote; report data within limits; no worker outlives it ---
+
+
+def _tree(d: Path) -> dict[str, bytes]:
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_report_removes_only_what_it_wrote(tmp_path: Path) -> None:
+    """Issue 45: `--out DIR` on a folder that merely holds a report.html deleted thesis.tex beside it.
+    Now each report writes a manifest (.mpvlab-report.json, sizes and SHA-256) and replaces DIR only
+    when DIR holds exactly what it lists: a stranger file, a changed file, a stranger folder are each
+    refused (exit 2, named), and every byte in DIR stays; an intact report is replaced."""
+    from mpvlab.reporting import build_report
+    from mpvlab.reporting.synthetic import make_set
+    src = tmp_path / "results"
+    make_set(src, ["sc"], ["cubic"], ["default"], trials=2)
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "report.html").write_text("<p>my notes</p>")
+    (thesis / "thesis.tex").write_text(SECRET)
+    before = _tree(thesis)
+    cp = _report_cli([str(src), "--out", str(thesis), "--formats", "svg"])
+    out = cp.stdout + cp.stderr
+    assert cp.returncode == 2 and "Traceback" not in out and "no report manifest" in out, out
+    assert _tree(thesis) == before
+
+    rep = tmp_path / "rep"
+    build_report(src, rep, figures=False)
+    assert (rep / ".mpvlab-report.json").is_file()
+    for plant, words in (("thesis.tex", "thesis.tex (not written by the report)"),
+                         ("runs.csv", "runs.csv (changed since the report wrote it)"),
+                         ("drafts/ch1.tex", "drafts/ (a folder no report wrote)")):
+        keep = (rep / plant).read_bytes() if (rep / plant).exists() else None
+        (rep / plant).parent.mkdir(exist_ok=True)
+        (rep / plant).write_text(SECRET)
+        state = _tree(rep)
+        cp = _report_cli([str(src), "--out", str(rep), "--formats", "svg"])
+        out = cp.stdout + cp.stderr
+        assert cp.returncode == 2 and "Traceback" not in out and words in out, (plant, out)
+        assert _tree(rep) == state, plant
+        if keep is not None:
+            (rep / plant).write_bytes(keep)
+        else:
+            shutil.rmtree(rep / "drafts") if plant.startswith("drafts") else (rep / plant).unlink()
+    build_report(src, rep, figures=False)             # the intact report: replaced
+    assert "run_id" in (rep / "runs.csv").read_text()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".rep.")], list(tmp_path.iterdir())
+
+
+def test_report_refuses_a_proc_folder_in_words(tmp_path: Path) -> None:
+    """Issue 45: `--out /proc/self` ended in a traceback; a folder no file can be made in is one line."""
+    from mpvlab.reporting.synthetic import make_set
+    src = tmp_path / "results"
+    make_set(src, ["sc"], ["cubic"], ["default"], trials=2)
+    for out_dir, words in (("/proc/self", "symbolic link"), ("/proc/self/mpvlab-report", "cannot write the report"),
+                           ("/proc/1/report", "cannot write the report")):
+        cp = _report_cli([str(src), "--out", out_dir, "--formats", "svg"])
+        out = cp.stdout + cp.stderr
+        assert cp.returncode == 2 and "Traceback" not in out and words in out, (out_dir, out)
+
+
+def test_report_leaves_out_a_huge_sparse_data_file(tmp_path: Path) -> None:
+    """Issue 45: a 2 GiB sparse data/links.csv in one run was read whole (MemoryError after 160 s).
+    Data series have a size limit (files.MAX_DATA_CSV_BYTES): the file is left out of the figures like
+    a missing one, under a 1 GiB address-space cap on the report and its figure workers."""
+    from mpvlab.reporting import build_report
+    from mpvlab.reporting.synthetic import make_set
+    src = tmp_path / "results"
+    make_set(src, ["sc"], ["cubic"], ["default"], trials=2, series_s=5)
+    runs = sorted((src / "sc").iterdir())
+    for run in runs:                                   # each: whichever the report draws from
+        for name in ("links.csv", "subflows.csv"):
+            with open(run / "data" / name, "r+b") as f:
+                f.truncate(2 << 30)                    # sparse: 2 GiB of NUL, no line end
+    assert (runs[0] / "data" / "links.csv").stat().st_size == 2 << 30
+    from mpvlab.reporting import figures
+    from mpvlab.results.aggregate import aggregate
+    c = aggregate(src)
+    with time_limit(20), _memory_limit(256 << 20):    # was: 60 s, 4.4 GB, then csv.Error
+        assert figures.throughput_series(c.runs[0]) == {} and figures.cwnd_series(c.runs[0]) == {}
+    with time_limit(120), _memory_limit(1 << 30):
+        rep = build_report(src, src / "report")
+    assert rep.n_complete == 2 and rep.figures
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            kids += [int(k) for k in (task / "children").read_text().split()]
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_killed_report_leaves_no_worker_and_no_staging_folder(tmp_path: Path) -> None:
+    """Issue 45: a report SIGKILLed (as a timeout does) left a forked figure worker running (166 MB, 172 s)
+    and its `.report.new.*` staging folder, which the next report did not remove. Now each worker dies
+    with the report (PR_SET_PDEATHSIG) and the next report at the same folder removes the dead one's."""
+    from mpvlab.reporting.synthetic import make_set
+    src = tmp_path / "results"
+    make_set(src, ["sc"], ["cubic", "bbr"], ["default", "minrtt"], trials=3)
+    p = subprocess.Popen([sys.executable, "-m", "mpvlab", "report", str(src), "--formats", "svg,pdf"], cwd=REPO,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kids: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and p.poll() is None:
+            kids = _children(p.pid)
+            if kids and [d for d in src.iterdir() if d.name.startswith(".report.new.")]:
+                break
+            time.sleep(0.02)
+        assert p.poll() is None and kids, "the report ended before its staging folder was seen"
+    finally:
+        p.kill()
+        p.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(k) for k in kids):
+        time.sleep(0.1)
+    alive = [k for k in kids if _alive(k)]
+    for k in alive:
+        os.kill(k, signal.SIGKILL)
+    assert not alive, f"figure workers {alive} outlived their SIGKILLed report"
+    assert [d for d in src.iterdir() if d.name.startswith(".report.new.")], "nothing to reap: the test proves nothing"
+    cp = _report_cli([str(src), "--formats", "svg"])
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert not [d for d in src.iterdir() if d.name.startswith(".report.")], sorted(d.name for d in src.iterdir())
+    assert (src / "report" / "report.html").is_file()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="loading BPF needs root")
@@ -910,3 +1102,179 @@ def test_the_loader_never_loads_a_non_struct_ops_program(tmp_path: Path) -> None
         _, err = p.communicate(timeout=30)
     assert "wk_snoop" not in loaded and "wk_trace" not in loaded, "the kprobe/tracepoint program was loaded"
     assert p.returncode == 1 and "only struct_ops programs" in err, (p.returncode, err)
+
+
+# --- issue 45: `mpvlab shell --commands FILE` is untrusted input like every other file -------------------
+
+SHADOW_LIKE = f"root:{SECRET_HASH}:19000:0:99999:7:::\nmpv:{SECRET}:19000:0:99999:7:::\n"
+
+
+def _shell_command_files(d: Path) -> dict[str, tuple[Path, str]]:
+    """case → (the --commands path, words the refusal holds)."""
+    fifo = d / "fifo"
+    os.mkfifo(fifo)
+    (d / "long-line").write_text("x" * (20 << 20))
+    (d / "shadow").write_text(SHADOW_LIKE)
+    (d / "link-to-shadow").symlink_to(d / "shadow")
+    (d / "binary").write_bytes(bytes(range(256)))
+    (d / "control").write_text("nodes\n\x1b[2Jnet\n")
+    (d / "long-command").write_text("nodes\nclient " + "a" * 5000 + "\n")
+    return {"missing": (d / "nope.mn", "no such file"), "fifo": (fifo, "FIFO"),
+            "dev-zero": (Path("/dev/zero"), "a device"), "20mb-line": (d / "long-line", "size limit"),
+            "shadow": (d / "shadow", "line 1: does not start with a Mininet command"),
+            "link-to-shadow": (d / "link-to-shadow", "line 1: does not start with a Mininet command"),
+            "binary": (d / "binary", "not UTF-8"), "control": (d / "control", "line 2: holds control characters"),
+            "long-command": (d / "long-command", "line 2: 5,007 characters")}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mpvlab shell needs root")
+def test_shell_commands_file_is_refused_in_words_before_anything_is_built(tmp_path: Path) -> None:
+    """Issue 45: a missing --commands file was a traceback; a FIFO, /dev/zero or a 20 MB line hung (90 s)
+    and left a 21 MB /tmp/mpvlab-shell-* folder; /etc/shadow (or a link to it) was echoed line by line.
+    Each is now refused (exit 2, no traceback, the file named, never its contents) before the shell
+    makes its folder or any namespace: the subprocess's TMPDIR and runtime folder stay empty."""
+    d = tmp_path / "in"
+    d.mkdir()
+    tmp, runtime = tmp_path / "tmp", tmp_path / "runtime"
+    tmp.mkdir()
+    runtime.mkdir()
+    for case, (path, words) in _shell_command_files(d).items():
+        env = {**os.environ, "TMPDIR": str(tmp), "MPVLAB_RUNTIME_DIR": str(runtime), "COLUMNS": "200"}
+        cp = subprocess.run([sys.executable, "-m", "mpvlab", "shell", "scenarios/smoke.yaml", "--commands", str(path)],
+                            capture_output=True, text=True, cwd=REPO, env=env, timeout=60, preexec_fn=_limits)
+        out = cp.stdout + cp.stderr
+        assert cp.returncode == 2 and "Traceback" not in out, (case, out)
+        assert str(path) in out and words in out, (case, out)
+        assert SECRET not in out and SECRET_HASH not in out and "root:" not in out, (case, out)
+        assert list(tmp.iterdir()) == [] and list(runtime.rglob("*.json")) == [], case
+
+
+def test_the_shell_never_echoes_an_unknown_line() -> None:
+    """What a --commands line holds past its command word is never printed back (an unknown word that is
+    not a plain name is not either): Mininet's CLI printed `*** Unknown command: <the whole line>`."""
+    import cmd
+    import io
+
+    from mininet.cli import CLI
+
+    from mpvlab.mininet.cli import _scenario_cli_class
+    cls = _scenario_cli_class(CLI)
+    shell = cls.__new__(cls)
+    shell.mn, shell.stdout, shell.identchars = {}, io.StringIO(), cmd.IDENTCHARS
+    shell.default(f"secret {SECRET}")
+    shell.default(f"root:{SECRET_HASH}:19000")
+    out = shell.stdout.getvalue()
+    assert SECRET not in out and SECRET_HASH not in out, out
+    assert out == "*** Unknown command: secret\n*** Unknown command: (not shown)\n", out
+
+
+# --- issue 45: the Python API refuses with an MpvlabError, within the limits of files -------------------
+
+def _deep(levels: int) -> dict[str, Any]:
+    d: dict[str, Any] = {"leaf": 1}
+    for _ in range(levels):
+        d = {"a": d}
+    return {**BASE, "description": d}
+
+
+def _api_cases(tmp: Path) -> dict[str, Callable[[], Any]]:
+    """case → a call of the API that must raise an MpvlabError (and never start anything)."""
+    import mpvlab
+    import mpvlab.results
+    smoke = str(REPO / "scenarios" / "smoke.yaml")
+    spec = str(REPO / "sweeps" / "smoke-sweep.yaml")
+    results = tmp / "results"
+    results.mkdir(exist_ok=True)
+    return {
+        "dict-nested-10000": lambda: mpvlab.run(_deep(10_000)),
+        "dict-nested-40": lambda: mpvlab.run(_deep(40)),
+        "dict-object-value": lambda: mpvlab.run({**BASE, "name": object()}),
+        "dict-set-value": lambda: mpvlab.run({**BASE, "description": {1, 2}}),
+        "dict-int-key": lambda: mpvlab.run({**BASE, 7: "x"}),
+        "dict-50mb-string": lambda: mpvlab.run({**BASE, "description": "x" * (50 << 20)}),
+        "dict-many-values": lambda: mpvlab.run({**BASE, "description": [0] * 400_000}),
+        "scenario-int": lambda: mpvlab.run(42),
+        "scenario-bytes": lambda: mpvlab.run(smoke.encode()),
+        "scenario-nul": lambda: mpvlab.run("scen\0ario.yaml"),
+        "key-dir-int": lambda: mpvlab.run(smoke, key_dir=12),
+        "results-int": lambda: mpvlab.run(smoke, results=12),
+        "progress-not-callable": lambda: mpvlab.run(smoke, results=str(results), progress=5),
+        "sweep-dict": lambda: mpvlab.sweep({"sweep": "x"}),
+        "sweep-int": lambda: mpvlab.sweep(42),
+        "sweep-parallel-text": lambda: mpvlab.sweep(spec, parallel="2"),
+        "sweep-quick-text": lambda: mpvlab.sweep(spec, quick="yes"),
+        "sweep-results-list": lambda: mpvlab.sweep(spec, results=[1]),
+        "report-int": lambda: mpvlab.report(42),
+        "report-out-int": lambda: mpvlab.report(results, out=12),
+        "report-title-int": lambda: mpvlab.report(results, title=5),
+        "report-figures-text": lambda: mpvlab.report(results, figures="no"),
+        "report-formats-int": lambda: mpvlab.report(results, formats=42),
+        "load-int": lambda: mpvlab.results.load(42),
+        "load-none": lambda: mpvlab.results.load(None),
+        "load-missing": lambda: mpvlab.results.load(tmp / "nope"),
+    }
+
+
+def test_the_api_raises_only_mpvlab_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 45: the API raised RecursionError (a deeply nested dict), yaml's RepresenterError
+    ({'name': object()}), TypeErrors (key_dir=12, mpvlab.sweep(dict), mpvlab.results.load(42), …) and
+    took >90 s and GBs on a 50 MB string. docs/python-api.md: any non-MpvlabError is a bug. Each call
+    here raises an MpvlabError within 20 s and 512 MiB of new address space, and nothing is started
+    (a run, a sweep or a report reaching its work would fail the case)."""
+    from mpvlab.core.errors import MpvlabError
+
+    def started(*_a: Any, **_k: Any) -> None:
+        raise AssertionError("the API started work on an input it should have refused")
+    monkeypatch.setattr("mpvlab.runner.session.run_scenario", started)
+    monkeypatch.setattr("mpvlab.sweeps.Sweeper.run", started)
+    monkeypatch.setattr("mpvlab.reporting.build_report", started)
+    wrong: dict[str, str] = {}
+    for case, call in _api_cases(tmp_path).items():
+        try:
+            with time_limit(20):
+                call()
+            wrong[case] = "returned"
+        except MpvlabError as e:
+            if "Traceback" in str(e) or len(str(e)) > 2000:
+                wrong[case] = f"message: {str(e)[:200]}"
+        except BaseException as e:  # noqa: BLE001 — what the test counts
+            wrong[case] = f"{type(e).__name__}: {str(e)[:200]}"
+    assert not wrong, wrong
+
+
+# --- issue 45 item 6: the JSON Schema and `validate` over every scenario file of this suite ---------------
+
+
+def test_validate_never_accepts_what_the_schema_refuses(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every scenario input of this suite (and every shipped scenario) through both the generated JSON
+    Schema (docs/schemas/scenario.schema.json, what editors check) and `validate`. A file the schema
+    refuses is never accepted by `validate` (numbers as text or yes/no were: seed: "7", width: "640", …).
+    The other direction — `validate` refusing what the schema accepts — is counted and printed: most of
+    those rules (files outside the folder, bounds between fields, a BPF object's contents) are beyond
+    what a schema can say."""
+    import json
+
+    import jsonschema
+
+    from mpvlab.input.files import InputFileError, load_yaml_file
+    validator = jsonschema.Draft202012Validator(json.loads((REPO / "docs" / "schemas" / "scenario.schema.json").read_text()))
+    items = [(c.id, _build(c, root)[0]) for c in CASES if c.kind == "scenario"]
+    items += [(f.name, f) for f in sorted((REPO / "scenarios").glob("*.yaml"))]
+    quadrants: dict[str, list[str]] = {"both accept": [], "both refuse": [], "only validate accepts": [],
+                                       "only schema accepts": []}
+    for cid, path in items:
+        with time_limit(CASE_TIME_LIMIT_S):
+            v_ok = validate_file(path).ok
+            try:
+                s_ok = not any(True for _ in validator.iter_errors(load_yaml_file(path, "scenario")[0]))
+            except InputFileError:        # not YAML within the limits: no editor accepts it either
+                s_ok = False
+        key = ("both accept" if v_ok and s_ok else "both refuse" if not (v_ok or s_ok)
+               else "only validate accepts" if v_ok else "only schema accepts")
+        quadrants[key].append(cid)
+    with capsys.disabled():
+        print(f"\nschema vs validate over {len(items)} files: "
+              + ", ".join(f"{k} {len(v)}" for k, v in quadrants.items()))
+    assert sum(map(len, quadrants.values())) == len(items)
+    assert quadrants["only validate accepts"] == [], quadrants["only validate accepts"]
+    assert len(quadrants["both accept"]) >= len(list((REPO / "scenarios").glob("*.yaml")))

@@ -464,3 +464,82 @@ def _ledger_in(runs: Path) -> ledger.Ledger | None:
 def _nothing_left_in(runs: Path, run_id: str) -> None:
     assert not [n for n in netns.list_netns() if run_id in n], netns.list_netns()
     assert not (runs / f"{run_id}.json").exists()
+
+
+# --- issue 45 (small items): a FIFO among the ledgers, who cleaned a run, a killed shell's folder --------
+
+
+@contextlib.contextmanager
+def _alarm(seconds: int) -> Iterator[None]:
+    def hang(_sig: int, _frame: object) -> None:
+        raise TimeoutError(f"more than {seconds} s: a hang")
+    old = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_a_fifo_named_like_a_ledger_is_unreadable_not_a_hang(tmp_path: Path) -> None:
+    """Issue 45: a FIFO in the runtime ledger folder blocked the open in every start-up's reaping and in
+    `mpvlab cleanup`, for ever. It is now an unreadable ledger (not a regular file), in milliseconds."""
+    from mpvlab.core import naming
+    rid = naming.new_run_id()
+    fifo = tmp_path / f"{rid}.json"
+    os.mkfifo(fifo)
+    with _alarm(10):
+        with pytest.raises(ledger.LedgerUnreadable, match="not a regular file"):
+            ledger.read(fifo)
+        assert ledger.load(fifo) is None
+    link = tmp_path / f"{naming.new_run_id()}.json"
+    link.symlink_to("/dev/zero")
+    with _alarm(10), pytest.raises(ledger.LedgerUnreadable):
+        ledger.read(link)
+
+
+def test_a_run_cleaned_by_mpvlab_cleanup_says_so(tmp_path: Path) -> None:
+    """Issue 45: a run removed by `mpvlab cleanup` was recorded as "cleaned by a later run"."""
+    from mpvlab.core import rundir
+    rundir.write_status(tmp_path, "running")
+    ledger.mark_interrupted(tmp_path, "`mpvlab cleanup`")
+    status = rundir.read_status(tmp_path)
+    assert status is not None and status["state"] == "failed"
+    assert status["reason"] == "runner died (killed or crashed); cleaned by `mpvlab cleanup`", status
+    src = (Path(__file__).resolve().parent.parent / "mpvlab" / "cli.py").read_text()
+    assert 'reap_stale(lambda m: console.print(m), by="`mpvlab cleanup`")' in src
+
+
+def test_a_killed_shells_folder_goes_with_its_ledger() -> None:
+    """Issue 45: a killed `mpvlab shell` left /tmp/mpvlab-shell-<run id>-* (21 MB) that reaping never
+    removed. Its ledger names the folder as result_dir; cleaning the run now removes exactly that folder
+    (a folder of another name, or another run id, stays)."""
+    from mpvlab.core import naming
+    rid, other = naming.new_run_id(), naming.new_run_id()
+    mine = Path(tempfile.mkdtemp(prefix=f"mpvlab-shell-{rid}-"))
+    theirs = Path(tempfile.mkdtemp(prefix=f"mpvlab-shell-{other}-"))
+    try:
+        (mine / "logs").mkdir()
+        (mine / "commands.mn").write_text("nodes\n")
+        ledger.cleanup_run(ledger.Ledger(rid, 0, 0, str(mine)))
+        assert not mine.exists()
+        ledger.cleanup_run(ledger.Ledger(rid, 0, 0, str(theirs)))
+        assert theirs.is_dir()
+    finally:
+        shutil.rmtree(mine, ignore_errors=True)
+        shutil.rmtree(theirs, ignore_errors=True)
+
+
+def test_checking_results_leaves_no_folder(tmp_path: Path) -> None:
+    """Issue 45: a run that could not create its folder (full disk) left the empty --results folder the
+    check before it had made. The check now removes what it made to find out; the run makes the folders
+    itself (session._open_run_dir) and removes each one it made, outermost included, when it cannot start."""
+    from mpvlab.core import rundir
+    root = tmp_path / "a" / "b" / "results"
+    assert rundir.results_root_problem(root) is None
+    assert list(tmp_path.iterdir()) == []
+    assert rundir.missing_folders(root / "sc") == [tmp_path / "a", tmp_path / "a" / "b", root, root / "sc"]
+    (tmp_path / "file").write_text("x")
+    assert "is not a folder" in (rundir.results_root_problem(tmp_path / "file") or "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

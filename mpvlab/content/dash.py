@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mpvlab.content.progressive import ContentError, _fmt_num, _load_sidecar, _validate, ffmpeg_version, sha256_file
+from mpvlab.content.progressive import ContentError, _fmt_num, _load_sidecar, ffmpeg_version, sha256_file
+from mpvlab.workloads.content_rules import check_dash
 
 
 # --- DASH -----------------------------------------------------------------
@@ -75,15 +76,6 @@ class DashInfo:
         return d
 
 
-def _per_level(v: int | list[int], n: int, what: str) -> list[int]:
-    if isinstance(v, int):
-        return [v] * n
-    vals = [int(x) for x in v]
-    if len(vals) != n:
-        raise ValueError(f"{what}: {len(vals)} values for {n} bitrate levels")
-    return vals
-
-
 def _dash_params(duration_s: float, bitrates_bps: list[int], segment_s: float,
                  widths: list[int], heights: list[int], fps: int) -> dict[str, Any]:
     return {
@@ -101,24 +93,6 @@ def _dash_params(duration_s: float, bitrates_bps: list[int], segment_s: float,
         "fps": int(fps),
         "gop_frames": int(round(segment_s * fps)),
     }
-
-
-def _validate_dash(duration_s: float, bitrates_bps: list[int], segment_s: float,
-                   widths: list[int], heights: list[int], fps: int) -> None:
-    if not bitrates_bps or len(bitrates_bps) > 20:
-        raise ValueError(f"need 1..20 bitrate levels, got {len(bitrates_bps)}")
-    if any(b2 <= b1 for b1, b2 in zip(bitrates_bps, bitrates_bps[1:])):
-        raise ValueError(f"bitrates_bps must be strictly increasing (level order), got {bitrates_bps}")
-    for b, w, h in zip(bitrates_bps, widths, heights):
-        _validate(duration_s, b, w, h, fps, segment_s)
-    if any(w * heights[0] != widths[0] * h for w, h in zip(widths, heights)):
-        # ffmpeg's dash muxer refuses mixed aspect ratios in one adaptation set.
-        raise ValueError(f"all levels need the same aspect ratio, got "
-                         f"{[f'{w}x{h}' for w, h in zip(widths, heights)]}")
-    if abs(segment_s * fps - round(segment_s * fps)) > 1e-9:
-        raise ValueError(f"segment_s * fps must be a whole number of frames (GOP), got {segment_s}*{fps}")
-    if segment_s > duration_s:
-        raise ValueError(f"segment_s {segment_s} is longer than the video ({duration_s} s)")
 
 
 def dash_name(params: dict[str, Any]) -> str:
@@ -301,10 +275,7 @@ def ensure_dash(cache_dir: Path, duration_s: float = STUDY_DASH_DURATION_S,
     """
     if bitrates_bps is None:
         bitrates_bps = list(STUDY_DASH_BITRATES_BPS)
-    bitrates = [int(b) for b in bitrates_bps]
-    widths = _per_level(width, len(bitrates), "width")
-    heights = _per_level(height, len(bitrates), "height")
-    _validate_dash(duration_s, bitrates, segment_s, widths, heights, fps)
+    bitrates, widths, heights = check_dash(duration_s, bitrates_bps, segment_s, width, height, fps)
     params = _dash_params(duration_s, bitrates, segment_s, widths, heights, fps)
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,9 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Any
+
 from mpvlab.core.errors import MpvlabError
+from mpvlab.workloads.content_rules import check_progressive
 
 # Bump when the encoding recipe changes: it is part of the file name and the
 # sidecar, so old cached files are never mistaken for new ones.
@@ -97,20 +99,6 @@ def _progressive_params(duration_s: float, bitrate_bps: int, width: int, height:
         "fps": int(fps),
         "gop_frames": int(round(gop_s * fps)),
     }
-
-
-def _validate(duration_s: float, bitrate_bps: int, width: int, height: int, fps: int,
-              gop_s: float) -> None:
-    if not (0 < duration_s <= 3600):
-        raise ValueError(f"duration_s must be in (0, 3600], got {duration_s}")
-    if not (10_000 <= bitrate_bps <= 200_000_000):
-        raise ValueError(f"bitrate_bps must be in [1e4, 2e8], got {bitrate_bps}")
-    if width <= 0 or height <= 0 or width % 2 or height % 2:
-        raise ValueError(f"width/height must be positive and even (yuv420p), got {width}x{height}")
-    if not (1 <= fps <= 120):
-        raise ValueError(f"fps must be in [1, 120], got {fps}")
-    if round(gop_s * fps) < 1:
-        raise ValueError(f"gop_s * fps must be >= 1 frame, got {gop_s} s at {fps} fps")
 
 
 def ffmpeg_version() -> str:
@@ -220,7 +208,7 @@ def ensure_progressive(cache_dir: Path, duration_s: float, bitrate_bps: int, wid
     and against interrupted encodes (output is written to a temp name, then renamed).
     Files are made world-readable (0644): Apache serves them as its unprivileged user.
     """
-    _validate(duration_s, bitrate_bps, width, height, fps, gop_s)
+    check_progressive(duration_s, bitrate_bps, width, height, fps, gop_s)
     params = _progressive_params(duration_s, bitrate_bps, width, height, fps, gop_s)
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)

@@ -21,11 +21,13 @@ error, from core).
 from __future__ import annotations
 
 import errno
+import io
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -57,8 +59,25 @@ MAX_YAML_NODES = 300_000
 # crafted file can make the report parse (json's C scanner needs ~10x the text in objects).
 MAX_RESULT_JSON_BYTES = 64 << 20
 
+# A run's data series (data/*.csv: links.csv, subflows.csv, the queues' CSVs, …), read back by the
+# report's figures, which hold each whole in memory (~20x its text as Python rows). The largest series
+# of a 30 s two-path run is data/queues/*/qdisc.csv at ~24 KB/s, so a 60-minute run's is ~90 MB: 256 MiB
+# is ~3x that, and bounds a worker's memory to a few GB. A larger (or special) file is left out of the
+# figures like a missing one (docs/robustness.md), never read.
+MAX_DATA_CSV_BYTES = 256 << 20
+# The report's manifest (mpvlab/reporting/folder.py): one entry per file it wrote (~120 bytes each).
+MAX_REPORT_MANIFEST_BYTES = 16 << 20
+
+# `mpvlab shell --commands FILE`: a hand-written script of Mininet CLI commands, a few dozen lines. 64 KiB
+# is ~1,000 lines of 60 characters; a line is a command with its arguments, 4,096 characters at most
+# (issue 45: a 20 MB single line hung the shell).
+MAX_SHELL_COMMANDS_BYTES = 64 << 10
+MAX_SHELL_LINE_CHARS = 4096
+
 LIMITS = {"scenario": MAX_SCENARIO_BYTES, "sweep spec": MAX_SPEC_BYTES, "trace": MAX_TRACE_BYTES,
-          "run's resolved scenario": MAX_SCENARIO_BYTES, "run's result file": MAX_RESULT_JSON_BYTES}
+          "run's resolved scenario": MAX_SCENARIO_BYTES, "run's result file": MAX_RESULT_JSON_BYTES,
+          "run's data file": MAX_DATA_CSV_BYTES, "report manifest": MAX_REPORT_MANIFEST_BYTES,
+          "shell commands file": MAX_SHELL_COMMANDS_BYTES}
 
 
 class InputFileError(InputError):
@@ -83,11 +102,11 @@ def _require_regular(path: Path, st: os.stat_result, kind: str, limit: int) -> N
                              f"{_human_bytes(limit)}")
 
 
-def read_bytes(path: Path, kind: str) -> bytes:
-    """The bytes of `path` if it is a regular file of at most LIMITS[kind] bytes."""
+def _open_checked(path: Path, kind: str) -> int:
+    """A descriptor of `path` if it is a regular file within LIMITS[kind] (checked before and after
+    opening: a FIFO, device or directory is refused without being opened, O_NONBLOCK in case it is
+    swapped for one in between), in blocking mode."""
     limit = LIMITS[kind]
-    # stat first: a FIFO, device or directory is refused without being opened at all (opening a FIFO
-    # can block, opening some devices has effects); the opened descriptor is checked again below.
     try:
         first = os.stat(path)
     except OSError as e:
@@ -105,6 +124,17 @@ def read_bytes(path: Path, kind: str) -> bytes:
     try:
         _require_regular(path, os.fstat(fd), kind, limit)
         os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_bytes(path: Path, kind: str) -> bytes:
+    """The bytes of `path` if it is a regular file of at most LIMITS[kind] bytes."""
+    limit = LIMITS[kind]
+    fd = _open_checked(path, kind)
+    try:
         chunks: list[bytes] = []
         got = 0
         while got <= limit:                                   # one byte past the limit proves "too big"
@@ -123,6 +153,39 @@ def read_bytes(path: Path, kind: str) -> bytes:
         os.close(fd)
 
 
+def open_data_csv(path: Path) -> IO[str]:
+    """A run's data series (data/*.csv) for reading as CSV text: a regular file within
+    MAX_DATA_CSV_BYTES, else InputFileError (the report leaves it out like a missing file). The
+    stream stops at the limit even if the file grows while it is read; bad UTF-8 becomes U+FFFD."""
+    fd = _open_checked(path, "run's data file")
+    raw = os.fdopen(fd, "rb")
+    return io.TextIOWrapper(io.BufferedReader(_Capped(raw, MAX_DATA_CSV_BYTES)), encoding="utf-8", errors="replace",
+                            newline="")
+
+
+class _Capped(io.RawIOBase):
+    """A binary stream that ends after `limit` bytes."""
+
+    def __init__(self, raw: IO[bytes], limit: int) -> None:
+        self.raw, self.left = raw, limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:    # noqa: ANN401 — io's buffer protocol
+        n = min(len(b), self.left)
+        if n <= 0:
+            return 0
+        data = self.raw.read(n)
+        b[:len(data)] = data
+        self.left -= len(data)
+        return len(data)
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
 def decode_utf8(data: bytes, source: str, kind: str) -> str:
     try:
         return data.decode("utf-8")
@@ -135,6 +198,33 @@ def decode_utf8(data: bytes, source: str, kind: str) -> str:
 def read_text(path: Path, kind: str) -> str:
     """A regular file within the size limit of `kind`, decoded strictly as UTF-8."""
     return decode_utf8(read_bytes(path, kind), str(path), kind)
+
+
+# A command line of `mpvlab shell --commands` starts with a Mininet CLI command or a node name.
+_SHELL_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+
+
+def read_shell_commands(path: Path) -> str:
+    """`mpvlab shell --commands FILE`, as untrusted as every other input file: a regular UTF-8 file
+    within MAX_SHELL_COMMANDS_BYTES, lines within MAX_SHELL_LINE_CHARS, no control characters, and
+    each line (blank ones and `#` comments aside) starting with a command or node name. A file that is
+    not such a script (/etc/shadow, a binary) is refused before the network is built, naming the
+    line number and never the line (the CLI would echo it as an unknown command)."""
+    kind = "shell commands file"
+    text = read_text(path, kind)
+    for n, line in enumerate(text.splitlines(), 1):
+        if len(line) > MAX_SHELL_LINE_CHARS:
+            raise InputFileError(f"{path}: line {n}: {len(line):,} characters, more than the limit of "
+                                 f"{MAX_SHELL_LINE_CHARS:,} per command line")
+        if any(not c.isprintable() and c != "\t" for c in line):
+            raise InputFileError(f"{path}: line {n}: holds control characters; a {kind} is printable text")
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if not _SHELL_WORD.fullmatch(words[0]):
+            raise InputFileError(f"{path}: line {n}: does not start with a Mininet command or a node name "
+                                 "(a letter, then letters, digits, _ or -, at most 32; the line is not shown)")
+    return text
 
 
 # --- YAML -----------------------------------------------------------------------------------------

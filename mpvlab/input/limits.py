@@ -164,6 +164,11 @@ def scenario_problems(sc: Any) -> list[str]:
     if bulk is not None:
         if not 0 <= bulk.start <= MAX_CROSS_TIME_NS:
             out.append("cross_traffic.bulk.start: must lie within 0s … 24h of run time zero")
+        elif bulk.start >= sc.media_s * S:
+            # the run ends with its media: a flow starting later never runs, and the run would report
+            # its cross traffic as configured (issue 45)
+            out.append(f"cross_traffic.bulk.start: {_dur(bulk.start)} is at or after the end of the run's media "
+                       f"({_dur(round(sc.media_s * S))}); the flow would never run")
         if bulk.duration is not None and bulk.duration > MAX_CROSS_TIME_NS:
             out.append("cross_traffic.bulk.duration: at most 24h (no run lasts longer)")
     return out

@@ -298,6 +298,16 @@ class Scenario(Strict):
         v, p = self.video, self.player
         if v.kind == "dash" and v.segment <= 0:
             raise ValueError("video.segment must be positive")
+        if v.kind == "dash":
+            # the content's own rules, as `run` applies them when it makes the ladder (runner/steps.py
+            # ensure_content), so `validate` refuses what `run` would (issue 45)
+            from mpvlab.workloads.content_rules import check_dash
+            try:
+                check_dash(v.duration / 1e9, self.dash_ladder, v.segment / 1e9, v.width, v.height, v.fps)
+            except ValueError as e:
+                raise ValueError(f"video (dash): {e}") from None
+            if self.playout_buffer_ns <= 0:
+                raise ValueError("player.buffer: a DASH player holds at least one segment; 0 s holds nothing")
         if (v.kind == "dash" and p.kind == "gstreamer" and p.fetcher == "dashdemux" and p.abr == "bba"
                 and p.bba_reservoir + p.bba_cushion >= self.playout_buffer_ns):
             raise ValueError("player.bba_reservoir + player.bba_cushion must be smaller than player.buffer "

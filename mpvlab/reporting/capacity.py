@@ -3,13 +3,12 @@ the achieved throughput (`mpvlab plot`, the report's throughput over time)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import yaml
 
 from mpvlab.core.errors import InputError
 from mpvlab.links.capacity import capacity_series
+from mpvlab.input.files import load_result_json, load_result_yaml
 from mpvlab.input.scenario import parse_scenario
 
 
@@ -17,8 +16,9 @@ def configured_capacity(run_dir: Path, bin_s: float, end_s: float) -> dict[str, 
     """Per path: the downlink's configured capacity per plot bin (tbf rate, rate schedule or trace,
     outages at 0), from the run's resolved scenario; paths without a rate limit are left out."""
     try:
-        sc = parse_scenario(yaml.safe_load((run_dir / "resolved.yaml").read_text()), str(run_dir / "resolved.yaml"))
-        base = Path(json.loads((run_dir / "provenance.json").read_text())["scenario_file"]).parent
+        # within the limits of every other result file (a results folder is untrusted input, issue 45)
+        sc = parse_scenario(load_result_yaml(run_dir / "resolved.yaml"), str(run_dir / "resolved.yaml"))
+        base = Path(load_result_json(run_dir / "provenance.json")["scenario_file"]).parent
     except (OSError, ValueError, KeyError, TypeError, InputError):   # a decoration: never fatal
         return {}
     out: dict[str, list[tuple[float, float]]] = {}

@@ -30,6 +30,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from mpvlab.input.files import InputFileError, load_result_json, open_data_csv  # noqa: E402
 from mpvlab.results import metrics  # noqa: E402
 from mpvlab.reporting import style as st  # noqa: E402
 from mpvlab.results.aggregate import Collection, Config, Run  # noqa: E402
@@ -50,10 +51,10 @@ def voip_delays_ms(run: Run, window: str = "whole_run") -> list[float]:
             return []
         bounds = (int(w["t0_ns"]) + round(win["start_s"] * 1e9), int(w["t0_ns"]) + round(win["end_s"] * 1e9))
     try:
-        with (run.run_dir / VOIP_CSV).open(newline="") as f:
+        with open_data_csv(run.run_dir / VOIP_CSV) as f:
             return [int(r["queuing_delay_ns"]) / 1e6 for r in csv.DictReader(f) if r.get("queuing_delay_ns")
                     and (bounds is None or bounds[0] <= int(r["t_send_ns"]) <= bounds[1])]
-    except (OSError, KeyError, ValueError):
+    except (OSError, KeyError, ValueError, InputFileError, csv.Error):
         return []
 
 
@@ -78,8 +79,8 @@ def player_summaries(run: Run) -> dict[str, dict[str, Any]]:
         (p.parent.name, p) for p in sorted(logs.glob("*/player-summary.json"))]
     for role, p in cands:
         try:
-            d = json.loads(p.read_text())
-        except (OSError, ValueError):
+            d = load_result_json(p)
+        except (OSError, ValueError, InputFileError):
             continue
         if isinstance(d, dict) and d.get("segments"):
             found[role] = d
@@ -158,7 +159,7 @@ def advertised_windows(run: Run) -> dict[str, tuple[list[float], list[int]]]:
     out: dict[str, tuple[list[float], list[int]]] = {}
     seen = False
     try:
-        with (run.run_dir / SUBFLOWS_CSV).open(newline="") as f:
+        with open_data_csv(run.run_dir / SUBFLOWS_CSV) as f:
             for r in csv.DictReader(f):
                 if "snd_wnd" not in r:
                     return {}
@@ -166,7 +167,7 @@ def advertised_windows(run: Run) -> dict[str, tuple[list[float], list[int]]]:
                 ts, ws = out.setdefault(r["peer"], ([], []))
                 ts.append(float(r["t_s"]))
                 ws.append(int(r["snd_wnd"]) if r["snd_wnd"] else 0)
-    except (OSError, KeyError, ValueError):
+    except (OSError, KeyError, ValueError, InputFileError, csv.Error):
         return {}
     return out if seen else {}
 

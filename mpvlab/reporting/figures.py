@@ -147,10 +147,13 @@ SAYS_WHAT_IT_COUNTS = ("path_switches", "path_switches_wire")
 
 
 def _read_csv(p: Path) -> list[dict[str, str]]:
+    """The rows of a run's data series; none when it is missing, unreadable, not a regular file or over
+    the size limit (files.open_data_csv: a results folder is untrusted input, issue 45)."""
+    from mpvlab.input.files import InputFileError, open_data_csv
     try:
-        with p.open(newline="") as f:
+        with open_data_csv(p) as f:
             return list(csv.DictReader(f))
-    except OSError:
+    except (OSError, InputFileError, csv.Error):
         return []
 
 

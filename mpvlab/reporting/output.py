@@ -36,8 +36,11 @@ def output_choice(formats: str | Sequence[str] = DEFAULT_FORMATS, png_dpi: int |
     given, the default st.PNG_DPI); an InputError naming the option (`formats_name`, `dpi_name`: the
     caller's spelling) and what is allowed. A resolution given without png among the formats is an
     error naming both options: it would change nothing, and the reader most likely meant a PNG."""
-    items = [t for s in (formats.split(",") if isinstance(formats, str) else formats) if (t := s.strip().lower())]
     allowed = "a comma list of " + ", ".join(FORMATS) + " holding svg (report.html inlines each figure's SVG)"
+    given = formats.split(",") if isinstance(formats, str) else formats
+    if not isinstance(given, (list, tuple)) or not all(isinstance(s, str) for s in given):
+        raise InputError(f"{formats_name}: a {type(formats).__name__} given; allowed: {allowed}")
+    items = [t for s in given if (t := s.strip().lower())]
     if not items:
         raise InputError(f"{formats_name}: empty; allowed: {allowed}, e.g. svg,pdf,png")
     if bad := [s for s in items if s not in FORMATS]:

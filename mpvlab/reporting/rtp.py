@@ -38,6 +38,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from mpvlab.core import units  # noqa: E402
+from mpvlab.input.files import InputFileError, open_data_csv  # noqa: E402
 from mpvlab.reporting import style as st  # noqa: E402
 from mpvlab.results.aggregate import Collection, Run  # noqa: E402
 from mpvlab.reporting.figure import Figure  # noqa: E402
@@ -291,9 +292,9 @@ def difference_figures(c: Collection) -> list[Figure]:
 def _series(run: Run) -> list[tuple[float, dict[str, float]]]:
     """(t s, {target_bps, bwEstimate, minRTTms, …}) per controller update, from targets.csv."""
     try:
-        with (run.run_dir / TARGETS_CSV).open(newline="") as f:
+        with open_data_csv(run.run_dir / TARGETS_CSV) as f:
             rows = list(csv.DictReader(f))
-    except OSError:
+    except (OSError, InputFileError, csv.Error):
         return []
     out = []
     for row in rows:

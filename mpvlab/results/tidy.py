@@ -359,9 +359,12 @@ def load(directory: str | Path) -> Results:
     kernel or network, so any machine with the result directories can do it."""
     from mpvlab.core import rundir
     from mpvlab.results.aggregate import find_run_dirs
-    root = Path(directory)
-    if not root.is_dir():
-        raise FileNotFoundError(f"{root}: no such results directory")
+    from mpvlab.core.errors import InputError
+    from mpvlab.input.apiargs import path_arg
+    root = path_arg(directory, "mpvlab.results.load: directory")
+    assert root is not None
+    if not root.is_dir():     # an MpvlabError, as every refusal of the API (docs/python-api.md)
+        raise InputError(f"{root}: no such results directory")
     # tidy tables are data, not statistics: every complete run, its fidelity_ok a column to filter on
     c = aggregate(root, stats=False, include_warned=True)
     all_runs = [(d, rundir.read_status(d) or {"state": "unreadable"}) for d in find_run_dirs(root)]

@@ -116,7 +116,7 @@ def _open_run_dir(scenario: Scenario, scenario_file: Path, scenario_text: str, o
     it cannot be written (a full or read-only disk), nothing has been started: the ledger goes, so does
     every folder made here, and the error is RunNotStarted (exit 2)."""
     scenario_dir = opts.results_root / scenario.name
-    made = [d for d in (opts.results_root, scenario_dir) if not d.exists()]
+    made = rundir.missing_folders(scenario_dir)     # the results root and its parents too, if missing
     try:
         rundir.make_run_dir(opts.results_root, scenario.name, run_id)
         rundir.write_text(run_dir / "scenario.yaml", scenario_text)

@@ -14,13 +14,21 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 
 class AbrParams(BaseModel):
     """Base of every algorithm's parameter model: unknown fields are an error (a typo in a
     scenario must not silently fall back to a default)."""
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # no inf/nan: `alpha: .inf` made FESTIVE's score infinite for every choice (issue 45)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    # numbers as numbers: `lambda: "1.5"` (text) or `window: true` is refused, as by the JSON Schema
+    @model_validator(mode="before")
+    @classmethod
+    def _strict_numbers(cls, data: Any) -> Any:
+        from mpvlab.core.quantities import strict_numbers
+        return strict_numbers(cls, data)
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,8 @@ class SabreParams(KSwitchParams):
     rcvbuf_bytes: int = Field(262144, ge=4096, le=1 << 30)
     lambda_: float = Field(1.2, alias="lambda", gt=1.0, le=10)
     delta: float = Field(0.8, gt=0, lt=1.0)
-    check_period_s: float = Field(0.2, gt=0, le=10)
+    # at least 10 ms: the check is a syscall pair per period, and 1e-300 s made it a busy loop (issue 45)
+    check_period_s: float = Field(0.2, ge=0.01, le=10)
     occupancy_threshold: float = Field(0.75, gt=0, lt=1.0)
     refill_below_s: float | None = Field(None, ge=0)   # default: general 85 % of the buffer, §4.1 half
     backoff_above_s: float | None = Field(None, ge=0)  # default: buffer - one segment (full)
