@@ -48,9 +48,9 @@ def test_quick_wifi_lte_study_and_report(tmp_path: Path) -> None:
     assert "report of 27 complete run(s) in 27 configuration(s)" in cp.stdout, cp.stdout[-2000:]
     html = root / "report" / "report.html"
     page = html.read_text()
-    # 3 bar figures + cwnd and throughput for each of the 3 scenarios + BBR's model over time, its modes
+    # 4 bar figures (underflows, switches, discards by the network and with data buffered) + cwnd and throughput for each of the 3 scenarios + BBR's model over time, its modes
     # and its estimate per scenario (bbr and bbr-s ran in each: mpvlab/reporting/bbr.py)
-    assert page.count('src="data:image/svg+xml;base64,') == 9 + 3 * 3
+    assert page.count('src="data:image/svg+xml;base64,') == 10 + 3 * 3
     figs = {f.stem for f in (root / "report" / "figures").glob("*.svg")}
     assert sum(f.startswith(("bbr-model-", "bbr-modes-", "bbr-estimate-")) for f in figs) == 9, figs
     for sc in ("wifi-lte-a", "wifi-lte-b", "wifi-lte-c"):

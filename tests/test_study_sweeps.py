@@ -169,7 +169,9 @@ def test_sabre_study_quick_sweep_and_report(tmp_path: Path) -> None:
                             ("refill" if c["buffer_s"] < 7.0 else "backoff")
                     assert (c["phase"], c["mode"]) == (want_phase, want), c
                     if c["phase"] == "steady":
-                        assert c["throttled"] == (c["occupancy"] < 0.75), c
+                        # the record rounds occupancy to 4 decimals: within 0.00005 of the threshold
+                        # the rounded value cannot tell which side the player saw
+                        assert c["throttled"] == (c["occupancy"] < 0.75) or abs(c["occupancy"] - 0.75) <= 5e-5, c
                     mode, phase = c["mode"], c["phase"]
             print(f"{abr:6} {role}: levels {levels}, quality {qoe['dash']['quality_avg']}, stall rate "
                   f"{qoe['dash']['stall_rate']}, startup {qoe['startup_delay_s']} s, "

@@ -203,8 +203,8 @@ def test_real_sweep_resume_and_report(tmp_path: Path) -> None:
     assert rep.returncode == 0, rep.stdout + rep.stderr
     assert "report of 2 complete run(s) in 2 configuration(s)" in rep.stdout
     page = (root / "report" / "report.html").read_text()
-    # 3 bars + cwnd + throughput of one scenario + BBR's model, modes and estimate (a BBR-family CC ran)
-    assert page.count('src="data:image/svg+xml;base64,') == 5 + 3
+    # 4 bars (picture discards split: the network's and the late CPU's) + cwnd + throughput of one scenario + BBR's model, modes and estimate (a BBR-family CC ran)
+    assert page.count('src="data:image/svg+xml;base64,') == 6 + 3
 
 
 def test_default_parallelism_is_one_run_per_two_cpus() -> None:
