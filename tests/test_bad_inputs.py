@@ -890,7 +890,7 @@ def test_report_never_replaces_a_folder_that_is_not_a_report(tmp_path: Path) -> 
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".mine.")]
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="loading BPF needs root")
+@pytest.mark.root
 def test_the_loader_never_loads_a_non_struct_ops_program(tmp_path: Path) -> None:
     """Issue 33: bpfcc-loader (as `run` starts it, not --check) refuses an object holding a kprobe and a
     tracepoint program before loading anything: neither program ever shows in `bpftool prog show`."""

@@ -22,9 +22,6 @@ FPS = 30
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.netns, pytest.mark.e2e]
 
-if os.geteuid() != 0:
-    pytest.skip("end-to-end runs need root", allow_module_level=True)
-
 SHORT = """\
 name: {name}
 seed: 3

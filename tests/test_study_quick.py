@@ -17,6 +17,8 @@ REPO = Path(__file__).resolve().parent.parent
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
 
 
+@pytest.mark.netns
+@pytest.mark.chromium
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_quick_wifi_lte_study_and_report(tmp_path: Path) -> None:
