@@ -38,6 +38,8 @@ from hypothesis import strategies as st
 
 from mpvlab.input.validation import validate_file
 
+pytestmark = pytest.mark.cpu   # cpu: CPU-bound (hypothesis, CLI limits by CPU time)
+
 REPO = Path(__file__).resolve().parent.parent
 
 # What a file the input points at contains; none of it may appear in a message.

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 from mpvlab import cc  # noqa: E402

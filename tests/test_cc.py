@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 from mpvlab import cc  # noqa: E402

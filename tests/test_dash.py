@@ -37,6 +37,8 @@ import pytest
 from hostnoise import assert_played_through
 from mpvlab.core.hoststeal import StealMeter
 
+pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "player"))
 from mpvlab.content import ensure_dash, sha256_file  # noqa: E402

@@ -26,6 +26,8 @@ from mpvlab.core import ledger, netns
 from mpvlab.input.scenario import Scenario
 from mpvlab.player import dashjs_qoe, dashjs_setup
 
+pytestmark = pytest.mark.cpu   # cpu: CPU-bound (headless Chromium)
+
 REPO = Path(__file__).resolve().parent.parent
 
 BASE: dict[str, Any] = {

@@ -18,6 +18,8 @@ from typing import Any, Iterator
 
 import pytest
 
+pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 from mpvlab.testbed import delayline as H  # noqa: E402
 from hostnoise import Measured, least_contended, longest_stall_s, lowered, measured, tail_quantile  # noqa: E402

@@ -23,6 +23,8 @@ from mpvlab.testbed import xdpline as X
 
 
 
+pytestmark = pytest.mark.cpu   # cpu: asserts the delay line's timing
+
 DELAY_MS = 30.0
 # Median of RTT - delay: base RTT ~0.05 ms, the line's wake-up ~0.05 ms, its batching tolerance
 # <= 0.15 ms; 1.5 ms leaves ten times that for a loaded host. "Never early" is exact: the

@@ -20,7 +20,7 @@ from mpvlab.core.hoststeal import StealWindow
 from hostnoise import assert_played_through
 
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = [pytest.mark.netns, pytest.mark.e2e]
+pytestmark = [pytest.mark.netns, pytest.mark.e2e, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py)
 
 ECF = """\
 name: ecf-short

@@ -18,6 +18,8 @@ import pytest
 from mpvlab.links.schedule import Schedule
 from mpvlab.runner import blast, fidelity, precheck
 
+pytestmark = pytest.mark.cpu   # cpu: asserts fidelity verdicts
+
 REPO = Path(__file__).resolve().parent.parent
 MS = 1_000_000
 

@@ -37,6 +37,8 @@ from mpvlab.core.validators import (
 )
 from mpvlab.core.ifguard import InterfaceError, InterfaceLeftoverError, check_interface, interface_guard
 
+pytestmark = pytest.mark.cpu   # cpu: times ssh direct vs multiplexed
+
 SRV_ADDR = "10.203.0.1"
 CLI_ADDR = "10.203.0.2"
 PORT = 2222

@@ -34,6 +34,8 @@ from mpvlab.core.ifguard import list_interfaces, snapshot_interface
 from mpvlab.core.hosts import host_from_record, host_record
 from mpvlab.topologies.physical import make_plan
 
+pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py) and a fidelity verdict
+
 REPO = Path(__file__).resolve().parent.parent
 GOODPUT_FACTOR = 1448 / 1514      # TCP payload with timestamps per 1514-byte frame (what tbf counts)
 

@@ -20,7 +20,7 @@ from mpvlab.core.hoststeal import StealWindow
 
 FPS = 30
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = [pytest.mark.netns, pytest.mark.e2e]
+pytestmark = [pytest.mark.netns, pytest.mark.e2e, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py) and fidelity verdicts
 
 SHORT = """\
 name: {name}

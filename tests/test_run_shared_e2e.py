@@ -35,7 +35,7 @@ from hostnoise import cpu_late_frames_allowed, longest_stall_s, lowered, tail_qu
 from mpvlab.core.hoststeal import StealMeter, StealWindow
 
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = [pytest.mark.netns, pytest.mark.e2e]
+pytestmark = [pytest.mark.netns, pytest.mark.e2e, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py) and fidelity verdicts
 
 RATE = 6_000_000
 LIMIT = 256 * 1514

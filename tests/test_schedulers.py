@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 from mpvlab import schedulers  # noqa: E402

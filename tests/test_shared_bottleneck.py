@@ -34,7 +34,7 @@ from mpvlab.links.spec import LinkDirection
 from mpvlab.topologies import cross_traffic as ct
 from mpvlab.topologies import shared_bottleneck as sb
 
-pytestmark = [pytest.mark.netns]
+pytestmark = [pytest.mark.netns, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,6 +13,8 @@ import pytest
 
 from mpvlab.reporting import browser
 
+pytestmark = pytest.mark.cpu   # cpu: CPU-bound (27 runs, two at once)
+
 REPO = Path(__file__).resolve().parent.parent
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
 

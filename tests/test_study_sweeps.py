@@ -26,7 +26,7 @@ from hostnoise import longest_stall_s
 
 REPO = Path(__file__).resolve().parent.parent
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
-pytestmark = [pytest.mark.netns, pytest.mark.e2e]
+pytestmark = [pytest.mark.netns, pytest.mark.e2e, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py)
 
 
 def _sweep(spec: str, res: Path) -> tuple[subprocess.CompletedProcess[str], float, float]:
