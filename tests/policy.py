@@ -20,7 +20,8 @@ distributed by file, so a module's shared bring-up happens once. Tests marked `c
 asserting a timing or fidelity bound that a CPU-hungry neighbour could move) hold one flock of the
 session while they run, setup and teardown included: two of them never run at the same time. Every
 test's start and end (and CPU steal) are written to the session's folder; the controller checks
-that no two `cpu` tests overlapped and prints the schedule's figures at the end.
+that no two `cpu` tests overlapped and prints the schedule's figures at the end. Tests marked `alone`
+(a timing bound tight enough that any neighbour could move it) run with no other test at all.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +47,10 @@ REPO = Path(__file__).resolve().parent.parent
 EXPECT_ALL = "MPVLAB_EXPECT_ALL"
 LONG_TESTS = "MPVLAB_LONG_TESTS"
 SESSION_DIR_KEY = "mpvlab_session_dir"
+SCHEDULE_COPY = "MPVLAB_TEST_SCHEDULE"   # a file to write every test's worker, start and end to
 CPU_LOCK = "cpu-group.lock"
+GATE_LOCK = "gate.lock"
+RUNNING_LOCK = "running.lock"
 AF_XDP = 44  # socket.AF_XDP is not exported by Python's socket module
 
 _STEAL_BY_TEST = pytest.StashKey[dict[str, StealWindow]]()
@@ -236,29 +241,51 @@ def _record_steal(request: pytest.FixtureRequest) -> Iterator[None]:
     request.config.stash[_STEAL_BY_TEST][request.node.nodeid] = meter.window
 
 
+@contextmanager
+def _slot(shared: Path, cpu: bool, alone: bool) -> Iterator[None]:
+    """The test's place in the schedule, held over its setup, call and teardown (a module's shared
+    bring-up happens in its first test's setup). `cpu`: one at a time among `cpu` tests. `alone`:
+    nothing else of the session runs meanwhile — a reader-writer lock: every test holds RUNNING
+    shared, an `alone` test exclusive; it first takes the GATE, which every test passes through
+    before RUNNING, so that while it waits for the running tests to end no new one starts."""
+    fds: list[int] = []
+
+    def take(name: str, how: int) -> int:
+        fd = os.open(shared / name, os.O_RDWR | os.O_CREAT, 0o600)
+        fds.append(fd)
+        fcntl.flock(fd, how)
+        return fd
+
+    try:
+        if cpu:
+            take(CPU_LOCK, fcntl.LOCK_EX)
+        gate = take(GATE_LOCK, fcntl.LOCK_EX)
+        if alone:
+            take(RUNNING_LOCK, fcntl.LOCK_EX)
+        else:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+            take(RUNNING_LOCK, fcntl.LOCK_SH)
+        yield
+    finally:
+        for fd in reversed(fds):
+            os.close(fd)                 # closing the descriptor releases its flock
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Under xdist: a `cpu` test holds the session's lock over its setup, call and teardown (a
-    module's shared bring-up happens in its first test's setup); every test's times are recorded."""
+    """Under xdist: the test runs in its slot (_slot); every test's times are recorded."""
     shared = session_dir(item.config)
     if shared is None:
         yield
         return
-    grouped = item.get_closest_marker("cpu") is not None
-    lock = os.open(shared / CPU_LOCK, os.O_RDWR | os.O_CREAT, 0o600) if grouped else None
+    cpu, alone = item.get_closest_marker("cpu") is not None, item.get_closest_marker("alone") is not None
     asked = time.monotonic()
-    try:
-        if lock is not None:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    with _slot(shared, cpu, alone):
         start = time.monotonic()
         yield
         end = time.monotonic()
-    finally:
-        if lock is not None:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            os.close(lock)
     steal = item.config.stash[_STEAL_BY_TEST].get(item.nodeid)
-    record = {"test": item.nodeid, "worker": item.config.workerinput["workerid"], "cpu": grouped,
+    record = {"test": item.nodeid, "worker": item.config.workerinput["workerid"], "cpu": cpu, "alone": alone,
               "asked": asked, "start": start, "end": end,
               "steal": [steal.wall_s, list(steal.steal_s)] if steal else None}
     with open(shared / f"schedule-{item.config.workerinput['workerid']}.jsonl", "a") as f:
@@ -273,10 +300,10 @@ def read_schedule(folder: Path) -> list[dict[str, Any]]:
 
 
 def overlaps(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """Pairs of `cpu` tests whose [start, end) intervals intersect (there must be none)."""
-    grouped = sorted((r for r in rows if r["cpu"]), key=lambda r: r["start"])
-    return [(a["test"], b["test"]) for i, a in enumerate(grouped) for b in grouped[i + 1:]
-            if b["start"] < a["end"]]
+    """Pairs that must not have run at once and did: two `cpu` tests, or an `alone` test and any."""
+    rows = sorted(rows, key=lambda r: r["start"])
+    return [(a["test"], b["test"]) for i, a in enumerate(rows) for b in rows[i + 1:]
+            if b["start"] < a["end"] and ((a["cpu"] and b["cpu"]) or a.get("alone") or b.get("alone"))]
 
 
 def schedule_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -284,12 +311,13 @@ def schedule_lines(rows: list[dict[str, Any]]) -> list[str]:
         return []
     wall = max(r["end"] for r in rows) - min(r["start"] for r in rows)
     busy = sum(r["end"] - r["start"] for r in rows)
-    grouped = [r for r in rows if r["cpu"]]
+    grouped = [r for r in rows if r["cpu"] or r.get("alone")]
     waited = sum(r["start"] - r["asked"] for r in grouped)
     pairs = overlaps(rows)
     lines = [f"{len(rows)} tests on {len({r['worker'] for r in rows})} workers: {busy:.0f} s of tests in "
              f"{wall:.0f} s of wall (x{busy / wall if wall else 0:.2f})",
-             f"cpu group: {len(grouped)} tests, {sum(r['end'] - r['start'] for r in grouped):.0f} s, "
+             f"cpu group: {len(grouped)} tests ({sum(1 for r in rows if r.get('alone'))} alone), "
+             f"{sum(r['end'] - r['start'] for r in grouped):.0f} s, "
              f"{waited:.0f} s waited for the lock, {len(pairs)} overlapping pairs"]
     lines += [f"  OVERLAP: {a} and {b}" for a, b in pairs[:10]]
     return lines
@@ -301,6 +329,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     rows = read_schedule(own)
     session.config.stash[_SCHEDULE] = schedule_lines(rows)
+    keep = os.environ.get(SCHEDULE_COPY)
+    if keep:                         # the schedule kept for study (docs/testing.md): one JSON row per test
+        Path(keep).write_text("".join(json.dumps(r) + "\n" for r in rows))
     steal = session.config.stash[_STEAL_BY_TEST]
     for r in rows:
         if r["steal"]:

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
-pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
+pytestmark = pytest.mark.alone   # alone: asserts timing bounds (tests/hostnoise.py), tight enough that any neighbour could move it
 
 ROOT = Path(__file__).resolve().parents[1]
 from mpvlab.testbed import delayline as H  # noqa: E402

@@ -23,7 +23,7 @@ from mpvlab.testbed import xdpline as X
 
 
 
-pytestmark = pytest.mark.cpu   # cpu: asserts the delay line's timing
+pytestmark = pytest.mark.alone   # alone: asserts the delay line's timing, tight enough that any neighbour could move it
 
 DELAY_MS = 30.0
 # Median of RTT - delay: base RTT ~0.05 ms, the line's wake-up ~0.05 ms, its batching tolerance

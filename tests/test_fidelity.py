@@ -18,7 +18,7 @@ import pytest
 from mpvlab.links.schedule import Schedule
 from mpvlab.runner import blast, fidelity, precheck
 
-pytestmark = pytest.mark.cpu   # cpu: asserts fidelity verdicts
+pytestmark = pytest.mark.alone   # alone: asserts fidelity verdicts, tight enough that any neighbour could move it
 
 REPO = Path(__file__).resolve().parent.parent
 MS = 1_000_000

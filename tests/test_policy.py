@@ -91,6 +91,9 @@ def test_cpu_1(): _note("{f}-cpu-1")
 @pytest.mark.cpu
 def test_cpu_2(): _note("{f}-cpu-2")
 
+@pytest.mark.alone
+def test_alone(): _note("{f}-alone")
+
 def test_plain_1(): _note("{f}-plain-1")
 
 def test_plain_2(): _note("{f}-plain-2")
@@ -99,19 +102,23 @@ def test_plain_2(): _note("{f}-plain-2")
 
 def test_cpu_tests_never_overlap_while_the_others_run_side_by_side(tmp_path: Path) -> None:
     """Two files on two workers, each starting with two `cpu` tests: the lock makes one worker wait,
-    so no two `cpu` tests overlap, while plain tests do run at the same time as others."""
+    so no two `cpu` tests overlap, an `alone` test overlaps nothing, while plain tests do run at
+    the same time as others."""
     suite, times = tmp_path / "suite", tmp_path / "times.jsonl"
     suite.mkdir()
     _suite(suite, {f"test_{f}.py": GROUPED.replace("{f}", f).replace("{cpu}", "name.split('-')[1] == 'cpu'")
                    for f in ("a", "b")})
     rc, out, counts = _pytest(suite, "-n", "2", "--dist", "loadfile", HPH_TIMES=str(times))
-    assert rc == 0 and counts == {"passed": 8}, out
+    assert rc == 0 and counts == {"passed": 10}, out
     rows = [json.loads(line) for line in times.read_text().splitlines()]
-    assert len(rows) == 8
+    assert len(rows) == 10
+    alone = [r for r in rows if r[0].endswith("alone")]
+    assert len(alone) == 2 and not [(a[0], b[0]) for a in alone for b in rows
+                                     if a is not b and a[2] < b[3] and b[2] < a[3]], rows
     cpu = [r for r in rows if r[1]]
     assert len(cpu) == 4 and all(b[2] >= a[3] or a[2] >= b[3] for a, b in combinations(cpu, 2)), rows
     overlapping = [(a[0], b[0]) for a, b in combinations(rows, 2) if a[2] < b[3] and b[2] < a[3]]
     assert overlapping, rows                        # the two workers did run tests at the same time
     assert all(not (x.endswith(("cpu-1", "cpu-2")) and y.endswith(("cpu-1", "cpu-2"))) for x, y in overlapping)
-    assert re.search(r"cpu group: 4 tests, \d+ s, \d+ s waited for the lock, 0 overlapping pairs", out), out
-    assert "8 tests on 2 workers" in out, out
+    assert re.search(r"cpu group: 6 tests \(2 alone\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs", out), out
+    assert "10 tests on 2 workers" in out, out

@@ -53,7 +53,7 @@ TBF_FPS = RATE_BPS / 8 / FRAME           # 247.7 frames/s
 OFFERED_FPS = 2 * TBF_FPS                # ~6 Mbit/s offered
 FLOOD_S = 5.0
 
-pytestmark = [pytest.mark.netns, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py)
+pytestmark = [pytest.mark.netns, pytest.mark.alone]   # alone: asserts timing bounds (tests/hostnoise.py), tight enough that any neighbour could move it
 
 # Paced UDP sender: datagram i leaves at start + i/pps (catching up in bursts if late).
 SENDER = r"""
