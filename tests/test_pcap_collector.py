@@ -12,7 +12,7 @@ from mpvlab.collectors import pcap
 from mpvlab.testbed.twopath import TwoPath, unique_tag
 from mpvlab.core import proc
 
-pytestmark = [pytest.mark.netns]
+pytestmark = [pytest.mark.netns, pytest.mark.cpu]   # cpu: a capture checked against the interface counters (tcpdump needs the CPU)
 
 
 def test_size_limit_truncates_and_full_capture_matches_counters(tmp_path: Path) -> None:
