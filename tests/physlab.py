@@ -57,7 +57,7 @@ class PhysLab:
         self.ifs = {tag: i(tag) for tag in ("ca", "cb", "ea", "eb", "fa", "fb", "sa", "sb", "o", "p")}
         self.dir = Path(tempfile.mkdtemp(prefix="hpx-", dir="/run"))   # the key directory (root only)
         self.sshd: dict[str, subprocess.Popen[bytes]] = {}
-        self.made_privsep = False
+        self.made_privsep = None
 
     def run(self, role: str, argv: list[str]) -> str:
         return self.ns[role].run(argv).stdout

@@ -1,10 +1,11 @@
 """Test helper: real OpenSSH servers inside network namespaces standing in for remote hosts.
 
+    held = ensure_privsep_dir()
     d = Path(tempfile.mkdtemp(prefix="hph-", dir="/run"))    # root-only parents: sshd's StrictModes holds
     make_client_key(d)                                      # d/client_key (+ .pub, authorized_keys)
     sshd = start_sshd(Netns("hph-x-srv"), "10.203.0.1", 2222, d, "srv")   # own host key, known_hosts line
     ...
-    stop_sshd(sshd); release_privsep_dir(made)
+    stop_sshd(sshd); release_privsep_dir(held)
 
 Every sshd: its own host key (`<tag>_host_key`), the one authorized client key, root login by key
 only, UsePAM no, listening only on the given address. Its host key is appended to d/known_hosts.
@@ -12,6 +13,8 @@ only, UsePAM no, listening only on the given address. Its host key is appended t
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -21,6 +24,7 @@ from mpvlab.core.netns import Netns
 
 SSHD = "/usr/sbin/sshd"
 PRIVSEP_DIR = Path("/run/sshd")
+PRIVSEP_MADE = Path("/run/hph-sshd-made")   # present while /run/sshd is a directory a lab made
 
 
 def make_client_key(d: Path) -> Path:
@@ -31,21 +35,50 @@ def make_client_key(d: Path) -> Path:
     return d / "client_key"
 
 
-def ensure_privsep_dir() -> bool:
-    """sshd's privilege-separation directory is compiled in (/run/sshd); make it only if absent.
-    Returns True if we made it (then release_privsep_dir removes it)."""
-    if PRIVSEP_DIR.exists():
-        return False
-    PRIVSEP_DIR.mkdir(mode=0o755)
-    return True
+def ensure_privsep_dir() -> int:
+    """Hold sshd's privilege-separation directory (compiled in: /run/sshd) for one lab; made if absent.
+
+    Labs overlap (test files on two pytest-xdist workers, or two sessions): a lab that made the
+    directory must not remove it while another lab's sshd still needs it. So every lab holds a
+    shared flock on the directory itself for as long as it runs; the last lab out (the one that can
+    then flock it alone) removes it, and only if a lab made it (the PRIVSEP_MADE mark). Making,
+    taking and giving up a hold happen under an exclusive flock on the sshd binary (a file every lab
+    has, so nothing is left behind). Returns the hold, for release_privsep_dir."""
+    mutex = os.open(SSHD, os.O_RDONLY)
+    try:
+        fcntl.flock(mutex, fcntl.LOCK_EX)
+        if not PRIVSEP_DIR.exists():
+            PRIVSEP_DIR.mkdir(mode=0o755)
+            PRIVSEP_MADE.touch()
+        hold = os.open(PRIVSEP_DIR, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(hold, fcntl.LOCK_SH)
+        return hold
+    finally:
+        os.close(mutex)
 
 
-def release_privsep_dir(made: bool) -> None:
-    if made:
+def release_privsep_dir(hold: int | None) -> None:
+    if hold is None:
+        return
+    mutex = os.open(SSHD, os.O_RDONLY)
+    try:
+        fcntl.flock(mutex, fcntl.LOCK_EX)
+        os.close(hold)
+        probe = os.open(PRIVSEP_DIR, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            PRIVSEP_DIR.rmdir()
-        except OSError:
-            pass
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return                           # another lab still holds it: the last one removes it
+        finally:
+            os.close(probe)
+        if PRIVSEP_MADE.exists():
+            try:
+                PRIVSEP_DIR.rmdir()
+            except OSError:
+                pass
+            PRIVSEP_MADE.unlink(missing_ok=True)
+    finally:
+        os.close(mutex)
 
 
 def start_sshd(ns: Netns, addr: str, port: int, d: Path, tag: str, timeout: float = 10.0) -> subprocess.Popen[bytes]:

@@ -38,6 +38,8 @@ from hypothesis import strategies as st
 
 from mpvlab.input.validation import validate_file
 
+pytestmark = pytest.mark.cpu   # cpu: CPU-bound (hypothesis, CLI limits by CPU time)
+
 REPO = Path(__file__).resolve().parent.parent
 
 # What a file the input points at contains; none of it may appear in a message.
@@ -1082,7 +1084,7 @@ def test_a_killed_report_leaves_no_worker_and_no_staging_folder(tmp_path: Path) 
     assert (src / "report" / "report.html").is_file()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="loading BPF needs root")
+@pytest.mark.root
 def test_the_loader_never_loads_a_non_struct_ops_program(tmp_path: Path) -> None:
     """Issue 33: bpfcc-loader (as `run` starts it, not --check) refuses an object holding a kprobe and a
     tracepoint program before loading anything: neither program ever shows in `bpftool prog show`."""
@@ -1127,7 +1129,7 @@ def _shell_command_files(d: Path) -> dict[str, tuple[Path, str]]:
             "long-command": (d / "long-command", "line 2: 5,007 characters")}
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mpvlab shell needs root")
+@pytest.mark.root
 def test_shell_commands_file_is_refused_in_words_before_anything_is_built(tmp_path: Path) -> None:
     """Issue 45: a missing --commands file was a traceback; a FIFO, /dev/zero or a 20 MB line hung (90 s)
     and left a 21 MB /tmp/mpvlab-shell-* folder; /etc/shadow (or a link to it) was echoed line by line.

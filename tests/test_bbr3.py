@@ -4,13 +4,14 @@ transfers over a tbf bottleneck with a 20 ms RTT checked against first principle
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +28,6 @@ RTT_MS = 20.0
 IDEAL = RATE * 1448 / 1514  # payload bit/s a tbf counting 1514-byte frames carries
 BDP = RATE / 8 * RTT_MS / 1000  # bytes
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (BPF, netns)")
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,6 @@ def test_user_spec_validation(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- loader
 
 @pytest.mark.netns
-@needs_root
 def test_bbr3_and_bbr3s_register_side_by_side_and_leave_nothing(built: None, tmp_path: Path) -> None:
     with bbr3.load_bbr3("hbb_l3", "bbr3", workdir=tmp_path) as a, \
             bbr3.load_bbr3("hbb_l3s", "bbr3-s", window=10, percentile=50.0, factor=0.9, workdir=tmp_path) as b:
@@ -100,7 +99,6 @@ def test_bbr3_and_bbr3s_register_side_by_side_and_leave_nothing(built: None, tmp
 
 
 @pytest.mark.netns
-@needs_root
 def test_loader_faults_name_what_the_kernel_lacks(built: None, tmp_path: Path) -> None:
     before = cc.kernel_available()
     with pytest.raises(BpfCCError, match=r"the kernel lacks kfunc 'mpvlab_no_such_kfunc' \(not in its BTF"):
@@ -126,7 +124,6 @@ def test_loader_faults_name_what_the_kernel_lacks(built: None, tmp_path: Path) -
 
 
 @pytest.mark.netns
-@needs_root
 def test_user_object_runs_a_transfer_with_its_parameters(built: None, tmp_path: Path) -> None:
     """The worked example (cc/examples/reno_mini.bpf.c) carries a bulk transfer over a tbf; `ss`
     shows the run-scoped name on the sender's socket."""
@@ -224,7 +221,6 @@ def _check_common(m: dict) -> list[dict]:
 
 
 @pytest.mark.netns
-@needs_root
 def test_bbr3_over_tbf_rtt20(built: None, tmp_path: Path) -> None:
     """25 Mbit/s, 20 ms, buffer 2 x BDP, 8 s: goodput, cycle order, estimates by first principles."""
     got = least_contended(lambda: _transfer(tmp_path, "bbr3", 8, int(2 * BDP)), what="bbr3 8 s", attempts=2)
@@ -247,7 +243,6 @@ def test_bbr3_over_tbf_rtt20(built: None, tmp_path: Path) -> None:
 
 
 @pytest.mark.netns
-@needs_root
 def test_bbr3s_percentile_times_factor(built: None, tmp_path: Path) -> None:
     """BBRv3-S (N=100, p=85, factor 0.85): max_bw is the percentile x 0.85 on every row, the raw
     percentile is the link's payload rate, and the same cycle order holds."""
@@ -277,7 +272,6 @@ def test_bbr3s_percentile_times_factor(built: None, tmp_path: Path) -> None:
 
 
 @pytest.mark.netns
-@needs_root
 def test_bbr3_shallow_buffer_sets_inflight_hi(built: None, tmp_path: Path) -> None:
     """Buffer 0.5 x BDP: probing overflows it; v3 must respond with an inflight_hi bound that is
     finite and within a few BDPs, and count lossy rounds."""

@@ -22,6 +22,8 @@ import pytest
 from hostnoise import stolen_at_most_s
 from mpvlab.core.hoststeal import StealWindow
 
+pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
+
 REPO = Path(__file__).resolve().parent.parent
 SIZE = 16 * 1024 * 1024      # simult_flows.sh: 2 * 2048 * 4096 bytes
 

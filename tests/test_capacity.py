@@ -11,7 +11,6 @@ by links.capacity.mahimahi_departures (Mahimahi's own loop, event by event).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -24,7 +23,6 @@ from mpvlab.testbed import delayline as H  # noqa: E402
 from mpvlab.links import capacity as C  # noqa: E402
 from mpvlab.core.errors import InputError  # noqa: E402
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for netns/NFQUEUE")
 TRACES = ROOT / "links" / "traces" / "mahimahi"
 SHIPPED = ["ATT-LTE-driving-2016.down", "ATT-LTE-driving-2016.up", "TMobile-LTE-short.down",
            "TMobile-LTE-short.up", "Verizon-LTE-short.down", "Verizon-LTE-short.up"]
@@ -259,7 +257,6 @@ def _check_against_reference(tr: C.MahimahiTrace, rels: list[H.Rel], **limits: i
     assert all(r.release_ns >= r.target_ns >= r.depart_ns > r.arrival_ns for r in released)
 
 
-@needs_root
 @pytest.mark.netns
 def test_trace_bulk_tcp_matches_mahimahi(line: H.Line) -> None:
     """Verizon LTE down, 8 s of bulk TCP, no queue limit (Mahimahi's default), no delay.
@@ -281,7 +278,6 @@ def test_trace_bulk_tcp_matches_mahimahi(line: H.Line) -> None:
     print("verizon-down 8 s:", json.dumps(w), "lateness", st["lateness_us"])
 
 
-@needs_root
 @pytest.mark.netns
 @pytest.mark.parametrize("limit", [["--queue-packets", "40"], ["--queue-bytes", "45000"]])
 def test_droptail_drops_exactly_when_full(line: H.Line, limit: list[str]) -> None:
@@ -304,7 +300,6 @@ def test_droptail_drops_exactly_when_full(line: H.Line, limit: list[str]) -> Non
     assert st["capacity"]["max_queue_packets"] <= 40 or limit[0] == "--queue-bytes"
 
 
-@needs_root
 @pytest.mark.netns
 def test_outage_and_rate_schedule(line: H.Line) -> None:
     """Constant 20 Mbit/s (fluid serialiser, IP bytes) with an outage [2 s, 3 s) and 15 ms delay,

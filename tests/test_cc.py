@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import signal
 import subprocess
 import threading
@@ -14,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,11 +32,6 @@ def built() -> None:
     cc.build()
 
 
-def is_root() -> bool:
-    return os.geteuid() == 0
-
-
-needs_root = pytest.mark.skipif(not is_root(), reason="needs root (BPF, netns)")
 
 
 # ---------------------------------------------------------------- percentile
@@ -151,7 +147,6 @@ def _assert_gone(load: cc.BbrsLoad) -> None:
 
 
 @pytest.mark.netns
-@needs_root
 def test_loader_registers_and_unregisters(built: None, tmp_path: Path) -> None:
     with cc.load_bbrs("hcctst_a", 10, 50.0, 1.0, None, tmp_path) as a, \
             cc.load_bbrs("hcctst_b", 100, 85.0, 0.85, None, tmp_path) as b:
@@ -167,7 +162,6 @@ def test_loader_registers_and_unregisters(built: None, tmp_path: Path) -> None:
 
 
 @pytest.mark.netns
-@needs_root
 def test_loader_sigkill_leaves_nothing(built: None, tmp_path: Path) -> None:
     """The CC is owned by a struct_ops link fd: even SIGKILL unregisters it."""
     ready = tmp_path / "r.json"
@@ -186,7 +180,6 @@ def test_loader_sigkill_leaves_nothing(built: None, tmp_path: Path) -> None:
 
 
 @pytest.mark.netns
-@needs_root
 @pytest.mark.parametrize("args,msg", [
     (["--name", "x" * 16, "--window", "100", "--percentile", "85"], "--name"),
     (["--name", "hcc;rm", "--window", "100", "--percentile", "85"], "--name"),
@@ -304,14 +297,12 @@ def _check_pair(measured: tuple[dict, StealWindow], window: int) -> None:
 
 
 @pytest.mark.netns
-@needs_root
 def test_bbrs_vs_bbr_tbf_short(built: None, tmp_path: Path) -> None:
     _check_pair(_measure_pair(tmp_path, seconds=4, offloads=False), window=100)
 
 
 @pytest.mark.netns
 @pytest.mark.slow
-@needs_root
 @pytest.mark.parametrize("offloads", [False, True])
 def test_bbrs_vs_bbr_tbf_long(built: None, tmp_path: Path, offloads: bool) -> None:
     _check_pair(_measure_pair(tmp_path, seconds=15, offloads=offloads), window=100)

@@ -37,6 +37,8 @@ import pytest
 from hostnoise import assert_played_through
 from mpvlab.core.hoststeal import StealMeter
 
+pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "player"))
 from mpvlab.content import ensure_dash, sha256_file  # noqa: E402
@@ -58,7 +60,6 @@ FLUSH_MAX = 65536        # Apache FlushMaxThreshold (set explicitly; 2.4 default
                          # log a request while up to this much still waits in user space
 FRAME_S = 1 / FPS
 
-netns_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, tc)")
 
 
 
@@ -182,8 +183,6 @@ def content() -> Any:
 
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory: pytest.TempPathFactory, content: Any) -> Iterator[tuple[Net, Apache]]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (netns, tc)")
     n = os.getpid() % 100000
     net = Net(srv=f"hda{n}s", cli=f"hda{n}c", srv_if=f"hda{n}s", cli_if=f"hda{n}c", srv_ip="10.78.0.1",
               cli_ip="10.78.0.2", rmem=RMEM, wmem=WMEM, tbf_burst=TBF_BURST, tbf_limit=TBF_LIMIT)
@@ -270,7 +269,6 @@ def apache_vs_player(apache: Apache, s: dict[str, Any], since: int) -> list[tupl
 
 # ---------------------------------------------------------------------------------------
 @pytest.mark.netns
-@netns_root
 @pytest.mark.parametrize("abr", ["gst", "bba"])
 def test_ample_bandwidth(testbed: tuple[Net, Apache], content: Any, tmp_path: Path, abr: str) -> None:
     """Veth at memory speed: after start-up every segment is at the top level (gst: from
@@ -314,7 +312,6 @@ def test_ample_bandwidth(testbed: tuple[Net, Apache], content: Any, tmp_path: Pa
 
 
 @pytest.mark.netns
-@netns_root
 def test_tbf_below_top_gst_settles(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> None:
     """tbf 1.6 Mbit/s: goodput 1.53 Mbit/s, below the top level's 2 Mbit/s.  A download
     cannot beat the goodput by more than the tbf burst, so dashdemux's estimate is at most
@@ -357,7 +354,6 @@ def test_tbf_below_top_gst_settles(testbed: tuple[Net, Apache], content: Any, tm
 
 
 @pytest.mark.netns
-@netns_root
 def test_throttle_bba_steps_down(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> None:
     """BBA at the top level with a full buffer (8 s); the path drops to 0.6 Mbit/s
     (goodput 0.574 Mbit/s, between the 0.5 and 1 Mbit/s levels) for 14 s.  The top-level
@@ -426,7 +422,6 @@ def test_throttle_bba_steps_down(testbed: tuple[Net, Apache], content: Any, tmp_
 
 
 @pytest.mark.netns
-@netns_root
 def test_throttle_rebuffer_stall(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> None:
     """Rebuffer mode with dashdemux's ABR: the path drops to 0.1 Mbit/s (below the lowest
     level) for 10 s.  Media ahead of the renderer at the drop is at most the playout

@@ -29,6 +29,8 @@ import pytest
 from hostnoise import assert_played_through, longest_stall_s
 from mpvlab.core.hoststeal import StealMeter
 
+pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "player"))
 from mpvlab.content import ensure_dash  # noqa: E402
@@ -43,7 +45,6 @@ GOODPUT = 1448 / 1514
 RMEM = (4096, 65536, 131072)
 WMEM = (4096, 16384, 65536)
 
-netns_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, tc)")
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +62,6 @@ def content3() -> Any:
 
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory: pytest.TempPathFactory, content: Any) -> Iterator[tuple[Net, Apache]]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (netns, tc)")
     n = os.getpid() % 100000
     net = Net(srv=f"hab{n}s", cli=f"hab{n}c", srv_if=f"hab{n}s", cli_if=f"hab{n}c", srv_ip="10.77.0.1",
               cli_ip="10.77.0.2", rmem=RMEM, wmem=WMEM)
@@ -106,7 +105,6 @@ def check_own(s: dict[str, Any], c: Any) -> None:
 
 
 @pytest.mark.netns
-@netns_root
 def test_single_level_agrees_with_dashdemux(testbed: tuple[Net, Apache], content: Any,
                                             tmp_path: Path) -> None:
     net, apache = testbed
@@ -126,7 +124,6 @@ def test_single_level_agrees_with_dashdemux(testbed: tuple[Net, Apache], content
 
 
 @pytest.mark.netns
-@netns_root
 def test_single_level_throttled_agrees_with_dashdemux(testbed: tuple[Net, Apache], content: Any,
                                                       tmp_path: Path) -> None:
     """tbf at 80 % of the video's rate, rebuffer mode: both players stall; each one's stall time
@@ -161,7 +158,6 @@ def test_single_level_throttled_agrees_with_dashdemux(testbed: tuple[Net, Apache
 
 
 @pytest.mark.netns
-@netns_root
 def test_sabre_pipelining_on_the_wire(testbed: tuple[Net, Apache], content3: Any, tmp_path: Path) -> None:
     """SABRE §4.1 (variant unconstrained) over the real socket: outstanding media requests = 1 + ceil(rcvbuf*8/(r*s)) for the
     level current when each was sent (fewer only at the end of the stream), every check's mode
@@ -218,7 +214,6 @@ def test_sabre_pipelining_on_the_wire(testbed: tuple[Net, Apache], content3: Any
 
 
 @pytest.mark.netns
-@netns_root
 def test_sabre_modes_change_on_the_wire(testbed: tuple[Net, Apache], content3: Any, tmp_path: Path) -> None:
     """SABRE §4.1's (variant unconstrained) mode changes on a real socket, not just its rule on scripted samples (tests/test_abr.py):
     a 4 s playout buffer (backoff from refill at B >= 4 - 2 = 2 s with the socket >= 75 % full, refill
@@ -260,7 +255,6 @@ def test_sabre_modes_change_on_the_wire(testbed: tuple[Net, Apache], content3: A
 
 
 @pytest.mark.netns
-@netns_root
 def test_sabre_general_rules_on_the_wire(testbed: tuple[Net, Apache], content3: Any, tmp_path: Path) -> None:
     """SABRE's general case (§4.2, the default variant) on a real socket and kernel. The link gives 1.5
     Mbit/s while SABRE buffers unpaced (so its k-rule, 1.1 x R_{i+1} < BW, stops at level 1 = 1 Mbit/s),

@@ -28,9 +28,9 @@ from mpvlab.core import ledger, netns
 from mpvlab.input.scenario import Scenario
 from mpvlab.player import dashjs_qoe, dashjs_setup
 
+pytestmark = pytest.mark.cpu   # cpu: CPU-bound (headless Chromium)
+
 REPO = Path(__file__).resolve().parent.parent
-needs_browser = pytest.mark.skipif(dashjs_setup.missing() is not None,
-                                   reason=f"player kind dashjs: {dashjs_setup.missing()} (./setup.sh installs it)")
 
 BASE: dict[str, Any] = {
     "name": "dashjs-t", "seed": 1, "topology": {"kind": "dumbbell"},
@@ -214,7 +214,7 @@ def _run(tmp_path: Path, d: dict[str, Any]) -> Path:
     return run_dir
 
 
-@needs_browser
+@pytest.mark.dashjs
 @pytest.mark.netns
 @pytest.mark.e2e
 def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
@@ -322,7 +322,7 @@ def _netns_pids(run_id: str) -> list[int]:
     return pids
 
 
-@needs_browser
+@pytest.mark.dashjs
 @pytest.mark.netns
 @pytest.mark.e2e
 def test_sigkilled_dashjs_run_leaves_no_browser(tmp_path: Path) -> None:
@@ -378,7 +378,7 @@ def test_resolved_dashjs_scenario_round_trips() -> None:
     assert (back.player.kind, back.player.fetcher, back.player.abr) == ("gstreamer", "own", "bola")
 
 
-@needs_browser
+@pytest.mark.dashjs
 def test_custom_rules_decide_as_the_python_abrs(tmp_path: Path) -> None:
     """BBA and FESTIVE as dash.js rules (player/dashjs/mpvlab-dashjs.js) against player/abr's
     implementations of the same papers, on the same inputs, in Debian's Chromium (a file:// page
@@ -435,7 +435,7 @@ def _segments_match_access_log(run: Path, ps: dict[str, Any], client_addr: str |
     assert len([k for k in log if "/seg-" in k]) == len(ps["segments"])
 
 
-@needs_browser
+@pytest.mark.dashjs
 @pytest.mark.netns
 @pytest.mark.e2e
 @pytest.mark.slow
@@ -465,7 +465,7 @@ def test_dashjs_dual_path_bba_over_http1_tls(tmp_path: Path) -> None:
     assert ps["segments"][0]["level"] == 0     # BBA-0 starts at the lowest rate
 
 
-@needs_browser
+@pytest.mark.dashjs
 @pytest.mark.netns
 @pytest.mark.e2e
 @pytest.mark.slow

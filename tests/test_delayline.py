@@ -18,12 +18,13 @@ from typing import Any, Iterator
 
 import pytest
 
+pytestmark = pytest.mark.alone   # alone: asserts timing bounds (tests/hostnoise.py), tight enough that any neighbour could move it
+
 ROOT = Path(__file__).resolve().parents[1]
 from mpvlab.testbed import delayline as H  # noqa: E402
 from hostnoise import Measured, least_contended, longest_stall_s, lowered, measured, tail_quantile  # noqa: E402
 from mpvlab.runner.sampling import parse_counter_group  # noqa: E402
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for netns/NFQUEUE")
 
 # Bounds. Base RTT of the veth line without a delay line: median ~0.05 ms,
 # p99 ~0.12 ms. The daemon adds its wake-up lateness: median ~0.03 ms, p99
@@ -101,7 +102,6 @@ def test_missing_schedule_file(delayline_bin: Path, tmp_path: Path) -> None:
 # ------------------------------------------------------------------ netns tests
 
 
-@needs_root
 @pytest.mark.netns
 def test_constant_delay_rtt(line: H.Line) -> None:
     """Delay only on server->client, so RTT = D + base. Every sample must be
@@ -132,7 +132,6 @@ def test_constant_delay_rtt(line: H.Line) -> None:
         assert st["lateness_us"]["p99"] <= 2000, (st["lateness_us"], m.steal.describe())
 
 
-@needs_root
 @pytest.mark.netns
 def test_square_wave_follows_schedule(line: H.Line) -> None:
     """0/40 ms square wave, period 2 s (low first), t0 given by us; replies
@@ -200,7 +199,6 @@ def test_square_wave_follows_schedule(line: H.Line) -> None:
         assert ld == wd and 0 <= lt - wt <= 13_000_000 + stall_ns, (lt, wt, m.steal.describe())
 
 
-@needs_root
 @pytest.mark.netns
 def test_random_loss_binomial(line: H.Line) -> None:
     """p = 0.1 i.i.d. on the reply direction, N = 3000 echoes: the observed
@@ -218,7 +216,6 @@ def test_random_loss_binomial(line: H.Line) -> None:
     assert st["packets"] == n and st["drops_loss"] == lost
 
 
-@needs_root
 @pytest.mark.netns
 def test_seeded_loss_is_reproducible(line: H.Line) -> None:
     """Same seed, same packet sequence => the same packets are dropped."""
@@ -232,7 +229,6 @@ def test_seeded_loss_is_reproducible(line: H.Line) -> None:
     assert lost_sets[0] == lost_sets[1] and len(lost_sets[0]) > 20
 
 
-@needs_root
 @pytest.mark.netns
 def test_dead_daemon_means_total_loss(line: H.Line) -> None:
     """After SIGKILL the rule still points at an unbound queue: the kernel
@@ -253,7 +249,6 @@ def _icmp_counter(line: H.Line, ns: str, name: str) -> int:
     return parse_counter_group(line.nsx(ns, "cat", "/proc/net/snmp").stdout, "Icmp")[name]
 
 
-@needs_root
 @pytest.mark.netns
 def test_sigterm_releases_held_packets(line: H.Line) -> None:
     """SIGTERM while packets are held 2 s: they are accepted at once (arrive
@@ -281,7 +276,6 @@ def test_sigterm_releases_held_packets(line: H.Line) -> None:
     assert time.monotonic() - t_stop < 2.0
 
 
-@needs_root
 @pytest.mark.netns
 def test_bind_conflict_is_reported(line: H.Line) -> None:
     line.add_queue("rs", 0)
@@ -293,7 +287,6 @@ def test_bind_conflict_is_reported(line: H.Line) -> None:
     assert cp.returncode == 1 and "cannot bind NFQUEUE 0" in cp.stderr, cp.stderr
 
 
-@needs_root
 @pytest.mark.netns
 def test_no_reordering_under_load(line: H.Line) -> None:
     """20000 UDP datagrams sent server->client at 40 kpps (320 Mbit/s, 0.5 s) while the delay
@@ -324,7 +317,6 @@ def _tcp_goodput(line: H.Line, seconds: int, omit: int) -> float:
     return float(res["end"]["sum_received"]["bits_per_second"])
 
 
-@needs_root
 @pytest.mark.netns
 def test_tcp_bulk_over_tbf_and_delay(line: H.Line) -> None:
     """tbf 3 Mbit/s on the router's client-facing veth, 20 ms delay line on the
@@ -358,7 +350,6 @@ def test_batch_tolerance_is_validated(delayline_bin: Path, tmp_path: Path) -> No
         assert cp.returncode == 2 and "--batch-tolerance-us" in cp.stderr, (bad, cp.stderr)
 
 
-@needs_root
 @pytest.mark.netns
 @pytest.mark.parametrize("tol_us", [0, 150])
 def test_batched_release_keeps_fifo_and_reports_cost(line: H.Line, tol_us: int) -> None:

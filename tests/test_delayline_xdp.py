@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import statistics
 import time
 from pathlib import Path
@@ -21,21 +20,10 @@ import pytest
 from mpvlab.testbed import delayline as H
 from mpvlab.testbed import xdpline as X
 
-AF_XDP = 44  # socket.AF_XDP is not exported by Python's socket module
 
 
-def _xdp_sockets_missing() -> str:
-    """Reason to skip when the kernel lacks AF_XDP, else ''."""
-    try:
-        socket.socket(AF_XDP, socket.SOCK_RAW, 0).close()
-    except OSError as e:
-        return f"kernel without AF_XDP sockets (CONFIG_XDP_SOCKETS): socket(AF_XDP): {e.strerror}"
-    return ""
 
-
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for netns/XDP")
-needs_xsk = pytest.mark.skipif(os.geteuid() == 0 and bool(_xdp_sockets_missing()), reason=_xdp_sockets_missing()
-                               if os.geteuid() == 0 else "")
+pytestmark = pytest.mark.alone   # alone: asserts the delay line's timing, tight enough that any neighbour could move it
 
 DELAY_MS = 30.0
 # Median of RTT - delay: base RTT ~0.05 ms, the line's wake-up ~0.05 ms, its batching tolerance
@@ -57,9 +45,8 @@ def line(xdp_bin: Path) -> Iterator[H.Line]:
         yield ln
 
 
-@needs_root
-@needs_xsk
 @pytest.mark.netns
+@pytest.mark.kernel("af_xdp")
 def test_xdp_line_delays_in_order_without_loss(line: H.Line) -> None:
     """100 echo replies at 10 ms spacing and 20000 UDP datagrams at 20 kpps (1000 B, 160 Mbit/s,
     1 s) cross a 30 ms line. Every RTT >= 30 ms (never early) and the median within 1.5 ms of it;
@@ -83,9 +70,8 @@ def test_xdp_line_delays_in_order_without_loss(line: H.Line) -> None:
     assert res == {"received": 20000, "reorders": 0, "duplicates": 0, "max_seq": 19999}, res
 
 
-@needs_root
-@needs_xsk
 @pytest.mark.netns
+@pytest.mark.kernel("af_xdp")
 def test_xdp_line_detaches_on_sigterm_and_sigkill(line: H.Line) -> None:
     """The XDP program is attached through a BPF link owned by the line's process. SIGTERM: exit 0,
     the stats written, no program on the device and the program freed by the kernel. SIGKILL: no

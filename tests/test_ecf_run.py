@@ -10,7 +10,6 @@ one. ~16 s of wall time here."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,10 +20,7 @@ from mpvlab.core.hoststeal import StealWindow
 from hostnoise import assert_played_through
 
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = [pytest.mark.netns, pytest.mark.e2e]
-
-if os.geteuid() != 0:
-    pytest.skip("end-to-end runs need root", allow_module_level=True)
+pytestmark = [pytest.mark.netns, pytest.mark.e2e, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py)
 
 ECF = """\
 name: ecf-short

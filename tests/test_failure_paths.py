@@ -29,8 +29,7 @@ NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
           "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
 RUN_TIMEOUT_S = 180
 
-if os.geteuid() != 0:
-    pytest.skip("these tests start runs and drop to another user: root", allow_module_level=True)
+pytestmark = pytest.mark.netns   # these tests start runs and drop to another user
 
 BULK = """\
 name: {name}

@@ -27,9 +27,6 @@ from mpvlab.core import ledger, netns, proc
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.netns, pytest.mark.e2e]
 
-if os.geteuid() != 0:
-    pytest.skip("fault runs need root", allow_module_level=True)
-
 SCENARIO = """\
 name: fault-{name}
 seed: 1

@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -20,9 +19,6 @@ import mpvlab.results
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.netns, pytest.mark.e2e]
-
-if os.geteuid() != 0:
-    pytest.skip("runs need root", allow_module_level=True)
 
 SCENARIO = """\
 name: flowroles

@@ -37,6 +37,8 @@ from mpvlab.core.validators import (
 )
 from mpvlab.core.ifguard import InterfaceError, InterfaceLeftoverError, check_interface, interface_guard
 
+pytestmark = pytest.mark.alone   # alone: upper bounds on ssh wall times (stop < 4 s, multiplexed < half of direct): a neighbouring run moved them (2 of 3 -n 2 runs)
+
 SRV_ADDR = "10.203.0.1"
 CLI_ADDR = "10.203.0.2"
 PORT = 2222
@@ -53,7 +55,7 @@ class Lab:
         self.other_peer = f"hph{self.rid}p"
         self.dir = Path(tempfile.mkdtemp(prefix="hph-", dir="/run"))  # root-only parents: StrictModes holds
         self.sshd: subprocess.Popen[bytes] | None = None
-        self.made_privsep_dir = False
+        self.made_privsep_dir = None
         self.remote: SshHost
 
     def up(self) -> None:
@@ -85,8 +87,6 @@ class Lab:
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[Lab]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces)")
     if not Path(SSHD).exists():
         pytest.fail("sshd is missing: apt-get install openssh-server (setup.sh installs it)")
     lab = Lab()
@@ -452,3 +452,17 @@ def test_ssh_master_multiplexing(lab: Lab) -> None:
     assert not path.exists()
     print(f"median per command: direct {direct * 1e3:.1f} ms, multiplexed {muxed * 1e3:.1f} ms")
     assert muxed < 0.5 * direct, (direct, muxed)
+
+
+@pytest.mark.root
+def test_privsep_dir_outlives_the_lab_that_made_it_while_another_lab_holds_it() -> None:
+    """Two labs at once (test files on two pytest-xdist workers): the one that made /run/sshd ends
+    first; the other's sshd still needs the directory, so it stays until the last lab ends."""
+    from sshlab import PRIVSEP_DIR
+    existed = PRIVSEP_DIR.exists()
+    first = ensure_privsep_dir()
+    second = ensure_privsep_dir()
+    release_privsep_dir(first)
+    assert PRIVSEP_DIR.is_dir()
+    release_privsep_dir(second)
+    assert PRIVSEP_DIR.exists() == existed       # a lab removes only what labs made, and leaves nothing

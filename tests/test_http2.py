@@ -46,7 +46,6 @@ PLAYER = str(REPO / "player" / "mpvlab_player.py")
 BASE: dict[str, Any] = {"name": "h2", "paths": {"a": {}, "b": {}}}
 DASH = {"kind": "dash", "duration": "12s", "bitrates": ["500kbit", "1mbit", "2mbit"], "segment": "2s",
         "width": 640, "height": 360}
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,8 +152,6 @@ def test_config_passes_apache_syntax_check(tmp_path: Path, protocol: str, use_tl
 
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (netns)")
     video = content.ensure_progressive(steps.CONTENT_DIR, 30, 2_000_000, 640, 360, 30)
     n = os.getpid() % 100000
     net = Net(srv=f"hh2{n}s", cli=f"hh2{n}c", srv_if=f"hh2{n}s", cli_if=f"hh2{n}c", srv_ip="10.79.0.1",
@@ -201,7 +198,6 @@ def _client_bytes_received(net: Net, port: int) -> int:
 
 
 @pytest.mark.netns
-@root_only
 def test_protocol_check_and_flow_control(bed: dict[str, Any], tmp_path: Path) -> None:
     """curl's check sees what Apache speaks; the player pulls HTTP/1.1-over-TLS data only as it plays,
     while over HTTP/2 libsoup takes the whole response at once (the reason for the schema's refusal)."""
@@ -249,7 +245,6 @@ def test_protocol_check_and_flow_control(bed: dict[str, Any], tmp_path: Path) ->
 
 
 @pytest.mark.netns
-@root_only
 def test_player_trusts_only_the_given_certificate(bed: dict[str, Any], tmp_path: Path) -> None:
     """A certificate other than the server's: the player refuses (no request reaches Apache) and
     names the TLS failure; without --ca-file the system store does not know the server either."""
@@ -272,7 +267,6 @@ def test_player_trusts_only_the_given_certificate(bed: dict[str, Any], tmp_path:
 
 @pytest.mark.netns
 @pytest.mark.e2e
-@root_only
 def test_dash_over_h2_end_to_end(tmp_path: Path) -> None:
     f = REPO / "scenarios" / "dash-h2-short.yaml"
     results = tmp_path / "results"

@@ -5,7 +5,6 @@ rule ahead of an earlier ACCEPT, and the journal's undo commands restoring the h
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -19,7 +18,6 @@ from mpvlab.links.schedule import Schedule
 from mpvlab.links.spec import LinkDirection
 from mpvlab.testbed.bed import Bed
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
 
 def test_path_plans_swap_the_interfaces_and_scope_every_name() -> None:
@@ -55,7 +53,6 @@ def _state(ns: Netns) -> tuple[str, str, str]:
     return links, ns.run(["tc", "qdisc", "show"]).stdout, ns.run(["iptables", "-w", "-S", "FORWARD"]).stdout
 
 
-@needs_root
 @pytest.mark.netns
 def test_a_site_the_run_does_not_own_journals_adds_inserts_and_undoes(tmp_path: Path) -> None:
     with Bed(tmp_path) as bed:

@@ -14,6 +14,9 @@ import pytest
 from lintlab import REPO, TREE_UNDER_REPO, build_tree, component_dirs, product_paths, run_mypy, run_ruff
 
 
+pytestmark = pytest.mark.cpu   # cpu: CPU-bound (mypy over the product)
+
+
 def test_every_product_package_is_checked() -> None:
     """The symlink tree names each package-dir component as `mpvlab.<name>` and points at its folder,
     and ruff is given the same folders: a new component cannot slip past both gates."""

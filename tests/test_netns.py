@@ -38,6 +38,7 @@ def test_argv_uses_iproute2s_own_switch_and_ip_netns_exec_otherwise() -> None:
     assert n.argv(["sysctl", "-n", "x"]) == ["ip", "netns", "exec", "mpv-abc123-server", "sysctl", "-n", "x"]
 
 
+@pytest.mark.netns
 def test_ip_tc_ss_act_inside_the_namespace_only(ns: Netns) -> None:
     dev = f"hnx{secrets.token_hex(3)}"
     ns.run(["ip", "link", "add", dev, "type", "veth", "peer", "name", dev + "p"])
@@ -63,6 +64,7 @@ def test_ip_tc_ss_act_inside_the_namespace_only(ns: Netns) -> None:
         proc.stop_child(listener, grace=1)
 
 
+@pytest.mark.netns
 def test_delete_netns_all_stops_members_and_removes_every_name() -> None:
     from mpvlab.core.netns import delete_netns_all, list_netns
     names = [f"hnx-{secrets.token_hex(3)}" for _ in range(3)]
@@ -84,6 +86,7 @@ def test_delete_netns_all_stops_members_and_removes_every_name() -> None:
             member.kill()
 
 
+@pytest.mark.netns
 def test_call_runs_fn_on_a_thread_inside_the_namespace_and_the_caller_stays_put(ns: Netns) -> None:
     here = os.stat("/proc/thread-self/ns/net").st_ino
     assert ns.call(lambda: os.stat("/proc/thread-self/ns/net").st_ino) == ns.inode() != here
@@ -94,6 +97,7 @@ def test_call_runs_fn_on_a_thread_inside_the_namespace_and_the_caller_stays_put(
         Netns("hnx-nothere").call(lambda: None)
 
 
+@pytest.mark.netns
 def test_sysctls_are_set_and_read_back_in_the_namespace_never_the_hosts(ns: Netns) -> None:
     keys = ["net.ipv4.ip_forward", "net.ipv4.tcp_no_metrics_save", "net.ipv4.tcp_rmem"]
     host_before = {k: Path("/proc/sys", *k.split(".")).read_text() for k in keys}
@@ -110,6 +114,7 @@ def test_sysctls_are_set_and_read_back_in_the_namespace_never_the_hosts(ns: Netn
         ns.sysctls({"net.ipv4.no_such_key": "1"})
 
 
+@pytest.mark.netns
 def test_ethtool_runs_in_the_namespace_without_ip_netns_exec(ns: Netns) -> None:
     dev = f"hnx{secrets.token_hex(3)}"
     ns.run(["ip", "link", "add", dev, "type", "veth", "peer", "name", dev + "p"])

@@ -24,6 +24,8 @@ import pytest
 from hostnoise import stolen_at_most_s
 from mpvlab.core.hoststeal import StealWindow
 
+pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
+
 REPO = Path(__file__).resolve().parent.parent
 OUT_START, OUT_END = 3.0, 6.0
 DELAY_S = 0.010

@@ -4,7 +4,6 @@ registered and gone afterwards, a failing block stops them too. Root, namespaces
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -13,10 +12,7 @@ from mpvlab.collectors import pcap
 from mpvlab.testbed.twopath import TwoPath, unique_tag
 from mpvlab.core import proc
 
-pytestmark = [pytest.mark.netns]
-
-if os.geteuid() != 0:
-    pytest.skip("needs root (namespaces, tcpdump)", allow_module_level=True)
+pytestmark = [pytest.mark.netns, pytest.mark.cpu]   # cpu: a capture checked against the interface counters (tcpdump needs the CPU)
 
 
 def test_size_limit_truncates_and_full_capture_matches_counters(tmp_path: Path) -> None:

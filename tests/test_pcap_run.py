@@ -5,7 +5,6 @@ same window, and the server capture's MPTCP data against the BPF trace's count o
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,9 +15,6 @@ from mpvlab.collectors.pcap import FULL_FRAME, INFLIGHT_FRAMES_ALLOWED, RELATIVE
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.netns, pytest.mark.e2e]
-
-if os.geteuid() != 0:
-    pytest.skip("end-to-end runs need root", allow_module_level=True)
 
 # scenarios/smoke.yaml at 25 Mbit/s and 8 s of its video (cached by setup), no fidelity probe: ~15 s wall.
 SCENARIO = """\

@@ -14,7 +14,6 @@ endpoints/limits and sysctls are back.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -34,6 +33,8 @@ from mpvlab.core.hosts import LocalHost, SshHost
 from mpvlab.core.ifguard import list_interfaces, snapshot_interface
 from mpvlab.core.hosts import host_from_record, host_record
 from mpvlab.topologies.physical import make_plan
+
+pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py) and a fidelity verdict
 
 REPO = Path(__file__).resolve().parent.parent
 GOODPUT_FACTOR = 1448 / 1514      # TCP payload with timestamps per 1514-byte frame (what tbf counts)
@@ -242,8 +243,6 @@ class Watcher:
 
 @pytest.fixture(scope="module")
 def physlab() -> Iterator[Any]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces)")
     from physlab import PhysLab
     lab = PhysLab()
     try:

@@ -54,7 +54,7 @@ RMEM = (4096, 65536, 131072)   # client tcp_rmem: bounds what TCP can hold "ahea
 SLACK_BYTES = 64_000     # libsoup/qtdemux internal buffering, generous
 DECODER_FRAMES = 4       # frames held inside avdec_h264 (frame threads) + sink
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, tc)")
+pytestmark = [pytest.mark.netns, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py)
 
 
 @pytest.fixture(scope="session")

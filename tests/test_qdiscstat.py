@@ -53,7 +53,7 @@ TBF_FPS = RATE_BPS / 8 / FRAME           # 247.7 frames/s
 OFFERED_FPS = 2 * TBF_FPS                # ~6 Mbit/s offered
 FLOOD_S = 5.0
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.alone]   # alone: asserts timing bounds (tests/hostnoise.py), tight enough that any neighbour could move it
 
 # Paced UDP sender: datagram i leaves at start + i/pps (catching up in bursts if late).
 SENDER = r"""
@@ -115,8 +115,6 @@ def qdiscstat_bin() -> Path:
 
 @pytest.fixture(scope="module")
 def bed(qdiscstat_bin: Path) -> Iterator[Bed]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces)")
     b = Bed(tag=f"{os.getpid() % 100000:05d}")
     b.down()
     try:

@@ -157,7 +157,7 @@ def test_all_zero_bars_and_dash_figures(tmp_path: Path) -> None:
     assert all(cfg.stats["dash.quality_avg"].n == 2 for cfg in c.configs)
 
 
-@pytest.mark.skipif(not browser.available(), reason="chromium not installed (setup.sh installs it)")
+@pytest.mark.chromium
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     make_set(tmp_path / "src", ["sc-a"], ["cubic", "bbr"], ["default", "minrtt"], trials=2, series_s=12)
     rep = build_report(tmp_path / "src", tmp_path / "out")

@@ -15,7 +15,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
 from fontTools.ttLib import TTFont  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
 
@@ -129,7 +128,6 @@ def test_the_pinned_matplotlib_still_has_the_function_replaced() -> None:
     assert pdf_fonts.available(), "matplotlib changed _backend_pdf_ps.get_glyphs_subset: see pdf_fonts.py"
 
 
-@pytest.mark.skipif(not pdf_fonts.available(), reason="matplotlib's own subsetting path in use")
 def test_pdf_embeds_truetype_fonts_drawing_every_glyph_used_and_the_same_text() -> None:
     pdf_fonts.prepare()
     misses = pdf_fonts._subset.cache_info().misses

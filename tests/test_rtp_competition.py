@@ -28,8 +28,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -90,8 +88,7 @@ def _run(tmp_path: Path, controller: str) -> tuple[Path, dict[str, Any], float]:
 
 @pytest.mark.netns
 @pytest.mark.e2e
-@pytest.mark.skipif(os.geteuid() != 0, reason="end-to-end runs need root")
-@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed (./setup.sh)")
+@pytest.mark.tools("iperf3")
 @pytest.mark.parametrize("controller", ["gcc", "webrtc-bbr"])
 def test_rtp_against_cubic_records_both_flows_and_accounts_everything(tmp_path: Path, controller: str) -> None:
     run_dir, s, wall = _run(tmp_path, controller)
@@ -251,8 +248,7 @@ def test_a_gap_in_feedback_or_a_disagreement_with_the_viewer_is_a_warning() -> N
 
 @pytest.mark.netns
 @pytest.mark.e2e
-@pytest.mark.skipif(os.geteuid() != 0, reason="end-to-end runs need root")
-@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed (./setup.sh)")
+@pytest.mark.tools("iperf3")
 def test_competition_run_interrupted_stops_everything(tmp_path: Path) -> None:
     """Ctrl-C while the stream and the CUBIC flow run: the run's own teardown stops the RTP sender,
     its encoder, the receiver, iperf3 and the delay lines (the ledger's fallback finds nothing left)

@@ -47,6 +47,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
+
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "scenarios" / "rtp-gcc-short.yaml"
 LINK_BPS = 1_000_000

@@ -20,10 +20,7 @@ from mpvlab.core.hoststeal import StealWindow
 
 FPS = 30
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = [pytest.mark.netns, pytest.mark.e2e]
-
-if os.geteuid() != 0:
-    pytest.skip("end-to-end runs need root", allow_module_level=True)
+pytestmark = [pytest.mark.netns, pytest.mark.e2e, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py) and fidelity verdicts
 
 SHORT = """\
 name: {name}

@@ -22,8 +22,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -37,10 +35,7 @@ from hostnoise import cpu_late_frames_allowed, longest_stall_s, lowered, tail_qu
 from mpvlab.core.hoststeal import StealMeter, StealWindow
 
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = [pytest.mark.netns, pytest.mark.e2e]
-
-if os.geteuid() != 0:
-    pytest.skip("end-to-end runs need root", allow_module_level=True)
+pytestmark = [pytest.mark.netns, pytest.mark.e2e, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py) and fidelity verdicts
 
 RATE = 6_000_000
 LIMIT = 256 * 1514
@@ -54,7 +49,7 @@ def _quantile(xs: list[float], q: float) -> float:
     return ys[min(len(ys) - 1, max(0, math.ceil(q * len(ys)) - 1))]
 
 
-@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed (./setup.sh)")
+@pytest.mark.tools("iperf3")
 def test_shared_bottleneck_two_players_bulk_and_voip(tmp_path: Path) -> None:
     t = time.monotonic()
     with StealMeter() as run_steal:
@@ -148,7 +143,7 @@ def test_shared_bottleneck_two_players_bulk_and_voip(tmp_path: Path) -> None:
     assert wall < 90 / (1 - run_steal.window.lost / 2), (wall, run_steal.window.describe())   # lost: both CPUs
 
 
-@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed (./setup.sh)")
+@pytest.mark.tools("iperf3")
 def test_shared_run_interrupted_stops_everything(tmp_path: Path) -> None:
     """Ctrl-C during playback: the run's own teardown stops every process it started (players, Apache,
     iperf3, probe, delay lines, samplers) — the ledger's fallback finds nothing left — and removes
@@ -199,7 +194,7 @@ def test_shell_and_plot_refuse_shared_bottleneck_clearly(tmp_path: Path) -> None
     assert cp.returncode == 2 and "shared-bottleneck run" in cp.stdout, cp.stdout + cp.stderr
 
 
-@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed (./setup.sh)")
+@pytest.mark.tools("iperf3")
 def test_one_player_timed_reno_bulk_no_probe(tmp_path: Path) -> None:
     """clients: 1, players on BBR, a Reno bulk flow from 3 s for 5 s, no probe. The bulk flow's
     goodput (iperf3's own count over its receive interval) cannot beat the bottleneck's ideal

@@ -16,12 +16,13 @@ Independent references:
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+
+pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -263,8 +264,6 @@ def test_available_reports_kernel_facts() -> None:
 @pytest.mark.netns
 def test_controller_refuses_kernel_pm(built: Path, tmp_path: Path) -> None:
     """Without the userspace path manager SET_FLAGS cannot address one subflow: clear error, exit 1."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root")
     with tb.testbed(_paths_10_50()) as bed:
         cp = subprocess.run([str(built), "--netns", f"/run/netns/{bed.server.name}", "--out-dir", str(tmp_path),
                              "--policy", "minrtt"], capture_output=True, text=True, timeout=10)

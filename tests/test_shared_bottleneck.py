@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import secrets
 import shutil
 import string
@@ -35,8 +34,7 @@ from mpvlab.links.spec import LinkDirection
 from mpvlab.topologies import cross_traffic as ct
 from mpvlab.topologies import shared_bottleneck as sb
 
-pytestmark = [pytest.mark.netns,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")]
+pytestmark = [pytest.mark.netns, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -192,7 +190,7 @@ def _quantile(xs: list[float], q: float) -> float:
     return ys[min(len(ys) - 1, max(0, math.ceil(q * len(ys)) - 1))]
 
 
-@pytest.mark.skipif(not DELAYLINE_BIN.exists(), reason="links/delayline not built (./setup.sh)")
+@pytest.mark.tools(str(DELAYLINE_BIN))
 def test_shared_bottleneck_goodput_and_probe_delay(
         run: tuple[str, list[str], list[proc.ProcRef], ExitStack], tmp_path: Path) -> None:
     """6 Mbit/s, 256 × 1514 B tail drop, 50 ms each way; 2 clients' CUBIC downloads + the cross CUBIC

@@ -11,7 +11,6 @@ failed; a live one (lock held) is running; a run key complete in two roots is co
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -147,10 +146,9 @@ def _queue_empty(lab: SlurmLab) -> bool:
 
 
 @pytest.mark.netns
+@pytest.mark.slurm
 @pytest.mark.e2e
 def test_slurm_sweep_kill_resume_local_equivalence_two_roots(tmp_path: Path) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (runs build namespaces; slurmd runs jobs as root)")
     t0 = time.monotonic()
     spec = _spec(tmp_path)
     plan = expand(load_spec(spec), spec)

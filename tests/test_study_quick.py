@@ -13,10 +13,14 @@ import pytest
 
 from mpvlab.reporting import browser
 
+pytestmark = pytest.mark.cpu   # cpu: CPU-bound (27 runs, two at once)
+
 REPO = Path(__file__).resolve().parent.parent
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
 
 
+@pytest.mark.netns
+@pytest.mark.chromium
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_quick_wifi_lte_study_and_report(tmp_path: Path) -> None:

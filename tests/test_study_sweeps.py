@@ -14,8 +14,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -28,10 +26,7 @@ from hostnoise import longest_stall_s
 
 REPO = Path(__file__).resolve().parent.parent
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
-pytestmark = [pytest.mark.netns, pytest.mark.e2e]
-
-if os.geteuid() != 0:
-    pytest.skip("end-to-end runs need root", allow_module_level=True)
+pytestmark = [pytest.mark.netns, pytest.mark.e2e, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py)
 
 
 def _sweep(spec: str, res: Path) -> tuple[subprocess.CompletedProcess[str], float, float]:
@@ -118,7 +113,7 @@ RATE, LIMIT = 6_000_000, 256 * 1514
 DRAIN_MS = LIMIT * 8 / RATE * 1e3          # 516.8 ms: a full queue's drain time
 
 
-@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed (./setup.sh)")
+@pytest.mark.tools("iperf3")
 def test_sabre_study_quick_sweep_and_report(tmp_path: Path) -> None:
     cp, wall, stall_s = _sweep("sabre-study.yaml", tmp_path)
     root = tmp_path / "sabre-study-quick"

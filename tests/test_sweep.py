@@ -175,6 +175,7 @@ def test_runs_in_their_own_processes_two_at_once(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ real runs
 
 
+@pytest.mark.netns
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_real_sweep_resume_and_report(tmp_path: Path) -> None:

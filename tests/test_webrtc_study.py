@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -114,7 +113,6 @@ def _rows(p: Path) -> list[dict[str, str]]:
 
 @pytest.mark.netns
 @pytest.mark.e2e
-@pytest.mark.skipif(os.geteuid() != 0, reason="end-to-end runs need root")
 def test_webrtc_study_quick_sweep_and_report(tmp_path: Path) -> None:
     quick = expand(load_spec(SPEC), SPEC, quick=True)
     n_cells = len(quick.grid["paths.link"])

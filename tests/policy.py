@@ -1,0 +1,375 @@
+"""The suite's one skip policy and its scheduler, as pytest hooks (imported by tests/conftest.py).
+
+What a test needs is said by a marker, and only here is it decided whether this host has it:
+
+    root        root (loading BPF, dropping to another user)
+    netns       root, network namespaces, tc and the kernel's MPTCP (every real run)
+    chromium    Debian's chromium (setup.sh installs it)
+    dashjs      chromium and the pinned dash.js bundle (setup.sh fetches it)
+    slurm       slurm-wlm and munge (setup.sh installs them)
+    tools(...)  these executables on PATH, or these files of the repository (built by setup.sh)
+
+A test whose need is missing is skipped with the reason, except under MPVLAB_EXPECT_ALL=1 (what
+.ci/run sets): there every skip, from a marker or from anywhere else, is a failure, so a missing
+install step can never hide as a skip. Two markers are not needs but selections, reported as
+deselected with their reason (never a skip): `long` (opt in with MPVLAB_LONG_TESTS=1) and
+`kernel("af_xdp")` (a kernel feature this machine's kernel may not have).
+
+Scheduling (pytest-xdist, tests/conftest.py turns it on for a whole-suite run): tests are
+distributed by file, so a module's shared bring-up happens once. Tests marked `cpu` (CPU-bound, or
+asserting a timing or fidelity bound that a CPU-hungry neighbour could move) hold one flock of the
+session while they run, setup and teardown included: two of them never run at the same time. Every
+test's start and end (and CPU steal) are written to the session's folder; the controller checks
+that no two `cpu` tests overlapped and prints the schedule's figures at the end. Tests marked `alone`
+(a timing bound tight enough that any neighbour could move it) run with no other test at all.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hostnoise import STEAL_LIMIT
+from mpvlab.core.hoststeal import StealMeter, StealWindow
+
+REPO = Path(__file__).resolve().parent.parent
+EXPECT_ALL = "MPVLAB_EXPECT_ALL"
+LONG_TESTS = "MPVLAB_LONG_TESTS"
+SESSION_DIR_KEY = "mpvlab_session_dir"
+SCHEDULE_COPY = "MPVLAB_TEST_SCHEDULE"   # a file to write every test's worker, start and end to
+CPU_LOCK = "cpu-group.lock"
+GATE_LOCK = "gate.lock"
+RUNNING_LOCK = "running.lock"
+AF_XDP = 44  # socket.AF_XDP is not exported by Python's socket module
+
+_STEAL_BY_TEST = pytest.StashKey[dict[str, StealWindow]]()
+_SESSION = pytest.StashKey[StealMeter]()
+_MISSING = pytest.StashKey[str]()
+_DESELECTED = pytest.StashKey[dict[str, int]]()
+_SCHEDULE = pytest.StashKey[list[str]]()
+_OWN_DIR = pytest.StashKey[Path]()
+
+# ------------------------------------------------------------------------------------- needs
+
+def _root() -> str | None:
+    return None if os.geteuid() == 0 else "needs root"
+
+
+def _netns() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, tc, kernel MPTCP)"
+    if shutil.which("ip") is None or shutil.which("tc") is None:
+        return "needs iproute2's ip and tc (./setup.sh installs them)"
+    if not Path("/proc/sys/net/mptcp/enabled").exists():
+        return "needs a kernel with MPTCP (/proc/sys/net/mptcp/enabled is missing)"
+    return None
+
+
+def _chromium() -> str | None:
+    from mpvlab.reporting import browser
+    return None if browser.available() else "needs chromium (./setup.sh installs it)"
+
+
+def _dashjs() -> str | None:
+    from mpvlab.player import dashjs_setup
+    missing = dashjs_setup.missing()
+    return None if missing is None else f"needs {missing} (./setup.sh installs it)"
+
+
+def _slurm() -> str | None:
+    absent = [t for t in ("munged", "slurmctld", "slurmd", "sbatch") if shutil.which(t) is None]
+    return f"needs {', '.join(absent)} (./setup.sh installs slurm-wlm and munge)" if absent else None
+
+
+def _tools(*names: str) -> str | None:
+    # a name with a slash is a file (absolute, or relative to the repository); else a command on PATH
+    absent = [n for n in names if not ((REPO / n).exists() if "/" in n else shutil.which(n))]
+    return f"needs {', '.join(absent)} (./setup.sh installs or builds it)" if absent else None
+
+
+NEEDS: dict[str, Callable[..., str | None]] = {
+    "root": _root, "netns": _netns, "chromium": _chromium, "dashjs": _dashjs, "slurm": _slurm, "tools": _tools,
+}
+
+
+def _af_xdp() -> str | None:
+    try:
+        socket.socket(AF_XDP, socket.SOCK_RAW, 0).close()
+    except OSError as e:
+        return f"kernel without AF_XDP sockets (CONFIG_XDP_SOCKETS): socket(AF_XDP): {e.strerror}"
+    return None
+
+
+KERNEL_FEATURES: dict[str, Callable[[], str | None]] = {"af_xdp": _af_xdp}
+
+
+def missing(item: pytest.Item) -> str | None:
+    """Why this host cannot run the item (its need markers, each checked once per marker), or None."""
+    reasons = []
+    for name, check in NEEDS.items():
+        for mark in item.iter_markers(name):
+            reason = check(*mark.args)
+            if reason:
+                reasons.append(reason)
+    return "; ".join(dict.fromkeys(reasons)) or None
+
+
+def deselection(item: pytest.Item) -> str | None:
+    """Why the item is not part of this session (not a skip: it is reported as deselected), or None."""
+    if item.get_closest_marker("long") and os.environ.get(LONG_TESTS) != "1":
+        return f"long: opt in with {LONG_TESTS}=1"
+    for mark in item.iter_markers("kernel"):
+        reason = KERNEL_FEATURES[mark.args[0]]() if os.geteuid() == 0 else None
+        if reason:
+            return reason
+    return None
+
+
+def expect_all() -> bool:
+    return os.environ.get(EXPECT_ALL) == "1"
+
+
+# ------------------------------------------------------------------------------------ hooks
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_STEAL_BY_TEST] = {}
+    config.stash[_SESSION] = StealMeter().__enter__()
+    config.stash[_DESELECTED] = {}
+    if _is_controller(config):
+        own = Path(tempfile.mkdtemp(prefix="mpvlab-pytest-"))
+        config.stash[_OWN_DIR] = own
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    own = config.stash.get(_OWN_DIR, None)
+    if own is not None:
+        shutil.rmtree(own, ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist: hand every worker the session's folder (its lock and schedule records)."""
+    node.workerinput[SESSION_DIR_KEY] = str(node.config.stash[_OWN_DIR])
+
+
+def _is_controller(config: pytest.Config) -> bool:
+    """The xdist controller of a distributed session (it runs no test itself)."""
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None)) \
+        and getattr(config.option, "dist", "no") != "no"
+
+
+def session_dir(config: pytest.Config) -> Path | None:
+    """The folder shared by every worker of this session; None when tests run in one process."""
+    workerinput = getattr(config, "workerinput", None)
+    return Path(workerinput[SESSION_DIR_KEY]) if workerinput and SESSION_DIR_KEY in workerinput else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    keep, dropped = [], []
+    reasons = config.stash[_DESELECTED]
+    for item in items:
+        why = deselection(item)
+        if why:
+            dropped.append(item)
+            reasons[why] = reasons.get(why, 0) + 1
+            continue
+        need = missing(item)
+        if need:
+            if expect_all():
+                item.stash[_MISSING] = need
+            else:
+                item.add_marker(pytest.mark.skip(reason=need))
+        keep.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    # The longest files first: with distribution by file, a long file started last is the tail of
+    # the whole session. A file with a `slow` test goes first, whole (a module's tests stay
+    # together, so its shared bring-up happens once); otherwise the collection order stays.
+    slow_files = {it.path for it in keep if it.get_closest_marker("slow")}
+    keep.sort(key=lambda it: it.path not in slow_files)
+    items[:] = keep
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    need = item.stash.get(_MISSING, None)
+    if need:
+        pytest.fail(f"{need}: with {EXPECT_ALL}=1 a missing requirement fails (a skip here would hide a "
+                    "missing install step)", pytrace=False)
+
+
+def _reason(rep: pytest.TestReport | pytest.CollectReport) -> str:
+    text = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+    return text.removeprefix("Skipped: ")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    rep = outcome.get_result()
+    if expect_all() and rep.skipped and not hasattr(rep, "wasxfail"):
+        reason = _reason(rep)
+        rep.outcome = "failed"
+        rep.longrepr = f"skipped ({reason}): with {EXPECT_ALL}=1 every skip is a failure"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    outcome = yield
+    rep = outcome.get_result()
+    if expect_all() and rep.skipped:
+        reason = _reason(rep)
+        rep.outcome = "failed"
+        rep.longrepr = f"module skipped ({reason}): with {EXPECT_ALL}=1 every skip is a failure"
+
+
+@pytest.fixture(autouse=True)
+def _record_steal(request: pytest.FixtureRequest) -> Iterator[None]:
+    with StealMeter() as meter:
+        yield
+    request.config.stash[_STEAL_BY_TEST][request.node.nodeid] = meter.window
+
+
+@contextmanager
+def _slot(shared: Path, cpu: bool, alone: bool) -> Iterator[None]:
+    """The test's place in the schedule, held over its setup, call and teardown (a module's shared
+    bring-up happens in its first test's setup). `cpu`: one at a time among `cpu` tests. `alone`:
+    nothing else of the session runs meanwhile — a reader-writer lock: every test holds RUNNING
+    shared, an `alone` test exclusive; it first takes the GATE, which every test passes through
+    before RUNNING, so that while it waits for the running tests to end no new one starts."""
+    fds: list[int] = []
+
+    def take(name: str, how: int) -> int:
+        fd = os.open(shared / name, os.O_RDWR | os.O_CREAT, 0o600)
+        fds.append(fd)
+        fcntl.flock(fd, how)
+        return fd
+
+    try:
+        if cpu:
+            take(CPU_LOCK, fcntl.LOCK_EX)
+        gate = take(GATE_LOCK, fcntl.LOCK_EX)
+        if alone:
+            take(RUNNING_LOCK, fcntl.LOCK_EX)
+        else:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+            take(RUNNING_LOCK, fcntl.LOCK_SH)
+        yield
+    finally:
+        for fd in reversed(fds):
+            os.close(fd)                 # closing the descriptor releases its flock
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Under xdist: the test runs in its slot (_slot); every test's times are recorded."""
+    shared = session_dir(item.config)
+    if shared is None:
+        yield
+        return
+    cpu, alone = item.get_closest_marker("cpu") is not None, item.get_closest_marker("alone") is not None
+    asked = time.monotonic()
+    with _slot(shared, cpu, alone):
+        start = time.monotonic()
+        yield
+        end = time.monotonic()
+    steal = item.config.stash[_STEAL_BY_TEST].get(item.nodeid)
+    record = {"test": item.nodeid, "worker": item.config.workerinput["workerid"], "cpu": cpu, "alone": alone,
+              "asked": asked, "start": start, "end": end,
+              "steal": [steal.wall_s, list(steal.steal_s)] if steal else None}
+    with open(shared / f"schedule-{item.config.workerinput['workerid']}.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def read_schedule(folder: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for path in sorted(folder.glob("schedule-*.jsonl")):
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line]
+    return rows
+
+
+def overlaps(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Pairs that must not have run at once and did: two `cpu` tests, or an `alone` test and any."""
+    rows = sorted(rows, key=lambda r: r["start"])
+    return [(a["test"], b["test"]) for i, a in enumerate(rows) for b in rows[i + 1:]
+            if b["start"] < a["end"] and ((a["cpu"] and b["cpu"]) or a.get("alone") or b.get("alone"))]
+
+
+def schedule_lines(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    wall = max(r["end"] for r in rows) - min(r["start"] for r in rows)
+    busy = sum(r["end"] - r["start"] for r in rows)
+    grouped = [r for r in rows if r["cpu"] or r.get("alone")]
+    waited = sum(r["start"] - r["asked"] for r in grouped)
+    pairs = overlaps(rows)
+    lines = [f"{len(rows)} tests on {len({r['worker'] for r in rows})} workers: {busy:.0f} s of tests in "
+             f"{wall:.0f} s of wall (x{busy / wall if wall else 0:.2f})",
+             f"cpu group: {len(grouped)} tests ({sum(1 for r in rows if r.get('alone'))} alone), "
+             f"{sum(r['end'] - r['start'] for r in grouped):.0f} s, "
+             f"{waited:.0f} s waited for the lock, {len(pairs)} overlapping pairs"]
+    lines += [f"  OVERLAP: {a} and {b}" for a, b in pairs[:10]]
+    return lines
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    own = session.config.stash.get(_OWN_DIR, None)
+    if own is None:
+        return
+    rows = read_schedule(own)
+    session.config.stash[_SCHEDULE] = schedule_lines(rows)
+    keep = os.environ.get(SCHEDULE_COPY)
+    if keep:                         # the schedule kept for study (docs/testing.md): one JSON row per test
+        Path(keep).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    steal = session.config.stash[_STEAL_BY_TEST]
+    for r in rows:
+        if r["steal"]:
+            steal[r["test"]] = StealWindow(r["steal"][0], tuple(r["steal"][1]))
+    if overlaps(rows) and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
+                            config: pytest.Config) -> None:
+    reasons = config.stash.get(_DESELECTED, {})
+    if reasons:
+        terminalreporter.section("deselected (not skipped), with the reason")
+        for why, n in reasons.items():
+            terminalreporter.write_line(f"  {n} test(s): {why}")
+    schedule = config.stash.get(_SCHEDULE, [])
+    if schedule:
+        terminalreporter.section("schedule (pytest-xdist, by file; `cpu` tests one at a time)")
+        for line in schedule:
+            terminalreporter.write_line(line)
+    _steal_summary(terminalreporter, config)
+
+
+def _steal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Record the CPU steal during every test (and the whole session) and summarise it, so a timing
+    bound can be read next to what the hypervisor took at that moment. Steal during a module's
+    shared fixture (e.g. one end-to-end run) counts in the session total."""
+    by_test = config.stash.get(_STEAL_BY_TEST, {})
+    session = config.stash.get(_SESSION, None)
+    if not by_test or session is None:
+        return
+    session.__exit__()
+    # Windows under a second are below the counter's resolution (one 10 ms tick is 1 % of 1 s).
+    contended = sorted(((w.lost, node, w) for node, w in by_test.items()
+                        if w.lost > STEAL_LIMIT and w.wall_s >= 1.0), reverse=True)
+    terminalreporter.section("host CPU steal (hypervisor contention)")
+    terminalreporter.write_line(f"session: {session.window.describe()}; {len(contended)} of {len(by_test)} "
+                                f"tests (of 1 s or more) above {STEAL_LIMIT:.0%}"
+                                + (", the most contended:" if contended else ""))
+    for _, node, w in contended[:15]:
+        terminalreporter.write_line(f"  {node}: {w.describe()}")

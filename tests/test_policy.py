@@ -1,0 +1,124 @@
+"""The suite's skip policy and scheduler (tests/policy.py), each on a small suite of its own run by
+pytest in a subprocess, so what is checked is what a whole pytest session does."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from itertools import combinations
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+HOOKS = ("_record_steal, pytest_collection_modifyitems, pytest_configure, pytest_configure_node, "
+         "pytest_make_collect_report, pytest_runtest_makereport, pytest_runtest_protocol, pytest_runtest_setup, "
+         "pytest_sessionfinish, pytest_terminal_summary, pytest_unconfigure")
+
+
+def _suite(root: Path, files: dict[str, str]) -> None:
+    (root / "pytest.ini").write_text("[pytest]\n")
+    (root / "conftest.py").write_text(f"import sys\nsys.path.insert(0, {str(TESTS)!r})\n"
+                                      f"from policy import {HOOKS}  # noqa\n")
+    for name, text in files.items():
+        (root / name).write_text(text)
+
+
+def _pytest(root: Path, *args: str, **env: str) -> tuple[int, str, dict[str, int]]:
+    environ = {k: v for k, v in os.environ.items() if k not in ("MPVLAB_EXPECT_ALL", "MPVLAB_LONG_TESTS")}
+    cp = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
+                         "--rootdir", str(root), "-c", str(root / "pytest.ini"), *args, str(root)],
+                        capture_output=True, text=True, timeout=120, cwd=root, env={**environ, **env})
+    last = cp.stdout.strip().splitlines()[-1]
+    counts = {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|skipped|deselected|errors?)", last)}
+    return cp.returncode, cp.stdout + cp.stderr, counts
+
+
+NEEDS = """\
+import pytest
+
+@pytest.mark.tools("hph-no-such-command")
+def test_needs_a_missing_command(): pass
+
+def test_skips_itself(): pytest.skip("said by the test")
+
+@pytest.mark.long
+def test_long(): pass
+
+def test_plain(): pass
+"""
+
+
+def test_a_missing_need_is_a_skip_with_its_reason_and_a_failure_under_the_switch(tmp_path: Path) -> None:
+    _suite(tmp_path, {"test_needs.py": NEEDS})
+    rc, out, counts = _pytest(tmp_path)
+    assert rc == 0 and counts == {"passed": 1, "skipped": 2, "deselected": 1}, out
+    assert "needs hph-no-such-command (./setup.sh installs or builds it)" in out and "said by the test" in out
+    assert "1 test(s): long: opt in with MPVLAB_LONG_TESTS=1" in out, out
+    rc, out, counts = _pytest(tmp_path, MPVLAB_EXPECT_ALL="1")
+    # the unmet marker fails in setup (an error), the test's own skip fails in its call
+    assert rc == 1 and counts == {"passed": 1, "error": 1, "failed": 1, "deselected": 1}, out
+    assert "needs hph-no-such-command (./setup.sh installs or builds it): with MPVLAB_EXPECT_ALL=1 a missing " \
+           "requirement fails" in out, out
+    assert "skipped (said by the test): with MPVLAB_EXPECT_ALL=1 every skip is a failure" in out, out
+    rc, out, counts = _pytest(tmp_path, MPVLAB_LONG_TESTS="1")
+    assert rc == 0 and counts == {"passed": 2, "skipped": 2}, out
+
+
+def test_a_module_level_skip_fails_under_the_switch(tmp_path: Path) -> None:
+    _suite(tmp_path, {"test_gone.py": "import pytest\npytest.skip('whole module', allow_module_level=True)\n"
+                                      "def test_x(): pass\n", "test_here.py": "def test_y(): pass\n"})
+    rc, out, counts = _pytest(tmp_path)
+    assert rc == 0 and counts == {"passed": 1, "skipped": 1}, out
+    rc, out, counts = _pytest(tmp_path, MPVLAB_EXPECT_ALL="1")
+    assert rc == 2 and counts == {"error": 1} and "module skipped (whole module): with MPVLAB_EXPECT_ALL=1 every skip is a failure" in out, out
+
+
+GROUPED = """\
+import json, os, time
+import pytest
+
+def _note(name):
+    start = time.monotonic()
+    time.sleep(0.8)
+    with open(os.environ["HPH_TIMES"], "a") as f:
+        f.write(json.dumps([name, {cpu}, start, time.monotonic()]) + "\\n")
+
+@pytest.mark.cpu
+def test_cpu_1(): _note("{f}-cpu-1")
+
+@pytest.mark.cpu
+def test_cpu_2(): _note("{f}-cpu-2")
+
+@pytest.mark.alone
+def test_alone(): _note("{f}-alone")
+
+def test_plain_1(): _note("{f}-plain-1")
+
+def test_plain_2(): _note("{f}-plain-2")
+"""
+
+
+def test_cpu_tests_never_overlap_while_the_others_run_side_by_side(tmp_path: Path) -> None:
+    """Two files on two workers, each starting with two `cpu` tests: the lock makes one worker wait,
+    so no two `cpu` tests overlap, an `alone` test overlaps nothing, while plain tests do run at
+    the same time as others."""
+    suite, times = tmp_path / "suite", tmp_path / "times.jsonl"
+    suite.mkdir()
+    _suite(suite, {f"test_{f}.py": GROUPED.replace("{f}", f).replace("{cpu}", "name.split('-')[1] == 'cpu'")
+                   for f in ("a", "b")})
+    rc, out, counts = _pytest(suite, "-n", "2", "--dist", "loadfile", HPH_TIMES=str(times))
+    assert rc == 0 and counts == {"passed": 10}, out
+    rows = [json.loads(line) for line in times.read_text().splitlines()]
+    assert len(rows) == 10
+    alone = [r for r in rows if r[0].endswith("alone")]
+    assert len(alone) == 2 and not [(a[0], b[0]) for a in alone for b in rows
+                                     if a is not b and a[2] < b[3] and b[2] < a[3]], rows
+    cpu = [r for r in rows if r[1]]
+    assert len(cpu) == 4 and all(b[2] >= a[3] or a[2] >= b[3] for a, b in combinations(cpu, 2)), rows
+    overlapping = [(a[0], b[0]) for a, b in combinations(rows, 2) if a[2] < b[3] and b[2] < a[3]]
+    assert overlapping, rows                        # the two workers did run tests at the same time
+    assert all(not (x.endswith(("cpu-1", "cpu-2")) and y.endswith(("cpu-1", "cpu-2"))) for x, y in overlapping)
+    assert re.search(r"cpu group: 6 tests \(2 alone\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs", out), out
+    assert "10 tests on 2 workers" in out, out
