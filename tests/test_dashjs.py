@@ -660,7 +660,7 @@ def _browser_events(data: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (data / "browser-events.jsonl").read_text().splitlines()]
 
 
-@needs_browser
+@pytest.mark.dashjs
 @pytest.mark.netns
 def test_page_whose_dashjs_fails_is_refused_before_t0_naming_what_is_missing(page_bed: Any) -> None:
     """Issue 51's failure mode, made deterministic: the page's own script runs (mpvlabStart exists) but
@@ -688,7 +688,7 @@ def test_page_whose_dashjs_fails_is_refused_before_t0_naming_what_is_missing(pag
     assert "ReferenceError" not in out
 
 
-@needs_browser
+@pytest.mark.dashjs
 @pytest.mark.netns
 def test_address_change_during_page_load_fails_dashjs_and_the_driver_reloads(page_bed: Any) -> None:
     """The mechanism of issue 51, reproduced on purpose: an address appears in the browser's namespace

@@ -77,7 +77,7 @@ def test_missing_system_parts_are_named_in_one_line(tmp_path: Path) -> None:
     assert system_parts.missing() == []
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mpvlab run checks root first")
+@pytest.mark.root
 def test_run_without_mininet_says_what_and_setup_sh(tmp_path: Path) -> None:
     """The interpreter of a plain venv (no system site-packages) cannot import Debian's mininet or gi:
     `mpvlab run` exits 2 with the one line, no traceback. Simulated by this venv's interpreter with the
