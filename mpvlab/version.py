@@ -8,7 +8,7 @@ from pathlib import Path
 
 # The released version (CHANGELOG.md, CITATION.cff and pyproject.toml carry the same string; a test
 # checks they agree, so a release bumps all four together).
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -34,7 +34,7 @@ def git_commit(repo: Path = REPO) -> tuple[str | None, bool]:
 
 
 def describe(repo: Path = REPO) -> str:
-    """`mpvlab 0.3.0 (git 1a2b3c4d5e6f, modified)` — the line `mpvlab --version` prints."""
+    """`mpvlab 0.4.0 (git 1a2b3c4d5e6f, modified)` — the line `mpvlab --version` prints."""
     commit, dirty = git_commit(repo)
     if commit is None:
         where = "not a git checkout: commit unknown"
