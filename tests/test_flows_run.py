@@ -70,8 +70,11 @@ def test_summary_estimate_is_the_video_flows_mean(run_dir: Path) -> None:
     s = json.loads((run_dir / "summary.json").read_text())
     view = s["cc_state"]
     t0 = json.loads((run_dir / "logs" / "player-summary.json").read_text())["t0_ns"]
+    # The estimate is taken over the video's active window (its first request to its last byte, at the
+    # ss sampling interval: issue 43), inside playback; the playback window is named beside it.
     lo, hi = view["window_s"]
-    assert lo == 0.0 and hi == pytest.approx(s["duration_s"])
+    assert view["window"] == "active" and 0.0 <= lo < hi <= s["duration_s"]
+    assert view["playback_window_s"][0] == 0.0 and view["playback_window_s"][1] == pytest.approx(s["duration_s"])
     client, port = _video_port(run_dir)
     with (run_dir / "data" / "bbrs_state.csv").open() as f:
         rows = list(csv.DictReader(f))
