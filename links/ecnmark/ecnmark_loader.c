@@ -251,11 +251,18 @@ int main(int argc, char **argv)
 			die("cannot write %s: %s", samples, strerror(errno));
 		fprintf(csv, "t_mono_ns,vq_backlog_bytes,pkts,ect,not_ect,marked\n");
 	}
-	FILE *rf = fopen(ready, "w");
+	/* Written to a temporary name and renamed: the runner waits for the ready file to exist and then
+	 * reads the ids from it, so it must never see the file before its contents (an empty file read
+	 * between fopen and fclose failed a test with IndexError). The cc loaders do the same. */
+	char tmp[4096];
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", ready) >= (int)sizeof(tmp))
+		die("--ready-file path too long");
+	FILE *rf = fopen(tmp, "w");
 	if (!rf)
-		die("cannot write %s: %s", ready, strerror(errno));
+		die("cannot write %s: %s", tmp, strerror(errno));
 	fprintf(rf, "%u %u\n", pinfo.id, minfo.id);
-	fclose(rf);
+	if (fclose(rf) || rename(tmp, ready))
+		die("cannot write %s: %s", ready, strerror(errno));
 
 	struct vq_state v;
 	uint64_t next = mono_ns();
