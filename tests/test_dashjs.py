@@ -524,20 +524,22 @@ def test_readiness_names_what_is_missing() -> None:
 
 
 @pytest.mark.netns
-def test_run_namespaces_get_no_address_after_their_links_come_up() -> None:
+def test_run_namespaces_get_no_address_after_their_links_come_up(tmp_path: Path) -> None:
     """The root of issue 51: with IPv6 on, each veth of a run got an IPv6 link-local address 2-3 s after
     its carrier came up (linkwatch, then duplicate-address detection); the browser, started by then,
     took that address change for a network change and closed its HTTP/2 session mid-page-load
     (net::ERR_NETWORK_CHANGED). A node's namespace now has IPv6 off before its links exist: once the
     link is up and DAD's longest time (1 s linkwatch + 1 s random delay + 1 s probe) has passed, no
     interface holds an IPv6 address and nothing changed after the link came up."""
-    from mpvlab.core import naming
+    from mpvlab.core import ledger, naming
     from mpvlab.core.netns import delete_netns
     from mpvlab.mininet.nodes import add_link, add_node, stop_node
     run_id = naming.new_run_id()
+    book = ledger.Ledger.create(run_id, tmp_path)      # a killed test's namespaces go with the next cleanup
     nodes = []
     try:
         for role in ("client", "server"):
+            book.add_netns(naming.netns_name(run_id, role))
             nodes.append(add_node(naming.netns_name(run_id, role), role))
         a, b = naming.ifname(run_id, "c0"), naming.ifname(run_id, "s0")
         add_link(nodes[0], nodes[1], a, b)
@@ -560,6 +562,7 @@ def test_run_namespaces_get_no_address_after_their_links_come_up() -> None:
         for n in nodes:
             stop_node(n)
             delete_netns(n.ns.name)
+        ledger.cleanup_run(book)
 
 
 class _PageBed:
@@ -568,12 +571,16 @@ class _PageBed:
     as a run starts it (staged: it loads the page, writes page-loaded and waits for t0 on stdin)."""
 
     def __init__(self, tmp: Path, files: list[str] | None, rate: str | None) -> None:
-        from mpvlab.core import naming
+        from mpvlab.core import ledger, naming, proc
         from mpvlab.mininet.nodes import add_link, add_node
         from mpvlab.runner import server, tls
         self.tmp, self.nodes, self.apache, self.driver = tmp, [], None, None
         run_id = naming.new_run_id()
+        # A run's ledger, written before anything exists: if the test is killed, the next run or
+        # `mpvlab cleanup` removes exactly these namespaces and processes.
+        self.ledger = ledger.Ledger.create(run_id, tmp)
         for role in ("client", "server"):
+            self.ledger.add_netns(naming.netns_name(run_id, role))
             self.nodes.append(add_node(naming.netns_name(run_id, role), role))
         self.dev, sdev = naming.ifname(run_id, "c0"), naming.ifname(run_id, "s0")
         add_link(self.nodes[0], self.nodes[1], self.dev, sdev)
@@ -597,6 +604,7 @@ class _PageBed:
         material = tls.make_self_signed(root, ["10.0.1.1"])
         http = server.HttpSetup(protocol="h2", tls=material)
         self.apache = server.start_apache(self.server, root, www, cc="cubic", http=http, mptcp=False)
+        self.ledger.add_proc(proc.ProcRef.of(self.apache.process.pid, "apache"))
         server.wait_serving(self.apache, "https://10.0.1.1/mpvlab-dashjs/player.html", timeout=20, http=http)
         self.spki = tls.spki_sha256_b64(material.cert)
         self.access_log = root / "access.log"
@@ -608,7 +616,9 @@ class _PageBed:
                 "--events", str(self.tmp / "player-events.jsonl"), "--summary", str(self.tmp / "player-summary.json"),
                 "--data-dir", str(self.data), "--profile", str(self.data / "chromium-profile"), "--abr", "dynamic",
                 "--spki", self.spki, "--t0-from-stdin", "--video-length-s", "4", "--timeout-s", "30"]
+        from mpvlab.core import proc
         self.driver = self.client.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.ledger.add_proc(proc.ProcRef.of(self.driver.pid, "dashjs-driver"))
         return self.driver
 
     def finish_driver(self, timeout_s: float = 120) -> tuple[int, str, dict[str, Any]]:
@@ -628,7 +638,7 @@ class _PageBed:
         return self.driver.returncode, out, json.loads((self.tmp / "player-summary.json").read_text())
 
     def close(self) -> None:
-        from mpvlab.core import proc
+        from mpvlab.core import ledger, proc
         from mpvlab.core.netns import delete_netns
         from mpvlab.mininet.nodes import stop_node
         if self.driver is not None and self.driver.poll() is None:
@@ -640,6 +650,7 @@ class _PageBed:
             stop_node(n)
             delete_netns(n.ns.name)      # kills whatever still runs inside (Chromium's children)
         proc.run(["rm", "-rf", str(self.www)])
+        ledger.cleanup_run(self.ledger)  # what the steps above left (none when they all ran), and the ledger
 
 
 @pytest.fixture()
