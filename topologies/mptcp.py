@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mpvlab.core.errors import RunFailed
 from mpvlab.core.netns import Netns
 from mpvlab.topologies.dual_path import DualPath, server_routes
 
@@ -66,15 +67,21 @@ def further_server_addresses(topo: DualPath, subflows: int) -> list[str]:
 
 def set_server_cc(topo: DualPath, cc_kernel_name: str) -> list[str]:
     """Install the server's routes to each path with `congctl`; returns them as read back."""
-    s = topo.server.ns
-    for subnet, via, dev in server_routes(topo):
-        s.run(["ip", "route", "replace", subnet, "via", via, "dev", dev, "congctl", cc_kernel_name])
-    routes = s.run(["ip", "route", "show"]).stdout.strip().splitlines()
-    for subnet, _via, _dev in server_routes(topo):
-        line = next((r for r in routes if r.startswith(subnet)), "")
+    return set_route_cc(topo.server.ns, server_routes(topo), cc_kernel_name)
+
+
+def set_route_cc(server: Netns, routes: list[tuple[str, str, str]], cc_kernel_name: str) -> list[str]:
+    """The congestion control step of every emulated topology: replace each (subnet, via, dev) route of
+    `server` with one carrying `congctl cc_kernel_name`, then read the table back and fail the run if
+    any of those routes did not take it. Returns the server's routes as read back (provenance)."""
+    for subnet, via, dev in routes:
+        server.run(["ip", "route", "replace", subnet, "via", via, "dev", dev, "congctl", cc_kernel_name])
+    table = server.run(["ip", "route", "show"]).stdout.strip().splitlines()
+    for subnet, _via, _dev in routes:
+        line = next((r for r in table if r.startswith(subnet)), "")
         if f"congctl {cc_kernel_name}" not in line:
-            raise RuntimeError(f"server route to {subnet} did not take congctl {cc_kernel_name}: {line!r}")
-    return routes
+            raise RunFailed(f"server route to {subnet} did not take congctl {cc_kernel_name}: {line!r}")
+    return table
 
 
 def set_offloads(topo: DualPath, enabled: bool) -> dict[str, dict[str, str]]:

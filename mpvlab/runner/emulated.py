@@ -26,7 +26,7 @@ from mpvlab.runner import capture
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.views import summarise
 from mpvlab.runner.workloads.base import Client, Ends, Outcome
-from mpvlab.runner.steps import mptcp_view, read_json, setup_cc
+from mpvlab.runner.steps import cc_record, mptcp_view, read_json, setup_cc
 
 
 @dataclass
@@ -180,8 +180,7 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack) -> EmulatedNe
     phase("congestion control")
     cc_name = setup_cc(ctx, stack)
     ctx.extra_prov["server_routes"] = transport.set_server_cc(topo, cc_name)
-    ctx.extra_prov["cc"] = {"requested": sc.transport.cc, "kernel_name": cc_name,
-                            "params": dict(sc.transport.cc_params)}
+    ctx.extra_prov["cc"] = cc_record(sc, cc_name)
     # The scheduler's server-side needs (userspace path manager for the steering policies) must be
     # in place before any MPTCP connection; it returns environment for Apache (send-buffer bound).
     sched_params = schedulers.parse_params(sc.transport.scheduler, sc.transport.scheduler_params)

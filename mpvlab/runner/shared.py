@@ -47,6 +47,7 @@ from mpvlab.core.errors import RunFailed
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads.base import Client, Ends, Outcome
 from mpvlab.topologies import shared_bottleneck as sb
+from mpvlab.topologies.mptcp import set_route_cc
 from mpvlab.runner.views import cc_state_view, record_cc_state_check, udp_wire_check
 from mpvlab.results import checks as checks_mod
 from mpvlab.runner.workloads.video import dash_view, network_discards
@@ -95,21 +96,6 @@ def _configure_mptcp(topo: sb.SharedBottleneck) -> dict[str, Any]:
     return record
 
 
-def _set_server_cc(topo: sb.SharedBottleneck, cc_name: str) -> list[str]:
-    """The players' congestion control via the server's routes to the client subnets (as dual-path);
-    the cross host's route stays plain: iperf3 sets its own per socket."""
-    s = topo.server.ns
-    for lf in topo.clients:
-        s.run(["ip", "route", "replace", lf.subnet, "via", topo.server_gw_addr, "dev", topo.server_if,
-               "congctl", cc_name])
-    routes = s.run(["ip", "route", "show"]).stdout.strip().splitlines()
-    for lf in topo.clients:
-        line = next((r for r in routes if r.startswith(lf.subnet)), "")
-        if f"congctl {cc_name}" not in line:
-            raise RunFailed(f"server route to {lf.subnet} did not take congctl {cc_name}: {line!r}")
-    return routes
-
-
 def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> SharedNetwork:
     """Topology (N clients, a cross host when there is cross traffic), MPTCP with one subflow per
     player, the players' congestion control, the bottleneck link; run time zero provisional (now) until `ready` fixes it."""
@@ -136,9 +122,11 @@ def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> SharedNetwork:
 
     phase("congestion control")
     cc_name = steps.setup_cc(ctx, stack)
-    ctx.extra_prov["server_routes"] = _set_server_cc(topo, cc_name)
-    ctx.extra_prov["cc"] = {"requested": sc.transport.cc, "kernel_name": cc_name,
-                            "params": dict(sc.transport.cc_params)}
+    # The players' routes carry the congestion control (as dual-path); the cross host's route stays
+    # plain: iperf3 sets its own per socket.
+    ctx.extra_prov["server_routes"] = set_route_cc(
+        topo.server.ns, [(lf.subnet, topo.server_gw_addr, topo.server_if) for lf in topo.clients], cc_name)
+    ctx.extra_prov["cc"] = steps.cc_record(sc, cc_name)
 
     ctx.t0_ns = time.monotonic_ns()      # provisional: the delay lines start on it; ready() moves it
 

@@ -84,6 +84,12 @@ def setup_cc(ctx: RunContext, stack: contextlib.ExitStack) -> str:
     return run.kernel_name
 
 
+def cc_record(sc: Scenario, kernel_name: str) -> dict[str, Any]:
+    """Provenance's `cc`: what the scenario asked for, the name the kernel runs it under (a BPF CC's is
+    run-scoped), and its parameters as given. The subflow checks compare each subflow with `kernel_name`."""
+    return {"requested": sc.transport.cc, "kernel_name": kernel_name, "params": dict(sc.transport.cc_params)}
+
+
 def http_setup(ctx: RunContext, server_addr: str, stack: contextlib.ExitStack) -> server.HttpSetup:
     """The scenario's HTTP version; with TLS a fresh certificate for the server's address (and loopback,
     for the readiness check) in the run directory, whose key is deleted when the run ends."""
