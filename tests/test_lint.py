@@ -6,7 +6,10 @@ repository paths, so the fix can start from the test log.
 """
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -82,3 +85,35 @@ def test_gate_catches_an_error(gate: str, tmp_path: Path) -> None:
         assert "mpvlab/_probe.py:3:8: F401" in result.output, result.output
     else:
         assert "mpvlab/_probe.py:7: error: Incompatible return value type" in result.output, result.output
+
+
+C_COMPILERS = {"cc", "gcc", "clang"}
+
+
+def _compile_commands(makefile_dir: Path) -> list[list[str]]:
+    """The C compiler lines `make` would run to build everything in `makefile_dir` from scratch (dry run:
+    -n prints and runs nothing, -B as if no target existed). CFLAGS from the environment, as a user or a
+    packager may set it, must not take -Werror away."""
+    env = {**os.environ, "CFLAGS": "-O1"}
+    done = subprocess.run(["make", "-s", "-n", "-B", "-C", str(makefile_dir)], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, f"make -n in {makefile_dir}: {done.stderr}"
+    lines = [shlex.split(line) for line in done.stdout.splitlines() if line.strip()]
+    return [words for words in lines if Path(words[0]).name in C_COMPILERS]
+
+
+def test_every_c_makefile_turns_warnings_into_errors() -> None:
+    """Every compiler line of every Makefile that builds C (BPF objects included) carries -Werror, so a
+    new warning fails setup.sh instead of scrolling past. A Makefile beside C sources must compile some."""
+    listed = subprocess.run(["git", "ls-files", "*Makefile"], cwd=REPO, capture_output=True, text=True,
+                            check=True).stdout.split()
+    checked = 0
+    for rel in listed:
+        folder = (REPO / rel).parent
+        commands = _compile_commands(folder)
+        if any(folder.glob("*.c")) or any(folder.glob("src/*.c")):
+            assert commands, f"{rel}: C sources beside it but no compiler line in `make -n`"
+        for words in commands:
+            assert "-Werror" in words, f"{rel}: compiles without -Werror: {shlex.join(words)}"
+        checked += bool(commands)
+    assert checked >= 7, f"only {checked} Makefiles compile C: the dry run found less than the repository has"
