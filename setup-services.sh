@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by ./setup.sh: the system services that Debian packages setup.sh installs enable and start
 # on their own (apache2, ssh, munge, slurmctld, slurmd). mpvlab never uses them as services: a run
 # starts its own Apache, sshd, munged, slurmctld and slurmd, with their own configuration, inside its

@@ -26,6 +26,7 @@ DEB_GROUPS=(
   "player kind dashjs (dash.js in headless Chromium) and the HTML report's headless check|chromium"
   "sweeps on a Slurm cluster (docs/cluster.md): client tools, controller, node daemon, munge; tests/test_slurm.py starts its own one-node Slurm; the munge, slurmctld and slurmd services are left stopped and disabled|slurm-wlm slurmctld slurmd slurm-client munge"
   "a run's CPU by process and step (bench/bench_run_cost.py --ledger: perf record -e task-clock)|linux-perf"
+  "the shell-script gate in CI and before a commit (tests/lintlab.py, .pre-commit-config.yaml)|shellcheck"
 )
 DEB_PACKAGES=()
 missing=()

@@ -1,4 +1,6 @@
-"""The lint and type gates over the product code: `ruff check` and `mypy -p mpvlab`.
+"""The gates CI runs (GATES below, each run by tests/test_lint.py) and .pre-commit-config.yaml runs
+before a commit: `ruff check`, `mypy -p mpvlab`, gofmt and go vet over rtp/, shellcheck over every shell
+script, `reuse lint`. One function per gate, here, so both run the same command.
 
 mypy cannot read pyproject's package-dir mapping (`mpvlab.core` lives in `core/`), and the editable
 install's import hook is invisible to it. So this builds build/mypy-tree/mpvlab/ out of symlinks: one
@@ -7,16 +9,19 @@ every module under the name the code imports it by, and its messages are mapped 
 paths. mypy runs with that tree as its working directory because mypy searches the working
 directory first, and the repository root has an `mpvlab/` without the components.
 
-Run by hand: `.venv/bin/python tests/lintlab.py` (prints the errors of both, exits 1 if any).
+Run by hand: `.venv/bin/python tests/lintlab.py [GATE ...]` (every gate when none is named; prints
+each one's errors, exits 1 if any).
 """
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parent.parent
 TREE_UNDER_REPO = Path("build") / "mypy-tree"      # pyproject's [tool.mypy] mypy_path names the same
@@ -99,13 +104,104 @@ def run_ruff(repo: Path = REPO) -> GateResult:
     return GateResult(done.returncode, done.stdout + done.stderr)
 
 
-def main() -> int:
+def go_binary() -> Path:
+    """The Go that builds rtp/ (rtp/Makefile: the one on PATH, else /usr/local/go/bin/go); gofmt beside it."""
+    found = shutil.which("go")
+    return Path(found) if found else Path("/usr/local/go/bin/go")
+
+
+def _go_env() -> dict[str, str]:
+    # as rtp/Makefile builds: the machine's own Go, never a downloaded toolchain; go.mod/go.sum unchanged
+    return {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
+
+
+def run_gofmt(repo: Path = REPO) -> GateResult:
+    """`gofmt -l` exits 0 even when it lists files: a listed file is the failure."""
+    gofmt = go_binary().with_name("gofmt")
+    if not gofmt.is_file():
+        return GateResult(1, f"no gofmt at {gofmt} (beside the Go rtp/Makefile builds with)")
+    done = subprocess.run([str(gofmt), "-l", "rtp"], cwd=repo, capture_output=True, text=True, timeout=120)
+    listed = done.stdout.strip()
+    out = f"not gofmt-formatted (run {gofmt} -w on them):\n{listed}" if listed else ""
+    return GateResult(done.returncode or int(bool(listed)), out + done.stderr)
+
+
+def run_go_vet(repo: Path = REPO) -> GateResult:
+    if not go_binary().is_file():
+        return GateResult(1, f"no Go at {go_binary()} (rtp/Makefile builds with the machine's own Go)")
+    done = subprocess.run([str(go_binary()), "vet", "./..."], cwd=repo / "rtp", env=_go_env(),
+                          capture_output=True, text=True, timeout=600)
+    return GateResult(done.returncode, done.stdout + done.stderr)
+
+
+def shell_scripts(repo: Path = REPO) -> list[str]:
+    """Every shell script git knows of (tracked, or new and not ignored): *.sh, or a #! line naming sh
+    or bash (.ci/run)."""
+    names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=repo, capture_output=True,
+                           text=True, check=True, timeout=60).stdout.splitlines()
+    scripts = []
+    for name in sorted(set(names)):
+        path = repo / name
+        if not path.is_file() or path.is_symlink():
+            continue
+        if name.endswith(".sh"):
+            scripts.append(name)
+            continue
+        with open(path, "rb") as f:
+            first = f.readline(128)
+        if _interpreter(first) in ("sh", "bash"):
+            scripts.append(name)
+    return scripts
+
+
+def _interpreter(first_line: bytes) -> str:
+    """The program a #! line runs: `#!/bin/sh -e` -> sh, `#!/usr/bin/env bash` -> bash; "" if none."""
+    words = first_line[2:].decode(errors="replace").split() if first_line.startswith(b"#!") else []
+    if words and Path(words[0]).name == "env":
+        words = [w for w in words[1:] if not w.startswith("-")]
+    return Path(words[0]).name if words else ""
+
+
+def run_shellcheck(repo: Path = REPO) -> GateResult:
+    """All of shellcheck's findings, style included; a deliberate exception is a `# shellcheck disable=`
+    line in the script that says why."""
+    if shutil.which("shellcheck") is None:
+        return GateResult(1, "shellcheck is not installed: ./setup.sh installs it (Debian package shellcheck)")
+    scripts = shell_scripts(repo)
+    if not scripts:
+        return GateResult(1, "no shell script found: the gate would check nothing")
+    done = subprocess.run(["shellcheck", "--format", "gcc", *scripts], cwd=repo, capture_output=True,
+                          text=True, timeout=300)
+    return GateResult(done.returncode, done.stdout + done.stderr)
+
+
+def run_reuse(repo: Path = REPO) -> GateResult:
+    """`reuse lint`: every file has copyright and licence information, every licence its text."""
+    reuse = Path(sys.executable).with_name("reuse")
+    done = subprocess.run([str(reuse), "--root", str(repo), "lint"], capture_output=True, text=True, timeout=300)
+    return GateResult(done.returncode, done.stdout[-3000:] + done.stderr)
+
+
+# Every gate CI runs (tests/test_lint.py runs each) and .pre-commit-config.yaml runs before a commit
+# (tests/test_lint.py checks that its hooks are exactly these, each calling this file).
+GATES: dict[str, Callable[[], GateResult]] = {
+    "ruff": run_ruff, "mypy": run_mypy, "gofmt": run_gofmt, "go-vet": run_go_vet,
+    "shellcheck": run_shellcheck, "reuse": run_reuse,
+}
+
+
+def main(argv: list[str]) -> int:
+    unknown = [name for name in argv if name not in GATES]
+    if unknown:
+        print(f"unknown gate(s) {unknown}; the gates: {', '.join(GATES)}", file=sys.stderr)
+        return 2
     failed = 0
-    for name, result in (("ruff", run_ruff()), ("mypy", run_mypy())):
+    for name in argv or list(GATES):
+        result = GATES[name]()
         print(f"== {name} (exit {result.returncode})\n{result.output}")
         failed |= result.returncode != 0
     return int(failed)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

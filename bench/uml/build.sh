@@ -20,12 +20,14 @@ out="$cache/build"
 
 mkdir -p "$cache"
 cd "$cache"
-command -v flex >/dev/null && command -v bison >/dev/null || {
-	echo "build.sh: needs flex and bison (apt-get install flex bison)" >&2; exit 2; }
+if ! command -v flex >/dev/null || ! command -v bison >/dev/null; then
+	echo "build.sh: needs flex and bison (apt-get install flex bison)" >&2; exit 2
+fi
 
 if [ ! -d "$src" ]; then
-	ls linux-source-${ver}_*.deb >/dev/null 2>&1 || apt-get download "linux-source-$ver"
-	deb=$(ls linux-source-${ver}_*.deb | sort -V | tail -1)
+	ls linux-source-"${ver}"_*.deb >/dev/null 2>&1 || apt-get download "linux-source-$ver"
+	# the newest of the downloaded versions: Debian's names are plain (no spaces or newlines)
+	deb=$(printf '%s\n' linux-source-"${ver}"_*.deb | sort -V | tail -1)
 	dpkg-deb --fsys-tarfile "$deb" | tar -x "./usr/src/linux-source-$ver.tar.xz"
 	nice -n 19 tar -xJf "usr/src/linux-source-$ver.tar.xz"
 	rm -rf usr

@@ -30,8 +30,8 @@ cat /proc/sys/net/mptcp/available_schedulers > $O/available_schedulers.txt 2>&1
 # A kernel with modules (Debian's user-mode-linux 6.1): its modules from the package (no kmod on the
 # host's root: modload.py calls finit_module).
 kver=$(uname -r)
-if [ -d /usr/lib/uml/modules/$kver ]; then
-	python3 $MPV_DIR/modload.py /usr/lib/uml/modules/$kver veth sch_tbf sch_netem nfnetlink_queue \
+if [ -d "/usr/lib/uml/modules/$kver" ]; then
+	python3 "$MPV_DIR/modload.py" "/usr/lib/uml/modules/$kver" veth sch_tbf sch_netem nfnetlink_queue \
 		nf_tables nft_compat xt_NFQUEUE iptable_filter 2>> $O/modload.txt
 fi
 D="$MPV_DIR"
@@ -53,10 +53,11 @@ setup_topo() {
 		nsx r$i ip addr add 10.$i.2.1/24 dev rs
 		nsx s ip addr add 10.$i.2.2/24 dev s$i
 		for pair in "c c$i" "s s$i" "r$i rc" "r$i rs"; do
+			# shellcheck disable=SC2086  # split on purpose: "NAMESPACE DEVICE" (POSIX sh has no arrays)
 			set -- $pair
-			nsx $1 ip link set $2 up
+			nsx "$1" ip link set "$2" up
 			# per-packet decisions need MSS-sized skbs: no segmentation offloads
-			nsx $1 ethtool -K $2 tso off gso off gro off >/dev/null 2>&1
+			nsx "$1" ethtool -K "$2" tso off gso off gro off >/dev/null 2>&1
 		done
 		nsx r$i sysctl -qw net.ipv4.ip_forward=1
 		nsx c ip route add 10.$i.2.0/24 via 10.$i.1.1
@@ -85,8 +86,8 @@ set_links() {
 		r=r$i
 		rate=$(echo "$rates" | awk -F, -v i=$i '{print (NF >= i) ? $i : $1}')
 		if [ "$backend" = netem ]; then
-			nsx $r tc qdisc add dev rc root handle 1: netem delay ${d}ms limit 100000
-			nsx $r tc qdisc add dev rs root handle 1: netem delay ${d}ms limit 100000
+			nsx $r tc qdisc add dev rc root handle 1: netem delay "${d}ms" limit 100000
+			nsx $r tc qdisc add dev rs root handle 1: netem delay "${d}ms" limit 100000
 			parent="parent 1:1 handle 10:"
 		else
 			parent="root handle 10:"
@@ -96,19 +97,21 @@ set_links() {
 			bytes_s=$((rate * 125000))
 			burst=$((bytes_s / 1000)); [ $burst -lt 15140 ] && burst=15140
 			limit=$((bytes_s / 10)); [ $limit -lt 30000 ] && limit=30000
-			nsx $r tc qdisc add dev rc $parent tbf rate ${rate}mbit burst $burst limit $limit
+			# shellcheck disable=SC2086  # split on purpose: $parent is several tc words
+			nsx $r tc qdisc add dev rc $parent tbf rate "${rate}mbit" burst $burst limit $limit
 		fi
 		if [ "$backend" = delayline ]; then
 			printf '0 %d\n' $((d * 1000)) > /tmp/d$i.sched
 			# iptables-nft, else iptables-legacy (Debian's UML kernel has no nf_tables ipv4 table)
 			for q in "rs 1" "rc 2"; do
+				# shellcheck disable=SC2086  # split on purpose: "DEVICE QUEUE"
 				set -- $q
-				nsx $r iptables -A FORWARD -i $1 -j NFQUEUE --queue-num $2 2>/dev/null ||
-					nsx $r iptables-legacy -A FORWARD -i $1 -j NFQUEUE --queue-num $2
+				nsx $r iptables -A FORWARD -i "$1" -j NFQUEUE --queue-num "$2" 2>/dev/null ||
+					nsx $r iptables-legacy -A FORWARD -i "$1" -j NFQUEUE --queue-num "$2"
 			done
 			for q in 1 2; do
 				nsx $r "$DL" --queue $q --schedule /tmp/d$i.sched \
-					--ready-file /tmp/dl$i.$q.ready --stats $O/$cname.dl$i.$q.json &
+					--ready-file /tmp/dl$i.$q.ready --stats "$O/$cname.dl$i.$q.json" &
 			done
 			n=0
 			while [ ! -e /tmp/dl$i.1.ready ] || [ ! -e /tmp/dl$i.2.ready ]; do
@@ -125,26 +128,26 @@ cpu_busy() { awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat; }
 run_case() {
 	cname=$1 sched=$2 rate=$3 d1=$4 d2=$5 backend=$6 secs=$7 trace=$8
 	setup_topo
-	set_links $rate $backend $d1 $d2
-	[ $proto = mptcp ] && nsx s sysctl -qw net.mptcp.scheduler=$sched
+	set_links "$rate" "$backend" "$d1" "$d2"
+	[ $proto = mptcp ] && nsx s sysctl -qw "net.mptcp.scheduler=$sched"
 	# idle RTT per path (ICMP through the same qdiscs / delay line), before the transfer
 	for i in 1 2; do
 		nsx c ping -n -c 100 -i 0.02 -I 10.$i.1.2 10.$i.2.2 2>&1 | \
-			sed -n 's/.*time=\([0-9.]*\) ms/\1/p' > $O/$cname.rtt$i.txt
+			sed -n 's/.*time=\([0-9.]*\) ms/\1/p' > "$O/$cname.rtt$i.txt"
 	done
 	[ -e /sys/module/mptcp/parameters/mpv_trace ] && echo "$trace" > /sys/module/mptcp/parameters/mpv_trace
 	# MPTCP: one connection (the server announces its path-2 address). Plain TCP (no MPTCP in
 	# the guest kernel): one connection per path, at the same time.
 	paths=1; [ $proto = tcp ] && paths=2
-	spids= cpids=
+	spids='' cpids=''
 	for i in $(seq $paths); do
-		nsx s timeout $((secs + 90)) python3 $D/xfer.py server 10.$i.2.2 5000 $secs \
-			> $O/$cname.server$i.txt 2>&1 &
+		nsx s timeout $((secs + 90)) python3 "$D/xfer.py" server "10.$i.2.2" 5000 "$secs" \
+			> "$O/$cname.server$i.txt" 2>&1 &
 		spids="$spids $!"
 	done
 	for i in $(seq $paths); do
 		n=0
-		until grep -q ready $O/$cname.server$i.txt 2>/dev/null; do
+		until grep -q ready "$O/$cname.server$i.txt" 2>/dev/null; do
 			n=$((n + 1)); [ $n -gt 600 ] && { echo "$cname: server $i not ready" >> $O/errors.txt; break; }
 			sleep 0.1
 		done
@@ -152,27 +155,30 @@ run_case() {
 	echo "$cname xfer_start $(date +%s.%N)" >> $O/progress.txt
 	b0=$(cpu_busy)
 	for i in $(seq $paths); do
-		nsx c timeout $((secs + 80)) python3 $D/xfer.py client 10.$i.2.2 5000 \
-			> $O/$cname.client$i.json 2>$O/$cname.client$i.err &
+		nsx c timeout $((secs + 80)) python3 "$D/xfer.py" client "10.$i.2.2" 5000 \
+			> "$O/$cname.client$i.json" 2>"$O/$cname.client$i.err" &
 		cpids="$cpids $!"
 	done
+	# shellcheck disable=SC2086  # split on purpose: a list of pids (a bare `wait` would also wait for the delay lines)
 	wait $cpids
 	b1=$(cpu_busy)
 	echo "$cname xfer_end $(date +%s.%N)" >> $O/progress.txt
 	[ -e /sys/module/mptcp/parameters/mpv_trace ] && echo 0 > /sys/module/mptcp/parameters/mpv_trace
+	# shellcheck disable=SC2086  # split on purpose: a list of pids
 	wait $spids
-	echo "$b0 $b1" > $O/$cname.cpu.txt
-	nsx s nstat -saz TcpOutSegs TcpRetransSegs > $O/$cname.nstat_s.txt
-	nsx c nstat -saz TcpOutSegs > $O/$cname.nstat_c.txt
-	for i in 1 2; do nsx r$i tc -s qdisc show > $O/$cname.tc$i.txt; done
+	echo "$b0 $b1" > "$O/$cname.cpu.txt"
+	nsx s nstat -saz TcpOutSegs TcpRetransSegs > "$O/$cname.nstat_s.txt"
+	nsx c nstat -saz TcpOutSegs > "$O/$cname.nstat_c.txt"
+	for i in 1 2; do nsx r$i tc -s qdisc show > "$O/$cname.tc$i.txt"; done
 	sleep 0.5
 	teardown_topo
-	dmesg -c | grep 'mpvlab: ' > $O/$cname.dmesg.txt
+	dmesg -c | grep 'mpvlab: ' > "$O/$cname.dmesg.txt"
 	echo "$cname done $(date +%s.%N)" >> $O/progress.txt
 }
 
 dmesg -c > $O/dmesg.boot.txt
 grep -v '^#' "$O/$MPV_CASES" | while read -r line; do
+	# shellcheck disable=SC2086  # split on purpose: a case line is the 8 fields run_case takes
 	[ -n "$line" ] && run_case $line < /dev/null
 done
 echo "end_wall $(date +%s.%N)" >> $O/boot.txt
