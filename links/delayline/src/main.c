@@ -481,302 +481,329 @@ bad:
 	return -1;
 }
 
-int main(int argc, char **argv)
+/* The command line. The parse step fills this and the loss and capacity
+ * settings of struct dl; the build step reads it; so does the summary. */
+struct cli {
+	const char *sched_path, *ready, *stats_path, *steplog_path,
+		   *trace_path, *rate_path, *rlog_path;
+	uint64_t queue, t0, seed, maxlen, rtprio, opp_bytes, overhead,
+		 selftest, tol_us;
+	int have_t0, check, have_overhead, nge; /* nge: bit per --ge-* given */
+};
+
+/* parse_cli() and build() return GO_ON to go on, else main's exit status. */
+#define GO_ON (-1)
+
+static const struct option long_opts[] = {
+	{ "queue", required_argument, 0, 'q' },
+	{ "schedule", required_argument, 0, 's' },
+	{ "t0-ns", required_argument, 0, 't' },
+	{ "loss", required_argument, 0, 'l' },
+	{ "seed", required_argument, 0, 'S' },
+	{ "maxlen", required_argument, 0, 'm' },
+	{ "rt-prio", required_argument, 0, 'r' },
+	{ "ready-file", required_argument, 0, 'R' },
+	{ "stats", required_argument, 0, 'o' },
+	{ "step-log", required_argument, 0, 'L' },
+	{ "check", no_argument, 0, 'c' },
+	{ "ge-p", required_argument, 0, 1001 },
+	{ "ge-r", required_argument, 0, 1002 },
+	{ "ge-loss-bad", required_argument, 0, 1003 },
+	{ "ge-loss-good", required_argument, 0, 1004 },
+	{ "capacity-trace", required_argument, 0, 1005 },
+	{ "rate-schedule", required_argument, 0, 1006 },
+	{ "opportunity-bytes", required_argument, 0, 1007 },
+	{ "packet-overhead", required_argument, 0, 1008 },
+	{ "queue-packets", required_argument, 0, 1009 },
+	{ "queue-bytes", required_argument, 0, 1010 },
+	{ "outage", required_argument, 0, 1011 },
+	{ "release-log", required_argument, 0, 1012 },
+	{ "loss-selftest", required_argument, 0, 1013 },
+	{ "t0-file", required_argument, 0, 1014 },
+	{ "batch-tolerance-us", required_argument, 0, 1015 },
+	{ "help", no_argument, 0, 'h' },
+	{ 0, 0, 0, 0 },
+};
+
+/* One option: GO_ON, or the exit status (0 after --help, 2 on a bad value). */
+static int parse_option(int opt, const char *arg, struct cli *o, struct dl *d)
 {
-	static const struct option opts[] = {
-		{ "queue", required_argument, 0, 'q' },
-		{ "schedule", required_argument, 0, 's' },
-		{ "t0-ns", required_argument, 0, 't' },
-		{ "loss", required_argument, 0, 'l' },
-		{ "seed", required_argument, 0, 'S' },
-		{ "maxlen", required_argument, 0, 'm' },
-		{ "rt-prio", required_argument, 0, 'r' },
-		{ "ready-file", required_argument, 0, 'R' },
-		{ "stats", required_argument, 0, 'o' },
-		{ "step-log", required_argument, 0, 'L' },
-		{ "check", no_argument, 0, 'c' },
-		{ "ge-p", required_argument, 0, 1001 },
-		{ "ge-r", required_argument, 0, 1002 },
-		{ "ge-loss-bad", required_argument, 0, 1003 },
-		{ "ge-loss-good", required_argument, 0, 1004 },
-		{ "capacity-trace", required_argument, 0, 1005 },
-		{ "rate-schedule", required_argument, 0, 1006 },
-		{ "opportunity-bytes", required_argument, 0, 1007 },
-		{ "packet-overhead", required_argument, 0, 1008 },
-		{ "queue-packets", required_argument, 0, 1009 },
-		{ "queue-bytes", required_argument, 0, 1010 },
-		{ "outage", required_argument, 0, 1011 },
-		{ "release-log", required_argument, 0, 1012 },
-		{ "loss-selftest", required_argument, 0, 1013 },
-		{ "t0-file", required_argument, 0, 1014 },
-		{ "batch-tolerance-us", required_argument, 0, 1015 },
-		{ "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
-	};
-	static struct dl d;
-	const char *sched_path = NULL, *ready = NULL, *stats_path = NULL,
-		   *steplog_path = NULL, *trace_path = NULL, *rate_path = NULL,
-		   *rlog_path = NULL;
-	uint64_t queue = UINT64_MAX, t0 = 0, seed = 1, maxlen = 65536,
-		 rtprio = 50, opp_bytes = DL_MAHIMAHI_OPP_BYTES, overhead = 0,
-		 selftest = 0, u64, tol_us = DL_DEFAULT_TOLERANCE_US;
-	int have_t0 = 0, check = 0, opt, rc = 0, have_overhead = 0, nge = 0;
 	double prob;
+	uint64_t u64;
 	char err[512];
-	struct dl_run_info ri;
-	sigset_t block, orig;
-	struct sigaction sa;
 
-	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'q':
-			if (parse_u64_arg("--queue", optarg, 65535, &queue))
-				return 2;
-			break;
-		case 's':
-			sched_path = optarg;
-			break;
-		case 't':
-			if (parse_u64_arg("--t0-ns", optarg, INT64_MAX / 2, &t0))
-				return 2;
-			have_t0 = 1;
-			break;
-		case 'l':
-			if (parse_prob_arg("--loss", optarg, &d.loss.prob))
-				return 2;
-			if (d.loss.prob > 0.0)
-				d.loss.kind = DL_LOSS_INDEPENDENT;
-			break;
-		case 1001: case 1002: case 1003: case 1004: {
-			static const char *nm[] = { "--ge-p", "--ge-r",
-						    "--ge-loss-bad", "--ge-loss-good" };
-			double *dst[] = { &d.loss.p_gb, &d.loss.p_bg,
-					  &d.loss.loss_bad, &d.loss.loss_good };
+	switch (opt) {
+	case 'q':
+		if (parse_u64_arg("--queue", arg, 65535, &o->queue))
+			return 2;
+		break;
+	case 's':
+		o->sched_path = arg;
+		break;
+	case 't':
+		if (parse_u64_arg("--t0-ns", arg, INT64_MAX / 2, &o->t0))
+			return 2;
+		o->have_t0 = 1;
+		break;
+	case 'l':
+		if (parse_prob_arg("--loss", arg, &d->loss.prob))
+			return 2;
+		if (d->loss.prob > 0.0)
+			d->loss.kind = DL_LOSS_INDEPENDENT;
+		break;
+	case 1001: case 1002: case 1003: case 1004: {
+		static const char *nm[] = { "--ge-p", "--ge-r",
+					    "--ge-loss-bad", "--ge-loss-good" };
+		double *dst[] = { &d->loss.p_gb, &d->loss.p_bg,
+				  &d->loss.loss_bad, &d->loss.loss_good };
 
-			if (parse_prob_arg(nm[opt - 1001], optarg, &prob))
-				return 2;
-			*dst[opt - 1001] = prob;
-			nge |= 1 << (opt - 1001);
-			break;
-		}
-		case 1005:
-			trace_path = optarg;
-			break;
-		case 1006:
-			rate_path = optarg;
-			break;
-		case 1007:
-			if (parse_u64_arg("--opportunity-bytes", optarg, 1 << 20, &opp_bytes))
-				return 2;
-			if (opp_bytes < 1) {
-				fprintf(stderr, PROG ": --opportunity-bytes must be >= 1\n");
-				return 2;
-			}
-			break;
-		case 1008:
-			if (parse_u64_arg("--packet-overhead", optarg, 1024, &overhead))
-				return 2;
-			have_overhead = 1;
-			break;
-		case 1009:
-			if (parse_u64_arg("--queue-packets", optarg, 1u << 24, &u64))
-				return 2;
-			d.link.limit_packets = u64;
-			break;
-		case 1010:
-			if (parse_u64_arg("--queue-bytes", optarg, 1ULL << 34, &u64))
-				return 2;
-			d.link.limit_bytes = u64;
-			break;
-		case 1011:
-			if (dl_outage_add(&d.out, optarg, err, sizeof(err)) < 0) {
-				fprintf(stderr, PROG ": %s\n", err);
-				return 2;
-			}
-			break;
-		case 1012:
-			rlog_path = optarg;
-			break;
-		case 1014:
-			d.t0_file = optarg;
-			break;
-		case 1015:
-			if (parse_u64_arg("--batch-tolerance-us", optarg, 10000, &tol_us))
-				return 2;
-			break;
-		case 1013:
-			if (parse_u64_arg("--loss-selftest", optarg, 1ULL << 40, &selftest))
-				return 2;
-			break;
-		case 'S':
-			if (parse_u64_arg("--seed", optarg, UINT64_MAX, &seed))
-				return 2;
-			break;
-		case 'm':
-			if (parse_u64_arg("--maxlen", optarg, 1u << 24, &maxlen))
-				return 2;
-			if (maxlen < 1) {
-				fprintf(stderr, PROG ": --maxlen must be >= 1\n");
-				return 2;
-			}
-			break;
-		case 'r':
-			if (parse_u64_arg("--rt-prio", optarg, 99, &rtprio))
-				return 2;
-			break;
-		case 'R':
-			ready = optarg;
-			break;
-		case 'o':
-			stats_path = optarg;
-			break;
-		case 'L':
-			steplog_path = optarg;
-			break;
-		case 'c':
-			check = 1;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
+		if (parse_prob_arg(nm[opt - 1001], arg, &prob))
+			return 2;
+		*dst[opt - 1001] = prob;
+		o->nge |= 1 << (opt - 1001);
+		break;
+	}
+	case 1005:
+		o->trace_path = arg;
+		break;
+	case 1006:
+		o->rate_path = arg;
+		break;
+	case 1007:
+		if (parse_u64_arg("--opportunity-bytes", arg, 1 << 20, &o->opp_bytes))
+			return 2;
+		if (o->opp_bytes < 1) {
+			fprintf(stderr, PROG ": --opportunity-bytes must be >= 1\n");
 			return 2;
 		}
+		break;
+	case 1008:
+		if (parse_u64_arg("--packet-overhead", arg, 1024, &o->overhead))
+			return 2;
+		o->have_overhead = 1;
+		break;
+	case 1009:
+		if (parse_u64_arg("--queue-packets", arg, 1u << 24, &u64))
+			return 2;
+		d->link.limit_packets = u64;
+		break;
+	case 1010:
+		if (parse_u64_arg("--queue-bytes", arg, 1ULL << 34, &u64))
+			return 2;
+		d->link.limit_bytes = u64;
+		break;
+	case 1011:
+		if (dl_outage_add(&d->out, arg, err, sizeof(err)) < 0) {
+			fprintf(stderr, PROG ": %s\n", err);
+			return 2;
+		}
+		break;
+	case 1012:
+		o->rlog_path = arg;
+		break;
+	case 1014:
+		d->t0_file = arg;
+		break;
+	case 1015:
+		if (parse_u64_arg("--batch-tolerance-us", arg, 10000, &o->tol_us))
+			return 2;
+		break;
+	case 1013:
+		if (parse_u64_arg("--loss-selftest", arg, 1ULL << 40, &o->selftest))
+			return 2;
+		break;
+	case 'S':
+		if (parse_u64_arg("--seed", arg, UINT64_MAX, &o->seed))
+			return 2;
+		break;
+	case 'm':
+		if (parse_u64_arg("--maxlen", arg, 1u << 24, &o->maxlen))
+			return 2;
+		if (o->maxlen < 1) {
+			fprintf(stderr, PROG ": --maxlen must be >= 1\n");
+			return 2;
+		}
+		break;
+	case 'r':
+		if (parse_u64_arg("--rt-prio", arg, 99, &o->rtprio))
+			return 2;
+		break;
+	case 'R':
+		o->ready = arg;
+		break;
+	case 'o':
+		o->stats_path = arg;
+		break;
+	case 'L':
+		o->steplog_path = arg;
+		break;
+	case 'c':
+		o->check = 1;
+		break;
+	case 'h':
+		usage(stdout);
+		return 0;
+	default:
+		usage(stderr);
+		return 2;
 	}
+	return GO_ON;
+}
+
+/* Parse: the command line into `o` and d's loss/capacity/outage settings,
+ * each value checked on its own (combinations are the build step's). */
+static int parse_cli(int argc, char **argv, struct cli *o, struct dl *d)
+{
+	int opt, rc;
+
+	*o = (struct cli){ .queue = UINT64_MAX, .seed = 1, .maxlen = 65536,
+			   .rtprio = 50, .opp_bytes = DL_MAHIMAHI_OPP_BYTES,
+			   .tol_us = DL_DEFAULT_TOLERANCE_US };
+	while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1)
+		if ((rc = parse_option(opt, optarg, o, d)) != GO_ON)
+			return rc;
 	if (optind < argc) {
 		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
 		return 2;
 	}
-	if (nge != 0) {
-		if (nge != 15 || d.loss.kind == DL_LOSS_INDEPENDENT) {
+	return GO_ON;
+}
+
+/* The loss model the options chose (Gilbert-Elliott needs all four of its
+ * options and no --loss), seeded. */
+static int build_loss(const struct cli *o, struct dl *d)
+{
+	if (o->nge != 0) {
+		if (o->nge != 15 || d->loss.kind == DL_LOSS_INDEPENDENT) {
 			fprintf(stderr,
 				PROG ": Gilbert-Elliott needs all of --ge-p --ge-r --ge-loss-bad --ge-loss-good, and no --loss\n");
 			return 2;
 		}
-		if (d.loss.p_gb <= 0.0 || d.loss.p_bg <= 0.0) {
+		if (d->loss.p_gb <= 0.0 || d->loss.p_bg <= 0.0) {
 			fprintf(stderr,
 				PROG ": --ge-p and --ge-r must be > 0 (otherwise the chain never changes state)\n");
 			return 2;
 		}
-		d.loss.kind = DL_LOSS_GE;
+		d->loss.kind = DL_LOSS_GE;
 	}
-	dl_loss_seed(&d.loss, seed);
-	if (selftest) {
-		/* The packet path's own loss code, without a queue: a fast,
-		 * deterministic check of the achieved rate and bursts. */
-		for (uint64_t i = 0; i < selftest; i++)
-			dl_loss_drop(&d.loss);
-		dl_loss_finish(&d.loss);
-		dl_loss_json(stdout, &d.loss);
-		printf("\n");
-		return 0;
-	}
-	if (trace_path && rate_path) {
+	dl_loss_seed(&d->loss, o->seed);
+	return GO_ON;
+}
+
+/* The capacity stage: a Mahimahi trace or a rate schedule (or none). */
+static int build_capacity(const struct cli *o, struct dl *d)
+{
+	char err[512];
+
+	if (o->trace_path && o->rate_path) {
 		fprintf(stderr, PROG ": give --capacity-trace or --rate-schedule, not both\n");
 		return 2;
 	}
-	if (!trace_path && !rate_path &&
-	    (d.link.limit_packets || d.link.limit_bytes || have_overhead)) {
+	if (!o->trace_path && !o->rate_path &&
+	    (d->link.limit_packets || d->link.limit_bytes || o->have_overhead)) {
 		fprintf(stderr, PROG ": --queue-packets/--queue-bytes/--packet-overhead need a capacity (--capacity-trace or --rate-schedule)\n");
 		return 2;
 	}
-	if (trace_path) {
-		d.link.opp_bytes = (uint32_t)opp_bytes;
-		if (dl_cap_load_trace(&d.link, trace_path, err, sizeof(err)) < 0) {
+	if (o->trace_path) {
+		d->link.opp_bytes = (uint32_t)o->opp_bytes;
+		if (dl_cap_load_trace(&d->link, o->trace_path, err, sizeof(err)) < 0) {
 			fprintf(stderr, PROG ": %s\n", err);
 			return 2;
 		}
-		d.link.overhead = have_overhead ? (uint32_t)overhead : DL_MAHIMAHI_OVERHEAD;
+		d->link.overhead = o->have_overhead ? (uint32_t)o->overhead : DL_MAHIMAHI_OVERHEAD;
 	}
-	if (rate_path) {
-		if (dl_cap_load_rate(&d.link, rate_path, err, sizeof(err)) < 0) {
+	if (o->rate_path) {
+		if (dl_cap_load_rate(&d->link, o->rate_path, err, sizeof(err)) < 0) {
 			fprintf(stderr, PROG ": %s\n", err);
 			return 2;
 		}
-		d.link.overhead = (uint32_t)overhead;
+		d->link.overhead = (uint32_t)o->overhead;
 	}
-	d.link.outages = &d.out;
-	if (!sched_path) {
-		fprintf(stderr, PROG ": --schedule FILE is required\n");
-		usage(stderr);
-		return 2;
-	}
-	if (dl_schedule_load(sched_path, &d.sched, err, sizeof(err)) < 0) {
-		fprintf(stderr, PROG ": %s\n", err);
-		return 2;
-	}
-	if (check) {
-		printf("{\"period_us\": %" PRId64 ", \"max_delay_us\": %" PRId64
-		       ", \"points\": [",
-		       d.sched.period_ns / 1000, d.sched.max_delay_ns / 1000);
-		for (size_t i = 0; i < d.sched.n; i++)
-			printf("%s[%" PRId64 ", %" PRId64 "]", i ? ", " : "",
-			       d.sched.pts[i].t_ns / 1000,
-			       d.sched.pts[i].delay_ns / 1000);
-		printf("]}\n");
-		dl_schedule_free(&d.sched);
-		return 0;
-	}
-	if (queue == UINT64_MAX) {
-		fprintf(stderr, PROG ": --queue NUM is required\n");
-		usage(stderr);
-		return 2;
-	}
+	d->link.outages = &d->out;
+	return GO_ON;
+}
 
+/* --check: the schedule as loaded, as JSON on stdout. */
+static void print_schedule(const struct dl_schedule *sc)
+{
+	printf("{\"period_us\": %" PRId64 ", \"max_delay_us\": %" PRId64
+	       ", \"points\": [",
+	       sc->period_ns / 1000, sc->max_delay_ns / 1000);
+	for (size_t i = 0; i < sc->n; i++)
+		printf("%s[%" PRId64 ", %" PRId64 "]", i ? ", " : "",
+		       sc->pts[i].t_ns / 1000,
+		       sc->pts[i].delay_ns / 1000);
+	printf("]}\n");
+}
+
+/* The held-packet ring and the two optional logs. */
+static int build_buffers(const struct cli *o, struct dl *d)
+{
 	/* Ring at least as large as the kernel queue, so it cannot overflow. */
-	for (d.cap = 1; d.cap < maxlen; d.cap <<= 1)
+	for (d->cap = 1; d->cap < o->maxlen; d->cap <<= 1)
 		;
-	d.ring = calloc(d.cap, sizeof(*d.ring));
-	if (!d.ring || dl_stats_init(&d.st) < 0 ||
-	    (d.link.kind != DL_CAP_NONE && dl_cap_init_queue(&d.link, d.cap) < 0)) {
+	d->ring = calloc(d->cap, sizeof(*d->ring));
+	if (!d->ring || dl_stats_init(&d->st) < 0 ||
+	    (d->link.kind != DL_CAP_NONE && dl_cap_init_queue(&d->link, d->cap) < 0)) {
 		fprintf(stderr, PROG ": out of memory\n");
 		return 1;
 	}
-	if (rlog_path) {
-		d.rlog = fopen(rlog_path, "w");
-		if (!d.rlog) {
+	if (o->rlog_path) {
+		d->rlog = fopen(o->rlog_path, "w");
+		if (!d->rlog) {
 			fprintf(stderr, PROG ": cannot open release log %s: %s\n",
-				rlog_path, strerror(errno));
+				o->rlog_path, strerror(errno));
 			return 1;
 		}
-		setvbuf(d.rlog, NULL, _IOFBF, 1 << 20);
-		fprintf(d.rlog, "seq,len,arrival_ns,fate,depart_ns,target_ns,release_ns,q_packets,q_bytes\n");
+		setvbuf(d->rlog, NULL, _IOFBF, 1 << 20);
+		fprintf(d->rlog, "seq,len,arrival_ns,fate,depart_ns,target_ns,release_ns,q_packets,q_bytes\n");
 	}
-	if (steplog_path) {
-		d.steplog = fopen(steplog_path, "w");
-		if (!d.steplog) {
+	if (o->steplog_path) {
+		d->steplog = fopen(o->steplog_path, "w");
+		if (!d->steplog) {
 			fprintf(stderr, PROG ": cannot open step log %s: %s\n",
-				steplog_path, strerror(errno));
+				o->steplog_path, strerror(errno));
 			return 1;
 		}
-		fprintf(d.steplog, "t_ns_rel,delay_us\n");
+		fprintf(d->steplog, "t_ns_rel,delay_us\n");
 	}
+	return GO_ON;
+}
 
-	/* Timing: 1 ns timer slack (default 50 us would be added to every
-	 * wake-up), real-time priority so a busy 2-core machine cannot delay
-	 * our wake-ups by a scheduler tick, and no page faults later. */
+/* Timing: 1 ns timer slack (default 50 us would be added to every
+ * wake-up), real-time priority so a busy 2-core machine cannot delay
+ * our wake-ups by a scheduler tick, and no page faults later. */
+static int build_timing(const struct cli *o)
+{
 	if (prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) < 0) {
 		fprintf(stderr, PROG ": PR_SET_TIMERSLACK failed: %s\n",
 			strerror(errno));
 		return 1;
 	}
-	if (rtprio > 0) {
-		struct sched_param sp = { .sched_priority = (int)rtprio };
+	if (o->rtprio > 0) {
+		struct sched_param sp = { .sched_priority = (int)o->rtprio };
 
 		if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0) {
 			fprintf(stderr,
 				PROG ": cannot set SCHED_FIFO priority %d: %s (use --rt-prio 0 to run without real-time priority)\n",
-				(int)rtprio, strerror(errno));
+				(int)o->rtprio, strerror(errno));
 			return 1;
 		}
 	}
 	if (mlockall(MCL_CURRENT | MCL_FUTURE) < 0)
 		fprintf(stderr, PROG ": warning: mlockall failed: %s\n",
 			strerror(errno));
+	return GO_ON;
+}
 
-	/* Signals are only delivered inside ppoll (no lost wake-ups). */
+/* Signals are only delivered inside ppoll (no lost wake-ups): blocked
+ * here, `orig` is the mask ppoll waits with. */
+static void block_signals(sigset_t *orig)
+{
+	struct sigaction sa;
+	sigset_t block;
+
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
@@ -787,54 +814,107 @@ int main(int argc, char **argv)
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGUSR1);
-	sigprocmask(SIG_BLOCK, &block, &orig);
-	sigdelset(&orig, SIGTERM);
-	sigdelset(&orig, SIGINT);
-	sigdelset(&orig, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &block, orig);
+	sigdelset(orig, SIGTERM);
+	sigdelset(orig, SIGINT);
+	sigdelset(orig, SIGUSR1);
+}
 
-	memset(&ri, 0, sizeof(ri));
-	ri.start_ns = mono_ns();
-	d.t0_ns = have_t0 ? (int64_t)t0 : ri.start_ns;
-	d.t0_initial_ns = d.t0_ns;
-	d.last_target_ns = INT64_MIN;
-	d.tol_ns = (int64_t)tol_us * 1000;
-	d.last_read_ns = INT64_MIN;
-	d.gap_ewma_ns = DL_GAP_UNKNOWN; /* treated as sparse traffic */
+/* Build: check the options together, load the models, then (unless a
+ * one-shot mode answers and exits: --loss-selftest, --check) allocate,
+ * set timing and signals, fix t0, bind the queue and say ready. */
+static int build(const struct cli *o, struct dl *d, struct dl_run_info *ri,
+		 sigset_t *orig)
+{
+	char err[512];
+	int rc;
+
+	if ((rc = build_loss(o, d)) != GO_ON)
+		return rc;
+	if (o->selftest) {
+		/* The packet path's own loss code, without a queue: a fast,
+		 * deterministic check of the achieved rate and bursts. */
+		for (uint64_t i = 0; i < o->selftest; i++)
+			dl_loss_drop(&d->loss);
+		dl_loss_finish(&d->loss);
+		dl_loss_json(stdout, &d->loss);
+		printf("\n");
+		return 0;
+	}
+	if ((rc = build_capacity(o, d)) != GO_ON)
+		return rc;
+	if (!o->sched_path) {
+		fprintf(stderr, PROG ": --schedule FILE is required\n");
+		usage(stderr);
+		return 2;
+	}
+	if (dl_schedule_load(o->sched_path, &d->sched, err, sizeof(err)) < 0) {
+		fprintf(stderr, PROG ": %s\n", err);
+		return 2;
+	}
+	if (o->check) {
+		print_schedule(&d->sched);
+		dl_schedule_free(&d->sched);
+		return 0;
+	}
+	if (o->queue == UINT64_MAX) {
+		fprintf(stderr, PROG ": --queue NUM is required\n");
+		usage(stderr);
+		return 2;
+	}
+	if ((rc = build_buffers(o, d)) != GO_ON || (rc = build_timing(o)) != GO_ON)
+		return rc;
+	block_signals(orig);
+
+	memset(ri, 0, sizeof(*ri));
+	ri->start_ns = mono_ns();
+	d->t0_ns = o->have_t0 ? (int64_t)o->t0 : ri->start_ns;
+	d->t0_initial_ns = d->t0_ns;
+	d->last_target_ns = INT64_MIN;
+	d->tol_ns = (int64_t)o->tol_us * 1000;
+	d->last_read_ns = INT64_MIN;
+	d->gap_ewma_ns = DL_GAP_UNKNOWN; /* treated as sparse traffic */
 
 	/* With a capacity model the kernel must hand us MTU-sized packets
 	 * (Mahimahi reads them from a TUN device): without F_GSO it segments
 	 * GSO skbs before queueing. Delay-only lines keep GSO skbs whole. */
-	if (dl_nfq_open(&d.q, (unsigned)queue, (unsigned)maxlen, COPY_RANGE,
-			d.link.kind == DL_CAP_NONE, on_packet, &d, err,
+	if (dl_nfq_open(&d->q, (unsigned)o->queue, (unsigned)o->maxlen, COPY_RANGE,
+			d->link.kind == DL_CAP_NONE, on_packet, d, err,
 			sizeof(err)) < 0) {
 		fprintf(stderr, PROG ": %s\n", err);
 		return 1;
 	}
-	if (ready && write_ready_file(ready) < 0) {
-		fprintf(stderr, PROG ": cannot write ready file %s: %s\n", ready,
+	if (o->ready && write_ready_file(o->ready) < 0) {
+		fprintf(stderr, PROG ": cannot write ready file %s: %s\n", o->ready,
 			strerror(errno));
-		dl_nfq_close(&d.q);
+		dl_nfq_close(&d->q);
 		return 1;
 	}
+	return GO_ON;
+}
 
+/* Loop: release what is due, sleep until the next target (or an outage
+ * start, a packet, a signal), take new packets; until SIGTERM/SIGINT.
+ * Returns 0, or 1 after a failure that ended it. */
+static int run_loop(struct dl *d, const sigset_t *orig)
+{
 	while (!g_stop) {
-		struct pollfd pfd = { .fd = d.q.fd, .events = POLLIN };
+		struct pollfd pfd = { .fd = d->q.fd, .events = POLLIN };
 		struct timespec ts, *tsp = NULL;
 		int r;
 
-		if (release_due(&d, 0) < 0) {
+		if (release_due(d, 0) < 0) {
 			fprintf(stderr, PROG ": sending verdict failed: %s\n",
 				strerror(errno));
-			rc = 1;
-			break;
+			return 1;
 		}
-		if (d.count > 0) {
-			int64_t wake = next_wake(&d), wait;
+		if (d->count > 0) {
+			int64_t wake = next_wake(d), wait;
 
 			/* An outage start must drop what waits for the link. */
-			if (d.next_outage < d.out.n &&
-			    d.t0_ns + d.out.start_ns[d.next_outage] < wake)
-				wake = d.t0_ns + d.out.start_ns[d.next_outage];
+			if (d->next_outage < d->out.n &&
+			    d->t0_ns + d->out.start_ns[d->next_outage] < wake)
+				wake = d->t0_ns + d->out.start_ns[d->next_outage];
 			wait = wake - mono_ns();
 
 			if (wait < 0)
@@ -843,74 +923,93 @@ int main(int argc, char **argv)
 			ts.tv_nsec = wait % 1000000000LL;
 			tsp = &ts;
 		}
-		r = ppoll(&pfd, 1, tsp, &orig);
-		d.st.wakeups++;
+		r = ppoll(&pfd, 1, tsp, orig);
+		d->st.wakeups++;
 		if (g_t0_pending) {
 			g_t0_pending = 0;
-			if (apply_t0_file(&d) < 0) {
-				rc = 1;
-				break;
-			}
+			if (apply_t0_file(d) < 0)
+				return 1;
 		}
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			fprintf(stderr, PROG ": ppoll: %s\n", strerror(errno));
-			rc = 1;
-			break;
+			return 1;
 		}
-		if (r > 0 && dl_nfq_drain(&d.q, 256) < 0) {
+		if (r > 0 && dl_nfq_drain(&d->q, 256) < 0) {
 			fprintf(stderr, PROG ": netlink receive failed: %s\n",
 				strerror(errno));
-			rc = 1;
-			break;
+			return 1;
 		}
 	}
+	return 0;
+}
 
-	/* Shutdown: take what is already queued to us, let everything held go
-	 * now, then read the kernel's drop counters before the queue goes. */
-	dl_nfq_drain(&d.q, 1 << 20);
-	release_due(&d, 1);
-	dl_nfq_proc_counters((unsigned)queue, &d.st.kernel_queue_dropped,
-			     &d.st.kernel_user_dropped);
-	d.st.enobufs = d.q.enobufs;
-	d.st.truncated = d.q.truncated;
-	d.st.recv_calls = d.q.recv_calls;
-	d.st.drops_local += d.q.nl_errors;
-	dl_nfq_close(&d.q);
-	if (d.q.nl_errors)
+/* Shutdown: take what is already queued to us, let everything held go
+ * now, then read the kernel's drop counters before the queue goes; close
+ * the logs and write the statistics. Returns the exit status. */
+static int finish(const struct cli *o, struct dl *d, struct dl_run_info *ri,
+		  int rc)
+{
+	dl_nfq_drain(&d->q, 1 << 20);
+	release_due(d, 1);
+	dl_nfq_proc_counters((unsigned)o->queue, &d->st.kernel_queue_dropped,
+			     &d->st.kernel_user_dropped);
+	d->st.enobufs = d->q.enobufs;
+	d->st.truncated = d->q.truncated;
+	d->st.recv_calls = d->q.recv_calls;
+	d->st.drops_local += d->q.nl_errors;
+	dl_nfq_close(&d->q);
+	if (d->q.nl_errors)
 		fprintf(stderr, PROG ": %" PRIu64 " netlink errors (last: %s)\n",
-			d.q.nl_errors, strerror(d.q.last_nl_error));
+			d->q.nl_errors, strerror(d->q.last_nl_error));
 
-	ri.queue = (unsigned)queue;
-	ri.t0_ns = d.t0_ns;
-	ri.end_ns = mono_ns();
-	ri.loss = d.loss.kind == DL_LOSS_INDEPENDENT ? d.loss.prob : 0.0;
-	ri.extra = write_extra;
-	ri.extra_ctx = &d;
-	ri.seed = seed;
-	ri.maxlen = (unsigned)maxlen;
-	ri.rt_prio = (int)rtprio;
-	ri.batch_tolerance_ns = d.tol_ns;
-	ri.schedule = sched_path;
-	if (d.rlog && fclose(d.rlog) != 0) {
+	ri->queue = (unsigned)o->queue;
+	ri->t0_ns = d->t0_ns;
+	ri->end_ns = mono_ns();
+	ri->loss = d->loss.kind == DL_LOSS_INDEPENDENT ? d->loss.prob : 0.0;
+	ri->extra = write_extra;
+	ri->extra_ctx = d;
+	ri->seed = o->seed;
+	ri->maxlen = (unsigned)o->maxlen;
+	ri->rt_prio = (int)o->rtprio;
+	ri->batch_tolerance_ns = d->tol_ns;
+	ri->schedule = o->sched_path;
+	if (d->rlog && fclose(d->rlog) != 0) {
 		fprintf(stderr, PROG ": writing release log failed: %s\n",
 			strerror(errno));
 		rc = 1;
 	}
-	if (d.steplog && fclose(d.steplog) != 0) {
+	if (d->steplog && fclose(d->steplog) != 0) {
 		fprintf(stderr, PROG ": writing step log failed: %s\n",
 			strerror(errno));
 		rc = 1;
 	}
-	if (stats_path && dl_stats_write_json(stats_path, &d.st, &ri) < 0) {
-		fprintf(stderr, PROG ": cannot write stats %s: %s\n", stats_path,
+	if (o->stats_path && dl_stats_write_json(o->stats_path, &d->st, ri) < 0) {
+		fprintf(stderr, PROG ": cannot write stats %s: %s\n", o->stats_path,
 			strerror(errno));
 		rc = 1;
 	}
-	dl_stats_free(&d.st);
-	dl_schedule_free(&d.sched);
-	dl_cap_free(&d.link);
-	free(d.ring);
+	dl_stats_free(&d->st);
+	dl_schedule_free(&d->sched);
+	dl_cap_free(&d->link);
+	free(d->ring);
 	return rc;
+}
+
+/* parse -> build -> loop -> finish (Mahimahi's shells have the same shape). */
+int main(int argc, char **argv)
+{
+	static struct dl d;
+	struct cli o;
+	struct dl_run_info ri;
+	sigset_t orig;
+	int rc;
+
+	if ((rc = parse_cli(argc, argv, &o, &d)) != GO_ON)
+		return rc;
+	if ((rc = build(&o, &d, &ri, &orig)) != GO_ON)
+		return rc;
+	rc = run_loop(&d, &orig);
+	return finish(&o, &d, &ri, rc);
 }
