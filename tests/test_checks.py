@@ -100,3 +100,18 @@ def test_pcap_bytes_warns() -> None:
         out = capture.view(topo, cap, {"connections": []})
         assert out["checks"]["pcap_bytes_client_mvabc0"]["ok"] is ok
         assert checks.failed(out["warnings"]) == ([] if ok else ["pcap_bytes_client_mvabc0"])
+
+
+def test_the_table_has_every_check_and_a_section_per_workload() -> None:
+    page = checks.table_page()
+    for c in checks.CHECKS:
+        assert f"| `{c.name}` |" in page, c.name
+        assert c.applies and set(c.applies) <= set(checks.WORKLOADS), c.name
+        assert c.stored in {"cross_checks", "rtp.checks", "fidelity_checks"}, c.name
+        # a fidelity check's failure sets fidelity_ok false; a cross-check's is a warning or ends the run
+        assert (c.stored == "fidelity_checks") == (c.on_failure == "fidelity_ok false"), c.name
+    for key, title in checks.WORKLOADS.items():
+        n = sum(key in c.applies for c in checks.CHECKS)
+        assert f"### {title}\n\n{n} checks." in page, key
+    # the rtp workloads carry their nine checks, the probe's two and the interface check
+    assert sum("rtp-gcc" in c.applies for c in checks.CHECKS) == 12
