@@ -409,6 +409,13 @@ def test_lateness_from_the_kernel_arrival_stamp_is_judged_beside_the_read_time_o
                                             "kernel arrival stamp (bound 20 ms; it waited up to 8381.0 ms to be "
                                             "read): the line was stopped or starved (a host stall?)")
     assert stalled["table"][0]["lateness_from_arrival_ms_max"] == 8400.0
+    # both late: one warning naming both figures
+    both = fidelity.judge_run(sc, {"delay_lines": {"link-down": {
+        "lateness_us": {"p99": 300, "max": 29_600, "n": 9}, "arrival_stamped": 9, "arrival_unstamped": 0,
+        "read_wait_us_max": 7_200, "lateness_from_arrival_us": {"p99": 400, "max": 29_700, "n": 9}}}, "links": links},
+        tmp_path, tmp_path, None, dict(NO_FIDELITY_PROBE))
+    assert both["warnings"] == ["link-down: delay line released a packet 29.6 ms late (bound 20 ms; 29.7 ms counted "
+                                "from its kernel arrival stamp)"]
     # a line whose packets carried no stamp: the figure is null, and nothing is judged from it
     none = fidelity.judge_run(sc, {"delay_lines": {"link-down": {"lateness_us": {"p99": 300, "max": 19_000, "n": 9},
                                                                  "arrival_stamped": 0, "arrival_unstamped": 9}},
