@@ -134,6 +134,14 @@ CHECKS: tuple[CheckDef, ...] = (
              "shares (exact)", "any CC with a state model (BBR, BBR-S, BBRv3, BBRv3-S) and a TCP workload",
              "mpvlab.results.flows:mode_share_check", "tests/test_measurement_integrity.py::test_mode_share_check_warns_when_an_idle_flow_is_in_the_shares",
              applies=_TCP),
+    CheckDef("player_bytes_vs_access_log", "bytes_received (players.ROLE.bytes_received, aggregate.bytes_received)",
+             "Apache's access log: response body bytes (%B) of the video's requests from the player's address "
+             "(every address with one player; loopback, the pre-run check and the dash.js page left out)",
+             "own DASH client (incl. SABRE): equal (it reads every response it asks for; measured equal on "
+             "sabre-own-short); dash.js and GStreamer: 0 ≤ player ≤ Apache (a fragment abandoned or a stream not "
+             "read to its end was still written by Apache)", "video (progressive/GStreamer, own DASH, dash.js); "
+             "dual-path, dumbbell, shared bottleneck", "mpvlab.runner.workloads.video:player_bytes_check",
+             "tests/test_checks.py::test_player_bytes_against_the_access_log_warn", applies=_VIDEO),
     # --- the rtp workload's figures against its own logs (rtp_checks.py; rtp/README.md has the
     # figure-by-figure table with the hard checks that end the run) ---
     CheckDef("rtp_encoder_vs_setting", "rtp.encoder_per_second (achieved_bps against encoder_set_bps)",
