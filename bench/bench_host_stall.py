@@ -107,7 +107,8 @@ def main() -> int:
     for name, rec in (s.get("fidelity_checks") or {}).items():
         print(f"  check {name}: {json.dumps(rec)}")
     for row in s.get("fidelity_table") or []:
-        print(f"  {row['link']}: delay-line lateness p99 {row['lateness_ms_p99']} ms, max {row['lateness_ms_max']} ms")
+        print(f"  {row['link']}: delay-line lateness p99 {row['lateness_ms_p99']} ms, max {row['lateness_ms_max']} ms; "
+              f"from the kernel arrival stamp max {row.get('lateness_from_arrival_ms_max')} ms")
     return 0
 
 

@@ -100,3 +100,54 @@ def test_pcap_bytes_warns() -> None:
         out = capture.view(topo, cap, {"connections": []})
         assert out["checks"]["pcap_bytes_client_mvabc0"]["ok"] is ok
         assert checks.failed(out["warnings"]) == ([] if ok else ["pcap_bytes_client_mvabc0"])
+
+
+def test_the_table_has_every_check_and_a_section_per_workload() -> None:
+    page = checks.table_page()
+    for c in checks.CHECKS:
+        assert f"| `{c.name}` |" in page, c.name
+        assert c.applies and set(c.applies) <= set(checks.WORKLOADS), c.name
+        assert c.stored in {"cross_checks", "rtp.checks", "fidelity_checks"}, c.name
+        # a fidelity check's failure sets fidelity_ok false; a cross-check's is a warning or ends the run
+        assert (c.stored == "fidelity_checks") == (c.on_failure == "fidelity_ok false"), c.name
+    for key, title in checks.WORKLOADS.items():
+        n = sum(key in c.applies for c in checks.CHECKS)
+        assert f"### {title}\n\n{n} checks." in page, key
+    # the rtp workloads carry their nine checks, the probe's two and the interface check
+    assert sum("rtp-gcc" in c.applies for c in checks.CHECKS) == 12
+    assert sum("own-dash" in c.applies for c in checks.CHECKS) == 10
+
+
+_LOG = """127.0.0.1 34100 [29/Nov/2026:01:32:23 +0000] "HEAD /v/manifest.mpd HTTP/1.1" 200 0 237 0 "-" HTTP/1.1 - -
+10.0.1.2 52624 [29/Nov/2026:01:32:24 +0000] "HEAD /v/manifest.mpd?mpvlab-preflight=1 HTTP/1.1" 200 0 235 0 "-" HTTP/1.1 - -
+10.0.2.2 41396 [29/Nov/2026:01:32:26 +0000] "GET /v/manifest.mpd HTTP/1.1" 200 2170 291 0 "-" HTTP/1.1 - -
+10.0.2.2 41396 [29/Nov/2026:01:32:27 +0000] "GET /v/seg-1.m4s HTTP/1.1" 200 500000 291 0 "-" HTTP/1.1 - -
+10.0.1.2 52630 [29/Nov/2026:01:32:27 +0000] "GET /v/manifest.mpd HTTP/1.1" 200 2170 291 0 "-" HTTP/1.1 - -
+10.0.1.2 52630 [29/Nov/2026:01:32:28 +0000] "GET /v/seg-1.m4s HTTP/1.1" 200 250000 291 0 "-" HTTP/1.1 - -
+10.0.1.2 52631 [29/Nov/2026:01:32:20 +0000] "GET /dashjs/index.html HTTP/1.1" 200 9000 291 0 "-" HTTP/1.1 - -
+"""
+
+
+def test_player_bytes_against_the_access_log_warn(tmp_path: Path) -> None:
+    """Measured on sabre-own-short (two own-DASH players): Apache's body bytes per client address
+    equal each player's bytes_received (2 533 859 and 4 328 849 B). The check plants a player that
+    read one byte more than Apache sent, and an own-DASH player that read less."""
+    from mpvlab.runner.workloads import video
+    log = tmp_path / "access.log"
+    log.write_text(_LOG.replace("/dashjs/", f"/{video.steps.DASHJS_PAGE}/"))
+    logged = video.body_bytes_by_client(log)
+    # loopback, the preflight and the dash.js page left out
+    assert logged == {"10.0.2.2": 502_170, "10.0.1.2": 252_170}
+    addrs = {"client0": "10.0.1.2", "client1": "10.0.2.2"}
+    assert video.player_bytes_check({"client0": 252_170, "client1": 502_170}, addrs, logged, True)["ok"]
+    r = video.player_bytes_check({"client0": 252_171, "client1": 502_170}, addrs, logged, False)
+    _, w = _run("player_bytes_vs_access_log", r)
+    assert not r["ok"] and r["players"]["client0"] == {"player_bytes": 252_171, "apache_body_bytes": 252_170, "ok": False}
+    assert w[0].startswith("cross-check player_bytes_vs_access_log failed: ")
+    # a player that abandoned part of a fragment: fine for dash.js / GStreamer, not for the own client
+    assert video.player_bytes_check({"client0": 2_170, "client1": 502_170}, addrs, logged, False)["ok"]
+    assert not video.player_bytes_check({"client0": 2_170, "client1": 502_170}, addrs, logged, True)["ok"]
+    # one player: every address is its own (MPTCP subflows from each path)
+    assert video.player_bytes_check({"player": 754_340}, {"player": "10.0.1.2"}, logged, True)["ok"]
+    # a player that reported no count fails
+    assert not video.player_bytes_check({"player": None}, {}, logged, False)["ok"]

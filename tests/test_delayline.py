@@ -376,3 +376,39 @@ def test_batched_release_keeps_fifo_and_reports_cost(line: H.Line, tol_us: int) 
     cpu = st["cpu_user_s"] + st["cpu_sys_s"]
     assert cpu > 0
     assert st["cpu_us_per_packet"] == pytest.approx(cpu * 1e6 / st["packets"], rel=1e-3, abs=1e-3)
+
+
+@pytest.mark.netns
+def test_a_stopped_line_is_late_from_the_kernel_arrival_stamp(line: H.Line) -> None:
+    """Issue 43 item 6: the line counted lateness from when it read a packet, so packets that waited in
+    its socket while it was stopped (a host stall) looked on time. With no delay (0 ms: nothing is held
+    when the line stops), pings every 50 ms, and the line SIGSTOPped for 1 s: the replies that arrived
+    meanwhile are read up to 1 s late and released at once, so the read-time lateness stays within the
+    fidelity bound (20 ms) while the lateness from the kernel's arrival stamp is ≈ 1 s (≥ 1 s less one
+    ping interval)."""
+    import threading
+    line.add_queue("rs", 0)
+    dl = line.delayline(H.constant(0))
+    assert dl.proc is not None
+    out: list[list[dict[str, Any]]] = []
+    pinger = threading.Thread(target=lambda: out.append(line.ping(40, 0.05, wait_s=2.0)))
+    pinger.start()
+    time.sleep(0.5)
+    os.kill(dl.proc.pid, signal.SIGSTOP)
+    t = time.monotonic()
+    time.sleep(1.0)
+    os.kill(dl.proc.pid, signal.SIGCONT)
+    stopped_s = time.monotonic() - t
+    pinger.join()
+    st = dl.stop()
+    print(f"\nstopped {stopped_s:.3f} s; packets {st['packets']}, stamped {st['arrival_stamped']}, unstamped "
+          f"{st['arrival_unstamped']}; lateness {st['lateness_us']}; from arrival {st['lateness_from_arrival_us']}; "
+          f"read wait max {st['read_wait_us_max']} us")
+    assert st["packets"] == 40 and st["accepted"] == 40
+    # every packet carried the kernel's stamp (the line turned the kernel's receive stamping on)
+    assert st["arrival_stamped"] == 40 and st["arrival_unstamped"] == 0
+    assert st["lateness_us"]["max"] < 20_000
+    assert st["lateness_from_arrival_us"]["max"] >= (1.0 - 0.05) * 1e6
+    assert st["read_wait_us_max"] >= (1.0 - 0.05) * 1e6
+    # nothing waits longer than the line was stopped, plus a scheduler tick of margin for the wake-up
+    assert st["lateness_from_arrival_us"]["max"] <= (stopped_s + 0.1) * 1e6

@@ -383,3 +383,41 @@ def test_kping_stamps_every_echo_and_writes_nothing_without_go(tmp_path: Path) -
         assert int(outs[1].read_text().splitlines()[-1].split(",")[3]) >= 100_000_000
     finally:
         delete_netns(ns.name)
+
+
+def test_lateness_from_the_kernel_arrival_stamp_is_judged_beside_the_read_time_one(tmp_path: Path) -> None:
+    """Issue 43 item 6: a host stall left the line's lateness (counted from when it read a packet) at
+    19 ms while packets had waited seconds in its socket. The line's stats now carry the lateness
+    counted from each packet's kernel arrival stamp; above the same 20 ms bound it is a fidelity
+    warning even when the read-time lateness is within it, and the table shows it."""
+    from mpvlab.runner.steps import NO_FIDELITY_PROBE
+    from mpvlab.input.scenario import load_scenario
+    sc, _ = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "rtp-gcc-short.yaml")
+    links = {"link-down": {"path": "link"}}
+
+    def judge(arrival_max_us: float) -> dict[str, Any]:
+        st = {"lateness_us": {"p99": 300, "max": 19_000, "n": 1000}, "arrival_stamped": 1000, "arrival_unstamped": 0,
+              "read_wait_us_max": arrival_max_us - 19_000,
+              "lateness_from_arrival_us": {"p99": 400, "max": arrival_max_us, "n": 1000}}
+        return fidelity.judge_run(sc, {"delay_lines": {"link-down": st}, "links": links}, tmp_path, tmp_path, None,
+                                  dict(NO_FIDELITY_PROBE))
+    ok = judge(19_500)
+    assert ok["ok"] is True and ok["run"]["link-down"]["lateness_from_arrival_ms_max"] == 19.5
+    stalled = judge(8_400_000)
+    (w,) = stalled["warnings"]
+    assert stalled["ok"] is False and w == ("link-down: delay line released a packet 8400.0 ms late counted from its "
+                                            "kernel arrival stamp (bound 20 ms; it waited up to 8381.0 ms to be "
+                                            "read): the line was stopped or starved (a host stall?)")
+    assert stalled["table"][0]["lateness_from_arrival_ms_max"] == 8400.0
+    # both late: one warning naming both figures
+    both = fidelity.judge_run(sc, {"delay_lines": {"link-down": {
+        "lateness_us": {"p99": 300, "max": 29_600, "n": 9}, "arrival_stamped": 9, "arrival_unstamped": 0,
+        "read_wait_us_max": 7_200, "lateness_from_arrival_us": {"p99": 400, "max": 29_700, "n": 9}}}, "links": links},
+        tmp_path, tmp_path, None, dict(NO_FIDELITY_PROBE))
+    assert both["warnings"] == ["link-down: delay line released a packet 29.6 ms late (bound 20 ms; 29.7 ms counted "
+                                "from its kernel arrival stamp)"]
+    # a line whose packets carried no stamp: the figure is null, and nothing is judged from it
+    none = fidelity.judge_run(sc, {"delay_lines": {"link-down": {"lateness_us": {"p99": 300, "max": 19_000, "n": 9},
+                                                                 "arrival_stamped": 0, "arrival_unstamped": 9}},
+                                   "links": links}, tmp_path, tmp_path, None, dict(NO_FIDELITY_PROBE))
+    assert none["ok"] is True and none["run"]["link-down"]["lateness_from_arrival_ms_max"] is None

@@ -108,6 +108,10 @@ def test_a_consistent_stream_passes_every_check(tmp_path: Path) -> None:
     assert set(record["checks"]) == {"encoder_vs_setting", "steady_target_vs_frames", "encoder_per_second_vs_frames",
                                      "received_per_second_vs_totals", "latency_vs_frames", "packets_vs_frames",
                                      "viewer_counts_vs_frames", "encoder_targets_vs_log", "encoder_wire_vs_packets"}
+    # every check the run makes is a row of the one registry (mpvlab/results/checks.py), and every
+    # rtp row there is a check the run makes
+    from mpvlab.results import checks
+    assert set(record["checks"]) == checks.registered("rtp.checks")
     assert all(c["ok"] for c in record["checks"].values())
     assert record["checks"]["encoder_vs_setting"]["ratio"] == pytest.approx(1.0, abs=1e-3)
 

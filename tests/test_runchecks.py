@@ -63,17 +63,22 @@ def test_a_healthy_record_passes_every_named_check(tmp_path: Path) -> None:
     assert (p["ok"], p["probe_owd_max_ms"], p["bound_ms"], p["packets"]) == (True, 566.8, BOUND_MS, 4)
     pl = s["fidelity_checks"]["playback_within_media_and_stalls"]
     assert pl["ok"] and pl["players"]["client1"]["bound_s"] == 23.5     # 20 + 1.5 + 2
+    # the checks this run made, and the silence check of the next test, are rows of the one registry
+    from mpvlab.results import checks
+    assert set(s["fidelity_checks"]) | {"no_simultaneous_silence"} == checks.registered("fidelity_checks")
 
 
 def test_a_probe_delay_beyond_the_queue_is_a_named_warning(tmp_path: Path) -> None:
     # one packet held 8.4 s (the issue's host stall): no queue of this path can hold it
     s = _finish(tmp_path, [50.0, 8400.0, 60.0], 20.5, 0.0)
     assert s["fidelity_ok"] is False
-    (w,) = s["fidelity_warnings"]
+    # the held packet also left 8.3 s with nothing received (no links.csv here): both are named
+    w, silent = s["fidelity_warnings"]
+    assert silent.startswith("no_simultaneous_silence: up to 8.325 s ")
     assert w.startswith("probe_delay_within_queue_bound: ") and "8400.0 ms" in w and f"{BOUND_MS:.1f} ms" in w
     assert s["fidelity_checks"]["probe_delay_within_queue_bound"]["ok"] is False
     assert s["fidelity_checks"]["playback_within_media_and_stalls"]["ok"] is True
-    assert s["_logged"] == [f"fidelity warning: {w}"]
+    assert s["_logged"] == [f"fidelity warning: {w}", f"fidelity warning: {silent}"]
     # just above the bound fails too, just below passes
     assert _finish(tmp_path, [BOUND_MS + 0.01], 20.0, 0.0)["fidelity_ok"] is False
     assert _finish(tmp_path, [BOUND_MS - 0.01], 20.0, 0.0)["fidelity_ok"] is True
@@ -91,3 +96,61 @@ def test_playback_longer_than_media_and_stalls_is_a_named_warning(tmp_path: Path
 def test_a_run_without_probe_or_players_has_no_named_check(tmp_path: Path) -> None:
     sc, _ = load_scenario(ROOT / "scenarios" / "rtp-gcc-short.yaml")
     assert runchecks.run(sc, {"warnings": []}, None, None) == ({}, [])
+
+
+# --- no_simultaneous_silence: 20 s of probe packets every 15 ms, 50 ms one way, and a client
+# interface sampled every 10 ms (observe.sample_hz 100) that receives 1 514 B per sample. The
+# threshold on this scenario: max(1 s floor, 666.8 ms probe bound + 10 ms sample period) = 1 s.
+
+def _silence_run(tmp: Path, probe_gap: tuple[float, float] | None,
+                 link_gap: tuple[float, float] | None) -> dict[str, Any]:
+    """fidelity.finish_summary over a probe record with no packet received in `probe_gap` and a
+    links.csv whose client interface received nothing in `link_gap` (run seconds, t0 = 0)."""
+    sc, _ = load_scenario(SCEN)
+    spec = sc.paths["shared"]
+    sched = fidelity.PathSchedules(down=link_path.schedule_for(spec.down, SCEN.parent),
+                                   up=link_path.schedule_for(spec.up, SCEN.parent))
+    inside = lambda t, gap: gap is not None and gap[0] < t < gap[1]  # noqa: E731
+    probe = tmp / "voip-probe.csv"
+    with probe.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["seq", "t_send_ns", "t_recv_ns", "owd_ns", "queuing_delay_ns", "d_study_ns"])
+        for i in range(20_000 // 15):
+            ts = i * 15_000_000
+            if not inside((ts + 50_000_000) / 1e9, probe_gap):
+                w.writerow([i, ts, ts + 50_000_000, 50_000_000, 0, 0])
+    (tmp / "client1").mkdir(exist_ok=True)
+    with (tmp / "client1" / "links.csv").open("w") as fh:
+        fh.write("t_s,path,interface,rx_bytes,rx_packets,tx_bytes,tx_packets\n")
+        b = 0
+        for k in range(2001):
+            t = k / 100
+            b += 0 if inside(t, link_gap) else 1514
+            fh.write(f"{t:.4f},shared,c1,{b},{k},0,0\n")
+    summary: dict[str, Any] = {"cross_traffic": {"voip": {"csv": str(probe)}}}
+    ctx = SimpleNamespace(extra_prov={}, data=tmp, logs=tmp, queue_rows={}, t0_ns=0,
+                          opts=SimpleNamespace(log=lambda _m: None))
+    fidelity.finish_summary(sc, ctx, {"shared": sched}, dict(NO_FIDELITY_PROBE), summary)
+    return summary
+
+
+def test_every_flow_and_the_probe_silent_for_seconds_is_a_named_warning(tmp_path: Path) -> None:
+    # the issue's host stall: 5 s in which the probe and the client's interface received nothing
+    s = _silence_run(tmp_path, (8.0, 13.0), (8.0, 13.0))
+    assert s["fidelity_ok"] is False
+    (w,) = s["fidelity_warnings"]
+    # 5 s less one links.csv period (its sample at 13.0 s says bytes arrived after 12.99 s)
+    assert w.startswith("no_simultaneous_silence: up to 4.99 s (first at run time [8.0, 12.99] s) ")
+    rec = s["fidelity_checks"]["no_simultaneous_silence"]
+    assert (rec["ok"], rec["silence_threshold_s"], rec["silences"]) == (False, 1.0, 1)
+    assert rec["longest_silence_s"] == 4.99 and rec["intervals_s"] == [[8.0, 12.99]]
+
+
+def test_silence_of_the_probe_alone_or_shorter_than_the_threshold_passes(tmp_path: Path) -> None:
+    # the probe lost 5 s of packets but the flow kept arriving: the emulator forwarded, not a stall
+    s = _silence_run(tmp_path, (8.0, 13.0), None)
+    assert s["fidelity_ok"] is True and s["fidelity_checks"]["no_simultaneous_silence"]["ok"] is True
+    # both silent for 0.9 s: under the 1 s threshold
+    assert _silence_run(tmp_path, (8.0, 8.9), (8.0, 8.9))["fidelity_ok"] is True
+    # ... and 1.1 s is over it
+    assert _silence_run(tmp_path, (8.0, 9.1), (8.0, 9.1))["fidelity_ok"] is False

@@ -18,6 +18,14 @@ tolerance. Every check has the same shape:
 
 A check whose failure means the run measured something else (a subflow on a wrong address pair)
 raises RunFailed instead of warning; its row says so.
+
+`CHECKS` is the one registry of every check a run makes on its own figures: the cross-checks above
+(`cross_checks`), the rtp workload's (mpvlab/runner/workloads/rtp_checks.py, stored under
+`rtp.checks`, warning `cross-check rtp_<name> failed: …`) and the whole-run fidelity checks
+(mpvlab/runner/runchecks.py, stored under `fidelity_checks`, warning `<name>: …` in
+`fidelity_warnings`, and `fidelity_ok` false: a run they flag is a broken run, which the report
+leaves out). Each row's `stored` says where its record is, `applies` the workloads whose runs
+carry it; the tests of rtp_checks and runchecks check every check they run is a row here.
 """
 
 from __future__ import annotations
@@ -39,7 +47,9 @@ class CheckDef:
     workloads: str         # the workloads (and topologies) whose runs carry it
     function: str          # module:function that computes it
     test: str              # tests/<file>::<test> that plants the disagreement and sees the warning
-    on_failure: str = "warning"     # "warning" or "run fails"
+    on_failure: str = "warning"     # "warning", "run fails" or "fidelity_ok false"
+    stored: str = "cross_checks"    # the summary.json object holding its record under its name
+    applies: tuple[str, ...] = ()   # the WORKLOADS whose runs carry it (subject to `workloads`' condition)
 
 
 def warning(name: str, result: dict[str, Any]) -> str:
@@ -74,40 +84,136 @@ def all_warnings(summary: dict[str, Any]) -> list[str]:
 
 _TCP_VIDEO = "video (progressive/GStreamer, own DASH, dash.js), bulk; dual-path and dumbbell"
 
+# The workloads of the per-workload tables (issue 43): the key and how the docs name it.
+WORKLOADS: dict[str, str] = {
+    "progressive": "progressive (GStreamer)", "own-dash": "own DASH client", "dash.js": "dash.js (Chromium)",
+    "sabre": "SABRE (own client, abr: sabre)", "rtp-gcc": "RTP, GCC controller",
+    "rtp-webrtc-bbr": "RTP, webrtc-bbr controller", "bulk": "bulk"}
+_TCP = ("progressive", "own-dash", "dash.js", "sabre", "bulk")
+_VIDEO = ("progressive", "own-dash", "dash.js", "sabre")
+_RTP = ("rtp-gcc", "rtp-webrtc-bbr")
+_ALL = tuple(WORKLOADS)
+_RTP_WL = "rtp (gcc, webrtc-bbr)"
+_RTP_MOD = "mpvlab.runner.workloads.rtp_checks:"
+_RTP_TEST = "tests/test_rtp_checks.py::"
+_RUN_MOD = "mpvlab.runner.runchecks:"
+_RUN_TEST = "tests/test_runchecks.py::"
+_FID = "fidelity_ok false"
+
 CHECKS: tuple[CheckDef, ...] = (
     CheckDef("bytes_{path}_interface_vs_collector", "paths.PATH.rx_bytes, payload_bytes_handed, share",
              "the scheduler's BPF trace: payload bytes the MPTCP scheduler handed to the path's subflow",
              "0.99 ≤ (interface bytes − 90 B per packet) / handed ≤ 1.01 + the path's retransmitted segments × "
              "1424 B / handed", _TCP_VIDEO, "mpvlab.runner.views:summarise",
-             "tests/test_checks.py::test_interface_vs_collector_warns"),
+             "tests/test_checks.py::test_interface_vs_collector_warns", applies=_TCP),
     CheckDef("collector_saw_every_connection", "scheduler_decisions, path_switches (the trace's completeness)",
              "Apache's access log: client connections that made media requests (the bulk sender's connection "
              "count for bulk)", "traced connections ≥ connections that made requests", _TCP_VIDEO,
-             "mpvlab.runner.views:summarise", "tests/test_checks.py::test_collector_connections_warns"),
+             "mpvlab.runner.views:summarise", "tests/test_checks.py::test_collector_connections_warns", applies=_TCP),
     CheckDef("collector_lost_events", "scheduler_decisions, path_switches",
              "the BPF ring buffer's own count of events it could not deliver", "0 lost events", _TCP_VIDEO,
-             "mpvlab.runner.views:summarise", "tests/test_checks.py::test_collector_connections_warns"),
+             "mpvlab.runner.views:summarise", "tests/test_checks.py::test_collector_connections_warns", applies=_TCP),
     CheckDef("subflow_addresses", "subflows, paths.PATH.* (which path a subflow is)",
              "ss on the server: each subflow's (client, server) address pair", "no pair outside the "
              "topology's paths", _TCP_VIDEO, "mpvlab.runner.views:subflow_address_check",
-             "tests/test_checks.py::test_subflow_addresses_fail", on_failure="run fails"),
+             "tests/test_checks.py::test_subflow_addresses_fail", on_failure="run fails", applies=_TCP),
     CheckDef("bytes_{path}_interface_vs_udp_socket", "paths.PATH.rx_bytes / clients.ROLE.rx_bytes (RTP)",
              "the RTP receiver's own socket counts: datagrams and UDP payload bytes it read",
              "0 ≤ other packets ≤ 20 + 2 per 15 s of the window; 0 ≤ other bytes ≤ 1 % of datagrams × (payload + "
              "42 B)", "rtp (gcc, webrtc-bbr); dual-path, dumbbell, shared bottleneck",
-             "mpvlab.runner.views:udp_wire_check", "tests/test_checks.py::test_udp_wire_warns"),
+             "mpvlab.runner.views:udp_wire_check", "tests/test_checks.py::test_udp_wire_warns", applies=_RTP),
     CheckDef("pcap_bytes_{point}_{interface}", "capture (the pcap every wire-order figure is read from)",
              "the captured interface's kernel counters over the capture's window",
              "|capture bytes − counter bytes| within collectors/pcap.py's allowance (headers of packets in "
              "flight at the window's edges)", "any TCP workload with observe.pcap",
-             "mpvlab.runner.capture:view", "tests/test_checks.py::test_pcap_bytes_warns"),
+             "mpvlab.runner.capture:view", "tests/test_checks.py::test_pcap_bytes_warns", applies=_TCP),
     CheckDef("mode_shares_over_workload_flows", "cc_state.mode_share_time_weighted, cc_state.mode_share_per_sample",
              "Apache's access log: requests and bytes per client connection (media / page / none); for a "
              "workload without HTTP, the flow's acknowledged bytes (ss bytes_acked)",
              "every flow in the shares carried workload bytes, and every flow that carried them is in the "
              "shares (exact)", "any CC with a state model (BBR, BBR-S, BBRv3, BBRv3-S) and a TCP workload",
-             "mpvlab.results.flows:mode_share_check", "tests/test_measurement_integrity.py::test_mode_share_check_warns_when_an_idle_flow_is_in_the_shares"),
+             "mpvlab.results.flows:mode_share_check", "tests/test_measurement_integrity.py::test_mode_share_check_warns_when_an_idle_flow_is_in_the_shares",
+             applies=_TCP),
+    CheckDef("player_bytes_vs_access_log", "bytes_received (players.ROLE.bytes_received, aggregate.bytes_received)",
+             "Apache's access log: response body bytes (%B) of the video's requests from the player's address "
+             "(every address with one player; loopback, the pre-run check and the dash.js page left out)",
+             "own DASH client (incl. SABRE): equal (it reads every response it asks for; measured equal on "
+             "sabre-own-short); dash.js and GStreamer: 0 ≤ player ≤ Apache (a fragment abandoned or a stream not "
+             "read to its end was still written by Apache)", "video (progressive/GStreamer, own DASH, dash.js); "
+             "dual-path, dumbbell, shared bottleneck", "mpvlab.runner.workloads.video:player_bytes_check",
+             "tests/test_checks.py::test_player_bytes_against_the_access_log_warn", applies=_VIDEO),
+    # --- the rtp workload's figures against its own logs (rtp_checks.py; rtp/README.md has the
+    # figure-by-figure table with the hard checks that end the run) ---
+    CheckDef("rtp_encoder_vs_setting", "rtp.encoder_per_second (achieved_bps against encoder_set_bps)",
+             "sender/frames.csv bytes per 1 s of capture time ÷ targets.csv encoder_set_bps × the encoder's running time",
+             "0.5 ≤ output ÷ setting ≤ 1.25 over the steady window's running time (libvpx's 15 % overshoot, x264's "
+             "100 ms VBV, + 10 % for a key frame or a change in a window; below half the encoder is not following)",
+             _RTP_WL, _RTP_MOD + "check_encoder_vs_setting", _RTP_TEST + "test_encoder_overshoot_after_pauses_is_named",
+             stored="rtp.checks", applies=_RTP),
+    CheckDef("rtp_steady_target_vs_frames", "rtp.target_bps.steady_mean",
+             "sender/frames.csv target_bps of the steady window's frames (the target at each hand-over)", "±10 %",
+             _RTP_WL, _RTP_MOD + "check_steady_target_vs_frames",
+             _RTP_TEST + "test_steady_target_against_the_frames_targets_is_named", stored="rtp.checks", applies=_RTP),
+    CheckDef("rtp_encoder_per_second_vs_frames", "rtp.encoder_per_second (achieved_bps, frames)",
+             "sender/frames.csv bytes and frames per 1 s window of capture time", "exact", _RTP_WL,
+             _RTP_MOD + "check_encoder_per_second_vs_frames",
+             _RTP_TEST + "test_encoder_per_second_against_the_frames_is_named", stored="rtp.checks", applies=_RTP),
+    CheckDef("rtp_received_per_second_vs_totals", "rtp.received_per_second",
+             "receiver.json rtp_bytes_received and padding_bytes_received", "exact", _RTP_WL,
+             _RTP_MOD + "check_received_per_second_vs_totals",
+             _RTP_TEST + "test_received_per_second_against_the_totals_is_named", stored="rtp.checks", applies=_RTP),
+    CheckDef("rtp_latency_vs_frames", "rtp.latency_ms (p50, p95, p99, max)",
+             "receiver/frames.csv latency_ms of every complete frame (nearest rank)", "±0.001 ms (three decimals)",
+             _RTP_WL, _RTP_MOD + "check_latency_vs_frames", _RTP_TEST + "test_latency_against_the_frames_is_named",
+             stored="rtp.checks", applies=_RTP),
+    CheckDef("rtp_packets_vs_frames", "rtp.packets_sent, rtp.rtp_bytes_sent, rtp.frames_captured",
+             "sender/packets.csv video rows and bytes; sender/frames.csv rows and packets per frame", "exact",
+             _RTP_WL, _RTP_MOD + "check_packets_vs_frames", _RTP_TEST + "test_packets_against_the_packet_log_is_named",
+             stored="rtp.checks", applies=_RTP),
+    CheckDef("rtp_viewer_counts_vs_frames",
+             "rtp.frames_on_time, frames_late, frames_lost(_incomplete, _unseen), decode",
+             "receiver/frames.csv status, decode and capture_s of every frame", "exact", _RTP_WL,
+             _RTP_MOD + "check_viewer_counts_vs_frames",
+             _RTP_TEST + "test_viewer_counts_against_its_frame_log_are_named", stored="rtp.checks", applies=_RTP),
+    CheckDef("rtp_encoder_targets_vs_log", "rtp.encoder_per_second (target_bps, encoder_set_bps)",
+             "sender/targets.csv: every target change and the setting it gave, with its time",
+             "±2 bit/s (window starts known to 1 µs)", _RTP_WL, _RTP_MOD + "check_encoder_targets_vs_log",
+             _RTP_TEST + "test_encoder_window_targets_against_the_target_log_are_named", stored="rtp.checks",
+             applies=_RTP),
+    CheckDef("rtp_encoder_wire_vs_packets", "rtp.encoder_per_second (achieved_wire_bps)",
+             "sender/packets.csv video packets' bytes + 28 B (UDP + IPv4) each", "exact (sum over windows)",
+             _RTP_WL, _RTP_MOD + "check_encoder_wire_vs_packets",
+             _RTP_TEST + "test_encoder_wire_bytes_against_the_packet_log_are_named", stored="rtp.checks", applies=_RTP),
+    # --- whole-run fidelity checks (runchecks.py): a failure is a broken run, fidelity_ok false ---
+    CheckDef("probe_delay_within_queue_bound", "fidelity_ok (cross_traffic.voip delays)",
+             "the VoIP probe's CSV: kernel receive stamp − send stamp of every packet",
+             "largest one-way delay ≤ queue bytes ÷ rate + largest scheduled propagation + 100 ms (the delay line's "
+             "20 ms lateness allowance, a frame in service, the sender's stamp before sendto under CPU steal)",
+             "any workload with cross_traffic.voip on one shaped path without capacity trace, loss model or outages",
+             _RUN_MOD + "check_probe_delay", _RUN_TEST + "test_a_probe_delay_beyond_the_queue_is_a_named_warning",
+             on_failure=_FID, stored="fidelity_checks", applies=_ALL),
+    CheckDef("playback_within_media_and_stalls", "playback_s, underflow_total_s (players.ROLE.*)",
+             "the scenario's media length and the player's own stall record",
+             "playback ≤ media + stalls + 2 s (the end-of-stream handshake, the stall detector's resolution)",
+             "video workloads", _RUN_MOD + "check_playback",
+             _RUN_TEST + "test_playback_longer_than_media_and_stalls_is_a_named_warning", on_failure=_FID,
+             stored="fidelity_checks", applies=_VIDEO),
+    CheckDef("no_simultaneous_silence", "fidelity_ok (every figure over the run's time)",
+             "the VoIP probe's CSV (kernel receive stamps) and every client interface's kernel counters "
+             "(links.csv, observe.sample_hz)",
+             "no interval ≥ max(1 s, queue ÷ rate + propagation + 100 ms + one sample period) between the probe's first "
+             "and last packet in which neither the probe nor any client interface received anything (a working path "
+             "delivers the probe's packet or, with the queue full, the queue's packets)",
+             "any workload with cross_traffic.voip, no path with a capacity trace, loss model or outages",
+             _RUN_MOD + "check_silence",
+             _RUN_TEST + "test_every_flow_and_the_probe_silent_for_seconds_is_a_named_warning", on_failure=_FID,
+             stored="fidelity_checks", applies=_ALL),
 )
+
+
+def registered(stored: str) -> set[str]:
+    """The names of the checks whose records live in `stored` (rtp.checks: without the rtp_ prefix)."""
+    return {c.name.removeprefix("rtp_") if stored == "rtp.checks" else c.name for c in CHECKS if c.stored == stored}
 
 
 def table_page() -> str:
@@ -115,21 +221,34 @@ def table_page() -> str:
     def cell(s: str) -> str:
         return s.replace("|", "\\|")
     rows = [f"| `{c.name}` | {cell(c.figure)} | {cell(c.evidence)} | {cell(c.tolerance)} | {cell(c.workloads)} | "
-            f"{c.on_failure} | `{c.function}` | `{c.test}` |" for c in CHECKS]
+            f"{c.on_failure} | `{c.stored}` | `{c.function}` | `{c.test}` |" for c in CHECKS]
+    per: list[str] = []
+    for key, title in WORKLOADS.items():
+        mine = [c for c in CHECKS if key in c.applies]
+        per += [f"### {title}", "", f"{len(mine)} checks.", "",
+                "| summary figure | check | evidence | tolerance | on failure |", "|---|---|---|---|---|",
+                *[f"| {cell(c.figure)} | `{c.name}` | {cell(c.evidence)} | {cell(c.tolerance)} | {c.on_failure} |"
+                  for c in mine], ""]
     return "\n".join([
         "# Cross-checks", "",
         "<!-- generated by `python -m mpvlab.schemas` from mpvlab/results/checks.py; do not edit -->", "",
-        f"{len(CHECKS)} cross-checks. Each compares a figure of `summary.json` with independent raw evidence "
-        "within a stated tolerance; the run calls it, stores its record under its name in `cross_checks` and, "
-        "when it fails, adds the named warning `cross-check NAME failed: {its figures}` to `warnings`, which "
-        "`mpvlab run` prints at its end and `mpvlab report` lists under the runs flagged. Each has a test that "
-        "plants the disagreement and sees the warning. A check is defined in one place: a function, a call "
-        "`checks.record(...)` and a row of `CHECKS` in mpvlab/results/checks.py, from which this table is made.",
-        "",
-        "Workloads without a check of their own here are covered by the checks of the run kind they run on "
-        "(SABRE and own DASH: the TCP video checks; the fidelity checks of delay and rate are listed in "
-        "`fidelity_warnings`, mpvlab/runner/fidelity.py).", "",
-        "| check (`cross_checks` key) | figure it guards | evidence | tolerance | workloads | on failure | "
+        f"{len(CHECKS)} checks. Each compares a figure of `summary.json` with independent raw evidence "
+        "within a stated tolerance; the run calls it and stores its record under its name in the object the "
+        "`stored` column names. A failed cross-check adds the named warning `cross-check NAME failed: {its figures}` "
+        "to `warnings`; a failed fidelity check adds `NAME: …` to `fidelity_warnings` and sets `fidelity_ok` false, "
+        "so `mpvlab report` leaves the run out (and says so) unless asked `--include-warned`. `mpvlab run` prints "
+        "every warning at its end. Each has a test that plants the disagreement and sees the warning. A check is "
+        "defined in one place: a function and a row of `CHECKS` in mpvlab/results/checks.py, from which this page "
+        "is made.", "",
+        "The rtp workload's hard checks, which end the run instead of warning, are listed figure by figure in "
+        "rtp/README.md; the fidelity figures of delay and rate (the delay line's lateness, the achieved rate) "
+        "are judged in mpvlab/runner/fidelity.py and also land in `fidelity_warnings`.", "",
+        "## Every check", "",
+        "| check (record key) | figure it guards | evidence | tolerance | workloads | on failure | stored in | "
         "function | test |",
-        "|---|---|---|---|---|---|---|---|",
-        *rows, ""])
+        "|---|---|---|---|---|---|---|---|---|",
+        *rows, "",
+        "## Per workload", "",
+        "The checks a run of each workload carries (each under the condition its row above states: a "
+        "pcap check only with observe.pcap, the probe's checks only with cross_traffic.voip, …).", "",
+        *per])

@@ -481,8 +481,16 @@ class FidelityRow(Record):
         description="the pre-run probe's 99th percentile of kernel-stamped RTT − expected RTT (ms, signed; "
                     "mpvlab/runner/precheck.py; down direction only, null otherwise or when the probe was off)")
     lateness_ms_p99: float | None = Field(
-        description="the delay line's 99th percentile of actual − scheduled release, over every packet (ms)")
-    lateness_ms_max: float | None = Field(description="the delay line's largest actual − scheduled release (ms)")
+        description="the delay line's 99th percentile of actual − scheduled release, over every packet, the "
+                    "schedule counted from when the line read the packet (ms)")
+    lateness_ms_max: float | None = Field(
+        description="the delay line's largest actual − scheduled release, the schedule counted from when the line "
+                    "read the packet (ms)")
+    lateness_from_arrival_ms_max: float | None = Field(
+        None, description="the delay line's largest actual − scheduled release with the schedule counted from the "
+                          "kernel's arrival stamp of the packet (NFQA_TIMESTAMP): lateness_ms_max plus the time the "
+                          "packet waited in the line's socket, so a stopped or starved line shows here (ms; null when "
+                          "the packets carried no stamp)")
 
 
 class RunHead(Record):
@@ -510,7 +518,8 @@ class RunHead(Record):
                           "without shaped links")
     fidelity_checks: dict[str, dict[str, Any]] | None = Field(
         None, description="the named whole-run plausibility checks (mpvlab/runner/runchecks.py: "
-                          "probe_delay_within_queue_bound, playback_within_media_and_stalls), each with `ok` and the "
+                          "probe_delay_within_queue_bound, playback_within_media_and_stalls, no_simultaneous_silence; "
+                          "their rows in docs/reference/cross-checks.md), each with `ok` and the "
                           "measured value beside its bound; a failed one is also a fidelity warning starting with its "
                           "name; null when none applied")
 

@@ -14,6 +14,12 @@ fidelity_ok turns false) and its record to summary["fidelity_checks"][name]:
   playback_within_media_and_stalls — each player's playback time (first frame to end of stream)
       against the media's length plus the stalls it recorded, plus PLAYBACK_MARGIN_S. Playback that
       took longer than that was frozen without the player seeing a stall.
+  no_simultaneous_silence — within the probe's sending window, no interval of at least
+      silence_threshold_s in which neither the probe nor any client interface (links.csv) received
+      anything. While the probe sends every 15 ms, a working path delivers either the probe's packet
+      (within queue ÷ rate + propagation) or, when the queue is full and drops it, the queue's own
+      packets at the link's rate; either way the receivers see bytes. Everything silent for longer
+      means the emulator itself stopped forwarding.
 
 Paths with a capacity trace, a loss model or outages are not judged by the probe check (their
 service times are the trace's, which this bound does not model).
@@ -36,6 +42,16 @@ PROBE_DELAY_MARGIN_S = 0.100
 # The playback check's margin: the end-of-stream handshake after the last frame and the stall
 # detector's resolution under CPU load (each a fraction of a second).
 PLAYBACK_MARGIN_S = 2.0
+# The silence check's floor: the longest silence a working run may show is the probe's delay bound
+# (queue ÷ rate + propagation + margin, probe_delay_bound_s), plus one links.csv sample period
+# (a sample only says bytes arrived since the one before). A configured path whose bound is short
+# still gets SILENCE_FLOOR_S: 1 s is 66 of the probe's 15 ms intervals in a row with nothing at all
+# received, far beyond the few consecutive probe losses a full tail-drop queue gives while the
+# link keeps delivering, and far shorter than the seconds a host stall lasts.
+SILENCE_FLOOR_S = 1.0
+# links.csv rows whose rx_bytes grew by less than this since the row before are link chatter (ARP),
+# not delivery (mpvlab/runner/views.py DATA_STEP_BYTES).
+SILENCE_STEP_BYTES = 1000
 
 
 def probe_delay_bound_s(queue_bytes: int, rate_bps: float, max_one_way_delay_s: float) -> float:
@@ -93,6 +109,64 @@ def check_playback(scenario: Scenario, summary: dict[str, Any]) -> dict[str, Any
     return {"ok": all(p["ok"] for p in per.values()), "margin_s": PLAYBACK_MARGIN_S, "players": per}
 
 
+def _link_activity(data: Path, t0_ns: int) -> list[tuple[int, int]]:
+    """[from, to] (CLOCK_MONOTONIC ns) of every links.csv sample period in which a client interface
+    received at least SILENCE_STEP_BYTES; every links.csv under the run's data folder (one per client
+    on a shared bottleneck)."""
+    out: list[tuple[int, int]] = []
+    for f in sorted(data.rglob("links.csv")):
+        prev: dict[tuple[str, str], tuple[int, int]] = {}
+        with f.open(newline="") as fh:
+            for row in csv.DictReader(fh):
+                key, t = (row["path"], row["interface"]), t0_ns + round(float(row["t_s"]) * 1e9)
+                b = int(row["rx_bytes"])
+                if key in prev and b - prev[key][1] >= SILENCE_STEP_BYTES:
+                    out.append((prev[key][0], t))
+                prev[key] = (t, b)
+    return out
+
+
+def silences(probe_recv_ns: list[int], links: list[tuple[int, int]], threshold_ns: int) -> list[tuple[int, int]]:
+    """The intervals, between the probe's first and last received packet, of at least threshold_ns with
+    no probe packet received and no links.csv period that saw bytes overlapping them."""
+    if not probe_recv_ns:
+        return []
+    lo, hi = min(probe_recv_ns), max(probe_recv_ns)
+    busy = sorted([(t, t) for t in probe_recv_ns] + [(a, b) for a, b in links if b >= lo and a <= hi])
+    out, reach = [], lo
+    for a, b in busy:
+        if a - reach >= threshold_ns:
+            out.append((reach, a))
+        reach = max(reach, b)
+    return out
+
+
+def check_silence(scenario: Scenario, summary: dict[str, Any], data: Path, t0_ns: int,
+                  queue_bytes: int | None, max_one_way_delay_s: float | None,
+                  sample_hz: float) -> dict[str, Any] | None:
+    """no_simultaneous_silence; None without a probe record (without the probe nothing says the run
+    should have been sending: a player with a full buffer rightly pauses for seconds) or with a
+    path whose trace, loss model or outages may silence it by design."""
+    voip = (summary.get("cross_traffic") or {}).get("voip")
+    if not voip or not voip.get("csv") or not Path(voip["csv"]).exists():
+        return None
+    if any(spec.down.has_impairments or spec.up.has_impairments for spec in scenario.paths.values()):
+        return None
+    (spec,) = scenario.paths.values() if len(scenario.paths) == 1 else (None,)
+    drain = (probe_delay_bound_s(queue_bytes, spec.down.rate, max_one_way_delay_s)
+             if spec is not None and spec.down.rate and queue_bytes is not None and max_one_way_delay_s is not None
+             else 0.0)
+    threshold = max(SILENCE_FLOOR_S, drain + 1.0 / sample_hz)
+    with Path(voip["csv"]).open(newline="") as fh:
+        recv = [int(r["t_recv_ns"]) for r in csv.DictReader(fh)]
+    gaps = silences(recv, _link_activity(data, t0_ns), round(threshold * 1e9))
+    longest = max((b - a for a, b in gaps), default=0) / 1e9
+    return {"ok": not gaps, "silence_threshold_s": round(threshold, 3), "silences": len(gaps),
+            "longest_silence_s": round(longest, 3),
+            "intervals_s": [[round((a - t0_ns) / 1e9, 3), round((b - t0_ns) / 1e9, 3)] for a, b in gaps[:10]],
+            "probe_packets": len(recv)}
+
+
 def warnings_of(checks: dict[str, dict[str, Any]]) -> list[str]:
     """One named warning per failed check."""
     out = []
@@ -107,13 +181,27 @@ def warnings_of(checks: dict[str, dict[str, Any]]) -> list[str]:
         bad = [f"{role} {v['playback_s']:g} s > {v['bound_s']:g} s" for role, v in pl["players"].items() if not v["ok"]]
         out.append("playback_within_media_and_stalls: playback took longer than the media plus its recorded stalls "
                    f"plus {pl['margin_s']:g} s (" + "; ".join(bad) + "): the player was frozen without seeing a stall")
+    si = checks.get("no_simultaneous_silence")
+    if si is not None and not si["ok"]:
+        more = "" if si["silences"] == 1 else f" and {si['silences'] - 1} more"
+        out.append(f"no_simultaneous_silence: up to {si['longest_silence_s']:g} s (first at run time {si['intervals_s'][0]} s{more}) "
+                   "neither the probe nor any client interface received anything while the probe was sending "
+                   f"(threshold {si['silence_threshold_s']:g} s): the emulator stopped forwarding (a host stall?)")
     return out
 
 
 def run(scenario: Scenario, summary: dict[str, Any], queue_bytes: int | None,
-        max_one_way_delay_s: float | None) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """Every check that applies to this run: (records by name, warnings)."""
+        max_one_way_delay_s: float | None, data: Path | None = None,
+        t0_ns: int = 0) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Every check that applies to this run: (records by name, warnings). `data` is the run's data
+    folder (its links.csv files) and `t0_ns` its run time zero; without them the silence check is
+    not run."""
     checks: dict[str, dict[str, Any]] = {}
+    if data is not None:
+        si = check_silence(scenario, summary, data, t0_ns, queue_bytes, max_one_way_delay_s,
+                           scenario.observe.sample_hz)
+        if si is not None:
+            checks["no_simultaneous_silence"] = si
     p = check_probe_delay(scenario, summary, queue_bytes, max_one_way_delay_s)
     if p is not None:
         checks["probe_delay_within_queue_bound"] = p

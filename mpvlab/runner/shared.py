@@ -264,10 +264,12 @@ class SharedNetwork:
                              self.cross.checked_result())
             # every flow named; the CC's model over the players' flows only (mpvlab/results/flows.py)
             body["cc_state"] = cc_state_view(ctx, self.samplers[0], (self.t_end - ctx.t0_ns) / 1e9)
-            if body["cc_state"] is not None:
+            if body["cc_state"] is not None or outcome.checks:
                 body["cross_checks"] = body.get("cross_checks") or {}
                 body.setdefault("warnings", [])
                 record_cc_state_check(body["cc_state"], body["cross_checks"], body["warnings"])
+                for k, v in outcome.checks.items():        # the workload's own (checks.py)
+                    checks_mod.record(body["cross_checks"], body["warnings"], k, v)
         body["ecn_marks"] = self.ecn_window.view() if self.ecn_window else None
         return body
 

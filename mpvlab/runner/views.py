@@ -218,6 +218,8 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
             checks_mod.record(checks, warnings, k, v)
         return _body(ctx, sc, outcome, total, per_path, [], {"path_switches": None, "decisions": None,
                      "definition": None}, steer, checks, warnings, sampler, playback_s)
+    for k, v in outcome.checks.items():        # the workload's own (checks.py)
+        checks_mod.record(checks, warnings, k, v)
     retrans = _retransmitted_segments_by_path(topo, ctx.data / "subflows.csv")
     for name, v in per_path.items():
         v["payload_bytes_handed"] = view["bytes_handed"][name]

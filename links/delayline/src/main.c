@@ -54,6 +54,7 @@ struct held {
 	int64_t depart_rel;  /* left the capacity stage (= arrival without one) */
 	uint32_t qpkts;      /* capacity queue found on arrival */
 	uint32_t qbytes;
+	int64_t read_wait_ns; /* read time - kernel arrival stamp; -1: none */
 };
 
 struct dl {
@@ -162,9 +163,33 @@ static void outage_tick(struct dl *d, int64_t t)
 	}
 }
 
-static void on_packet(void *ctx, uint32_t id, uint32_t len, int64_t now)
+/* Read time - the kernel's arrival stamp, or -1 when the packet had no usable
+ * stamp. A stamp after the read by more than the stamp's 1 us resolution and
+ * the clock-offset read's jitter, or more than an hour before it, is a clock
+ * step, not an arrival: unusable. */
+#define DL_STAMP_SLACK_NS 100000LL
+#define DL_STAMP_MAX_WAIT_NS 3600000000000LL
+static int64_t read_wait(struct dl *d, int64_t now, int64_t arrival)
+{
+	int64_t w = now - arrival;
+
+	if (arrival < 0 || w < -DL_STAMP_SLACK_NS || w > DL_STAMP_MAX_WAIT_NS) {
+		d->st.arrival_unstamped++;
+		return -1;
+	}
+	d->st.arrival_stamped++;
+	if (w < 0)
+		w = 0;
+	if (w > d->st.read_wait_max_ns)
+		d->st.read_wait_max_ns = w;
+	return w;
+}
+
+static void on_packet(void *ctx, uint32_t id, uint32_t len, int64_t now,
+		      int64_t arrival)
 {
 	struct dl *d = ctx;
+	int64_t wait = read_wait(d, now, arrival);
 	int64_t delay, target, rel = now - d->t0_ns, depart = rel;
 	uint64_t seq = d->st.packets, qp = 0, qb = 0;
 	struct held *h;
@@ -235,6 +260,7 @@ static void on_packet(void *ctx, uint32_t id, uint32_t len, int64_t now)
 	h->depart_rel = depart;
 	h->qpkts = (uint32_t)qp;
 	h->qbytes = qb > UINT32_MAX ? UINT32_MAX : (uint32_t)qb;
+	h->read_wait_ns = wait;
 	d->count++;
 	if (d->count > d->st.max_queued)
 		d->st.max_queued = d->count;
@@ -255,8 +281,11 @@ static int release_due(struct dl *d, int force)
 
 		if (!force && h->target_ns > now)
 			break;
-		if (!force)
+		if (!force) {
 			dl_stats_late(&d->st, now - h->target_ns);
+			if (h->read_wait_ns >= 0)
+				dl_stats_late_arrival(&d->st, now - h->target_ns + h->read_wait_ns);
+		}
 		log_pkt(d, h->seq, h->len, h->arrival_rel, force ? 'S' : 'A',
 			h->depart_rel, h->target_ns - d->t0_ns, now - d->t0_ns,
 			h->qpkts, h->qbytes);

@@ -2,6 +2,7 @@
 #include "nfq.h"
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <libmnl/libmnl.h>
 #include <libnetfilter_queue/libnetfilter_queue.h>
@@ -29,6 +30,50 @@ static int64_t mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* CLOCK_REALTIME - CLOCK_MONOTONIC: of three tries, the one whose two
+ * monotonic reads lie closest together (a preemption between them would
+ * shift the offset by its length). */
+static int64_t real_minus_mono(void)
+{
+	int64_t best = 0, best_span = INT64_MAX;
+
+	for (int i = 0; i < 3; i++) {
+		struct timespec a, r, b;
+		int64_t ma, mb, rr;
+
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		clock_gettime(CLOCK_REALTIME, &r);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		ma = (int64_t)a.tv_sec * 1000000000LL + a.tv_nsec;
+		mb = (int64_t)b.tv_sec * 1000000000LL + b.tv_nsec;
+		rr = (int64_t)r.tv_sec * 1000000000LL + r.tv_nsec;
+		if (mb - ma < best_span) {
+			best_span = mb - ma;
+			best = rr - (ma + (mb - ma) / 2);
+		}
+	}
+	return best;
+}
+
+/* The kernel's arrival stamp of a queued packet on CLOCK_MONOTONIC, or -1.
+ * NFQA_TIMESTAMP is the skb's receive time (sec, usec; CLOCK_REALTIME),
+ * present when the kernel stamps received packets (net_enable_timestamp:
+ * some socket asked for SO_TIMESTAMP*, as dl_nfq_open does). */
+static int64_t arrival_of(struct nlattr *ts_attr, const struct dl_nfq *q)
+{
+	const struct nfqnl_msg_packet_timestamp *ts;
+	int64_t real;
+
+	if (!ts_attr || mnl_attr_get_payload_len(ts_attr) < sizeof(*ts))
+		return -1;
+	ts = mnl_attr_get_payload(ts_attr);
+	real = (int64_t)be64toh(ts->sec) * 1000000000LL +
+	       (int64_t)be64toh(ts->usec) * 1000LL;
+	if (real <= 0)
+		return -1;
+	return real - q->real_minus_mono_ns;
+}
+
 static int on_packet(const struct nlmsghdr *nlh, struct dl_nfq *q,
 		     int64_t now)
 {
@@ -43,7 +88,8 @@ static int on_packet(const struct nlmsghdr *nlh, struct dl_nfq *q,
 		len = ntohl(mnl_attr_get_u32(attr[NFQA_CAP_LEN]));
 	else if (attr[NFQA_PAYLOAD])
 		len = mnl_attr_get_payload_len(attr[NFQA_PAYLOAD]);
-	q->cb(q->ctx, ntohl(ph->packet_id), len, now);
+	q->cb(q->ctx, ntohl(ph->packet_id), len, now,
+	      arrival_of(attr[NFQA_TIMESTAMP], q));
 	return 0;
 }
 
@@ -114,6 +160,7 @@ int dl_nfq_drain(struct dl_nfq *q, int max_datagrams)
 		/* One timestamp per batch: these packets were all waiting in
 		 * the socket, the earliest read time is the best we know. */
 		now = mono_ns();
+		q->real_minus_mono_ns = real_minus_mono();
 		for (i = 0; i < n; i++) {
 			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
 				q->truncated++;
@@ -217,6 +264,22 @@ int dl_nfq_open(struct dl_nfq *q, unsigned queue, unsigned maxlen,
 			 rcvbuf, strerror(errno));
 		goto fail;
 	}
+	/* Ask the kernel to stamp received packets (net_enable_timestamp, a
+	 * switch every SO_TIMESTAMP* socket turns on, the VoIP probe's
+	 * receiver too): the stamp, NFQA_TIMESTAMP, is each packet's arrival,
+	 * from which lateness is measured. Without it a packet left waiting in
+	 * this socket while the line was stopped looks on time. */
+	{
+		int one = 1;
+
+		if (setsockopt(q->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one,
+			       sizeof(one)) < 0) {
+			snprintf(err, errlen, "cannot set SO_TIMESTAMPNS on the netlink socket: %s",
+				 strerror(errno));
+			goto fail;
+		}
+	}
+	q->real_minus_mono_ns = real_minus_mono();
 	/* One message binds and configures, so no packet is ever queued with
 	 * the defaults (full copy, maxlen 1024). */
 	nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, queue);

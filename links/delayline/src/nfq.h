@@ -7,9 +7,12 @@
 
 struct mnl_socket;
 
-/* Called for every queued packet: its id, full length, and the time it was
- * read (CLOCK_MONOTONIC ns). */
-typedef void (*dl_pkt_cb)(void *ctx, uint32_t id, uint32_t len, int64_t now);
+/* Called for every queued packet: its id, full length, the time it was read
+ * (CLOCK_MONOTONIC ns) and the kernel's arrival stamp of the packet
+ * (NFQA_TIMESTAMP, the skb's receive time, moved to CLOCK_MONOTONIC; -1 when
+ * the message carried none). */
+typedef void (*dl_pkt_cb)(void *ctx, uint32_t id, uint32_t len, int64_t now,
+			  int64_t arrival);
 
 struct dl_nfq {
 	struct mnl_socket *nl;
@@ -24,6 +27,9 @@ struct dl_nfq {
 	uint64_t recv_calls; /* recvmmsg system calls made */
 	uint64_t truncated;
 	uint64_t nl_errors;  /* NLMSG_ERROR replies to verdicts */
+	/* CLOCK_REALTIME - CLOCK_MONOTONIC (ns), read beside every batch: the
+	 * kernel stamps packets on the real-time clock. */
+	int64_t real_minus_mono_ns;
 	int last_nl_error;
 	/* Set while waiting for a config ACK. */
 	uint32_t ack_seq;

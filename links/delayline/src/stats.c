@@ -14,32 +14,45 @@ int dl_stats_init(struct dl_stats *st)
 	st->kernel_queue_dropped = -1;
 	st->kernel_user_dropped = -1;
 	st->hist = calloc(DL_HIST_BUCKETS, sizeof(*st->hist));
-	return st->hist ? 0 : -1;
+	st->hist_arr = calloc(DL_HIST_BUCKETS, sizeof(*st->hist_arr));
+	return st->hist && st->hist_arr ? 0 : -1;
 }
 
 void dl_stats_free(struct dl_stats *st)
 {
 	free(st->hist);
+	free(st->hist_arr);
 	st->hist = NULL;
+	st->hist_arr = NULL;
 }
 
-double dl_stats_quantile_us(const struct dl_stats *st, double q)
+static double quantile_us(const uint32_t *hist, uint64_t n, double q)
 {
 	uint64_t rank, seen = 0;
 	size_t i;
 
-	if (st->late_n == 0)
+	if (n == 0)
 		return 0.0;
 	/* Nearest-rank definition: smallest x with at least q*n samples <= x. */
-	rank = (uint64_t)(q * (double)st->late_n + 0.999999);
+	rank = (uint64_t)(q * (double)n + 0.999999);
 	if (rank < 1)
 		rank = 1;
 	for (i = 0; i < DL_HIST_BUCKETS; i++) {
-		seen += st->hist[i];
+		seen += hist[i];
 		if (seen >= rank)
 			return (double)i;
 	}
 	return (double)(DL_HIST_BUCKETS - 1);
+}
+
+double dl_stats_quantile_us(const struct dl_stats *st, double q)
+{
+	return quantile_us(st->hist, st->late_n, q);
+}
+
+double dl_stats_arrival_quantile_us(const struct dl_stats *st, double q)
+{
+	return quantile_us(st->hist_arr, st->late_arr_n, q);
 }
 
 int dl_stats_write_json(const char *path, const struct dl_stats *st,
@@ -110,6 +123,14 @@ int dl_stats_write_json(const char *path, const struct dl_stats *st,
 	}
 	if (ri->extra)
 		ri->extra(f, ri->extra_ctx);
+	fprintf(f, "  \"arrival_stamped\": %" PRIu64 ",\n", st->arrival_stamped);
+	fprintf(f, "  \"arrival_unstamped\": %" PRIu64 ",\n", st->arrival_unstamped);
+	fprintf(f, "  \"read_wait_us_max\": %.3f,\n", (double)st->read_wait_max_ns / 1e3);
+	fprintf(f, "  \"lateness_from_arrival_us\": {\"n\": %" PRIu64
+		   ", \"mean\": %.3f, \"p50\": %.0f, \"p99\": %.0f, \"max\": %.3f},\n",
+		st->late_arr_n, st->late_arr_n ? st->late_arr_sum_ns / st->late_arr_n / 1e3 : 0.0,
+		dl_stats_arrival_quantile_us(st, 0.50), dl_stats_arrival_quantile_us(st, 0.99),
+		(double)st->late_arr_max_ns / 1e3);
 	fprintf(f, "  \"lateness_us\": {\"n\": %" PRIu64
 		   ", \"mean\": %.3f, \"p50\": %.0f, \"p99\": %.0f, \"max\": %.3f}\n",
 		st->late_n, mean_us, dl_stats_quantile_us(st, 0.50),

@@ -31,6 +31,19 @@ struct dl_stats {
 	double late_sum_ns;
 	int64_t late_max_ns;
 	uint32_t *hist;         /* DL_HIST_BUCKETS counters */
+	/* Lateness from the kernel's arrival stamp = verdict time - (target +
+	 * (kernel arrival - read time)): what the packet waited beyond its
+	 * delay counted from when it reached the queue, not from when this
+	 * process read it. A line that was stopped (SIGSTOP, a host stall)
+	 * reads late and shows it here, not in late_*. Packets without a
+	 * usable stamp are counted in arrival_unstamped and left out. */
+	uint64_t arrival_stamped;
+	uint64_t arrival_unstamped;
+	int64_t read_wait_max_ns;   /* largest read time - kernel arrival */
+	uint64_t late_arr_n;
+	double late_arr_sum_ns;
+	int64_t late_arr_max_ns;
+	uint32_t *hist_arr;
 };
 
 int dl_stats_init(struct dl_stats *st);
@@ -50,8 +63,25 @@ static inline void dl_stats_late(struct dl_stats *st, int64_t late_ns)
 		us = DL_HIST_BUCKETS - 1;
 	st->hist[us]++;
 }
+static inline void dl_stats_late_arrival(struct dl_stats *st, int64_t late_ns)
+{
+	int64_t us;
+
+	if (late_ns < 0)
+		late_ns = 0; /* the stamp's 1 us resolution */
+	st->late_arr_n++;
+	st->late_arr_sum_ns += (double)late_ns;
+	if (late_ns > st->late_arr_max_ns)
+		st->late_arr_max_ns = late_ns;
+	us = late_ns / 1000;
+	if (us >= DL_HIST_BUCKETS)
+		us = DL_HIST_BUCKETS - 1;
+	st->hist_arr[us]++;
+}
 /* Quantile q in [0,1] of lateness, in us (bucket resolution 1 us). */
 double dl_stats_quantile_us(const struct dl_stats *st, double q);
+/* The same of lateness from the kernel's arrival stamp. */
+double dl_stats_arrival_quantile_us(const struct dl_stats *st, double q);
 
 struct dl_run_info {
 	unsigned queue;

@@ -34,6 +34,44 @@ def _request_path(line: str) -> str:
         return ""
 
 
+def body_bytes_by_client(access_log: Path) -> dict[str, int]:
+    """Response body bytes (%B) Apache logged per client address for the video's requests over the
+    emulated paths (loopback, the pre-run protocol check and the dash.js page's own requests left
+    out, as in apache_connections)."""
+    out: dict[str, int] = {}
+    try:
+        lines = access_log.read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 3 or parts[0].startswith("127.") or parts[0] == "::1" or server.PREFLIGHT_QUERY in line \
+                or _request_path(line).startswith(PAGE_REQUEST_PREFIXES):
+            continue
+        try:
+            body = line.split('"', 2)[2].split()[1]       # after the request: status, %B ("-" for none)
+        except IndexError:
+            continue
+        out[parts[0]] = out.get(parts[0], 0) + (int(body) if body.isdigit() else 0)
+    return out
+
+
+def player_bytes_check(players: dict[str, int | None], addrs: dict[str, str], logged: dict[str, int],
+                       exact: bool) -> dict[str, Any]:
+    """cross-check player_bytes_vs_access_log: each player's bytes_received against the body bytes
+    Apache logged for its requests. A player cannot read more than Apache sent; the own DASH client
+    reads every response it asks for to the end, so for it the two are equal (`exact`); dash.js can
+    abandon a fragment and GStreamer may stop reading at the end, and Apache logs what it wrote, so
+    for them the player's count may be lower. With one player every address is its (MPTCP subflows
+    may come from any path's address); with several, each player's own address."""
+    per: dict[str, Any] = {}
+    for role, got in players.items():
+        sent = sum(logged.values()) if len(players) == 1 else logged.get(addrs.get(role, ""), 0)
+        ok = isinstance(got, int) and (got == sent if exact else 0 <= got <= sent)
+        per[role] = {"player_bytes": got, "apache_body_bytes": sent, "ok": ok}
+    return {"exact": exact, "players": per, "ok": bool(per) and all(v["ok"] for v in per.values())}
+
+
 def apache_connections(access_log: Path) -> int:
     """Distinct client connections (address, port) that made video requests over the emulated paths:
     what the MPTCP scheduler trace must have seen (views.py, collector_saw_every_connection).
@@ -68,6 +106,7 @@ class VideoWorkload:
         self.video_name = ""
         self.http: server.HttpSetup | None = None
         self.players: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}   # role → (player, its log folder)
+        self.addrs: dict[str, str] = {}     # role → the client's address (its requests in Apache's log)
         self.several = False
         self.deadline = 0.0
         self.timeout_s = 0.0
@@ -108,6 +147,7 @@ class VideoWorkload:
                                              staged=True)
             ctx.ledger.add_proc(ref)
             self.players[c.role] = (player, out_dir)
+            self.addrs[c.role] = c.addr
         if sc.player.kind == "dashjs":
             for c in ends.clients:
                 steps.wait_page_loaded(ctx, self.players[c.role][0], f"player {c.role}" if several else "player",
@@ -185,8 +225,13 @@ class VideoWorkload:
             (ps,) = per_client.values()
             fields.update({"duration_s": ps.get("playback_s") or 0, **player_view(ps), "player_cpu": ps.get("cpu")})
             http_record["player_libsoup"] = ps.get("libsoup")
+        # Apache's log against what each player read (checks.py player_bytes_vs_access_log)
+        own = sc.video.kind == "dash" and sc.player.fetcher == "own"
+        bytes_check = player_bytes_check({r: ps.get("bytes_received") for r, ps in per_client.items()},
+                                         self.addrs, body_bytes_by_client(ctx.logs / "apache" / "access.log"), own)
         return Outcome(fields, duration, "apache_connections",
-                       apache_connections(ctx.logs / "apache" / "access.log"), warnings, per_client)
+                       apache_connections(ctx.logs / "apache" / "access.log"), warnings, per_client,
+                       checks={"player_bytes_vs_access_log": bytes_check})
 
 
 def network_discards(total: Any, cpu_late: Any) -> int | None:
