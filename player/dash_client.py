@@ -297,8 +297,6 @@ class ClientSession(SegmentPlayback):
     def _run(self) -> None:
         self.sock = open_mptcp(self.host, self.port, self.rcvbuf, self.mptcp)
         self.rcvbuf_effective = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
-        if isinstance(self.abr, Sabre):
-            self.abr.rcvbuf_requested = self.rcvbuf     # what its occupancy is measured against (occupancy_of)
         self.so_protocol = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PROTOCOL)
         if self.tls:
             self.sock = self._tls(self.sock)
@@ -315,6 +313,8 @@ class ClientSession(SegmentPlayback):
         self.n_segments = max(1, math.ceil(self.mpd_duration_s / self.segment_s - 1e-6))
         ladder = Ladder(tuple(r.bandwidth for r in self.reps), self.segment_s, self.buffer_s)
         self.abr = make(self.abr_name, ladder, self.abr_params, self.seed)
+        if isinstance(self.abr, Sabre):
+            self.abr.rcvbuf_requested = self.rcvbuf     # what its occupancy is measured against (occupancy_of)
         self.emit("dash_client", mptcp=self.mptcp, rcvbuf=self.rcvbuf,
                   rcvbuf_effective=self.rcvbuf_effective, segments=self.n_segments,
                   abr=self.abr_name)

@@ -302,6 +302,8 @@ def test_sabre_general_rules_on_the_wire(testbed: tuple[Net, Apache], content3: 
     steady = [c for c in s["sabre_checks"] if c["phase"] == "steady"]
     assert len(steady) >= 10, len(steady)
     for c in steady:
+        assert c["occupancy_base_bytes"] == 131072, c     # the SO_RCVBUF set, not the doubled 262144 (issue 43)
+        assert c["occupancy"] == pytest.approx(c["occupancy_bytes"] / 131072, abs=5e-5), c
         assert c["throttled"] == (c["occupancy"] < thr), c
         want = theta * rates[c["level"]] if c["throttled"] else c["target_bps"]
         assert c["read_bps"] == pytest.approx(want, rel=1e-5), c

@@ -39,6 +39,7 @@ def steady_at_level(level: int, params: dict | None = None) -> Sabre:
     backoff, socket full (not throttled)."""
     a = make("sabre", L3, params or {})
     assert isinstance(a, Sabre) and a.general
+    a.rcvbuf_requested = RCV
     a.level = level
     a.tick(FULL, RCV, 0, 0.2, 18.0, 0.0)
     assert (a.phase, a.mode) == ("steady", "backoff")
@@ -48,6 +49,7 @@ def steady_at_level(level: int, params: dict | None = None) -> Sabre:
 
 def test_initial_buffering_is_unpaced_until_the_initial_buffer_is_full() -> None:
     a = make("sabre", L3)
+    a.rcvbuf_requested = RCV
     assert a.p.initial_buffer_s == 60 and a.initial_buffer_s == 18.0     # capped at backoff_above 18 s
     assert (a.phase, a.read_rate_bps()) == ("initial", None)            # None: read as fast as it comes
     a.tick(10_000, RCV, 50_000, 0.2, 17.99, 1.0)                         # below 18 s: still initial,
@@ -179,6 +181,7 @@ def test_probing_up_after_wait_to_probe_and_halving_it_after_a_successful_up_shi
 def test_unconstrained_variant_keeps_section_4_1() -> None:
     a = make("sabre", L3, {"variant": "unconstrained"})
     assert (a.phase, a.refill_below_s) == ("steady", 10.0)     # no initial phase; half the buffer
+    a.rcvbuf_requested = RCV
     a.level = 1
     assert a.read_rate_bps() == pytest.approx(4.8e6)           # lambda x R_highest from the start
     a.tick(74_000, RCV, 1, 0.2, 5.0, 0.0)
@@ -250,6 +253,7 @@ def test_unconstrained_variant_does_not_fall_a_level_per_backoff_segment() -> No
     # Issue 43 item 5: §4.1's BW is the periodic checks' samples taken while the socket was not full;
     # D(i) of a backoff segment (delta x R by construction) fed it and k-switching fell one level.
     a = make("sabre", L3, {"variant": "unconstrained"})
+    a.rcvbuf_requested = RCV
     a.level = 2
     t = 0.0
     for i in range(1, 21):                                  # full buffer, socket full: backoff
@@ -402,7 +406,7 @@ def test_unconstrained_variant_with_a_64_kib_buffer_backs_off_until_the_buffer_r
     # §4.1 leaves backoff when O < 75 % (the network no longer keeps the socket full) or B < half the
     # buffer (10 s). On the 64 KiB socket above at constant 5.9 Mbit/s, backoff reads at delta x R_5 =
     # 3.6 Mbit/s: the queue settles at 116 951 - 450 000 x 0.11 = 67 451 B, 51.5 % of the reported
-    # 131 072 B (before: every backoff ended at the next check, 70 mode changes in 150 s, SABRE reading at
+    # 131 072 B (before, in this script: a backoff ended at the next check, 70 mode changes in 150 s, reads at
     # lambda x R_highest almost throughout) and 103 % of the 65 536 B set (now: only the playout buffer
     # ends a backoff, as at 256 KiB).
     a = make("sabre", LAD6, {"variant": "unconstrained"})
@@ -419,3 +423,11 @@ def test_unconstrained_variant_with_a_64_kib_buffer_backs_off_until_the_buffer_r
     assert "backoff" in [m for m, _ in seen]
     assert all(b < 10.0 for b in exits), exits          # refill_below_s = 20 / 2
     assert downshifts(r.levels) == 0 and r.stall_s == 0
+
+
+def test_occupancy_of_rcvbuf_needs_the_size_that_was_set() -> None:
+    a = make("sabre", L3)
+    with pytest.raises(ValueError, match="rcvbuf_requested"):
+        a.tick(FULL, RCV, 0, 0.2, 0.0)
+    b = make("sabre", L3, {"occupancy_of": "so_rcvbuf"})
+    assert b.tick(FULL, RCV, 0, 0.2, 0.0).occupancy == 0.9     # over the size the kernel reports

@@ -220,8 +220,9 @@ class Sabre(Abr):
         self._segment_pace: float | None = None
         self._pace_changed_in_segment = False
         self.events: list[dict[str, Any]] = []
-        # The SO_RCVBUF value the caller set on the socket (player/dash_client.py sets it as the socket
-        # opens). None: unknown, the size passed to tick() is used whatever occupancy_of says.
+        # The SO_RCVBUF value the caller set on the socket; player/dash_client.py sets it as it makes the
+        # controller. occupancy_of rcvbuf needs it (tick refuses to guess: a first version fell back to
+        # the kernel's value when it was not set, and a real run silently measured the old way).
         self.rcvbuf_requested: int | None = None
 
     def validate(self) -> None:
@@ -282,9 +283,12 @@ class Sabre(Abr):
 
     def occupancy_base(self, rcvbuf_bytes: int) -> int:
         """The buffer size occupancy is measured against, given SO_RCVBUF as the kernel reports it."""
-        if self.p.occupancy_of == "rcvbuf" and self.rcvbuf_requested is not None:
-            return self.rcvbuf_requested
-        return rcvbuf_bytes
+        if self.p.occupancy_of == "so_rcvbuf":
+            return rcvbuf_bytes
+        if self.rcvbuf_requested is None:
+            raise ValueError("sabre: occupancy_of rcvbuf needs the SO_RCVBUF value set on the socket "
+                             "(rcvbuf_requested); none was given")
+        return self.rcvbuf_requested
 
     def tick(self, occupancy_bytes: int, rcvbuf_bytes: int, bytes_read: int, dt_s: float,
              buffer_s: float, now_s: float = 0.0) -> Tick:
