@@ -313,6 +313,8 @@ class ClientSession(SegmentPlayback):
         self.n_segments = max(1, math.ceil(self.mpd_duration_s / self.segment_s - 1e-6))
         ladder = Ladder(tuple(r.bandwidth for r in self.reps), self.segment_s, self.buffer_s)
         self.abr = make(self.abr_name, ladder, self.abr_params, self.seed)
+        if isinstance(self.abr, Sabre):
+            self.abr.rcvbuf_requested = self.rcvbuf     # what its occupancy is measured against (occupancy_of)
         self.emit("dash_client", mptcp=self.mptcp, rcvbuf=self.rcvbuf,
                   rcvbuf_effective=self.rcvbuf_effective, segments=self.n_segments,
                   abr=self.abr_name)
@@ -513,8 +515,9 @@ class ClientSession(SegmentPlayback):
             return
         occ = socket_inq(self.sock)
         buf = self.buffer_level_s()
-        # Over the kernel's buffer (SO_RCVBUF doubled): the payload it held was measured at up to
-        # 1.88 x the requested value (246 KB with 131072 requested, 262144 effective).
+        # SO_RCVBUF as the kernel reports it (the request doubled); SABRE measures occupancy against the
+        # size its occupancy_of names (abr/sabre.py: the payload held was measured at up to 1.88 x the
+        # requested value, 246 KB with 131072 requested, 262144 reported).
         rcvbuf = self.rcvbuf_effective or self.rcvbuf
         assert rcvbuf is not None       # SO_RCVBUF is read as the socket opens (self.sock is set here)
         tk = self.abr.tick(occ, rcvbuf, nread, dt, buf, t)
@@ -524,6 +527,7 @@ class ClientSession(SegmentPlayback):
                "app_limited": tk.app_limited, "bw_bps": None if tk.bw_bps is None else round(tk.bw_bps, 1),
                "target_bps": round(self.abr.target_read_bps(), 1), "level": self.abr.level,
                "buffer_s": round(buf, 6), "occupancy_bytes": occ,
+               "occupancy_base_bytes": self.abr.occupancy_base(rcvbuf),
                "phase": self.abr.phase, "throttled": self.abr.throttled,
                "read_bps": None if rate is None else round(rate, 1)}
         self.ticks.append(rec)

@@ -198,6 +198,7 @@ def test_sabre_modes_follow_the_75_percent_rule() -> None:
     a = make("sabre", L3, {"variant": "unconstrained"})     # refill_below = buffer/2 = 10 s, backoff_above = 20 - 2 = 18 s
     a.level = 1
     rcv = 100_000
+    a.rcvbuf_requested = rcv                                # the SO_RCVBUF set; tick gets the same here
     # (occupancy bytes, bytes read in the 0.2 s, playout buffer s) -> expected mode after the check
     script = [
         (10_000, 100_000, 5.0, "refill"),    # 10 % < 75 %: stay refill; sample 4 Mbit/s -> bw 4.0

@@ -264,7 +264,7 @@ def test_sabre_general_rules_on_the_wire(testbed: tuple[Net, Apache], content3: 
     two segments show the congestion, theta 0.3 (0.3 Mbit/s at level 1) lets throttled reads refill the
     socket. Checked from what the player recorded, rule by rule:
       * throttling: after every steady-state check the reads are throttled exactly when the FIONREAD
-        occupancy it recorded (over the socket's SO_RCVBUF) was below 75 %, the read pace is then
+        occupancy it recorded (over the SO_RCVBUF value set, occupancy_of rcvbuf) was below 75 %, the read pace is then
         theta x R of the current level, else the target, and the sabre_throttle events alternate on/off
         with occupancies on the right side of 75 %, at least one each way. On the wire: while throttled,
         the bytes read in a check period are at most theta x R x dt + the pacer's burst (16 KiB) — a
@@ -302,6 +302,8 @@ def test_sabre_general_rules_on_the_wire(testbed: tuple[Net, Apache], content3: 
     steady = [c for c in s["sabre_checks"] if c["phase"] == "steady"]
     assert len(steady) >= 10, len(steady)
     for c in steady:
+        assert c["occupancy_base_bytes"] == 131072, c     # the SO_RCVBUF set, not the doubled 262144 (issue 43)
+        assert c["occupancy"] == pytest.approx(c["occupancy_bytes"] / 131072, abs=5e-5), c
         assert c["throttled"] == (c["occupancy"] < thr), c
         want = theta * rates[c["level"]] if c["throttled"] else c["target_bps"]
         assert c["read_bps"] == pytest.approx(want, rel=1e-5), c

@@ -14,7 +14,7 @@ fast the application reads the socket, set the server's rate:
                 so the playout buffer drains slowly and the server is held to delta x R by
                 the receive window, leaving the bottleneck queue short.
   * Mode changes, evaluated every `check_period_s` (200 ms) from the socket receive buffer's
-    occupancy O (bytes queued, SIOCINQ, over the kernel's receive buffer) against
+    occupancy O (bytes queued, SIOCINQ, over the buffer size: see "Socket occupancy" below) against
     `occupancy_threshold` (75 %), and the playout buffer B:
       refill -> backoff when O >= 75 % and B >= `backoff_above_s` (default: buffer − one
                 segment, i.e. full): data piles up in the socket because the full playout
@@ -54,8 +54,8 @@ fast the application reads the socket, set the server's rate:
     event at constant bandwidth.) Throttled reads (theta x R) do count: throttling happens only when
     the network failed to keep the socket buffer at the threshold. In the initial phase reads are
     unpaced and every D(i) feeds BW.
-  * Every check_period_s (200 ms): socket occupancy O = FIONREAD / SO_RCVBUF (the kernel's doubled
-    value); O < 75 % throttles reads to theta x R (theta = 0.5) until O >= 75 % again.
+  * Every check_period_s (200 ms): socket occupancy O = FIONREAD / the buffer size SABRE set
+    (`occupancy_of`, below); O < 75 % throttles reads to theta x R (theta = 0.5) until O >= 75 % again.
   * Significant drop: D(i) < R of that segment, judged only for segments read wholly outside backoff
     (in backoff the reader itself holds D(i) at delta x R < R: our reading, the paper's text does not
     say). A run of significant drops spanning `significant_drop_window_s` (10 s) is a bandwidth drop:
@@ -69,6 +69,23 @@ fast the application reads the socket, set the server's rate:
   Each rule leaves an event in the player's event log: sabre_phase, sabre_mode (with target_bps),
   sabre_congestion, sabre_throttle (on/off with the occupancy), sabre_significant_drop,
   sabre_drop_ignored, sabre_bandwidth_drop, sabre_probe, sabre_probe_success.
+Socket occupancy (both variants; issue 43): O = FIONREAD / the buffer size, with `occupancy_of` saying
+which size. Default `rcvbuf`: the SO_RCVBUF value SABRE set (rcvbuf_bytes, or player.rcvbuf), the same
+rcvbuf the pipelining formula counts in media bytes. `so_rcvbuf`: the value getsockopt(SO_RCVBUF)
+returns, which Linux doubles for its bookkeeping overhead (socket(7)); the queued payload never reaches
+it (measured: at most 464 714 of 524 288 bytes, 88.6 %, with 262 144 requested). Receive-window flow
+control makes the bound tighter: the server may have in flight only the buffer's free space, so at a
+read rate r with the network keeping up, the socket holds at most (payload ceiling − r x RTT). Against
+the doubled value that put the 75 % threshold inside the noise of a constant-bandwidth run at
+lambda x R = 5.4 Mbit/s over 100 ms (occupancy 73–84 % at successive checks): reads toggled between the
+target and theta x R, D(i) fell to ~3.97 Mbit/s < gamma x 5.4, a congestion event lowered the target
+below R, every segment became a significant drop and 10 s later a forced 5 -> 2 down-shift — twice in
+150 s at constant bandwidth. With a 64 KiB request the ceiling (116 951 of 131 072 bytes) less
+theta x R_5 x RTT lies below 75 % of the doubled value, so a throttle at the top level could not end
+(20 s at theta x R until a forced down-shift; then stalls). The rule is
+meaningful only while threshold x size <= payload ceiling − read rate x RTT; `occupancy_of` and the
+threshold are the knobs, the player records the size used (`occupancy_base_bytes`) at every check.
+
 `variant: unconstrained` is §4.1 exactly as before (the rules above this paragraph): its BW is fed by
 the periodic checks only, never by D(i) (D(i) of a backoff segment is delta x R by construction and
 made k-switching fall one level per backoff segment; issue 43).
@@ -139,6 +156,14 @@ class SabreParams(KSwitchParams):
     # at least 10 ms: the check is a syscall pair per period, and 1e-300 s made it a busy loop (issue 45)
     check_period_s: float = Field(0.2, ge=0.01, le=10)
     occupancy_threshold: float = Field(0.75, gt=0, lt=1.0)
+    # What "the buffer size" in "FIONREAD against the buffer size" is (the paper's text does not say;
+    # issue 43, see the module docstring "Socket occupancy"): rcvbuf, the size SABRE asked for with
+    # setsockopt(SO_RCVBUF) (rcvbuf_bytes or player.rcvbuf; the same rcvbuf its pipelining formula counts
+    # as media bytes), or so_rcvbuf, the value getsockopt returns (Linux doubles the request for its
+    # bookkeeping overhead, so the payload the buffer can hold is a kernel-dependent part of it).
+    occupancy_of: Literal["rcvbuf", "so_rcvbuf"] = Field(
+        "rcvbuf", description="the buffer size the socket occupancy is measured against: rcvbuf (the "
+                              "SO_RCVBUF value SABRE set) or so_rcvbuf (the doubled value the kernel reports)")
     refill_below_s: float | None = Field(None, ge=0)   # default: general 85 % of the buffer, §4.1 half
     backoff_above_s: float | None = Field(None, ge=0)  # default: buffer - one segment (full)
     gamma: float = Field(0.85, gt=0, le=1.0)           # congestion: BW < gamma x target
@@ -195,6 +220,10 @@ class Sabre(Abr):
         self._segment_pace: float | None = None
         self._pace_changed_in_segment = False
         self.events: list[dict[str, Any]] = []
+        # The SO_RCVBUF value the caller set on the socket; player/dash_client.py sets it as it makes the
+        # controller. occupancy_of rcvbuf needs it (tick refuses to guess: a first version fell back to
+        # the kernel's value when it was not set, and a real run silently measured the old way).
+        self.rcvbuf_requested: int | None = None
 
     def validate(self) -> None:
         lad = self.ladder
@@ -252,10 +281,20 @@ class Sabre(Abr):
     def _event(self, kind: str, now_s: float, **fields: Any) -> None:
         self.events.append({"type": kind, "t": now_s, **fields})
 
+    def occupancy_base(self, rcvbuf_bytes: int) -> int:
+        """The buffer size occupancy is measured against, given SO_RCVBUF as the kernel reports it."""
+        if self.p.occupancy_of == "so_rcvbuf":
+            return rcvbuf_bytes
+        if self.rcvbuf_requested is None:
+            raise ValueError("sabre: occupancy_of rcvbuf needs the SO_RCVBUF value set on the socket "
+                             "(rcvbuf_requested); none was given")
+        return self.rcvbuf_requested
+
     def tick(self, occupancy_bytes: int, rcvbuf_bytes: int, bytes_read: int, dt_s: float,
              buffer_s: float, now_s: float = 0.0) -> Tick:
-        """The periodic check (every check_period_s)."""
-        occ = occupancy_bytes / rcvbuf_bytes
+        """The periodic check (every check_period_s). rcvbuf_bytes: SO_RCVBUF as getsockopt returns it;
+        occupancy is over occupancy_base(rcvbuf_bytes)."""
+        occ = occupancy_bytes / self.occupancy_base(rcvbuf_bytes)
         full = occ >= self.p.occupancy_threshold
         sample = bytes_read * 8 / dt_s if dt_s > 0 else 0.0
         old = self.mode
