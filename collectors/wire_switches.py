@@ -278,6 +278,17 @@ def _dss_mapping(opt: bytes) -> tuple[int, bool, int, int] | None:
     return dsn, bool(flags & DSS_M_DSN64), ssn, dlen
 
 
+def _advance_seq_end(rec: dict[str, Any], rel_end: int) -> None:
+    """`seq_data_bytes`: the subflow's data bytes in its own sequence space, the highest relative
+    sequence number its payload reached less the SYN's one (each byte once, however often it was
+    retransmitted): what its `ss bytes_acked` counts once all is acknowledged. Unwrapped past 4 GiB
+    by taking each step forward modulo 2^32 when it is less than 2^31."""
+    have = rec["seq_data_bytes"] + 1
+    step = (rel_end - have) & 0xFFFFFFFF
+    if step < 1 << 31:
+        rec["seq_data_bytes"] = have + step - 1
+
+
 def segments_from_pcap(path: Path) -> tuple[list[Segment], ParseStats]:
     """The sender's MPTCP data segments in capture order, and what else the reader saw. The capture
     must include the connections' handshakes (it starts before the run's traffic)."""
@@ -317,7 +328,8 @@ def segments_from_pcap(path: Path) -> tuple[list[Segment], ParseStats]:
                         sid = next_sid.get(token, 0) + 1
                         next_sid[token] = sid
                         subflows[key] = _Subflow(token, sid, seq, dst)
-                        st.subflows[f"{src}:{sport}-{dst}:{dport}"] = {"conn": token, "subflow_id": sid, "peer": dst}
+                        st.subflows[f"{src}:{sport}-{dst}:{dport}"] = {"conn": token, "subflow_id": sid, "peer": dst,
+                                                                       "seq_data_bytes": 0}
                 elif sub == MPTCP_JOIN and len(o) >= 8:
                     joins[(dst, dport, src, sport)] = o[4:8].hex()
             continue
@@ -326,6 +338,7 @@ def segments_from_pcap(path: Path) -> tuple[list[Segment], ParseStats]:
         if sf is None or payload <= 0:
             st.other_packets += 1
             continue
+        _advance_seq_end(st.subflows[f"{src}:{sport}-{dst}:{dport}"], (seq - sf.isn + payload) & 0xFFFFFFFF)
         st.data_segments += 1
         mapping = None
         for o in opts:

@@ -367,7 +367,10 @@ def main(argv: list[str] | None = None) -> int:
                  "player": "dashjs", "buffer_ms": a.buffer_s * 1000, "cpu": cpu or None,
                  "browser": browser_info, "page_load_failures": page_failures,
                  "browser_events": blog.summary(),
-                 "clock_map_uncertainty_ms": clock_uncertainty_ms})
+                 "clock_map_uncertainty_ms": clock_uncertainty_ms,
+                 # page ms → run time: run_ns = page_ms × 1e6 + page_offset_ns − t0_ns (the stall
+                 # cross-check maps each counted stall back to the page's own record with it)
+                 "page_offset_ns": offset_ns})
     summ["abr"] = {"name": a.abr, "params": json.loads(a.abr_params), "dashjs": raw.get("dashjs_version")}
     with a.events.open("a") as fh:
         for event in summ.pop("events_out", []):

@@ -115,7 +115,8 @@ def test_the_table_has_every_check_and_a_section_per_workload() -> None:
         assert f"### {title}\n\n{n} checks." in page, key
     # the rtp workloads carry their nine checks, the probe's two and the interface check
     assert sum("rtp-gcc" in c.applies for c in checks.CHECKS) == 12
-    assert sum("own-dash" in c.applies for c in checks.CHECKS) == 10
+    assert sum("own-dash" in c.applies for c in checks.CHECKS) == 11
+    assert sum("dash.js" in c.applies for c in checks.CHECKS) == 12
 
 
 _LOG = """127.0.0.1 34100 [29/Nov/2026:01:32:23 +0000] "HEAD /v/manifest.mpd HTTP/1.1" 200 0 237 0 "-" HTTP/1.1 - -
@@ -151,3 +152,73 @@ def test_player_bytes_against_the_access_log_warn(tmp_path: Path) -> None:
     assert video.player_bytes_check({"player": 754_340}, {"player": "10.0.1.2"}, logged, True)["ok"]
     # a player that reported no count fails
     assert not video.player_bytes_check({"player": None}, {}, logged, False)["ok"]
+
+
+def _dashjs_record(ready: int, ahead_s: float) -> dict[str, Any]:
+    """A dash.js page record (dashjs-raw.json's shape) with one stall opening at 11 443 page ms whose
+    `waiting` snapshot shows `ready` and `ahead_s` of video beyond the playhead."""
+    snap = lambda t, rng, rs=4: {"t_media": t, "ready_state": rs, "buffered": rng}   # noqa: E731
+    return {"started_ms": 1000.0,
+            "events": [[1948.3, "video.playing", snap(0.0025, [[0, 5.0]])],
+                       [11443.0, "video.waiting", snap(4.75, [[0, 4.75 + ahead_s]], ready)],
+                       [11900.0, "video.playing", snap(4.751, [[0, 9.999999]])],
+                       [17900.0, "video.ended", snap(9.999999, [[0, 9.999999]])]],
+            "buffer": [[11500.0, 0.25, 4.75]]}
+
+
+def test_stalls_against_the_element_buffered_ranges_warn() -> None:
+    """stalls_vs_element_buffered: a counted stall whose opening `waiting` found the element empty
+    (readyState 2, 0.02 s ahead) agrees; planted: the element holding 0.8 s (readyState 4) — more than
+    dash.js's 0.5 s threshold + a frame, yet under the 1 s exclusion rule, so the stall figures count
+    it — and a counted stall with no `waiting` in the page's record at its start."""
+    from mpvlab.player import dashjs_qoe
+    from mpvlab.runner.workloads import video
+    t0, offset = 5_000_000_000, 3_000_000_123.0       # page ms → run s through the page's clock offset
+
+    def summary(raw: dict[str, Any]) -> dict[str, Any]:
+        s = dashjs_qoe.summarize(raw, t0_ns=t0, page_offset_ns=offset, video_length_s=10.0, frames_expected=None)
+        return {**s, "t0_ns": t0, "page_offset_ns": offset}        # as player/dashjs_player.py writes them
+    frame = 1 / 30
+    good = _dashjs_record(2, 0.02)
+    ps = summary(good)
+    assert ps["underflows"] == 1
+    r = video.stalls_vs_element_check(ps, good, frame)
+    assert r["ok"] and r["counted_stalls"] == 1 and r["stalls"][0]["element_ahead_s"] == 0.02
+    # readyState ≥ HAVE_FUTURE_DATA but under dash.js's threshold + a frame: its own halt, a real stall
+    assert video.stalls_vs_element_check(summary(_dashjs_record(4, 0.45)), _dashjs_record(4, 0.45), frame)["ok"]
+    planted = _dashjs_record(4, 0.8)
+    ps = summary(planted)
+    assert ps["underflows"] == 1                  # the counting rule (≥ 1 s to exclude) counts it
+    r = video.stalls_vs_element_check(ps, planted, frame)
+    st = r["stalls"][0]
+    assert not r["ok"] and (st["element_ahead_s"], st["ready_state"], st["ok"]) == (0.8, 4, False)
+    _, w = _run("stalls_vs_element_buffered", {"players": {"player": r}, "ok": r["ok"]})
+    assert w and w[0].startswith("cross-check stalls_vs_element_buffered failed: ")
+    # a counted stall the page never signalled: its start 1 ms off any `waiting`
+    moved = {**summary(good), "underflow_episodes": [[ps["underflow_episodes"][0][0] + 0.001,
+                                                      ps["underflow_episodes"][0][1]]]}
+    r = video.stalls_vs_element_check(moved, good, frame)
+    assert not r["ok"] and r["stalls"][0]["waiting_in_page_record"] is False
+    # no snapshot at the `waiting` (an old record): unverified, not failed
+    bare = _dashjs_record(2, 0.02)
+    bare["events"][1][2] = None
+    r = video.stalls_vs_element_check(summary(bare), bare, frame)
+    assert r["ok"] and r["unverified"] == 1
+
+
+def test_expected_records_expand_per_path_and_follow_conditions() -> None:
+    """The record names a run must hold, from the registry: a dash.js run with a server capture and
+    a BBR-S state model, and an rtp run with the probe; unknown conditions are refused."""
+    got = checks.expected_records("dash.js", {"pcap", "pcap-server", "cc-state"}, ["wifi", "lte"],
+                                  (("server", "eth0"),))
+    assert got["cross_checks"] == {
+        "bytes_wifi_interface_vs_collector", "bytes_lte_interface_vs_collector", "collector_saw_every_connection",
+        "collector_lost_events", "subflow_addresses", "pcap_bytes_server_eth0", "pcap_path_bytes_vs_subflow_counters",
+        "mode_shares_over_workload_flows", "player_bytes_vs_access_log", "stalls_vs_element_buffered"}
+    assert got["fidelity_checks"] == {"playback_within_media_and_stalls"}
+    assert "stalls_vs_element_buffered" not in checks.expected_records("own-dash", set(), ["a"])["cross_checks"]
+    rtp = checks.expected_records("rtp-gcc", {"voip", "voip-one-path"}, ["a"])
+    assert rtp["cross_checks"] == {"bytes_a_interface_vs_udp_socket"} and len(rtp["rtp.checks"]) == 9
+    assert rtp["fidelity_checks"] == {"probe_delay_within_queue_bound", "no_simultaneous_silence"}
+    with pytest.raises(ValueError, match="unknown conditions"):
+        checks.expected_records("bulk", {"pcap-client"}, ["a"])

@@ -27,6 +27,7 @@ import yaml
 from mpvlab.core import ledger, netns
 from mpvlab.input.scenario import Scenario
 from mpvlab.player import dashjs_qoe, dashjs_setup
+from mpvlab.results import checks
 
 pytestmark = pytest.mark.cpu   # cpu: CPU-bound (headless Chromium)
 
@@ -233,6 +234,16 @@ def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
     # The trace (from t0) saw every connection that carried video; the page's pre-t0 one is not expected.
     assert s["cross_checks"]["collector_saw_every_connection"]["ok"], s["cross_checks"]
     assert not [w for w in s["warnings"] if "collector_saw_every_connection" in w], s["warnings"]
+    # The stall figures against the element's own buffered ranges: the check ran on this player, found
+    # the page's clock offset in its summary, and every counted stall (if any) opened at a `waiting`.
+    st = s["cross_checks"]["stalls_vs_element_buffered"]
+    assert st["ok"] and p["page_offset_ns"] is not None, st
+    (one,) = st["players"].values()
+    assert one["counted_stalls"] == len(p["underflow_episodes"]), st
+    # the run's checks are exactly the registry's rows for dash.js without pcap, probe or CC state model
+    want = checks.expected_records("dash.js", set(), list(s["paths"]))
+    assert set(s["cross_checks"]) == want["cross_checks"], (sorted(s["cross_checks"]), want)
+    assert set(s["fidelity_checks"] or {}) == want["fidelity_checks"], (s["fidelity_checks"], want)
     # (the connection was set up before t0, when the page loaded: the MIB's handshake counters moved
     # before the playback window; the msk's own byte counter shows the video went over MPTCP)
     assert s["mptcp"]["sent_bytes"] >= sum(g["bytes"] for g in json.loads(

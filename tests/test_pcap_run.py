@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mpvlab.collectors.pcap import FULL_FRAME, INFLIGHT_FRAMES_ALLOWED, RELATIVE_ALLOWANCE
+from mpvlab.results import checks
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.netns, pytest.mark.e2e]
@@ -89,6 +90,13 @@ def test_pcap_run_bytes_match_the_interface_counters(tmp_path: Path) -> None:
         assert 0 <= trace["totals"]["bytes_handed"] - t["new_bytes"] <= t["retransmitted_bytes"]
     assert t["wire_switches"] >= t["dsn_order_switches"]
     assert {sf["path"] for sf in w["subflows"].values()} == set(s["paths"])
+    # Per path, the capture's data bytes (each once) against the subflows' ss bytes_acked: both paths
+    # compared, within the check's tolerance; and the run holds exactly the registry's records for a
+    # progressive run with client and server captures.
+    pb = s["cross_checks"]["pcap_path_bytes_vs_subflow_counters"]
+    assert pb["ok"] and set(pb["paths"]) == set(s["paths"]), pb
+    want = checks.expected_records("progressive", {"pcap", "pcap-server"}, list(s["paths"]), tuple(files))
+    assert set(s["cross_checks"]) == want["cross_checks"], (sorted(s["cross_checks"]), want)
 
     # Nothing left running: no tcpdump on this run's interfaces.
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout

@@ -47,6 +47,8 @@ from typing import Any
 
 import pytest
 
+from mpvlab.results import checks
+
 pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -152,6 +154,10 @@ def _assert_accounted(run_dir: Path, s: dict) -> None:
     # every cross-check of the summary's figures against the logs held (rtp_checks.py, tests/test_rtp_checks.py)
     assert all(c["ok"] for c in r["checks"].values()), {k: c for k, c in r["checks"].items() if not c["ok"]}
     assert not [w for w in s["warnings"] if w.startswith("cross-check rtp_")], s["warnings"]
+    # exactly the registry's records for its controller's workload (no probe here: no fidelity checks)
+    want = checks.expected_records(f"rtp-{r['controller']}", set(), list(s["paths"]))
+    assert set(s["cross_checks"]) == want["cross_checks"] and set(r["checks"]) == want["rtp.checks"], want
+    assert not s["fidelity_checks"] and "fidelity_checks" not in want
 
 
 def _check_rendering(r: dict, rx_frames: list[dict[str, str]]) -> None:

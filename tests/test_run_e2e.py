@@ -17,6 +17,7 @@ import pytest
 from hostnoise import assert_playback_accounted, assert_played_through, cpu_late_frames_allowed, lowered
 from mpvlab.core import ledger, netns
 from mpvlab.core.hoststeal import StealWindow
+from mpvlab.results import checks
 
 FPS = 30
 REPO = Path(__file__).resolve().parent.parent
@@ -122,6 +123,11 @@ def test_smoke_run_is_complete_and_correct(smoke: tuple[subprocess.CompletedProc
     played_accounted(s)
     assert abs(s["duration_s"] - 20.0) < 0.5
     assert all(c["ok"] for c in s["cross_checks"].values()), s["cross_checks"]
+    # the checks the run made are exactly the registry's rows for a progressive run without pcap,
+    # probe or CC state model (mpvlab/results/checks.py CHECKS)
+    want = checks.expected_records("progressive", set(), list(s["paths"]))
+    assert set(s["cross_checks"]) == want["cross_checks"], (sorted(s["cross_checks"]), want)
+    assert set(s["fidelity_checks"] or {}) == want["fidelity_checks"], (s["fidelity_checks"], want)
     assert s["path_switches"] > 0
     # Pre-run check: each 3 Mbit/s tbf dequeued at its rate while backlogged (qdisc counters) within
     # 3 %, less the share of CPU time the hypervisor took meanwhile (tests/hostnoise.py); the

@@ -154,3 +154,16 @@ def test_silence_of_the_probe_alone_or_shorter_than_the_threshold_passes(tmp_pat
     assert _silence_run(tmp_path, (8.0, 8.9), (8.0, 8.9))["fidelity_ok"] is True
     # ... and 1.1 s is over it
     assert _silence_run(tmp_path, (8.0, 9.1), (8.0, 9.1))["fidelity_ok"] is False
+
+
+def test_one_player_runs_playback_is_checked_from_its_duration() -> None:
+    """A dual-path run's summary holds its one player's playback as duration_s (no `players`, no
+    playback_s): the check runs on it (a real smoke run's summary had no playback check before) and
+    names the planted freeze; a bulk summary (duration_s, no stalls) has none."""
+    sc, _ = load_scenario(ROOT / "scenarios" / "smoke.yaml")
+    ok = runchecks.check_playback(sc, {"duration_s": 20.4, "underflow_total_s": 0.0})
+    assert ok is not None and ok["ok"] and set(ok["players"]) == {"player"}
+    checks, warnings = runchecks.run(sc, {"duration_s": 31.0, "underflow_total_s": 1.0}, None, None)
+    assert not checks["playback_within_media_and_stalls"]["ok"]
+    assert warnings and warnings[0].startswith("playback_within_media_and_stalls: ") and "player 31 s > 23 s" in warnings[0]
+    assert runchecks.check_playback(sc, {"duration_s": 20.0}) is None

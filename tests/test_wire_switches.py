@@ -6,11 +6,12 @@ from __future__ import annotations
 import hashlib
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mpvlab.collectors import pcap
-from mpvlab.collectors.wire_switches import Segment, count_switches, mptcp_token, segments_from_pcap, totals
+from mpvlab.collectors.wire_switches import Segment, analyse, count_switches, mptcp_token, segments_from_pcap, totals
 from mpvlab.input.scenario import ScenarioError, parse_scenario
 
 
@@ -131,3 +132,60 @@ def test_pcap_validation(observe: dict, message: str) -> None:
     with pytest.raises(ScenarioError) as e:
         parse_scenario({**base, "observe": observe})
     assert message in str(e.value), str(e.value)
+
+
+def test_pcap_path_bytes_against_the_subflow_counters_warn(tmp_path: Path) -> None:
+    """cross-check pcap_path_bytes_vs_subflow_counters: a scripted server capture whose subflow on
+    path a sends 2000 data bytes (one segment retransmitted: counted once) and on path b 1000 (its
+    sequence numbers wrapping 2^32) agrees with ss counters that acknowledged exactly those; planted:
+    a counter that acknowledged 500 bytes the capture never saw sent, and one short by 1000 bytes
+    while the client's interface received only 100 bytes after its last sample."""
+    from mpvlab.results import checks
+    from mpvlab.runner import capture
+    token = mptcp_token(KEY)
+    isn0, isn1 = 1_000, 4_294_967_000
+    SYN, ACK = 0x02, 0x10
+    frames = [
+        _frame(CL0, 40000, SRV, 80, 5, SYN, bytes([30, 4, 0x01, 0x81]), 0),
+        _frame(SRV, 80, CL0, 40000, isn0, SYN | ACK, bytes([30, 12, 0x01, 0x81]) + KEY, 0),
+        _frame(CL1, 40001, SRV, 80, 9, SYN, bytes([30, 12, 0x10, 0x02]) + bytes.fromhex(token) + b"\0" * 4, 0),
+        _frame(SRV, 80, CL1, 40001, isn1, SYN | ACK, bytes([30, 16, 0x10, 0x02]) + b"\0" * 12, 0),
+        _frame(SRV, 80, CL0, 40000, isn0 + 1, ACK, _dss(10_000, 1, 2000), 1000),
+        _frame(SRV, 80, CL1, 40001, (isn1 + 1) & 0xFFFFFFFF, ACK, _dss(12_000, 1, 1000), 1000),
+        _frame(SRV, 80, CL0, 40000, isn0 + 1001, ACK, _dss(10_000, 1, 2000), 1000),
+        _frame(SRV, 80, CL0, 40000, isn0 + 1, ACK, _dss(10_000, 1, 2000), 1000),    # TCP retransmission
+    ]
+    f = tmp_path / "server.pcap"
+    _pcap(f, frames)
+    subflows = analyse(f)["subflows"]
+    assert {k: v["seq_data_bytes"] for k, v in subflows.items()} == {
+        f"{SRV}:80-{CL0}:40000": 2000, f"{SRV}:80-{CL1}:40001": 1000}
+    path_of = {CL0: "a", CL1: "b"}
+    # rx of each client interface: 100 bytes after t = 5 s (the last ss sample is at 10 s)
+    links = {"a": [(0.0, 0), (5.0, 4000), (10.0, 4100)], "b": [(0.0, 0), (5.0, 2000), (10.0, 2100)]}
+
+    def ss(acked_a: int, acked_b: int = 1000) -> dict[tuple[str, str], dict[str, float]]:
+        # ss spells an IPv4 subflow of an IPv6 listener as [::ffff:a.b.c.d]:port
+        row = {"t_s": 10.0, "srtt_ms": 50.0, "rttvar_ms": 5.0}
+        return {(f"[::ffff:{SRV}]:80", f"[::ffff:{CL0}]:40000"): {**row, "bytes_acked": acked_a},
+                (f"{SRV}:80", f"{CL1}:40001"): {**row, "bytes_acked": acked_b}}
+    margin = 0.4        # one ss and one interface-sample period
+    r = capture.pcap_vs_subflow_check(subflows, ss(2000), links, path_of, margin)
+    assert r["ok"] and r["paths"]["a"]["difference"] == 0 and r["paths"]["b"]["capture_bytes"] == 1000
+    assert r["paths"]["a"]["tail_allowance"] == 100      # rx after 10 − 0.27 − 0.4 s: from the 5 s sample
+    # the counter acknowledged more than the capture saw sent
+    r = capture.pcap_vs_subflow_check(subflows, ss(2500), links, path_of, margin)
+    assert not r["ok"] and not r["paths"]["a"]["ok"] and r["paths"]["b"]["ok"] and r["paths"]["a"]["difference"] == -500
+    out: dict[str, Any] = {}
+    warnings: list[str] = []
+    checks.record(out, warnings, "pcap_path_bytes_vs_subflow_counters", r)
+    assert warnings[0].startswith("cross-check pcap_path_bytes_vs_subflow_counters failed: ")
+    # the capture saw 1000 bytes more than were acknowledged, and only 100 reached the client after the sample
+    assert not capture.pcap_vs_subflow_check(subflows, ss(1000), links, path_of, margin)["ok"]
+    # … unless the client's interface received them after the sample: then they were in flight
+    late = {**links, "a": [(0.0, 0), (5.0, 3000), (10.0, 4100)]}
+    assert capture.pcap_vs_subflow_check(subflows, ss(1000), late, path_of, margin)["ok"]
+    # a subflow ss never sampled is listed, not compared
+    r = capture.pcap_vs_subflow_check(subflows, {k: v for k, v in ss(2000).items() if "40001" in k[1]}, links,
+                                      path_of, margin)
+    assert r["unsampled_subflows"] == [f"{SRV}:80-{CL0}:40000"] and set(r["paths"]) == {"b"} and r["ok"]

@@ -50,6 +50,17 @@ class CheckDef:
     on_failure: str = "warning"     # "warning", "run fails" or "fidelity_ok false"
     stored: str = "cross_checks"    # the summary.json object holding its record under its name
     applies: tuple[str, ...] = ()   # the WORKLOADS whose runs carry it (subject to `workloads`' condition)
+    requires: tuple[str, ...] = ()  # CONDITIONS the run must meet besides its workload (all of them)
+
+
+# What a run must have, besides its workload, for a check to run (`requires`; expected_records).
+CONDITIONS: dict[str, str] = {
+    "pcap": "observe.pcap (a record per captured interface)",
+    "pcap-server": "observe.pcap with the `server` point",
+    "cc-state": "a CC whose state the registry models (BBR, BBR-S, BBRv3, BBRv3-S)",
+    "voip": "cross_traffic.voip, no path with a capacity trace, loss model or outages",
+    "voip-one-path": "cross_traffic.voip on one shaped path with a buffer, no capacity trace, loss model or outages",
+}
 
 
 def warning(name: str, result: dict[str, Any]) -> str:
@@ -126,14 +137,26 @@ CHECKS: tuple[CheckDef, ...] = (
              "the captured interface's kernel counters over the capture's window",
              "|capture bytes − counter bytes| within collectors/pcap.py's allowance (headers of packets in "
              "flight at the window's edges)", "any TCP workload with observe.pcap",
-             "mpvlab.runner.capture:view", "tests/test_checks.py::test_pcap_bytes_warns", applies=_TCP),
+             "mpvlab.runner.capture:view", "tests/test_checks.py::test_pcap_bytes_warns", applies=_TCP,
+             requires=("pcap",)),
+    CheckDef("pcap_path_bytes_vs_subflow_counters", "wire_switches.subflows (per path: seq_data_bytes)",
+             "ss on the server (data/subflows.csv): each subflow's bytes_acked in its last sample; the path's "
+             "client interface rx bytes (data/links.csv) after it",
+             "per path, over the subflows both saw: −2 B per subflow ≤ capture − counter ≤ 2 B per subflow + the "
+             "client interface's rx bytes after each subflow's last ss sample less one ACK delay (srtt + 4 rttvar + "
+             "200 ms delayed ACK) and one period of each sampler (the capture counts every byte sent once, the "
+             "counter every byte acknowledged by that sample; the SYN's and FIN's sequence numbers)",
+             "any TCP workload with observe.pcap at the server",
+             "mpvlab.runner.capture:pcap_vs_subflow_check",
+             "tests/test_wire_switches.py::test_pcap_path_bytes_against_the_subflow_counters_warn", applies=_TCP,
+             requires=("pcap-server",)),
     CheckDef("mode_shares_over_workload_flows", "cc_state.mode_share_time_weighted, cc_state.mode_share_per_sample",
              "Apache's access log: requests and bytes per client connection (media / page / none); for a "
              "workload without HTTP, the flow's acknowledged bytes (ss bytes_acked)",
              "every flow in the shares carried workload bytes, and every flow that carried them is in the "
              "shares (exact)", "any CC with a state model (BBR, BBR-S, BBRv3, BBRv3-S) and a TCP workload",
              "mpvlab.results.flows:mode_share_check", "tests/test_measurement_integrity.py::test_mode_share_check_warns_when_an_idle_flow_is_in_the_shares",
-             applies=_TCP),
+             applies=_TCP, requires=("cc-state",)),
     CheckDef("player_bytes_vs_access_log", "bytes_received (players.ROLE.bytes_received, aggregate.bytes_received)",
              "Apache's access log: response body bytes (%B) of the video's requests from the player's address "
              "(every address with one player; loopback, the pre-run check and the dash.js page left out)",
@@ -142,6 +165,16 @@ CHECKS: tuple[CheckDef, ...] = (
              "read to its end was still written by Apache)", "video (progressive/GStreamer, own DASH, dash.js); "
              "dual-path, dumbbell, shared bottleneck", "mpvlab.runner.workloads.video:player_bytes_check",
              "tests/test_checks.py::test_player_bytes_against_the_access_log_warn", applies=_VIDEO),
+    CheckDef("stalls_vs_element_buffered", "underflows, underflow_episodes, underflow_total_s, dash.rebuffer_* "
+             "(dash.js)",
+             "the page's own record (data/dashjs/dashjs-raw.json): the <video> element's readyState, playhead and "
+             "buffered ranges at each `waiting`",
+             "every counted stall opens at a `waiting` of the page's record (±0.002 ms) whose element had readyState "
+             "< HAVE_FUTURE_DATA or < 0.5 s (dash.js 3.0.3's STALL_THRESHOLD, below which it halts playback itself) "
+             "+ one frame (the playhead's advance between dash.js's level reading and the snapshot) beyond its "
+             "playhead; a `waiting` without a snapshot is listed as unverified", "video with player.kind dashjs",
+             "mpvlab.runner.workloads.video:stalls_vs_element_check",
+             "tests/test_checks.py::test_stalls_against_the_element_buffered_ranges_warn", applies=("dash.js",)),
     # --- the rtp workload's figures against its own logs (rtp_checks.py; rtp/README.md has the
     # figure-by-figure table with the hard checks that end the run) ---
     CheckDef("rtp_encoder_vs_setting", "rtp.encoder_per_second (achieved_bps against encoder_set_bps)",
@@ -191,7 +224,7 @@ CHECKS: tuple[CheckDef, ...] = (
              "20 ms lateness allowance, a frame in service, the sender's stamp before sendto under CPU steal)",
              "any workload with cross_traffic.voip on one shaped path without capacity trace, loss model or outages",
              _RUN_MOD + "check_probe_delay", _RUN_TEST + "test_a_probe_delay_beyond_the_queue_is_a_named_warning",
-             on_failure=_FID, stored="fidelity_checks", applies=_ALL),
+             on_failure=_FID, stored="fidelity_checks", applies=_ALL, requires=("voip-one-path",)),
     CheckDef("playback_within_media_and_stalls", "playback_s, underflow_total_s (players.ROLE.*)",
              "the scenario's media length and the player's own stall record",
              "playback ≤ media + stalls + 2 s (the end-of-stream handshake, the stall detector's resolution)",
@@ -207,8 +240,28 @@ CHECKS: tuple[CheckDef, ...] = (
              "any workload with cross_traffic.voip, no path with a capacity trace, loss model or outages",
              _RUN_MOD + "check_silence",
              _RUN_TEST + "test_every_flow_and_the_probe_silent_for_seconds_is_a_named_warning", on_failure=_FID,
-             stored="fidelity_checks", applies=_ALL),
+             stored="fidelity_checks", applies=_ALL, requires=("voip",)),
 )
+
+
+def expected_records(workload: str, conditions: set[str], paths: list[str],
+                     captured: tuple[tuple[str, str], ...] = ()) -> dict[str, set[str]]:
+    """The record names a run of `workload` meeting `conditions` must hold, by the object that holds
+    them (`stored`): the registry's rows for it, `{path}` once per path and `{point}_{interface}` once
+    per captured (point, interface)."""
+    unknown = set(conditions) - set(CONDITIONS)
+    if unknown:
+        raise ValueError(f"unknown conditions {sorted(unknown)}; known: {sorted(CONDITIONS)}")
+    out: dict[str, set[str]] = {}
+    for c in CHECKS:
+        if workload not in c.applies or not set(c.requires) <= set(conditions):
+            continue
+        names = ([c.name.replace("{path}", p) for p in paths] if "{path}" in c.name else
+                 [c.name.replace("{point}", pt).replace("{interface}", i) for pt, i in captured]
+                 if "{point}" in c.name else [c.name])
+        out.setdefault(c.stored, set()).update(
+            n.removeprefix("rtp_") if c.stored == "rtp.checks" else n for n in names)
+    return out
 
 
 def registered(stored: str) -> set[str]:
@@ -221,6 +274,7 @@ def table_page() -> str:
     def cell(s: str) -> str:
         return s.replace("|", "\\|")
     rows = [f"| `{c.name}` | {cell(c.figure)} | {cell(c.evidence)} | {cell(c.tolerance)} | {cell(c.workloads)} | "
+            f"{', '.join(f'`{r}`' for r in c.requires) or '—'} | "
             f"{c.on_failure} | `{c.stored}` | `{c.function}` | `{c.test}` |" for c in CHECKS]
     per: list[str] = []
     for key, title in WORKLOADS.items():
@@ -244,10 +298,14 @@ def table_page() -> str:
         "rtp/README.md; the fidelity figures of delay and rate (the delay line's lateness, the achieved rate) "
         "are judged in mpvlab/runner/fidelity.py and also land in `fidelity_warnings`.", "",
         "## Every check", "",
-        "| check (record key) | figure it guards | evidence | tolerance | workloads | on failure | stored in | "
-        "function | test |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| check (record key) | figure it guards | evidence | tolerance | workloads | requires | on failure | "
+        "stored in | function | test |",
+        "|---|---|---|---|---|---|---|---|---|---|",
         *rows, "",
+        "`requires`: what a run must have besides its workload for the check to run "
+        "(`expected_records` in checks.py gives the record names a run must hold; the smoke run's test "
+        "compares its summary with them):", "",
+        *[f"- `{k}`: {v}" for k, v in CONDITIONS.items()], "",
         "## Per workload", "",
         "The checks a run of each workload carries (each under the condition its row above states: a "
         "pcap check only with observe.pcap, the probe's checks only with cross_traffic.voip, …).", "",

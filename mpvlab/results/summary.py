@@ -588,7 +588,8 @@ class EmulatedSummary(RunHead, PlayerQoE):
                           "Needs observe.pcap at `server`; null otherwise")
     wire_switches: dict[str, Any] | None = Field(
         None, description="per connection and in total: wire_switches, dsn_order_switches, new/retransmitted "
-                          "segments, the decision count beside them, definitions; or {not_collected: why}")
+                          "segments, the decision count beside them, definitions, per subflow its peer, path and "
+                          "seq_data_bytes (data bytes in its sequence space, each once); or {not_collected: why}")
     capture: dict[str, Any] | None = Field(
         None, description="observe.pcap: per file packets, bytes, tcpdump's drop counters, truncation and the byte "
                           "cross-check against the interface counters (collectors/pcap.py); null without capture")

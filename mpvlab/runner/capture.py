@@ -5,6 +5,8 @@ against the interface counters, and the wire-order path-switch count from the se
 from __future__ import annotations
 
 import contextlib
+import csv
+from pathlib import Path
 from typing import Any
 
 from mpvlab.collectors import pcap, wire_switches
@@ -37,8 +39,10 @@ def start(ctx: RunContext, stack: contextlib.ExitStack, topo: dual_path.DualPath
                                             spec.max_mb * 1_000_000, register=ctx.ledger.add_proc))
 
 
-def view(topo: dual_path.DualPath, cap: pcap.Capture | None, sched: dict[str, Any]) -> dict[str, Any]:
-    """Summary fields: `capture`, `path_switches_wire`, `wire_switches`, and cross-checks/warnings to merge."""
+def view(topo: dual_path.DualPath, cap: pcap.Capture | None, sched: dict[str, Any],
+         counters: SubflowCounters | None = None) -> dict[str, Any]:
+    """Summary fields: `capture`, `path_switches_wire`, `wire_switches`, and cross-checks/warnings to merge.
+    `counters`: the run's ss and interface samples, for the per-path byte check of a server capture."""
     out: dict[str, Any] = {"capture": None, "path_switches_wire": None,
                            "wire_switches": {"not_collected": WIRE_NOT_COLLECTED}, "checks": {}, "warnings": []}
     if cap is None:
@@ -58,7 +62,103 @@ def view(topo: dual_path.DualPath, cap: pcap.Capture | None, sched: dict[str, An
         _join_decisions(wire, topo, sched)
         out["wire_switches"] = wire
         out["path_switches_wire"] = wire["totals"]["wire_switches"]
+        if counters is not None and wire["subflows"]:      # MPTCP subflows the capture saw open
+            checks_mod.record(out["checks"], out["warnings"], "pcap_path_bytes_vs_subflow_counters",
+                              pcap_vs_subflow_check(wire["subflows"], counters.last_ss(), counters.links_rx(),
+                                                    {p.client_addr: p.name for p in topo.paths}, counters.margin_s))
     return out
+
+
+DELACK_MAX_S = 0.2      # Linux's TCP_DELACK_MAX: the longest a receiver holds back an ACK
+SEQ_SLACK_BYTES = 2     # per subflow: the SYN's and the FIN's sequence numbers, which ss may count as acked
+
+
+def _endpoint(e: str) -> str:
+    """ss's and the capture's spelling of an address:port alike ([::ffff:10.0.1.2]:443 → 10.0.1.2:443)."""
+    host, _, port = e.rpartition(":")
+    return f"{host.strip('[]').removeprefix('::ffff:')}:{port}"
+
+
+class SubflowCounters:
+    """The run's samples the per-path byte check reads: data/subflows.csv (ss on the server, each
+    subflow's bytes_acked, srtt and rttvar) and data/links.csv (each client interface's rx bytes),
+    both on the run clock. `margin_s`: one ss period plus one interface-sample period."""
+
+    def __init__(self, data: Path, margin_s: float) -> None:
+        self.data, self.margin_s = data, margin_s
+
+    def last_ss(self) -> dict[tuple[str, str], dict[str, float]]:
+        """(server addr:port, client addr:port) → its last sample: t_s, bytes_acked, srtt_ms, rttvar_ms."""
+        out: dict[tuple[str, str], dict[str, float]] = {}
+        with contextlib.suppress(OSError), (self.data / "subflows.csv").open(newline="") as fh:
+            for r in csv.DictReader(fh):
+                if r.get("bytes_acked"):
+                    out[(_endpoint(r["local"]), _endpoint(r["peer"]))] = {
+                        "t_s": float(r["t_s"]), "bytes_acked": int(r["bytes_acked"]),
+                        "srtt_ms": float(r["srtt_ms"] or 0), "rttvar_ms": float(r["rttvar_ms"] or 0)}
+        return out
+
+    def links_rx(self) -> dict[str, list[tuple[float, int]]]:
+        """Path → [(t_s, rx_bytes)] of its client interface, in time order."""
+        out: dict[str, list[tuple[float, int]]] = {}
+        with contextlib.suppress(OSError), (self.data / "links.csv").open(newline="") as fh:
+            for r in csv.DictReader(fh):
+                out.setdefault(r["path"], []).append((float(r["t_s"]), int(r["rx_bytes"])))
+        return out
+
+
+def counters_of(data: Path, sampler: Any) -> SubflowCounters:
+    """The run's samples (a sampling.Sampler's files in `data`), with one period of each sampler as margin."""
+    return SubflowCounters(data, 1.0 / min(sampler.ss_hz, sampler.hz) + 1.0 / sampler.hz)
+
+
+def _rx_after(series: list[tuple[float, int]], t_s: float) -> int:
+    """Bytes the interface received after `t_s` (from its last sample at or before it; all of them
+    when there is none)."""
+    if not series:
+        return 0
+    before = [rx for t, rx in series if t <= t_s]
+    return series[-1][1] - (before[-1] if before else 0)
+
+
+def pcap_vs_subflow_check(wire_subflows: dict[str, dict[str, Any]], ss_last: dict[tuple[str, str], dict[str, float]],
+                          links: dict[str, list[tuple[float, int]]], path_of: dict[str, str],
+                          margin_s: float) -> dict[str, Any]:
+    """cross-check pcap_path_bytes_vs_subflow_counters: per path, the data bytes the server's capture
+    saw its subflows send, each byte once (the highest sequence number reached: a retransmission is
+    not counted again; wire_switches `seq_data_bytes`), against the same subflows' bytes_acked in
+    their last ss sample. What each counts: the capture every byte sent, the counter every byte
+    acknowledged by that sample. So capture ≥ counter − 2 per subflow (the SYN's and FIN's sequence
+    numbers), and capture − counter ≤ 2 per subflow + what the subflow sent after the sample or had
+    unacknowledged at it, which reached the path's client interface after the sample's time less
+    one ACK's delay (srtt + 4 rttvar + 200 ms delayed ACK) and one period of each sampler: bounded
+    by the interface's rx bytes after that time (links.csv; headers and other flows make it loose,
+    never short). Subflows the capture saw but ss never sampled (closed before its first sample)
+    are listed and not compared."""
+    paths: dict[str, dict[str, Any]] = {}
+    unsampled: list[str] = []
+    by_pair = {(_endpoint(a), _endpoint(b)): v for (a, b), v in ss_last.items()}
+    for key, sf in sorted(wire_subflows.items()):
+        src, _, dst = key.partition("-")
+        ss = by_pair.get((_endpoint(src), _endpoint(dst)))
+        name = path_of.get(str(sf.get("peer")))
+        if ss is None or name is None:
+            unsampled.append(key)
+            continue
+        p = paths.setdefault(name, {"capture_bytes": 0, "counter_bytes": 0, "subflows": 0, "tail_allowance": 0})
+        p["capture_bytes"] += int(sf.get("seq_data_bytes") or 0)
+        p["counter_bytes"] += int(ss["bytes_acked"])
+        p["subflows"] += 1
+        ack_delay = (ss["srtt_ms"] + 4 * ss["rttvar_ms"]) / 1000 + DELACK_MAX_S
+        p["tail_allowance"] += _rx_after(links.get(name, []), ss["t_s"] - ack_delay - margin_s)
+    for p in paths.values():
+        slack = SEQ_SLACK_BYTES * p["subflows"]
+        p["difference"] = p["capture_bytes"] - p["counter_bytes"]
+        p["ok"] = -slack <= p["difference"] <= slack + p["tail_allowance"]
+    return {"paths": paths, "unsampled_subflows": unsampled,
+            "tolerance": f"−{SEQ_SLACK_BYTES} B per subflow ≤ capture − counter ≤ {SEQ_SLACK_BYTES} B per subflow + "
+                         "the client interface's rx bytes after each subflow's last ss sample less one ACK delay "
+                         f"and {margin_s:g} s", "ok": bool(paths) and all(p["ok"] for p in paths.values())}
 
 
 def _join_decisions(wire: dict[str, Any], topo: dual_path.DualPath, sched: dict[str, Any]) -> None:

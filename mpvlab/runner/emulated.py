@@ -146,7 +146,7 @@ class EmulatedNetwork:
         self._rtt_by_phase(ctx, body["paths"])
         body["ecn_marks"] = self.ecn_window.view() if self.ecn_window else None
         # observe.pcap: capture record, byte cross-checks, wire-order path switches
-        pcap_view = capture.view(self.topo, self.cap, self.trace_summary)
+        pcap_view = capture.view(self.topo, self.cap, self.trace_summary, capture.counters_of(ctx.data, self.sampler))
         body["cross_checks"].update(pcap_view.pop("checks"))
         body["warnings"] += pcap_view.pop("warnings")
         body.update(pcap_view)

@@ -93,8 +93,11 @@ def check_playback(scenario: Scenario, summary: dict[str, Any]) -> dict[str, Any
     """playback_within_media_and_stalls over every player the summary names (none: None, and the
     media's length is not asked for, so workloads without one pass through)."""
     players = {role: v for role, v in (summary.get("players") or {}).items() if isinstance(v, dict)}
-    if "playback_s" in summary and "underflow_total_s" in summary:
-        players["player"] = summary
+    if "underflow_total_s" in summary and ("playback_s" in summary or "duration_s" in summary):
+        # one player on a dual-path/dumbbell run: its playback time is the summary's duration_s
+        # (workloads/video.py), which a bulk or rtp run also has but without underflow_total_s
+        players["player"] = {"playback_s": summary.get("playback_s", summary.get("duration_s")),
+                             "underflow_total_s": summary["underflow_total_s"]}
     per: dict[str, Any] = {}
     media_s = scenario.media_s if players else 0.0
     for role, v in players.items():

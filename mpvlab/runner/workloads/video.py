@@ -72,6 +72,56 @@ def player_bytes_check(players: dict[str, int | None], addrs: dict[str, str], lo
     return {"exact": exact, "players": per, "ok": bool(per) and all(v["ok"] for v in per.values())}
 
 
+# dash.js 3.0.3's STALL_THRESHOLD: below this level (s) it raises BUFFER_EMPTY and halts playback
+# (player/README.md "Start-up stall"); a constant of that version, not a setting.
+DASHJS_STALL_THRESHOLD_S = 0.5
+HAVE_FUTURE_DATA = 3          # HTMLMediaElement.readyState: data beyond the current frame
+# Page ms are mapped to run seconds rounded to 1 µs (6 decimals): the counted stall's start and its
+# `waiting` in the page's record are the same event when they are this close.
+PAGE_MATCH_MS = 0.002
+
+
+def _element_ahead_s(detail: Any) -> float | None:
+    """Seconds the element held beyond its playhead in a page snapshot (None without one)."""
+    if not isinstance(detail, dict) or not isinstance(detail.get("buffered"), list) or "t_media" not in detail:
+        return None
+    t = float(detail["t_media"])
+    return next((float(end) - t for start, end in detail["buffered"] if float(start) <= t < float(end)), 0.0)
+
+
+def stalls_vs_element_check(ps: dict[str, Any], raw: dict[str, Any], frame_s: float) -> dict[str, Any]:
+    """cross-check stalls_vs_element_buffered (dash.js): every stall the stall figures count
+    (`underflow_episodes`) must open at a `waiting` of the <video> element in the page's own record
+    (data/dashjs/dashjs-raw.json), and the element's snapshot there must show it had no video to play:
+    readyState < HAVE_FUTURE_DATA, or less than dash.js's STALL_THRESHOLD (0.5 s: below it dash.js
+    halts playback itself, a real stall it raises just before the element runs dry) plus one frame
+    (the playhead's advance between dash.js's level reading and the snapshot) beyond the playhead.
+    An episode whose `waiting` has no snapshot (a record from before the page took them) is listed
+    as unverified, not failed."""
+    t0, offset = ps.get("t0_ns"), ps.get("page_offset_ns")
+    bound = DASHJS_STALL_THRESHOLD_S + frame_s
+    waits = [(float(t), d) for t, name, d in raw.get("events") or [] if name == "video.waiting"]
+    per: list[dict[str, Any]] = []
+    for start, end in ps.get("underflow_episodes") or []:
+        rec: dict[str, Any] = {"start_s": start, "end_s": end}
+        at = None if t0 is None or offset is None else (start * 1e9 + t0 - offset) / 1e6
+        hit = [d for t, d in waits if at is not None and abs(t - at) <= PAGE_MATCH_MS]
+        if not hit:
+            rec.update({"waiting_in_page_record": False, "ok": False})
+        else:
+            ahead, ready = _element_ahead_s(hit[0]), (hit[0] or {}).get("ready_state")
+            rec.update({"waiting_in_page_record": True,
+                        "element_ahead_s": None if ahead is None else round(ahead, 3), "ready_state": ready,
+                        "ok": None if ahead is None else (
+                            (isinstance(ready, int) and ready < HAVE_FUTURE_DATA) or ahead < bound)})
+        per.append(rec)
+    return {"counted_stalls": len(per), "bound_ahead_s": round(bound, 4),
+            "unverified": sum(1 for r in per if r["ok"] is None), "stalls": per,
+            "tolerance": f"each counted stall opens at a page `waiting` whose element had readyState < "
+                         f"{HAVE_FUTURE_DATA} or < {DASHJS_STALL_THRESHOLD_S:g} s + one frame beyond its playhead",
+            "ok": all(r["ok"] is not False for r in per)}
+
+
 def apache_connections(access_log: Path) -> int:
     """Distinct client connections (address, port) that made video requests over the emulated paths:
     what the MPTCP scheduler trace must have seen (views.py, collector_saw_every_connection).
@@ -229,9 +279,21 @@ class VideoWorkload:
         own = sc.video.kind == "dash" and sc.player.fetcher == "own"
         bytes_check = player_bytes_check({r: ps.get("bytes_received") for r, ps in per_client.items()},
                                          self.addrs, body_bytes_by_client(ctx.logs / "apache" / "access.log"), own)
+        checks = {"player_bytes_vs_access_log": bytes_check}
+        if sc.player.kind == "dashjs":      # the stall figures against the element's buffered ranges
+            checks["stalls_vs_element_buffered"] = self.stalls_check(ctx, per_client)
         return Outcome(fields, duration, "apache_connections",
                        apache_connections(ctx.logs / "apache" / "access.log"), warnings, per_client,
-                       checks={"player_bytes_vs_access_log": bytes_check})
+                       checks=checks)
+
+    def stalls_check(self, ctx: RunContext, per_client: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """stalls_vs_element_check per player, over its data/dashjs[/<role>]/dashjs-raw.json."""
+        per: dict[str, Any] = {}
+        for role, ps in per_client.items():
+            raw_file = steps.dashjs_data_dir(ctx, f"player {role}" if self.several else "player") / "dashjs-raw.json"
+            raw = steps.read_json(raw_file) or {}
+            per[role] = stalls_vs_element_check(ps, raw, 1.0 / ctx.scenario.video.fps)
+        return {"players": per, "ok": all(v["ok"] for v in per.values())}
 
 
 def network_discards(total: Any, cpu_late: Any) -> int | None:
