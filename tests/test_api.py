@@ -51,7 +51,7 @@ def test_version_agrees_everywhere() -> None:
     assert re.fullmatch(r"\d+\.\d+\.\d+", __version__)
     assert tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"] == __version__
     assert yaml.safe_load((REPO / "CITATION.cff").read_text())["version"] == __version__
-    first_release = next(ln for ln in (REPO / "CHANGELOG.md").read_text().splitlines() if ln.startswith("## ["))
+    first_release = next(ln for ln in (REPO / "CHANGELOG.md").read_text().splitlines() if ln.startswith("## [") and ln != "## [Unreleased]")
     assert first_release.startswith(f"## [{__version__}]"), first_release
 
 
