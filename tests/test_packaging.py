@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from mpvlab.runner import system_parts
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 # the folders pyproject.toml installs as mpvlab.* (tool.setuptools package-dir) and mpvlab itself
 PACKAGE_DIRS = ["mpvlab", "core", "mininet", "links", "cc", "collectors", "schedulers", "topologies", "player",
                 "testbed"]

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Literal
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.core import proc as proc_mod
 
-CC_DIR = Path(__file__).resolve().parent
+CC_DIR = checkout_root() / "cc"   # the C/BPF sources and their build/
 LOADER = CC_DIR / "build" / "bbrs-loader"
 PCT_TEST = CC_DIR / "build" / "pct-test"
 MAX_WINDOW = 1024  # PCT_MAX_N in percentile.h

@@ -1,5 +1,5 @@
 """BBRv3 and BBRv3-S: our BPF struct_ops port of Google's v3 tcp_bbr (cc/bbr3.bpf.c), loaded for
-one run by cc/build/bpfcc-loader (cc/user_bpf.py).
+one run by cc/build/bpfcc-loader (mpvlab/cc/user_bpf.py).
 
     with load_bbr3("bbr3_k3f9za", variant="bbr3", state_csv=run / "data/bbr3_state.csv",
                    events_csv=run / "data/bbr3_events.csv", workdir=run / "logs") as load:
@@ -95,7 +95,7 @@ def load_bbr3(name: str, variant: Variant = "bbr3", *, window: int = 100, percen
 
 def _setup(variant: Variant, base: str, prefix: str):
     def setup(run_id: str, params: Strict | None, data: Path, logs: Path, state_hz: float):
-        """Registry-shaped setup (cc/registry.py `Setup`): yields a CCRun."""
+        """Registry-shaped setup (mpvlab/cc/registry.py `Setup`): yields a CCRun."""
 
         @contextmanager
         def _cm() -> Iterator[CCRun]:

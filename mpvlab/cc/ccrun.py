@@ -1,4 +1,4 @@
-"""What a congestion control set up for one run hands back (cc/registry.py's setups return it)."""
+"""What a congestion control set up for one run hands back (mpvlab/cc/registry.py's setups return it)."""
 
 from __future__ import annotations
 

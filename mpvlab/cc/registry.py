@@ -62,7 +62,7 @@ BBRS_STATE = StateSeries("bbrs_state.csv", "bw_est_bps", "min_rtt_us", mode="mod
 BBR3_STATE = StateSeries("bbr3_state.csv", "bw_est_bps", "min_rtt_us", mode="mode", phase="phase")
 BBR3S_STATE = StateSeries("bbr3s_state.csv", "bw_est_bps", "min_rtt_us", mode="mode", phase="phase")
 # Kernel BBR v1: `get_info` (ss's bbr:(bw:…,mrtt:…,pacing_gain:…,cwnd_gain:…)) at the ss sampler's
-# rate; the mode is not exported, the sampler infers it from the gains (cc/bbr_modes.py).
+# rate; the mode is not exported, the sampler infers it from the gains (mpvlab/cc/bbr_modes.py).
 KERNEL_BBR_STATE = StateSeries("subflows.csv", "bbr_bw_bps", "bbr_min_rtt_ms", min_rtt_to_ms=1.0, mode="bbr_mode",
                                phase="bbr_pacing_gain", time="t_s", tuple_cols=("local", "peer"), per_ack=False)
 
@@ -88,7 +88,7 @@ class CongestionControl:
 
     def kernel_name(self, run_id: str) -> str:
         """What the kernel calls it in run `run_id`: a BPF CC is registered under a run-scoped name
-        (core/naming.py), so concurrent runs never share or remove each other's."""
+        (mpvlab/core/naming.py), so concurrent runs never share or remove each other's."""
         return naming.cc_name(run_id, self.name.replace("-", "")[:8]) if self.bpf else self.name
 
     def parse_params(self, values: dict[str, Any] | None) -> BaseModel | None:
@@ -138,7 +138,7 @@ ENTRIES: tuple[CongestionControl, ...] = (
                       bbr3.Bbr3SParams, bbr3.setup_bbr3s, True, True,
                       state=BBR3S_STATE),
     CongestionControl("bpf", "your own BPF struct_ops object, `cc: {bpf: FILE.bpf.o, params: {NAME: INT}}` "
-                      "(cc/user_bpf.py)", "own BPF CC", "#332288", "*", user_bpf.UserBpfCC, _user_object,  # type: ignore[arg-type]
+                      "(mpvlab/cc/user_bpf.py)", "own BPF CC", "#332288", "*", user_bpf.UserBpfCC, _user_object,  # type: ignore[arg-type]
                       True, False, needs_scenario_dir=True),
 )
 REGISTRY: dict[str, CongestionControl] = {e.name: e for e in ENTRIES}

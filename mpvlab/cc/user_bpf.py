@@ -1,6 +1,6 @@
 """A BPF congestion control from an object file, registered for one run by ``cc/build/bpfcc-loader``.
 
-Used for our BBRv3 / BBRv3-S (cc/bbr3.py) and for a user's own object:
+Used for our BBRv3 / BBRv3-S (mpvlab/cc/bbr3.py) and for a user's own object:
 
     cc: {bpf: cc/my_cc.bpf.o, params: {beta_pct: 70}}     # path inside the scenario's folder
 
@@ -28,13 +28,14 @@ from typing import Iterator, Mapping
 
 from pydantic import Field, field_validator
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.cc.ccrun import CCRun
 from mpvlab.core import naming
 from mpvlab.core import proc as proc_mod
 from mpvlab.core.errors import MpvlabError
 from mpvlab.core.quantities import Strict
 
-CC_DIR = Path(__file__).resolve().parent
+CC_DIR = checkout_root() / "cc"   # the C/BPF sources and their build/
 LOADER = CC_DIR / "build" / "bpfcc-loader"
 EXAMPLE_OBJECT = CC_DIR / "build" / "examples" / "reno_mini.bpf.o"
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,15}$")

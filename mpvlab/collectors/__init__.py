@@ -19,10 +19,11 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.core import proc as proc_mod
 from mpvlab.core.errors import MpvlabError
 
-COLLECTORS_DIR = Path(__file__).resolve().parent
+COLLECTORS_DIR = checkout_root() / "collectors"   # the C/BPF sources and their build/
 SCHEDTRACE_BIN = COLLECTORS_DIR / "build" / "mpvlab-schedtrace"
 SUMMARY_FILE = "decisions_summary.json"
 SCHEMA = "mpvlab.schedtrace/1"

@@ -12,9 +12,9 @@ MAX_POINTS = 10     # client, server and a router on each of at most 8 paths
 
 
 class PcapSpec(Strict):
-    """Packet capture (collectors/pcap.py): tcpdump on every interface of each named point, for the whole
+    """Packet capture (mpvlab/collectors/pcap.py): tcpdump on every interface of each named point, for the whole
     run (started before time zero, stopped after playback), into data/pcap/<point>-<if>.pcap. A
-    capture at `server` also gives the wire-order path-switch count (collectors/wire_switches.py)."""
+    capture at `server` also gives the wire-order path-switch count (mpvlab/collectors/wire_switches.py)."""
 
     points: list[str] = Field(min_length=1, description="client, server, router-<path> (one per path)")
     snaplen: int = Field(128, ge=64, le=65535, description="bytes kept per packet; 128 keeps every header "

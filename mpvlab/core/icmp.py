@@ -1,5 +1,5 @@
 """The Internet checksum of an ICMP message (RFC 1071): the run's kernel-stamped echo check
-(mpvlab/runner/kping.py) and the test bed's probes (testbed/probes.py) build their echo requests with it."""
+(mpvlab/runner/kping.py) and the test bed's probes (mpvlab/testbed/probes.py) build their echo requests with it."""
 
 from __future__ import annotations
 

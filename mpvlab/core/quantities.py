@@ -1,5 +1,5 @@
 """Quantity types for every configuration model: rates, sizes, durations, probabilities and queue
-limits parsed from their written form (core/units.py) to integers (bit/s, bytes, ns) and written
+limits parsed from their written form (mpvlab/core/units.py) to integers (bit/s, bytes, ns) and written
 back in canonical unit form; and the strict base model every configuration model derives from
 (unknown keys are errors, values are frozen)."""
 
@@ -25,7 +25,7 @@ def _wrap(fn: Any) -> Any:
 
 # The JSON Schema of each quantity is what a scenario file may *write* (a number with a unit, as a
 # string), not the integer it is parsed to: editors check files against it (docs/schemas/). The
-# pattern is the shape only; the units and bounds are checked by core/units.py (`mpvlab validate`).
+# pattern is the shape only; the units and bounds are checked by mpvlab/core/units.py (`mpvlab validate`).
 _WITH_UNIT = r"^[0-9]+(\.[0-9]+)?\s*[a-zA-Z]+$"
 
 

@@ -27,12 +27,13 @@ from typing import Annotated, Any, Iterable, Literal, Sequence
 
 from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.core import units
 from mpvlab.core.errors import InputError
 from mpvlab.core.quantities import Duration, Probability, Rate, Size, Strict
 from mpvlab.links.schedule import Schedule
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 SHIPPED_TRACES = REPO / "links" / "traces"
 
 # Mahimahi's LinkQueue::PACKET_SIZE is 1504: its TUN device adds a 4-byte packet-information header,

@@ -22,12 +22,13 @@ from typing import Annotated, Any, Callable
 
 from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.core import naming, proc, units
 from mpvlab.core.errors import MpvlabError
 from mpvlab.core.netns import Netns
 from mpvlab.core.quantities import Strict
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 BUILD = REPO / "links" / "ecnmark" / "build"
 OBJECT = BUILD / "ecn_vq.bpf.o"
 LOADER = BUILD / "mpvlab-ecnmark"

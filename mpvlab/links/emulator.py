@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.links import capacity, ecn
 from mpvlab.links.schedule import Schedule
 from mpvlab.core import proc
@@ -33,7 +34,7 @@ from mpvlab.core.netns import Netns
 from mpvlab.links.spec import LinkDirection
 from mpvlab.core.errors import MpvlabError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 DELAYLINE_BIN = REPO / "links" / "delayline" / "build" / "mpvlab-delayline"
 FRAME_BYTES = 1514  # Ethernet frame (no FCS) of a 1500-byte IP packet: what tbf counts on a veth
 

@@ -1,6 +1,6 @@
 """The link step: one emulated path, both directions, on the host that emulates it — and what a run
 keeps of it. Every backend (dual-path and dumbbell routers, the shared bottleneck's router, physical
-emulator hosts), the test bed (testbed/dualpath.py) and the benches (bench/bench_links.py) build
+emulator hosts), the test bed (mpvlab/testbed/dualpath.py) and the benches (bench/bench_links.py) build
 their links here, so the tc/IFB/mirred sequence, the delay line and the provenance record exist once:
 
     schedule_for(direction spec, scenario folder)  -> the delay line's Schedule (trace files are
@@ -11,7 +11,7 @@ their links here, so the tc/IFB/mirred sequence, the delay line and the provenan
                                                       (tbf behind IFB + mirred, ECN marker, delay line)
     PathLink.record(), .stop_into(prov)           -> the provenance record; the delay lines' statistics
 
-A `Site` (links/emulator.py) says how carefully the host is changed: a run's own namespace, or a real
+A `Site` (mpvlab/links/emulator.py) says how carefully the host is changed: a run's own namespace, or a real
 machine whose every change is journalled first. links/ sits below the runner: nothing here imports
 mpvlab.runner or mpvlab.input.
 """

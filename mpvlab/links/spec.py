@@ -126,12 +126,12 @@ class LinkDirection(Strict):
     delay: Annotated[DelaySpec, BeforeValidator(_delay_shorthand)] = Field(ConstantDelay(), description="One-way delay schedule added by the delay line.")
     loss: Probability = Field(0.0, description="Independent per-packet drop probability in the delay line (0 = none).")
     order: Literal["shape-then-delay", "delay-then-shape"] = Field("shape-then-delay", description="Order inside the router: the bottleneck queue before the delay (clean RTT steps) or after it.")
-    # Applied by the delay line (links/capacity.py): a capacity that varies (square, piecewise, a
+    # Applied by the delay line (mpvlab/links/capacity.py): a capacity that varies (square, piecewise, a
     # Mahimahi or time-rate trace) with its own drop-tail queue, a loss model, outages.
     capacity: CapacitySpec | None = Field(None, description="A time-varying capacity in the delay line with its own drop-tail queue (instead of `rate`); null = none.")
     loss_model: LossSpec | None = Field(None, description="A loss model in the delay line (instead of `loss`); null = none.")
     outages: OutageSpec = Field([], description="[start, end) intervals of run time in which this direction carries nothing (sorted, not overlapping).")
-    # ECN marking at this direction's tbf (links/ecn.py): a tc-BPF virtual queue draining at `rate`
+    # ECN marking at this direction's tbf (mpvlab/links/ecn.py): a tc-BPF virtual queue draining at `rate`
     # sets CE on ECT packets above `threshold`; the run turns on net.ipv4.tcp_ecn in its namespaces.
     ecn_mark: EcnMark | None = Field(None, description="CE-mark ECT packets above a threshold of a virtual queue draining at `rate`; null = no marking.")
 

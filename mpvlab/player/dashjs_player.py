@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The dash.js reference player in Debian's headless Chromium, driven over the DevTools protocol.
 
-Same contract as player/mpvlab_player.py (the run treats both alike): started in the client's
+Same contract as mpvlab/player/mpvlab_player.py (the run treats both alike): started in the client's
 namespace (under `mptcpize run`, so Chromium and every child it spawns open MPTCP sockets), it writes
 player-events.jsonl and player-summary.json with the same QoE fields, and its exit codes mean the same
 (0 played to the end, 2 playback error, 3 timeout, 4 SIGINT/SIGTERM, 1 bad arguments / no browser).
@@ -26,8 +26,6 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mpvlab.player import dashjs_qoe, dashjs_setup  # noqa: E402
 from mpvlab.player.cdp import BrowserLog, Cdp, NetlinkWatch  # noqa: E402

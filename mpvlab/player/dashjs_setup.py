@@ -8,7 +8,9 @@ import os
 import subprocess
 from pathlib import Path
 
-PAGE_DIR = Path(__file__).resolve().parent / "dashjs"
+from mpvlab.core.paths import checkout_root
+
+PAGE_DIR = checkout_root() / "player" / "dashjs"
 VENDOR = PAGE_DIR / "vendor"
 DASHJS_JS = VENDOR / "dash.all.min.js"
 DASHJS_META = VENDOR / "package.json"       # dash.js's own package.json, kept for its version

@@ -57,13 +57,11 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 import threading
 import time
 import urllib.parse
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, TYPE_CHECKING
 
 import gi
@@ -71,9 +69,8 @@ import gi
 gi.require_version("Gst", "1.0")
 from gi.repository import Gst  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 if TYPE_CHECKING:
-    from abr.bba import BbaPolicy
+    from mpvlab.player.abr.bba import BbaPolicy
 
 STATS_MESSAGE = "adaptive-streaming-statistics"
 GST_LOOKBACK = 3                 # NUM_LOOKBACK_FRAGMENTS in gstadaptivedemux.c
@@ -142,7 +139,7 @@ def _media_regex(media: str) -> re.Pattern[str]:
 
 
 # ---- ABR policies ----------------------------------------------------------------------
-# BBA-0 lives in the ABR registry (player/abr/bba.py); re-exported here for this player.
+# BBA-0 lives in the ABR registry (mpvlab/player/abr/bba.py); re-exported here for this player.
 
 
 def gst_rule_level(rates: list[int], recent_bps: list[float], limit: float,
@@ -311,7 +308,7 @@ class DashSession(SegmentPlayback):
         if self.abr == "bba":
             # Imported here, not at import time: the ABR package needs pydantic, which a physical
             # host's system Python may lack (progressive and gst runs there need only GStreamer).
-            from abr.bba import BbaPolicy
+            from mpvlab.player.abr.bba import BbaPolicy
             self.policy = BbaPolicy(tuple(r.bandwidth for r in self.reps),
                                     self.bba_reservoir_s, self.bba_cushion_s)
 

@@ -53,15 +53,13 @@ import gi
 gi.require_version("Gst", "1.0")
 from gi.repository import Gio, GLib, Gst  # noqa: E402
 
-# DASH support lives next to this file (also when this module is loaded by path).
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import mpvlab_dash  # noqa: E402
-from start_signal import wait_for_t0  # noqa: E402
-# Our own DASH client and the ABR registry (player/abr) are imported when --fetcher own asks for
+from mpvlab.player import mpvlab_dash  # noqa: E402
+from mpvlab.player.start_signal import wait_for_t0  # noqa: E402
+# Our own DASH client and the ABR registry (mpvlab/player/abr) are imported when --fetcher own asks for
 # them: they need pydantic, which the system Python of a physical host need not have (a progressive
 # or dashdemux run there needs only GStreamer's Python bindings).
 if TYPE_CHECKING:
-    import dash_client
+    from mpvlab.player import dash_client
 
 EXIT_OK, EXIT_INTERNAL, EXIT_ERROR, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
 SAMPLE_PERIOD_MS = 100      # bytes/queue-level samples in the events file
@@ -217,8 +215,8 @@ class Player:
         self.client: dash_client.ClientSession | None = None
         self.own_client = args.dash and args.fetcher == "own"
         if self.own_client:
-            # Our own DASH client fetches (player/dash_client.py) and feeds an appsrc.
-            import dash_client
+            # Our own DASH client fetches (mpvlab/player/dash_client.py) and feeds an appsrc.
+            from mpvlab.player import dash_client
             self.dash = self.client = dash_client.ClientSession(
                 url=args.url, abr_name=args.abr, abr_params=args.abr_params, seed=args.seed,
                 rcvbuf=args.rcvbuf_bytes, mptcp=not args.no_mptcp, buffer_s=args.buffer_ms / 1000.0,
@@ -248,7 +246,7 @@ class Player:
         a = self.a
         p = Gst.Pipeline.new("mpvlab-player")
         if self.own_client:
-            import dash_client
+            from mpvlab.player import dash_client
             assert isinstance(self.dash, dash_client.ClientSession)
             self.src = self.dash.build(p, self._make)
         else:
@@ -765,10 +763,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="the URL is a DASH MPD (implied when its path ends in .mpd)")
     ap.add_argument("--fetcher", choices=("dashdemux", "own"), default="dashdemux",
                     help="DASH: who fetches — GStreamer's dashdemux (ABR gst|bba) or mpvlab's own client "
-                         "(player/dash_client.py; ABR from the registry player/abr)")
+                         "(mpvlab/player/dash_client.py; ABR from the registry mpvlab/player/abr)")
     ap.add_argument("--abr", default="gst",
                     help="DASH rate adaptation. dashdemux: gst (its own) | bba. own: an algorithm of "
-                         "the registry player/abr (throughput, bba, bola, dynamic, festive, sabre, on-off)")
+                         "the registry mpvlab/player/abr (throughput, bba, bola, dynamic, festive, sabre, on-off)")
     ap.add_argument("--abr-params", default="{}",
                     help="own fetcher: the ABR's parameters as a JSON object (validated by its model)")
     ap.add_argument("--seed", type=int, default=0,
@@ -779,7 +777,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "its own abr-params rcvbuf_bytes, 256 KiB, when this is not given)")
     ap.add_argument("--http-version", choices=("http/1.1", "h2"), default="http/1.1",
                     help="own fetcher: HTTP/1.1 (http:// or, over TLS, https://) or HTTP/2 (https:// only: "
-                         "TLS ALPN h2, player/h2_conn.py)")
+                         "TLS ALPN h2, mpvlab/player/h2_conn.py)")
     ap.add_argument("--no-mptcp", action="store_true",
                     help="own fetcher: plain TCP socket instead of IPPROTO_MPTCP")
     ap.add_argument("--bba-reservoir-s", type=float, default=5.0,
@@ -796,7 +794,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         a.buffer_ms = 30000.0 if a.dash else 2000.0
     if a.dash and a.fetcher == "own":
         try:
-            from abr import REGISTRY as ABR_REGISTRY
+            from mpvlab.player.abr import REGISTRY as ABR_REGISTRY
         except ModuleNotFoundError as e:
             ap.error(f"--fetcher own needs the Python module {e.name!r} on this host (pip install -r requirements.txt)")
         if a.abr not in ABR_REGISTRY:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.core import proc as proc_mod
 from mpvlab.core.errors import MpvlabError
 from mpvlab.schedulers.params import (AnyParams, BdpParams, DefaultParams, EcfParams, MinRttParams, SteerParams,
@@ -39,12 +40,12 @@ __all__ = ["available", "parse_params", "prepare_server", "start_scheduler", "lo
 
 
 def parse_params(name: str, values: dict[str, object] | None = None) -> AnyParams:
-    """A scheduler's parameters (schedulers/registry.py) with every default filled in."""
+    """A scheduler's parameters (mpvlab/schedulers/registry.py) with every default filled in."""
     if name not in REGISTRY:
         raise ValueError(f"unknown MPTCP scheduler {name!r}; known: {', '.join(REGISTRY)}")
     return REGISTRY[name].parse_params(values)  # type: ignore[return-value]
 
-HERE = Path(__file__).resolve().parent
+HERE = checkout_root() / "schedulers"   # the C/BPF sources and their build/
 STEER_BIN = HERE / "build" / "mpvlab-steer"
 BTF = Path("/sys/kernel/btf/vmlinux")
 SUMMARY = "steer_summary.json"

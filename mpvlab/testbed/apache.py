@@ -1,5 +1,5 @@
 """apache2 in the foreground in a private ServerRoot inside a bed's namespace: the web server of
-the player beds (testbed/player.py, testbed/playbench.py). One configuration text for both; the
+the player beds (mpvlab/testbed/player.py, mpvlab/testbed/playbench.py). One configuration text for both; the
 player tests add the settings that matter as in mpvlab/runner/server.py (keep-alive, sendfile, flush)."""
 
 from __future__ import annotations

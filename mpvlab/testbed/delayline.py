@@ -1,11 +1,11 @@
 """Test/bench bed for mpvlab-delayline: a client - router - server line of network namespaces, the
-daemon behind an NFQUEUE rule in the router, and probes (testbed/probes.py: ICMP echo with kernel
+daemon behind an NFQUEUE rule in the router, and probes (mpvlab/testbed/probes.py: ICMP echo with kernel
 receive timestamps, UDP sequence blaster). Used by tests/test_delayline.py, tests/test_capacity.py,
 bench/bench_delayline.py and bench/bench_traces.py.
 
 The namespaces and processes belong to a testbed.bed.Bed (run ledger, owner lock) and are removed by
 ``Line.close()`` (also on failure), or after a killed test by the next bed or `mpvlab cleanup`.
-Run as a script (``python testbed/delayline.py probe ...``) it is the probes and nothing else.
+Run as a script (``python mpvlab/testbed/delayline.py probe ...``) it is the probes and nothing else.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from __future__ import annotations
 if __name__ == "__main__":
     # Inside a namespace as a probe: hand over to the stdlib-only probes before importing the bed.
     import runpy
-    from pathlib import Path
-    runpy.run_path(str(Path(__file__).with_name("probes.py")), run_name="__main__")
+    runpy.run_module("mpvlab.testbed.probes", run_name="__main__")
 
 import json
 import os
@@ -26,12 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.core import proc
 from mpvlab.core.netns import Netns
 from mpvlab.testbed.bed import Bed, Rig
 
-DELAYLINE_DIR = Path(__file__).resolve().parents[1] / "links" / "delayline"
-PROBES = Path(__file__).resolve().with_name("probes.py")
+DELAYLINE_DIR = checkout_root() / "links" / "delayline"
+PROBES = "mpvlab.testbed.probes"   # run as a module (`python -m`)
 # HDL_DELAYLINE_BIN points the bed at another build (used to check that
 # the tests catch deliberately broken variants).
 BINARY = Path(os.environ.get("HDL_DELAYLINE_BIN", DELAYLINE_DIR / "build" / "mpvlab-delayline"))
@@ -69,7 +69,7 @@ class Schedule:
     period_us: int = 0
 
     def text(self) -> str:
-        lines = ["# written by testbed/delayline.py", f"period_us {self.period_us}"]
+        lines = ["# written by mpvlab/testbed/delayline.py", f"period_us {self.period_us}"]
         lines += [f"{t} {d}" for t, d in self.points]
         return "\n".join(lines) + "\n"
 
@@ -260,7 +260,7 @@ class Line(Rig):
     # ---------------------------------------------------------------- probes
 
     def probe(self, ns: str, args: Sequence[str], timeout: float = 60.0) -> Any:
-        cp = self.nsx(ns, PYTHON, str(PROBES), "probe", *args, timeout=timeout)
+        cp = self.nsx(ns, PYTHON, "-m", PROBES, "probe", *args, timeout=timeout)
         return json.loads(cp.stdout)
 
     def udp_blast(self, count: int, pps: int, listen_s: float, size: int = 1000) -> tuple[Any, Any]:
@@ -269,7 +269,7 @@ class Line(Rig):
         report: received, reorders, duplicates, max_seq)."""
         ready = self.tmp / "udp.ready"
         ready.unlink(missing_ok=True)
-        rx = self.spawn(self.ns_c, [PYTHON, str(PROBES), "probe", "udprecv", "--port", "9000",
+        rx = self.spawn(self.ns_c, [PYTHON, "-m", PROBES, "probe", "udprecv", "--port", "9000",
                                     "--duration", repr(listen_s), "--ready", str(ready)])
         end = time.monotonic() + 5
         while not ready.exists() and time.monotonic() < end:

@@ -202,7 +202,7 @@ class CaseResult:
     summary: dict[str, Any]
     out_dir: Path
     duration_s: float
-    steal: StealWindow   # CPU time the hypervisor took during the transfer (core/hoststeal.py)
+    steal: StealWindow   # CPU time the hypervisor took during the transfer (mpvlab/core/hoststeal.py)
 
     def share(self, path: str) -> float:
         total = sum(self.transfer.path_rx_bytes.values())

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.core import proc
 from mpvlab.core.netns import Netns
 from mpvlab.links.schedule import Schedule
@@ -37,7 +38,7 @@ RECEIVER_ADDR = "10.201.2.2"
 RECEIVER_NET = "10.201.2.0/24"
 SENDER_NET = "10.201.1.0/24"
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 DELAYLINE = REPO / "links" / "delayline" / "build" / "mpvlab-delayline"
 QUEUE_NUM = 7
 

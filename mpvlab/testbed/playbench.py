@@ -50,7 +50,7 @@ def play(ns: str, url: str, out: Path, extra: list[str], timeout_s: float) -> di
     out.mkdir(parents=True, exist_ok=True)
     # A plain child (not via the bed's popen): wait4 below must reap it itself. It lives inside the
     # bed's namespace, so a killed bench's player goes with that namespace.
-    argv = Netns(ns).argv([PY, PLAYER, "--url", url, "--events", str(out / "events.jsonl"),
+    argv = Netns(ns).argv([PY, "-m", PLAYER, "--url", url, "--events", str(out / "events.jsonl"),
                            "--summary", str(out / "summary.json"), "--timeout-s", str(timeout_s), *extra])
     t0 = time.monotonic()
     proc = subprocess.Popen(argv)

@@ -21,14 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.core import proc
 from mpvlab.core.netns import Netns
 from mpvlab.testbed.apache import httpd_conf, start_httpd
 from mpvlab.testbed.bed import Bed
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 PY = str(REPO / ".venv" / "bin" / "python")
-PLAYER = str(REPO / "player" / "mpvlab_player.py")
+PLAYER = "mpvlab.player.mpvlab_player"   # run as a module: `PY -m PLAYER`
 
 
 def run_cmd(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -122,7 +123,7 @@ class Result:
 
 
 def start_player(net: Net, url: str, out: Path, t0_ns: int, *extra: str) -> subprocess.Popen[bytes]:
-    argv = [PY, PLAYER, "--url", url, "--events", str(out / "events.jsonl"),
+    argv = [PY, "-m", PLAYER, "--url", url, "--events", str(out / "events.jsonl"),
             "--summary", str(out / "summary.json"), "--t0-ns", str(t0_ns), "--timeout-s", "45", *extra]
     return net.bed.popen(net.cli, argv, "player", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 

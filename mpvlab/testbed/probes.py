@@ -1,6 +1,6 @@
-"""Probes of the delay-line bed (testbed/delayline.py): ICMP echo with kernel receive timestamps,
+"""Probes of the delay-line bed (mpvlab/testbed/delayline.py): ICMP echo with kernel receive timestamps,
 a UDP sequence blaster and its receiver. Run inside a namespace as
-``python testbed/probes.py probe KIND ...``; each prints JSON. Standard library only: a probe
+``python -m mpvlab.testbed.probes probe KIND ...``; each prints JSON. Standard library only: a probe
 starts fast and never needs the bed's packages on its path.
 """
 
@@ -24,7 +24,7 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 
 
 def _icmp_checksum(b: bytes) -> int:
-    # core/icmp.py's, repeated: this file runs as a plain script inside the rig's namespaces
+    # mpvlab/core/icmp.py's, repeated: this file runs as a plain script inside the rig's namespaces
     # (standard library only, see above), where the repository's packages are not importable.
     if len(b) % 2:
         b += b"\0"

@@ -5,6 +5,6 @@ The emulated kinds are built by `dual_path.build`: one router node ("emulator bo
 client with one interface per path and a server — two to eight paths for `dual-path`, one for
 `dumbbell` (server — router — client). Mininet glue (nodes, links) is in mpvlab/mininet. The shared
 bottleneck (N clients behind one router) has a different shape (`shared_bottleneck.build`). Real
-hosts build nothing: `physical.py` names real hosts and interfaces; core/hosts.py is how commands
+hosts build nothing: `physical.py` names real hosts and interfaces; mpvlab/core/hosts.py is how commands
 reach them.
 """

@@ -6,7 +6,7 @@ cleanly, each reported to `on_process` (the run ledger) as it starts.
     inside a namespace that works for cubic even though the namespace default may not be set to it).
     `bulk_bytes_received` reads the receiving kernel's `bytes_received` (ss), which gives goodput
     over any window on the shared CLOCK_MONOTONIC without trusting iperf3's own interval clock.
-(b) VoIP-like UDP probe (`start_probe`): topologies/voip_probe.py, 80 kbit/s of 150-byte IP packets
+(b) VoIP-like UDP probe (`start_probe`): mpvlab/topologies/voip_probe.py, 80 kbit/s of 150-byte IP packets
     (66.7 packets/s) with sequence numbers and send times; the receiver writes a per-packet CSV
     (seq, t_send_ns, t_recv_ns, owd_ns, queuing_delay_ns, d_study_ns) and `stop_probe` accounts loss.
 
@@ -31,7 +31,7 @@ from mpvlab.core import proc
 from mpvlab.core.netns import Netns
 from mpvlab.core.errors import MpvlabError
 
-PROBE = Path(__file__).resolve().parent / "voip_probe.py"
+PROBE = "mpvlab.topologies.voip_probe"   # run as a module (`python -m`)
 # The cross host's ports on the server: the run starts them (mpvlab/runner/cross.py) and the flow rules
 # name them (mpvlab/results/flows.py). Not the fidelity probe's 5201 nor bulk's 5401.
 VOIP_PORT = 4000
@@ -195,7 +195,7 @@ def start_probe(sender: Netns, receiver: Netns, dst: str, port: int, workdir: Pa
     pr = Probe(label, files)
     py = sys.executable
     with files["log"].open("wb") as log:
-        pr.receiver = receiver.popen([py, str(PROBE), "recv", "--bind", dst, "--port", str(port),
+        pr.receiver = receiver.popen([py, "-m", PROBE, "recv", "--bind", dst, "--port", str(port),
                                       "--csv", str(files["csv"]), "--summary", str(files["recv.json"]),
                                       "--ready", str(files["ready"])], stdout=log, stderr=subprocess.STDOUT)
         pr.refs.append(proc.ProcRef.of(pr.receiver.pid, f"voip receiver {label}"))
@@ -205,7 +205,7 @@ def start_probe(sender: Netns, receiver: Netns, dst: str, port: int, workdir: Pa
             if pr.receiver.poll() is not None or time.monotonic() > deadline:
                 raise CrossTrafficError(f"voip receiver {label} did not start (see {files['log']})")
             time.sleep(0.01)
-        pr.sender = sender.popen([py, str(PROBE), "send", "--dst", dst, "--port", str(port),
+        pr.sender = sender.popen([py, "-m", PROBE, "send", "--dst", dst, "--port", str(port),
                                   "--rate-bps", repr(rate_bps), "--ip-size", str(ip_size),
                                   "--duration", repr(duration_s), "--summary", str(files["send.json"])],
                                  stdout=log, stderr=subprocess.STDOUT)

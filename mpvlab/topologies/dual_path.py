@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from mpvlab.core import naming
-from mpvlab.mininet.nodes import EmuNode, add_link, add_node, stop_node
+from mpvlab.emulation.nodes import EmuNode, add_link, add_node, stop_node
 
 SERVER_ADDR = "10.0.100.1"
 
@@ -93,7 +93,7 @@ class DualPath:
 
 def build(path_names: list[str], addressing: str, run_id: str, on_netns: Callable[[str], None]) -> DualPath:
     """One router per path (in the order given; the first carries the initial subflow), `addressing`
-    `single` or `per-path` (topologies/spec.py). Create nodes and links and configure addresses and routes. `on_netns` is told every namespace
+    `single` or `per-path` (mpvlab/topologies/spec.py). Create nodes and links and configure addresses and routes. `on_netns` is told every namespace
     name before it is created (the run ledger), so a crash mid-build still gets cleaned."""
     created: list[EmuNode] = []
 

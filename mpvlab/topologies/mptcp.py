@@ -1,6 +1,6 @@
 """MPTCP and TCP settings of a dual-path topology's client and server, and the congestion control
 choice, with no scenario in sight: the orchestrator (mpvlab/runner/transport.py) reads them from a
-scenario, the test bed (testbed/dualpath.py) passes its own.
+scenario, the test bed (mpvlab/testbed/dualpath.py) passes its own.
 
 The congestion control is selected by the server's routes (`ip route ... congctl NAME`): the kernel
 applies a route's congestion control to every passively opened socket (tcp_ca_openreq_child), which
@@ -38,7 +38,7 @@ def configure_hosts(topo: DualPath, *, tcp_no_metrics_save: bool, client_tcp_rme
     further = topo.paths[1:subflows]
     if topo.addressing == "per-path":
         # The server signals each further path's own address; the client joins it from the source its
-        # route to that address picks (topologies/dual_path.py). A client `subflow` endpoint would also
+        # route to that address picks (mpvlab/topologies/dual_path.py). A client `subflow` endpoint would also
         # try (path address -> path 0's server address), which no router forwards. Under a steering
         # scheduler the server runs the userspace path manager, which ignores endpoints: the
         # controller announces these addresses itself (mpvlab.runner.transport.announce_addresses()).

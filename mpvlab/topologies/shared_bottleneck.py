@@ -43,7 +43,7 @@ from mpvlab.links.schedule import Schedule
 from mpvlab.core import naming, netns
 from mpvlab.core.netns import Netns
 from mpvlab.links.spec import LinkDirection
-from mpvlab.mininet.nodes import EmuNode, add_link, add_node, stop_node
+from mpvlab.emulation.nodes import EmuNode, add_link, add_node, stop_node
 
 MAX_CLIENTS = 8
 SERVER_ADDR = "10.0.100.1"

@@ -1,6 +1,6 @@
 """What a scenario says about its topology and its paths: the kind, the server addressing, physical
-hosts and their roles, and per path the two link directions (links/spec.py) and, on real hosts, the
-interfaces that carry it. Validated strictly (core/validators.py) before anything runs."""
+hosts and their roles, and per path the two link directions (mpvlab/links/spec.py) and, on real hosts, the
+interfaces that carry it. Validated strictly (mpvlab/core/validators.py) before anything runs."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ class TopologySpec(Strict):
     one path (`paths:` has exactly one entry) is the bottleneck they all share (topologies/README.md).
     physical: real hosts (`hosts`, `roles`) and interfaces (`paths.<name>.physical`), 1 or 2 paths."""
 
-    kind: Literal[NAMES] = Field(DUAL_PATH.name, description="Network to build: dual-path (2 to 8 paths, one router each), dumbbell (one path), shared-bottleneck (one bottleneck shared by several clients) or physical (real hosts); topologies/registry.py lists each kind's rules.")  # type: ignore[valid-type]
+    kind: Literal[NAMES] = Field(DUAL_PATH.name, description="Network to build: dual-path (2 to 8 paths, one router each), dumbbell (one path), shared-bottleneck (one bottleneck shared by several clients) or physical (real hosts); mpvlab/topologies/registry.py lists each kind's rules.")  # type: ignore[valid-type]
     clients: int | None = Field(None, ge=1, le=8, description="shared-bottleneck only: players, each in "
                                                               "its own client namespace (default 2)")
     # `single`: the server has one address, reached over every path (client policy routing picks the path
