@@ -29,7 +29,6 @@ NOT_COMMITTED = ("build/", "vendor", "results/", "report/", "/plots", ".venv")
 ABSENT_ON_PURPOSE = {
     ("docs/extending.md", "mpvlab/workloads/rr.py"): "created by docs/examples/add-workload.patch",
     ("docs/extending.md", "mpvlab/runner/workloads/rr.py"): "created by docs/examples/add-workload.patch",
-    ("docs/gates.md", "mpvlab/core/ledger.py"): "the name mypy sees, mapped back to mpvlab/core/ledger.py",
 }
 
 
