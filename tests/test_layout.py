@@ -307,3 +307,31 @@ def test_one_function_knows_the_checkout() -> None:
                  if depth.search(p.read_text()) and p != REPO / "mpvlab" / "core" / "paths.py"]
     assert offenders == [], offenders
     assert checkout_root() == REPO and (REPO / "setup.sh").is_file() and (REPO / "mpvlab").is_dir()
+
+
+@pytest.mark.netns
+def test_mininet_custom_topology_carries_traffic_on_both_paths() -> None:
+    """The custom topology started through Mininet's API as `mn --custom … --topo dualpath --link tc`
+    starts it (its own node names, so its own interfaces; net.stop() removes them, never Mininet's
+    global cleanup): the client reaches the server's Wi-Fi address over the Wi-Fi router and its LTE
+    address over the LTE router, and every node reaches every other (`--test pingall`)."""
+    import secrets
+
+    from mininet.link import TCLink
+    from mininet.net import Mininet
+
+    env: dict[str, object] = {}
+    exec(compile((REPO / "mininet" / "dual_path.py").read_text(), "dual_path.py", "exec"), env)
+    prefix = "mv" + secrets.token_hex(2)            # mv<id>…: interfaces <prefix>c-eth0 and so on
+    net = Mininet(topo=env["topos"]["dualpath"](prefix=prefix), link=TCLink, controller=None)  # type: ignore[index,operator]
+    try:
+        net.start()
+        client = net[f"{prefix}c"]
+        for dst, dev in (("10.0.11.2", f"{prefix}c-eth0"), ("10.0.12.2", f"{prefix}c-eth1")):
+            assert f"dev {dev}" in client.cmd(f"ip route get {dst}"), dst
+            assert " 0% packet loss" in client.cmd(f"ping -c 2 -W 2 {dst}"), dst
+        assert net.pingAll(timeout="2") == 0.0
+    finally:
+        net.stop()
+    left = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    assert prefix not in left
