@@ -87,8 +87,7 @@ fi
 # often set it) every `mpvlab run` and every helper interpreter it starts compiled its ~120 modules
 # again: ~0.13 CPU-s of each run's fixed cost (docs/cost.md, "A run's fixed cost"). Python checks
 # a .pyc against its source's mtime and size and ignores a stale one, so this is only ever a cache.
-"$VENV/bin/python" -m compileall -q -j0 mpvlab core mininet links cc collectors schedulers topologies \
-  player testbed >/dev/null || die "compiling the project's Python modules failed"
+"$VENV/bin/python" -m compileall -q -j0 mpvlab >/dev/null || die "compiling the project's Python modules failed"
 
 # --- 2b. dash.js (player kind dashjs) ---------------------------------------------------------
 # The dash.js reference player, pinned to the release line of the BBR-S study's era (Chrome 80, early

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""SABRE's paced socket reads (player/dash_client.py, --fetcher own --abr sabre): the read rate per
+"""SABRE's paced socket reads (mpvlab/player/dash_client.py, --fetcher own --abr sabre): the read rate per
 1 s window against the target of the mode it was in (refill lambda x R_highest, backoff delta x R),
 over a tbf link, with the mode changes and the pipelining depth printed beside.
 
@@ -21,8 +21,9 @@ import os
 import sys
 import time
 from pathlib import Path
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 from mpvlab.content import ensure_dash  # noqa: E402
 from mpvlab.testbed.player import Apache, Net, finish_player, start_player  # noqa: E402
 
@@ -98,7 +99,7 @@ def main() -> int:
     above = sum(d["outstanding"] > formula[d["level_before"]] for d in s["abr_decisions"])
     print(f"depth formula per level (rcvbuf {a.rcvbuf} B, {seg_s:g} s segments): {formula}; requests that "
           f"filled the pipeline to it: {at_formula} of {len(s['abr_decisions'])}, above it: {above}")
-    # Each mode change against the rule (player/abr/sabre.py): to backoff needs O >= threshold and
+    # Each mode change against the rule (mpvlab/player/abr/sabre.py): to backoff needs O >= threshold and
     # B >= backoff_above_s; to refill needs O < threshold or B < refill_below_s.
     changes = [c for c in s["sabre_checks"] if c["changed"]]
     thr, buf_s = p["occupancy_threshold"], a.buffer_ms / 1000

@@ -4,7 +4,7 @@
 How the two CCs share the path: both flows run sender -> receiver through the tbf dumbbell with the
 delay line (testbed.dumbbell.DelayDumbbell, RTT 20 ms by default), each iperf3 client choosing its
 CC per socket (`iperf3 -C NAME`, TCP_CONGESTION) - the way the platform's cross traffic picks its
-CC (topologies/cross_traffic.py) - while the route's default stays cubic. bbr3 is registered for the
+CC (mpvlab/topologies/cross_traffic.py) - while the route's default stays cubic. bbr3 is registered for the
 run under a run-scoped name. Both flows start together and run `--seconds` (default 60).
 
 Throughput: receiver-side bytes per 1 s interval (iperf3 server output), over the steady window
@@ -26,8 +26,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 
 from mpvlab import cc  # noqa: E402
 from mpvlab.cc import bbr3  # noqa: E402

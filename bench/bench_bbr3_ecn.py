@@ -1,5 +1,5 @@
 """BBRv3's ECN response (cc/bbr3.bpf.c, param `ecn`) at a link that marks: the virtual-queue marker
-(links/ecn.py) on the tbf of the dumbbell, against the same link without a response.
+(mpvlab/links/ecn.py) on the tbf of the dumbbell, against the same link without a response.
 
 Path: testbed.dumbbell.DelayDumbbell, 25 Mbit/s tbf on the router's egress to the receiver, RTT 4 ms
 (the delay line on the ACK path; v3 uses ECN only while min_rtt <= 5 ms, ECN_MAX_RTT_US), a deep
@@ -38,8 +38,9 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 
 from mpvlab import cc  # noqa: E402
 from mpvlab.cc import bbr3  # noqa: E402

@@ -19,8 +19,8 @@ Per config:
   loss rate exceeded 2 %, and the median loss rate of the lossy ones; goal (shallow buffer, 0.5 x
   BDP): <= 2 % most of the time, i.e. few rounds over;
 - order: STARTUP -> DRAIN -> PROBE_BW first, every PROBE_BW sub-state change one of v3's
-  (cc/bbr3.py PROBE_BW_ORDER), each change starting where the previous ended; "ok" or what broke;
-- CPU: steal over the run (core/hoststeal.py), 1-min load average, iperf3's sender / receiver CPU.
+  (mpvlab/cc/bbr3.py PROBE_BW_ORDER), each change starting where the previous ended; "ok" or what broke;
+- CPU: steal over the run (mpvlab/core/hoststeal.py), 1-min load average, iperf3's sender / receiver CPU.
 
     sudo .venv/bin/python bench/bench_bbr3_matrix.py [--seconds 20] [--warmup 5] [--rates 3,25,100]
                                                      [--json OUT]
@@ -37,8 +37,9 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 
 from mpvlab import cc  # noqa: E402
 from mpvlab.cc import bbr3  # noqa: E402

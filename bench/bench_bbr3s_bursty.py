@@ -29,8 +29,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 for _p in (ROOT / "bench",):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))

@@ -28,8 +28,9 @@ import threading
 import time
 import tempfile
 from pathlib import Path
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 
 from mpvlab import cc  # noqa: E402
 from mpvlab.cc.bbr_modes import bbr_v1_mode  # noqa: E402

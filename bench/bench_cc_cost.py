@@ -31,8 +31,9 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 
 from mpvlab import cc  # noqa: E402
 from mpvlab.cc import bbr3  # noqa: E402

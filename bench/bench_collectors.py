@@ -1,6 +1,6 @@
 """CPU overhead of the MPTCP scheduler trace (collectors/build/mpvlab-schedtrace).
 
-For each aggregate rate (two tbf paths of rate/2 each, testbed/twopath.py) a bulk MPTCP
+For each aggregate rate (two tbf paths of rate/2 each, mpvlab/testbed/twopath.py) a bulk MPTCP
 transfer of ~DURATION seconds runs once without and once with the collector. Reported:
 - collector process CPU (from /proc/PID/schedstat, only while the transfer runs) as % of
   one core,
@@ -19,8 +19,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 
 from mpvlab import collectors  # noqa: E402
 from mpvlab.collectors import load_summary, trace_scheduler  # noqa: E402

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 sys.path.insert(0, str(REPO))
 
 

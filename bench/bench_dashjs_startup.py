@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 
 
 def scenario(i: int, protocol: str, duration_s: int) -> dict[str, Any]:

@@ -36,8 +36,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 from mpvlab.testbed import delayline as H  # noqa: E402
 from mpvlab.testbed import xdpline as X  # noqa: E402
 

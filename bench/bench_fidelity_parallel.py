@@ -29,8 +29,9 @@ from typing import Any
 import yaml
 
 from mpvlab.runner.fidelity import MIN_BACKLOGGED_S  # noqa: E402
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
 STUDY_RUNS = 3 * 3 * 3 * 10
 STUDY_VIDEO_S = 180.0

@@ -21,8 +21,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
 DELAYLINE = "mpvlab-delayline"
 

@@ -1,5 +1,5 @@
 """How fast a token bucket's saved burst leaves the emulated router, with and without `line_rate`
-(links/spec.py; testbed/burst.py builds the rig and measures on the receiver's wire).
+(mpvlab/links/spec.py; mpvlab/testbed/burst.py builds the rig and measures on the receiver's wire).
 
 For each line rate (none = the veth's own speed: as fast as the host forwards) and each burst size,
 the frames of one burst (all within the bucket) are sent back to back after an idle second; printed:

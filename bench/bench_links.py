@@ -20,8 +20,9 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, Iterator
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 
 from mpvlab import content  # noqa: E402
 from mpvlab.core import ledger, naming, netns, proc  # noqa: E402

@@ -30,8 +30,9 @@ import sys
 import time
 from pathlib import Path
 import tempfile
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 
 from mpvlab.collectors.qdiscstat import build_qdiscstat, load_samples  # noqa: E402
 from mpvlab.testbed.qdisc import QdiscPair  # noqa: E402

@@ -36,8 +36,9 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 
 SCENARIOS = ["wifi-lte-a", "wifi-lte-b", "wifi-lte-c"]
 CCS = ["cubic", "bbr", "bbr-s"]

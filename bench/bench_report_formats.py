@@ -22,8 +22,9 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 SCENARIOS = ["wifi-lte-a", "wifi-lte-b", "wifi-lte-c"]
 CCS = ["cubic", "bbr", "bbr-s"]
 SCHEDULERS = ["minrtt", "bdp", "default"]

@@ -22,8 +22,9 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 
 import yaml  # noqa: E402
 

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 
 
 def scenario_for(base: Path, controller: str, duration: str | None, out: Path) -> Path:

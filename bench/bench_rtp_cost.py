@@ -20,9 +20,9 @@ import statistics
 import subprocess
 import sys
 from collections import defaultdict
-from pathlib import Path
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 RTP = REPO / "rtp"
 LINE = re.compile(r"^Benchmark(\S+?)(?:-\d+)?\s+(\d+)\s+(.*)$")
 

@@ -18,10 +18,12 @@ from pathlib import Path
 
 import gi
 
+from mpvlab.core.paths import checkout_root
+
 gi.require_version("Gst", "1.0")
 from gi.repository import Gst  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 sys.path.insert(0, str(REPO / "rtp" / "encoder"))
 from live_encoder import CONTENT  # noqa: E402
 

@@ -28,8 +28,9 @@ import threading
 import time
 from pathlib import Path
 from typing import IO
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 sys.path.insert(0, str(REPO))
 from mpvlab.runner.workloads import rtp_checks  # noqa: E402
 

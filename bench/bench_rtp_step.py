@@ -18,8 +18,9 @@ import statistics
 import sys
 from pathlib import Path
 from typing import Any
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 sys.path.insert(0, str(REPO / "bench"))
 
 from bench_rtp import run_once  # noqa: E402

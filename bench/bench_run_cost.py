@@ -46,8 +46,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 SMOKE = REPO / "scenarios" / "smoke.yaml"
 PR_SET_CHILD_SUBREAPER = 36
 FIXED_CPU_GOAL_S = 1.5

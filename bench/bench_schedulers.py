@@ -18,8 +18,9 @@ import argparse
 import tempfile
 from pathlib import Path
 from typing import Any
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 
 from mpvlab.links.schedule import Schedule  # noqa: E402
 from mpvlab.testbed import dualpath as tb  # noqa: E402

@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 
 import yaml
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
 
 

@@ -24,8 +24,9 @@ from datetime import datetime
 from pathlib import Path
 
 import yaml
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 sys.path.insert(0, str(REPO / "tests"))
 from slurmlab import SlurmLab  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Benchmark of trace-driven capacity in the C delay line (links/delayline, links/capacity.py).
+"""Benchmark of trace-driven capacity in the C delay line (links/delayline, mpvlab/links/capacity.py).
 Not a test: every figure is printed beside its configured value.
 
 1. For each shipped Mahimahi trace: a bulk TCP flow (iperf3, cubic) through the line alone (no
@@ -22,8 +22,9 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 from mpvlab.testbed import delayline as H  # noqa: E402
 from mpvlab.links import capacity as C  # noqa: E402
 

@@ -21,8 +21,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 GENERATED = ("docs/reference/", "docs/schemas/", "docs/summary.schema.json")
 
 

@@ -75,7 +75,7 @@ static int64_t realtime_offset_ns(void)
     return best;
 }
 
-static uint16_t checksum(const uint8_t *p, size_t n) /* RFC 1071, as core/icmp.py */
+static uint16_t checksum(const uint8_t *p, size_t n) /* RFC 1071, as mpvlab/core/icmp.py */
 {
     uint32_t s = 0;
     for (size_t i = 0; i + 1 < n; i += 2)

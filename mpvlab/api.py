@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunResult:
-    """One complete run: its directory (core/rundir.py layout) and its summary.json, parsed."""
+    """One complete run: its directory (mpvlab/core/rundir.py layout) and its summary.json, parsed."""
     run_dir: Path
     run_id: str
     summary: dict[str, Any]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from rich.console import Console
 from rich.text import Text
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.core.rundir import results_root_problem
 # The scenario's models (pydantic, ~0.2 CPU-s to build), the ledger and rich's live display are
 # imported by the commands that use them, so `mpvlab --version` does not pay for them (issue 36).
@@ -115,7 +116,7 @@ def _print_summary(console: Console, run_dir: Path) -> None:
 
 def summary_lines(s: dict[str, Any]) -> list[str]:
     """The console's summary of a run: the topology kind's lines around the workload's (each from
-    its registry entry: topologies/registry.py, mpvlab/workloads/), then any fidelity warnings."""
+    its registry entry: mpvlab/topologies/registry.py, mpvlab/workloads/), then any fidelity warnings."""
     from mpvlab.topologies import registry as topologies
     from mpvlab.workloads import registry as workloads
 
@@ -408,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--key-dir", help="topology physical: the key folder the run would use (as for run)")
     r = sub.add_parser("run", help="run one scenario end to end (root)")
     r.add_argument("scenario")
-    r.add_argument("--results", default=str(Path(__file__).resolve().parent.parent / "results"),
+    r.add_argument("--results", default=str(checkout_root() / "results"),
                    help="results root (default: ./results)")
     r.add_argument("--key-dir", help="topology physical: the only folder SSH identity/known_hosts files may be "
                                      "in (default: $MPVLAB_KEY_DIR or /etc/mpvlab/keys)")
@@ -423,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     sw = sub.add_parser("sweep", help="run a sweep spec: scenarios × parameter grid × trials (root; resumable)")
     sw.add_argument("spec")
     sw.add_argument("--quick", action="store_true", help="the spec's short variant (quick: block), for CI")
-    sw.add_argument("--results", default=str(Path(__file__).resolve().parent.parent / "results"),
+    sw.add_argument("--results", default=str(checkout_root() / "results"),
                     help="results root; the sweep writes <results>/<sweep-name>/ (default: ./results)")
     sw.add_argument("--parallel", type=int, default=None,
                     help=f"runs at once, 1..{MAX_PARALLEL} (default: one per {CPUS_PER_RUN} CPUs of this machine, at least 1)")

@@ -23,7 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-REPO = Path(__file__).resolve().parents[1]
+from mpvlab.core.paths import checkout_root
+
+REPO = checkout_root()
 SCHEMA_DIR = REPO / "docs" / "schemas"
 REFERENCE_DIR = REPO / "docs" / "reference"
 NO_MEANING = "(no description in the model yet)"
@@ -142,7 +144,7 @@ def _with_shorthands(schema: dict[str, Any], root: type[BaseModel]) -> dict[str,
                 raise SchemaMismatch(
                     f"{name}.{fname}: its validator {shorthand.func.__qualname__} refuses a mapping, but the "
                     "schema pydantic gives its type accepts one; declare the written form with WithJsonSchema "
-                    "(as core/quantities.py does)")
+                    "(as mpvlab/core/quantities.py does)")
             doc = (inspect.getdoc(shorthand.func) or "a shorthand").splitlines()[0]
             kept = {k: prop.pop(k) for k in ("default", "title", "description") if k in prop}
             d["properties"][fname] = {"anyOf": [prop, {"type": ["string", "number"]}], "x-shorthand": doc, **kept}

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mpvlab.core.paths import checkout_root
+
 # The released version (CHANGELOG.md, CITATION.cff and pyproject.toml carry the same string; a test
 # checks they agree, so a release bumps all four together).
 __version__ = "0.4.0"
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 
 
 def git_commit(repo: Path = REPO) -> tuple[str | None, bool]:

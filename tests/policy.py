@@ -42,8 +42,9 @@ import pytest
 
 from hostnoise import STEAL_LIMIT
 from mpvlab.core.hoststeal import StealMeter, StealWindow
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 EXPECT_ALL = "MPVLAB_EXPECT_ALL"
 LONG_TESTS = "MPVLAB_LONG_TESTS"
 SESSION_DIR_KEY = "mpvlab_session_dir"

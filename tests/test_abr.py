@@ -1,4 +1,4 @@
-"""ABR registry (player/abr): each algorithm on scripted throughput/buffer sequences. Every expected
+"""ABR registry (mpvlab/player/abr): each algorithm on scripted throughput/buffer sequences. Every expected
 decision below is worked out BY HAND from the published rule (the arithmetic is in the comments),
 never by calling the code under test.
 
@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import random
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "player"))
-from abr import REGISTRY, Download, Ladder, make  # noqa: E402
+from mpvlab.player.abr import REGISTRY, Download, Ladder, make  # noqa: E402
 
 M = 1_000_000
 L3 = Ladder((1 * M, 2 * M, 4 * M), 2.0, 20.0)

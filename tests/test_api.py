@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 PY = sys.executable
 
 

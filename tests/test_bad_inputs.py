@@ -37,10 +37,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mpvlab.input.validation import validate_file
+from mpvlab.core.paths import checkout_root
 
 pytestmark = pytest.mark.cpu   # cpu: CPU-bound (hypothesis, CLI limits by CPU time)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 
 # What a file the input points at contains; none of it may appear in a message.
 SECRET = "H15B-TOP-SECRET-CONTENT-4711"
@@ -1159,7 +1160,7 @@ def test_the_shell_never_echoes_an_unknown_line() -> None:
 
     from mininet.cli import CLI
 
-    from mpvlab.mininet.cli import _scenario_cli_class
+    from mpvlab.emulation.cli import _scenario_cli_class
     cls = _scenario_cli_class(CLI)
     shell = cls.__new__(cls)
     shell.mn, shell.stdout, shell.identchars = {}, io.StringIO(), cmd.IDENTCHARS

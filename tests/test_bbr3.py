@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+from mpvlab.core.paths import checkout_root
 
 pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 
 from mpvlab import cc  # noqa: E402
 from mpvlab.cc import bbr3  # noqa: E402

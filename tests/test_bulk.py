@@ -22,10 +22,11 @@ import pytest
 from hostnoise import stolen_at_most_s
 from mpvlab.core.hoststeal import StealWindow
 from mpvlab.results import checks
+from mpvlab.core.paths import checkout_root
 
 pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 SIZE = 16 * 1024 * 1024      # simult_flows.sh: 2 * 2048 * 4096 bytes
 
 SCENARIO = """\

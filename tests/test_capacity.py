@@ -1,7 +1,7 @@
 """Capacity (Mahimahi traces, rate schedules), drop-tail queue, outages and loss models of the C
-delay line (links/delayline) and their Python side (links/capacity.py).
+delay line (links/delayline) and their Python side (mpvlab/links/capacity.py).
 
-netns tests: client -- router -- server namespaces (testbed/delayline.py), the line on the router's
+netns tests: client -- router -- server namespaces (mpvlab/testbed/delayline.py), the line on the router's
 server->client direction, data = an iperf3 bulk flow server->client. The line's --release-log
 gives every packet's arrival, departure from the link (its opportunity), target and release time,
 and the queue it found; the checks are made against Mahimahi's semantics recomputed independently
@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 from mpvlab.testbed import delayline as H  # noqa: E402
 from mpvlab.links import capacity as C  # noqa: E402
 from mpvlab.core.errors import InputError  # noqa: E402

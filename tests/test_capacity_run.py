@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from mpvlab.links.capacity import MAHIMAHI_OPPORTUNITY_BYTES, SHIPPED_TRACES, read_mahimahi_trace
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 
 
 @pytest.mark.netns

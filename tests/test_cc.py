@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mpvlab.core.paths import checkout_root
 
 pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 
 from mpvlab import cc  # noqa: E402
 from mpvlab.testbed.dumbbell import Dumbbell  # noqa: E402

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import re
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,8 +14,9 @@ import pytest
 from mpvlab.collectors.pcap import TapResult
 from mpvlab.results import checks
 from mpvlab.runner import capture, views
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 
 
 def _run(name: str, result: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

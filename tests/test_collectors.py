@@ -1,6 +1,6 @@
 """Tests of the MPTCP scheduler trace (collectors/: mpvlab-schedtrace + Python wrapper).
 
-Topology (testbed/twopath.py): a server namespace and a client namespace joined by two
+Topology (mpvlab/testbed/twopath.py): a server namespace and a client namespace joined by two
 veth pairs, each server egress shaped by tbf (3 Mbit/s), offloads off; the client's
 in-kernel path manager adds a second subflow over path 2. A Python IPPROTO_MPTCP sender
 writes N bytes; the collector traces the server namespace only.
@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 
 from mpvlab import collectors  # noqa: E402
 from mpvlab.collectors import CollectorError, load_summary, trace_scheduler  # noqa: E402

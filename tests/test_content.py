@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 from mpvlab.content import ensure_progressive, probe, sha256_file  # noqa: E402
 
 

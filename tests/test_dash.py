@@ -1,5 +1,5 @@
 """DASH: content generation (mpvlab.content.ensure_dash) and DASH playback in the player
-(player/mpvlab_dash.py), served by Apache over an emulated path.
+(mpvlab/player/mpvlab_dash.py), served by Apache over an emulated path.
 
 Topology (names carry the helper prefix ``hda``): namespaces ``hda<N>s`` (Apache,
 own ServerRoot, ``AcceptFilter http none``, MIME types for .mpd/.m4s as
@@ -11,7 +11,7 @@ Numbers asserted come from first principles:
     timestamps); a download can beat it only by the tbf burst;
   * dashdemux's own rule (gstadaptivedemux.c 1.22): next level = highest
     @bandwidth <= 0.8 * min(mean of the last 3 segment download rates, the last);
-  * BBA-0's map (player/abr/bba.py BbaPolicy) recomputed from the recorded
+  * BBA-0's map (mpvlab/player/abr/bba.py BbaPolicy) recomputed from the recorded
     buffer levels;
   * buffer accounting: between two decisions the playout buffer gains one
     segment (S seconds) and loses the wall time that passed while playing;
@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -36,11 +35,11 @@ import pytest
 
 from hostnoise import assert_played_through
 from mpvlab.core.hoststeal import StealMeter
+from mpvlab.core.paths import checkout_root
 
 pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "player"))
+REPO = checkout_root()
 from mpvlab.content import ensure_dash, sha256_file  # noqa: E402
 from mpvlab.testbed.player import (  # noqa: E402
     PY, Apache, Net, finish_player, run_cmd as _run, start_player, t_now, wait_event,
@@ -156,7 +155,7 @@ def test_content_segments_idr_and_bitrate(tmp_path: Path) -> None:
 
 
 def test_bba_policy_map() -> None:
-    from abr.bba import BbaPolicy
+    from mpvlab.player.abr.bba import BbaPolicy
     p = BbaPolicy((500_000, 1_000_000, 2_000_000), reservoir_s=2.0, cushion_s=4.0)
     assert p.f(0) == p.f(2.0) == 500_000
     assert p.f(6.0) == p.f(9.0) == 2_000_000
@@ -291,7 +290,7 @@ def test_ample_bandwidth(testbed: tuple[Net, Apache], content: Any, tmp_path: Pa
     if abr == "gst":
         assert levels[1:] == [top] * (len(levels) - 1), levels
     else:
-        from abr.bba import BbaPolicy
+        from mpvlab.player.abr.bba import BbaPolicy
         pol = BbaPolicy(tuple(LADDER), reservoir, cushion)
         for prev, g in zip(s["segments"], s["segments"][1:]):
             assert g["level"] == pol.decide(prev["level"], g["buffer_s_at_decision"]), g
@@ -391,7 +390,7 @@ def test_throttle_bba_steps_down(testbed: tuple[Net, Apache], content: Any, tmp_
     s = r.summary
     assert r.code == 0, s
     check_common(s, content)
-    from abr.bba import BbaPolicy
+    from mpvlab.player.abr.bba import BbaPolicy
     pol = BbaPolicy(tuple(LADDER), reservoir, cushion)
     segs = s["segments"]
     for prev, g in zip(segs, segs[1:]):
@@ -476,7 +475,7 @@ def test_throttle_rebuffer_stall(testbed: tuple[Net, Apache], content: Any, tmp_
 def test_underflow_running_after_overrun() -> None:
     """GstQueue emits `running` after an overrun too (once per buffer that frees room
     in a full queue); those must not keep an underflow episode open."""
-    from mpvlab_player import Underflows
+    from mpvlab.player.mpvlab_player import Underflows
     u = Underflows(merge_s=0.2)
     assert u.on_underrun(1.0) is True
     u.on_running(1.5)                 # data again after the empty spell

@@ -1,5 +1,5 @@
-"""mpvlab's own DASH client (player/dash_client.py, `--fetcher own`) against Apache over a
-namespace pair (testbed/player.py), compared with GStreamer's dashdemux player on the same runs.
+"""mpvlab's own DASH client (mpvlab/player/dash_client.py, `--fetcher own`) against Apache over a
+namespace pair (mpvlab/testbed/player.py), compared with GStreamer's dashdemux player on the same runs.
 
 Namespaces/interfaces carry the helper prefix ``hab``. Content: a SINGLE-level ladder (1 Mbit/s,
 2 s segments, 12 s, 360p), so both players download exactly the same bytes whatever their ABR,
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -28,11 +27,11 @@ import pytest
 
 from hostnoise import assert_played_through, longest_stall_s
 from mpvlab.core.hoststeal import StealMeter
+from mpvlab.core.paths import checkout_root
 
 pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "player"))
+REPO = checkout_root()
 from mpvlab.content import ensure_dash  # noqa: E402
 from mpvlab.testbed.player import Apache, Net, finish_player, start_player  # noqa: E402
 

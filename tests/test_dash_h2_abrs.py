@@ -34,8 +34,9 @@ from typing import Any
 
 import pytest
 import yaml
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 IPPROTO_MPTCP = getattr(socket, "IPPROTO_MPTCP", 262)
 BASE = REPO / "scenarios" / "dash-own-h2-short.yaml"
 OPT_IN = "MPVLAB_LONG_TESTS"
@@ -84,11 +85,7 @@ def _content_dir(run_dir: Path) -> tuple[Path, Path]:
 def _replay(p: dict[str, Any]) -> list[int]:
     """The levels the registry's ABR chooses when fed the run's recorded buffer levels, times and
     downloads, in the client's call order (request threshold, then the decision)."""
-    sys.path.insert(0, str(REPO / "player"))
-    try:
-        from abr import Download, Ladder, make
-    finally:
-        sys.path.remove(str(REPO / "player"))
+    from mpvlab.player.abr import Download, Ladder, make
     rates = tuple(r["bitrate_bps"] for r in p["representations"])
     ladder = Ladder(rates, float(p["segment_s"]), float(p["buffer_ms"]) / 1e3)
     algo = make(p["abr"]["name"], ladder, p["abr"]["params"], int(p["abr"]["seed"]))
@@ -140,7 +137,7 @@ def test_own_client_abr_over_protocol(tmp_path: Path, abr: str, protocol: str) -
     inits = p["init_downloads"]
     for i in inits:
         assert i["bytes"] == (root / i["uri"].lstrip("/")).stat().st_size > 0, i
-    if protocol == "h2":      # every representation's init prefetched once (player/dash_client.py)
+    if protocol == "h2":      # every representation's init prefetched once (mpvlab/player/dash_client.py)
         assert sorted(i["level"] for i in inits) == list(range(len(p["representations"])))
     else:                     # HTTP/1.1: an init with the first segment and with each level change
         assert len(inits) == 1 + sum(a["level"] != b["level"] for a, b in zip(segs, segs[1:]))

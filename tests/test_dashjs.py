@@ -1,4 +1,4 @@
-"""Player kind dashjs: the dash.js reference player in headless Chromium (player/dashjs_player.py).
+"""Player kind dashjs: the dash.js reference player in headless Chromium (mpvlab/player/dashjs_player.py).
 
 * validate refuses what dash.js cannot do (an ABR it lacks, a progressive video, a missing browser,
   GStreamer-only settings), naming the field and what is allowed;
@@ -28,10 +28,11 @@ from mpvlab.core import ledger, netns
 from mpvlab.input.scenario import Scenario
 from mpvlab.player import dashjs_qoe, dashjs_setup
 from mpvlab.results import checks
+from mpvlab.core.paths import checkout_root
 
 pytestmark = pytest.mark.cpu   # cpu: CPU-bound (headless Chromium)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 
 BASE: dict[str, Any] = {
     "name": "dashjs-t", "seed": 1, "topology": {"kind": "dumbbell"},
@@ -381,7 +382,7 @@ def test_resolved_dashjs_scenario_round_trips() -> None:
     swapped = override(own, {"player": {"kind": "dashjs", "abr": "bola", "buffer": "10s"}})
     assert swapped.player.kind == "dashjs" and swapped.player.fetcher == "dashdemux"
     # The sweep's dimension player.kind: the other kind starts from its defaults, abr and buffer kept,
-    # and back to gstreamer with an ABR of player/abr is our own client.
+    # and back to gstreamer with an ABR of mpvlab/player/abr is our own client.
     js = override(own, {"player.kind": "dashjs"})
     assert (js.player.kind, js.player.abr, js.player.buffer, js.player.fetcher) == ("dashjs", "bola", 10 * 10**9,
                                                                                      "dashdemux")
@@ -391,7 +392,7 @@ def test_resolved_dashjs_scenario_round_trips() -> None:
 
 @pytest.mark.dashjs
 def test_custom_rules_decide_as_the_python_abrs(tmp_path: Path) -> None:
-    """BBA and FESTIVE as dash.js rules (player/dashjs/mpvlab-dashjs.js) against player/abr's
+    """BBA and FESTIVE as dash.js rules (player/dashjs/mpvlab-dashjs.js) against mpvlab/player/abr's
     implementations of the same papers, on the same inputs, in Debian's Chromium (a file:// page
     and --dump-dom: no network, no DevTools port)."""
     from mpvlab.player.abr import Download, Ladder
@@ -544,7 +545,7 @@ def test_run_namespaces_get_no_address_after_their_links_come_up(tmp_path: Path)
     interface holds an IPv6 address and nothing changed after the link came up."""
     from mpvlab.core import ledger, naming
     from mpvlab.core.netns import delete_netns
-    from mpvlab.mininet.nodes import add_link, add_node, stop_node
+    from mpvlab.emulation.nodes import add_link, add_node, stop_node
     run_id = naming.new_run_id()
     book = ledger.Ledger.create(run_id, tmp_path)      # a killed test's namespaces go with the next cleanup
     nodes = []
@@ -583,7 +584,7 @@ class _PageBed:
 
     def __init__(self, tmp: Path, files: list[str] | None, rate: str | None) -> None:
         from mpvlab.core import ledger, naming, proc
-        from mpvlab.mininet.nodes import add_link, add_node
+        from mpvlab.emulation.nodes import add_link, add_node
         from mpvlab.runner import server, tls
         self.tmp, self.nodes, self.apache, self.driver = tmp, [], None, None
         run_id = naming.new_run_id()
@@ -622,7 +623,7 @@ class _PageBed:
         self.data = tmp / "data"
 
     def start_driver(self) -> subprocess.Popen[bytes]:
-        argv = [sys.executable, str(REPO / "player" / "dashjs_player.py"),
+        argv = [sys.executable, "-m", "mpvlab.player.dashjs_player",
                 "--url", "https://10.0.1.1/v/manifest.mpd", "--page-url", "https://10.0.1.1/mpvlab-dashjs/player.html",
                 "--events", str(self.tmp / "player-events.jsonl"), "--summary", str(self.tmp / "player-summary.json"),
                 "--data-dir", str(self.data), "--profile", str(self.data / "chromium-profile"), "--abr", "dynamic",
@@ -651,7 +652,7 @@ class _PageBed:
     def close(self) -> None:
         from mpvlab.core import ledger, proc
         from mpvlab.core.netns import delete_netns
-        from mpvlab.mininet.nodes import stop_node
+        from mpvlab.emulation.nodes import stop_node
         if self.driver is not None and self.driver.poll() is None:
             self.driver.kill()
             self.driver.wait()

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from mpvlab.core.paths import checkout_root
 
 pytestmark = pytest.mark.alone   # alone: asserts timing bounds (tests/hostnoise.py), tight enough that any neighbour could move it
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 from mpvlab.testbed import delayline as H  # noqa: E402
 from hostnoise import Measured, least_contended, longest_stall_s, lowered, measured, tail_quantile  # noqa: E402
 from mpvlab.runner.sampling import parse_counter_group  # noqa: E402

@@ -1,4 +1,4 @@
-"""Tests of the AF_XDP delay line prototype (links/delayline/xdp, testbed/xdpline.py).
+"""Tests of the AF_XDP delay line prototype (links/delayline/xdp, mpvlab/testbed/xdpline.py).
 
 Topology: client -- router -- server (veths); the line in the router takes the server->client
 frames at the router's server-facing veth (XDP -> AF_XDP socket) and transmits them on the

@@ -18,8 +18,9 @@ import pytest
 import yaml
 
 from mpvlab import schemas
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
 SWEEPS = sorted((REPO / "sweeps").glob("*.yaml"))
 

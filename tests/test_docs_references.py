@@ -12,8 +12,9 @@ import subprocess
 import sys
 from functools import cache
 from pathlib import Path
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 GENERATED = {REPO / "docs" / "reference" / n for n in ("scenario.md", "sweep.md", "summary.md")}
 TOP = ("mpvlab", "core", "links", "cc", "collectors", "schedulers", "topologies", "mininet", "player",
@@ -28,7 +29,6 @@ NOT_COMMITTED = ("build/", "vendor", "results/", "report/", "/plots", ".venv")
 ABSENT_ON_PURPOSE = {
     ("docs/extending.md", "mpvlab/workloads/rr.py"): "created by docs/examples/add-workload.patch",
     ("docs/extending.md", "mpvlab/runner/workloads/rr.py"): "created by docs/examples/add-workload.patch",
-    ("docs/gates.md", "mpvlab/core/ledger.py"): "the name mypy sees, mapped back to core/ledger.py",
 }
 
 

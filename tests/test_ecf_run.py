@@ -18,8 +18,9 @@ import pytest
 
 from mpvlab.core.hoststeal import StealWindow
 from hostnoise import assert_played_through
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 pytestmark = [pytest.mark.netns, pytest.mark.e2e, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py)
 
 ECF = """\

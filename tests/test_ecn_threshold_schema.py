@@ -18,8 +18,9 @@ from pydantic import BeforeValidator
 from mpvlab.core.quantities import Strict
 from mpvlab import schemas
 from mpvlab.input.validation import validate_file
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 ECN_SCENARIO = REPO / "scenarios" / "ecn-bbr3-bulk.yaml"
 
 # (value, why): both must refuse. The link is 25 Mbit/s with a 125 KB buffer, so every refusal here is

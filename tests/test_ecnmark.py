@@ -1,10 +1,10 @@
-"""ECN marking at a shaped link (links/ecn.py, links/ecnmark/): the virtual queue marks nothing below
+"""ECN marking at a shaped link (mpvlab/links/ecn.py, links/ecnmark/): the virtual queue marks nothing below
 the link rate, marks ECT packets (and only those) above it, the marks reach the receiver as CE, the
 scenario field is validated strictly, and a run leaves no program, map or filter behind — also when
 the loader is SIGKILLed (the filter holds the program until the run's namespace goes).
 
 Scripted flows: iperf3 UDP with the ECN bits set through IP_TOS (the kernel keeps them for UDP), on
-the tbf dumbbell (testbed/dumbbell.py, 25 Mbit/s). The receiver counts what arrived per ECN
+the tbf dumbbell (mpvlab/testbed/dumbbell.py, 25 Mbit/s). The receiver counts what arrived per ECN
 codepoint with iptables `-m ecn` rules in its own namespace."""
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ import pytest
 
 from mpvlab.core.netns import Netns
 from mpvlab.links import ecn
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 RATE = 25_000_000
 LIMIT = 300_000
 K = 30_000   # 9.6 ms at 25 Mbit/s: a sender stalled and catching up at 5 Mbit/s needs a 48 ms stall to reach it

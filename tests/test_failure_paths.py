@@ -20,8 +20,9 @@ from typing import Iterator
 import pytest
 
 from mpvlab.core import ledger, netns, proc
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 # Another user (nobody), keeping only the right to read and search files: the checkout may lie under a
 # folder only root may enter (a CI clone in a 0700 temporary folder, /root), and what is tested is the
 # command's own check of its user id, not the file permissions of wherever the checkout was cloned.
@@ -506,7 +507,7 @@ def test_a_run_cleaned_by_mpvlab_cleanup_says_so(tmp_path: Path) -> None:
     status = rundir.read_status(tmp_path)
     assert status is not None and status["state"] == "failed"
     assert status["reason"] == "runner died (killed or crashed); cleaned by `mpvlab cleanup`", status
-    src = (Path(__file__).resolve().parent.parent / "mpvlab" / "cli.py").read_text()
+    src = (checkout_root() / "mpvlab" / "cli.py").read_text()
     assert 'reap_stale(lambda m: console.print(m), by="`mpvlab cleanup`")' in src
 
 

@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 
 from mpvlab.core import ledger, netns, proc
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 pytestmark = [pytest.mark.netns, pytest.mark.e2e]
 
 SCENARIO = """\

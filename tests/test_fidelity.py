@@ -17,10 +17,11 @@ import pytest
 
 from mpvlab.links.schedule import Schedule
 from mpvlab.runner import blast, fidelity, precheck
+from mpvlab.core.paths import checkout_root
 
 pytestmark = pytest.mark.alone   # alone: asserts fidelity verdicts, tight enough that any neighbour could move it
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 MS = 1_000_000
 
 
@@ -163,7 +164,7 @@ def _run(tmp: Path, name: str, env: dict[str, str] | None = None, **kw: str) -> 
 @pytest.mark.e2e
 def test_broken_emulator_is_caught(tmp_path: Path) -> None:
     """tbf at 0.9 × its configured rate and delay lines 10 ms off their schedules (test-only hooks
-    in links/emulator.py): the pre-check names the rate and the RTT of each path, and the
+    in mpvlab/links/emulator.py): the pre-check names the rate and the RTT of each path, and the
     whole-run verdict names the delays the lines applied; the run is marked."""
     s, prov = _run(tmp_path, "broken", env={"MPVLAB_TEST_TBF_RATE_FACTOR": "0.9", "MPVLAB_TEST_DELAY_SKEW_US": "10000"},
                    rate="3mbit", wifi_delay="{kind: square, base: 5ms, amplitude: 40ms, period: 2s}",
@@ -283,7 +284,7 @@ def test_skipped_precheck_leaves_the_verdict_to_the_whole_run(tmp_path: Path) ->
     nothing, False with a warning — never null, and the skip's reason stays in provenance."""
     from mpvlab.runner.steps import NO_FIDELITY_PROBE
     from mpvlab.input.scenario import load_scenario
-    sc, _ = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "rtp-gcc-short.yaml")
+    sc, _ = load_scenario(checkout_root() / "scenarios" / "rtp-gcc-short.yaml")
     assert sc.fidelity.probe is False
     clean = fidelity.judge_run(sc, {}, tmp_path, tmp_path, None, dict(NO_FIDELITY_PROBE))
     assert clean["ok"] is True and clean["skipped_reason"].startswith("pre-run probe off")

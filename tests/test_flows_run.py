@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 import mpvlab.results
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 pytestmark = [pytest.mark.netns, pytest.mark.e2e]
 
 SCENARIO = """\

@@ -1,20 +1,17 @@
-"""player/h2_conn.py against an in-process HTTP/2 server (the `h2` package's server side), no
+"""mpvlab/player/h2_conn.py against an in-process HTTP/2 server (the `h2` package's server side), no
 network: requests become streams 1, 3, 5 …, each after the previous open one (priority); interleaved DATA frames of concurrent streams land in
 their own stream, in order; every byte is acknowledged so the HTTP/2 windows never hold the sender
 (only the socket does); resets, errors and GOAWAY surface."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import h2.config
 import h2.connection
 import h2.events
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "player"))
-from h2_conn import WINDOW, H2Conn, H2Error  # noqa: E402
+from mpvlab.player.h2_conn import WINDOW, H2Conn, H2Error  # noqa: E402
 
 
 def _pair() -> tuple[H2Conn, h2.connection.H2Connection]:

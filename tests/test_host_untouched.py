@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 # Mininet's fixLimits() list, the buffers every namespace inherits, and MPTCP/forwarding defaults.
 WATCHED = [
     "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.core.rmem_max", "net.core.wmem_max",

@@ -37,12 +37,13 @@ from mpvlab.runner import server, tls
 from mpvlab.runner import steps
 from mpvlab.core.netns import Netns
 from mpvlab.input.scenario import ScenarioError, override, parse_scenario, resolved_dict
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 from mpvlab.testbed.player import Net  # noqa: E402
 
 PY = sys.executable
-PLAYER = str(REPO / "player" / "mpvlab_player.py")
+PLAYER = "mpvlab.player.mpvlab_player"   # run as a module: `PY -m PLAYER`
 BASE: dict[str, Any] = {"name": "h2", "paths": {"a": {}, "b": {}}}
 DASH = {"kind": "dash", "duration": "12s", "bitrates": ["500kbit", "1mbit", "2mbit"], "segment": "2s",
         "width": 640, "height": 360}
@@ -117,7 +118,7 @@ def test_self_signed_certificate(tmp_path: Path) -> None:
     m.discard_key()
     assert not m.key.exists() and m.cert.exists()
     # A killed run's key is removed by the ledger cleanup: the run lists it in the ledger's `secrets`
-    # before the file exists (core/ledger.py; tests/test_failure_paths.py::test_the_cleanup_removes_a_runs_secret_files).
+    # before the file exists (mpvlab/core/ledger.py; tests/test_failure_paths.py::test_the_cleanup_removes_a_runs_secret_files).
 
 
 @pytest.mark.parametrize("addr", ["10.0.0.1; rm -rf /", "localhost", "", "10.0.0.256"])
@@ -185,7 +186,7 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 def _player(net: Net, url: str, out: Path, *extra: str) -> subprocess.Popen[bytes]:
     out.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(net.ns(net.cli, [PY, PLAYER, "--url", url, "--events", str(out / "ev.jsonl"),
+    return subprocess.Popen(net.ns(net.cli, [PY, "-m", PLAYER, "--url", url, "--events", str(out / "ev.jsonl"),
                                              "--summary", str(out / "s.json"), "--timeout-s", "30", *extra]),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

@@ -1,5 +1,5 @@
 """Runs never harm each other: a run's orphan detection asks the owner lock of each namespace's run
-(core/ledger.py: OWNER_LOCK_DIR), never its own runtime directory, so runs configured with different
+(mpvlab/core/ledger.py: OWNER_LOCK_DIR), never its own runtime directory, so runs configured with different
 runtime directories (two checkouts, two users, a typo) run side by side; a run whose runtime
 directory is unusable fails with a message and touches nothing of the others."""
 
@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 
 BULK = """\
 name: {name}

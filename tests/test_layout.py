@@ -1,23 +1,39 @@
-"""The structure the README states: one import namespace, floors that import only floors below them.
+"""The structure the README states: one import namespace whose file paths are its import paths, floors
+that import only floors below them.
 
 README.md's architecture table names every product folder with its floor; this test reads it and
 checks every import in the product against it (function-level and TYPE_CHECKING imports included),
-builds the wheel to see that nothing but `mpvlab` lands in site-packages, and checks that the
-checkout's `mininet/` folder never hides the Mininet library."""
+builds the wheel to see that nothing but `mpvlab` lands in site-packages, imports every module (and
+starts every program the runner starts as `python -m`) to see that no file is ever loaded under two
+names, and checks that no folder of the tree passes for a third-party package (the top-level
+`mininet/` holds Mininet custom topologies, never a package named `mininet`)."""
 
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import json
 import re
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-COMPONENTS = ("core", "mininet", "links", "cc", "collectors", "schedulers", "topologies", "player", "testbed")
+import pytest
+
+from mpvlab.core.paths import checkout_root
+
+REPO = checkout_root()
+COMPONENTS = ("core", "emulation", "links", "cc", "collectors", "schedulers", "topologies", "player", "testbed")
 # The package's front doors: __init__ resolves the API lazily, __main__ is `python -m mpvlab`.
 FRONT_DOORS = ("mpvlab/__init__.py", "mpvlab/__main__.py")
+# Names a file of this tree was once loaded under besides its mpvlab.* name (the old package-dir
+# folders, the player's neighbours imported from its own folder on sys.path).
+OLD_TOP_LEVEL_NAMES = (*COMPONENTS, "mininet", "abr", "dash_client", "h2_conn", "mpvlab_dash", "start_signal",
+                       "mpvlab_player", "dashjs_player", "voip_probe", "bulk_endpoint", "probes")
+# What the runner and the test bed start as programs: `python -m MODULE`, never a file path.
+PROGRAMS = ("mpvlab.player.mpvlab_player", "mpvlab.player.dashjs_player", "mpvlab.topologies.voip_probe",
+            "mpvlab.runner.workloads.bulk_endpoint", "mpvlab.testbed.probes")
 
 
 def floors_from_readme() -> dict[str, int]:
@@ -33,8 +49,18 @@ def floors_from_readme() -> dict[str, int]:
 
 
 def product_files() -> list[Path]:
-    return sorted(p for d in ("mpvlab", *COMPONENTS) for p in (REPO / d).rglob("*.py")
-                  if "build" not in p.relative_to(REPO).parts)
+    return sorted(p for p in (REPO / "mpvlab").rglob("*.py") if "build" not in p.relative_to(REPO).parts)
+
+
+def module_names() -> list[str]:
+    """Every product module's import name, read off its file path."""
+    out = []
+    for p in product_files():
+        parts = list(p.relative_to(REPO).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out.append(".".join(parts))
+    return out
 
 
 def entry_of(rel: str, floors: dict[str, int]) -> str | None:
@@ -50,8 +76,7 @@ def module_file(module: str) -> str | None:
     parts = module.split(".")
     if parts[0] != "mpvlab":
         return None
-    base = [parts[1]] + parts[2:] if len(parts) > 1 and parts[1] in COMPONENTS else ["mpvlab", *parts[1:]]
-    path = REPO.joinpath(*base)
+    path = REPO.joinpath(*parts)
     if path.is_dir():
         return (path / "__init__.py").relative_to(REPO).as_posix()
     if path.with_suffix(".py").is_file():
@@ -115,13 +140,14 @@ def test_one_import_namespace_in_the_wheel(tmp_path: Path) -> None:
     assert {t for t in top if not t.endswith(".dist-info")} == {"mpvlab"}, top
     for comp in COMPONENTS:
         assert f"mpvlab/{comp}/__init__.py" in names, comp
-    assert "mpvlab/core/errors.py" in names and "mpvlab/mininet/nodes.py" in names
+    assert "mpvlab/core/errors.py" in names and "mpvlab/emulation/nodes.py" in names
+    assert not any(n.startswith("mpvlab/mininet/") for n in names)
 
 
 def test_no_generic_top_level_name_is_importable() -> None:
     """Outside the checkout, `core`, `links`, … are not importable: only mpvlab.<folder> is."""
     code = ("import importlib.util\n"
-            f"print([c for c in {COMPONENTS!r} if importlib.util.find_spec(c) is not None and c != 'mininet'])\n"
+            f"print([c for c in {COMPONENTS!r} if importlib.util.find_spec(c) is not None])\n"
             f"import mpvlab.core.errors, mpvlab.links.spec, mpvlab.topologies.spec\n"
             "print('ok')\n")
     cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", timeout=120)
@@ -133,10 +159,179 @@ def test_the_mininet_folder_never_hides_the_mininet_library() -> None:
     """Started in the checkout (its root first on sys.path), `import mininet` still gets the library."""
     code = ("import sys; assert sys.path[0] == ''\n"
             "import mininet.net, mininet.node\n"
-            "import mpvlab.mininet.nodes\n"
-            "print(mininet.net.__file__); print(mpvlab.mininet.nodes.__file__)\n")
+            "import mpvlab.emulation.nodes\n"
+            "print(mininet.net.__file__); print(mpvlab.emulation.nodes.__file__)\n")
     cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert cp.returncode == 0, cp.stderr
     library, ours = cp.stdout.split()
     assert not library.startswith(str(REPO)), library
-    assert ours == str(REPO / "mininet" / "nodes.py")
+    assert ours == str(REPO / "mpvlab" / "emulation" / "nodes.py")
+
+
+# Run in a fresh interpreter started in the checkout (its root first on sys.path, as `python -c`, a
+# notebook or `python -m` there would have it): every module imported, then the files of sys.modules
+# grouped by real path.
+_LOADED_TWICE = """
+import importlib, json, os, sys
+names = json.loads(sys.argv[1])
+for n in names:
+    importlib.import_module(n)
+by_file = {}
+for name, mod in list(sys.modules.items()):
+    f = getattr(mod, "__file__", None)
+    if f and os.path.realpath(f).startswith(os.getcwd() + os.sep) and ".venv" not in f:    # the checkout's own
+        by_file.setdefault(os.path.realpath(f), []).append(name)
+print(json.dumps({"twice": {f: n for f, n in by_file.items() if len(n) > 1},
+                  "top": sorted(m for m in sys.modules if "." not in m),
+                  "mininet": getattr(sys.modules.get("mininet"), "__file__", None)}))
+"""
+
+
+def _loaded(code: str, *args: str) -> dict[str, object]:
+    cp = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    return json.loads(cp.stdout.strip().splitlines()[-1])
+
+
+def test_no_module_file_is_loaded_under_two_names() -> None:
+    """Every module under mpvlab/ imported in one interpreter started in the checkout: each file is in
+    sys.modules once, and none under an old top-level name (`core`, `abr`, `mpvlab_dash`, …)."""
+    # a package's __main__ runs its program (`python -m mpvlab`): started below, with the programs
+    names = [n for n in module_names() if not n.endswith(".__main__")]
+    assert len(names) > 150 and "mpvlab.player.abr.sabre" in names and "mpvlab.emulation.nodes" in names
+    seen = _loaded(_LOADED_TWICE, json.dumps(names))
+    assert seen["twice"] == {}, f"files loaded under two names: {seen['twice']}"
+    assert not (set(OLD_TOP_LEVEL_NAMES) - {"mininet"}) & set(seen["top"]), seen["top"]  # type: ignore[arg-type]
+    assert seen["mininet"] is None or not str(seen["mininet"]).startswith(str(REPO)), seen["mininet"]
+
+
+# A program as the runner starts it (`python -m MODULE --help`, run_module is what -m does), then the
+# same check: the program's own file is __main__ only, never also imported under its name.
+_PROGRAM = """
+import json, os, runpy, sys
+module = sys.argv[1]
+sys.argv = [module, "--help"]
+try:
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+except SystemExit as e:
+    code = e.code
+else:
+    code = 0
+main_file = os.path.realpath(runpy._get_module_details(module)[1].origin)
+by_file = {}
+for name, mod in list(sys.modules.items()):
+    f = getattr(mod, "__file__", None)
+    if f and os.path.realpath(f).startswith(os.getcwd() + os.sep) and ".venv" not in f:    # the checkout's own
+        by_file.setdefault(os.path.realpath(f), []).append(name)
+print(json.dumps({"code": code, "again": by_file.get(main_file, []),
+                  "twice": {f: n for f, n in by_file.items() if len(n) > 1},
+                  "top": sorted(m for m in sys.modules if "." not in m)}))
+"""
+
+
+@pytest.mark.parametrize("module", (*PROGRAMS, "mpvlab", "mpvlab.content"))
+def test_programs_run_as_modules_under_one_name(module: str) -> None:
+    """Each program the runner starts gets as far as its --help as `python -m`, imports its
+    neighbours under their mpvlab.* names only, and is never loaded a second time by name."""
+    seen = _loaded(_PROGRAM, module)
+    assert seen["code"] == 0, seen
+    assert seen["again"] == [] and seen["twice"] == {}, seen
+    assert not (set(OLD_TOP_LEVEL_NAMES) - {"mininet"}) & set(seen["top"]), seen["top"]  # type: ignore[arg-type]
+
+
+def test_the_runner_starts_programs_by_module_name() -> None:
+    """The argv the runner builds names the module (`-m mpvlab.player.mpvlab_player`), not a file."""
+    from mpvlab.runner import steps
+    from mpvlab.runner.physical import hostops
+    from mpvlab.testbed import player
+    assert {steps.PLAYER, steps.DASHJS_PLAYER, player.PLAYER} <= set(PROGRAMS)
+    argv = hostops.player_argv()
+    assert argv[-2:] == ["-m", "mpvlab.player.mpvlab_player"] and f"PYTHONPATH={REPO}" in argv
+
+
+def _third_party_top_levels() -> set[str]:
+    """Top-level import names of every installed distribution other than mpvlab."""
+    return {name for name, dists in importlib.metadata.packages_distributions().items()
+            if any(d.lower() != "mpvlab" for d in dists)}
+
+
+def _tracked_dirs() -> set[Path]:
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    return {REPO / Path(f).parent for f in files} | {REPO / "mininet"}
+
+
+def test_no_folder_is_a_package_named_like_a_third_party_one() -> None:
+    """No folder of the tree is a Python package (has __init__.py) named like an installed third-party
+    top-level package, and none but mpvlab/ is a package at the top, where it would shadow one."""
+    third = _third_party_top_levels()
+    assert {"mininet", "pydantic", "yaml"} <= third, "the installed distributions were not read"
+    packages = {d for d in _tracked_dirs() if (d / "__init__.py").is_file()}
+    assert packages and all((d / "__init__.py").is_file() for d in packages)
+    clash = sorted(d.relative_to(REPO).as_posix() for d in packages if d.name in third)
+    assert clash == [], f"packages named like installed third-party ones: {clash}"
+    top = sorted(d.name for d in packages if d.parent == REPO)
+    assert top == ["mpvlab"], top
+
+
+def test_top_level_mininet_holds_custom_topologies() -> None:
+    """mininet/ is what a Mininet user expects there: files `mn --custom` reads (a `topos` dict of
+    Topo classes), no package. Built (not started) as mn builds it: the links and hosts it declares."""
+    from mininet.topo import Topo
+    folder = REPO / "mininet"
+    assert not (folder / "__init__.py").exists()
+    files = sorted(folder.glob("*.py"))
+    assert files, "no custom topology in mininet/"
+    for f in files:
+        env: dict[str, object] = {}
+        exec(compile(f.read_text(), str(f), "exec"), env)      # what mn --custom does with the file
+        topos = env["topos"]
+        assert isinstance(topos, dict) and topos, f
+        for name, make in topos.items():
+            topo = make(prefix="t")
+            assert isinstance(topo, Topo), name
+    topo = {}
+    exec(compile((folder / "dual_path.py").read_text(), "dual_path.py", "exec"), topo)
+    built = topo["topos"]["dualpath"](prefix="t", lte_delay="30ms")   # type: ignore[index,operator]
+    assert sorted(built.hosts()) == ["tc", "trl", "trw", "ts"] and built.switches() == []
+    assert len(built.links()) == 4
+    lte = [info for a, b, info in built.links(withInfo=True) if {a, b} == {"tc", "trl"}]
+    assert lte and lte[0]["delay"] == "30ms" and lte[0]["bw"] == 10.0
+
+
+def test_one_function_knows_the_checkout() -> None:
+    """No product, test or bench module computes the checkout from its own depth in the tree."""
+    depth = re.compile(r"Path\(__file__\)[^\n]*\.(parents\[\d\]|parent\.parent)|dirname\(\s*os\.path\.dirname\(")
+    offenders = [p.relative_to(REPO).as_posix()
+                 for d in ("mpvlab", "tests", "bench") for p in (REPO / d).rglob("*.py")
+                 if depth.search(p.read_text()) and p != REPO / "mpvlab" / "core" / "paths.py"]
+    assert offenders == [], offenders
+    assert checkout_root() == REPO and (REPO / "setup.sh").is_file() and (REPO / "mpvlab").is_dir()
+
+
+@pytest.mark.netns
+def test_mininet_custom_topology_carries_traffic_on_both_paths() -> None:
+    """The custom topology started through Mininet's API as `mn --custom … --topo dualpath --link tc`
+    starts it (its own node names, so its own interfaces; net.stop() removes them, never Mininet's
+    global cleanup): the client reaches the server's Wi-Fi address over the Wi-Fi router and its LTE
+    address over the LTE router, and every node reaches every other (`--test pingall`)."""
+    import secrets
+
+    from mininet.link import TCLink
+    from mininet.net import Mininet
+
+    env: dict[str, object] = {}
+    exec(compile((REPO / "mininet" / "dual_path.py").read_text(), "dual_path.py", "exec"), env)
+    prefix = "mv" + secrets.token_hex(2)            # mv<id>…: interfaces <prefix>c-eth0 and so on
+    net = Mininet(topo=env["topos"]["dualpath"](prefix=prefix), link=TCLink, controller=None)  # type: ignore[index,operator]
+    try:
+        net.start()
+        client = net[f"{prefix}c"]
+        for dst, dev in (("10.0.11.2", f"{prefix}c-eth0"), ("10.0.12.2", f"{prefix}c-eth1")):
+            assert f"dev {dev}" in client.cmd(f"ip route get {dst}"), dst
+            assert " 0% packet loss" in client.cmd(f"ping -c 2 -W 2 {dst}"), dst
+        assert net.pingAll(timeout="2") == 0.0
+    finally:
+        net.stop()
+    left = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    assert prefix not in left

@@ -9,8 +9,9 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 REUSE = Path(sys.executable).with_name("reuse")
 MAHIMAHI = REPO / "links" / "traces" / "mahimahi"
 

@@ -1,6 +1,6 @@
 """`line_rate` (issue 47): the rate under the token bucket, i.e. how fast a burst of saved tokens
 leaves the emulated router (a router port's speed). Enforced as tbf's peak rate with a one-frame
-peak bucket (links/emulator.py tbf_argv), checked on the wire: 300 full frames sent back to back after
+peak bucket (mpvlab/links/emulator.py tbf_argv), checked on the wire: 300 full frames sent back to back after
 an idle second through a 2 Mbit/s bucket 1 MB deep (so the bucket's own rate never paces them)
 arrive at the receiver no faster than the line rate. The bound is the kernel's: tbf releases no two
 frames closer than one frame's time at the peak rate; 10 % covers the receiver's stamps bunching

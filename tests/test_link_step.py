@@ -1,4 +1,4 @@
-"""The link step (links/path.py): the plans of a path, schedule_for with the scenario's folder passed
+"""The link step (mpvlab/links/path.py): the plans of a path, schedule_for with the scenario's folder passed
 in, and — on a real namespace standing in for a physical emulator host — a Site the run does not own:
 every change journalled before it is made, an existing ingress qdisc never overwritten, the NFQUEUE
 rule ahead of an earlier ACCEPT, and the journal's undo commands restoring the host exactly."""

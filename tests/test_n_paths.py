@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 
 SCENARIO = """\
 name: {name}

@@ -23,10 +23,11 @@ import pytest
 
 from hostnoise import stolen_at_most_s
 from mpvlab.core.hoststeal import StealWindow
+from mpvlab.core.paths import checkout_root
 
 pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 OUT_START, OUT_END = 3.0, 6.0
 DELAY_S = 0.010
 

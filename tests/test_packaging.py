@@ -17,14 +17,11 @@ from pathlib import Path
 import pytest
 
 from mpvlab.runner import system_parts
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
-# the folders pyproject.toml installs as mpvlab.* (tool.setuptools package-dir) and mpvlab itself
-PACKAGE_DIRS = ["mpvlab", "core", "mininet", "links", "cc", "collectors", "schedulers", "topologies", "player",
-                "testbed"]
-# the player's own modules, imported as top-level names by its programs (pyproject.toml, mypy section)
-PLAYER_LOCAL = {"abr", "dash_client", "h2_conn", "mpvlab_dash", "start_signal", "mpvlab_player",
-                "dashjs_player"}
+REPO = checkout_root()
+# what pyproject.toml installs: every product module is a file under mpvlab/
+PACKAGE_DIRS = ["mpvlab"]
 SYSTEM_ONLY = {m for m, _ in system_parts.MODULES}
 
 
@@ -53,7 +50,7 @@ def test_every_imported_third_party_module_is_declared() -> None:
             for name in _top_level_imports(f):
                 imported.setdefault(name, set()).add(str(f.relative_to(REPO)))
     third = {n: fs for n, fs in imported.items()
-             if n not in sys.stdlib_module_names and n != "mpvlab" and n not in PLAYER_LOCAL}
+             if n not in sys.stdlib_module_names and n != "mpvlab"}
     dists = importlib.metadata.packages_distributions()
     declared = _declared()
     undeclared = {}

@@ -1,4 +1,4 @@
-"""collectors/pcap.py on the collectors' two-path MPTCP testbed (testbed/twopath.py): the size limit
+"""mpvlab/collectors/pcap.py on the collectors' two-path MPTCP testbed (mpvlab/testbed/twopath.py): the size limit
 stops a capture and says so, a full capture's bytes equal the interface counters, every tcpdump is
 registered and gone afterwards, a failing block stops them too. Root, namespaces; ~10 s."""
 

@@ -13,8 +13,9 @@ import pytest
 
 from mpvlab.collectors.pcap import FULL_FRAME, INFLIGHT_FRAMES_ALLOWED, RELATIVE_ALLOWANCE
 from mpvlab.results import checks
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 pytestmark = [pytest.mark.netns, pytest.mark.e2e]
 
 # scenarios/smoke.yaml at 25 Mbit/s and 8 s of its video (cached by setup), no fidelity probe: ~15 s wall.
@@ -53,7 +54,7 @@ def test_pcap_run_bytes_match_the_interface_counters(tmp_path: Path) -> None:
         assert not r["truncated"], r
         assert r["packets"] > 1000, r   # the video crossed it
         # Same window, same frames: equal up to packets that crossed between a counter read and the
-        # capture's start or stop (collectors/pcap.py; nothing flows then, measured 0-1 frame).
+        # capture's start or stop (mpvlab/collectors/pcap.py; nothing flows then, measured 0-1 frame).
         allowed = INFLIGHT_FRAMES_ALLOWED * FULL_FRAME + RELATIVE_ALLOWANCE * r["counter_bytes"]
         assert abs(r["bytes"] - r["counter_bytes"]) <= allowed, r
         assert abs(r["ratio"] - 1) <= 0.01, r

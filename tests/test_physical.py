@@ -33,10 +33,11 @@ from mpvlab.core.hosts import LocalHost, SshHost
 from mpvlab.core.ifguard import list_interfaces, snapshot_interface
 from mpvlab.core.hosts import host_from_record, host_record
 from mpvlab.topologies.physical import make_plan
+from mpvlab.core.paths import checkout_root
 
 pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py) and a fidelity verdict
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 GOODPUT_FACTOR = 1448 / 1514      # TCP payload with timestamps per 1514-byte frame (what tbf counts)
 
 # ------------------------------------------------------------------ schema

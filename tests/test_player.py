@@ -1,4 +1,4 @@
-"""Tests of player/mpvlab_player.py against Apache over an emulated path.
+"""Tests of mpvlab/player/mpvlab_player.py against Apache over an emulated path.
 
 Topology (all names carry the helper prefix ``hpl``): two network namespaces
 ``hpl<N>s`` (Apache httpd, mpm_event, own ServerRoot) and ``hpl<N>c`` (player),
@@ -19,11 +19,10 @@ Numbers asserted come from first principles:
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import random
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -32,8 +31,9 @@ import pytest
 
 from hostnoise import assert_played_through, lowered
 from mpvlab.core.hoststeal import StealMeter
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 from mpvlab.content import ensure_progressive  # noqa: E402
 from mpvlab.testbed.player import (  # noqa: E402
     PLAYER, Apache, Net, Result, finish_player, start_player, t_now, wait_event,
@@ -323,12 +323,7 @@ def test_timeout(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> N
 
 # ---------------------------------------------------------------------------------------
 def _load_player_module() -> Any:
-    spec = importlib.util.spec_from_file_location("hpl_mpvlab_player", PLAYER)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod        # dataclasses look their module up by name
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module(PLAYER)      # under its one name, as `python -m` runs it
 
 
 def test_underflow_grouping() -> None:

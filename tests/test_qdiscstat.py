@@ -1,6 +1,6 @@
 """Tests of the queue/interface sampler (collectors/: mpvlab-qdiscstat + qdiscstat.py).
 
-Testbed (testbed/qdisc.py, a test-bed run): namespace A (sender) and B (sink) joined by
+Testbed (mpvlab/testbed/qdisc.py, a test-bed run): namespace A (sender) and B (sink) joined by
 one veth pair; A's veth egress is shaped by `tbf rate 3mbit burst 3028 limit 100000`.
 IPv6 is off and the neighbours are static, so the only frames on the wire are the UDP
 datagrams we send: 1472 payload + 8 UDP + 20 IP + 14 Ethernet = 1514 bytes, which is
@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 
 from mpvlab.collectors import CollectorError  # noqa: E402
 from hostnoise import StealWindow, least_contended, lowered  # noqa: E402

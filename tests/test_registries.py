@@ -1,5 +1,5 @@
 """Topology kinds and workloads each have one home (issue 35): a kind's name is written only in
-topologies/registry.py, a workload's only in its module under mpvlab/workloads/ (and in the kind
+mpvlab/topologies/registry.py, a workload's only in its module under mpvlab/workloads/ (and in the kind
 entries that say which workloads a kind runs). Everything else asks the registry entry. The scan
 reads every product .py with `ast`, so docstrings and comments never count.
 
@@ -23,21 +23,22 @@ import pytest
 from mpvlab.topologies import registry as topologies
 
 from mpvlab.workloads import registry as workloads
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 PRODUCT = ("mpvlab", "cc", "collectors", "core", "links", "mininet", "player", "rtp", "schedulers", "topologies",
            "testbed")
-KIND_HOME = {"topologies/registry.py"}
+KIND_HOME = {"mpvlab/topologies/registry.py"}
 WORKLOAD_HOMES = {f"mpvlab/workloads/{p.name}" for p in (ROOT / "mpvlab" / "workloads").glob("*.py")} | KIND_HOME
 LOOKUPS = {"get", "pop", "setdefault"}
 # (file, the literal's source line, stripped): what the word means there
 OTHER_MEANINGS = {
-    ("player/dashjs_qoe.py", 'if f.get("mediaType") == "video" and f.get("type") == "MediaSegment" and f.get("ok")]'):
+    ("mpvlab/player/dashjs_qoe.py", 'if f.get("mediaType") == "video" and f.get("type") == "MediaSegment" and f.get("ok")]'):
         "dash.js's media type of a segment",
-    ("player/mpvlab_dash.py", 'if "video" not in ctype and not mime.startswith("video/"):'):
+    ("mpvlab/player/mpvlab_dash.py", 'if "video" not in ctype and not mime.startswith("video/"):'):
         "an HTTP content type",
     ("mpvlab/runner/shared.py", 'if "bulk" in cross:'): "the cross_traffic.bulk section of the summary",
-    ("player/mpvlab_dash.py", 'if pad.get_name().startswith("video") and not sinkpad.is_linked():'):
+    ("mpvlab/player/mpvlab_dash.py", 'if pad.get_name().startswith("video") and not sinkpad.is_linked():'):
         "the decoder's pad name",
     ("mpvlab/runner/cross.py", 'self.bulk_spec.cc, dur_s, self.workdir, "bulk", self.ctx.ledger.add_proc)'):
         "the cross-traffic bulk flow's log name",
@@ -97,7 +98,7 @@ def _outside(found: list[tuple[str, int, str, str]], homes: set[str]) -> list[st
 
 def test_kind_names_only_in_the_topology_registry() -> None:
     outside = _outside(_literals(set(topologies.NAMES)), KIND_HOME)
-    assert outside == [], "topology-kind names written outside topologies/registry.py:\n" + "\n".join(outside)
+    assert outside == [], "topology-kind names written outside mpvlab/topologies/registry.py:\n" + "\n".join(outside)
 
 
 def test_workload_names_only_in_their_homes() -> None:

@@ -21,8 +21,9 @@ from mpvlab.reporting import build_report, style
 from mpvlab.reporting.figure import render
 from mpvlab.reporting.output import Output, output_choice
 from mpvlab.reporting.synthetic import make_set
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 
 
 def _png_size(data: bytes) -> tuple[int, int]:

@@ -17,8 +17,9 @@ import mpvlab
 from mpvlab.reporting import build_report
 from mpvlab.reporting.figures import throughput_series
 from mpvlab.reporting.synthetic import PATHS, make_set
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = checkout_root()
 TRIALS = 5
 
 

@@ -9,8 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from mpvlab.core.paths import checkout_root
 
-RTP = Path(__file__).resolve().parents[1] / "rtp"
+RTP = checkout_root() / "rtp"
 
 
 def test_go_unit_tests_of_the_webrtc_bbr_controller() -> None:

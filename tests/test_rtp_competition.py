@@ -37,8 +37,9 @@ from typing import Any
 import pytest
 
 from mpvlab.core import ledger, netns
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 SCENARIO = REPO / "scenarios" / "rtp-competition-short.yaml"
 LINK_BPS = 5_000_000
 FPS, DURATION_S, BULK_START_S = 30, 25, 6.0

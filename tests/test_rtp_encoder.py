@@ -9,11 +9,11 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
+from mpvlab.core.paths import checkout_root
 
-ENCODER = Path(__file__).resolve().parents[1] / "rtp" / "encoder" / "live_encoder.py"
+ENCODER = checkout_root() / "rtp" / "encoder" / "live_encoder.py"
 HEADER = struct.Struct(">IQIII")
 KBPS, FPS = 500, 30
 PAUSE_S = 2.0

@@ -46,12 +46,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mpvlab.core.paths import checkout_root
 
 from mpvlab.results import checks
 
 pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 SCENARIO = REPO / "scenarios" / "rtp-gcc-short.yaml"
 LINK_BPS = 1_000_000
 FPS, DURATION_S = 30, 20

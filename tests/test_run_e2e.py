@@ -18,9 +18,10 @@ from hostnoise import assert_playback_accounted, assert_played_through, cpu_late
 from mpvlab.core import ledger, netns
 from mpvlab.core.hoststeal import StealWindow
 from mpvlab.results import checks
+from mpvlab.core.paths import checkout_root
 
 FPS = 30
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 pytestmark = [pytest.mark.netns, pytest.mark.e2e, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py) and fidelity verdicts
 
 SHORT = """\

@@ -33,8 +33,9 @@ import pytest
 from mpvlab.core import ledger, netns, proc
 from hostnoise import cpu_late_frames_allowed, longest_stall_s, lowered, tail_quantile
 from mpvlab.core.hoststeal import StealMeter, StealWindow
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 pytestmark = [pytest.mark.netns, pytest.mark.e2e, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py) and fidelity verdicts
 
 RATE = 6_000_000
@@ -127,7 +128,7 @@ def test_shared_bottleneck_two_players_bulk_and_voip(tmp_path: Path) -> None:
     # at 0.99 less the share of playback the host stole: tests/hostnoise.py); the single worst sample
     # also carries the delay line's and the sender's scheduling latency on this 2-core machine
     # (delay-line release lateness: p99 < 1 ms, max a few ms under load), so + 15 ms, and one stall;
-    # the receiver's time is the kernel's rx stamp (topologies/voip_probe.py).
+    # the receiver's time is the kernel's rx stamp (mpvlab/topologies/voip_probe.py).
     q = tail_quantile(0.99, steal)
     assert _quantile(got, q) <= DRAIN_MS + 0.2 + 5.0, (q, _quantile(got, q), qd, steal.describe())
     assert qd["max"] <= DRAIN_MS + 0.2 + 15.0 + longest_stall_ms, (qd, run_steal.window.describe())

@@ -17,8 +17,9 @@ from mpvlab.input.scenario import load_scenario
 from mpvlab.links import path as link_path
 from mpvlab.runner import fidelity, runchecks
 from mpvlab.runner.steps import NO_FIDELITY_PROBE
+from mpvlab.core.paths import checkout_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 SCEN = ROOT / "scenarios" / "sabre-own-short.yaml"
 # 387 584 B x 8 / 6e6 = 0.5167787 s + 0.050 s propagation + 0.100 s margin = 0.6667787 s
 BOUND_MS = 666.779

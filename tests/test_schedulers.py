@@ -1,6 +1,6 @@
 """Tests of the MPTCP schedulers (schedulers/): `default`, and `minrtt`/`bdp` as a steering controller.
 
-Testbed (testbed/dualpath.py): the platform's dual-path topology (client, server, one router per path,
+Testbed (mpvlab/testbed/dualpath.py): the platform's dual-path topology (client, server, one router per path,
 server address on lo reached over both paths), tbf at each router's ingress, the project's NFQUEUE delay
 line in both directions, cubic; a Python MPTCP sender in the server namespace writes at a set demand
 (paced every 10 ms) or in bulk; the receiver reads to EOF in the client namespace.
@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from mpvlab.core.paths import checkout_root
 
 pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 
 from mpvlab import schedulers  # noqa: E402
 from mpvlab.links.schedule import Schedule  # noqa: E402

@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 
 FAKE_SYSTEMCTL = """#!/bin/bash
 # stand-in: state/<svc>.enabled and state/<svc>.active hold the state; calls.log the calls

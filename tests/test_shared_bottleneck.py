@@ -1,4 +1,4 @@
-"""shared-bottleneck topology and its cross traffic (topologies/shared_bottleneck.py, cross_traffic.py).
+"""shared-bottleneck topology and its cross traffic (mpvlab/topologies/shared_bottleneck.py, cross_traffic.py).
 
 Every test builds its own run (`hsb` + 3 random chars), records everything it starts, and removes it
 in a finally — then checks that nothing with its run id is left (namespace, interface, process).
@@ -33,10 +33,11 @@ from mpvlab.core.netns import Netns
 from mpvlab.links.spec import LinkDirection
 from mpvlab.topologies import cross_traffic as ct
 from mpvlab.topologies import shared_bottleneck as sb
+from mpvlab.core.paths import checkout_root
 
 pytestmark = [pytest.mark.netns, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = checkout_root()
 
 # The SABRE bottleneck (docs/studies.md §4): 6 Mbit/s, 256-packet tail-drop queue, 50 ms one way.
 RATE = 6_000_000

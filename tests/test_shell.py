@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from mpvlab.core import ledger, netns
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 pytestmark = [pytest.mark.netns]
 
 
@@ -57,7 +58,7 @@ def test_the_cli_net_never_raises_host_limits(monkeypatch: pytest.MonkeyPatch) -
     import mininet.net
     from mininet.net import Mininet
 
-    from mpvlab.mininet import cli
+    from mpvlab.emulation import cli
 
     def refuse() -> None:
         raise AssertionError("fixLimits() ran: it changes host-wide sysctls")

@@ -24,8 +24,9 @@ from mpvlab.core import rundir
 from mpvlab.reporting import build_report
 from mpvlab.sweeps import expand, load_spec
 from mpvlab.sweeps.records import RUNS_DIR, Attempt, derive, key_id, lock_held, run_lock
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurmlab import SlurmLab  # noqa: E402

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from mpvlab.reporting import browser
+from mpvlab.core.paths import checkout_root
 
 pytestmark = pytest.mark.cpu   # cpu: CPU-bound (27 runs, two at once)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
 
 

@@ -23,8 +23,9 @@ import pytest
 
 from mpvlab.core.hoststeal import StealMeter
 from hostnoise import longest_stall_s
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
 pytestmark = [pytest.mark.netns, pytest.mark.e2e, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py)
 

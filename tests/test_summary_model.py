@@ -7,15 +7,15 @@ import copy
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from mpvlab.results import summary as model
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 
 
 def test_committed_schema_is_generated_from_the_model() -> None:

@@ -19,8 +19,9 @@ import yaml
 from mpvlab.core import rundir
 from mpvlab.input.scenario import Scenario
 from mpvlab.sweeps import SweepError, Sweeper, expand, load_spec, read_header
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
 
 

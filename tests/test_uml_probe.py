@@ -7,12 +7,12 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import subprocess
-from pathlib import Path
 from types import ModuleType
 
 import pytest
+from mpvlab.core.paths import checkout_root
 
-UML = Path(__file__).resolve().parent.parent / "bench" / "uml"
+UML = checkout_root() / "bench" / "uml"
 
 
 def report() -> ModuleType:

@@ -10,8 +10,9 @@ import pytest
 
 from mpvlab.core import units
 from mpvlab.input.scenario import ScenarioError, load_scenario, override, parse_scenario, resolved_dict
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 
 
 @pytest.mark.parametrize("text,bps", [("3mbit", 3_000_000), ("5.24mbit", 5_240_000), ("1gbit", 10**9),

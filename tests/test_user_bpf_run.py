@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 EXAMPLE = REPO / "cc" / "build" / "examples" / "reno_mini.bpf.o"
 
 SCENARIO = """\

@@ -25,8 +25,9 @@ from mpvlab.core import units
 from mpvlab.results.aggregate import Run
 from mpvlab.reporting.rtp import Condition, buffer_classes, competing, second_half_mean
 from mpvlab.input.sweep import expand, load_spec
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
 SPEC = REPO / "sweeps" / "webrtc-study.yaml"
 FLOOR_B = 6000                      # the rule's floor: 4 full-size packets

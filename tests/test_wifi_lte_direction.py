@@ -33,8 +33,9 @@ from mpvlab.input.sweep import expand, load_spec
 from mpvlab.links.schedule import Schedule
 from mpvlab.links.spec import ConstantDelay
 from mpvlab.results import delayphases
+from mpvlab.core.paths import checkout_root
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = checkout_root()
 MS = 1_000_000
 
 

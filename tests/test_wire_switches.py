@@ -1,4 +1,4 @@
-"""Wire-order path switches (collectors/wire_switches.py) on scripted segment sequences and a scripted
+"""Wire-order path switches (mpvlab/collectors/wire_switches.py) on scripted segment sequences and a scripted
 capture, the pcap byte reader, and the validation of observe.pcap. No namespaces, no root."""
 
 from __future__ import annotations

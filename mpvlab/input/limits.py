@@ -40,7 +40,7 @@ MAX_SCHEDULE_POINTS = 100_000
 # move (and a rate like 99999999999999999999gbit is not even parsed by tc).
 MIN_RATE_BPS = 8_000
 MAX_RATE_BPS = 100 * 10**9
-# Ethernet frame of a 1500-byte IP packet (links/emulator.py FRAME_BYTES): tbf drops every packet
+# Ethernet frame of a 1500-byte IP packet (mpvlab/links/emulator.py FRAME_BYTES): tbf drops every packet
 # larger than its burst, and a queue smaller than one frame holds nothing.
 MTU_FRAME_BYTES = 1514
 # Queue limits and bursts: 1 GiB is more memory than a test VM gives one queue (and tc takes the

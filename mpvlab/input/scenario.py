@@ -1,10 +1,10 @@
 """The scenario: a researcher's YAML, validated strictly before anything touches the kernel.
 
 Every field has a documented default, every quantity carries its unit (mpvlab/units.py), and unknown
-keys are errors. The sections are composed from the components' own models: links (links/spec.py),
-topologies and cross traffic (topologies/spec.py; each kind's rules in topologies/registry.py), the
+keys are errors. The sections are composed from the components' own models: links (mpvlab/links/spec.py),
+topologies and cross traffic (mpvlab/topologies/spec.py; each kind's rules in mpvlab/topologies/registry.py), the
 workloads with the video, server and player sections (mpvlab/workloads/), the collectors
-(collectors/spec.py), CCs and schedulers (their registries). `load_scenario()` returns the validated model; `resolved_dict()` gives the same
+(mpvlab/collectors/spec.py), CCs and schedulers (their registries). `load_scenario()` returns the validated model; `resolved_dict()` gives the same
 scenario with every default filled in, which is what each run stores next to the file as given.
 """
 
@@ -46,13 +46,13 @@ class HostSpec(Strict):
 
 class TransportSpec(Strict):
     """scheduler: `default` is the kernel's own; the others are steering policies on the sender
-    (schedulers/registry.py lists them, schedulers/README.md explains them). scheduler_params are that
-    scheduler's (schedulers/params.py), with every default filled in when resolved."""
+    (mpvlab/schedulers/registry.py lists them, schedulers/README.md explains them). scheduler_params are that
+    scheduler's (mpvlab/schedulers/params.py), with every default filled in when resolved."""
 
-    cc: str = Field("cubic", description="Congestion control of the video/bulk connection: a name in cc/registry.py, or {bpf: FILE, params: {...}}.")
-    cc_params: dict[str, Any] = Field(default_factory=dict, description="That CC's parameters (cc/registry.py); every default filled in when resolved.")
-    scheduler: str = Field("default", description="MPTCP packet scheduler: `default` (the kernel's) or a name in schedulers/registry.py.")
-    scheduler_params: dict[str, Any] = Field(default_factory=dict, description="That scheduler's parameters (schedulers/params.py); every default filled in when resolved.")
+    cc: str = Field("cubic", description="Congestion control of the video/bulk connection: a name in mpvlab/cc/registry.py, or {bpf: FILE, params: {...}}.")
+    cc_params: dict[str, Any] = Field(default_factory=dict, description="That CC's parameters (mpvlab/cc/registry.py); every default filled in when resolved.")
+    scheduler: str = Field("default", description="MPTCP packet scheduler: `default` (the kernel's) or a name in mpvlab/schedulers/registry.py.")
+    scheduler_params: dict[str, Any] = Field(default_factory=dict, description="That scheduler's parameters (mpvlab/schedulers/params.py); every default filled in when resolved.")
 
     @field_validator("cc")
     @classmethod
@@ -63,7 +63,7 @@ class TransportSpec(Strict):
     @model_validator(mode="before")
     @classmethod
     def _resolve_cc_params(cls, data: Any) -> Any:
-        """cc_params are the chosen CC's (cc/registry.py), with every default filled in. A CC without
+        """cc_params are the chosen CC's (mpvlab/cc/registry.py), with every default filled in. A CC without
         parameters resolves them to {} (a sweep may vary cc over CCs with and without parameters)."""
         if not isinstance(data, dict):
             return data
@@ -189,7 +189,7 @@ class Scenario(Strict):
             if named:
                 raise ValueError(f"paths.{named[0]}.physical is for topology.kind: {_real_hosts_kinds()}, "
                                  f"not {self.topology.kind}")
-        # one subflow per path, at most MAX_PATHS (topologies/registry.py)
+        # one subflow per path, at most MAX_PATHS (mpvlab/topologies/registry.py)
         problem = self.topology_kind.path_count_problem(list(self.paths))
         if problem:
             raise ValueError(problem)
@@ -567,7 +567,7 @@ def override(scenario: Scenario, assignments: dict[str, Any], source: str = "<ov
     if "player.kind" in assignments and assignments["player.kind"] != data["player"]["kind"]:
         # Another player starts from its own defaults (the other kind's settings are refused by it),
         # keeping what both understand: the ABR, the buffer, the time limit. Into kind gstreamer with
-        # an ABR of player/abr, that is our own client (fetcher own), as in the DASH studies.
+        # an ABR of mpvlab/player/abr, that is our own client (fetcher own), as in the DASH studies.
         old = data["player"]
         data["player"] = {"kind": assignments["player.kind"], "abr": old["abr"], "buffer": old["buffer"],
                           "timeout_factor": old["timeout_factor"]}

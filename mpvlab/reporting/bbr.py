@@ -1,5 +1,5 @@
 """BBR's model over time (the BBR-S study's central figures), for every CC whose registry entry names
-a state series (cc/registry.py `state`: BBR-S, BBRv3, BBRv3-S; kernel BBR's bw and min RTT from `ss`,
+a state series (mpvlab/cc/registry.py `state`: BBR-S, BBRv3, BBRv3-S; kernel BBR's bw and min RTT from `ss`,
 whose mode the kernel does not export):
 
 - per configuration's representative run: the bandwidth estimate of each workload flow against the

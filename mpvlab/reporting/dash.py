@@ -2,7 +2,7 @@
 
 - the CCDF of the VoIP probe's queuing delay (data/cross/voip-probe.csv, `queuing_delay_ns`: the
   receiver's kernel rx stamp minus the sender's stamp, less the smallest such difference, see
-  topologies/voip_probe.py), one line per configuration, every trial's packets pooled — SABRE's
+  mpvlab/topologies/voip_probe.py), one line per configuration, every trial's packets pooled — SABRE's
   bufferbloat figure;
 - the selected bitrate over time (each media segment's nominal bitrate from the players'
   player-summary.json, drawn from the moment its request was sent), a panel per configuration, one
@@ -142,7 +142,7 @@ def voip_ccdf_figures(c: Collection) -> list[Figure]:
         figs.append(Figure(f"voip-ccdf-{scen}", f"VoIP probe queuing delay, CCDF — {scen}",
                            "Complementary CDF of the one-way queuing delay of the VoIP probe's packets (receiver's "
                            "kernel rx stamp − sender's stamp, less the smallest difference of the run: "
-                           "topologies/voip_probe.py), every trial's packets pooled per configuration; one panel "
+                           "mpvlab/topologies/voip_probe.py), every trial's packets pooled per configuration; one panel "
                            "per window, named on its axis: the whole run, and the steady state (from when every "
                            "player's buffer first held the buffer less one segment until the last download "
                            "completed, by packet send time: summary.json cross_traffic.voip.windows).", fig))

@@ -46,7 +46,7 @@ GREY = "#7F7F7F"
 
 
 def _from_registries() -> dict[str, dict[str, Entry]]:
-    """CCs and schedulers look the way their registries say (cc/registry.py, schedulers/registry.py)."""
+    """CCs and schedulers look the way their registries say (mpvlab/cc/registry.py, mpvlab/schedulers/registry.py)."""
     from mpvlab.cc.registry import ENTRIES as CCS
     from mpvlab.schedulers.registry import ENTRIES as SCHEDULERS
     markers = ["o", "s", "^", "D", "v", "P"]

@@ -135,7 +135,7 @@ CHECKS: tuple[CheckDef, ...] = (
              "mpvlab.runner.views:udp_wire_check", "tests/test_checks.py::test_udp_wire_warns", applies=_RTP),
     CheckDef("pcap_bytes_{point}_{interface}", "capture (the pcap every wire-order figure is read from)",
              "the captured interface's kernel counters over the capture's window",
-             "|capture bytes − counter bytes| within collectors/pcap.py's allowance (headers of packets in "
+             "|capture bytes − counter bytes| within mpvlab/collectors/pcap.py's allowance (headers of packets in "
              "flight at the window's edges)", "any TCP workload with observe.pcap",
              "mpvlab.runner.capture:view", "tests/test_checks.py::test_pcap_bytes_warns", applies=_TCP,
              requires=("pcap",)),

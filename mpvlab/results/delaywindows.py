@@ -12,7 +12,7 @@ probe keeps sending until the run ends), so the summary also gives the delays ov
     while SABRE players were in different modes form `sabre_mixed`. Only inside the steady-state window.
 
 A packet belongs to a window by its send time (the moment it entered the bottleneck queue, up to
-microseconds: topologies/voip_probe.py). Quantiles are nearest-rank (every value was measured).
+microseconds: mpvlab/topologies/voip_probe.py). Quantiles are nearest-rank (every value was measured).
 Pure functions of the probe's CSV rows and the players' own summaries.
 """
 

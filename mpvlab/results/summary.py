@@ -65,7 +65,7 @@ class DashView(Record):
     abr: dict[str, Any] | str | None = Field(None, description="the ABR's name and parameters as the player ran it")
     representations: Any = Field(
         None, description="the MPD's representations the player could choose: level, bitrate_bps (and id, width, "
-                          "height where the player records them) (player/dash_client.py, player/dashjs_qoe.py)")
+                          "height where the player records them) (mpvlab/player/dash_client.py, mpvlab/player/dashjs_qoe.py)")
     segment_s: float | None = Field(None, description="the media segment duration the MPD declares (s)")
     quality_avg: Annotated[float | None, MetricDef(
         "DASH average quality level", "level (0 = lowest)", 0, INF, "higher",
@@ -94,7 +94,7 @@ class DashView(Record):
         "divides the same excess by the video length instead)", STUDY_BBRS, **SKEWED, qoe=True, rank=19.6)] = None
     abr_policy_mismatches: int | None = Field(
         None, description="segments whose requested level differs from the ABR rule's decision (count; 0 by "
-                          "construction where the client builds the URL from the decision; player/mpvlab_dash.py "
+                          "construction where the client builds the URL from the decision; mpvlab/player/mpvlab_dash.py "
                           "compares them)")
     segments: int = Field(description="media segments downloaded by the DASH client (count)")
 
@@ -139,7 +139,7 @@ class PlayerQoE(Record):
         None, description="discards while the playout buffer had data: the CPU, not the network, was late")
     frames_rendered_late: int | None = Field(
         None, description="frames the sink rendered although late (GStreamer basesink's emergency renders; count; null"
-                          " for players that cannot see it, e.g. dash.js) (player/mpvlab_player.py)")
+                          " for players that cannot see it, e.g. dash.js) (mpvlab/player/mpvlab_player.py)")
     frames_accounted: bool | None = Field(None, description="rendered + discarded = expected")
     underflow_episodes: list[UnderflowEpisode] | None = Field(
         None, description="each playout-buffer underflow as [start, end] on the run's clock (s) (player)")
@@ -228,7 +228,7 @@ class Steal(Record):
     window_s: float = Field(description="the time the steal was measured over: playback (s)")
     per_cpu_s: list[float] = Field(
         description="steal time per CPU over the window (the 8th field of each cpuN line of /proc/stat; "
-                    "core/hoststeal.py; s)")
+                    "mpvlab/core/hoststeal.py; s)")
 
 
 class Mptcp(Record):
@@ -407,7 +407,7 @@ class FlowStateRecord(Record):
 
 
 class CCStateView(Record):
-    """The CC's model (cc/registry.py `state`) over the flows that carried the workload only, rows with
+    """The CC's model (mpvlab/cc/registry.py `state`) over the flows that carried the workload only, rows with
     run time in `window_s` (the active window). `_per_sample`: plain mean over the loader's rows; `_time_weighted`: each row
     held until its flow's next row; `_per_update`: over the distinct records the CC wrote on ACKs."""
 
@@ -442,7 +442,7 @@ class CCStateView(Record):
 
 
 class EcnMarks(Record):
-    """One link direction's ECN marker (links/ecn.py) over the workload: packets that reached its
+    """One link direction's ECN marker (mpvlab/links/ecn.py) over the workload: packets that reached its
     tbf's device from the start to the end of the workload (snapshots of the marker's map)."""
 
     threshold_bytes: int = Field(description="K: CE on ECT packets while the virtual queue holds more")
@@ -495,10 +495,10 @@ class FidelityRow(Record):
 
 class RunHead(Record):
     run_id: str = Field(
-        description="the run's 6-character id (core/naming.py): its directory `<results>/<scenario>/<run_id>` and "
+        description="the run's 6-character id (mpvlab/core/naming.py): its directory `<results>/<scenario>/<run_id>` and "
                     "the tag on every kernel object it created")
     scenario: str = Field(description="the scenario's name (its `name` field)")
-    cc: str = Field(description="the scenario's transport.cc (the CC registry's name, cc/registry.py)")
+    cc: str = Field(description="the scenario's transport.cc (the CC registry's name, mpvlab/cc/registry.py)")
     seed: int = Field(description="the run's random seed")
     warnings: list[str] = Field(
         description="everything the run found questionable, in words (failed cross-checks, fidelity, collectors)")
@@ -512,7 +512,7 @@ class RunHead(Record):
     run_wall_s: Annotated[float, MetricDef(
         "run wall time", "s", 0, INF, "none", "wall-clock time of the whole run", MPVLAB, rank=15)]
     host_steal_during_playback: Steal = Field(
-        description="CPU time the hypervisor took from this VM during playback (/proc/stat steal; core/hoststeal.py)")
+        description="CPU time the hypervisor took from this VM during playback (/proc/stat steal; mpvlab/core/hoststeal.py)")
     fidelity_table: list[FidelityRow] | None = Field(
         None, description="configured vs achieved per path direction over the whole run (mpvlab/runner/fidelity.py); null "
                           "without shaped links")
@@ -578,11 +578,11 @@ class EmulatedSummary(RunHead, PlayerQoE):
     path_switches_wire: Annotated[int | None, MetricDef(
         "path switches on the wire", "switches", 0, INF, "none",
         "consecutive new-data segments of one connection, in the order they left the server, on different "
-        "subflows (capture at the server, collectors/wire_switches.py); only runs with observe.pcap at server",
+        "subflows (capture at the server, mpvlab/collectors/wire_switches.py); only runs with observe.pcap at server",
         MPVLAB, **SKEWED, rank=10.5,
         # Only runs captured at the server have it (observe.pcap); bar_figure skips it otherwise.
         views={"bars": View(4, "Path switches per wire segment", "path switches per run (wire segments)")})] = Field(
-        None, description="wire-order path switches (collectors/wire_switches.py): consecutive new-data segments of "
+        None, description="wire-order path switches (mpvlab/collectors/wire_switches.py): consecutive new-data segments of "
                           "one connection, in the order they left the server, on different subflows; retransmitted "
                           "segments counted apart (wire_switches). `path_switches` counts per scheduler decision. "
                           "Needs observe.pcap at `server`; null otherwise")
@@ -592,7 +592,7 @@ class EmulatedSummary(RunHead, PlayerQoE):
                           "seq_data_bytes (data bytes in its sequence space, each once); or {not_collected: why}")
     capture: dict[str, Any] | None = Field(
         None, description="observe.pcap: per file packets, bytes, tcpdump's drop counters, truncation and the byte "
-                          "cross-check against the interface counters (collectors/pcap.py); null without capture")
+                          "cross-check against the interface counters (mpvlab/collectors/pcap.py); null without capture")
     cross_checks: dict[str, CrossCheck] = Field(
         description="named cross-checks between independent collectors (e.g. collector_saw_every_connection, "
                     "collector_lost_events, subflow_addresses), each with its figures and `ok` (mpvlab/runner/views.py)")
@@ -609,7 +609,7 @@ class EmulatedSummary(RunHead, PlayerQoE):
         None, description="workload video: the video's duration (the scenario's video, s)")
     player_mode: str | None = Field(None, description="workload video: the scenario's player.mode")
     player_cpu: CpuUse | None = Field(
-        None, description="workload video: the player process's CPU use (player/mpvlab_player.py, getrusage)")
+        None, description="workload video: the player process's CPU use (mpvlab/player/mpvlab_player.py, getrusage)")
     http: HttpRecord | None = Field(None, description="workload video: the HTTP connection the player used")
     # workload bulk
     bulk: BulkRecord | None = Field(
@@ -641,7 +641,7 @@ class PhysicalSummary(RunHead, PlayerQoE):
 
 class SharedPlayer(PlayerQoE):
     playback_s: float | None = Field(
-        None, description="from the player's first rendered frame to its end of stream (s; player/mpvlab_player.py)")
+        None, description="from the player's first rendered frame to its end of stream (s; mpvlab/player/mpvlab_player.py)")
     bytes_received: int | None = Field(None, description="bytes the player downloaded (B, the player's own count)")
     download_complete: bool | None = Field(
         None, description="whether the player's source reached end of stream (the whole video arrived)")
@@ -717,7 +717,7 @@ def _voip_delay(q: str, rank: float) -> MetricDef:
     return MetricDef(
         f"VoIP probe queuing delay, {q}", "ms", 0, INF, "lower",
         f"the {q} of the probe's one-way queuing delay (receiver's kernel rx stamp − sender's stamp, less the "
-        "run's smallest difference: topologies/voip_probe.py)", STUDY_SABRE, qoe=True, rank=rank)
+        "run's smallest difference: mpvlab/topologies/voip_probe.py)", STUDY_SABRE, qoe=True, rank=rank)
 
 
 _VoipP50 = Annotated[float | None, _voip_delay("median", 20.1)]
@@ -795,7 +795,7 @@ class VoipWindows(Record):
 class VoipRecord(OpenRecord):
     queuing_delay_ms: VoipQueuingDelay | None = Field(
         None, description="the probe's one-way queuing delay over the whole run: percentiles (ms; "
-                          "topologies/voip_probe.py)")
+                          "mpvlab/topologies/voip_probe.py)")
     windows: VoipWindows | None = Field(
         None, description="the probe's delays over named windows (mpvlab/results/delaywindows.py)")
 
@@ -804,7 +804,7 @@ class CrossTraffic(OpenRecord):
     """What the cross-traffic sources recorded (bulk, voip; topologies/); the probe's delay percentiles typed."""
 
     voip: VoipRecord | None = Field(
-        None, description="the VoIP probe's record (topologies/voip_probe.py); null without a voip cross source")
+        None, description="the VoIP probe's record (mpvlab/topologies/voip_probe.py); null without a voip cross source")
 
 
 class Competition(OpenRecord):

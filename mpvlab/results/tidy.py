@@ -1,4 +1,4 @@
-"""Result directories as tidy pandas DataFrames (the reading side of the results layout, core/rundir.py).
+"""Result directories as tidy pandas DataFrames (the reading side of the results layout, mpvlab/core/rundir.py).
 
     import mpvlab
     res = mpvlab.results.load("results/wifi-lte-study")
@@ -26,7 +26,7 @@ Tables (each a DataFrame; the time series are read on first access):
 | scheduler | data/schedtrace/subflow_samples.csv (BPF), + `path`, `t_s` | scheduler-side subflow sample |
 | switches | data/schedtrace/switches.csv, + `from_path`, `to_path`, `t_s` | path switch |
 | player | logs/player-events.jsonl (flattened; `type` names the event) | player event |
-| cc | the CC's state file as cc/registry.py names it (BBR-S data/bbrs_state.csv, BBRv3 bbr3_state.csv, …), + `path`, `t_s`, `state`, `source` | CC state sample |
+| cc | the CC's state file as mpvlab/cc/registry.py names it (BBR-S data/bbrs_state.csv, BBRv3 bbr3_state.csv, …), + `path`, `t_s`, `state`, `source` | CC state sample |
 
 Every per-flow series (subflows, scheduler, cc) also carries the flow's identity and role
 (mpvlab/results/flows.py): `flow` ("saddr:sport-daddr:dport" from the server's side), `mptcp_token` (the

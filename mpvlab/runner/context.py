@@ -7,13 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.runner.timeline import Timeline
 
 if TYPE_CHECKING:      # annotations only: the CLI reads CPUS_PER_RUN without the scenario's models (issue 36)
     from mpvlab.core.ledger import Ledger
     from mpvlab.input.scenario import Scenario
 
-REPO = Path(__file__).resolve().parents[2]   # the checkout: mpvlab/runner/context.py → ../../..
+REPO = checkout_root()
 
 
 DEFAULT_RESULTS = REPO / "results"

@@ -1,4 +1,4 @@
-"""Cross traffic on the shared bottleneck (topologies/cross_traffic.py does the sending): a bulk
+"""Cross traffic on the shared bottleneck (mpvlab/topologies/cross_traffic.py does the sending): a bulk
 TCP flow with its own congestion control, started at t0 + `start`, and a VoIP-like UDP probe whose
 one-way delays give the bottleneck's queuing delay. Started and stopped exactly once by the run."""
 

@@ -158,10 +158,10 @@ def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack) -> EmulatedNe
     Run time zero is provisional (now) until `ready` fixes it (runzero.py)."""
     sc, phase = ctx.scenario, ctx.opts.progress
     # The kind's registry entry names its builder; this backend drives the DualPath that
-    # topologies/dual_path.py builds, so an entry naming another builder is a registry mistake.
+    # mpvlab/topologies/dual_path.py builds, so an entry naming another builder is a registry mistake.
     if (kind := sc.topology_kind).builder is None or (build := kind.build()) is not dual_path.build:
         raise RunFailed(f"topology {kind.name}: its builder {kind.builder} does not make the dual-path network "
-                        f"the emulated backend drives (topologies/registry.py, mpvlab/runner/kinds.py)")
+                        f"the emulated backend drives (mpvlab/topologies/registry.py, mpvlab/runner/kinds.py)")
     phase("topology")
     topo: dual_path.DualPath = build(list(sc.paths), sc.topology.server_addressing, ctx.run_id, ctx.ledger.add_netns)
     stack.callback(dual_path.teardown, topo)

@@ -28,7 +28,7 @@ from mpvlab.input.scenario import Scenario
 
 GOODPUT_FACTOR = 1448 / 1514   # TCP payload per full frame (physical runs' probes use it)
 # Above this share of CPU time taken by the hypervisor during a check, a fidelity warning names it:
-# such a stall alone can explain a shortfall of that size (core/hoststeal.py).
+# such a stall alone can explain a shortfall of that size (mpvlab/core/hoststeal.py).
 HOST_STEAL_NOTE = 0.02
 # Whole-run bounds on the delay lines' release lateness (actual − scheduled release, per packet).
 # p99 at half the RTT tolerance keeps both directions of a path within it together; a single packet

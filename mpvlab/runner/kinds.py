@@ -1,5 +1,5 @@
 """Which backend runs a scenario of each topology kind. The kinds themselves (and which backend each
-asks for) are in topologies/registry.py; this module maps a backend's name to its code, so that the
+asks for) are in mpvlab/topologies/registry.py; this module maps a backend's name to its code, so that the
 registry sits below the runner and never imports it. The session (session.py) is the same for every
 kind; every kind runs the one life cycle (lifecycle.py) on its backend's network. A new kind is an
 entry in the registry plus, when no backend here fits, one backend module (a `bring_up` returning a

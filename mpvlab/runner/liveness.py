@@ -29,13 +29,13 @@ from mpvlab.core.errors import RunFailed
 # Every other registered process (Apache, schedtrace, qdiscstat, the scheduler's controller, a CC's
 # loader, delay lines) must live until the workload has ended.
 UNWATCHED_PREFIXES = ("player", "bulk ", "rtp ", "netns member", "iperf3 ", "voip ", "ssh master")
-# Delay lines have their own check with their stderr in the message (links/emulator.py
+# Delay lines have their own check with their stderr in the message (mpvlab/links/emulator.py
 # describe_death); the run calls it first, so theirs is the message a user sees.
 SEPARATELY_WATCHED_PREFIXES = ("delayline ",)
 
 
 class NodeLike(Protocol):
-    """What a node of the emulated network offers (mininet/nodes.py EmuNode)."""
+    """What a node of the emulated network offers (mpvlab/emulation/nodes.py EmuNode)."""
 
     @property
     def pid(self) -> int: ...

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.links.schedule import Schedule
 from mpvlab.runner import blast, kping
 # The sender's pacing (re-exported: the rate check's arithmetic and its verdict use the same numbers)
@@ -43,7 +44,7 @@ RATE_MIN_S = 0.3                # backlogged time measured: at least this (MIN_B
 RATE_MAX_S = 0.6                # … and at most this, for paths so slow that one frame is a large share
 RATE_HZ = 1000
 RATE_MAX_BPS = 300_000_000     # above this a Python sender cannot keep a tbf backlogged
-REPO = Path(__file__).resolve().parents[2]
+REPO = checkout_root()
 
 
 def percentile(values: list[float], p: float) -> float:

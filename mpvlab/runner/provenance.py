@@ -14,7 +14,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+from mpvlab.core.paths import checkout_root
+
+REPO = checkout_root()
 DEBIAN_PACKAGES = ("iproute2", "iptables", "mininet", "mptcpize", "apache2", "gstreamer1.0-tools",
                    "gstreamer1.0-plugins-good", "gstreamer1.0-libav", "ffmpeg", "libbpf1", "bpftool", "clang",
                    "libnetfilter-queue1", "openssl", "curl", "libsoup-3.0-0", "glib-networking", "libnghttp2-14")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.core import proc
 from mpvlab.core.netns import Netns
 from mpvlab.runner.tls import TlsMaterial
@@ -175,7 +176,7 @@ class ApacheServer:
 
 MPTCPWRAP = next(iter(sorted(Path("/usr/lib").glob("*/mptcpize/libmptcpwrap.so.0"))),
                  Path("/usr/lib/x86_64-linux-gnu/mptcpize/libmptcpwrap.so.0"))
-CCWRAP = Path(__file__).resolve().parents[2] / "cc" / "preload" / "build" / "libmpvlab-ccwrap.so"
+CCWRAP = checkout_root() / "cc" / "preload" / "build" / "libmpvlab-ccwrap.so"
 
 
 def start_apache(ns: Netns, root: Path, docroot: Path, *, cc: str, http: HttpSetup | None = None,

@@ -106,7 +106,7 @@ def bring_up(ctx: RunContext, stack: contextlib.ExitStack) -> SharedNetwork:
     h = sc.hosts
     if (kind := sc.topology_kind).builder is None or (build := kind.build()) is not sb.build:
         raise RunFailed(f"topology {kind.name}: its builder {kind.builder} does not make the shared-bottleneck "
-                        f"network the shared backend drives (topologies/registry.py, mpvlab/runner/kinds.py)")
+                        f"network the shared backend drives (mpvlab/topologies/registry.py, mpvlab/runner/kinds.py)")
     topo: sb.SharedBottleneck = build(ctx.run_id, ctx.ledger.add_netns, sc.n_clients,
                     cross=cross_spec is not None and (cross_spec.bulk is not None or cross_spec.voip is not None),
                     hosts=sb.HostSettings(h.client_tcp_rmem, h.server_tcp_wmem, h.tcp_no_metrics_save, h.offloads))

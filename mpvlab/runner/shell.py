@@ -5,7 +5,7 @@ measurements. Mininet's own `mn --custom` is deliberately not the entry point: `
 global cleanup on Ctrl-C or any exception, which kills every `mnexec` process and deletes every
 `*-ethN` link on the host — other runs' included. Here teardown is the run's own (ledger-scoped).
 
-The CLI itself, with Mininet's commands on the scenario's nodes, is mininet/cli.py.
+The CLI itself, with Mininet's commands on the scenario's nodes, is mpvlab/emulation/cli.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mpvlab.core import ledger, naming
-from mpvlab.mininet import cli
+from mpvlab.emulation import cli
 from mpvlab.runner.context import RunContext, RunOptions
 from mpvlab.runner.emulated import bring_up_network
 from mpvlab.input.scenario import Scenario

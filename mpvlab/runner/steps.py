@@ -20,14 +20,16 @@ from mpvlab.runner import server, tls
 from mpvlab.input.scenario import Scenario
 from mpvlab.collectors import qdiscstat
 from mpvlab.core.errors import RunFailed
-from mpvlab.runner.context import REPO, RunContext
+from mpvlab.runner.context import RunContext
 
 
 
 
 
-PLAYER = REPO / "player" / "mpvlab_player.py"
-DASHJS_PLAYER = REPO / "player" / "dashjs_player.py"
+# The players run as modules (`python -m`), never as scripts with their folder on sys.path: each file
+# is loaded under its one import name.
+PLAYER = "mpvlab.player.mpvlab_player"
+DASHJS_PLAYER = "mpvlab.player.dashjs_player"
 DASHJS_PAGE = "mpvlab-dashjs"   # the page's folder in the run's web root
 
 
@@ -70,7 +72,7 @@ def frames_of(sc: Scenario) -> int:
 
 
 def setup_cc(ctx: RunContext, stack: contextlib.ExitStack) -> str:
-    """The scenario's congestion control for this run (cc/registry.py); returns the kernel's name of it.
+    """The scenario's congestion control for this run (mpvlab/cc/registry.py); returns the kernel's name of it.
     A BPF CC gets a run-scoped name, in the ledger before it exists, and is unregistered by `stack`."""
     sc = ctx.scenario
     entry = sc.transport.cc_entry
@@ -176,7 +178,7 @@ def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, fr
             p = ns.popen(argv, stdout=out, stderr=subprocess.STDOUT,
                          stdin=subprocess.PIPE if staged else subprocess.DEVNULL)
         return p, proc.ProcRef.of(p.pid, label)
-    argv = ["mptcpize", "run", sys.executable, str(PLAYER), "--url", url,
+    argv = ["mptcpize", "run", sys.executable, "-m", PLAYER, "--url", url,
             "--events", str(out_dir / "player-events.jsonl"), "--summary", str(out_dir / "player-summary.json"),
             "--mode", sc.player.mode, "--max-lateness-ms", f"{sc.player.max_lateness / 1e6:g}",
             "--buffer-ms", f"{sc.playout_buffer_ns / 1e6:g}",
@@ -209,12 +211,12 @@ def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, fr
 
 def dashjs_argv(ctx: RunContext, mpd_url: str, page_url: str, frames: int, out_dir: Path,
                 http: server.HttpSetup, label: str, staged: bool) -> list[str]:
-    """player/dashjs_player.py under mptcpize: the driver and Chromium (and every process Chromium
+    """mpvlab/player/dashjs_player.py under mptcpize: the driver and Chromium (and every process Chromium
     starts, which inherit LD_PRELOAD) open MPTCP sockets. Its profile and raw dash.js record live in
     the run's data/ folder (per player when there are several)."""
     sc = ctx.scenario
     data = dashjs_data_dir(ctx, label)
-    argv = ["mptcpize", "run", sys.executable, str(DASHJS_PLAYER), "--url", mpd_url, "--page-url", page_url,
+    argv = ["mptcpize", "run", sys.executable, "-m", DASHJS_PLAYER, "--url", mpd_url, "--page-url", page_url,
             "--events", str(out_dir / "player-events.jsonl"), "--summary", str(out_dir / "player-summary.json"),
             "--data-dir", str(data), "--profile", str(data / "chromium-profile"),
             "--abr", sc.player.abr, "--abr-params", json.dumps(sc.player.abr_params),
@@ -236,7 +238,7 @@ def dashjs_data_dir(ctx: RunContext, label: str) -> Path:
 def wait_page_loaded(ctx: RunContext, p: subprocess.Popen[bytes], label: str, timeout_s: float = 90.0,
                      out_dir: Path | None = None) -> None:
     """A dash.js player has loaded its page (dash.js itself, ~0.6 MB, over the emulated path) and
-    found it ready (player/dashjs_player.py) before the pre-run check starts, so that this traffic
+    found it ready (mpvlab/player/dashjs_player.py) before the pre-run check starts, so that this traffic
     does not overlap the check's probes. A driver that gave up says why in its summary's `reason`."""
     ready = dashjs_data_dir(ctx, label) / "page-loaded"
     deadline = time.monotonic() + timeout_s

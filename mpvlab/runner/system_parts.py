@@ -5,7 +5,7 @@ bare `ModuleNotFoundError: No module named 'mininet'` deep in its start-up. `mpv
 and `shell` check them first and say, in one line, what is missing and that ./setup.sh provides it.
 
 Checked without importing anything heavy: importlib's find_spec for the modules, a file test for the
-programs (the run would start them by these paths: links/emulator.py, mpvlab/runner/kping.py)."""
+programs (the run would start them by these paths: mpvlab/links/emulator.py, mpvlab/runner/kping.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import importlib.machinery
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]   # the checkout: mpvlab/runner/system_parts.py → ../../..
+from mpvlab.core.paths import checkout_root
+
+REPO = checkout_root()
 
 # (module, what it is and where it comes from)
 MODULES: tuple[tuple[str, str], ...] = (
@@ -28,8 +30,9 @@ PROGRAMS: tuple[tuple[str, str], ...] = (
 
 
 def _importable(module: str, repo: Path) -> bool:
-    """Found on sys.path outside the checkout: the checkout's own mininet/ folder (mpvlab.mininet)
-    would otherwise pass for Debian's `mininet` when the current directory is the checkout."""
+    """Found on sys.path outside the checkout: the checkout's own mininet/ folder (Mininet custom
+    topologies, no __init__.py: PathFinder reports it as a namespace package) would otherwise pass for
+    Debian's `mininet` when the current directory is the checkout."""
     here = [p for p in sys.path if p and Path(p).resolve() != repo.resolve()]
     return importlib.machinery.PathFinder.find_spec(module, here) is not None
 

@@ -1,5 +1,5 @@
 """MPTCP and TCP settings of the client and server namespaces, and the congestion control choice,
-as a scenario asks for them; the settings themselves are topologies/mptcp.py (the test bed uses
+as a scenario asks for them; the settings themselves are mpvlab/topologies/mptcp.py (the test bed uses
 them too, without a scenario)."""
 
 from __future__ import annotations

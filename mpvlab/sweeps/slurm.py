@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.core import rundir
 from mpvlab.input.sweep import Plan, SweepError
 from mpvlab.runner.context import MAX_PARALLEL
@@ -29,7 +30,7 @@ SLURM_DIR = ".slurm"
 PARTITION_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 # sbatch --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
 TIME_RE = re.compile(r"\d{1,6}(:\d{1,2}){0,2}|\d{1,4}-\d{1,2}(:\d{1,2}){0,2}")
-REPO = Path(__file__).resolve().parent.parent.parent
+REPO = checkout_root()
 
 
 @dataclass(frozen=True)

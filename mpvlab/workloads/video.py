@@ -86,7 +86,7 @@ class DashjsBbaParams(Strict):
 
 
 class DashjsFestiveParams(Strict):
-    """FESTIVE's selection (Jiang et al. 2012, §5.2-5.3), the same parameters as player/abr/festive.py."""
+    """FESTIVE's selection (Jiang et al. 2012, §5.2-5.3), the same parameters as mpvlab/player/abr/festive.py."""
 
     window: int = Field(20, ge=1, le=1000)
     safety: float = Field(0.85, gt=0, le=1.0)
@@ -101,7 +101,7 @@ class PlayerSpec(Strict):
     """buffer: the playout buffer (default 2 s progressive, 30 s DASH). abr (DASH only): `gst` is
     dashdemux's own rate adaptation, `bba` a buffer-based BBA-0 map (reservoir, cushion).
     kind `dashjs`: the dash.js reference player (pinned by setup.sh) in Debian's headless Chromium
-    (player/dashjs_player.py); abr then one of dynamic (default), bola, throughput, bba, festive."""
+    (mpvlab/player/dashjs_player.py); abr then one of dynamic (default), bola, throughput, bba, festive."""
 
     kind: Literal["gstreamer", "dashjs"] = Field(
         "gstreamer", description="gstreamer: mpvlab's GStreamer player (fetcher dashdemux or own); dashjs: the "
@@ -110,10 +110,10 @@ class PlayerSpec(Strict):
     max_lateness: Duration = Field(20 * 10**6, description="The sink drops a frame later than this (a picture discard), ≤ 60s.")
     buffer: Duration | None = Field(None, description="Playout buffer: most media time held before the decoder; null = 2 s progressive, 30 s DASH.")
     abr: str = Field("gst", pattern=r"^[a-z][a-z0-9-]{0,31}$",
-                     description="dashdemux: gst | bba; fetcher own: an ABR of player/abr (throughput, bba, "
+                     description="dashdemux: gst | bba; fetcher own: an ABR of mpvlab/player/abr (throughput, bba, "
                                  "bola, dynamic, festive, sabre, on-off)")
     fetcher: Literal["dashdemux", "own"] = Field(
-        "dashdemux", description="DASH: GStreamer's dashdemux, or mpvlab's own client (player/dash_client.py: "
+        "dashdemux", description="DASH: GStreamer's dashdemux, or mpvlab's own client (mpvlab/player/dash_client.py: "
                                  "MPTCP socket, pipelining, paced reads; HTTP/1.1, with or without TLS, or "
                                  "HTTP/2 over TLS as server.protocol says)")
     abr_params: dict[str, Any] = Field(default_factory=dict, description="fetcher own: the ABR's parameters")

@@ -6,7 +6,7 @@ for local and remote hosts.
 Life cycle (each change is journalled in the ledger BEFORE it is made, with the command that undoes
 it; teardown runs the journal backwards, and so does a later cleanup after a crash):
 
-  plan      hosts + key files checked (topologies/physical.py)               nothing runs yet
+  plan      hosts + key files checked (mpvlab/topologies/physical.py)               nothing runs yet
   preflight ssh verified (quoting, setsid), every named interface exists, programs and files
             present on each host, content checksum on the server, emulator forwards, no ingress
             qdisc already on an interface we would shape at, no configured root qdisc where a tbf
@@ -15,7 +15,7 @@ it; teardown runs the journal backwards, and so does a later cleanup after a cra
   settings  client/server sysctls and MPTCP limits (old values restored), client MPTCP `subflow`
             endpoints and per-source-address policy routing (tables/rules removed after)
   links     on emulator hosts only, on the named interfaces only: tbf (IFB at ingress) + NFQUEUE
-            delay line per direction (links/emulator.py's design); no emulator role: the real path
+            delay line per direction (mpvlab/links/emulator.py's design); no emulator role: the real path
   probes    ping before/after the emulation (added RTT vs configured), curl per path (goodput vs
             configured rate)
   play      Apache on the server host (under the MPTCP wrapper + CC shim), the GStreamer player on the
@@ -33,7 +33,7 @@ Modules, one concern each (the order of the life cycle):
   hostops.py     what every host shares (checkout path, python3) and file/clock helpers on any Host
   preflight.py   checks before any change
   hostsetup.py   working folders, sysctls, MPTCP limits and endpoints, policy routing
-  emulation.py   emulator hosts under the one link step (links/path.py): the journal hook, remote delay lines
+  emulation.py   emulator hosts under the one link step (mpvlab/links/path.py): the journal hook, remote delay lines
   remote.py      Apache on the server, the player on the client
   probes.py      ping and curl per path against the configured delay and rate
   collect.py     interface counters, `ss` subflows, files pulled back, summary.json

@@ -1,5 +1,5 @@
 """Link emulation on physical emulator hosts, on the named interfaces only: the link step of every
-backend (links/path.py), on a host the run does not own — each change journalled before it is made,
+backend (mpvlab/links/path.py), on a host the run does not own — each change journalled before it is made,
 the ingress qdisc added (never replacing one), the NFQUEUE rule inserted first — with the delay lines
 running on the emulator host (RemoteLines); their files are pulled back when they stop."""
 
@@ -71,7 +71,7 @@ class RemoteLines:
 def apply_link(run: PhysicalRun, p: PathPlan, spec_down: LinkDirection, spec_up: LinkDirection,
                schedules: tuple[Schedule, Schedule], seed: int,
                on_applied: Callable[[DirectionHandle], object]) -> link_path.PathLink:
-    """Both directions of path `p` on its emulator host's named interfaces (links/path.py), each
+    """Both directions of path `p` on its emulator host's named interfaces (mpvlab/links/path.py), each
     change journalled first; `on_applied` is told each direction as soon as it exists (teardown)."""
     assert p.emulator is not None and p.emulator_server_if and p.emulator_client_if
     h = p.emulator

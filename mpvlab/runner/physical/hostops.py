@@ -8,12 +8,20 @@ import base64
 import time
 from pathlib import Path
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.core import proc
 from mpvlab.core.hosts import Host, LocalHost
 
-REPO = Path(__file__).resolve().parents[3]
-PLAYER = REPO / "player" / "mpvlab_player.py"
+REPO = checkout_root()
+PLAYER = REPO / "mpvlab" / "player" / "mpvlab_player.py"   # the file every client host must have
+PLAYER_MODULE = "mpvlab.player.mpvlab_player"
 PLAYER_PYTHON = "/usr/bin/python3"          # Debian's python3: the one with PyGObject (gi)
+
+
+def player_argv() -> list[str]:
+    """Debian's python3 running the player as a module of the checkout (no mpvlab install there: the
+    checkout at the same path is what every host has, so it goes on PYTHONPATH)."""
+    return ["env", f"PYTHONPATH={REPO}", PLAYER_PYTHON, "-m", PLAYER_MODULE]
 REMOTE_BASE = Path("/run/mpvlab/remote")    # per-run working folders on every host (tmpfs)
 
 

@@ -59,7 +59,7 @@ def preflight(run: PhysicalRun, sc: Scenario, video: content.ContentInfo) -> dic
         p += [x for x in programs if x not in p]
         f += [x for x in files if x not in f]
 
-    need(plan.client, ["ip", "ping", "curl", "mptcpize", "sysctl", "cat"] + (["taskset"] if sc.player.cpu is not None
+    need(plan.client, ["ip", "ping", "curl", "mptcpize", "sysctl", "cat", "env"] + (["taskset"] if sc.player.cpu is not None
                                                                                 else []), [PLAYER_PYTHON, str(PLAYER)])
     need(plan.server, ["sha256sum", "curl", "ss", "sysctl", "ip"],
          [server.APACHE_BIN, str(server.MPTCPWRAP), str(server.CCWRAP)])

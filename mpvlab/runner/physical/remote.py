@@ -9,7 +9,7 @@ from pathlib import Path
 
 import mpvlab.content as content
 from mpvlab.runner import server
-from mpvlab.runner.physical.hostops import PLAYER, PLAYER_PYTHON, read_file, write_file
+from mpvlab.runner.physical.hostops import player_argv, read_file, write_file
 from mpvlab.runner.physical.state import PhysicalRun, Started
 from mpvlab.input.scenario import Scenario
 from mpvlab.core.errors import RunFailed
@@ -50,7 +50,7 @@ def start_apache(run: PhysicalRun, sc: Scenario, video: content.ContentInfo) -> 
 
 def start_player(run: PhysicalRun, sc: Scenario, video_url: str, frames: int) -> Started:
     d = run.dirs["client"]
-    argv = ["mptcpize", "run", PLAYER_PYTHON, str(PLAYER), "--url", video_url,
+    argv = ["mptcpize", "run", *player_argv(), "--url", video_url,
             "--events", f"{d}/player-events.jsonl", "--summary", f"{d}/player-summary.json",
             "--mode", sc.player.mode, "--max-lateness-ms", f"{sc.player.max_lateness / 1e6:g}",
             "--buffer-ms", f"{sc.playout_buffer_ns / 1e6:g}",

@@ -58,7 +58,7 @@ class Ends:
     server: Host
     clients: tuple[Client, ...]
     server_addr: str
-    cc_kernel_name: str                 # the congestion control the run set up (cc/registry.py)
+    cc_kernel_name: str                 # the congestion control the run set up (mpvlab/cc/registry.py)
     server_env: dict[str, str] = field(default_factory=dict)   # from the scheduler (e.g. a send-buffer bound)
 
     @property

@@ -13,7 +13,6 @@ import contextlib
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from mpvlab.core import proc
@@ -25,7 +24,7 @@ from mpvlab.workloads.bulk import BulkWorkloadSpec
 from mpvlab.runner.workloads.two_ends import TwoEnds
 from mpvlab.workloads.bulk import BULK, PORT as BULK_PORT   # not the fidelity probe's 5201 nor the cross traffic's 5301
 
-ENDPOINT = Path(__file__).resolve().parent / "bulk_endpoint.py"
+ENDPOINT = "mpvlab.runner.workloads.bulk_endpoint"   # run as a module (`python -m`)
 
 
 class BulkWorkload(TwoEnds):
@@ -41,7 +40,7 @@ class BulkWorkload(TwoEnds):
         out = ctx.logs / "bulk"
         out.mkdir(parents=True, exist_ok=True)
         ready = out / "sender.ready.json"
-        argv = [sys.executable, str(ENDPOINT), "send", "--port", str(BULK_PORT), "--cc", ends.cc_kernel_name,
+        argv = [sys.executable, "-m", ENDPOINT, "send", "--port", str(BULK_PORT), "--cc", ends.cc_kernel_name,
                 "--ready", str(ready), "--out", str(out / "sender.json")]
         if spec.size is not None:
             argv += ["--bytes", str(spec.size)]
@@ -59,7 +58,7 @@ class BulkWorkload(TwoEnds):
 
     def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
         out = ctx.logs / "bulk"
-        argv = [sys.executable, str(ENDPOINT), "recv", "--addr", ends.server_addr, "--port", str(BULK_PORT),
+        argv = [sys.executable, "-m", ENDPOINT, "recv", "--addr", ends.server_addr, "--port", str(BULK_PORT),
                 "--t0-ns", str(ctx.t0_ns), "--out", str(out / "receiver.json")]
         with (out / "receiver.log").open("wb") as log:
             self.receiver = ends.client.popen(argv, stdout=log, stderr=subprocess.STDOUT)

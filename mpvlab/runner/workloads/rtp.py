@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mpvlab.core.paths import checkout_root
 from mpvlab.core import proc
 from mpvlab.core.errors import RunFailed
 from mpvlab.runner import liveness, steps
@@ -29,7 +30,7 @@ from mpvlab.workloads.rtp import RtpWorkloadSpec
 from mpvlab.runner.workloads.two_ends import TwoEnds
 from mpvlab.workloads.rtp import RTP
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = checkout_root()
 BINARY = ROOT / "rtp" / "build" / "mpvlab-rtp"
 ENCODER = ROOT / "rtp" / "encoder" / "live_encoder.py"
 CODEC = {"x264": "h264", "vp8": "vp8"}     # workload.encoder → the sender's, encoder's and decoder's --codec

@@ -20,7 +20,7 @@ from mpvlab.runner.workloads.base import Ends, Outcome, still_running
 from mpvlab.workloads.video import VIDEO
 
 
-# Requests the dash.js page makes for itself (player/dashjs_player.py): the page's folder and the icon the
+# Requests the dash.js page makes for itself (mpvlab/player/dashjs_player.py): the page's folder and the icon the
 # browser asks for on every navigation. They are made BEFORE run time zero, when the scheduler trace is
 # not yet running (it starts at t0), so a connection that carried only these cannot be in the trace.
 PAGE_REQUEST_PREFIXES = (f"/{steps.DASHJS_PAGE}/", "/favicon.ico")

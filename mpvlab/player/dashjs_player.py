@@ -1,0 +1,396 @@
+#!/usr/bin/env python3
+"""The dash.js reference player in Debian's headless Chromium, driven over the DevTools protocol.
+
+Same contract as mpvlab/player/mpvlab_player.py (the run treats both alike): started in the client's
+namespace (under `mptcpize run`, so Chromium and every child it spawns open MPTCP sockets), it writes
+player-events.jsonl and player-summary.json with the same QoE fields, and its exit codes mean the same
+(0 played to the end, 2 playback error, 3 timeout, 4 SIGINT/SIGTERM, 1 bad arguments / no browser).
+
+Timeline: the browser starts and loads the page (player/dashjs/player.html, served by the run's own
+Apache) before run time zero; at t0 the driver calls the page's mpvlabStart(), which creates the
+dash.js player and requests the MPD. The page records dash.js's own events, every request it made
+(FRAGMENT_LOADING_COMPLETED) and its buffer level; the driver maps the page's clock
+(performance.now()) onto CLOCK_MONOTONIC by a calibration round trip just before t0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from mpvlab.player import dashjs_qoe, dashjs_setup  # noqa: E402
+from mpvlab.player.cdp import BrowserLog, Cdp, NetlinkWatch  # noqa: E402
+from mpvlab.player.start_signal import wait_for_t0  # noqa: E402
+
+EXIT_OK, EXIT_INTERNAL, EXIT_ERROR, EXIT_TIMEOUT, EXIT_SIGNAL = 0, 1, 2, 3, 4
+CHROMIUM = str(dashjs_setup.CHROMIUM)   # the binary itself: the /usr/bin wrapper script adds user flags
+# The flags the run needs and nothing else: no sandbox (root), no GPU, no QUIC (the study compares TCP
+# variants; QUIC would bypass MPTCP), no background traffic that would appear on the emulated paths.
+BASE_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync",
+              "--disable-default-apps", "--disable-extensions", "--mute-audio",
+              "--autoplay-policy=no-user-gesture-required", "--remote-debugging-address=127.0.0.1",
+              "--remote-debugging-port=0"]
+
+
+def tree_cpu_s(root: int) -> tuple[float, float, int]:
+    """CPU seconds (user, system; each including reaped children) of `root` and every live descendant,
+    and how many processes that is: Chromium's browser, renderer, GPU and network-service processes."""
+    parent: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = Path(f"/proc/{d}/stat").read_text()
+                parent[int(d)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    tree = {root}
+    changed = True
+    while changed:
+        changed = False
+        for pid, ppid in parent.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                changed = True
+    hz = os.sysconf("SC_CLK_TCK")
+    user = system = 0
+    for pid in tree:
+        try:
+            f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            user += int(f[11]) + int(f[13])     # utime + cutime
+            system += int(f[12]) + int(f[14])   # stime + cstime
+        except (OSError, ValueError, IndexError):
+            pass
+    return user / hz, system / hz, len(tree)
+
+
+def start_browser(profile: Path, spki: str | None, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Chromium with a fresh profile; returns it and its DevTools port (DevToolsActivePort)."""
+    if not os.access(CHROMIUM, os.X_OK):
+        raise FileNotFoundError(f"{CHROMIUM} not found: install Debian's chromium (./setup.sh does)")
+    profile.mkdir(parents=True, exist_ok=True)
+    port_file = profile / "DevToolsActivePort"
+    port_file.unlink(missing_ok=True)   # a stale one would name another browser's port
+    flags = [*BASE_FLAGS, f"--user-data-dir={profile}"]
+    if spki:
+        # Trusts exactly the run's key (its SPKI's SHA-256): no CA store is touched, no other
+        # certificate error is ignored.
+        flags.append(f"--ignore-certificate-errors-spki-list={spki}")
+    with log.open("ab") as out:
+        p = subprocess.Popen([CHROMIUM, *flags, "about:blank"], stdout=out, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            raise RuntimeError(f"chromium exited with code {p.returncode} at start (see {log})")
+        try:
+            return p, int(port_file.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            time.sleep(0.05)
+    raise RuntimeError("chromium wrote no DevToolsActivePort within 60 s")
+
+
+def page_target(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+        targets = json.loads(r.read())
+    pages = [t for t in targets if t.get("type") == "page"]
+    if not pages:
+        raise RuntimeError("chromium has no page target")
+    return str(pages[0]["webSocketDebuggerUrl"])
+
+
+def calibrate(cdp: Cdp) -> tuple[float, float]:
+    """The page's performance.now() (ms) at CLOCK_MONOTONIC 0, from the shortest of 5 round trips;
+    returns (offset_ns, half the round trip in ms: the mapping's uncertainty)."""
+    best: tuple[float, float] | None = None
+    for _ in range(5):
+        a = time.monotonic_ns()
+        page_ms = float(cdp.evaluate("performance.now()"))
+        b = time.monotonic_ns()
+        rtt = (b - a) / 1e6
+        if best is None or rtt < best[1] * 2:
+            best = ((a + b) / 2 - page_ms * 1e6, rtt / 2)
+    assert best is not None
+    return best
+
+
+PAGE_STATE = ("JSON.stringify([location.href, document.readyState, typeof window.mpvlabStart, "
+              "performance.getEntriesByType('resource').map(e => [e.name, e.transferSize, e.encodedBodySize, "
+              "e.responseStatus, Math.round(e.duration)])])")
+# What the page must hold before run time zero, each part judged separately so that the error names
+# what is missing: dash.js ran (its global, its version, its MediaPlayer), Media Source Extensions
+# with H.264 in MP4 (the content's codec), and the page's own functions (mpvlab-dashjs.js ran).
+READINESS = """(() => {
+  const d = (typeof window.dashjs === "object" && window.dashjs !== null) ? window.dashjs : null;
+  return {
+    href: location.href, ready_state: document.readyState, stale: window.mpvlabStale === true,
+    dashjs: d !== null, dashjs_version: d && typeof d.Version === "string" ? d.Version : null,
+    media_player: d !== null && typeof d.MediaPlayer === "function",
+    mse: typeof window.MediaSource === "function",
+    h264: typeof window.MediaSource === "function" && MediaSource.isTypeSupported('video/mp4; codecs="avc1.42c01e"'),
+    page_functions: ["mpvlabStart", "mpvlabState", "mpvlabDump"].filter((f) => typeof window[f] === "function"),
+  };
+})()"""
+PAGE_FUNCTIONS = ("mpvlabStart", "mpvlabState", "mpvlabDump")
+
+
+class PageNotReady(RuntimeError):
+    """The page loaded without what playback needs (see READINESS); the message names what, and
+    `failures` holds every attempt's record."""
+
+    def __init__(self, message: str, failures: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.failures = failures
+
+
+def missing_parts(r: dict[str, Any], want_version: str | None) -> list[str]:
+    """What the readiness record lacks, in words; empty when the page is ready."""
+    out = []
+    if not r.get("dashjs"):
+        out.append("dash.js did not run (window.dashjs is undefined)")
+    else:
+        if want_version is not None and r.get("dashjs_version") != want_version:
+            out.append(f"dash.js reports version {r.get('dashjs_version')!r}, the vendored one is {want_version!r}")
+        if not r.get("media_player"):
+            out.append("dashjs.MediaPlayer is not a function")
+    if not r.get("mse"):
+        out.append("Media Source Extensions are not available (window.MediaSource)")
+    elif not r.get("h264"):
+        out.append('MediaSource does not support video/mp4; codecs="avc1.42c01e"')
+    absent = [f for f in PAGE_FUNCTIONS if f not in (r.get("page_functions") or [])]
+    if absent:
+        out.append(f"mpvlab-dashjs.js did not run ({', '.join(absent)} undefined)")
+    return out
+
+
+def describe_problems(problems: list[dict[str, Any]]) -> str:
+    """The browser's own words for what went wrong during a load: failed requests (with Chromium's
+    net:: error), other error log entries (an HTTP error status, …) and uncaught exceptions."""
+    parts = []
+    # a failed request also makes a log entry "Failed to load resource: <its errorText>": said once
+    failed = {p.get("requestId"): str(p.get("errorText")) for p in problems if p["method"] == "Network.loadingFailed"}
+    for p in problems:
+        if p["method"] == "Network.loadingFailed":
+            parts.append(f"{p.get('url')}: {p.get('errorText')}{' (canceled)' if p.get('canceled') else ''}")
+        elif p["method"] == "Log.entryAdded" and failed.get(p.get("requestId"), "\0") not in str(p.get("text")):
+            parts.append(f"{p.get('url')}: {p.get('text')}")
+        elif p["method"] == "Runtime.exceptionThrown":
+            parts.append(f"exception {p.get('description') or p.get('text')} at {p.get('url')}:{p.get('line')}")
+    return "; ".join(parts[:6]) or "the browser reported no failed request and no exception"
+
+
+def wait_complete(cdp: Cdp, url: str, timeout_s: float = 60.0) -> dict[str, Any]:
+    """Poll until the navigated document — not the one before it, which the driver marked stale, and
+    at `url` as the browser spells it — reached readyState "complete": every synchronous script has
+    then run or failed, so readiness is decided, not still coming."""
+    want = cdp.evaluate(f"new URL({json.dumps(url)}).href")     # e.g. without the default port
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r: dict[str, Any] = cdp.evaluate(READINESS)
+        if r["href"] == want and not r["stale"] and r["ready_state"] == "complete":
+            return r
+        if time.monotonic() > deadline:
+            return r
+        time.sleep(0.05)
+
+
+def load_page(cdp: Cdp, log: BrowserLog, url: str, want_version: str | None,
+              attempts: int = 3) -> list[dict[str, Any]]:
+    """Navigate to the player page until it is ready (READINESS). A load that completes without what
+    playback needs is recorded — what was missing, the browser's failed requests and exceptions
+    during that load, the resource timing entries — and the page loaded again. Returns the failed
+    attempts; after `attempts` of them raises PageNotReady naming what was missing and why."""
+    failures: list[dict[str, Any]] = []
+    for attempt in range(1, attempts + 1):
+        mark = log.mark()
+        cdp.evaluate("window.mpvlabStale = true")     # the document before this navigation
+        nav = cdp.call("Page.navigate", {"url": url})
+        r = wait_complete(cdp, url) if not nav.get("errorText") else {}
+        cdp.drain(0.05)     # events the browser sent with the load's last ones
+        missing = ["the navigation failed: " + str(nav["errorText"])] if nav.get("errorText") else (
+            [f"the page did not complete loading within 60 s (readyState {r.get('ready_state')!r})"]
+            if r.get("ready_state") != "complete" or r.get("stale") else missing_parts(r, want_version))
+        if not missing:
+            return failures
+        failures.append({"attempt": attempt, "missing": missing, "readiness": r,
+                         "browser": log.problems_since(mark), "page": json.loads(cdp.evaluate(PAGE_STATE))})
+    last = failures[-1]
+    raise PageNotReady(f"the dash.js page {url} was not ready after {attempts} loads: {'; '.join(last['missing'])} "
+                       f"(the browser during the last load: {describe_problems(last['browser'])}; every attempt "
+                       "in player-summary.json page_load_failures and data/dashjs/browser-events.jsonl)", failures)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--url", required=True, help="the MPD's URL on the run's server")
+    ap.add_argument("--page-url", required=True, help="player/dashjs/player.html on the same server")
+    ap.add_argument("--events", type=Path, required=True)
+    ap.add_argument("--summary", type=Path, required=True)
+    ap.add_argument("--data-dir", type=Path, required=True, help="raw dash.js metrics go here")
+    ap.add_argument("--profile", type=Path, required=True, help="a fresh Chromium profile folder")
+    ap.add_argument("--abr", required=True, choices=["dynamic", "bola", "throughput", "bba", "festive"])
+    ap.add_argument("--abr-params", default="{}", help="JSON: bba/festive parameters")
+    ap.add_argument("--buffer-s", type=float, default=30.0)
+    ap.add_argument("--start", default="gated", choices=["gated", "autoplay"],
+                    help="gated: play() once dash.js's own buffer level is current (player README, 'Start-up "
+                         "stall'); autoplay: dash.js's own autoplay")
+    ap.add_argument("--spki", default=None, help="base64 SHA-256 of the run certificate's SPKI (https)")
+    ap.add_argument("--t0-ns", type=int, default=None)
+    ap.add_argument("--t0-from-stdin", action="store_true")
+    ap.add_argument("--timeout-s", type=float, default=300.0)
+    ap.add_argument("--frames-expected", type=int, default=None)
+    ap.add_argument("--video-length-s", type=float, required=True)
+    return ap.parse_args(argv)
+
+
+class Stop(Exception):
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    a.data_dir.mkdir(parents=True, exist_ok=True)
+    stopped: list[int] = []
+
+    def on_signal(sig: int, _frame: Any) -> None:
+        stopped.append(sig)
+        raise Stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    status, reason, code = "error", None, EXIT_ERROR
+    browser: subprocess.Popen[bytes] | None = None
+    cdp: Cdp | None = None
+    raw: dict[str, Any] = {}
+    cpu: dict[str, Any] = {}
+    browser_info: dict[str, Any] = {}
+    page_failures: list[Any] = []
+    blog = BrowserLog(a.data_dir / "browser-events.jsonl")
+    t0 = a.t0_ns
+    offset_ns, clock_uncertainty_ms = 0.0, None
+    watch: NetlinkWatch | None = None
+    try:
+        watch = NetlinkWatch(blog)
+        browser, port = start_browser(a.profile, a.spki, a.data_dir / "chromium.log")
+        u_start, s_start, _ = tree_cpu_s(browser.pid)
+        cdp = Cdp(page_target(port), on_event=blog)
+        cdp.enable()
+        try:
+            page_failures.extend(load_page(cdp, blog, a.page_url, dashjs_setup.dashjs_version()))
+        except PageNotReady as e:
+            page_failures.extend(e.failures)
+            raise
+        # The runner waits for this before its pre-run check (the page load must not overlap it).
+        (a.data_dir / "page-loaded").write_text(f"{time.monotonic_ns()}\n")
+        if a.t0_from_stdin:
+            t0 = wait_for_t0()
+            if t0 is None:
+                raise RuntimeError("stdin closed before a 't0 NS' line (the runner went away)")
+        elif t0 is not None and (w := t0 - time.monotonic_ns()) > 0:
+            time.sleep(w / 1e9)
+        offset_ns, clock_uncertainty_ms = calibrate(cdp)
+        t0 = t0 if t0 is not None else time.monotonic_ns()
+        cfg = {"mpd_url": a.url, "abr": a.abr, "buffer_s": a.buffer_s, "abr_params": json.loads(a.abr_params),
+               "start": a.start}
+        t_start_ns = time.monotonic_ns()
+        # Written at once (the rest of the events follow at the end, from the page's record): a
+        # watcher sees that playback began.
+        with a.events.open("w") as fh:
+            fh.write(json.dumps({"t": round((t_start_ns - t0) / 1e9, 6), "type": "start"}) + "\n")
+        cdp.evaluate(f"mpvlabStart({json.dumps(cfg)})")
+        u_t0, s_t0, _ = tree_cpu_s(browser.pid)
+        end_by = time.monotonic() + a.timeout_s
+        status, code = "timeout", EXIT_TIMEOUT
+        while time.monotonic() < end_by:
+            st = cdp.evaluate("mpvlabState()")
+            if st["error"]:
+                status, reason, code = "error", f"dash.js: {st['error']}", EXIT_ERROR
+                break
+            if st["ended"]:
+                status, code = "eos", EXIT_OK
+                break
+            if browser.poll() is not None:
+                status, reason, code = "error", f"chromium exited with code {browser.returncode}", EXIT_ERROR
+                break
+            time.sleep(0.25)
+        if status == "timeout":
+            reason = f"playback did not end within {a.timeout_s:g} s"
+        raw = json.loads(cdp.evaluate("mpvlabDump()"))
+        u_end, s_end, nprocs = tree_cpu_s(browser.pid)
+        wall = (time.monotonic_ns() - t_start_ns) / 1e9
+        used = (u_end - u_t0) + (s_end - s_t0)
+        # From t0 on (playback); the start-up and page load before t0 are kept apart.
+        cpu = {"user_s": round(u_end - u_t0, 3), "system_s": round(s_end - s_t0, 3), "wall_s": round(wall, 3),
+               "share_of_core": round(used / wall, 4) if wall else None}
+        browser_info = {"processes": nprocs, "cpu_before_t0_s": round(u_t0 + s_t0 - u_start - s_start, 3)}
+    except Stop:
+        status, reason, code = "interrupted", f"signal {stopped[0]}", EXIT_SIGNAL
+    except FileNotFoundError as e:
+        status, reason, code = "error", str(e), EXIT_INTERNAL
+    except Exception as e:   # the summary says what failed in every case
+        status, reason, code = "error", f"{type(e).__name__}: {e}", EXIT_ERROR
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if cdp is not None:
+            try:
+                if not raw:
+                    raw = json.loads(cdp.evaluate("mpvlabDump()", timeout_s=5))
+            except Exception:
+                pass
+            try:
+                cdp.drain(0.1)     # what the browser reported since the last call
+            except Exception:
+                pass
+            cdp.close()
+        if watch is not None:
+            watch.stop()
+        blog.close()
+        if browser is not None:
+            stop_browser(browser)
+        # The profile is the browser's scratch state, not a result (its log stays in data/).
+        shutil.rmtree(a.profile, ignore_errors=True)
+    (a.data_dir / "dashjs-raw.json").write_text(json.dumps(raw, indent=1) + "\n")
+    summ = dashjs_qoe.summarize(raw, t0_ns=t0 or 0, page_offset_ns=offset_ns, video_length_s=a.video_length_s,
+                                frames_expected=a.frames_expected)
+    summ.update({"url": a.url, "status": status, "reason": reason, "exit_code": code, "t0_ns": t0,
+                 "player": "dashjs", "buffer_ms": a.buffer_s * 1000, "cpu": cpu or None,
+                 "browser": browser_info, "page_load_failures": page_failures,
+                 "browser_events": blog.summary(),
+                 "clock_map_uncertainty_ms": clock_uncertainty_ms,
+                 # page ms → run time: run_ns = page_ms × 1e6 + page_offset_ns − t0_ns (the stall
+                 # cross-check maps each counted stall back to the page's own record with it)
+                 "page_offset_ns": offset_ns})
+    summ["abr"] = {"name": a.abr, "params": json.loads(a.abr_params), "dashjs": raw.get("dashjs_version")}
+    with a.events.open("a") as fh:
+        for event in summ.pop("events_out", []):
+            fh.write(json.dumps(event) + "\n")
+    tmp = a.summary.with_suffix(".tmp")
+    tmp.write_text(json.dumps(summ, indent=2) + "\n")
+    tmp.replace(a.summary)
+    if code != EXIT_OK:
+        print(f"{status}: {reason}", file=sys.stderr)
+    return code
+
+
+def stop_browser(browser: subprocess.Popen[bytes]) -> None:
+    """SIGTERM: Chromium's browser process takes its renderer, GPU and utility children down with it."""
+    if browser.poll() is None:
+        browser.terminate()
+        try:
+            browser.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            browser.kill()
+            browser.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
