@@ -657,6 +657,10 @@ def schema_rule_cases() -> Iterator[Case]:
         ("abr-params-on-dashdemux", {"player": {"abr": "bba", "buffer": "8s", "abr_params": {"reservoir_s": 2}}},
          DASH_BASE, ("abr_params", "fetcher: own")),
         ("abr-gst-for-own", {"player": {**own, "abr": "gst"}}, DASH_BASE, ("abr 'gst'", "with fetcher own, one of")),
+        # `false == 0` in Python: a capacity's low rate of `false` was read as 0 (carries nothing)
+        ("capacity-low-false", {"paths.lte.down.rate": DELETE, "paths.lte.down.capacity": {"rate": {
+            "kind": "square", "high": "3mbit", "low": False, "period": "10s", "duty": 0.5}}}, None,
+         ("paths.lte.down.capacity.rate", "low")),
         ("dashjs-abr-params-for-bola", {"player": {"kind": "dashjs", "abr": "bola", "buffer": "8s",
                                                    "abr_params": {"gamma_p": 5}}}, DASH_BASE,
          ("abr_params", "bola takes none")),
