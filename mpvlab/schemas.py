@@ -4,7 +4,9 @@ fails when a committed file differs from what the models give).
 
 - docs/schemas/scenario.schema.json, docs/schemas/sweep.schema.json: for editors (a
   `# yaml-language-server: $schema=…` line in a YAML file gives completion and checks). They check
-  keys, types, enumerations and the shape of quantities; `mpvlab validate` checks everything else.
+  keys, types, enumerations, each quantity's unit family, the registries' names and parameters (cc,
+  scheduler, ABR) and each topology's path count; `mpvlab validate` checks everything else (the rules
+  a JSON Schema cannot state: tests/test_bad_inputs.py BEYOND_THE_SCHEMA, docs/robustness.md).
 - docs/reference/scenario.md, sweep.md, summary.md: every field with its type, unit, default,
   allowed values and meaning. The meaning is the field's `description`, else the comment on the
   field's line in the model's source (the project writes its field documentation there), else it
