@@ -1378,3 +1378,36 @@ def test_validate_and_the_schema_agree(root: Path, capsys: pytest.CaptureFixture
     assert not unexplained, f"the schema accepts what `validate` refuses, by a rule it could express: {unexplained}"
     stale = [p for p in patterns if not any(fnmatch.fnmatchcase(c, p) for c in quadrants["only schema accepts"])]
     assert not stale, f"listed as beyond the schema, but the schema refuses them now: {stale}"
+
+
+# Quantities written every way a user might (case, spaces, decimals, zero, units of every family):
+# property-based, `validate` accepting one means the schema accepts it too (its patterns are never
+# stricter), and any the schema refuses `validate` refuses.
+QUANTITY_FIELDS = ["paths.wifi.down.rate", "paths.lte.down.delay", "paths.wifi.down.buffer", "paths.wifi.down.burst",
+                   "paths.lte.down.loss", "fidelity.probe_duration", "video.bitrate", "video.duration",
+                   "player.max_lateness", "fidelity.rtt_tolerance"]
+UNIT_SPELLINGS = ["bit", "kbit", "Kbit", "mbit", "MBIT", "Mbit", "gbit", "bps", "mbps", "us", "ms", "Ms", "s", "S",
+                  "min", "ns", "h", "B", "b", "KB", "kB", "KiB", "MB", "MiB", "GiB", "pkt", "pkts", "packets", "%", ""]
+quantity_numbers = st.one_of(st.integers(min_value=0, max_value=10**7).map(str),
+                             st.floats(min_value=0, max_value=1e5, allow_nan=False).map(lambda x: f"{x:.3f}"),
+                             st.sampled_from(["0", "00", "0.0", "-1", "1e3", ".5", "5.", "007"]))
+quantity_texts = st.builds(lambda lead, n, gap, u, trail: f"{lead}{n}{gap}{u}{trail}", st.sampled_from(["", " "]),
+                           quantity_numbers, st.sampled_from(["", " "]), st.sampled_from(UNIT_SPELLINGS),
+                           st.sampled_from(["", " "]))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(field_=st.sampled_from(QUANTITY_FIELDS),
+       value=st.one_of(quantity_texts, st.integers(min_value=0, max_value=3), st.floats(min_value=0, max_value=2)))
+def test_a_quantity_validate_accepts_the_schema_accepts(field_: str, value: Any, tmp_path: Path) -> None:
+    import json
+
+    import jsonschema
+    schema = json.loads((REPO / "docs" / "schemas" / "scenario.schema.json").read_text())
+    doc = with_values({field_: value})
+    f = tmp_path / "s.yaml"
+    f.write_text(dump(doc))
+    v_ok = validate_file(f).ok
+    s_ok = not any(True for _ in jsonschema.Draft202012Validator(schema).iter_errors(yaml.safe_load(f.read_text())))
+    assert s_ok or not v_ok, f"{field_}: {value!r} is accepted by validate, refused by the schema"
+
