@@ -1313,6 +1313,24 @@ BEYOND_THE_SCHEMA: dict[str, tuple[str, ...]] = {
         ("unused-section-*",),
 }
 
+_FILES, _BOUNDS, _ORDER = list(BEYOND_THE_SCHEMA)[:3]
+# The same for sweep specs and docs/schemas/sweep.schema.json, whose grid and override values are the
+# scenario schema's at each dotted key. A spec's own cases, and the scenario cases given as overrides.
+BEYOND_THE_SWEEP_SCHEMA: dict[str, tuple[str, ...]] = {
+    _FILES + "; a spec's scenario is judged by the file its name resolves to (.yaml or .yml)":
+        ("escape-grid-*", "escape-override-*", "sensitive-*", "special-spec-scenario-fifo"),
+    _BOUNDS: tuple(p.replace("absurd-", "absurd-override-") for p in BEYOND_THE_SCHEMA[_BOUNDS]
+                   if p.startswith("absurd-") and not p.startswith("absurd-duration")),
+    _ORDER: ("absurd-override-18", "absurd-override-19", "absurd-override-20", "absurd-override-24",
+             "absurd-override-38"),
+    "a value whose rule depends on what the scenario file sets (cc_params against the scenario's cc): the "
+    "spec's schema does not see the scenario":
+        ("absurd-override-28", "absurd-override-29"),
+    "the number of runs, a product of the grid's list lengths, the scenarios and the trials (at most "
+    "10,000)":
+        ("sweep-900k", "sweep-1m", "sweep-scenarios-x-grid"),
+}
+
 # Written forms both must accept: the schema's patterns are not stricter than `validate`.
 ACCEPTED_FORMS: dict[str, dict[str, Any]] = {
     "units-in-other-cases": {"paths.lte.down.rate": "3 Mbit", "paths.lte.down.buffer": "64pkt",
@@ -1326,20 +1344,25 @@ ACCEPTED_FORMS: dict[str, dict[str, Any]] = {
 }
 
 
-def _verdicts(items: list[tuple[str, Path]]) -> dict[str, list[str]]:
+SHIPPED_SWEEP_TIME_LIMIT_S = 300
+
+
+def _verdicts(items: list[tuple[str, Path]], kind: str = "scenario") -> dict[str, list[str]]:
     import json
 
     import jsonschema
 
     from mpvlab.input.files import InputFileError, load_yaml_file
-    validator = jsonschema.Draft202012Validator(json.loads((REPO / "docs" / "schemas" / "scenario.schema.json").read_text()))
+    schema = "scenario.schema.json" if kind == "scenario" else "sweep.schema.json"
+    validator = jsonschema.Draft202012Validator(json.loads((REPO / "docs" / "schemas" / schema).read_text()))
     quadrants: dict[str, list[str]] = {"both accept": [], "both refuse": [], "only validate accepts": [],
                                        "only schema accepts": []}
     for cid, path in items:
-        with time_limit(CASE_TIME_LIMIT_S):
+        # a shipped sweep is validated grid point by grid point (bbrs-dash-study: ~30 s): not a hang
+        with time_limit(SHIPPED_SWEEP_TIME_LIMIT_S if cid.endswith(".yaml") else CASE_TIME_LIMIT_S):
             v_ok = validate_file(path).ok
             try:
-                s_ok = not any(True for _ in validator.iter_errors(load_yaml_file(path, "scenario")[0]))
+                s_ok = not any(True for _ in validator.iter_errors(load_yaml_file(path, kind)[0]))
             except InputFileError:        # not YAML within the limits: no editor accepts it either
                 s_ok = False
         key = ("both accept" if v_ok and s_ok else "both refuse" if not (v_ok or s_ok)
@@ -1353,7 +1376,6 @@ def test_validate_and_the_schema_agree(root: Path, capsys: pytest.CaptureFixture
     both the generated JSON Schema (what editors check) and `validate`. They agree on each, except
     where `validate` applies a rule listed in BEYOND_THE_SCHEMA; `validate` never accepts what the
     schema refuses (numbers as text or yes/no were: seed: "7", width: "640", …)."""
-    import fnmatch
     items = [(c.id, _build(c, root)[0]) for c in CASES if c.kind == "scenario"]
     shipped = sorted((REPO / "scenarios").glob("*.yaml"))
     items += [(f.name, f) for f in shipped]
@@ -1373,11 +1395,33 @@ def test_validate_and_the_schema_agree(root: Path, capsys: pytest.CaptureFixture
     assert quadrants["only validate accepts"] == [], quadrants["only validate accepts"]
     accepted = {cid for cid, _ in items if cid.startswith("accepted-") or cid.endswith(".yaml")}
     assert accepted <= set(quadrants["both accept"]), sorted(accepted - set(quadrants["both accept"]))
-    patterns = [p for ps in BEYOND_THE_SCHEMA.values() for p in ps]
-    unexplained = [c for c in quadrants["only schema accepts"] if not any(fnmatch.fnmatchcase(c, p) for p in patterns)]
+    _only_by_rules_beyond_the_schema(quadrants["only schema accepts"], BEYOND_THE_SCHEMA)
+
+
+def _only_by_rules_beyond_the_schema(only_schema: list[str], beyond: dict[str, tuple[str, ...]]) -> None:
+    import fnmatch
+    patterns = [p for ps in beyond.values() for p in ps]
+    unexplained = [c for c in only_schema if not any(fnmatch.fnmatchcase(c, p) for p in patterns)]
     assert not unexplained, f"the schema accepts what `validate` refuses, by a rule it could express: {unexplained}"
-    stale = [p for p in patterns if not any(fnmatch.fnmatchcase(c, p) for c in quadrants["only schema accepts"])]
+    stale = [p for p in patterns if not any(fnmatch.fnmatchcase(c, p) for c in only_schema)]
     assert not stale, f"listed as beyond the schema, but the schema refuses them now: {stale}"
+
+
+def test_validate_and_the_sweep_schema_agree(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every sweep spec of this suite and every shipped sweep, through docs/schemas/sweep.schema.json and
+    `validate`: as for scenarios, `validate` never accepts what the schema refuses, and the schema
+    accepts what `validate` refuses only by a rule listed in BEYOND_THE_SWEEP_SCHEMA."""
+    items = [(c.id, _build(c, root)[0]) for c in CASES if c.kind == "spec"]
+    shipped = sorted((REPO / "sweeps").glob("*.yaml"))
+    items += [(f.name, f) for f in shipped]
+    quadrants = _verdicts(items, "sweep spec")
+    with capsys.disabled():
+        print(f"\nsweep schema vs validate over {len(items)} files: "
+              + ", ".join(f"{k} {len(v)}" for k, v in quadrants.items()))
+    assert sum(map(len, quadrants.values())) == len(items)
+    assert quadrants["only validate accepts"] == [], quadrants["only validate accepts"]
+    assert {f.name for f in shipped} <= set(quadrants["both accept"])
+    _only_by_rules_beyond_the_schema(quadrants["only schema accepts"], BEYOND_THE_SWEEP_SCHEMA)
 
 
 # Quantities written every way a user might (case, spaces, decimals, zero, units of every family):
