@@ -4,7 +4,9 @@ fails when a committed file differs from what the models give).
 
 - docs/schemas/scenario.schema.json, docs/schemas/sweep.schema.json: for editors (a
   `# yaml-language-server: $schema=…` line in a YAML file gives completion and checks). They check
-  keys, types, enumerations and the shape of quantities; `mpvlab validate` checks everything else.
+  keys, types, enumerations, each quantity's unit family, the registries' names and parameters (cc,
+  scheduler, ABR) and each topology's path count; `mpvlab validate` checks everything else (the rules
+  a JSON Schema cannot state: tests/test_bad_inputs.py BEYOND_THE_SCHEMA, docs/robustness.md).
 - docs/reference/scenario.md, sweep.md, summary.md: every field with its type, unit, default,
   allowed values and meaning. The meaning is the field's `description`, else the comment on the
   field's line in the model's source (the project writes its field documentation there), else it
@@ -121,6 +123,17 @@ def _passes_mapping_through(func: Any) -> bool:
         return False
 
 
+def _shorthand_form(func: Any) -> dict[str, Any]:
+    """What a shorthand may write: its declared form's schema (core/quantities.written_as), else any
+    string or number (the validator's own check decides)."""
+    form = getattr(func, "written_form", None)
+    if form is None:
+        return {"type": ["string", "number"]}
+    from pydantic import TypeAdapter
+    written = TypeAdapter(form).json_schema(mode="validation")
+    return {k: v for k, v in written.items() if k not in ("x-unit", "examples")}
+
+
 def _with_shorthands(schema: dict[str, Any], root: type[BaseModel]) -> dict[str, Any]:
     """A field with a BeforeValidator accepts a shorthand the schema of its type does not show
     (`delay: 20ms` for `{kind: constant, value: 20ms}`): its property also allows a string or number,
@@ -147,14 +160,211 @@ def _with_shorthands(schema: dict[str, Any], root: type[BaseModel]) -> dict[str,
                     "(as mpvlab/core/quantities.py does)")
             doc = (inspect.getdoc(shorthand.func) or "a shorthand").splitlines()[0]
             kept = {k: prop.pop(k) for k in ("default", "title", "description") if k in prop}
-            d["properties"][fname] = {"anyOf": [prop, {"type": ["string", "number"]}], "x-shorthand": doc, **kept}
+            d["properties"][fname] = {"anyOf": [prop, _shorthand_form(shorthand.func)], "x-shorthand": doc, **kept}
     return schema
+
+
+# --- rules from the registries (issue 45 item 6, issue 49 item 2) ----------------------------------
+# The models keep cc, scheduler and abr as names and their parameters as mappings (the registries
+# decide, at validation); the schema spells out the same decisions, generated from the same
+# registries: the allowed names, each one's parameter model, and each topology kind's path count.
+
+
+def _is(field: str, value: Any, default: Any) -> dict[str, Any]:
+    """A condition: `field` equals `value` (written, or left out when `value` is its default)."""
+    given = {"required": [field], "properties": {field: {"const": value}}}
+    return {"anyOf": [{"not": {"required": [field]}}, given]} if value == default else given
+
+
+def _inline(model: type[BaseModel], defs: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """`model`'s JSON Schema, its own $defs moved into `defs` under `prefix` (names stay unique)."""
+    schema = model.model_json_schema(mode="validation")
+    own = schema.pop("$defs", {})
+
+    def rename(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: (f"#/$defs/{prefix}{v.rsplit('/', 1)[1]}" if k == "$ref" else rename(v)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [rename(x) for x in node]
+        return node
+    for name, d in own.items():
+        defs[f"{prefix}{name}"] = rename(d)
+    return rename(schema)
+
+
+NO_PARAMS = {"type": "object", "maxProperties": 0}
+
+
+def _params_by_name(names: dict[str, type[BaseModel] | None], field: str, default: str, params: str,
+                    defs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """One if/then per name: when `field` is that name, `params` follows its parameter model (none: empty)."""
+    return [{"if": _is(field, name, default),
+             "then": {"properties": {params: _inline(model, defs, f"{prefix}{name}-") if model else NO_PARAMS}}}
+            for name, model in names.items()]
+
+
+def _transport_rules(t: dict[str, Any], defs: dict[str, Any]) -> None:
+    from mpvlab.cc import registry as cc_registry
+    from mpvlab.input.scenario import TransportSpec
+    from mpvlab.schedulers import registry as scheduler_registry
+    cc_default = TransportSpec.model_fields["cc"].default
+    sched_default = TransportSpec.model_fields["scheduler"].default
+    ccs = {n: e.params for n, e in cc_registry.REGISTRY.items()}
+    bpf_model = ccs["bpf"]
+    assert bpf_model is not None
+    props = t["properties"]
+    props["cc"] = {
+        "anyOf": [{"type": "string", "enum": list(ccs)},
+                  {"type": "string", "pattern": cc_registry.KERNEL_CC_RE.pattern,
+                   "description": "a congestion control the running kernel lists "
+                                  f"({cc_registry.AVAILABLE_FILE}); `mpvlab validate` checks it on that machine"},
+                  _inline(bpf_model, defs, "cc-bpf-form-")],
+        **{k: props["cc"][k] for k in ("default", "description", "title") if k in props["cc"]},
+        "x-type": "string or mapping",
+        "x-allowed": ", ".join(f"`{n}`" for n in ccs) + ", a CC the kernel lists, or `{bpf: FILE, params: {NAME: INT}}`",
+    }
+    props["scheduler"] = {**props["scheduler"], "enum": list(scheduler_registry.REGISTRY)}
+    rules = _params_by_name(ccs, "cc", cc_default, "cc_params", defs, "cc-")
+    rules.append({"if": {"required": ["cc"], "properties": {"cc": {"type": "object"}}},
+                  "then": {"properties": {"cc_params": NO_PARAMS}}})     # the bpf form carries its own
+    rules += _params_by_name({n: e.params for n, e in scheduler_registry.REGISTRY.items()}, "scheduler",
+                             sched_default, "scheduler_params", defs, "scheduler-")
+    t["allOf"] = rules
+
+
+def _player_rules(p: dict[str, Any], defs: dict[str, Any]) -> None:
+    from mpvlab.player.abr import REGISTRY as ABRS
+    from mpvlab.workloads.video import DASHJS_ABRS, DASHJS_PARAMS, PlayerSpec
+    default = PlayerSpec.model_fields["abr"].default            # gst: dash.js reads it as dynamic
+    dashjs: dict[str, type[BaseModel] | None] = {n: DASHJS_PARAMS.get(n) for n in (default, *DASHJS_ABRS)}
+    own: dict[str, type[BaseModel] | None] = {n: e.Params for n, e in sorted(ABRS.items())}
+    p["allOf"] = [{
+        "if": {"required": ["kind"], "properties": {"kind": {"const": "dashjs"}}},
+        "then": {"properties": {"abr": {"enum": list(dashjs)}},
+                 "allOf": _params_by_name(dashjs, "abr", default, "abr_params", defs, "abr-dashjs-")},
+        "else": {
+            "if": {"required": ["fetcher"], "properties": {"fetcher": {"const": "own"}}},
+            "then": {"required": ["abr"], "properties": {"abr": {"enum": list(own)}},
+                     "allOf": _params_by_name(own, "abr", default, "abr_params", defs, "abr-own-")},
+            "else": {"properties": {"abr": {"enum": [default, "bba"]}, "abr_params": NO_PARAMS}},
+        },
+    }]
+    p["properties"]["abr"]["x-allowed"] = (
+        f"dashdemux: `{default}`, `bba`; fetcher own: " + ", ".join(f"`{n}`" for n in own)
+        + "; kind dashjs: " + ", ".join(f"`{n}`" for n in DASHJS_ABRS))
+
+
+def _path_count_rules(root: dict[str, Any]) -> None:
+    from mpvlab.topologies.spec import TopologySpec
+    from mpvlab.topologies import registry as topologies
+    default = TopologySpec.model_fields["kind"].default
+    rules = []
+    for kind in topologies.ENTRIES:
+        cond = _is("kind", kind.name, default)
+        topo = {"required": ["topology"], "properties": {"topology": cond}}
+        lo, hi = kind.paths
+        rules.append({"if": {"anyOf": [{"not": {"required": ["topology"]}}, topo]} if kind.name == default else topo,
+                      "then": {"properties": {"paths": {"minProperties": lo, "maxProperties": hi}}}})
+    root["allOf"] = [*root.get("allOf", []), *rules]
+
+
+def _dash_buffer_rule(root: dict[str, Any]) -> None:
+    """A DASH video needs a playout buffer above zero (mpvlab/input/scenario.py): zero written any way."""
+    from mpvlab.core import units
+    zero = {"anyOf": [{"type": "number", "const": 0},
+                      {"type": "string", "pattern": rf"^\s*0+(\.0+)?\s*({'|'.join(units.TIME_UNITS_NS)})\s*$"}]}
+    dash = {"required": ["video"], "properties": {"video": {"required": ["kind"], "properties": {"kind": {"const": "dash"}}}}}
+    root["allOf"] = [*root.get("allOf", []), {
+        "if": dash, "then": {"properties": {"player": {"properties": {"buffer": {"not": zero}}}}}}]
+
+
+def _with_registry_rules(schema: dict[str, Any]) -> dict[str, Any]:
+    defs = schema.setdefault("$defs", {})
+    extra: dict[str, Any] = {}
+    if "TransportSpec" in defs:
+        _transport_rules(defs["TransportSpec"], extra)
+    if "PlayerSpec" in defs:
+        _player_rules(defs["PlayerSpec"], extra)
+    if "paths" in schema.get("properties", {}) and "topology" in schema.get("properties", {}):
+        _path_count_rules(schema)
+    if "video" in schema.get("properties", {}) and "player" in schema.get("properties", {}):
+        _dash_buffer_rule(schema)
+    defs.update(extra)
+    return schema
+
+
+# --- a sweep's grid and override values: the scenario's schema at each dotted key ---------------------
+
+
+def _pointer(*parts: str) -> str:
+    """A JSON Pointer URI fragment (RFC 6901, then percent-encoded: a pattern holds ^ [ ] { } \\)."""
+    from urllib.parse import quote
+    return "#" + "".join("/" + quote(p.replace("~", "~0").replace("/", "~1"), safe="$") for p in parts)
+
+
+def _dotted_fields(scenario: dict[str, Any]) -> dict[str, list[str]]:
+    """Every dotted key a sweep may set (`paths.<name>.down.rate`, `transport.cc`; a path name may be
+    `*`), as a regex, with references to the scenario schema's alternatives for the value there (the
+    scenario's root is $defs/Scenario in the sweep's schema). The keys inside a registry's parameters
+    (`transport.cc_params.window`) depend on another field: left to `validate`."""
+    defs = scenario.get("$defs", {})
+    out: dict[str, list[str]] = {}
+
+    def walk(node: dict[str, Any], at: tuple[str, ...], prefix: str, seen: tuple[str, ...]) -> None:
+        if "$ref" in node:
+            name = node["$ref"].rsplit("/", 1)[1]
+            if name not in seen and name in defs:
+                walk(defs[name], ("$defs", name), prefix, (*seen, name))
+            return
+        for union in ("anyOf", "oneOf"):
+            for i, alt in enumerate(node.get(union, [])):
+                walk(alt, (*at, union, str(i)), prefix, seen)
+        children = [(re.escape(k), ("properties", k), v) for k, v in node.get("properties", {}).items()]
+        children += [(f"({p.strip('^$')}|\\*)", ("patternProperties", p), v)
+                     for p, v in node.get("patternProperties", {}).items()]
+        for key, where, sub in children:
+            dotted = f"{prefix}{key}"
+            out.setdefault(dotted, []).append(_pointer(*at, *where))
+            walk(sub, (*at, *where), dotted + "\\.", seen)
+
+    walk(scenario, ("$defs", "Scenario"), "", ())
+    return out
+
+
+def _with_dotted_values(sweep: dict[str, Any], scenario: dict[str, Any]) -> dict[str, Any]:
+    """The sweep's `grid` (lists) and `overrides` (values), and the same under `quick`, check the value at
+    each known dotted key against the scenario's schema there (a value replaces what is at its key,
+    mpvlab/input/scenario.py `override`); an unknown key is left to `validate`."""
+    from mpvlab.input.sweep import RESERVED
+    fields = _dotted_fields(scenario)
+    defs = sweep.setdefault("$defs", {})
+    defs.update({n: d for n, d in scenario.get("$defs", {}).items() if n not in defs})
+    defs["Scenario"] = {k: v for k, v in scenario.items() if not k.startswith("$") and k != "title"}
+    value_at = {f"^{k}$": ({"$ref": refs[0]} if len(refs) == 1 else {"anyOf": [{"$ref": r} for r in refs]})
+                for k, refs in fields.items() if k.split("\\.")[0] not in RESERVED}
+    said = ("a dotted scenario path (docs/reference/scenario.md; a path name may be `*`), not `name` or `seed`; "
+            "each value is checked as that field's")
+    # `name` and `seed` are never varied (they decide the results folder and the derived seeds)
+    not_reserved = {"not": {"pattern": f"^({'|'.join(map(re.escape, RESERVED))})(\\.|$)"}}
+    for holder in [sweep, defs.get("QuickSpec", {})]:
+        props = holder.get("properties", {})
+        if "grid" in props:
+            props["grid"]["patternProperties"] = {k: {"type": "array", "items": v, "minItems": 1}
+                                                  for k, v in value_at.items()}
+            props["grid"]["additionalProperties"] = {**props["grid"].get("additionalProperties", {}), "minItems": 1}
+            props["grid"]["propertyNames"] = not_reserved
+            props["grid"]["x-allowed"] = said + ", in a list of at least one"
+        if "overrides" in props:
+            props["overrides"]["patternProperties"] = value_at
+            props["overrides"]["propertyNames"] = not_reserved
+            props["overrides"]["x-allowed"] = said
+    return sweep
 
 
 def file_schema(model: type[BaseModel], what: str, source: str) -> dict[str, Any]:
     v = model.model_json_schema(mode="validation")
     s = model.model_json_schema(mode="serialization")
-    out = _with_shorthands(_with_written_defaults(v, s), model)
+    out = _with_registry_rules(_with_shorthands(_with_written_defaults(v, s), model))
     out["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     out["$comment"] = f"generated from {source} by `python -m mpvlab.schemas`; do not edit"
     out["title"] = what
@@ -162,6 +372,8 @@ def file_schema(model: type[BaseModel], what: str, source: str) -> dict[str, Any
 
 
 def _type_text(prop: dict[str, Any]) -> str:
+    if "x-type" in prop:
+        return str(prop["x-type"])
     if "$ref" in prop:
         name = prop["$ref"].rsplit("/", 1)[1]
         return f"[{name}](#{name.lower()})"
@@ -184,6 +396,8 @@ def _type_text(prop: dict[str, Any]) -> str:
 
 
 def _allowed_text(prop: dict[str, Any]) -> str:
+    if "x-allowed" in prop:          # generated from a registry (cc, abr): said once, in words
+        return prop["x-allowed"].replace("|", "\\|")
     bits: list[str] = []
     for p in [prop, *prop.get("anyOf", [])]:
         if "enum" in p:
@@ -214,7 +428,9 @@ def reference_page(title: str, intro: str, schema: dict[str, Any], root: type[Ba
     models = _models_below(root)
     out = [f"# {title}", "", "<!-- generated by `python -m mpvlab.schemas` from the pydantic models; do not edit -->",
            "", intro, ""]
-    sections = [(root.__name__, schema)] + sorted(schema.get("$defs", {}).items())
+    # only the root model's own: the registries' parameter models (`cc-…`, `abr-…` $defs) are documented
+    # with their registries, and the scenario's models a sweep's schema borrows in the scenario reference
+    sections = [(root.__name__, schema)] + sorted((n, d) for n, d in schema.get("$defs", {}).items() if n in models)
     for name, d in sections:
         cls = models.get(name)
         comments = _field_comments(cls) if cls else {}
@@ -261,7 +477,7 @@ def generated_files() -> dict[Path, str]:
     from mpvlab.input.sweep import SweepSpec
     from mpvlab.results import checks
     sc = file_schema(Scenario, "mpvlab scenario", "mpvlab/input/scenario.py")
-    sw = file_schema(SweepSpec, "mpvlab sweep spec", "mpvlab/input/sweep.py")
+    sw = _with_dotted_values(file_schema(SweepSpec, "mpvlab sweep spec", "mpvlab/input/sweep.py"), sc)
     dump = lambda d: json.dumps(d, indent=1, sort_keys=True, ensure_ascii=False) + "\n"  # noqa: E731
     return {
         SCHEMA_DIR / "scenario.schema.json": dump(sc),

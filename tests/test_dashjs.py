@@ -739,3 +739,39 @@ def test_address_change_during_page_load_fails_dashjs_and_the_driver_reloads(pag
     added = [e for e in ev if e["method"] == "netlink" and e["type"] == "RTM_NEWADDR" and e.get("address") == "10.0.9.2"]
     assert len(added) == 1 and added[0]["t_ns"] <= lost[0]["t_ns"]
     assert ps["browser_events"]["address_changes"] == 1
+
+
+def _tree(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every path below `folder` with its size and mtime (a file rewritten in place counts as new)."""
+    return {str(p.relative_to(folder)): (p.lstat().st_size, p.lstat().st_mtime_ns)
+            for p in folder.rglob("*")} if folder.exists() else {}
+
+
+@pytest.mark.dashjs
+@pytest.mark.netns
+@pytest.mark.e2e
+def test_dashjs_run_writes_nothing_outside_its_folder(tmp_path: Path) -> None:
+    """Issue 45: a dash.js run left `$HOME/.config/chromium/Crash Reports` (crashpad's database) behind,
+    outside the results folder, although Chromium had its own --user-data-dir. The run gets a HOME of
+    its own here (so other runs on the machine cannot touch it), holding a `.config` and `.cache` with
+    a file each: after the run, that HOME is exactly as before, and the run's folder keeps no profile."""
+    home = tmp_path / "home"
+    for sub in (".config/chromium", ".cache"):
+        (home / sub).mkdir(parents=True)
+        (home / sub / "keep.txt").write_text("before the run\n")
+    before = _tree(home)
+    d = scenario(name="dashjs-home")
+    d["video"]["duration"] = "4s"
+    f = tmp_path / "h.yaml"
+    f.write_text(yaml.safe_dump(d))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+    env["HOME"] = str(home)
+    results = tmp_path / "r"
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(results)],
+                        capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    after = _tree(home)
+    assert after == before, sorted(set(after.items()) ^ set(before.items()))
+    runs = list(results.glob("dashjs-home/*/summary.json"))
+    assert len(runs) == 1, cp.stdout[-2000:]
+    assert not list(runs[0].parent.rglob("chromium-profile")), "the browser's profile is scratch, removed by the run"

@@ -16,7 +16,7 @@ class PcapSpec(Strict):
     run (started before time zero, stopped after playback), into data/pcap/<point>-<if>.pcap. A
     capture at `server` also gives the wire-order path-switch count (mpvlab/collectors/wire_switches.py)."""
 
-    points: list[str] = Field(min_length=1, description="client, server, router-<path> (one per path)")
+    points: list[str] = Field(min_length=1, json_schema_extra={"maxItems": MAX_POINTS}, description="client, server, router-<path> (one per path)")
     snaplen: int = Field(128, ge=64, le=65535, description="bytes kept per packet; 128 keeps every header "
                          "and the MPTCP DSS option")
     max_mb: int = Field(200, ge=1, le=4096, description="per file, MB (10^6 B): the capture stops there and the "

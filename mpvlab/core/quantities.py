@@ -24,34 +24,68 @@ def _wrap(fn: Any) -> Any:
 
 
 # The JSON Schema of each quantity is what a scenario file may *write* (a number with a unit, as a
-# string), not the integer it is parsed to: editors check files against it (docs/schemas/). The
-# pattern is the shape only; the units and bounds are checked by mpvlab/core/units.py (`mpvlab validate`).
-_WITH_UNIT = r"^[0-9]+(\.[0-9]+)?\s*[a-zA-Z]+$"
+# string), not the integer it is parsed to: editors check files against it (docs/schemas/). Each
+# family's pattern is generated from its unit table in mpvlab/core/units.py, so a rate written in ms or a
+# delay in mbit is refused in the editor as by `mpvlab validate` (issue 49). The bounds of each field
+# (8kbit … 100gbit and the like) compare values across units: `mpvlab validate` checks those.
+_NUM = r"[0-9]+(\.[0-9]+)?"
+_NONZERO = r"(?=[0-9.]*[1-9])"          # at least one non-zero digit: the number is positive
 
 
-def _schema(unit: str, written: str, examples: list[Any], pattern: str = _WITH_UNIT,
-            number: bool = False) -> WithJsonSchema:
-    text: dict[str, Any] = {"type": "string", "pattern": pattern}
-    alternatives = [text, {"type": "number", "minimum": 0}] if number else [text]
-    return WithJsonSchema({"anyOf": alternatives, "x-unit": unit, "x-written": written, "examples": examples})
+def _any_case(word: str) -> str:
+    """`word` in a pattern matching it in any letter case (ECMA-262 patterns have no inline flag)."""
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in word)
+
+
+def _units(names: Any, fold: bool = False) -> str:
+    return "(" + "|".join(_any_case(n) if fold else n for n in sorted(names, key=len, reverse=True)) + ")"
+
+
+RATE_PATTERN = rf"^\s*{_NONZERO}{_NUM}\s*{_units(units.RATE_UNITS, fold=True)}\s*$"
+SIZE_PATTERN = rf"^\s*{_NUM}\s*{_units(units.SIZE_UNITS)}\s*$"
+DURATION_PATTERN = rf"^\s*{_NUM}\s*{_units(units.TIME_UNITS_NS)}\s*$"
+PACKETS_PATTERN = r"^\s*0*[1-9][0-9]*\s*(pkt|pkts|packets)\s*$"
+PERCENT_PATTERN = r"^\s*0*[0-9]{1,2}(\.[0-9]+)?\s*%\s*$"       # below 100 %
+
+
+def _schema(unit: str, written: str, examples: list[Any], *alternatives: dict[str, Any]) -> WithJsonSchema:
+    return WithJsonSchema({"anyOf": list(alternatives), "x-unit": unit, "x-written": written, "examples": examples})
+
+
+def _text(pattern: str) -> dict[str, Any]:
+    return {"type": "string", "pattern": pattern}
 
 
 Rate = Annotated[int, BeforeValidator(_wrap(units.parse_rate)), PlainSerializer(units.format_rate, return_type=str),
-                 _schema("bit/s", "a rate: number + bit, kbit, mbit, gbit (or bps, kbps, …)", ["3mbit", "500kbit"])]
+                 _schema("bit/s", "a rate: number + bit, kbit, mbit, gbit", ["3mbit", "500kbit"],
+                         _text(RATE_PATTERN))]
 Size = Annotated[int, BeforeValidator(_wrap(units.parse_size)), PlainSerializer(units.format_size, return_type=str),
-                 _schema("bytes", "a size: number + B, KB, MB, KiB, MiB, …", ["100KB", "1MB"])]
+                 _schema("bytes", "a size: number + B, KB, MB, GB, KiB, MiB, GiB", ["100KB", "1MB"],
+                         _text(SIZE_PATTERN))]
 Duration = Annotated[
     int, BeforeValidator(_wrap(units.parse_duration_ns)), PlainSerializer(units.format_duration, return_type=str),
-    _schema("ns", "a duration: number + ns, us, ms, s, min", ["20ms", "10s"], pattern=r"^-?[0-9]+(\.[0-9]+)?\s*[a-z]+$"),
+    _schema("ns", "a duration: number + us, ms, s, min (or 0)", ["20ms", "10s"], _text(DURATION_PATTERN),
+            {"type": "number", "const": 0}),
 ]
 Probability = Annotated[float, BeforeValidator(_wrap(units.parse_probability)),
-                        _schema("fraction 0..1", "a probability: a number 0..1 or a percentage", [0.01, "1%"],
-                                pattern=r"^[0-9]+(\.[0-9]+)?\s*%$", number=True)]
+                        _schema("fraction 0..1", "a probability: a number 0 ≤ p < 1 or a percentage below 100 %",
+                                [0.01, "1%"], _text(PERCENT_PATTERN),
+                                {"type": "number", "minimum": 0, "exclusiveMaximum": 1})]
 QueueLimitT = Annotated[
     units.QueueLimit, BeforeValidator(_wrap(units.parse_queue_limit)), PlainSerializer(str, return_type=str),
     _schema("bytes or packets", "a queue limit: a size (100KB) or packets (64pkt)", ["100KB", "64pkt"],
-            pattern=r"^[0-9]+(\.[0-9]+)?\s*[a-zA-Z]+$"),
+            _text(SIZE_PATTERN), _text(PACKETS_PATTERN)),
 ]
+
+
+def written_as(form: Any) -> Any:
+    """Marks a shorthand validator (`delay: 20ms` for `{kind: constant, value: 20ms}`) with the type
+    whose written form it takes: the JSON Schema then allows exactly that form (mpvlab/schemas.py)
+    instead of any string or number."""
+    def mark(func: Any) -> Any:
+        setattr(func, "written_form", form)   # noqa: B010 — an attribute on a function
+        return func
+    return mark
 
 
 class Strict(BaseModel):

@@ -30,7 +30,7 @@ from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, mo
 from mpvlab.core.paths import checkout_root
 from mpvlab.core import units
 from mpvlab.core.errors import InputError
-from mpvlab.core.quantities import Duration, Probability, Rate, Size, Strict
+from mpvlab.core.quantities import RATE_PATTERN, Duration, Probability, QueueLimitT, Rate, Size, Strict, written_as
 from mpvlab.links.schedule import Schedule
 
 REPO = checkout_root()
@@ -195,14 +195,15 @@ def read_time_rate_trace(path: Path, *, max_bytes: int = TRACE_MAX_BYTES,
 
 def _rate_or_zero(v: Any) -> Any:
     """Rates inside schedules may be 0 (the link holds packets); '0' and 0 need no unit."""
-    if v in (0, "0", "0mbit", "0kbit", "0bit", "0gbit"):
+    if not isinstance(v, bool) and v in (0, "0", "0mbit", "0kbit", "0bit", "0gbit"):   # false == 0 in Python
         return 0
     return units.parse_rate(v)
 
 
 # The JSON Schema (docs/schemas/) says what a file may write: a rate with its unit, or 0.
 RateOrZero = Annotated[int, BeforeValidator(_rate_or_zero), WithJsonSchema(
-    {"anyOf": [{"type": "string"}, {"const": 0}], "x-unit": "bit/s", "x-written": "a rate (3mbit) or 0"})]
+    {"anyOf": [{"type": "string", "pattern": RATE_PATTERN}, {"enum": [0, "0", "0mbit", "0kbit", "0bit", "0gbit"]}],
+     "x-unit": "bit/s", "x-written": "a rate (3mbit) or 0"})]
 
 
 class ConstantRate(Strict):
@@ -261,6 +262,7 @@ class TraceRate(Strict):
 RateSpec = Annotated[ConstantRate | SquareRate | PiecewiseRate | TraceRate, Field(discriminator="kind")]
 
 
+@written_as(QueueLimitT)
 def _queue_shorthand(v: Any) -> Any:
     """`queue: 100pkt` / `queue: 150KB` are shorthands for {packets: 100} / {bytes: 150KB}."""
     if isinstance(v, str):

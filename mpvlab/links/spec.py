@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from mpvlab.core import units
-from mpvlab.core.quantities import Duration, Probability, QueueLimitT, Rate, Size, Strict
+from mpvlab.core.quantities import Duration, Probability, QueueLimitT, Rate, Size, Strict, written_as
 from mpvlab.links.capacity import CapacitySpec, Impairments, LossSpec, OutageSpec, _check_outages
 from mpvlab.links.ecn import EcnMark, check_on_link
 
@@ -101,6 +101,7 @@ PathDelaySpec = Annotated[DirectedConstantDelay | DirectedSquareDelay | Directed
                           Field(discriminator="kind")]
 
 
+@written_as(Duration)
 def _delay_shorthand(v: Any) -> Any:
     """`delay: 20ms` is shorthand for `delay: {kind: constant, value: 20ms}`."""
     if isinstance(v, (str, int, float)) and not isinstance(v, bool):

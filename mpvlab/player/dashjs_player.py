@@ -73,6 +73,17 @@ def tree_cpu_s(root: int) -> tuple[float, float, int]:
     return user / hz, system / hz, len(tree)
 
 
+def browser_env(profile: Path) -> dict[str, str]:
+    """The browser's environment: this process's, with its home and XDG folders inside `profile`."""
+    env = dict(os.environ)
+    env["HOME"] = str(profile / "home")
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache"), ("XDG_DATA_HOME", "data")):
+        env[var] = str(profile / sub)
+    for sub in ("home", "config", "cache", "data", "crash"):
+        (profile / sub).mkdir(parents=True, exist_ok=True)
+    return env
+
+
 def start_browser(profile: Path, spki: str | None, log: Path) -> tuple[subprocess.Popen[bytes], int]:
     """Chromium with a fresh profile; returns it and its DevTools port (DevToolsActivePort)."""
     if not os.access(CHROMIUM, os.X_OK):
@@ -80,14 +91,18 @@ def start_browser(profile: Path, spki: str | None, log: Path) -> tuple[subproces
     profile.mkdir(parents=True, exist_ok=True)
     port_file = profile / "DevToolsActivePort"
     port_file.unlink(missing_ok=True)   # a stale one would name another browser's port
-    flags = [*BASE_FLAGS, f"--user-data-dir={profile}"]
+    # Everything Chromium writes stays in the run's profile, which the run removes: --user-data-dir alone
+    # still left crashpad's database in $HOME/.config/chromium/Crash Reports (issue 45), and the
+    # font/shader caches go to $XDG_CACHE_HOME. HOME and the XDG folders point into the profile too.
+    flags = [*BASE_FLAGS, f"--user-data-dir={profile}", f"--crash-dumps-dir={profile / 'crash'}",
+             f"--disk-cache-dir={profile / 'cache'}"]
     if spki:
         # Trusts exactly the run's key (its SPKI's SHA-256): no CA store is touched, no other
         # certificate error is ignored.
         flags.append(f"--ignore-certificate-errors-spki-list={spki}")
     with log.open("ab") as out:
         p = subprocess.Popen([CHROMIUM, *flags, "about:blank"], stdout=out, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL)
+                             stdin=subprocess.DEVNULL, env=browser_env(profile))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if p.poll() is not None:
