@@ -14,6 +14,7 @@ import ast
 import importlib.metadata
 import json
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -130,8 +131,17 @@ def test_each_floor_imports_only_floors_below() -> None:
 def test_one_import_namespace_in_the_wheel(tmp_path: Path) -> None:
     """Building the wheel (what a non-editable install puts in site-packages): every file is under
     mpvlab/ or the wheel's metadata; the components are inside, as mpvlab.<folder>."""
+    # Built from a copy of the files git knows (tracked, or new and not ignored): setuptools reuses a
+    # checkout's build/ folder, where a module that has since moved would still be packed.
+    src = tmp_path / "src"
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"],
+                            capture_output=True, check=True, timeout=60).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        if (REPO / rel).is_file() and not (REPO / rel).is_symlink():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, src / rel)
     cp = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                         "--disable-pip-version-check", "-w", str(tmp_path), str(REPO)],
+                         "--disable-pip-version-check", "-w", str(tmp_path), str(src)],
                         capture_output=True, text=True, timeout=300)
     assert cp.returncode == 0, cp.stderr
     (wheel,) = tmp_path.glob("mpvlab-*.whl")
