@@ -21,12 +21,13 @@ import builtins
 import importlib
 import inspect
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from mpvlab.core.paths import checkout_root
+
+REPO = checkout_root()
 PAGE = REPO / "docs" / "extending.md"
 COMPONENTS = ("core", "links", "cc", "collectors", "schedulers", "topologies", "mininet", "player", "testbed")
 MODULE_PATH_RE = re.compile(r"`((?:mpvlab|" + "|".join(COMPONENTS) + r")/[\w/]+)\.py(?::\w+)?`")

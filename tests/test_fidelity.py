@@ -393,7 +393,7 @@ def test_lateness_from_the_kernel_arrival_stamp_is_judged_beside_the_read_time_o
     warning even when the read-time lateness is within it, and the table shows it."""
     from mpvlab.runner.steps import NO_FIDELITY_PROBE
     from mpvlab.input.scenario import load_scenario
-    sc, _ = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "rtp-gcc-short.yaml")
+    sc, _ = load_scenario(REPO / "scenarios" / "rtp-gcc-short.yaml")
     links = {"link-down": {"path": "link"}}
 
     def judge(arrival_max_us: float) -> dict[str, Any]:

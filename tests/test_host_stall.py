@@ -31,7 +31,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from mpvlab.core.paths import checkout_root
+
+REPO = checkout_root()
 SCEN = "scenarios/sabre-own-short.yaml"
 STALL_S = 5.0
 AFTER_S = 4.0            # seconds of playback before the stall (the 20 s video is still playing)
