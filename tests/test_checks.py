@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
