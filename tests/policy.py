@@ -213,12 +213,13 @@ def _own_slot(item: pytest.Item) -> tuple[bool, bool]:
 
 
 def _shared_fixtures(item: pytest.Item) -> list[Any]:
-    """The item's fixtures made once for several tests (any scope but function's)."""
+    """The item's own fixtures made once for several tests (any scope but function's). pytest's and the
+    plugins' (tmp_path_factory, xdist's worker_id) have no base id: made once per worker, they measure nothing."""
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return []
     defs = (info.name2fixturedefs.get(name) for name in item.fixturenames)
-    return [d[-1] for d in defs if d and d[-1].scope != "function"]
+    return [d[-1] for d in defs if d and d[-1].scope != "function" and d[-1].baseid]
 
 
 def _shared_slots(items: list[pytest.Item]) -> dict[Any, tuple[bool, bool]]:
