@@ -36,7 +36,8 @@ from mpvlab.topologies.physical import make_plan
 from mpvlab.core.paths import checkout_root
 
 # Per test (issue 44): `cpu` on the runs over ssh (timing bounds, tests/hostnoise.py, and a fidelity
-# verdict); the schema and judge tests do not start anything. The module's lab serves only `cpu` tests.
+# verdict); the preflight refusals and the schema and judge tests assert messages and states. The module's
+# lab is made in the `cpu` slot whichever test uses it first (tests/policy.py).
 
 REPO = checkout_root()
 GOODPUT_FACTOR = 1448 / 1514      # TCP payload with timestamps per 1514-byte frame (what tbf counts)
@@ -330,7 +331,6 @@ def test_physical_run_over_ssh(physlab: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.netns
-@pytest.mark.cpu   # cpu: shares the lab with the runs; a run's bring-up
 def test_preflight_fails_clearly_before_changing_anything(physlab: Any, tmp_path: Path) -> None:
     """A missing interface on the emulator host: the run fails in preflight, naming host and
     interface, and nothing was changed anywhere."""
