@@ -218,7 +218,7 @@ def _shared_fixtures(item: pytest.Item) -> list[Any]:
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return []
-    defs = (info.name2fixturedefs.get(name) for name in item.fixturenames)
+    defs = (info.name2fixturedefs.get(name) for name in getattr(item, "fixturenames", ()))
     return [d[-1] for d in defs if d and d[-1].scope != "function" and d[-1].baseid]
 
 
