@@ -22,6 +22,10 @@ session while they run, setup and teardown included: two of them never run at th
 test's start and end (and CPU steal) are written to the session's folder; the controller checks
 that no two `cpu` tests overlapped and prints the schedule's figures at the end. Tests marked `alone`
 (a timing bound tight enough that any neighbour could move it) run with no other test at all.
+The markers sit on the tests that need them (docs/testing.md says which do). A shared fixture
+(module scope or wider, e.g. one run whose results several tests read) is made in the setup of
+whichever test uses it first: that test runs in the strongest slot of all the fixture's users, so a
+run read by a `cpu` test is never made beside another `cpu` test, whichever test happens to make it.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ _MISSING = pytest.StashKey[str]()
 _DESELECTED = pytest.StashKey[dict[str, int]]()
 _SCHEDULE = pytest.StashKey[list[str]]()
 _OWN_DIR = pytest.StashKey[Path]()
+_SHARED_SLOT = pytest.StashKey[dict[Any, tuple[bool, bool]]]()
 
 # ------------------------------------------------------------------------------------- needs
 
@@ -200,6 +205,57 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     slow_files = {it.path for it in keep if it.get_closest_marker("slow")}
     keep.sort(key=lambda it: it.path not in slow_files)
     items[:] = keep
+    config.stash[_SHARED_SLOT] = _shared_slots(keep)
+
+
+def _own_slot(item: pytest.Item) -> tuple[bool, bool]:
+    return item.get_closest_marker("cpu") is not None, item.get_closest_marker("alone") is not None
+
+
+def _shared_fixtures(item: pytest.Item) -> list[Any]:
+    """The item's own fixtures made once for several tests (any scope but function's). pytest's and the
+    plugins' (tmp_path_factory, xdist's worker_id) have no base id: made once per worker, they measure nothing."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return []
+    defs = (info.name2fixturedefs.get(name) for name in getattr(item, "fixturenames", ()))
+    return [d[-1] for d in defs if d and d[-1].scope != "function" and d[-1].baseid]
+
+
+def _shared_slots(items: list[pytest.Item]) -> dict[Any, tuple[bool, bool]]:
+    """Per shared fixture: (`cpu`, `alone`) if any test that uses it is marked so."""
+    slots: dict[Any, tuple[bool, bool]] = {}
+    for item in items:
+        cpu, alone = _own_slot(item)
+        for fixturedef in _shared_fixtures(item):
+            was = slots.get(fixturedef, (False, False))
+            slots[fixturedef] = (was[0] or cpu, was[1] or alone)
+    return slots
+
+
+def _to_be_made(item: pytest.Item, fixturedef: Any) -> bool:
+    """Whether the item's setup makes the fixture: not made yet (or torn down), or made for another
+    of its parameters (pytest's cache key is the parameter, None for an unparametrized fixture)."""
+    if fixturedef.cached_result is None:
+        return True
+    callspec = getattr(item, "callspec", None)
+    want = callspec.params.get(fixturedef.argname) if callspec is not None else None
+    try:
+        return bool(fixturedef.cached_result[1] != want)
+    except Exception:                 # a parameter that does not compare: assume it is made again
+        return True
+
+
+def slot_of(item: pytest.Item) -> tuple[bool, bool]:
+    """(`cpu`, `alone`) for this item's run: its own markers, and those of every user of a shared fixture
+    that its setup is about to make (not made yet, or torn down), since the fixture is made in this slot."""
+    cpu, alone = _own_slot(item)
+    slots = item.config.stash.get(_SHARED_SLOT, {})
+    for fixturedef in _shared_fixtures(item):
+        if _to_be_made(item, fixturedef):
+            shared = slots.get(fixturedef, (False, False))
+            cpu, alone = cpu or shared[0], alone or shared[1]
+    return cpu, alone
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -279,7 +335,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if shared is None:
         yield
         return
-    cpu, alone = item.get_closest_marker("cpu") is not None, item.get_closest_marker("alone") is not None
+    cpu, alone = slot_of(item)
     asked = time.monotonic()
     with _slot(shared, cpu, alone):
         start = time.monotonic()

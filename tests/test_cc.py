@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from mpvlab.core.paths import checkout_root
 
-pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
+# Per test (issue 44): only the tbf comparisons assert goodput bounds (tests/hostnoise.py); the
+# percentile, registry and loader tests assert values, states and 5-30 s deadlines.
 
 ROOT = checkout_root()
 
@@ -298,12 +299,14 @@ def _check_pair(measured: tuple[dict, StealWindow], window: int) -> None:
 
 
 @pytest.mark.netns
+@pytest.mark.cpu   # cpu: goodput bounds over a tbf (tests/hostnoise.py)
 def test_bbrs_vs_bbr_tbf_short(built: None, tmp_path: Path) -> None:
     _check_pair(_measure_pair(tmp_path, seconds=4, offloads=False), window=100)
 
 
 @pytest.mark.netns
 @pytest.mark.slow
+@pytest.mark.cpu   # cpu: goodput bounds over a tbf (tests/hostnoise.py)
 @pytest.mark.parametrize("offloads", [False, True])
 def test_bbrs_vs_bbr_tbf_long(built: None, tmp_path: Path, offloads: bool) -> None:
     _check_pair(_measure_pair(tmp_path, seconds=15, offloads=offloads), window=100)

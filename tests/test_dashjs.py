@@ -30,7 +30,9 @@ from mpvlab.player import dashjs_qoe, dashjs_setup
 from mpvlab.results import checks
 from mpvlab.core.paths import checkout_root
 
-pytestmark = pytest.mark.cpu   # cpu: CPU-bound (headless Chromium)
+# Per test (issue 44): `cpu` on every test that starts headless Chromium (a browser's processes
+# take both cores; the runs also assert QoE timing); the validation, QoE-arithmetic and namespace
+# tests start no browser.
 
 REPO = checkout_root()
 
@@ -219,6 +221,7 @@ def _run(tmp_path: Path, d: dict[str, Any]) -> Path:
 @pytest.mark.dashjs
 @pytest.mark.netns
 @pytest.mark.e2e
+@pytest.mark.cpu
 def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
     run = _run(tmp_path, scenario())
     s = json.loads((run / "summary.json").read_text())
@@ -337,6 +340,7 @@ def _netns_pids(run_id: str) -> list[int]:
 @pytest.mark.dashjs
 @pytest.mark.netns
 @pytest.mark.e2e
+@pytest.mark.cpu
 def test_sigkilled_dashjs_run_leaves_no_browser(tmp_path: Path) -> None:
     d = scenario(name="dashjs-kill")
     d["video"]["duration"] = "30s"
@@ -391,6 +395,7 @@ def test_resolved_dashjs_scenario_round_trips() -> None:
 
 
 @pytest.mark.dashjs
+@pytest.mark.cpu
 def test_custom_rules_decide_as_the_python_abrs(tmp_path: Path) -> None:
     """BBA and FESTIVE as dash.js rules (player/dashjs/mpvlab-dashjs.js) against mpvlab/player/abr's
     implementations of the same papers, on the same inputs, in Debian's Chromium (a file:// page
@@ -451,6 +456,7 @@ def _segments_match_access_log(run: Path, ps: dict[str, Any], client_addr: str |
 @pytest.mark.netns
 @pytest.mark.e2e
 @pytest.mark.slow
+@pytest.mark.cpu
 def test_dashjs_dual_path_bba_over_http1_tls(tmp_path: Path) -> None:
     """Two paths: Chromium's MPTCP connections have a subflow on each, each path carries a share of
     the bytes (the run's cross-checks), HTTP/1.1 over TLS, the BBA rule's decisions are the levels."""
@@ -481,6 +487,7 @@ def test_dashjs_dual_path_bba_over_http1_tls(tmp_path: Path) -> None:
 @pytest.mark.netns
 @pytest.mark.e2e
 @pytest.mark.slow
+@pytest.mark.cpu
 def test_dashjs_two_players_share_a_bottleneck(tmp_path: Path) -> None:
     d = scenario(name="dashjs-shared", topology={"kind": "shared-bottleneck", "clients": 2},
                  paths={"shared": {"down": {"rate": "6mbit", "buffer": "256pkt", "delay": "20ms"},
@@ -685,6 +692,7 @@ def _browser_events(data: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.dashjs
 @pytest.mark.netns
+@pytest.mark.cpu
 def test_page_whose_dashjs_fails_is_refused_before_t0_naming_what_is_missing(page_bed: Any) -> None:
     """Issue 51's failure mode, made deterministic: the page's own script runs (mpvlabStart exists) but
     dash.js does not (here: the server answers 404 for it). The old driver took mpvlabStart as "loaded"
@@ -713,6 +721,7 @@ def test_page_whose_dashjs_fails_is_refused_before_t0_naming_what_is_missing(pag
 
 @pytest.mark.dashjs
 @pytest.mark.netns
+@pytest.mark.cpu
 def test_address_change_during_page_load_fails_dashjs_and_the_driver_reloads(page_bed: Any) -> None:
     """The mechanism of issue 51, reproduced on purpose: an address appears in the browser's namespace
     while dash.all.min.js is in flight over HTTP/2 (as the veth's IPv6 link-local address did when DAD
@@ -750,6 +759,7 @@ def _tree(folder: Path) -> dict[str, tuple[int, int]]:
 @pytest.mark.dashjs
 @pytest.mark.netns
 @pytest.mark.e2e
+@pytest.mark.cpu
 def test_dashjs_run_writes_nothing_outside_its_folder(tmp_path: Path) -> None:
     """Issue 45: a dash.js run left `$HOME/.config/chromium/Crash Reports` (crashpad's database) behind,
     outside the results folder, although Chromium had its own --user-data-dir. The run gets a HOME of

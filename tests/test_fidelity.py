@@ -19,7 +19,9 @@ from mpvlab.links.schedule import Schedule
 from mpvlab.runner import blast, fidelity, precheck
 from mpvlab.core.paths import checkout_root
 
-pytestmark = pytest.mark.alone   # alone: asserts fidelity verdicts, tight enough that any neighbour could move it
+# Per test (issue 44): `alone` only where a stall of a few tens of ms fails the test; `cpu` on the
+# runs (a run's processes take both cores; a verdict's rate and RTT bounds) and the looser line tests;
+# the verdict arithmetic on recorded data starts nothing.
 
 REPO = checkout_root()
 MS = 1_000_000
@@ -162,6 +164,7 @@ def _run(tmp: Path, name: str, env: dict[str, str] | None = None, **kw: str) -> 
 
 @pytest.mark.netns
 @pytest.mark.e2e
+@pytest.mark.cpu   # cpu: a run; the verdict it asserts is a fidelity verdict
 def test_broken_emulator_is_caught(tmp_path: Path) -> None:
     """tbf at 0.9 × its configured rate and delay lines 10 ms off their schedules (test-only hooks
     in mpvlab/links/emulator.py): the pre-check names the rate and the RTT of each path, and the
@@ -182,6 +185,7 @@ def test_broken_emulator_is_caught(tmp_path: Path) -> None:
 
 @pytest.mark.netns
 @pytest.mark.e2e
+@pytest.mark.cpu   # cpu: a run; asserts no rate warning in its verdict
 def test_verdict_fields_and_a_path_a_single_tcp_flow_cannot_fill(tmp_path: Path) -> None:
     """Issue 23: 25 Mbit/s × 100 ms RTT (BDP 312 KB) behind a 100 KB buffer — one TCP flow cannot
     reach the tbf rate there, so the rate is judged by what the configuration allows: the token
@@ -218,6 +222,7 @@ def move_t0(d: Any, t0_file: Path, t0_ns: int) -> None:
 
 
 @pytest.mark.netns
+@pytest.mark.alone   # alone: echoes after the move < 30 ms (any stall < 30 ms)
 def test_delay_line_moves_its_t0_on_request(tmp_path: Path) -> None:
     """--t0-file + SIGUSR1 (links.emulator.set_t0's protocol): the line acknowledges the new t0,
     applies the schedule on it from then on, and its stats say so. Schedule: 60 ms for the first
@@ -243,6 +248,7 @@ def test_delay_line_moves_its_t0_on_request(tmp_path: Path) -> None:
 
 
 @pytest.mark.netns
+@pytest.mark.cpu   # cpu: echoes placed against the moved outage's edges (margins far above a stall)
 def test_outage_follows_a_moved_t0(tmp_path: Path) -> None:
     """A line with an outage moves its t0 too (runzero.fix no longer keeps a fixed lead for it): the
     outage [1.0 s, 1.8 s) is on the run's clock. Started with t0 = now, moved to now + 2 s at once:
@@ -294,6 +300,7 @@ def test_skipped_precheck_leaves_the_verdict_to_the_whole_run(tmp_path: Path) ->
     assert bad["ok"] is False and any("late" in w for w in bad["warnings"]), bad["warnings"]
 
 
+@pytest.mark.cpu   # cpu: a paced blast counted by a Python receiver
 def test_one_blast_process_paces_each_target_on_its_own_schedule() -> None:
     """`mpvlab-blast … --to …` (collectors/blast.c, one process per server namespace, issue 36): each target gets
     FILL_EXCESS × its rate for FILL_S then HOLD_EXCESS × for its seconds — counted here by UDP sockets

@@ -37,7 +37,9 @@ from mpvlab.core.validators import (
 )
 from mpvlab.core.ifguard import InterfaceError, InterfaceLeftoverError, check_interface, interface_guard
 
-pytestmark = pytest.mark.alone   # alone: upper bounds on ssh wall times (stop < 4 s, multiplexed < half of direct): a neighbouring run moved them (2 of 3 -n 2 runs)
+# Per test (issue 44): `alone` only on the upper bounds on ssh wall times (stop < 3-4 s, multiplexed <
+# half of direct), which a neighbouring run moved (2 of 3 -n 2 runs); the rest assert outputs, states
+# and 10 s timeouts. The module's lab is bring-up only: no bound depends on where it is made.
 
 SRV_ADDR = "10.203.0.1"
 CLI_ADDR = "10.203.0.2"
@@ -203,6 +205,7 @@ def _remote_tree(lab: Lab, argv: list[str]) -> RemoteProcess:
 
 
 @pytest.mark.netns
+@pytest.mark.alone   # alone: stop < 3 s
 def test_popen_stop_terminates_remote_process(lab: Lab) -> None:
     p = _remote_tree(lab, ["sleep", "300"])
     # The pid is printed by the remote shell just before it execs the command, so the cmdline
@@ -223,6 +226,7 @@ def test_popen_stop_terminates_remote_process(lab: Lab) -> None:
 
 
 @pytest.mark.netns
+@pytest.mark.alone   # alone: 1 s <= stop < 4 s
 def test_stop_escalates_to_kill_for_whole_group(lab: Lab) -> None:
     """A command that ignores SIGTERM and has a child: after `grace` the group gets SIGKILL."""
     p = _remote_tree(lab, ["sh", "-c", "trap '' TERM; sleep 300 & sleep 301; wait"])
@@ -390,6 +394,7 @@ def test_validation(tmp_path: Path) -> None:
 
 
 @pytest.mark.netns
+@pytest.mark.cpu   # cpu: 1.5 s < stop over a dead link < 8 s
 def test_link_drop_leaves_remote_process_until_signalled(lab: Lab) -> None:
     """What happens when the SSH link drops (documented in hosts.py): stop() cannot reach the remote
     side, cuts the local session after the connect timeout, and the remote process keeps running;
@@ -421,6 +426,7 @@ def test_link_drop_leaves_remote_process_until_signalled(lab: Lab) -> None:
 
 
 @pytest.mark.netns
+@pytest.mark.alone   # alone: multiplexed commands < half of direct ones
 def test_ssh_master_multiplexing(lab: Lab) -> None:
     """With one shared connection a command costs a channel, not a key exchange; everything else
     (exact output, exit codes, popen/stop) is unchanged, and the master is gone afterwards."""

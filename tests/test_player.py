@@ -54,7 +54,10 @@ RMEM = (4096, 65536, 131072)   # client tcp_rmem: bounds what TCP can hold "ahea
 SLACK_BYTES = 64_000     # libsoup/qtdemux internal buffering, generous
 DECODER_FRAMES = 4       # frames held inside avdec_h264 (frame threads) + sink
 
-pytestmark = [pytest.mark.netns, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py)
+pytestmark = pytest.mark.netns
+# Per test (issue 44): `cpu` on the tests that assert rates, frame counts or discards a busy host
+# can move (tests/hostnoise.py); the error cases assert exit codes and states. The module's testbed
+# and content are bring-up only (no bound depends on them), and the file's first test is `cpu`.
 
 
 @pytest.fixture(scope="session")
@@ -93,6 +96,7 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Net, Apa
 # ---------------------------------------------------------------------------------------
 @pytest.mark.netns
 @pytest.mark.parametrize("decode", [True, False], ids=["decode", "no_decode"])
+@pytest.mark.cpu   # cpu: frames, discards and rate bounds (tests/hostnoise.py)
 def test_ample_bandwidth(testbed: tuple[Net, Apache], content: Any, tmp_path: Path,
                          decode: bool) -> None:
     net, apache = testbed
@@ -126,6 +130,7 @@ def test_ample_bandwidth(testbed: tuple[Net, Apache], content: Any, tmp_path: Pa
 
 
 @pytest.mark.netns
+@pytest.mark.cpu   # cpu: bytes rate against the tbf's
 def test_bytes_rate_matches_tbf(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> None:
     """With a playout buffer larger than the file the download is network-bound, so the
     byte counter must grow at the tbf goodput: rate * 1448/1514 (within 3 %)."""
@@ -201,6 +206,7 @@ T_RESUME_MS = 500
 
 
 @pytest.mark.netns
+@pytest.mark.cpu   # cpu: stall and frame accounting against time
 def test_throttle_rebuffer(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> None:
     r, (ta0, ta1), (tb0, tb1) = _throttled_run(testbed, content, tmp_path, "rebuffer",
                                                THROTTLE_S, T_BUFFER_MS, T_RESUME_MS)
@@ -236,6 +242,7 @@ def test_throttle_rebuffer(testbed: tuple[Net, Apache], content: Any, tmp_path: 
 
 
 @pytest.mark.netns
+@pytest.mark.cpu   # cpu: discards against time (tests/hostnoise.py)
 def test_throttle_discard(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> None:
     r, (ta0, ta1), (tb0, tb1) = _throttled_run(testbed, content, tmp_path, "discard",
                                                THROTTLE_S, T_BUFFER_MS, T_RESUME_MS)
@@ -352,6 +359,7 @@ def test_underflow_grouping() -> None:
 
 
 @pytest.mark.netns
+@pytest.mark.cpu   # cpu: 20-45 frames rendered in about 1 s
 def test_sigterm_writes_summary(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> None:
     net, apache = testbed
     net.set_rate(None)
@@ -370,6 +378,7 @@ def test_sigterm_writes_summary(testbed: tuple[Net, Apache], content: Any, tmp_p
 
 @pytest.mark.netns
 @pytest.mark.slow
+@pytest.mark.cpu   # cpu: a study-format run judged on frames and discards
 def test_ample_study_format(testbed: tuple[Net, Apache], tmp_path: Path) -> None:
     """The study's format (720p, 5.24 Mbit/s) for 60 s; short variant: test_ample_bandwidth."""
     net, apache = testbed

@@ -122,3 +122,46 @@ def test_cpu_tests_never_overlap_while_the_others_run_side_by_side(tmp_path: Pat
     assert all(not (x.endswith(("cpu-1", "cpu-2")) and y.endswith(("cpu-1", "cpu-2"))) for x, y in overlapping)
     assert re.search(r"cpu group: 6 tests \(2 alone\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs", out), out
     assert "10 tests on 2 workers" in out, out
+
+
+SHARED = """\
+import json, os, time
+import pytest
+
+def _note(name, cpu):
+    start = time.monotonic()
+    time.sleep(0.8)
+    with open(os.environ["HPH_TIMES"], "a") as f:
+        f.write(json.dumps([name, cpu, start, time.monotonic()]) + "\\n")
+
+@pytest.fixture(scope="module")
+def shared_run():
+    _note("{f}-shared-run", True)      # made once; a `cpu` test asserts a bound on what it measured
+    return 1
+
+def test_reads_the_run_first(shared_run): pass
+
+@pytest.mark.cpu
+def test_bound_on_the_run(shared_run): _note("{f}-cpu", True)
+
+def test_plain(): _note("{f}-plain", False)
+"""
+
+
+def test_a_shared_fixture_read_by_a_cpu_test_is_made_in_the_cpu_slot(tmp_path: Path) -> None:
+    """Issue 44: markers are per test, and a module's shared run is made in the setup of its first user,
+    here an unmarked test. That test takes the slot of the fixture's strongest user (`cpu`), so the two
+    files' runs, started at once on two workers, are made one after the other; plain tests stay plain."""
+    suite, times, schedule = tmp_path / "suite", tmp_path / "times.jsonl", tmp_path / "schedule.jsonl"
+    suite.mkdir()
+    _suite(suite, {f"test_{f}.py": SHARED.replace("{f}", f) for f in ("a", "b")})
+    rc, out, counts = _pytest(suite, "-n", "2", "--dist", "loadfile", HPH_TIMES=str(times),
+                              MPVLAB_TEST_SCHEDULE=str(schedule))
+    assert rc == 0 and counts == {"passed": 6}, out
+    rows = [json.loads(line) for line in times.read_text().splitlines()]
+    cpu = [r for r in rows if r[1]]
+    assert len(cpu) == 4 and all(b[2] >= a[3] or a[2] >= b[3] for a, b in combinations(cpu, 2)), rows
+    slots = {r["test"].split("::")[1]: (r["cpu"], r["alone"]) for r in map(json.loads, schedule.read_text().splitlines())}
+    assert slots == {"test_reads_the_run_first": (True, False), "test_bound_on_the_run": (True, False),
+                     "test_plain": (False, False)}, slots
+    assert re.search(r"cpu group: 4 tests \(0 alone\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs", out), out
