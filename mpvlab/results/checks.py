@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from mpvlab.workloads.bulk import BULK
 
 WARNING_PREFIX = "cross-check "
 
@@ -99,8 +100,8 @@ _TCP_VIDEO = "video (progressive/GStreamer, own DASH, dash.js), bulk; dual-path 
 WORKLOADS: dict[str, str] = {
     "progressive": "progressive (GStreamer)", "own-dash": "own DASH client", "dash.js": "dash.js (Chromium)",
     "sabre": "SABRE (own client, abr: sabre)", "rtp-gcc": "RTP, GCC controller",
-    "rtp-webrtc-bbr": "RTP, webrtc-bbr controller", "bulk": "bulk"}
-_TCP = ("progressive", "own-dash", "dash.js", "sabre", "bulk")
+    "rtp-webrtc-bbr": "RTP, webrtc-bbr controller", BULK.name: "bulk transfer"}
+_TCP = ("progressive", "own-dash", "dash.js", "sabre", BULK.name)
 _VIDEO = ("progressive", "own-dash", "dash.js", "sabre")
 _RTP = ("rtp-gcc", "rtp-webrtc-bbr")
 _ALL = tuple(WORKLOADS)
