@@ -320,7 +320,7 @@ def test_one_function_knows_the_checkout() -> None:
 
 
 @pytest.mark.netns
-def test_mininet_custom_topology_carries_traffic_on_both_paths() -> None:
+def test_mininet_custom_topology_carries_traffic_on_both_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     """The custom topology started through Mininet's API as `mn --custom … --topo dualpath --link tc`
     starts it (its own node names, so its own interfaces; net.stop() removes them, never Mininet's
     global cleanup): the client reaches the server's Wi-Fi address over the Wi-Fi router and its LTE
@@ -330,6 +330,17 @@ def test_mininet_custom_topology_carries_traffic_on_both_paths() -> None:
     from mininet.link import TCLink
     from mininet.net import Mininet
 
+    import mininet.net
+
+    # Mininet.__init__ runs Mininet.init() → fixLimits(), which raises ten root-namespace sysctls
+    # (tcp_rmem, tcp_wmem, rmem_max, …) and never restores them: a test must not change the host.
+    # init() returns early once the flag is set; fixLimits itself refuses, so a changed Mininet
+    # that calls it another way fails here instead of touching the host (as tests/test_shell.py).
+    def refuse() -> None:
+        raise AssertionError("fixLimits() ran: it changes host-wide sysctls")
+
+    monkeypatch.setattr(mininet.net, "fixLimits", refuse)
+    monkeypatch.setattr(Mininet, "inited", True)
     env: dict[str, object] = {}
     exec(compile((REPO / "mininet" / "dual_path.py").read_text(), "dual_path.py", "exec"), env)
     prefix = "mv" + secrets.token_hex(2)            # mv<id>…: interfaces <prefix>c-eth0 and so on
