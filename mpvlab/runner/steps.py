@@ -43,7 +43,8 @@ def ensure_content(sc: Scenario) -> content.ContentInfo | content.DashInfo:
     v = sc.video
     if v.kind == "dash":
         return content.ensure_dash(CONTENT_DIR, v.duration / 1e9, sc.dash_ladder, v.segment / 1e9,
-                                   v.width, v.height, v.fps)
+                                   v.width, v.height, v.fps,
+                                   None if v.mpd_min_buffer_time is None else v.mpd_min_buffer_time / 1e9)
     return content.ensure_progressive(CONTENT_DIR, v.duration / 1e9, v.bitrate, v.width, v.height, v.fps)
 
 
@@ -63,7 +64,8 @@ def content_provenance(video: content.ContentInfo | content.DashInfo) -> dict[st
         # The full per-segment listing stays in the ladder's sidecar; provenance names it and its hash.
         return {"kind": "dash", "sidecar": str(video.sidecar), "mpd_sha256": video.mpd_sha256,
                 "params": video.params, "n_segments": video.n_segments, "bitrates_bps": video.bitrates_bps,
-                "total_bytes": video.total_bytes, "ffmpeg_version": video.ffmpeg_version, "cached": video.cached}
+                "total_bytes": video.total_bytes, "ffmpeg_version": video.ffmpeg_version, "cached": video.cached,
+                "mpd_attributes": content.mpd_attributes(video.mpd)}
     return {"kind": "progressive", **video.to_json()}
 
 
