@@ -50,11 +50,8 @@ from mpvlab.topologies import shared_bottleneck as sb
 from mpvlab.topologies.mptcp import set_route_cc
 from mpvlab.runner.views import cc_state_view, record_cc_state_check, udp_wire_check
 from mpvlab.results import checks as checks_mod
-from mpvlab.results.summary_parts.base import build, build_each, build_list
-from mpvlab.results.summary_parts.cross import CrossTraffic as CrossTrafficPart
-from mpvlab.results.summary_parts.network import CrossCheck, EcnMarks, Subflow
-from mpvlab.results.summary_parts.player import SharedAggregate, SharedPlayer
-from mpvlab.results.summary_parts.workload import Competition
+from mpvlab.results.summary import (Competition, CrossCheck, CrossTraffic as CrossTrafficPart, EcnMarks, SharedAggregate,
+                                    SharedPlayer, Subflow, build, build_each, build_list)
 from mpvlab.runner.workloads.video import dash_view, network_discards
 
 PATH_LABEL = "shared"       # the delay lines' and queue folder's label (the path's name is the user's)
@@ -333,11 +330,12 @@ def competition_view(link_bps: int | None, rtp: dict[str, Any], bulk: dict[str, 
             if x["second"] >= math.ceil(lo) and x["second"] + 1 <= hi]
     rtp_bps = round(sum(bins) / len(bins)) if bins else None
     total = (rtp_bps or 0) + bulk["goodput_bps"]
-    return build(Competition, "competition", {"link_bps": link_bps, "interval_s": [lo, round(hi, 3)], "rtp_bins": len(bins),
-            "rtp_received_bps": rtp_bps, "bulk_goodput_bps": bulk["goodput_bps"],
-            "rtp_share": round(rtp_bps / total, 4) if rtp_bps is not None and total else None,
-            "definition": "over the bulk flow's interval: the mean of the viewer's whole 1 s received bins "
-                          "inside it (RTP bytes, UDP payload) and the bulk flow's goodput (TCP payload)"})
+    return build(Competition, "competition", {
+        "link_bps": link_bps, "interval_s": [lo, round(hi, 3)], "rtp_bins": len(bins),
+        "rtp_received_bps": rtp_bps, "bulk_goodput_bps": bulk["goodput_bps"],
+        "rtp_share": round(rtp_bps / total, 4) if rtp_bps is not None and total else None,
+        "definition": "over the bulk flow's interval: the mean of the viewer's whole 1 s received bins "
+                      "inside it (RTP bytes, UDP payload) and the bulk flow's goodput (TCP payload)"})
 
 
 def bottleneck_view(ctx: RunContext, leaf_rx: dict[str, int], tbf_before: dict[str, int] | None,
