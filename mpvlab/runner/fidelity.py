@@ -269,7 +269,7 @@ def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, lo
 
 def table(fid: dict[str, Any], scenario: Scenario) -> list[dict[str, Any]]:
     """Configured vs achieved, one row per path direction (provenance and summary)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for label, e in fid.get("run", {}).items():
         direction = label.rsplit("-", 1)[1]
         pre = fid.get("paths", {}).get(e.get("path", ""), {})
