@@ -58,8 +58,9 @@ SUMMARY = TypeAdapter(Summary)
 
 
 def validated(summary: dict[str, Any]) -> dict[str, Any]:
-    """The summary as the model reads it back (raises pydantic.ValidationError naming the field).
-    The dict written is the one given: validation checks its shape, it never rewrites values."""
+    """The summary as the model reads it back (raises pydantic.ValidationError naming the field; a NaN or
+    ±Infinity anywhere, free-form records included, is refused as the reader refuses it). The dict
+    written is the one given: validation checks its shape, it never rewrites values."""
     SUMMARY.validate_python(summary)
     return summary
 
