@@ -19,6 +19,8 @@ import mpvlab.schedulers as schedulers
 from mpvlab.collectors import qdiscstat
 from mpvlab.core import proc
 from mpvlab.results import delayphases
+from mpvlab.results.summary_parts.base import build_each
+from mpvlab.results.summary_parts.network import CrossCheck, EcnMarks, PathRecord
 from mpvlab.runner import fidelity, runzero, sampling, transport
 from mpvlab.topologies import dual_path
 from mpvlab.core.errors import RunFailed
@@ -145,11 +147,16 @@ class EmulatedNetwork:
         body["mptcp"] = mptcp_view(self.mib, self.trace_summary)
         self._rtt_by_phase(ctx, body["paths"])
         body["ecn_marks"] = self.ecn_window.view() if self.ecn_window else None
+        if body["ecn_marks"] is not None:
+            build_each(EcnMarks, "ecn_marks", body["ecn_marks"])
         # observe.pcap: capture record, byte cross-checks, wire-order path switches
         pcap_view = capture.view(self.topo, self.cap, self.trace_summary, capture.counters_of(ctx.data, self.sampler))
         body["cross_checks"].update(pcap_view.pop("checks"))
         body["warnings"] += pcap_view.pop("warnings")
         body.update(pcap_view)
+        # the parts completed here (their records are filled by several steps above)
+        build_each(PathRecord, "paths", body["paths"])
+        build_each(CrossCheck, "cross_checks", body["cross_checks"])
         return body
 
 

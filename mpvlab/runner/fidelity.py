@@ -25,6 +25,8 @@ from mpvlab.core.hoststeal import StealMeter, StealWindow
 from mpvlab.links.schedule import Schedule
 from mpvlab.runner import precheck
 from mpvlab.input.scenario import Scenario
+from mpvlab.results.summary_parts.base import build
+from mpvlab.results.summary_parts.network import FidelityRow
 
 GOODPUT_FACTOR = 1448 / 1514   # TCP payload per full frame (physical runs' probes use it)
 # Above this share of CPU time taken by the hypervisor during a check, a fidelity warning names it:
@@ -267,7 +269,7 @@ def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, lo
 
 def table(fid: dict[str, Any], scenario: Scenario) -> list[dict[str, Any]]:
     """Configured vs achieved, one row per path direction (provenance and summary)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for label, e in fid.get("run", {}).items():
         direction = label.rsplit("-", 1)[1]
         pre = fid.get("paths", {}).get(e.get("path", ""), {})
@@ -282,7 +284,7 @@ def table(fid: dict[str, Any], scenario: Scenario) -> list[dict[str, Any]]:
             "lateness_ms_p99": e.get("lateness_ms_p99"), "lateness_ms_max": e.get("lateness_ms_max"),
             "lateness_from_arrival_ms_max": e.get("lateness_from_arrival_ms_max"),
         }
-        rows.append(row)
+        rows.append(build(FidelityRow, f"fidelity_table[{len(rows)}]", row))
     return rows
 
 

@@ -31,6 +31,9 @@ from typing import Any, Mapping
 
 from mpvlab.core import hoststeal
 from mpvlab.core.errors import RunFailed
+from mpvlab.results.summary_parts.base import build
+from mpvlab.results.summary_parts.kinds import RunHead
+from mpvlab.results.summary_parts.network import Steal
 from mpvlab.runner import liveness
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.network import BringUp, run_head
@@ -113,9 +116,13 @@ def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, Workload
         body = net.summarise(ctx, outcome, fid)
         warnings = body.pop("warnings", []) + outcome.warnings
         summary = {**run_head(ctx, fid), **body, "warnings": warnings,
-                   "host_steal_during_playback": playing_steal.window.as_dict()}
+                   "host_steal_during_playback": build(Steal, "host_steal_during_playback",
+                                                         playing_steal.window.as_dict())}
         steps.mark("teardown")
     steps.mark("judge")
     net.judge(ctx, fid, summary)
     summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
+    # The head is complete only now (the verdict and the wall time come last); the kind's own fields
+    # were built as their parts where they were made, the whole is validated before it is written.
+    build(RunHead, "run head", {k: summary[k] for k in RunHead.model_fields if k in summary})
     return summary

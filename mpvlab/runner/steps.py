@@ -20,6 +20,8 @@ from mpvlab.runner import server, tls
 from mpvlab.input.scenario import Scenario
 from mpvlab.collectors import qdiscstat
 from mpvlab.core.errors import RunFailed
+from mpvlab.results.summary_parts.base import build
+from mpvlab.results.summary_parts.network import Mptcp
 from mpvlab.runner.context import RunContext
 
 
@@ -286,13 +288,13 @@ def mptcp_view(mib: dict[str, dict[str, int]], trace_summary: dict[str, Any] | N
     worth of payload (a CI run saw 12220 bytes under a count of 1), so it is a count, not a size.
     Every MIB counter that moved is kept in `mib`."""
     conns = (trace_summary or {}).get("connections", [])
-    return {
+    return build(Mptcp, "mptcp", {
         "reinjected_segments": mib["server"].get("MPTCPRetrans", 0),
         "reinjected_bytes": sum(int(c.get("msk_bytes_retrans", 0)) for c in conns),
         "sent_bytes": sum(int(c.get("msk_bytes_sent", 0)) for c in conns),
         "duplicate_data_segments_received": mib["client"].get("DuplicateData", 0),
         "mib": {side: {k: v for k, v in d.items() if v} for side, d in mib.items()},   # non-zero only
-    }
+    })
 
 
 def check_subflows(sc: Scenario, subflows: list[dict[str, Any]], expected_cc: str,

@@ -17,6 +17,8 @@ from mpvlab.runner.steps import check_subflows
 from mpvlab.runner.workloads.base import Outcome
 from mpvlab.runner.steps import queue_view
 from mpvlab.results import checks as checks_mod
+from mpvlab.results.summary_parts.base import build, build_list
+from mpvlab.results.summary_parts.network import CCStateView, Subflow
 
 
 def _scheduler_view(topo: dual_path.DualPath, sched: dict[str, Any]) -> dict[str, Any]:
@@ -167,7 +169,8 @@ def cc_state_view(ctx: RunContext, sampler: sampling.Sampler, playback_s: float 
     rows = series[spec.file]
     log = ctx.logs / "apache" / "access.log"
     activity = flows.flow_activity(ctx.data / "subflows.csv", rules, log, tokens, log.exists())
-    view = flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s or 0.0)), tokens, activity).to_json()
+    view = build(CCStateView, "cc_state", flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s or 0.0)),
+                                                           tokens, activity).to_json())
     flows.write_flows(ctx.data, rules, series, tokens)
     return view
 
@@ -230,7 +233,8 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
                       connections_check(outcome.connections_key, outcome.connections, view["connections"]))
     checks_mod.record(checks, warnings, "collector_lost_events",
                       {"lost": view["lost_events"], "ok": view["lost_events"] == 0})
-    subflows = [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(sampler.subflows_seen.items())]
+    subflows = build_list(Subflow, "subflows",
+                          [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(sampler.subflows_seen.items())])
     expected_cc = ctx.extra_prov["cc"]["kernel_name"]
     check_subflows(sc, subflows, expected_cc, per_path)
     checks["subflow_addresses"] = subflow_address_check(topo, subflows)

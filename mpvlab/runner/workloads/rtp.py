@@ -27,6 +27,8 @@ from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads import rtp_checks, rtp_freezes
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running, workload_spec
 from mpvlab.workloads.rtp import RtpWorkloadSpec
+from mpvlab.results.summary_parts.base import build
+from mpvlab.results.summary_parts.workload import RtpRecord
 from mpvlab.runner.workloads.two_ends import TwoEnds
 from mpvlab.workloads.rtp import RTP
 
@@ -237,7 +239,7 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
     ctx.extra_prov["rtp"] = {"binary": str(BINARY), "encoder": str(ENCODER), "decoder": str(DECODER),
                              "controller": spec.controller, "video_encoder": encoder_settings(spec),
                              "implementation": "pion/interceptor v0.1.51 (pkg/gcc, pkg/twcc, pkg/cc)"}
-    return record, warnings
+    return build(RtpRecord, RTP.name, record), warnings
 
 
 def frame_size_stats(frames: list[dict[str, str]]) -> dict[str, Any]:

@@ -16,6 +16,9 @@ import mpvlab.content as content
 from mpvlab.runner import server
 from mpvlab.runner import liveness, steps
 from mpvlab.runner.context import RunContext
+from mpvlab.results.summary_parts.base import build
+from mpvlab.results.summary_parts.network import HttpRecord
+from mpvlab.results.summary_parts.player import CpuUse, PlayerQoE
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running
 from mpvlab.workloads.video import VIDEO
 
@@ -275,6 +278,9 @@ class VideoWorkload:
             (ps,) = per_client.values()
             fields.update({"duration_s": ps.get("playback_s") or 0, **player_view(ps), "player_cpu": ps.get("cpu")})
             http_record["player_libsoup"] = ps.get("libsoup")
+            if ps.get("cpu") is not None:
+                build(CpuUse, "player_cpu", ps["cpu"])
+        build(HttpRecord, "http", http_record)
         # Apache's log against what each player read (checks.py player_bytes_vs_access_log)
         own = sc.video.kind == "dash" and sc.player.fetcher == "own"
         bytes_check = player_bytes_check({r: ps.get("bytes_received") for r, ps in per_client.items()},
@@ -306,8 +312,8 @@ def network_discards(total: Any, cpu_late: Any) -> int | None:
 
 
 def player_view(ps: dict[str, Any]) -> dict[str, Any]:
-    """The player's QoE as the summary carries it."""
-    return {
+    """The player's QoE as the summary carries it (built as PlayerQoE: its keys are that model's)."""
+    return build(PlayerQoE, "player QoE", {
         "underflows": ps.get("underflows"),
         "underflow_total_s": ps.get("underflow_total_s"),
         "picture_discards": ps.get("picture_discards"),
@@ -322,7 +328,7 @@ def player_view(ps: dict[str, Any]) -> dict[str, Any]:
         "startup_delay_s": ps.get("startup_delay_s"),
         "stall_ratio": ps.get("stall_ratio"),
         "dash": dash_view(ps) if ps.get("dash") else None,
-    }
+    })
 
 
 
