@@ -14,7 +14,8 @@ import pytest
 
 from mpvlab.collectors.pcap import TapResult
 from mpvlab.results import checks
-from mpvlab.runner import capture, views
+from mpvlab.runner import capture, crosschecks, views
+from mpvlab.runner.workloads.base import Outcome
 from mpvlab.core.paths import checkout_root
 
 REPO = checkout_root()
@@ -94,13 +95,16 @@ def _tap(ok: bool) -> TapResult:
                      False, counted, 900, 1.0 if ok else 0.5, ok)
 
 
-def test_pcap_bytes_warns() -> None:
+def test_pcap_bytes_warns(tmp_path: Path) -> None:
+    """Through the checks' one entry point (crosschecks.py), as a run's end makes them."""
     topo: Any = SimpleNamespace(paths=[])
     for ok in (True, False):
         cap: Any = SimpleNamespace(results=[_tap(ok)], summary=lambda: {})
-        out = capture.view(topo, cap, {"connections": []})
-        assert out["checks"]["pcap_bytes_client_mvabc0"]["ok"] is ok
-        assert checks.failed(out["warnings"]) == ([] if ok else ["pcap_bytes_client_mvabc0"])
+        assert "checks" not in capture.view(topo, cap, {"connections": []})     # the view makes no record
+        ctx: Any = SimpleNamespace(scenario=None, data=tmp_path, logs=tmp_path)
+        got = crosschecks.run({}, crosschecks.CheckState(ctx, Outcome({}, 0.0, "", 0), cap=cap), "progressive")
+        assert got.records["cross_checks"]["pcap_bytes_client_mvabc0"]["ok"] is ok
+        assert checks.failed(got.warnings) == ([] if ok else ["pcap_bytes_client_mvabc0"])
 
 
 def test_the_table_has_every_check_and_a_section_per_workload() -> None:

@@ -48,8 +48,8 @@ from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads.base import Client, Ends, Outcome
 from mpvlab.topologies import shared_bottleneck as sb
 from mpvlab.topologies.mptcp import set_route_cc
-from mpvlab.runner.views import cc_state_view, record_cc_state_check, udp_wire_check
-from mpvlab.results import checks as checks_mod
+from mpvlab.runner.crosschecks import CheckState
+from mpvlab.runner.views import cc_state_view
 from mpvlab.runner.workloads.video import dash_view, network_discards
 
 PATH_LABEL = "shared"       # the delay lines' and queue folder's label (the path's name is the user's)
@@ -264,14 +264,14 @@ class SharedNetwork:
                              self.cross.checked_result())
             # every flow named; the CC's model over the players' flows only (mpvlab/results/flows.py)
             body["cc_state"] = cc_state_view(ctx, self.samplers[0], (self.t_end - ctx.t0_ns) / 1e9)
-            if body["cc_state"] is not None or outcome.checks:
-                body["cross_checks"] = body.get("cross_checks") or {}
-                body.setdefault("warnings", [])
-                record_cc_state_check(body["cc_state"], body["cross_checks"], body["warnings"])
-                for k, v in outcome.checks.items():        # the workload's own (checks.py)
-                    checks_mod.record(body["cross_checks"], body["warnings"], k, v)
         body["ecn_marks"] = self.ecn_window.view() if self.ecn_window else None
         return body
+
+    def check_state(self, ctx: RunContext, outcome: Outcome, summary: dict[str, Any]) -> CheckState:
+        """No MPTCP trace or capture on this kind; a UDP workload's viewer interface against its socket."""
+        udp = ((summary["clients"], summary["bottleneck"]["window_s"])
+               if ctx.scenario.workload_kind.transport == "udp" else None)
+        return CheckState(ctx, outcome, udp=udp, schedules={self.path_name: self.schedules})
 
     def bottleneck_view(self, ctx: RunContext, outcome: Outcome) -> dict[str, Any]:
         """The link for a UDP workload: its receiver's payload is what the socket read (outcome.wire)."""
@@ -293,10 +293,6 @@ def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dic
     counters = {viewer.role: {"interface": viewer.iface,
                               "rx_bytes": after[viewer.role]["rx_bytes"] - before[viewer.role]["rx_bytes"],
                               "rx_packets": after[viewer.role]["rx_packets"] - before[viewer.role]["rx_packets"]}}
-    checks: dict[str, Any] = {}
-    warnings: list[str] = []
-    for k, v in udp_wire_check(counters, outcome.wire or {}, bottleneck["window_s"]).items():
-        checks_mod.record(checks, warnings, k, v)
     bulk = cross.get("bulk")
     return {
         "transport": f"udp, {ctx.scenario.workload.kind} to one client ({viewer.role})",
@@ -305,9 +301,9 @@ def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dic
         "clients": counters,
         "bottleneck": bottleneck,
         "cross_traffic": cross,
-        "cross_checks": checks,
+        "cross_checks": {},         # filled by the cross-checks (crosschecks.py) at the run's end
         "subflows": [],
-        "warnings": warnings,
+        "warnings": [],
         "sampler_errors": [e for s in samplers for e in s.errors],
     }
 
