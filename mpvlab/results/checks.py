@@ -18,6 +18,9 @@ tolerance. Every check has the same shape:
   so the table and the code cannot drift; tests/test_checks.py checks every named function and test
   exists.
 
+The same page lists every numeric figure a summary.json can hold (mpvlab/results/figures.py walks
+the summary model) with the checks here that verify it, or `no check:` and why.
+
 A check whose failure means the run measured something else (a subflow on a wrong address pair)
 raises RunFailed instead of warning; its row says so.
 
@@ -277,6 +280,7 @@ def registered(stored: str) -> set[str]:
 
 def table_page() -> str:
     """docs/reference/cross-checks.md, generated from CHECKS (`python -m mpvlab.schemas`)."""
+    from mpvlab.results import figures      # the summary model: imported here, not by the runner's checks
     def cell(s: str) -> str:
         return s.replace("|", "\\|")
     rows = [f"| `{c.name}` | {cell(c.figure)} | {cell(c.evidence)} | {cell(c.tolerance)} | {cell(c.workloads)} | "
@@ -312,6 +316,10 @@ def table_page() -> str:
         "(`expected_records` in checks.py gives the record names a run must hold; the smoke run's test "
         "compares its summary with them):", "",
         *[f"- `{k}`: {v}" for k, v in CONDITIONS.items()], "",
+        "## Every figure of summary.json", "",
+        "Each numeric figure the summary model can hold, with the checks above that compare it with independent "
+        "raw evidence, or `no check:` and why there is none.", "",
+        *figures.table(), "",
         "## Per workload", "",
         "The checks a run of each workload carries (each under the condition its row above states: a "
         "pcap check only with observe.pcap, the probe's checks only with cross_traffic.voip, …).", "",
