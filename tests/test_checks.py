@@ -214,14 +214,20 @@ def test_stalls_against_the_element_buffered_ranges_warn() -> None:
 def test_expected_records_expand_per_path_and_follow_conditions() -> None:
     """The record names a run must hold, from the registry: a dash.js run with a server capture and
     a BBR-S state model, and an rtp run with the probe; unknown conditions are refused."""
-    got = checks.expected_records("dash.js", {"pcap", "pcap-server", "cc-state"}, ["wifi", "lte"],
+    got = checks.expected_records("dash.js", {"mptcp-trace", "pcap", "pcap-server", "cc-state"}, ["wifi", "lte"],
                                   (("server", "eth0"),))
     assert got["cross_checks"] == {
         "bytes_wifi_interface_vs_collector", "bytes_lte_interface_vs_collector", "collector_saw_every_connection",
         "collector_lost_events", "subflow_addresses", "pcap_bytes_server_eth0", "pcap_path_bytes_vs_subflow_counters",
         "mode_shares_over_workload_flows", "player_bytes_vs_access_log", "stalls_vs_element_buffered"}
     assert got["fidelity_checks"] == {"playback_within_media_and_stalls"}
-    assert "stalls_vs_element_buffered" not in checks.expected_records("own-dash", set(), ["a"])["cross_checks"]
+    assert "stalls_vs_element_buffered" not in checks.expected_records("own-dash", {"mptcp-trace"}, ["a"])["cross_checks"]
+    # a SABRE run on the shared bottleneck: no scheduler trace, so only the player's bytes and the probe's
+    # and playback's fidelity checks (the records of a real sabre-own-short run; main's registry also
+    # listed the four trace and subflow checks there)
+    sabre = checks.expected_records("sabre", {"voip", "voip-one-path"}, ["shared"])
+    assert sabre == {"cross_checks": {"player_bytes_vs_access_log"}, "fidelity_checks": {
+        "probe_delay_within_queue_bound", "playback_within_media_and_stalls", "no_simultaneous_silence"}}
     rtp = checks.expected_records("rtp-gcc", {"voip", "voip-one-path"}, ["a"])
     assert rtp["cross_checks"] == {"bytes_a_interface_vs_udp_socket"} and len(rtp["rtp.checks"]) == 9
     assert rtp["fidelity_checks"] == {"probe_delay_within_queue_bound", "no_simultaneous_silence"}

@@ -62,6 +62,8 @@ class CheckDef:
 
 # What a run must have, besides its workload, for a check to run (`requires`; expected_records).
 CONDITIONS: dict[str, str] = {
+    "mptcp-trace": "a topology whose backend traces the MPTCP scheduler and samples the subflows: dual-path and "
+                   "dumbbell (a shared-bottleneck run has neither)",
     "pcap": "observe.pcap (a record per captured interface)",
     "pcap-server": "observe.pcap with the `server` point",
     "cc-state": "a CC whose state the registry models (BBR, BBR-S, BBRv3, BBRv3-S)",
@@ -123,20 +125,22 @@ CHECKS: tuple[CheckDef, ...] = (
              "the scheduler's BPF trace: payload bytes the MPTCP scheduler handed to the path's subflow",
              "0.99 ≤ (interface bytes − 90 B per packet) / handed ≤ 1.01 + the path's retransmitted segments × "
              "1424 B / handed", _TCP_VIDEO, "mpvlab.runner.views:interface_vs_collector",
-             "tests/test_checks.py::test_interface_vs_collector_warns", applies=_TCP),
+             "tests/test_checks.py::test_interface_vs_collector_warns", applies=_TCP,
+             requires=("mptcp-trace",)),
     CheckDef("collector_saw_every_connection", "scheduler_decisions, path_switches (the trace's completeness)",
              "Apache's access log: client connections that made media requests (the bulk sender's connection "
              "count for bulk)", "traced connections ≥ connections that made requests", _TCP_VIDEO,
              "mpvlab.runner.views:connections_check", "tests/test_checks.py::test_collector_connections_warns",
-             applies=_TCP),
+             applies=_TCP, requires=("mptcp-trace",)),
     CheckDef("collector_lost_events", "scheduler_decisions, path_switches",
              "the BPF ring buffer's own count of events it could not deliver", "0 lost events", _TCP_VIDEO,
              "mpvlab.runner.views:lost_events_check", "tests/test_checks.py::test_collector_connections_warns",
-             applies=_TCP),
+             applies=_TCP, requires=("mptcp-trace",)),
     CheckDef("subflow_addresses", "subflows, paths.PATH.* (which path a subflow is)",
              "ss on the server: each subflow's (client, server) address pair", "no pair outside the "
              "topology's paths", _TCP_VIDEO, "mpvlab.runner.views:subflow_address_check",
-             "tests/test_checks.py::test_subflow_addresses_fail", on_failure="run fails", applies=_TCP),
+             "tests/test_checks.py::test_subflow_addresses_fail", on_failure="run fails", applies=_TCP,
+             requires=("mptcp-trace",)),
     CheckDef("bytes_{path}_interface_vs_udp_socket", "paths.PATH.rx_bytes / clients.ROLE.rx_bytes (RTP)",
              "the RTP receiver's own socket counts: datagrams and UDP payload bytes it read",
              "0 ≤ other packets ≤ 20 + 2 per 15 s of the window; 0 ≤ other bytes ≤ 1 % of datagrams × (payload + "
