@@ -100,7 +100,7 @@ def _record(tmp_path: Path, stream: dict[str, Any]) -> tuple[dict[str, Any], lis
                                                                                  encoder="vp8")), extra_prov={})
     record, warnings, evidence = rtp_record(ctx, stream["tx"], stream["rx"], tmp_path)
     summary: dict[str, Any] = {"rtp": record, "warnings": warnings}
-    state = crosschecks.CheckState(ctx, Outcome({}, 0.0, "rtp_streams", 1, evidence={"rtp": evidence}))
+    state = crosschecks.CheckState(ctx, Outcome({}, 0.0, "rtp_streams", 1, evidence={"rtp_logs": evidence}))
     crosschecks.apply(summary, {}, crosschecks.run(summary, state, "rtp-webrtc-bbr"), lambda _m: None)
     return record, summary["warnings"]
 

@@ -32,6 +32,7 @@ from mpvlab.results import checks as registry
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads.base import Outcome
 from mpvlab.workloads.bulk import BULK
+from mpvlab.workloads.rtp import RTP
 
 if TYPE_CHECKING:
     from mpvlab.collectors.pcap import Capture
@@ -76,8 +77,8 @@ def workload_of(scenario: Any) -> str:
     kind = scenario.workload.kind
     if kind == BULK.name:
         return BULK.name
-    if kind == "rtp":
-        return f"rtp-{scenario.workload.controller}"
+    if kind == RTP.name:
+        return f"{RTP.name}-{scenario.workload.controller}"
     player = scenario.player
     if player.kind == "dashjs":
         return "dash.js"
@@ -186,7 +187,7 @@ def _rtp(fn_name: str) -> Callable[[dict[str, Any], CheckState], Records]:
     from the summary's rtp.target_bps."""
     def adapter(s: dict[str, Any], st: CheckState) -> Records:
         from mpvlab.runner.workloads import rtp_checks
-        ev = st.outcome.evidence.get("rtp")
+        ev = st.outcome.evidence.get("rtp_logs")
         if ev is None:
             return {}
         fn = getattr(rtp_checks, fn_name)

@@ -80,7 +80,7 @@ class Outcome:
     # scheduler trace against the interface bytes.
     wire: dict[str, int] | None = None
     # What the workload's own checks read besides its summary fields and the run's files, by kind
-    # (player_bytes, dashjs_raw, rtp): mpvlab/runner/crosschecks.py runs the checks over it.
+    # (player_bytes, dashjs_raw, rtp_logs): mpvlab/runner/crosschecks.py runs the checks over it.
     evidence: dict[str, Any] = field(default_factory=dict)
 
 

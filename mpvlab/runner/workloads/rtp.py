@@ -136,7 +136,7 @@ class RtpWorkload(TwoEnds):
         duration_s = (rx.get("last_packet_s") or 0.0) - (rx.get("first_packet_s") or 0.0)
         wire = {"udp_datagrams": rx["udp_datagrams_received"], "udp_payload_bytes": rx["udp_payload_bytes_received"]}
         return Outcome({RTP.name: record, "duration_s": round(duration_s, 6)}, duration_s, "rtp_streams", 1,
-                       warnings=warnings, wire=wire, evidence={"rtp": evidence})
+                       warnings=warnings, wire=wire, evidence={"rtp_logs": evidence})
 
 
 def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any],
