@@ -131,7 +131,7 @@ def test_smoke_run_is_complete_and_correct(smoke: tuple[subprocess.CompletedProc
     assert all(c["ok"] for c in s["cross_checks"].values()), s["cross_checks"]
     # the checks the run made are exactly the registry's rows for a progressive run without pcap,
     # probe or CC state model (mpvlab/results/checks.py CHECKS)
-    want = checks.expected_records("progressive", set(), list(s["paths"]))
+    want = checks.expected_records("progressive", {"mptcp-trace"}, list(s["paths"]))
     assert set(s["cross_checks"]) == want["cross_checks"], (sorted(s["cross_checks"]), want)
     assert set(s["fidelity_checks"] or {}) == want["fidelity_checks"], (s["fidelity_checks"], want)
     assert s["path_switches"] > 0

@@ -300,30 +300,10 @@ def finish_summary(scenario: Scenario, ctx: Any, schedules: dict[str, PathSchedu
     st = summary.get("host_steal_during_playback")
     judge_run(scenario, ctx.extra_prov, ctx.data, ctx.logs, schedules, fid,
               steal=StealWindow.from_dict(st) if st else None, queue_rows=ctx.queue_rows)
-    checks, named = _run_checks(scenario, schedules, summary, ctx.data, getattr(ctx, "t0_ns", 0))
-    if checks:
-        fid["checks"] = checks
-    if named:
-        fid["warnings"] = [*fid["warnings"], *named]
-        fid["ok"] = False
     for w in fid["warnings"][before:]:
         ctx.opts.log(f"fidelity warning: {w}")
     summary["fidelity_ok"] = fid.get("ok")
     summary["fidelity_warnings"] = list(fid["warnings"])
     summary["fidelity_table"] = fid["table"]
-    summary["fidelity_checks"] = checks or None
-
-
-def _run_checks(scenario: Scenario, schedules: dict[str, PathSchedules] | None, summary: dict[str, Any],
-                data: Path, t0_ns: int) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """The named plausibility checks (mpvlab/runner/runchecks.py) with this run's queue and delays."""
-    from mpvlab.links.emulator import FRAME_BYTES
-    from mpvlab.runner import runchecks
-    queue_bytes: int | None = None
-    max_owd_s: float | None = None
-    if len(scenario.paths) == 1 and schedules:
-        (pname, spec), = scenario.paths.items()
-        if pname in schedules and spec.down.buffer is not None:
-            queue_bytes = spec.down.buffer.to_bytes(FRAME_BYTES)
-            max_owd_s = schedules[pname].down.max_delay_ns / 1e9
-    return runchecks.run(scenario, summary, queue_bytes, max_owd_s, data, t0_ns)
+    # the named whole-run checks (runchecks.py) are run with every other check by crosschecks.py
+    summary["fidelity_checks"] = None

@@ -37,6 +37,7 @@ from mpvlab.results.summary_parts.network import Steal
 from mpvlab.runner import liveness
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.network import BringUp, run_head
+from mpvlab.runner import crosschecks
 from mpvlab.runner.steps import NO_FIDELITY_PROBE, record_fidelity, wait_for_t0
 from mpvlab.runner.workloads.registry import WORKLOADS, WorkloadFactory
 
@@ -121,6 +122,10 @@ def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, Workload
         steps.mark("teardown")
     steps.mark("judge")
     net.judge(ctx, fid, summary)
+    # every check of the registry for the workload, once, over the finished summary (crosschecks.py)
+    state = net.check_state(ctx, outcome, summary)
+    if state is not None:
+        crosschecks.apply(summary, fid, crosschecks.run(summary, state), ctx.opts.log)
     summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
     # The head is complete only now (the verdict and the wall time come last); the kind's own fields
     # were built as their parts where they were made, the whole is validated before it is written.

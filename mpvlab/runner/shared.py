@@ -48,9 +48,9 @@ from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads.base import Client, Ends, Outcome
 from mpvlab.topologies import shared_bottleneck as sb
 from mpvlab.topologies.mptcp import set_route_cc
-from mpvlab.runner.views import cc_state_view, record_cc_state_check, udp_wire_check
-from mpvlab.results import checks as checks_mod
-from mpvlab.results.summary import (Competition, CrossCheck, CrossTraffic as CrossTrafficPart, EcnMarks, SharedAggregate,
+from mpvlab.runner.crosschecks import CheckState
+from mpvlab.runner.views import cc_state_view
+from mpvlab.results.summary import (Competition, CrossTraffic as CrossTrafficPart, EcnMarks, SharedAggregate,
                                     SharedPlayer, Subflow, build, build_each, build_list)
 from mpvlab.runner.workloads.video import dash_view, network_discards
 
@@ -266,17 +266,16 @@ class SharedNetwork:
                              self.cross.checked_result())
             # every flow named; the CC's model over the players' flows only (mpvlab/results/flows.py)
             body["cc_state"] = cc_state_view(ctx, self.samplers[0], (self.t_end - ctx.t0_ns) / 1e9)
-            if body["cc_state"] is not None or outcome.checks:
-                body["cross_checks"] = body.get("cross_checks") or {}
-                body.setdefault("warnings", [])
-                record_cc_state_check(body["cc_state"], body["cross_checks"], body["warnings"])
-                for k, v in outcome.checks.items():        # the workload's own (checks.py)
-                    checks_mod.record(body["cross_checks"], body["warnings"], k, v)
-                build_each(CrossCheck, "cross_checks", body["cross_checks"])
         body["ecn_marks"] = self.ecn_window.view() if self.ecn_window else None
         if body["ecn_marks"] is not None:
             build_each(EcnMarks, "ecn_marks", body["ecn_marks"])
         return body
+
+    def check_state(self, ctx: RunContext, outcome: Outcome, summary: dict[str, Any]) -> CheckState:
+        """No MPTCP trace or capture on this kind; a UDP workload's viewer interface against its socket."""
+        udp = ((summary["clients"], summary["bottleneck"]["window_s"])
+               if ctx.scenario.workload_kind.transport == "udp" else None)
+        return CheckState(ctx, outcome, udp=udp, schedules={self.path_name: self.schedules})
 
     def bottleneck_view(self, ctx: RunContext, outcome: Outcome) -> dict[str, Any]:
         """The link for a UDP workload: its receiver's payload is what the socket read (outcome.wire)."""
@@ -298,13 +297,8 @@ def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dic
     counters = {viewer.role: {"interface": viewer.iface,
                               "rx_bytes": after[viewer.role]["rx_bytes"] - before[viewer.role]["rx_bytes"],
                               "rx_packets": after[viewer.role]["rx_packets"] - before[viewer.role]["rx_packets"]}}
-    checks: dict[str, Any] = {}
-    warnings: list[str] = []
-    for k, v in udp_wire_check(counters, outcome.wire or {}, bottleneck["window_s"]).items():
-        checks_mod.record(checks, warnings, k, v)
     bulk = cross.get("bulk")
     build(CrossTrafficPart, "cross_traffic", cross)
-    build_each(CrossCheck, "cross_checks", checks)
     return {
         "transport": f"udp, {ctx.scenario.workload.kind} to one client ({viewer.role})",
         **outcome.fields,
@@ -312,9 +306,9 @@ def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dic
         "clients": counters,
         "bottleneck": bottleneck,
         "cross_traffic": cross,
-        "cross_checks": checks,
+        "cross_checks": {},         # filled by the cross-checks (crosschecks.py) at the run's end
         "subflows": [],
-        "warnings": warnings,
+        "warnings": [],
         "sampler_errors": [e for s in samplers for e in s.errors],
     }
 

@@ -281,25 +281,18 @@ class VideoWorkload:
             if ps.get("cpu") is not None:
                 build(CpuUse, "player_cpu", ps["cpu"])
         build(HttpRecord, "http", http_record)
-        # Apache's log against what each player read (checks.py player_bytes_vs_access_log)
-        own = sc.video.kind == "dash" and sc.player.fetcher == "own"
-        bytes_check = player_bytes_check({r: ps.get("bytes_received") for r, ps in per_client.items()},
-                                         self.addrs, body_bytes_by_client(ctx.logs / "apache" / "access.log"), own)
-        checks = {"player_bytes_vs_access_log": bytes_check}
-        if sc.player.kind == "dashjs":      # the stall figures against the element's buffered ranges
-            checks["stalls_vs_element_buffered"] = self.stalls_check(ctx, per_client)
+        # What each player read, against Apache's log (checks.py player_bytes_vs_access_log) and, for
+        # dash.js, the page's record of the element at each stall (stalls_vs_element_buffered)
+        evidence: dict[str, Any] = {"player_bytes": {
+            "received": {r: ps.get("bytes_received") for r, ps in per_client.items()}, "addrs": dict(self.addrs),
+            "own": sc.video.kind == "dash" and sc.player.fetcher == "own"}}
+        if sc.player.kind == "dashjs":
+            evidence["dashjs_raw"] = {
+                role: steps.dashjs_data_dir(ctx, f"player {role}" if self.several else "player") / "dashjs-raw.json"
+                for role in per_client}
         return Outcome(fields, duration, "apache_connections",
                        apache_connections(ctx.logs / "apache" / "access.log"), warnings, per_client,
-                       checks=checks)
-
-    def stalls_check(self, ctx: RunContext, per_client: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        """stalls_vs_element_check per player, over its data/dashjs[/<role>]/dashjs-raw.json."""
-        per: dict[str, Any] = {}
-        for role, ps in per_client.items():
-            raw_file = steps.dashjs_data_dir(ctx, f"player {role}" if self.several else "player") / "dashjs-raw.json"
-            raw = steps.read_json(raw_file) or {}
-            per[role] = stalls_vs_element_check(ps, raw, 1.0 / ctx.scenario.video.fps)
-        return {"players": per, "ok": all(v["ok"] for v in per.values())}
+                       evidence=evidence)
 
 
 def network_discards(total: Any, cpu_late: Any) -> int | None:
