@@ -97,14 +97,15 @@ def _paused_frames(run_dir: Path) -> int:
     return sum(max(0, round((b - a) / interval) - 1) for a, b in zip(caps, caps[1:]))
 
 
-def _assert_accounted(run_dir: Path, s: dict) -> None:
-    """Every frame, packet and byte accounted, the ends and the interface agreeing (module docstring)."""
+def _assert_accounted(run_dir: Path, s: dict, duration_s: int = DURATION_S) -> None:
+    """Every frame, packet and byte accounted, the ends and the interface agreeing (module docstring);
+    duration_s: the scenario's media time."""
     r = s["rtp"]
     # Frames: the live source ran for the configured media time (a stalled host may skip captures,
     # never add them), and the viewer accounted each one exactly once.
     captured = r["frames_captured"]
     # frames never encoded while webrtc-bbr's send queue was full exist for nobody, the viewer included
-    assert 0.9 * FPS * DURATION_S <= captured + _paused_frames(run_dir) <= FPS * DURATION_S + 1, captured
+    assert 0.9 * FPS * duration_s <= captured + _paused_frames(run_dir) <= FPS * duration_s + 1, captured
     assert r["frames_on_time"] + r["frames_late"] + r["frames_lost"] == captured, r
     tx_frames = _rows(run_dir / "logs/rtp/sender/frames.csv")
     rx_frames = _rows(run_dir / "logs/rtp/receiver/frames.csv")
@@ -152,7 +153,7 @@ def _assert_accounted(run_dir: Path, s: dict) -> None:
     assert wire["ok"], wire
     assert s["paths"]["link"]["rx_bytes"] >= r["rtp_bytes_received"] + r["padding_bytes_received"] + 42 * received
     _check_decoding(r, rx_frames)
-    _check_rendering(r, rx_frames)
+    _check_rendering(r, rx_frames, duration_s)
     # every cross-check of the summary's figures against the logs held (rtp_checks.py, tests/test_rtp_checks.py)
     assert all(c["ok"] for c in r["checks"].values()), {k: c for k, c in r["checks"].items() if not c["ok"]}
     assert not [w for w in s["warnings"] if w.startswith("cross-check rtp_")], s["warnings"]
@@ -162,7 +163,7 @@ def _assert_accounted(run_dir: Path, s: dict) -> None:
     assert not s["fidelity_checks"] and "fidelity_checks" not in want
 
 
-def _check_rendering(r: dict, rx_frames: list[dict[str, str]]) -> None:
+def _check_rendering(r: dict, rx_frames: list[dict[str, str]], duration_s: int) -> None:
     """Rendered frames (on time and decoded) per second and freezes (rtp_freezes.py, unit-tested in
     tests/test_rtp_freezes.py) are counted over the same frames the viewer accounted."""
     rendered = [f for f in rx_frames if f["status"] == "on_time" and f["decode"] == "decoded"]
@@ -172,14 +173,14 @@ def _check_rendering(r: dict, rx_frames: list[dict[str, str]]) -> None:
     assert len(rendered) - FPS <= sum(per_second) <= len(rendered), (len(rendered), per_second)
     assert all(0 <= n <= FPS + 1 for n in per_second), per_second
     fr = r["freezes"]
-    assert 0 <= fr["longest_s"] <= fr["total_s"] <= DURATION_S + 1 and fr["count"] >= (fr["total_s"] > 0)
+    assert 0 <= fr["longest_s"] <= fr["total_s"] <= duration_s + 1 and fr["count"] >= (fr["total_s"] > 0)
     caps = [float(f["capture_s"]) for f in rx_frames if f["capture_s"]]
     if len(rendered) == r["frames_captured"] and max(b - a for a, b in zip(caps, caps[1:])) < 0.15:
         # every frame rendered and the live source never stalled (a stalled host skips captures, which
         # the viewer sees as a freeze): every interval is a capture gap, far below avg + 150 ms
         assert fr["count"] == 0, fr
     # each freeze is at least 150 ms beyond the average interval, so they cannot outnumber this
-    assert fr["count"] <= DURATION_S / 0.15
+    assert fr["count"] <= duration_s / 0.15
 
 
 @pytest.mark.netns
@@ -190,11 +191,16 @@ def test_rtp_run_accounts_every_frame_packet_and_byte(tmp_path: Path, controller
     """The shipped scenario, and the same with WebRTC's 2018 BBR in GCC's place (correctness only:
     its rates are a study result, rtp/README.md), with its padding while probing (the default) and
     without (workload.bbr.padding: false). GCC sends no padding; webrtc-bbr pads at least in
-    STARTUP, where the encoder's rate is below the pacing rate."""
+    STARTUP, where the encoder's rate is below the pacing rate. The webrtc-bbr runs send 10 s of media,
+    not the scenario's 20 s (issue 44): they assert accounting, padding and the encoder following the
+    controller, which any length shows; GCC's steady-state mean keeps the 20 s."""
     name = f"rtp-{controller}" + ("" if padding is None else "-nopad")
+    duration_s = DURATION_S if controller == "gcc" else DURATION_S // 2
     f = tmp_path / f"{name}.yaml"
     text = (SCENARIO.read_text().replace("name: rtp-gcc-short", f"name: {name}")
-            .replace("controller: gcc", f"controller: {controller}"))
+            .replace("controller: gcc", f"controller: {controller}")
+            .replace(f"duration: {DURATION_S}s", f"duration: {duration_s}s"))
+    assert f"duration: {duration_s}s" in text
     if padding is not None:
         text = text.replace(f"controller: {controller}", f"controller: {controller}\n  bbr: {{padding: {str(padding).lower()}}}")
         assert "padding: false" in text
@@ -206,7 +212,7 @@ def test_rtp_run_accounts_every_frame_packet_and_byte(tmp_path: Path, controller
     assert r["padding"] is pads
     assert (r["padding_packets"] > 0) if pads else (r["padding_packets"] == 0 == r["padding_bytes"]), r
     assert sum(x["padding_bps"] for x in r["received_per_second"]) == 8 * r["padding_bytes_received"]
-    _assert_accounted(run_dir, s)
+    _assert_accounted(run_dir, s, duration_s)
     tx_frames = _rows(run_dir / "logs/rtp/sender/frames.csv")
 
     # The encoder followed the controller: each bitrate a frame was encoded at is one the controller set.
