@@ -18,11 +18,13 @@ linux/inet_diag.h: bw_lo, bw_hi, min_rtt, pacing_gain, cwnd_gain). Kernel BBR v1
 | PROBE_RTT | 256 | 256 |
 
 so each pair names one mode; any other pair is reported as mode None (`unknown`) with its gains,
-never guessed. One pair is ambiguous, and measured so here: a new connection before its first
-delivery-rate sample (bandwidth estimate 0) reports 256/256, PROBE_RTT's gains, although bbr_init has
-put it in STARTUP (the gains are set per ACK, by bbr_update_gains). PROBE_RTT needs an expired
-min-RTT of a connection that has sent data, so 256/256 with a bandwidth estimate of 0 is reported as
-`INIT`, and a STARTUP episode that follows INIT starts at INIT's first sample. A connection whose CC exports no BBRINFO (not kernel BBR: e.g. a BPF struct_ops CC,
+never guessed. A new connection before its first delivery-rate sample (bandwidth estimate 0)
+reports gains the table does not give STARTUP although bbr_init has put it there (the gains are set
+per ACK, by bbr_update_gains); measured here: 256/256 (PROBE_RTT's pair) on the active side, 0/0 on
+the passive (server) side. PROBE_RTT needs an expired min-RTT of a connection that has sent data,
+so either pair with a bandwidth estimate of 0 is reported as `INIT`, and a STARTUP episode that
+follows INIT starts at INIT's first sample. A row without tcp_bbr_info (another CC, or kernel BBR in
+a closing state, e.g. LAST_ACK, where it exported none here) has mode `NO_BBR_INFO`. A connection whose CC exports no BBRINFO (not kernel BBR: e.g. a BPF struct_ops CC,
 which cannot implement get_info) has no mode either; its rows say so (`cong`).
 
 Run inside a namespace (`ip netns exec NS python -m mpvlab.cc.bbr_diag --out FILE …`); it writes one
@@ -71,7 +73,7 @@ def mode_from_gains(pacing_gain: int | None, cwnd_gain: int | None, bw_bps: int 
     INIT for a connection with no bandwidth sample yet (see the module's docstring)."""
     if pacing_gain is None or cwnd_gain is None:
         return None
-    if bw_bps == 0 and pacing_gain == BBR_UNIT and cwnd_gain == BBR_UNIT:
+    if bw_bps == 0 and (pacing_gain, cwnd_gain) in ((BBR_UNIT, BBR_UNIT), (0, 0)):
         return "INIT"
     if cwnd_gain == HIGH_GAIN:
         return {HIGH_GAIN: "STARTUP", DRAIN_GAIN: "DRAIN"}.get(pacing_gain)
@@ -130,7 +132,7 @@ def _row(t_ns: int, state: int, sport: int, dport: int, src: str, dst: str,
 
     return {"t_ns": t_ns, "src": src, "sport": sport, "dst": dst, "dport": dport, "state": state,
             "cong": cong.split(b"\0", 1)[0].decode() if cong else None,
-            "mode": mode_from_gains(pg, cg, bw), "pacing_gain": pg, "cwnd_gain": cg, "bw_bps": bw, "min_rtt_us": mrtt,
+            "mode": mode_from_gains(pg, cg, bw) if bbr is not None else "NO_BBR_INFO", "pacing_gain": pg, "cwnd_gain": cg, "bw_bps": bw, "min_rtt_us": mrtt,
             "bytes_acked": struct.unpack_from("=Q", info, _TI_ACKED)[0] if full and info is not None else None,
             "bytes_sent": struct.unpack_from("=Q", info, _TI_SENT)[0] if full and info is not None else None,
             "cwnd": u32(_TI_CWND), "srtt_us": u32(_TI_RTT)}
@@ -284,7 +286,7 @@ class Connection:
     def shares(self) -> dict[str, float]:
         """Time-weighted: each sample's mode holds until the connection's next sample."""
         total = sum(e.end_ns - e.start_ns for e in self.episodes)
-        out = {m: 0.0 for m in (*MODES, "unknown")}
+        out = {m: 0.0 for m in (*MODES, "NO_BBR_INFO", "unknown")}
         for e in self.episodes:
             out[e.mode or "unknown"] += (e.end_ns - e.start_ns) / total if total else 0.0
         return out
@@ -346,9 +348,10 @@ def connections(rows: Iterable[dict[str, Any]]) -> dict[Conn, Connection]:
     return out
 
 
-def summarize(path: Path) -> dict[str, Any]:
-    """Per connection: mode sequence, time-weighted shares, STARTUP episodes; the sampling rate
-    reached and how many connections carried data (bytes acked > 0)."""
+def summarize(path: Path, t0_ns: int = 0) -> dict[str, Any]:
+    """Per connection: mode sequence, time-weighted shares, STARTUP episodes (`start_s` on the clock
+    that starts at `t0_ns`: a run's clock); the sampling rate reached, the longest gap between
+    samples, the reader's CPU and how many connections carried data (bytes acked > 0)."""
     rows, stamps = read_rows(path)
     conns = connections(rows)
     end = [ln.split() for ln in path.read_text().splitlines() if ln.startswith("# end ")]
@@ -365,7 +368,7 @@ def summarize(path: Path) -> dict[str, Any]:
             "conn": f"{c.conn[0]}:{c.conn[1]}-{c.conn[2]}:{c.conn[3]}", "cong": c.cong, "samples": c.samples,
             "bytes_acked": c.bytes_acked, "modes": c.sequence(),
             "shares": {k: round(v, 6) for k, v in c.shares().items()},
-            "startup_episodes": [{"start_ns": e.start_ns, "duration_s": round((e.end_ns - e.start_ns) / 1e9, 6),
+            "startup_episodes": [{"start_s": round((e.start_ns - t0_ns) / 1e9, 6), "duration_s": round((e.end_ns - e.start_ns) / 1e9, 6),
                                   "bytes_acked": e.bytes_acked} for e in c.startup()],
         } for c in conns.values()],
     }

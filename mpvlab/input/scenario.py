@@ -235,6 +235,14 @@ class Scenario(Strict):
                              f"(this is {self.topology.kind}; allowed here: {', '.join(self.topology_kind.addressing)})")
 
     @model_validator(mode="after")
+    def _bbr_modes_reader_runs_here(self) -> Scenario:
+        """observe.bbr_modes_hz: the INET_DIAG reader is started by the emulated backend only."""
+        if self.observe.bbr_modes_hz is not None and self.topology_kind.backend != "emulated":
+            offer = " or ".join(k.name for k in topologies.ENTRIES if k.backend == "emulated")
+            raise ValueError(f"observe.bbr_modes_hz is for topology {offer}, not {self.topology.kind} (yet)")
+        return self
+
+    @model_validator(mode="after")
     def _pcap_points_exist(self) -> Scenario:
         """Capture points are the topology's nodes: client, server and one router per path."""
         if self.observe.pcap is None:
