@@ -240,7 +240,8 @@ def _player_rules(p: dict[str, Any], defs: dict[str, Any]) -> None:
     own: dict[str, type[BaseModel] | None] = {n: e.Params for n, e in sorted(ABRS.items())}
     p["allOf"] = [{
         "if": {"required": ["kind"], "properties": {"kind": {"const": "dashjs"}}},
-        "then": {"properties": {"abr": {"enum": list(dashjs)}},
+        # dash.js has no one playout buffer: its targets are the dashjs_* fields (issue 47)
+        "then": {"properties": {"abr": {"enum": list(dashjs)}, "buffer": {"type": "null"}},
                  "allOf": _params_by_name(dashjs, "abr", default, "abr_params", defs, "abr-dashjs-")},
         "else": {
             "if": {"required": ["fetcher"], "properties": {"fetcher": {"const": "own"}}},

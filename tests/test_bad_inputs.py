@@ -594,10 +594,20 @@ def issue45_cases() -> Iterator[Case]:
     """What `validate` accepted and `run` then failed on with a raw ValueError once the network was up, or
     ran meaninglessly (issue 45): DASH ladders the content maker refuses, a zero DASH buffer, infinite or
     absurdly small ABR parameters, a cross-traffic flow that starts after the run's media ends."""
-    dashjs = {"kind": "dashjs", "buffer": "8s"}
+    dashjs = {"kind": "dashjs", "dashjs_stable_buffer_time": "8s"}
     cases: list[tuple[str, dict[str, Any], dict[str, Any] | None, tuple[str, ...]]] = [
         ("dash-buffer-0", {"player.buffer": "0s"}, None, ("player.buffer", "0 s holds nothing")),
-        ("dashjs-buffer-0", {"player": {**dashjs, "buffer": "0s"}}, None, ("player.buffer", "0 s holds nothing")),
+        ("dashjs-stable-buffer-0", {"player": {**dashjs, "dashjs_stable_buffer_time": "0s"}}, None,
+         ("player", "dashjs_stable_buffer_time must be more than 0s")),
+        # dash.js has no one playout buffer: player.buffer is refused, naming dash.js's own fields (issue 47)
+        ("dashjs-buffer", {"player": {**dashjs, "buffer": "8s"}}, None,
+         ("player", "buffer: not a setting of kind dashjs", "dashjs_stable_buffer_time",
+          "dashjs_buffer_time_at_top_quality", "dashjs_buffer_time_at_top_quality_long_form")),
+        ("dashjs-top-quality-61min", {"player": {**dashjs, "dashjs_buffer_time_at_top_quality": "61min"}}, None,
+         ("player", "dashjs_buffer_time_at_top_quality must be more than 0s and at most 60min")),
+        ("dashjs-setting-on-gstreamer", {"player": {"fetcher": "own", "abr": "bola", "buffer": "8s",
+                                                    "dashjs_buffer_time_at_top_quality_long_form": "20s"}}, None,
+         ("player", "dashjs_buffer_time_at_top_quality_long_form: for kind dashjs only")),
         ("dash-repeated-bitrates", {"video.bitrates": ["1mbit", "1mbit", "2mbit"]}, None,
          ("video (dash)", "strictly increasing")),
         ("dash-segment-1ms", {"video.segment": "1ms"}, None, ("video (dash)", "1 frame")),
@@ -668,7 +678,7 @@ def schema_rule_cases() -> Iterator[Case]:
         ("capacity-low-false", {"paths.lte.down.rate": DELETE, "paths.lte.down.capacity": {"rate": {
             "kind": "square", "high": "3mbit", "low": False, "period": "10s", "duty": 0.5}}}, None,
          ("paths.lte.down.capacity.rate", "low")),
-        ("dashjs-abr-params-for-bola", {"player": {"kind": "dashjs", "abr": "bola", "buffer": "8s",
+        ("dashjs-abr-params-for-bola", {"player": {"kind": "dashjs", "abr": "bola",
                                                    "abr_params": {"gamma_p": 5}}}, DASH_BASE,
          ("abr_params", "bola takes none")),
     ]
@@ -1306,7 +1316,7 @@ BEYOND_THE_SCHEMA: dict[str, tuple[str, ...]] = {
         ("absurd-0", "absurd-2", "absurd-3", "absurd-4", "absurd-6", "absurd-7", "absurd-9", "absurd-10",
          "absurd-11", "absurd-12", "absurd-15", "absurd-17", "absurd-21", "absurd-22", "absurd-25", "absurd-26",
          "absurd-30", "absurd-31", "absurd-32", "absurd-39", "absurd-40", "absurd-41", "absurd-46",
-         "absurd-duration-*"),
+         "absurd-duration-*", "dashjs-stable-buffer-0", "dashjs-top-quality-61min"),
     "order and sums across items or fields (a schedule's times from 0 and strictly increasing, base + "
     "amplitude, tcp_rmem min ≤ default ≤ max, a ladder strictly increasing, segment against frame length and "
     "video length, a flow's start before the run's end, the MPD's minBufferTime within the video's length and "
@@ -1322,6 +1332,9 @@ BEYOND_THE_SCHEMA: dict[str, tuple[str, ...]] = {
     "a section the workload does not read, unless it equals its defaults: equality after the units are "
     "parsed (6s = 6000ms), which a schema cannot compare":
         ("unused-section-*",),
+    "a setting of the other player kind, unless it equals its default (dash.js's 12s = 12000ms): the same "
+    "equality after the units are parsed":
+        ("dashjs-setting-on-gstreamer",),
 }
 
 _FILES, _BOUNDS, _ORDER = list(BEYOND_THE_SCHEMA)[:3]
@@ -1350,7 +1363,7 @@ ACCEPTED_FORMS: dict[str, dict[str, Any]] = {
     "bbrs-params": {"transport.cc": "bbr-s", "transport.cc_params": {"window": 10}},
     "scheduler-params": {"transport.scheduler": "minrtt", "transport.scheduler_params": {"period_us": 500}},
     "sabre-params": {"player": {"fetcher": "own", "abr": "sabre", "buffer": "8s", "abr_params": {"lambda": 1.5}}},
-    "dashjs-festive-params": {"player": {"kind": "dashjs", "abr": "festive", "buffer": "8s",
+    "dashjs-festive-params": {"player": {"kind": "dashjs", "abr": "festive", "dashjs_stable_buffer_time": "8s",
                                          "abr_params": {"alpha": 12}}},
 }
 

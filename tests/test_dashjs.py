@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -48,6 +49,12 @@ BASE: dict[str, Any] = {
 }
 
 
+# dash.js 3.0.3's own Settings defaults (seconds), the kind's defaults; test_page_takes_exactly_the_
+# configured_settings reads them from the shipped bundle too.
+DASHJS_DEFAULTS = {"stableBufferTime": 12.0, "bufferTimeAtTopQuality": 30.0, "bufferTimeAtTopQualityLongForm": 60.0,
+                   "longFormContentDurationThreshold": 600.0}
+
+
 def scenario(**changes: Any) -> dict[str, Any]:
     d = json.loads(json.dumps(BASE))
     for key, value in changes.items():
@@ -79,9 +86,10 @@ def test_validate_refuses_what_dashjs_cannot_do(monkeypatch: pytest.MonkeyPatch)
     assert "cpu, mode: not a setting of kind dashjs" in msg
     msg = refused(scenario(player={"kind": "dashjs", "abr": "bba", "abr_params": {"reservoir": 3}}))
     assert "reservoir: unknown key" in msg and "keys: reservoir_s, cushion_s" in msg
-    msg = refused(scenario(player={"kind": "dashjs", "abr": "bba", "buffer": "10s",
+    msg = refused(scenario(player={"kind": "dashjs", "abr": "bba", "dashjs_stable_buffer_time": "8s",
+                                   "dashjs_buffer_time_at_top_quality": "10s",
                                    "abr_params": {"reservoir_s": 5, "cushion_s": 6}}))
-    assert "reservoir_s + cushion_s must be smaller than player.buffer (10 s)" in msg
+    assert "reservoir_s + cushion_s must be smaller than the most dash.js buffers for this video (10 s" in msg
     monkeypatch.setattr(dashjs_setup, "CHROMIUM", Path("/nonexistent/h30/chromium"))
     msg = refused(scenario())
     assert "player.kind: dashjs needs Debian's chromium (/nonexistent/h30/chromium is missing)" in msg
@@ -230,6 +238,9 @@ def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
     prov = json.loads((run / "provenance.json").read_text())
     assert p["status"] == "eos" and p["player"] == "dashjs"
     assert prov["dashjs"]["dashjs_version"] == raw["dashjs_version"] == "3.0.3"
+    # dash.js ran on exactly its own default buffer settings: sent, and read back from getSettings()
+    assert prov["dashjs"]["settings"] == DASHJS_DEFAULTS
+    assert p["dashjs_settings"] == {"configured": DASHJS_DEFAULTS, "read_back": DASHJS_DEFAULTS, "ok": True}
     assert raw["codec_support"]["avc1.42c01e"] is True
     # Every request over HTTP/2 and TLS (the run checks it too), the browser's sockets MPTCP: the
     # server saw MPTCP subflows from the client's address on the one path.
@@ -379,17 +390,20 @@ def test_sigkilled_dashjs_run_leaves_no_browser(tmp_path: Path) -> None:
 def test_resolved_dashjs_scenario_round_trips() -> None:
     """resolved.yaml and a sweep's overrides spell out every default: they must validate again."""
     from mpvlab.input.scenario import override, resolved_dict
-    sc = Scenario.model_validate(scenario(player={"kind": "dashjs", "abr": "bba", "buffer": "30s"}))
+    sc = Scenario.model_validate(scenario(player={"kind": "dashjs", "abr": "bba", "dashjs_stable_buffer_time": "20s"}))
     again = Scenario.model_validate(resolved_dict(sc))
     assert again.player == sc.player
+    assert resolved_dict(sc)["player"]["dashjs_stable_buffer_time"] == "20s"   # recorded in resolved.yaml
     own = Scenario.model_validate(scenario(player={"fetcher": "own", "abr": "bola", "buffer": "10s"}))
-    swapped = override(own, {"player": {"kind": "dashjs", "abr": "bola", "buffer": "10s"}})
+    swapped = override(own, {"player": {"kind": "dashjs", "abr": "bola"}})
     assert swapped.player.kind == "dashjs" and swapped.player.fetcher == "dashdemux"
-    # The sweep's dimension player.kind: the other kind starts from its defaults, abr and buffer kept,
+    # The sweep's dimension player.kind: the other kind starts from its defaults, abr kept; dash.js
+    # takes no player.buffer and starts from dash.js's own buffer settings (issue 47),
     # and back to gstreamer with an ABR of mpvlab/player/abr is our own client.
     js = override(own, {"player.kind": "dashjs"})
-    assert (js.player.kind, js.player.abr, js.player.buffer, js.player.fetcher) == ("dashjs", "bola", 10 * 10**9,
+    assert (js.player.kind, js.player.abr, js.player.buffer, js.player.fetcher) == ("dashjs", "bola", None,
                                                                                      "dashdemux")
+    assert js.player.dashjs_settings() == DASHJS_DEFAULTS
     back = override(js, {"player.kind": "gstreamer"})
     assert (back.player.kind, back.player.fetcher, back.player.abr) == ("gstreamer", "own", "bola")
 
@@ -442,6 +456,89 @@ document.getElementById("o").textContent = "RESULT" + JSON.stringify({{bba: bba,
     assert len(set(fest_py)) >= 3   # the sequence exercised switching up and down, not one level
 
 
+def _chromium_dump(tmp_path: Path, body: str) -> Any:
+    """Run `body` (JS that sets `out`) on a file:// page with the shipped dash.js bundle and the page's
+    own script, in Debian's headless Chromium (--dump-dom: no network, no DevTools port)."""
+    page = tmp_path / "page.html"
+    page.write_text(f"""<!DOCTYPE html><html><head>
+<script src="{dashjs_setup.DASHJS_JS.as_uri()}"></script>
+<script src="{(dashjs_setup.PAGE_DIR / "mpvlab-dashjs.js").as_uri()}"></script></head>
+<body><pre id="o"></pre><script>
+let out = null;
+try {{ {body} }} catch (err) {{ out = {{error: String(err)}}; }}
+document.getElementById("o").textContent = "RESULT" + JSON.stringify(out) + "END";
+</script></body></html>""")
+    cp = subprocess.run([str(dashjs_setup.CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu",
+                         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                         "--disable-sync", "--allow-file-access-from-files", f"--user-data-dir={tmp_path / 'profile'}",
+                         "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    out = cp.stdout
+    assert "RESULT" in out, cp.stderr[-2000:]
+    return json.loads(out[out.index("RESULT") + 6:out.index("END")])
+
+
+def test_buffer_settings_are_fields_with_dashjs_defaults() -> None:
+    """Each dash.js buffer setting is its own field (issue 47); unset, they are dash.js's defaults;
+    the driver's argument takes exactly those four keys, positive seconds."""
+    from mpvlab.player.dashjs_player import settings_arg, settings_read_back
+    sc = Scenario.model_validate(scenario())
+    assert sc.player.dashjs_settings() == DASHJS_DEFAULTS
+    assert sc.playout_buffer_ns == 30 * 10**9            # a 12 s video: the short-form top-quality target
+    long_ = Scenario.model_validate(scenario(video={**BASE["video"], "duration": "600s"}))
+    assert long_.playout_buffer_ns == 60 * 10**9         # 600 s ≥ the 600 s threshold: long form
+    set_ = Scenario.model_validate(scenario(player={"kind": "dashjs", "dashjs_stable_buffer_time": "7s",
+                                                    "dashjs_buffer_time_at_top_quality": "19s",
+                                                    "dashjs_buffer_time_at_top_quality_long_form": "45s",
+                                                    "dashjs_long_form_content_duration_threshold": "10s"}))
+    assert set_.player.dashjs_settings() == {"stableBufferTime": 7.0, "bufferTimeAtTopQuality": 19.0,
+                                             "bufferTimeAtTopQualityLongForm": 45.0,
+                                             "longFormContentDurationThreshold": 10.0}
+    assert set_.playout_buffer_ns == 45 * 10**9          # 12 s ≥ 10 s: long form
+    assert settings_arg(json.dumps(DASHJS_DEFAULTS)) == DASHJS_DEFAULTS
+    for bad in ({**DASHJS_DEFAULTS, "bufferToKeep": 20}, {"stableBufferTime": 12}, {**DASHJS_DEFAULTS, "stableBufferTime": -1},
+                {**DASHJS_DEFAULTS, "stableBufferTime": "12"}, [12, 30]):
+        with pytest.raises(argparse.ArgumentTypeError):
+            settings_arg(json.dumps(bad))
+    assert settings_read_back(DASHJS_DEFAULTS, {"settings_read_back": dict(DASHJS_DEFAULTS)})["ok"]
+    assert not settings_read_back(DASHJS_DEFAULTS, {"settings_read_back": {**DASHJS_DEFAULTS, "stableBufferTime": 30}})["ok"]
+    assert not settings_read_back(DASHJS_DEFAULTS, {})["ok"]
+
+
+@pytest.mark.dashjs
+@pytest.mark.cpu
+def test_page_takes_exactly_the_configured_settings(tmp_path: Path) -> None:
+    """In Debian's Chromium with the shipped dash.js: a fresh player's own defaults are the kind's
+    defaults (so an unset scenario runs dash.js as shipped), and the page's settings function leaves
+    dash.js holding exactly the scenario's values, read back from getSettings(), with nothing else of
+    `streaming` changed but the ABR."""
+    sets = [Scenario.model_validate(scenario()).player.dashjs_settings(),
+            Scenario.model_validate(scenario(player={"kind": "dashjs", "dashjs_stable_buffer_time": "7s",
+                                                     "dashjs_buffer_time_at_top_quality": "19.5s",
+                                                     "dashjs_buffer_time_at_top_quality_long_form": "45s",
+                                                     "dashjs_long_form_content_duration_threshold": "300s"})
+                                    ).player.dashjs_settings()]
+    got = _chromium_dump(tmp_path, f"""
+const keys = {json.dumps(sorted(DASHJS_DEFAULTS))};
+const pick = (o) => Object.fromEntries(keys.map((k) => [k, o[k] === undefined ? null : o[k]]));
+const fresh = dashjs.MediaPlayer().create();
+out = {{version: fresh.getVersion(), defaults: pick(fresh.getSettings().streaming), runs: []}};
+for (const cfg of {json.dumps(sets)}) {{
+  const p = dashjs.MediaPlayer().create();
+  const before = JSON.parse(JSON.stringify(p.getSettings().streaming));
+  const recorded = window.mpvlabApplySettings(p, cfg, {{ABRStrategy: "abrBola", useDefaultABRRules: true}});
+  const after = p.getSettings().streaming;
+  const changed = Object.keys(after).filter((k) => k !== "abr" && JSON.stringify(after[k]) !== JSON.stringify(before[k]));
+  out.runs.push({{read_back: pick(after), recorded: recorded, record: window.mpvlabRecord.settings_read_back,
+                  changed: changed.sort(), strategy: after.abr.ABRStrategy}});
+}}""")
+    assert got["version"] == "3.0.3" and got["defaults"] == DASHJS_DEFAULTS, got
+    for want, run in zip(sets, got["runs"]):
+        assert run["read_back"] == want and run["recorded"] == want and run["record"] == want, run
+        assert run["strategy"] == "abrBola"
+        assert set(run["changed"]) <= set(want), run      # nothing but the four (and abr) moved
+    assert got["runs"][1]["changed"] == sorted(DASHJS_DEFAULTS)   # the non-default set moved all four
+
+
 def _segments_match_access_log(run: Path, ps: dict[str, Any], client_addr: str | None = None) -> None:
     lines = (run / "logs" / "apache" / "access.log").read_text().splitlines()
     if client_addr is not None:
@@ -462,7 +559,7 @@ def test_dashjs_dual_path_bba_over_http1_tls(tmp_path: Path) -> None:
     the bytes (the run's cross-checks), HTTP/1.1 over TLS, the BBA rule's decisions are the levels."""
     d = scenario(name="dashjs-dual", paths={"wifi": {"down": {"rate": "3mbit", "buffer": "100KB", "delay": "5ms"}},
                                             "lte": {"down": {"rate": "3mbit", "buffer": "100KB", "delay": "20ms"}}},
-                 player={"kind": "dashjs", "abr": "bba", "buffer": "8s",
+                 player={"kind": "dashjs", "abr": "bba", "dashjs_stable_buffer_time": "8s",
                          "abr_params": {"reservoir_s": 2, "cushion_s": 4}},
                  server={"protocol": "http/1.1", "tls": True})
     del d["topology"]
@@ -492,7 +589,7 @@ def test_dashjs_two_players_share_a_bottleneck(tmp_path: Path) -> None:
     d = scenario(name="dashjs-shared", topology={"kind": "shared-bottleneck", "clients": 2},
                  paths={"shared": {"down": {"rate": "6mbit", "buffer": "256pkt", "delay": "20ms"},
                                    "up": {"delay": "20ms"}}},
-                 player={"kind": "dashjs", "abr": "festive", "buffer": "10s"},
+                 player={"kind": "dashjs", "abr": "festive", "dashjs_stable_buffer_time": "10s"},
                  server={"protocol": "http/1.1", "tls": False})
     d["video"]["duration"] = "20s"
     run = _run(tmp_path, d)

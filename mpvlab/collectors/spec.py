@@ -39,3 +39,9 @@ class ObserveSpec(Strict):
     sample_hz: int = Field(100, ge=1, le=1000, description="time-series sampling rate of the collectors")
     min_path_share: float = Field(0.05, ge=0.0, lt=0.5, description="fail the run if a path carries less")
     pcap: PcapSpec | None = Field(None, description="packet capture; off unless given")
+    bbr_modes_hz: int | None = Field(
+        None, ge=1, le=1000,
+        description="kernel BBR's state per server connection over INET_DIAG at this rate (mpvlab/cc/bbr_diag.py; "
+                    "data/bbr_diag.csv, summary bbr_diag: each connection's mode sequence and shares, STARTUP "
+                    "episodes); dumbbell and dual-path runs; off unless given (at 200 Hz the reader took ~0.12 of a "
+                    "core here, cc/README.md)")

@@ -235,6 +235,14 @@ class Scenario(Strict):
                              f"(this is {self.topology.kind}; allowed here: {', '.join(self.topology_kind.addressing)})")
 
     @model_validator(mode="after")
+    def _bbr_modes_reader_runs_here(self) -> Scenario:
+        """observe.bbr_modes_hz: the INET_DIAG reader is started by the emulated backend only."""
+        if self.observe.bbr_modes_hz is not None and self.topology_kind.backend != "emulated":
+            offer = " or ".join(k.name for k in topologies.ENTRIES if k.backend == "emulated")
+            raise ValueError(f"observe.bbr_modes_hz is for topology {offer}, not {self.topology.kind} (yet)")
+        return self
+
+    @model_validator(mode="after")
     def _pcap_points_exist(self) -> Scenario:
         """Capture points are the topology's nodes: client, server and one router per path."""
         if self.observe.pcap is None:
@@ -334,8 +342,11 @@ class Scenario(Strict):
             raise ValueError(f"player.kind: dashjs needs {missing} (./setup.sh installs it)")
         p = self.player
         if p.abr == "bba" and p.abr_params["reservoir_s"] + p.abr_params["cushion_s"] >= self.playout_buffer_ns / 1e9:
-            raise ValueError("player.abr_params: reservoir_s + cushion_s must be smaller than player.buffer "
-                             f"({self.playout_buffer_ns / 1e9:g} s)")
+            # the most dash.js ever holds for this video (below the top quality it stops at
+            # stableBufferTime: player/README.md says what that means for BBA's map)
+            raise ValueError("player.abr_params: reservoir_s + cushion_s must be smaller than the most dash.js "
+                             f"buffers for this video ({self.playout_buffer_ns / 1e9:g} s, the largest of "
+                             "player.dashjs_stable_buffer_time and the top-quality target that applies)")
         return self
 
     @model_validator(mode="after")
@@ -371,6 +382,10 @@ class Scenario(Strict):
 
     @property
     def playout_buffer_ns(self) -> int:
+        """The most media the player holds. dash.js: the largest of its targets that applies to this
+        video (it takes no player.buffer)."""
+        if self.player.kind == "dashjs":
+            return self.player.dashjs_max_buffer_ns(self.video.duration)
         if self.player.buffer is not None:
             return self.player.buffer
         return 30 * 10**9 if self.video.kind == "dash" else 2 * 10**9
@@ -566,11 +581,12 @@ def override(scenario: Scenario, assignments: dict[str, Any], source: str = "<ov
             data["transport"]["cc_params"] = {}
     if "player.kind" in assignments and assignments["player.kind"] != data["player"]["kind"]:
         # Another player starts from its own defaults (the other kind's settings are refused by it),
-        # keeping what both understand: the ABR, the buffer, the time limit. Into kind gstreamer with
-        # an ABR of mpvlab/player/abr, that is our own client (fetcher own), as in the DASH studies.
+        # keeping what both understand: the ABR and the time limit. Not the buffer: dash.js takes its
+        # own buffer targets (player.dashjs_*, from dash.js's defaults, as the study ran it) and no
+        # player.buffer. Into kind gstreamer with an ABR of mpvlab/player/abr, that is our own client
+        # (fetcher own), as in the DASH studies.
         old = data["player"]
-        data["player"] = {"kind": assignments["player.kind"], "abr": old["abr"], "buffer": old["buffer"],
-                          "timeout_factor": old["timeout_factor"]}
+        data["player"] = {"kind": assignments["player.kind"], "abr": old["abr"], "timeout_factor": old["timeout_factor"]}
         if assignments["player.kind"] == "gstreamer" and old["abr"] not in ("gst", "bba"):
             data["player"]["fetcher"] = "own"
     for dotted in assignments:

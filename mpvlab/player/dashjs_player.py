@@ -244,6 +244,33 @@ def load_page(cdp: Cdp, log: BrowserLog, url: str, want_version: str | None,
                        "in player-summary.json page_load_failures and data/dashjs/browser-events.jsonl)", failures)
 
 
+# The dash.js `streaming` settings the driver may set (mpvlab/workloads/video.py DASHJS_BUFFER_SETTINGS).
+SETTINGS = ("stableBufferTime", "bufferTimeAtTopQuality", "bufferTimeAtTopQualityLongForm",
+            "longFormContentDurationThreshold")
+
+
+def settings_arg(text: str) -> dict[str, float]:
+    """--dashjs-settings: exactly SETTINGS, each a positive number of seconds."""
+    try:
+        d = json.loads(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not JSON") from None
+    if not isinstance(d, dict) or sorted(d) != sorted(SETTINGS):
+        raise argparse.ArgumentTypeError(f"a JSON object with exactly the keys {', '.join(SETTINGS)}")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 3600 for v in d.values()):
+        raise argparse.ArgumentTypeError("each value a number of seconds, more than 0 and at most 3600")
+    return {k: float(v) for k, v in d.items()}
+
+
+def settings_read_back(configured: dict[str, float], raw: dict[str, Any]) -> dict[str, Any]:
+    """What the page read back from dash.js's getSettings() after applying the settings, beside what
+    was configured; `ok` is false when dash.js holds anything else (the run then fails: its figures
+    would belong to other settings)."""
+    got = raw.get("settings_read_back")
+    ok = isinstance(got, dict) and all(got.get(k) == v for k, v in configured.items())
+    return {"configured": configured, "read_back": got, "ok": ok}
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--url", required=True, help="the MPD's URL on the run's server")
@@ -254,7 +281,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--profile", type=Path, required=True, help="a fresh Chromium profile folder")
     ap.add_argument("--abr", required=True, choices=["dynamic", "bola", "throughput", "bba", "festive"])
     ap.add_argument("--abr-params", default="{}", help="JSON: bba/festive parameters")
-    ap.add_argument("--buffer-s", type=float, default=30.0)
+    ap.add_argument("--dashjs-settings", type=settings_arg, required=True,
+                    help="JSON: dash.js streaming buffer settings in seconds, by dash.js's names "
+                         f"({', '.join(SETTINGS)}; the scenario's player.dashjs_* fields)")
     ap.add_argument("--start", default="gated", choices=["gated", "autoplay"],
                     help="gated: play() once dash.js's own buffer level is current (player README, 'Start-up "
                          "stall'); autoplay: dash.js's own autoplay")
@@ -314,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(w / 1e9)
         offset_ns, clock_uncertainty_ms = calibrate(cdp)
         t0 = t0 if t0 is not None else time.monotonic_ns()
-        cfg = {"mpd_url": a.url, "abr": a.abr, "buffer_s": a.buffer_s, "abr_params": json.loads(a.abr_params),
+        cfg = {"mpd_url": a.url, "abr": a.abr, "settings": a.dashjs_settings, "abr_params": json.loads(a.abr_params),
                "start": a.start}
         t_start_ns = time.monotonic_ns()
         # Written at once (the rest of the events follow at the end, from the page's record): a
@@ -322,6 +351,12 @@ def main(argv: list[str] | None = None) -> int:
         with a.events.open("w") as fh:
             fh.write(json.dumps({"t": round((t_start_ns - t0) / 1e9, 6), "type": "start"}) + "\n")
         cdp.evaluate(f"mpvlabStart({json.dumps(cfg)})")
+        # read back from the running dash.js at once: a run on other settings stops before it plays
+        applied = settings_read_back(a.dashjs_settings,
+                                     {"settings_read_back": cdp.evaluate("mpvlabRecord.settings_read_back")})
+        if not applied["ok"]:
+            raise RuntimeError(f"dash.js did not take the configured settings: configured {applied['configured']}, "
+                               f"getSettings() gave {applied['read_back']}")
         u_t0, s_t0, _ = tree_cpu_s(browser.pid)
         end_by = time.monotonic() + a.timeout_s
         status, code = "timeout", EXIT_TIMEOUT
@@ -377,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     summ = dashjs_qoe.summarize(raw, t0_ns=t0 or 0, page_offset_ns=offset_ns, video_length_s=a.video_length_s,
                                 frames_expected=a.frames_expected)
     summ.update({"url": a.url, "status": status, "reason": reason, "exit_code": code, "t0_ns": t0,
-                 "player": "dashjs", "buffer_ms": a.buffer_s * 1000, "cpu": cpu or None,
+                 "player": "dashjs", "dashjs_settings": settings_read_back(a.dashjs_settings, raw),
+                 "cpu": cpu or None,
                  "browser": browser_info, "page_load_failures": page_failures,
                  "browser_events": blog.summary(),
                  "clock_map_uncertainty_ms": clock_uncertainty_ms,

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +46,7 @@ class EmulatedNetwork:
     ends: Ends
     # filled by start_collectors / stop_collectors
     sampler: sampling.Sampler | None = None
+    bbr_diag: subprocess.Popen[bytes] | None = None     # observe.bbr_modes_hz: the INET_DIAG reader
     collectors: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     sched: Any = None
     counters_before: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -106,8 +109,29 @@ class EmulatedNetwork:
         self.ecn_window = ecn.WorkloadWindow(self.handles)
         self.ecn_window.start()
         self.mib_before = {end: sampling.read_mptcp_mib(pid) for end, pid in self._mib_ends().items()}
+        if sc.observe.bbr_modes_hz is not None:
+            self._start_bbr_diag(ctx, stack, port, sc.observe.bbr_modes_hz)
         self.sampler.start()
         stack.callback(self.sampler.stop)
+
+    def _start_bbr_diag(self, ctx: RunContext, stack: contextlib.ExitStack, port: int, hz: int) -> None:
+        """observe.bbr_modes_hz: mpvlab/cc/bbr_diag.py in the server's namespace, on the server's port."""
+        log = (ctx.logs / "bbr_diag.log").open("wb")
+        stack.callback(log.close)
+        p = self.topo.server.ns.popen([sys.executable, "-m", "mpvlab.cc.bbr_diag", "--out", str(ctx.data / "bbr_diag.csv"),
+                                       "--port", str(port), "--period-ms", f"{1000 / hz:g}"], stdout=log, stderr=log)
+        ctx.ledger.add_proc(proc.ProcRef.of(p.pid, "bbr_diag"))
+        self.bbr_diag = p
+        stack.callback(self._stop_bbr_diag)
+
+    def _stop_bbr_diag(self) -> None:
+        if self.bbr_diag is not None and self.bbr_diag.poll() is None:
+            self.bbr_diag.terminate()          # SIGTERM: it finishes the sample, writes its `# end` line
+            try:
+                self.bbr_diag.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.bbr_diag.kill()
+                self.bbr_diag.wait()
 
     def poll(self, ctx: RunContext) -> None:
         pass
@@ -120,6 +144,7 @@ class EmulatedNetwork:
         self.mib = {end: sampling.mptcp_mib_delta(self.mib_before[end], sampling.read_mptcp_mib(pid))
                     for end, pid in self._mib_ends().items()}
         self.sampler.stop()
+        self._stop_bbr_diag()
         self.captures.close()    # stop the captures (their counters are read first)
         self.collectors.close()  # stops the collectors and the scheduler, which write their summaries
         self.trace_summary = collectors.load_summary(ctx.data / "schedtrace")
@@ -150,6 +175,13 @@ class EmulatedNetwork:
         body["ecn_marks"] = self.ecn_window.view() if self.ecn_window else None
         if body["ecn_marks"] is not None:
             build_each(EcnMarks, "ecn_marks", body["ecn_marks"])
+        if ctx.scenario.observe.bbr_modes_hz is not None:
+            from mpvlab.cc import bbr_diag
+            f = ctx.data / "bbr_diag.csv"
+            if not f.exists() or self.bbr_diag is None or self.bbr_diag.returncode != 0:
+                raise RunFailed(f"observe.bbr_modes_hz: the INET_DIAG reader failed (exit "
+                                f"{None if self.bbr_diag is None else self.bbr_diag.returncode}; logs/bbr_diag.log)")
+            body["bbr_diag"] = bbr_diag.summarize(f, ctx.t0_ns)
         # observe.pcap: capture record, wire-order path switches (its byte cross-checks: check_state)
         pcap_view = capture.view(self.topo, self.cap, self.trace_summary)
         body["warnings"] += pcap_view.pop("warnings")

@@ -224,7 +224,8 @@ def dashjs_argv(ctx: RunContext, mpd_url: str, page_url: str, frames: int, out_d
             "--events", str(out_dir / "player-events.jsonl"), "--summary", str(out_dir / "player-summary.json"),
             "--data-dir", str(data), "--profile", str(data / "chromium-profile"),
             "--abr", sc.player.abr, "--abr-params", json.dumps(sc.player.abr_params),
-            "--buffer-s", f"{sc.playout_buffer_ns / 1e9:g}", "--video-length-s", f"{sc.video.duration / 1e9:g}",
+            "--dashjs-settings", json.dumps(sc.player.dashjs_settings()),
+            "--video-length-s", f"{sc.video.duration / 1e9:g}",
             "--start", sc.player.dashjs_start,
             *(["--t0-from-stdin"] if staged else ["--t0-ns", str(ctx.t0_ns)]),
             "--timeout-s", f"{sc.player_timeout_s:g}", "--frames-expected", str(frames)]

@@ -106,6 +106,18 @@ class DashjsFestiveParams(Strict):
 
 DASHJS_PARAMS: dict[str, type[Strict]] = {"bba": DashjsBbaParams, "festive": DashjsFestiveParams}
 
+# Kind dashjs's buffer settings: scenario field -> dash.js 3.0.3 `streaming` setting. The defaults are
+# dash.js 3.0.3's own (its Settings: stableBufferTime 12, bufferTimeAtTopQuality 30,
+# bufferTimeAtTopQualityLongForm 60, longFormContentDurationThreshold 600, all seconds), so a scenario
+# that sets none runs dash.js as the BBR-S study did, with default settings. player/README.md has the
+# mapping and what dash.js does with each.
+DASHJS_BUFFER_SETTINGS: dict[str, str] = {
+    "dashjs_stable_buffer_time": "stableBufferTime",
+    "dashjs_buffer_time_at_top_quality": "bufferTimeAtTopQuality",
+    "dashjs_buffer_time_at_top_quality_long_form": "bufferTimeAtTopQualityLongForm",
+    "dashjs_long_form_content_duration_threshold": "longFormContentDurationThreshold",
+}
+
 
 class PlayerSpec(Strict):
     """buffer: the playout buffer (default 2 s progressive, 30 s DASH). abr (DASH only): `gst` is
@@ -145,6 +157,23 @@ class PlayerSpec(Strict):
                              "is current (≥ 0.5 s, its stall threshold), so dash.js cannot halt a start that has "
                              "data (player/README.md, 'Start-up stall'); autoplay = dash.js's own autoplay")
 
+    # kind dashjs: dash.js's buffer targets, each its own field (DASHJS_BUFFER_SETTINGS), dash.js's defaults
+    dashjs_stable_buffer_time: Duration = Field(
+        12 * 10**9, description="kind dashjs: dash.js streaming.stableBufferTime, the buffer dash.js fills to "
+                                "below the top quality (and DYNAMIC's BOLA/throughput switch point); dash.js "
+                                "3.0.3's default 12 s")
+    dashjs_buffer_time_at_top_quality: Duration = Field(
+        30 * 10**9, description="kind dashjs: dash.js streaming.bufferTimeAtTopQuality, the buffer target while "
+                                "playing the top quality; dash.js 3.0.3's default 30 s")
+    dashjs_buffer_time_at_top_quality_long_form: Duration = Field(
+        60 * 10**9, description="kind dashjs: dash.js streaming.bufferTimeAtTopQualityLongForm, the target at "
+                                "the top quality when the MPD's duration ≥ the long-form threshold; dash.js "
+                                "3.0.3's default 60 s")
+    dashjs_long_form_content_duration_threshold: Duration = Field(
+        600 * 10**9, description="kind dashjs: dash.js streaming.longFormContentDurationThreshold, the MPD "
+                                 "duration from which the long-form target applies (≥, so a 10 min video is "
+                                 "long form); dash.js 3.0.3's default 600 s")
+
     @model_validator(mode="after")
     def _durations_sane(self) -> PlayerSpec:
         """Absurd durations are refused, not handed to GStreamer or the ABR (issue 33)."""
@@ -155,6 +184,12 @@ class PlayerSpec(Strict):
             v = getattr(self, name)
             if v is not None and v > MAX_PLAYER_TIME_NS:
                 raise ValueError(f"{name} must be at most 60min (the longest video)")
+        for name in DASHJS_BUFFER_SETTINGS:
+            v = getattr(self, name)
+            if not 0 < v <= MAX_PLAYER_TIME_NS:
+                # dash.js reads stableBufferTime -1 as "its own choice" (12 s or 20 s): that is not a
+                # stated value, so only a positive duration is taken
+                raise ValueError(f"{name} must be more than 0s and at most 60min (got {v / 1e9:g} s)")
         return self
 
     @model_validator(mode="after")
@@ -163,6 +198,9 @@ class PlayerSpec(Strict):
             return self._dashjs_fits()
         if self.dashjs_start != "gated":
             raise ValueError("dashjs_start is for kind dashjs")
+        set_ = [n for n in DASHJS_BUFFER_SETTINGS if getattr(self, n) != type(self).model_fields[n].default]
+        if set_:
+            raise ValueError(f"{', '.join(set_)}: for kind dashjs only (kind {self.kind} takes buffer)")
         if self.fetcher == "dashdemux":
             if self.abr not in ("gst", "bba"):
                 raise ValueError(f"abr {self.abr!r} needs fetcher: own (dashdemux knows gst and bba)")
@@ -194,12 +232,18 @@ class PlayerSpec(Strict):
                              f"{', '.join(DASHJS_ABRS)}")
         if self.fetcher != "dashdemux":
             raise ValueError("fetcher is for kind gstreamer; kind dashjs fetches with Chromium")
-        mine = {"abr", "abr_params", "buffer", "kind", "timeout_factor", "fetcher", "dashjs_start"}
+        if self.buffer is not None:
+            # dash.js has no one playout buffer: it fills to one of several targets (no cap besides
+            # them). One value for all of them was the old undocumented double meaning (issue 47).
+            raise ValueError("buffer: not a setting of kind dashjs; dash.js's buffer targets are "
+                             + ", ".join(DASHJS_BUFFER_SETTINGS) + " (dash.js's defaults 12s, 30s, 60s, 600s; "
+                             "player/README.md)")
+        mine = {"abr", "abr_params", "kind", "timeout_factor", "fetcher", "dashjs_start", *DASHJS_BUFFER_SETTINGS}
         other = sorted(name for name, f in type(self).model_fields.items()
                        if name not in mine and getattr(self, name) != f.default)
         if other:
-            raise ValueError(f"{', '.join(other)}: not a setting of kind dashjs (it takes abr, abr_params, buffer, "
-                             "timeout_factor, dashjs_start)")
+            raise ValueError(f"{', '.join(other)}: not a setting of kind dashjs (it takes abr, abr_params, "
+                             "timeout_factor, dashjs_start, " + ", ".join(DASHJS_BUFFER_SETTINGS) + ")")
         model = DASHJS_PARAMS.get(self.abr)
         if model is None:
             if self.abr_params:
@@ -212,6 +256,19 @@ class PlayerSpec(Strict):
             raise ValueError(f"abr_params for dashjs {self.abr}: {problems} (keys: "
                              f"{', '.join(model.model_fields)})") from None
         return self
+
+
+    def dashjs_settings(self) -> dict[str, float]:
+        """dash.js's `streaming` settings this player gives the page, in seconds, by dash.js's names."""
+        return {js: getattr(self, name) / 1e9 for name, js in DASHJS_BUFFER_SETTINGS.items()}
+
+    def dashjs_max_buffer_ns(self, video_ns: int) -> int:
+        """The most video dash.js buffers for a video this long: the largest target that can apply
+        (the long-form one only when the duration reaches the threshold, as dash.js compares)."""
+        top = (self.dashjs_buffer_time_at_top_quality_long_form
+               if video_ns >= self.dashjs_long_form_content_duration_threshold
+               else self.dashjs_buffer_time_at_top_quality)
+        return max(self.dashjs_stable_buffer_time, top)
 
 
 def _params_problems(e: ValidationError) -> str:

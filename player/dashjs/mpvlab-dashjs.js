@@ -122,20 +122,28 @@
     return { t_media: video.currentTime, ready_state: video.readyState, playback_rate: video.playbackRate,
              paused: video.paused, buffered: ranges(video.buffered), source_buffers: sbs, dashjs_buffer_level_s: level };
   };
+  // dash.js's buffer settings exactly as configured (player README, "dash.js's buffer settings"):
+  // each of cfg's keys is a dash.js `streaming` setting in seconds; nothing else of `streaming` but
+  // the ABR is changed. What dash.js then holds is read back from getSettings() into the record
+  // (settings_read_back), which the driver compares with what it sent.
+  function applySettings(player, settings, abr) {
+    const streaming = Object.assign({}, settings, { abr: abr });
+    player.updateSettings({ debug: { logLevel: dashjs.Debug.LOG_LEVEL_WARNING }, streaming: streaming });
+    const held = player.getSettings().streaming;
+    rec.settings_read_back = {};
+    for (const k of Object.keys(settings)) rec.settings_read_back[k] = held[k] === undefined ? null : held[k];
+    return rec.settings_read_back;
+  }
+  window.mpvlabApplySettings = applySettings;   // tests/test_dashjs.py reads settings back in Chromium
+
   window.mpvlabStart = function (cfg) {
     rec.started_ms = now();
     const video = document.getElementById("v");
     const player = dashjs.MediaPlayer().create();
     rec.dashjs_version = player.getVersion();
     const custom = cfg.abr === "bba" || cfg.abr === "festive";
-    player.updateSettings({
-      debug: { logLevel: dashjs.Debug.LOG_LEVEL_WARNING },
-      streaming: {
-        stableBufferTime: cfg.buffer_s, bufferTimeAtTopQuality: cfg.buffer_s,
-        bufferTimeAtTopQualityLongForm: cfg.buffer_s,
-        abr: custom ? { useDefaultABRRules: false } : { ABRStrategy: STRATEGY[cfg.abr], useDefaultABRRules: true },
-      },
-    });
+    applySettings(player, cfg.settings, custom ? { useDefaultABRRules: false }
+      : { ABRStrategy: STRATEGY[cfg.abr], useDefaultABRRules: true });
     if (custom) player.addABRCustomRule("qualitySwitchRules", cfg.abr === "bba" ? "MpvlabBbaRule" : "MpvlabFestiveRule",
                                         customRule(cfg.abr, cfg.abr_params, player));
     const E = dashjs.MediaPlayer.events;

@@ -129,6 +129,12 @@ class EmulatedSummary(RunHead, PlayerQoE):
     ecn_marks: dict[str, EcnMarks] | None = Field(
         None, description="per link direction with ecn_mark (`<path>-<down|up>`): its marker's counts over the "
                           "workload; null without ecn_mark")
+    bbr_diag: dict[str, Any] | None = Field(
+        None, description="observe.bbr_modes_hz: kernel BBR's state per server connection over INET_DIAG "
+                          "(mpvlab/cc/bbr_diag.py, cc/README.md): samples, rate_hz reached, gap_ms_max, the reader's "
+                          "CPU, connections_with_data, per connection (4-tuple) its mode sequence, time-weighted "
+                          "shares and STARTUP episodes (start_s on the run's clock, duration_s, bytes_acked); over "
+                          "the whole run, every connection on the server's port; null when not asked for")
     # workload video (and PlayerQoE's fields)
     video_length_s: float | None = Field(
         None, description="workload video: the video's duration (the scenario's video, s)")

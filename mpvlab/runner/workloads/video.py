@@ -177,7 +177,10 @@ class VideoWorkload:
             from mpvlab.player import dashjs_setup
             ctx.extra_prov["dashjs"] = {"dashjs_version": dashjs_setup.dashjs_version(),
                                         "chromium_version": dashjs_setup.chromium_version(),
-                                        "abr": ctx.scenario.player.abr, "abr_params": ctx.scenario.player.abr_params}
+                                        "abr": ctx.scenario.player.abr, "abr_params": ctx.scenario.player.abr_params,
+                                        # dash.js's buffer settings given to the page (s; each player's
+                                        # summary has them read back from dash.js: dashjs_settings)
+                                        "settings": ctx.scenario.player.dashjs_settings()}
 
     def serve(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
         assert self.video is not None
