@@ -153,7 +153,7 @@ func (s *sender) writeResults(frames []frameRow) error {
 		"padding":              !c.bbr.NoPadding && numbersAtSend[c.controller],
 		"padding_packets_sent": s.paddingSent, "padding_bytes_sent": s.paddingBytes, "padding_packets_unsent_at_end": s.paddingUnsent,
 		"fps": c.fps, "width": c.width, "height": c.height, "duration_s": c.duration.Seconds(),
-		"bitrate_bps":    map[string]int{"initial": c.initialBps, "min": c.minBps, "max": c.maxBps},
+		"bitrate_bps":    map[string]int{"initial": c.initialBps, "min": c.minBps, "max": c.maxBps, "encoder_max": c.encoderMaxBps},
 		"target_updates": len(s.targets), "cpu": processCPU(),
 	}
 	if len(frames) > 0 {
