@@ -182,6 +182,31 @@ def _check_rendering(r: dict, rx_frames: list[dict[str, str]]) -> None:
     assert fr["count"] <= DURATION_S / 0.15
 
 
+PATH_RTT_MS = 40           # the scenario's 20 ms each way
+QUEUE_MS = 15_000 * 8 / LINK_BPS * 1000      # its 15 KB drop-tail queue drained at 1 Mbit/s: 120 ms
+FEEDBACK_INTERVAL_MS = 50  # the viewer's (receiver.json feedback_interval_ms)
+
+
+def _check_feedback_rtt(run_dir: Path, r: dict) -> None:
+    """The RTT GCC derives from TWCC feedback (issue 48), recorded for either controller: one sample per
+    feedback report with a received packet, so no more than the reports the sender read and, over 20 s
+    at one every 50 ms, well over 100; none below the path's configured RTT (less 1 ms: TWCC's arrival
+    deltas are 250 µs steps and the departure is taken before the socket write); the median within
+    path + a full queue + one feedback interval (the latest arrival stands in for the feedback's send
+    time, up to one interval earlier) + one 1200 B packet's serialisation at 1 Mbit/s (~10 ms), with
+    100 ms for a loaded host."""
+    rows = _rows(run_dir / "logs/rtp/sender/feedback_rtt.csv")
+    rtt = r["feedback_rtt_ms"]
+    assert rtt["samples"] == len(rows), (rtt, len(rows))
+    assert 100 <= rtt["samples"] <= r["feedback"]["twcc_feedback_packets"], (rtt, r["feedback"])
+    xs = sorted(float(x["rtt_ms"]) for x in rows)
+    assert rtt["min"] == xs[0] >= PATH_RTT_MS - 1, xs[:5]
+    assert rtt["p50"] == xs[len(xs) // 2] and rtt["p90"] == xs[int(0.9 * len(xs))]
+    assert rtt["p50"] <= PATH_RTT_MS + QUEUE_MS + FEEDBACK_INTERVAL_MS + 10 + 100, rtt
+    print(f"{r['controller']}: GCC's feedback RTT p50 {rtt['p50']} ms, p90 {rtt['p90']} ms, min {rtt['min']} ms "
+          f"over {rtt['samples']} feedback reports")
+
+
 def _check_bitrates(run_dir: Path, r: dict) -> None:
     """Received and on-time video bitrate (rtp/README.md "Which bitrate?"), recomputed here from the raw
     logs and compared exactly: which frames were rendered from the viewer's frames.csv (status on time,
@@ -245,6 +270,7 @@ def test_rtp_run_accounts_every_frame_packet_and_byte(tmp_path: Path, controller
     assert sum(x["padding_bps"] for x in r["received_per_second"]) == 8 * r["padding_bytes_received"]
     _assert_accounted(run_dir, s)
     _check_bitrates(run_dir, r)
+    _check_feedback_rtt(run_dir, r)
     tx_frames = _rows(run_dir / "logs/rtp/sender/frames.csv")
 
     # The encoder followed the controller: each bitrate a frame was encoded at is one the controller set.

@@ -198,6 +198,9 @@ FIGURES: tuple[FigureDef, ...] = (
               "partly: the mean of the per-second bins that check sums against the viewer's totals"),
     FigureDef("rtp.video_bitrate_bps.*", note=_no("the window (from the viewer's capture times) and its count of "
                                                   "seconds: definition, not a measurement")),
+    FigureDef("rtp.feedback_rtt_ms.*", note=_no(
+        "the sender's own reading of TWCC feedback (sender/feedback_rtt.csv); no second collector sees the "
+        "feedback's timing — tests/test_rtp_run.py bounds it by the configured path delay and queue")),
     FigureDef("rtp.playout_deadline_ms", note=_no("configuration of the viewer")),
     FigureDef("rtp.checks.KEY", note=_no("the checks' own records")),
     FigureDef("rtp.feedback.KEY", note=_no("the sender's record of TWCC feedback it received")),

@@ -81,6 +81,17 @@ class RtpVideoBitrateRecord(Record):
     definition: str = Field(description="both bitrates and the window, in words")
 
 
+class RtpFeedbackRttRecord(Record):
+    """The RTT pion's GCC derives from each TWCC feedback (rtp/cmd/mpvlab-rtp/feedback.go feedbackRTT)."""
+
+    samples: int = Field(description="feedback reports with a received packet: one RTT sample each (count)")
+    p50: float | None = Field(description="median sample, nearest rank (ms); null without samples")
+    p90: float | None = Field(description="90th percentile sample, nearest rank (ms); null without samples")
+    min: float | None = Field(description="smallest sample (ms); null without samples")
+    max: float | None = Field(description="largest sample (ms); null without samples")
+    definition: str = Field(description="how a sample is derived, in words")
+
+
 class RtpRecord(OpenRecord):
     """workload rtp (mpvlab/runner/workloads/rtp.py): frames captured = on time + late + lost at the viewer."""
 
@@ -140,6 +151,9 @@ class RtpRecord(OpenRecord):
     video_bitrate_bps: RtpVideoBitrateRecord | None = Field(
         None, description="the received and the on-time video bitrate, means over one stated window "
                           "(mpvlab/runner/workloads/rtp_bitrate.py, rtp/README.md \"Which bitrate?\")")
+    feedback_rtt_ms: RtpFeedbackRttRecord | None = Field(
+        None, description="the RTT GCC derives from TWCC feedback, one sample per feedback, for either controller "
+                          "(sender/feedback_rtt.csv; rtp/README.md \"GCC's RTT\")")
     checks: dict[str, Any] | None = Field(
         None, description="the rtp cross-checks (mpvlab/runner/workloads/rtp_checks.py, rtp/README.md): per check "
                           "ok, the figure, the evidence, the tolerance and the numbers; a failed one is also a "

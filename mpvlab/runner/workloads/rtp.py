@@ -232,13 +232,15 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any],
         # what arrives against what is rendered on time (issue 48; rtp_bitrate.py, rtp/README.md)
         "on_time_per_second": rtp_bitrate.on_time_per_second(receiver_frames),
         "video_bitrate_bps": rtp_bitrate.video_bitrate(receiver_frames, rate),
+        # the RTT GCC derives from TWCC feedback, for both controllers (issue 48; rtp/README.md)
+        "feedback_rtt_ms": rtp_bitrate.feedback_rtt(_read_csv(root / "sender" / "feedback_rtt.csv")),
         # each cross-check's numbers; a failed one is also a warning (filled by crosschecks.py)
         "checks": {},
         "target_changes": len(targets),
         # CPU time of each end's process (user/system s, all threads; the sender's excludes its
         # encoder child): the per-packet cost of a real run, printed by bench/bench_rtp.py
         "process_cpu_s": {"sender": tx.get("cpu"), "receiver": rx.get("cpu")},
-        "files": {"sender": "logs/rtp/sender/{frames,packets,targets,encoder,bbr_state}.csv",
+        "files": {"sender": "logs/rtp/sender/{frames,packets,targets,encoder,bbr_state,feedback_rtt}.csv",
                   "receiver": "logs/rtp/receiver/{frames,rate}.csv"},
     }
     ctx.extra_prov["rtp"] = {"binary": str(BINARY), "encoder": str(ENCODER), "decoder": str(DECODER),

@@ -70,3 +70,17 @@ def video_bitrate(rows: Rows, rate: Rows) -> dict[str, Any]:
             "received_mean": round(sum(inside) / len(inside)) if inside else None,
             "received_seconds": len(inside),
             "definition": DEFINITION}
+
+
+RTT_DEFINITION = ("the RTT pion's GCC (pkg/gcc v0.1.51) derives from each TWCC feedback, recomputed by the sender "
+                  "as it reads the feedback, for either controller: the minimum over the feedback's received "
+                  "packets of now - departure - (latest arrival in the feedback - the packet's arrival); one sample "
+                  "per feedback (sender/feedback_rtt.csv); p50/p90 nearest rank over all samples of the stream")
+
+
+def feedback_rtt(rows: Rows) -> dict[str, Any]:
+    """The summary's `feedback_rtt_ms`: percentiles of sender/feedback_rtt.csv's samples (ms)."""
+    xs = sorted(float(r["rtt_ms"]) for r in rows)
+    at = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None  # noqa: E731 — nearest rank
+    return {"samples": len(xs), "p50": at(0.5), "p90": at(0.9), "min": xs[0] if xs else None,
+            "max": xs[-1] if xs else None, "definition": RTT_DEFINITION}
