@@ -53,7 +53,8 @@ def _stream() -> dict[str, Any]:
                         "target_bps_mean": f"{RATE * run:.0f}", "encoder_set_bps_mean": f"{RATE * run:.0f}"})
     latencies = [50.0 + (n % 7) for n in range(len(caps))]
     rx_frames = [{"frame": str(n), "capture_s": f"{c:.6f}", "status": "on_time", "latency_ms": f"{latencies[n]:.3f}",
-                  "packets_received": "1", "packets_in_frame": "1", "decode": "decoded"} for n, c in enumerate(caps)]
+                  "packets_received": "1", "packets_in_frame": "1", "decode": "decoded",
+                  "rtp_bytes": str(size + RTP_HEADER)} for n, c in enumerate(caps)]
     rate = []
     for s in range(int(T0), int(END) + 1):
         got = [n for n, c in enumerate(caps) if s <= c + 0.01 < s + 1]
@@ -73,7 +74,8 @@ def _stream() -> dict[str, Any]:
           "padding_packets_expected": 0, "padding_packets_received": 0, "padding_packets_lost": 0,
           "padding_bytes_received": 0, "udp_payload_bytes_received": nbytes, "udp_datagrams_received": n,
           "feedback_interval_ms": 50, "feedback_own_target_bps": 300000, "playout_deadline_ms": 400.0,
-          "decode": {"frames_decoded": n, "frames_decode_error": 0, "frames_undecodable": 0, "decoder_failure": None},
+          "decode": {"frames_decoded": n, "frames_decode_error": 0, "frames_undecodable": 0, "decoder_failure": "",
+                     "decoder": None, "definition": "decoded + decode_error + undecodable = on time"},
           "latency_ms": {"p50": pct(0.5), "p95": pct(0.95), "p99": pct(0.99), "max": pct(1.0)}, "cpu": None}
     return {"tx": tx, "rx": rx, "sender/frames.csv": frames, "sender/packets.csv": packets,
             "sender/targets.csv": targets, "sender/encoder.csv": encoder, "receiver/frames.csv": rx_frames,

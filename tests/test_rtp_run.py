@@ -183,6 +183,68 @@ def _check_rendering(r: dict, rx_frames: list[dict[str, str]], duration_s: int) 
     assert fr["count"] <= duration_s / 0.15
 
 
+PATH_RTT_MS = 40           # the scenario's 20 ms each way
+QUEUE_MS = 15_000 * 8 / LINK_BPS * 1000      # its 15 KB drop-tail queue drained at 1 Mbit/s: 120 ms
+FEEDBACK_INTERVAL_MS = 50  # the viewer's (receiver.json feedback_interval_ms)
+
+
+def _check_feedback_rtt(run_dir: Path, r: dict) -> None:
+    """The RTT GCC derives from TWCC feedback (issue 48), recorded for either controller: one sample per
+    feedback report with a received packet, so no more than the reports the sender read and, over 10 s
+    or more at one every 50 ms, well over 100; none below the path's configured RTT (less 1 ms: TWCC's arrival
+    deltas are 250 µs steps and the departure is taken before the socket write); the median within
+    path + a full queue + one feedback interval (the latest arrival stands in for the feedback's send
+    time, up to one interval earlier) + one 1200 B packet's serialisation at 1 Mbit/s (~10 ms), with
+    100 ms for a loaded host."""
+    rows = _rows(run_dir / "logs/rtp/sender/feedback_rtt.csv")
+    rtt = r["feedback_rtt_ms"]
+    assert rtt["samples"] == len(rows), (rtt, len(rows))
+    assert 100 <= rtt["samples"] <= r["feedback"]["twcc_feedback_packets"], (rtt, r["feedback"])
+    xs = sorted(float(x["rtt_ms"]) for x in rows)
+    assert rtt["min"] == xs[0] >= PATH_RTT_MS - 1, xs[:5]
+    assert rtt["p50"] == xs[len(xs) // 2] and rtt["p90"] == xs[int(0.9 * len(xs))]
+    assert rtt["p50"] <= PATH_RTT_MS + QUEUE_MS + FEEDBACK_INTERVAL_MS + 10 + 100, rtt
+    print(f"{r['controller']}: GCC's feedback RTT p50 {rtt['p50']} ms, p90 {rtt['p90']} ms, min {rtt['min']} ms "
+          f"over {rtt['samples']} feedback reports")
+
+
+def _check_bitrates(run_dir: Path, r: dict) -> None:
+    """Received and on-time video bitrate (rtp/README.md "Which bitrate?"), recomputed here from the raw
+    logs and compared exactly: which frames were rendered from the viewer's frames.csv (status on time,
+    decoded), their bytes from the sender's packets.csv (every video packet's UDP payload as it left:
+    a rendered frame arrived whole, so the viewer read exactly those bytes), binned on whole seconds of
+    capture time from the first capture; the received mean from the viewer's rate.csv seconds wholly
+    inside that window."""
+    sent: dict[str, int] = {}
+    for p in _rows(run_dir / "logs/rtp/sender/packets.csv"):
+        if p["padding"] != "true":
+            sent[p["frame"]] = sent.get(p["frame"], 0) + int(p["udp_payload_bytes"])
+    rx_frames = _rows(run_dir / "logs/rtp/receiver/frames.csv")
+    caps = [float(f["capture_s"]) for f in rx_frames if f["capture_s"]]
+    first, last = min(caps), max(caps)
+    n = int(last + (last - first) / (len(caps) - 1) - first + 1e-9)
+    per = [0] * n
+    for f in rx_frames:
+        if f["status"] == "on_time" and f["decode"] == "decoded":
+            assert int(f["rtp_bytes"]) == sent[f["frame"]], f     # the viewer read what the sender sent
+            i = int(float(f["capture_s"]) - first + 1e-6)
+            if i < n:
+                per[i] += 8 * sent[f["frame"]]
+    assert r["on_time_per_second"] == per
+    vb = r["video_bitrate_bps"]
+    assert vb["window_s"] == [round(first, 6), round(first + n, 6)]
+    assert vb["on_time_mean"] == round(sum(per) / n)
+    rx = [int(x["received_bps"]) for x in _rows(run_dir / "logs/rtp/receiver/rate.csv")
+          if int(x["second"]) >= first and int(x["second"]) + 1 <= first + n]
+    assert vb["received_seconds"] == len(rx) >= n - 1
+    assert vb["received_mean"] == round(sum(rx) / len(rx))
+    # rendered frames' bytes all arrived, but not all arriving bytes were rendered; the window's
+    # seconds of arrival and of capture differ by the latency, so only a loose bound between the two
+    assert 0 <= vb["on_time_mean"] <= 1.5 * vb["received_mean"]
+    print(f"{r['controller']}: received {vb['received_mean'] / 1e3:.0f} kbit/s, on time "
+          f"{vb['on_time_mean'] / 1e3:.0f} kbit/s over {vb['window_s']}")
+
+
 @pytest.mark.netns
 @pytest.mark.e2e
 @pytest.mark.parametrize("controller,padding", [("gcc", None), ("webrtc-bbr", None), ("webrtc-bbr", False)])
@@ -213,6 +275,8 @@ def test_rtp_run_accounts_every_frame_packet_and_byte(tmp_path: Path, controller
     assert (r["padding_packets"] > 0) if pads else (r["padding_packets"] == 0 == r["padding_bytes"]), r
     assert sum(x["padding_bps"] for x in r["received_per_second"]) == 8 * r["padding_bytes_received"]
     _assert_accounted(run_dir, s, duration_s)
+    _check_bitrates(run_dir, r)
+    _check_feedback_rtt(run_dir, r)
     tx_frames = _rows(run_dir / "logs/rtp/sender/frames.csv")
 
     # The encoder followed the controller: each bitrate a frame was encoded at is one the controller set.
@@ -349,6 +413,8 @@ def test_rtp_gcc_target_follows_a_step_down_of_the_link(tmp_path: Path) -> None:
     ({"kind": "rtp", "playout_deadline": "1ms"}, "dumbbell", "playout_deadline"),
     ({"kind": "rtp", "width": 641}, "dumbbell", "multiple of 2"),
     ({"kind": "rtp", "encoder": "x"}, "dumbbell", "encoder"),
+    ({"kind": "rtp", "cap_encoder": "maybe"}, "dumbbell", "cap_encoder"),
+    ({"kind": "rtp", "cap_estimate": 2}, "dumbbell", "cap_estimate"),
     ({"kind": "rtp"}, "dual-path", "rtp runs on topology.kind dumbbell or shared-bottleneck"),
 ])
 def test_rtp_scenario_rejects_bad_input(workload: dict, topology: str, error: str) -> None:
@@ -382,6 +448,68 @@ def test_bbr_variant_only_with_webrtc_bbr_and_passed_to_the_sender() -> None:
                                               "--bbr-no-recovery", "--bbr-probe-rtt-v2"]
     default = Scenario.model_validate(wl(controller="webrtc-bbr", bbr={}))
     assert default.workload.bbr.sender_flags() == []
+
+
+def test_rtp_caps_default_to_both_and_reach_the_sender() -> None:
+    """workload.cap_estimate / cap_encoder (issue 48): both on by default (the behaviour before them:
+    max_bitrate bounds the controller, so the encoder too), each turned into exactly the sender's flags."""
+    from mpvlab.input.scenario import Scenario
+    from mpvlab.workloads.rtp import ESTIMATE_BOUND_UNCAPPED
+    paths = {"a": {"down": {"rate": "1mbit", "buffer": "15KB", "delay": "20ms"}}}
+
+    def wl(**kw: Any) -> Any:
+        return Scenario.model_validate({"name": "x", "topology": {"kind": "dumbbell"}, "paths": paths,
+                                        "workload": {"kind": "rtp", "max_bitrate": "600kbit", **kw}}).workload
+    assert wl().sender_cap_flags() == ["--max-bitrate", "600000", "--encoder-max-bitrate", "600000"]
+    assert wl(cap_estimate=False).sender_cap_flags() == ["--max-bitrate", str(ESTIMATE_BOUND_UNCAPPED),
+                                                        "--encoder-max-bitrate", "600000"]
+    assert wl(cap_encoder=False).sender_cap_flags() == ["--max-bitrate", "600000", "--encoder-max-bitrate", "0"]
+    assert wl(cap_encoder=False, cap_estimate=False).caps() == {"estimate_max_bps": ESTIMATE_BOUND_UNCAPPED,
+                                                                "encoder_max_bps": None}
+
+
+CAP_BPS = 600_000       # below what GCC reaches on the 1 Mbit/s link (steady ~0.95 x link, rtp/README.md)
+
+
+@pytest.mark.netns
+@pytest.mark.e2e
+@pytest.mark.cpu
+@pytest.mark.parametrize("cap", ["estimate", "encoder"])
+def test_rtp_cap_is_honoured(tmp_path: Path, cap: str) -> None:
+    """max_bitrate 600 kbit/s on the 1 Mbit/s scenario, capping either GCC's estimate alone or the encoder
+    alone (issue 48). Estimate: no target in targets.csv above the cap. Encoder: the controller's
+    target goes above the cap (the link allows ~0.95 Mbit/s) while no encoder setting exceeds what a
+    target of the cap gives (1200/1264 of it for GCC), and no 1 s window of the encoder's output
+    (encoder.csv, capture time) exceeds that setting by more than the window's largest frame
+    plus x264's 100 ms VBV (a CBR encoder may spend its buffer in one window: rtp/README.md)."""
+    name = f"rtp-cap-{cap}"
+    f = tmp_path / f"{name}.yaml"
+    f.write_text(SCENARIO.read_text().replace("name: rtp-gcc-short", f"name: {name}")
+                 .replace("max_bitrate: 1.3mbit", "max_bitrate: 600kbit\n"
+                          f"  cap_estimate: {str(cap == 'estimate').lower()}\n"
+                          f"  cap_encoder: {str(cap == 'encoder').lower()}"))
+    run_dir, s = _run(f, name, tmp_path / "results")
+    _assert_accounted(run_dir, s)
+    prov = json.loads((run_dir / "provenance.json").read_text())
+    caps = json.dumps(prov)
+    assert f'"cap_estimate": {str(cap == "estimate").lower()}' in caps, caps[:2000]
+    targets = _rows(run_dir / "logs/rtp/sender/targets.csv")
+    top = max(int(t["target_bps"]) for t in targets)
+    setting = max(int(t["encoder_set_bps"]) for t in targets)
+    enc_cap = CAP_BPS * 1200 // 1264
+    print(f"cap {cap}: highest target {top} bit/s, highest encoder setting {setting} bit/s")
+    if cap == "estimate":
+        assert top <= CAP_BPS, top
+        return
+    assert top > CAP_BPS, top              # the estimate was not capped
+    assert setting <= enc_cap, setting
+    frames = _rows(run_dir / "logs/rtp/sender/frames.csv")
+    for w in s["rtp"]["encoder_per_second"]:
+        if w["frames"] == 0:
+            continue
+        biggest = max((8 * int(x["bytes"]) for x in frames if w["t_s"] <= float(x["capture_s"]) < w["t_s"] + 1),
+                      default=0)
+        assert w["achieved_bps"] <= enc_cap + biggest + 0.1 * enc_cap, (w, biggest)
 
 
 @pytest.mark.netns

@@ -188,6 +188,19 @@ FIGURES: tuple[FigureDef, ...] = (
     FigureDef("rtp.freezes.*", note=_no("WebRTC's freeze rule over receiver/frames.csv, the viewer's own log")),
     FigureDef("rtp.rendered_fps.*", note=_no("rendered frames per second from receiver/frames.csv, the viewer's own "
                                              "log")),
+    FigureDef("rtp.on_time_per_second*", note=_no(
+        "the viewer's frames.csv (status, decode, rtp_bytes) is its own log; no run-time check — "
+        "tests/test_rtp_run.py recomputes it exactly on a real run from the viewer's statuses and the sender's "
+        "per-packet bytes (sender/packets.csv)")),
+    FigureDef("rtp.video_bitrate_bps.on_time_mean", note=_no("as on_time_per_second, whose sum ÷ the window's seconds "
+                                                             "it is (tests/test_rtp_run.py recomputes it exactly)")),
+    FigureDef("rtp.video_bitrate_bps.received_mean", ("rtp_received_per_second_vs_totals",),
+              "partly: the mean of the per-second bins that check sums against the viewer's totals"),
+    FigureDef("rtp.video_bitrate_bps.*", note=_no("the window (from the viewer's capture times) and its count of "
+                                                  "seconds: definition, not a measurement")),
+    FigureDef("rtp.feedback_rtt_ms.*", note=_no(
+        "the sender's own reading of TWCC feedback (sender/feedback_rtt.csv); no second collector sees the "
+        "feedback's timing — tests/test_rtp_run.py bounds it by the configured path delay and queue")),
     FigureDef("rtp.playout_deadline_ms", note=_no("configuration of the viewer")),
     FigureDef("rtp.checks.KEY", note=_no("the checks' own records")),
     FigureDef("rtp.feedback.KEY", note=_no("the sender's record of TWCC feedback it received")),

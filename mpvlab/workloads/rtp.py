@@ -11,6 +11,10 @@ from pydantic import Field, model_validator
 from mpvlab.core.quantities import Duration, Rate, Strict
 from mpvlab.workloads.base import WorkloadKind
 
+# The controller's bound with cap_estimate false: the largest rate the model accepts anywhere (below),
+# far above what x264 ultrafast makes of a 1080p test picture on one core, so in effect none.
+ESTIMATE_BOUND_UNCAPPED = 50_000_000
+
 # The rate controllers mpvlab-rtp knows (rtp/cmd/mpvlab-rtp/controllers.go keeps the same registry).
 RTP_CONTROLLERS = ("gcc", "webrtc-bbr")
 
@@ -51,7 +55,9 @@ class RtpWorkloadSpec(Strict):
     controller: Literal[RTP_CONTROLLERS] = Field("gcc", description="Sender's rate controller: gcc (send-side GCC, pion) or webrtc-bbr (WebRTC's 2018 BBR).")  # type: ignore[valid-type]
     bbr: WebrtcBbrVariant | None = Field(None, description="controller webrtc-bbr only: the study's BBR variant; null = WebRTC's own.")
     duration: Duration = Field(20 * 10**9, description="Media time sent from the first captured frame, 2s … 60min.")
-    max_bitrate: Rate = Field(1_300_000, description="Upper bound of the controller's target bitrate.")
+    max_bitrate: Rate = Field(1_300_000, description="The cap (the study's 1.3 Mbit/s, its stream's ceiling); what it caps: cap_estimate, cap_encoder.")
+    cap_estimate: bool = Field(True, description="max_bitrate caps the controller's bandwidth estimate and target (so its pacer); false: the controller's bound is 50 Mbit/s. Default true, as before issue 48.")
+    cap_encoder: bool = Field(True, description="max_bitrate caps the encoder: it gets what a target of max_bitrate would give, whatever the target; false: it follows the target alone. Default true (with cap_estimate the same as before issue 48).")
     min_bitrate: Rate = Field(50_000, description="Lower bound of the controller's target bitrate.")
     initial_bitrate: Rate = Field(300_000, description="Controller's start target (libwebrtc's default start rate).")
     fps: int = Field(30, ge=1, le=60, description="Frames per second the encoder captures.")
@@ -74,7 +80,7 @@ class RtpWorkloadSpec(Strict):
         for name in ("min_bitrate", "initial_bitrate", "max_bitrate"):
             if not 16_000 <= getattr(self, name) <= 50_000_000:
                 raise ValueError(f"{name} must lie between 16kbit and 50mbit")
-        if not self.min_bitrate <= self.initial_bitrate <= self.max_bitrate:
+        if not self.min_bitrate <= self.initial_bitrate <= self.max_bitrate:  # the encoder starts within its cap
             raise ValueError("need min_bitrate ≤ initial_bitrate ≤ max_bitrate "
                              f"(got {self.min_bitrate}, {self.initial_bitrate}, {self.max_bitrate} bit/s)")
         if not 20 * 10**6 <= self.playout_deadline <= 10 * 10**9:
@@ -82,6 +88,16 @@ class RtpWorkloadSpec(Strict):
         if self.timeout is not None and not 10**9 <= self.timeout <= 24 * 3600 * 10**9:
             raise ValueError("timeout must lie between 1s and 24h")
         return self
+
+    def sender_cap_flags(self) -> list[str]:
+        """mpvlab-rtp send's caps (rtp/README.md, "Which cap?"): the controller's and the encoder's."""
+        return ["--max-bitrate", str(self.max_bitrate if self.cap_estimate else ESTIMATE_BOUND_UNCAPPED),
+                "--encoder-max-bitrate", str(self.max_bitrate if self.cap_encoder else 0)]
+
+    def caps(self) -> dict[str, int | None]:
+        """The caps in force (bit/s, the target's unit; null = none), for provenance and the summary."""
+        return {"estimate_max_bps": self.max_bitrate if self.cap_estimate else ESTIMATE_BOUND_UNCAPPED,
+                "encoder_max_bps": self.max_bitrate if self.cap_encoder else None}
 
 
 def _console_lines(s: Mapping[str, Any], several_clients: bool) -> list[str]:

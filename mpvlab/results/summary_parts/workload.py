@@ -65,6 +65,33 @@ class RtpFpsRecord(Record):
     per_second: list[int] = Field(description="frames rendered in each whole second of capture time (frames)")
 
 
+class RtpVideoBitrateRecord(Record):
+    """What arrives against what is rendered on time (issue 48), over one window of capture time."""
+
+    window_s: list[float] | None = Field(
+        description="[from, to) run seconds: first captured frame to first + the stream's whole seconds of capture "
+                    "time; null without frames")
+    on_time_mean: int | None = Field(
+        description="bits of the frames rendered (complete by capture + playout deadline and decoded; video RTP "
+                    "bytes, UDP payload) captured in window_s ÷ its seconds (bit/s)")
+    received_mean: int | None = Field(
+        description="mean of received_per_second[].received_bps over the run seconds wholly inside window_s "
+                    "(bit/s; video RTP bytes, UDP payload, by arrival, on time or not); null when none")
+    received_seconds: int = Field(description="the rate.csv seconds received_mean is taken over (count)")
+    definition: str = Field(description="both bitrates and the window, in words")
+
+
+class RtpFeedbackRttRecord(Record):
+    """The RTT pion's GCC derives from each TWCC feedback (rtp/cmd/mpvlab-rtp/feedback.go feedbackRTT)."""
+
+    samples: int = Field(description="feedback reports with a received packet: one RTT sample each (count)")
+    p50: float | None = Field(description="median sample, nearest rank (ms); null without samples")
+    p90: float | None = Field(description="90th percentile sample, nearest rank (ms); null without samples")
+    min: float | None = Field(description="smallest sample (ms); null without samples")
+    max: float | None = Field(description="largest sample (ms); null without samples")
+    definition: str = Field(description="how a sample is derived, in words")
+
+
 class RtpRecord(OpenRecord):
     """workload rtp (mpvlab/runner/workloads/rtp.py): frames captured = on time + late + lost at the viewer."""
 
@@ -116,6 +143,17 @@ class RtpRecord(OpenRecord):
                     "achieved_wire_bps, target_bps, encoder_set_bps")
     received_per_second: list[dict[str, Any]] = Field(
         description="per second at the viewer (receiver/rate.csv): second, received_bps, padding_bps")
+    on_time_per_second: list[int] = Field(
+        default_factory=list,
+        description="bits of the video RTP bytes (UDP payload) of the frames rendered — complete by capture + the "
+                    "playout deadline and decoded — per whole second of capture time from the first captured frame "
+                    "(bit/s; receiver/frames.csv rtp_bytes; the grid of rendered_fps.per_second)")
+    video_bitrate_bps: RtpVideoBitrateRecord | None = Field(
+        None, description="the received and the on-time video bitrate, means over one stated window "
+                          "(mpvlab/runner/workloads/rtp_bitrate.py, rtp/README.md \"Which bitrate?\")")
+    feedback_rtt_ms: RtpFeedbackRttRecord | None = Field(
+        None, description="the RTT GCC derives from TWCC feedback, one sample per feedback, for either controller "
+                          "(sender/feedback_rtt.csv; rtp/README.md \"GCC's RTT\")")
     checks: dict[str, Any] | None = Field(
         None, description="the rtp cross-checks (mpvlab/runner/workloads/rtp_checks.py, rtp/README.md): per check "
                           "ok, the figure, the evidence, the tolerance and the numbers; a failed one is also a "

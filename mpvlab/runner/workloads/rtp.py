@@ -24,7 +24,7 @@ from mpvlab.core import proc
 from mpvlab.core.errors import RunFailed
 from mpvlab.runner import liveness, steps
 from mpvlab.runner.context import RunContext
-from mpvlab.runner.workloads import rtp_checks, rtp_freezes
+from mpvlab.runner.workloads import rtp_bitrate, rtp_checks, rtp_freezes
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running, workload_spec
 from mpvlab.workloads.rtp import RtpWorkloadSpec
 from mpvlab.results.summary_parts.base import build
@@ -88,7 +88,7 @@ class RtpWorkload(TwoEnds):
             "--out", str(root / "sender"), "--ready", str(s_ready), "--t0-ns", str(ctx.t0_ns),
             "--python", sys.executable, "--encoder", str(ENCODER), "--content", spec.content,
             "--initial-bitrate", str(spec.initial_bitrate), "--min-bitrate", str(spec.min_bitrate),
-            "--max-bitrate", str(spec.max_bitrate), "--duration", f"{spec.duration}ns",
+            *spec.sender_cap_flags(), "--duration", f"{spec.duration}ns",
             "--fps", str(spec.fps), "--width", str(spec.width), "--height", str(spec.height),
             "--keyint", str(spec.keyint), "--codec", CODEC[spec.encoder]], "sender")
         proc.wait_ready(self.sender, s_ready, "rtp sender", 20.0, log=root / "sender" / "sender.log", error=RunFailed)
@@ -229,17 +229,25 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any],
         "received_per_second": [{"second": int(r["second"]), "received_bps": int(r["received_bps"]),
                                  "padding_bps": int(r["padding_bps"])}
                                 for r in rate],
+        # what arrives against what is rendered on time (issue 48; rtp_bitrate.py, rtp/README.md)
+        "on_time_per_second": rtp_bitrate.on_time_per_second(receiver_frames),
+        "video_bitrate_bps": rtp_bitrate.video_bitrate(receiver_frames, rate),
+        # the RTT GCC derives from TWCC feedback, for both controllers (issue 48; rtp/README.md)
+        "feedback_rtt_ms": rtp_bitrate.feedback_rtt(_read_csv(root / "sender" / "feedback_rtt.csv")),
         # each cross-check's numbers; a failed one is also a warning (filled by crosschecks.py)
         "checks": {},
         "target_changes": len(targets),
         # CPU time of each end's process (user/system s, all threads; the sender's excludes its
         # encoder child): the per-packet cost of a real run, printed by bench/bench_rtp.py
         "process_cpu_s": {"sender": tx.get("cpu"), "receiver": rx.get("cpu")},
-        "files": {"sender": "logs/rtp/sender/{frames,packets,targets,encoder,bbr_state}.csv",
+        "files": {"sender": "logs/rtp/sender/{frames,packets,targets,encoder,bbr_state,feedback_rtt}.csv",
                   "receiver": "logs/rtp/receiver/{frames,rate}.csv"},
     }
     ctx.extra_prov["rtp"] = {"binary": str(BINARY), "encoder": str(ENCODER), "decoder": str(DECODER),
                              "controller": spec.controller, "video_encoder": encoder_settings(spec),
+                             # what max_bitrate capped in this run (issue 48; rtp/README.md "Which cap?")
+                             "caps": {"cap_estimate": spec.cap_estimate, "cap_encoder": spec.cap_encoder,
+                                      **spec.caps()},
                              "implementation": "pion/interceptor v0.1.51 (pkg/gcc, pkg/twcc, pkg/cc)"}
     return build(RtpRecord, RTP.name, record), warnings, evidence
 

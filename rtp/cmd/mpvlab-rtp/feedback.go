@@ -1,8 +1,10 @@
 package main
 
 import (
+	"math"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/pion/rtcp"
 )
@@ -19,10 +21,20 @@ type feedbackLedger struct {
 	nFeedback int // TransportLayerCC packets read
 	nRTCP     int // RTCP compound packets read
 	fbBytes   int
+	sentNs    map[int64]int64 // transport seq → when it was handed to the socket (CLOCK_MONOTONIC ns)
+	rtt       []rttSample     // one per feedback with a received packet: the RTT GCC derives from it
+}
+
+// rttSample is the round-trip time pion's GCC (pkg/gcc send_side_bwe.go, v0.1.51) derives from one
+// TWCC feedback: the minimum over its received packets of now − departure − (latest arrival in the
+// feedback − the packet's arrival); the latest arrival stands in for when the feedback was sent.
+type rttSample struct {
+	tNs, rttNs int64
+	acks       int // received packets of the feedback the minimum is taken over
 }
 
 func newFeedbackLedger() *feedbackLedger {
-	return &feedbackLedger{sent: map[int64]bool{}, received: map[int64]bool{}, lastSent: -1}
+	return &feedbackLedger{sent: map[int64]bool{}, received: map[int64]bool{}, lastSent: -1, sentNs: map[int64]int64{}}
 }
 
 func (l *feedbackLedger) onSent(tseq uint16) int64 {
@@ -34,11 +46,13 @@ func (l *feedbackLedger) onSent(tseq uint16) int64 {
 	}
 	l.lastSent = u
 	l.sent[u] = false
+	l.sentNs[u] = monotonicNs()
 	l.nSent++
 	return u
 }
 
 func (l *feedbackLedger) onRTCP(raw []byte) {
+	now := monotonicNs()
 	pkts, err := rtcp.Unmarshal(raw)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -50,8 +64,33 @@ func (l *feedbackLedger) onRTCP(raw []byte) {
 	for _, p := range pkts {
 		if fb, ok := p.(*rtcp.TransportLayerCC); ok {
 			l.nFeedback++
+			l.feedbackRTT(fb, now)
 			l.account(fb)
 		}
+	}
+}
+
+// feedbackRTT records the RTT GCC derives from fb, read at nowNs (rttSample). Arrivals are the
+// viewer's clock, departures and now the sender's; only arrival differences enter, as in pion.
+func (l *feedbackLedger) feedbackRTT(fb *rtcp.TransportLayerCC, nowNs int64) {
+	acks := twccAcks(fb, max(l.lastSent, 0))
+	var latest time.Duration
+	for _, a := range acks {
+		if !a.Lost && a.Arrival > latest {
+			latest = a.Arrival
+		}
+	}
+	minRTT, n := int64(math.MaxInt64), 0
+	for _, a := range acks {
+		dep, ok := l.sentNs[a.Seq]
+		if a.Lost || !ok {
+			continue
+		}
+		n++
+		minRTT = min(minRTT, nowNs-dep-int64(latest-a.Arrival))
+	}
+	if n > 0 {
+		l.rtt = append(l.rtt, rttSample{tNs: nowNs, rttNs: minRTT, acks: n})
 	}
 }
 

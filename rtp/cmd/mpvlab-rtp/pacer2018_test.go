@@ -164,3 +164,24 @@ func TestEncoderSettingPerController(t *testing.T) {
 		t.Fatalf("gcc at 500 kbit/s: encoder %d, want %d", got, 500_000*1200/1264)
 	}
 }
+
+// The encoder's own cap (--encoder-max-bitrate, issue 48): above it the encoder gets what it would at
+// the cap, below it the target's setting; 0 is no cap.
+func TestEncoderCap(t *testing.T) {
+	for _, tc := range []struct {
+		controller     string
+		capBps, target int
+		want           int
+	}{
+		{"gcc", 600_000, 900_000, 600_000 * 1200 / 1264},
+		{"gcc", 600_000, 400_000, 400_000 * 1200 / 1264},
+		{"gcc", 0, 900_000, 900_000 * 1200 / 1264},
+		{"webrtc-bbr", 600_000, 900_000, 600_000},
+		{"webrtc-bbr", 600_000, 500_000, 500_000},
+	} {
+		c := sendConfig{controller: tc.controller, encoderMaxBps: tc.capBps}
+		if got := c.encoderBps(tc.target); got != tc.want {
+			t.Fatalf("%s cap %d target %d: encoder %d, want %d", tc.controller, tc.capBps, tc.target, got, tc.want)
+		}
+	}
+}

@@ -394,7 +394,7 @@ func (r *receiver) writeResults() error {
 	var lat []float64
 	for n := 0; n < total; n++ {
 		f := r.frames[uint32(n)]
-		status, latMs, capS, got, want := "lost", "", "", "0", ""
+		status, latMs, capS, got, want, nbytes := "lost", "", "", "0", "", "0"
 		switch {
 		case f == nil:
 			lostUnseen++
@@ -413,10 +413,15 @@ func (r *receiver) writeResults() error {
 				late++
 			}
 		}
-		rows = append(rows, []string{strconv.Itoa(n), capS, status, latMs, got, want, r.decode[uint32(n)]})
+		if f != nil {
+			// the frame's packets as received (UDP payload, each sequence number once): the unit of
+			// rate.csv's received_bps, so on-time and received bitrates compare (issue 48)
+			nbytes = strconv.Itoa(f.bytes)
+		}
+		rows = append(rows, []string{strconv.Itoa(n), capS, status, latMs, got, want, r.decode[uint32(n)], nbytes})
 	}
 	if err := writeCSV(filepath.Join(c.out, "frames.csv"), []string{"frame", "capture_s", "status", "latency_ms",
-		"packets_received", "packets_in_frame", "decode"}, rows); err != nil {
+		"packets_received", "packets_in_frame", "decode", "rtp_bytes"}, rows); err != nil {
 		return err
 	}
 	rows = rows[:0]

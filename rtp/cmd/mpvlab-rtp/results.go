@@ -105,6 +105,15 @@ func (s *sender) writeResults(frames []frameRow) error {
 	if err := writeCSV(filepath.Join(c.out, "targets.csv"), []string{"t_s", "target_bps", "encoder_set_bps", "controller_stats"}, rows); err != nil {
 		return err
 	}
+	rows = rows[:0]
+	s.ledger.mu.Lock()
+	for _, r := range s.ledger.rtt {
+		rows = append(rows, []string{secs(r.tNs, c.t0Ns), fmtFloat(float64(r.rttNs) / 1e6), strconv.Itoa(r.acks)})
+	}
+	s.ledger.mu.Unlock()
+	if err := writeCSV(filepath.Join(c.out, "feedback_rtt.csv"), []string{"t_s", "rtt_ms", "acks"}, rows); err != nil {
+		return err
+	}
 	if sl, ok := s.bwe.(interface{ StateRows(int64) [][]string }); ok {
 		if err := writeCSV(filepath.Join(c.out, "bbr_state.csv"), bbrStateHeader, sl.StateRows(c.t0Ns)); err != nil {
 			return err
@@ -153,7 +162,7 @@ func (s *sender) writeResults(frames []frameRow) error {
 		"padding":              !c.bbr.NoPadding && numbersAtSend[c.controller],
 		"padding_packets_sent": s.paddingSent, "padding_bytes_sent": s.paddingBytes, "padding_packets_unsent_at_end": s.paddingUnsent,
 		"fps": c.fps, "width": c.width, "height": c.height, "duration_s": c.duration.Seconds(),
-		"bitrate_bps":    map[string]int{"initial": c.initialBps, "min": c.minBps, "max": c.maxBps},
+		"bitrate_bps":    map[string]int{"initial": c.initialBps, "min": c.minBps, "max": c.maxBps, "encoder_max": c.encoderMaxBps},
 		"target_updates": len(s.targets), "cpu": processCPU(),
 	}
 	if len(frames) > 0 {

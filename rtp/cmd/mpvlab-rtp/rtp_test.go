@@ -180,3 +180,30 @@ func TestBBRVariantFlagsReachTheController(t *testing.T) {
 		t.Fatal("a BBR variant with gcc was accepted")
 	}
 }
+
+// The RTT GCC derives from one TWCC feedback (issue 48, feedback.go feedbackRTT): three packets sent
+// 0, 10, 20 ms after T, arriving 50, 60, 80 ms (the viewer's clock), the feedback read at T + 120 ms:
+// now − departure − (latest arrival − arrival) = 90, 90, 100 ms; the minimum, 90 ms, over 3 packets.
+func TestFeedbackRTTAsGCCDerivesIt(t *testing.T) {
+	l := newFeedbackLedger()
+	rec := twcc.NewRecorder(1)
+	const T = int64(5e9)
+	for i, arr := range []int64{50_000, 60_000, 80_000} { // µs
+		u := l.onSent(uint16(i))
+		l.sentNs[u] = T + int64(i)*10e6
+		rec.Record(defaultSSRC, uint16(i), arr)
+	}
+	l.onSent(3) // sent, never arrived: reported lost only if a later one arrives; not in the minimum
+	raw, err := rtcp.Marshal(rec.BuildFeedbackPacket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkts, err := rtcp.Unmarshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.feedbackRTT(pkts[0].(*rtcp.TransportLayerCC), T+120e6)
+	if len(l.rtt) != 1 || l.rtt[0].rttNs != 90e6 || l.rtt[0].acks != 3 {
+		t.Fatalf("rtt samples %+v, want one of 90 ms over 3 packets", l.rtt)
+	}
+}

@@ -25,6 +25,7 @@ type sendConfig struct {
 	dest, controller, out, ready, encoder, python string
 	content, local, codec                         string
 	initialBps, minBps, maxBps                    int
+	encoderMaxBps                                 int // 0: the encoder follows the target alone (issue 48)
 	duration                                      time.Duration
 	fps, width, height, keyint                    int
 	t0Ns                                          int64
@@ -97,7 +98,9 @@ func parseSendFlags(args []string) (sendConfig, error) {
 	fs.StringVar(&c.codec, "codec", "h264", "video codec: h264 (x264) or vp8 (libvpx with libwebrtc's 2018 rate control)")
 	fs.IntVar(&c.initialBps, "initial-bitrate", 300_000, "bit/s before feedback")
 	fs.IntVar(&c.minBps, "min-bitrate", 50_000, "bit/s floor")
-	fs.IntVar(&c.maxBps, "max-bitrate", 1_300_000, "bit/s cap")
+	fs.IntVar(&c.maxBps, "max-bitrate", 1_300_000, "bit/s cap of the controller's estimate and target")
+	fs.IntVar(&c.encoderMaxBps, "encoder-max-bitrate", 0,
+		"bit/s cap of the encoder, in the target's unit: the encoder gets what the target would give at min(target, this); 0 = none")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "media time to send, from the first captured frame")
 	fs.IntVar(&c.fps, "fps", 30, "frames per second")
 	fs.IntVar(&c.width, "width", 640, "")
@@ -120,6 +123,9 @@ func parseSendFlags(args []string) (sendConfig, error) {
 	}
 	if c.bbr != (bbrVariant{}) && c.controller != "webrtc-bbr" {
 		return c, fmt.Errorf("the --bbr-* variants apply to controller webrtc-bbr, not %q", c.controller)
+	}
+	if c.encoderMaxBps < 0 {
+		return c, fmt.Errorf("--encoder-max-bitrate %d: need ≥ 0 (0 = no cap of its own)", c.encoderMaxBps)
 	}
 	if c.minBps <= 0 || c.initialBps < c.minBps || c.maxBps < c.initialBps {
 		return c, fmt.Errorf("need 0 < min %d ≤ initial %d ≤ max %d bit/s", c.minBps, c.initialBps, c.maxBps)
@@ -421,7 +427,13 @@ func (s *sender) sendFrames(enc *encoder, w interceptor.RTPWriter) ([]frameRow, 
 // the encoder gets it whole, as 2018's VideoSendStreamImpl::OnBitrateUpdated does without the
 // WebRTC-SendSideBwe-WithOverhead field trial (video_send_stream_impl.cc 0040b66a l. 890-905: the
 // overhead is subtracted only with it; no FEC or NACK protection to take off here).
+//
+// A cap of the encoder (--encoder-max-bitrate, issue 48) applies before that conversion, so the
+// encoder never gets more than it would at a target of the cap, whatever the controller estimates.
 func (c sendConfig) encoderBps(target int) int {
+	if c.encoderMaxBps > 0 && target > c.encoderMaxBps {
+		target = c.encoderMaxBps
+	}
 	if c.controller == "webrtc-bbr" {
 		return target
 	}
