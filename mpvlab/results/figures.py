@@ -96,6 +96,9 @@ FIGURES: tuple[FigureDef, ...] = (
     FigureDef("mptcp.*", note=_no("the kernel's MPTCP MIB counters, read before and after: the source itself")),
     FigureDef("ecn_marks.KEY.*", note=_no("the ECN marker qdisc's own counters (links/ecn), the only record of marks")),
     # --- the CC's state model ---
+    FigureDef("bbr_diag.KEY", note=_no("kernel BBR's own gains read over INET_DIAG (observe.bbr_modes_hz); the "
+                                       "ss sampler reads the same gains for cc_state, but the two are not compared "
+                                       "in the run (tests/test_bbr_diag.py compares their connections)")),
     FigureDef("cc_state.mode_share_time_weighted.KEY", ("mode_shares_over_workload_flows",),
               "which flows are in the shares, against Apache's log / ss bytes; the mode durations are the CC's own "
               "state samples"),
