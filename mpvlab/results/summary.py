@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from mpvlab.player.contract import AbrRecord
 from mpvlab.topologies import registry as topologies
 from mpvlab.workloads import registry as workloads
 from mpvlab.results.metricdef import INF, MPVLAB, STUDY_BBRS, STUDY_SABRE, STUDY_WEBRTC, STUDY_WIFI_LTE, MetricDef, View
@@ -62,7 +63,9 @@ SKEWED: dict[str, Any] = {"interval": "bootstrap", "test": "mannwhitney"}
 
 
 class DashView(Record):
-    abr: dict[str, Any] | str | None = Field(None, description="the ABR's name and parameters as the player ran it")
+    abr: AbrRecord | None = Field(None, description="the ABR as the player ran it: name, parameters, seed (own "
+                                                    "client), version of the third-party code it ran in (dash.js) "
+                                                    "(mpvlab/player/contract.py)")
     representations: Any = Field(
         None, description="the MPD's representations the player could choose: level, bitrate_bps (and id, width, "
                           "height where the player records them) (mpvlab/player/dash_client.py, mpvlab/player/dashjs_qoe.py)")

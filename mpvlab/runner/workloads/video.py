@@ -170,11 +170,9 @@ class VideoWorkload:
         ctx.opts.progress("content")
         self.video = steps.ensure_content(ctx.scenario)
         ctx.extra_prov["content"] = steps.content_provenance(self.video)
-        if ctx.scenario.player.kind == "dashjs":
-            from mpvlab.player import dashjs_setup
-            ctx.extra_prov["dashjs"] = {"dashjs_version": dashjs_setup.dashjs_version(),
-                                        "chromium_version": dashjs_setup.chromium_version(),
-                                        "abr": ctx.scenario.player.abr, "abr_params": ctx.scenario.player.abr_params}
+        kind = ctx.scenario.player_kind
+        if kind.provenance is not None:      # a third-party player's versions and settings as run
+            ctx.extra_prov[kind.name] = kind.provenance(ctx.scenario.player)
 
     def serve(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
         assert self.video is not None
@@ -198,7 +196,7 @@ class VideoWorkload:
             ctx.ledger.add_proc(ref)
             self.players[c.role] = (player, out_dir)
             self.addrs[c.role] = c.addr
-        if sc.player.kind == "dashjs":
+        if sc.player_kind.page_ready_file is not None:     # its page loaded before the pre-run check
             for c in ends.clients:
                 steps.wait_page_loaded(ctx, self.players[c.role][0], f"player {c.role}" if several else "player",
                                        out_dir=self.players[c.role][1])
@@ -259,7 +257,8 @@ class VideoWorkload:
                             f"{' over TLS' if http.tls else ''}: {tally}")
         warnings = []
         for role, ps in per_client.items():
-            warnings += decode_limited_warnings(role if self.several else "", ps)
+            if sc.player_kind.browser:
+                warnings += decode_limited_warnings(role if self.several else "", ps)
             if ps.get("picture_discards_no_underflow"):
                 who = f"{role}: " if self.several else ""
                 warnings.append(f"{who}{ps['picture_discards_no_underflow']} picture discard(s) happened while the "
@@ -276,11 +275,11 @@ class VideoWorkload:
             fields.update({"duration_s": ps.get("playback_s") or 0, **player_view(ps), "player_cpu": ps.get("cpu")})
             http_record["player_libsoup"] = ps.get("libsoup")
         # Apache's log against what each player read (checks.py player_bytes_vs_access_log)
-        own = sc.video.kind == "dash" and sc.player.fetcher == "own"
         bytes_check = player_bytes_check({r: ps.get("bytes_received") for r, ps in per_client.items()},
-                                         self.addrs, body_bytes_by_client(ctx.logs / "apache" / "access.log"), own)
+                                         self.addrs, body_bytes_by_client(ctx.logs / "apache" / "access.log"),
+                                         sc.player_kind.reads_whole_responses)
         checks = {"player_bytes_vs_access_log": bytes_check}
-        if sc.player.kind == "dashjs":      # the stall figures against the element's buffered ranges
+        if sc.player_kind.checks_element:      # the stall figures against the element's buffered ranges
             checks["stalls_vs_element_buffered"] = self.stalls_check(ctx, per_client)
         return Outcome(fields, duration, "apache_connections",
                        apache_connections(ctx.logs / "apache" / "access.log"), warnings, per_client,
@@ -290,7 +289,7 @@ class VideoWorkload:
         """stalls_vs_element_check per player, over its data/dashjs[/<role>]/dashjs-raw.json."""
         per: dict[str, Any] = {}
         for role, ps in per_client.items():
-            raw_file = steps.dashjs_data_dir(ctx, f"player {role}" if self.several else "player") / "dashjs-raw.json"
+            raw_file = steps.player_data_dir(ctx, f"player {role}" if self.several else "player") / "dashjs-raw.json"
             raw = steps.read_json(raw_file) or {}
             per[role] = stalls_vs_element_check(ps, raw, 1.0 / ctx.scenario.video.fps)
         return {"players": per, "ok": all(v["ok"] for v in per.values())}
@@ -335,10 +334,8 @@ def dash_view(ps: dict[str, Any]) -> dict[str, Any]:
 
 
 def decode_limited_warnings(who: str, ps: dict[str, Any]) -> list[str]:
-    """dash.js in Chromium: frames the browser dropped (droppedVideoFrames) mean decoding or rendering,
+    """A player in a browser (dash.js in Chromium; kinds.PlayerKind.browser): frames the browser dropped (droppedVideoFrames) mean decoding or rendering,
     not the network, limited playback, when they happened although the buffer held video."""
-    if ps.get("player") != "dashjs":
-        return []
     out = []
     if ps.get("page_load_failures"):
         out.append(f"{who + ': ' if who else ''}the dash.js page needed {len(ps['page_load_failures']) + 1} loads "
