@@ -22,42 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 from mpvlab.core.paths import checkout_root
+from mpvlab.testbed.hoststall import delay_lines
 
 REPO = checkout_root()
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
-DELAYLINE = "mpvlab-delayline"
-
-
-def descendants(root: int) -> list[int]:
-    """Every live process whose parent chain reaches `root` (from /proc)."""
-    parent: dict[int, int] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            parent[int(d.name)] = int(fields[1])
-        except (OSError, IndexError, ValueError):
-            continue
-    out = []
-    for pid in parent:
-        p = pid
-        while p in parent and p != root and p > 1:
-            p = parent[p]
-        if p == root and pid != root:
-            out.append(pid)
-    return out
-
-
-def delay_lines(root: int) -> list[int]:
-    pids = []
-    for pid in descendants(root):
-        try:
-            if Path(f"/proc/{pid}/comm").read_text().strip().startswith(DELAYLINE[:15]):
-                pids.append(pid)
-        except OSError:
-            continue
-    return pids
 
 
 def main() -> int:

@@ -11,8 +11,10 @@
 use (PEP 562 module `__getattr__`). The functions are in mpvlab/api.py. The packages below follow
 the data: `input` (scenario and sweep files, validation, limits), `runner` (one run's life cycle),
 `results` (the summary model, metrics, the tidy loader), `reporting` (statistics, tables, figures),
-`sweeps` (many runs, resumable); the components (`mpvlab.core`, `mpvlab.links`, `mpvlab.cc`, …)
-live in the repository's top-level folders of the same names.
+`sweeps` (many runs, resumable); the components (`mpvlab.core`, `mpvlab.links`, `mpvlab.cc`, …) are
+sub-packages here too, at their import paths; the repository's top-level folders of the same names
+(links/, cc/, schedulers/, collectors/, player/) hold what is not Python: C and BPF sources, the delay
+line, traces, the dash.js page.
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ from typing import Any
 import pytest
 
 from hostnoise import STEAL_LIMIT
+from rootsysctls import changed, root_sysctls
 from mpvlab.core.hoststeal import StealMeter, StealWindow
 from mpvlab.core.paths import checkout_root
 
@@ -65,6 +66,8 @@ _DESELECTED = pytest.StashKey[dict[str, int]]()
 _SCHEDULE = pytest.StashKey[list[str]]()
 _OWN_DIR = pytest.StashKey[Path]()
 _SHARED_SLOT = pytest.StashKey[dict[Any, tuple[bool, bool]]]()
+_ROOT_SYSCTLS = pytest.StashKey[dict[str, str]]()
+_SYSCTL_DIFF = pytest.StashKey[list[str]]()
 
 # ------------------------------------------------------------------------------------- needs
 
@@ -152,6 +155,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STEAL_BY_TEST] = {}
     config.stash[_SESSION] = StealMeter().__enter__()
     config.stash[_DESELECTED] = {}
+    if not hasattr(config, "workerinput"):          # the session's one guard (xdist: the controller)
+        config.stash[_ROOT_SYSCTLS] = root_sysctls()
     if _is_controller(config):
         own = Path(tempfile.mkdtemp(prefix="mpvlab-pytest-"))
         config.stash[_OWN_DIR] = own
@@ -381,6 +386,7 @@ def schedule_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _guard_root_sysctls(session)
     own = session.config.stash.get(_OWN_DIR, None)
     if own is None:
         return
@@ -397,8 +403,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def _guard_root_sysctls(session: pytest.Session) -> None:
+    """The whole session must leave the host's root-namespace sysctls as it found them (the brief:
+    never change host-wide settings). A test that changed one (Mininet() ran fixLimits() and raised
+    ten of them on every CI run, unseen for weeks) fails the session here, naming each key."""
+    before = session.config.stash.get(_ROOT_SYSCTLS, None)
+    if before is None:
+        return
+    diff = changed(before, root_sysctls())
+    session.config.stash[_SYSCTL_DIFF] = diff
+    if diff and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
                             config: pytest.Config) -> None:
+    diff = config.stash.get(_SYSCTL_DIFF, [])
+    if diff:
+        terminalreporter.section("FAILED: this session changed root-namespace sysctls (restore them by hand)")
+        for line in diff:
+            terminalreporter.write_line(f"  {line}")
     reasons = config.stash.get(_DESELECTED, {})
     if reasons:
         terminalreporter.section("deselected (not skipped), with the reason")

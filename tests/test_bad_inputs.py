@@ -441,6 +441,10 @@ ABSURD: list[tuple[str, Any, tuple[str, ...]]] = [
     ("video.duration", "9" * 400 + "s", ("too large a number",)),
     ("paths.lte.down.loss", 10**400, ("[0, 1)",)),
     ("seed", -1, ("at least 0",)),
+    ("video.mpd_min_buffer_time", "1500ms", ("kind: dash", "no MPD")),
+    ("video", {"kind": "dash", "duration": "10s", "segment": "2s", "mpd_min_buffer_time": "11s"},
+     ("within video.duration",)),
+    ("video", {"kind": "dash", "duration": "10s", "segment": "2s", "mpd_min_buffer_time": 0}, ("above 0 s",)),
 ]
 
 
@@ -1301,11 +1305,14 @@ BEYOND_THE_SCHEMA: dict[str, tuple[str, ...]] = {
     "family, a bound compares values across units":
         ("absurd-0", "absurd-2", "absurd-3", "absurd-4", "absurd-6", "absurd-7", "absurd-9", "absurd-10",
          "absurd-11", "absurd-12", "absurd-15", "absurd-17", "absurd-21", "absurd-22", "absurd-25", "absurd-26",
-         "absurd-30", "absurd-31", "absurd-32", "absurd-39", "absurd-40", "absurd-41", "absurd-duration-*"),
+         "absurd-30", "absurd-31", "absurd-32", "absurd-39", "absurd-40", "absurd-41", "absurd-46",
+         "absurd-duration-*"),
     "order and sums across items or fields (a schedule's times from 0 and strictly increasing, base + "
     "amplitude, tcp_rmem min ≤ default ≤ max, a ladder strictly increasing, segment against frame length and "
-    "video length, a flow's start before the run's end)":
-        ("absurd-18", "absurd-19", "absurd-20", "absurd-24", "absurd-38", "dash-repeated-bitrates",
+    "video length, a flow's start before the run's end, the MPD's minBufferTime within the video's length and "
+    "only on a DASH video)":
+        ("absurd-18", "absurd-19", "absurd-20", "absurd-24", "absurd-38", "absurd-44", "absurd-45",
+         "dash-repeated-bitrates",
          "dash-segment-*", "cross-traffic-after-the-run"),
     "a finite number (YAML's .inf): JSON has no infinity, so JSON Schema has no word for it":
         ("festive-alpha-inf", "dashjs-festive-alpha-inf"),
@@ -1326,7 +1333,7 @@ BEYOND_THE_SWEEP_SCHEMA: dict[str, tuple[str, ...]] = {
     _BOUNDS: tuple(p.replace("absurd-", "absurd-override-") for p in BEYOND_THE_SCHEMA[_BOUNDS]
                    if p.startswith("absurd-") and not p.startswith("absurd-duration")),
     _ORDER: ("absurd-override-18", "absurd-override-19", "absurd-override-20", "absurd-override-24",
-             "absurd-override-38"),
+             "absurd-override-38", "absurd-override-44", "absurd-override-45"),
     "a value whose rule depends on what the scenario file sets (cc_params against the scenario's cc): the "
     "spec's schema does not see the scenario":
         ("absurd-override-28", "absurd-override-29"),

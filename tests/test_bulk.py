@@ -70,7 +70,7 @@ def test_two_path_transfer_within_selftest_bound(tmp_path: Path, r1: int, r2: in
     assert b["cc_seen"] == "cubic" and s["workload"] == "bulk"
     assert all(c["ok"] for c in s["cross_checks"].values()), s["cross_checks"]
     # exactly the registry's records for a bulk run without pcap, probe or CC state model
-    want = checks.expected_records("bulk", set(), list(s["paths"]))
+    want = checks.expected_records("bulk", {"mptcp-trace"}, list(s["paths"]))
     assert set(s["cross_checks"]) == want["cross_checks"] and not s["fidelity_checks"], (s["cross_checks"], want)
     assert "fidelity_checks" not in want
     assert set(s["paths"]) == {"wifi", "lte"} and all(p["share"] >= 0.05 for p in s["paths"].values())

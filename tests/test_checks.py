@@ -14,7 +14,8 @@ import pytest
 
 from mpvlab.collectors.pcap import TapResult
 from mpvlab.results import checks
-from mpvlab.runner import capture, views
+from mpvlab.runner import capture, crosschecks, views
+from mpvlab.runner.workloads.base import Outcome
 from mpvlab.core.paths import checkout_root
 
 REPO = checkout_root()
@@ -94,13 +95,16 @@ def _tap(ok: bool) -> TapResult:
                      False, counted, 900, 1.0 if ok else 0.5, ok)
 
 
-def test_pcap_bytes_warns() -> None:
+def test_pcap_bytes_warns(tmp_path: Path) -> None:
+    """Through the checks' one entry point (crosschecks.py), as a run's end makes them."""
     topo: Any = SimpleNamespace(paths=[])
     for ok in (True, False):
         cap: Any = SimpleNamespace(results=[_tap(ok)], summary=lambda: {})
-        out = capture.view(topo, cap, {"connections": []})
-        assert out["checks"]["pcap_bytes_client_mvabc0"]["ok"] is ok
-        assert checks.failed(out["warnings"]) == ([] if ok else ["pcap_bytes_client_mvabc0"])
+        assert "checks" not in capture.view(topo, cap, {"connections": []})     # the view makes no record
+        ctx: Any = SimpleNamespace(scenario=None, data=tmp_path, logs=tmp_path)
+        got = crosschecks.run({}, crosschecks.CheckState(ctx, Outcome({}, 0.0, "", 0), cap=cap), "progressive")
+        assert got.records["cross_checks"]["pcap_bytes_client_mvabc0"]["ok"] is ok
+        assert checks.failed(got.warnings) == ([] if ok else ["pcap_bytes_client_mvabc0"])
 
 
 def test_the_table_has_every_check_and_a_section_per_workload() -> None:
@@ -210,14 +214,20 @@ def test_stalls_against_the_element_buffered_ranges_warn() -> None:
 def test_expected_records_expand_per_path_and_follow_conditions() -> None:
     """The record names a run must hold, from the registry: a dash.js run with a server capture and
     a BBR-S state model, and an rtp run with the probe; unknown conditions are refused."""
-    got = checks.expected_records("dash.js", {"pcap", "pcap-server", "cc-state"}, ["wifi", "lte"],
+    got = checks.expected_records("dash.js", {"mptcp-trace", "pcap", "pcap-server", "cc-state"}, ["wifi", "lte"],
                                   (("server", "eth0"),))
     assert got["cross_checks"] == {
         "bytes_wifi_interface_vs_collector", "bytes_lte_interface_vs_collector", "collector_saw_every_connection",
         "collector_lost_events", "subflow_addresses", "pcap_bytes_server_eth0", "pcap_path_bytes_vs_subflow_counters",
         "mode_shares_over_workload_flows", "player_bytes_vs_access_log", "stalls_vs_element_buffered"}
     assert got["fidelity_checks"] == {"playback_within_media_and_stalls"}
-    assert "stalls_vs_element_buffered" not in checks.expected_records("own-dash", set(), ["a"])["cross_checks"]
+    assert "stalls_vs_element_buffered" not in checks.expected_records("own-dash", {"mptcp-trace"}, ["a"])["cross_checks"]
+    # a SABRE run on the shared bottleneck: no scheduler trace, so only the player's bytes and the probe's
+    # and playback's fidelity checks (the records of a real sabre-own-short run; main's registry also
+    # listed the four trace and subflow checks there)
+    sabre = checks.expected_records("sabre", {"voip", "voip-one-path"}, ["shared"])
+    assert sabre == {"cross_checks": {"player_bytes_vs_access_log"}, "fidelity_checks": {
+        "probe_delay_within_queue_bound", "playback_within_media_and_stalls", "no_simultaneous_silence"}}
     rtp = checks.expected_records("rtp-gcc", {"voip", "voip-one-path"}, ["a"])
     assert rtp["cross_checks"] == {"bytes_a_interface_vs_udp_socket"} and len(rtp["rtp.checks"]) == 9
     assert rtp["fidelity_checks"] == {"probe_delay_within_queue_bound", "no_simultaneous_silence"}

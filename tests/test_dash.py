@@ -104,6 +104,25 @@ def test_content_deterministic_and_cached(tmp_path: Path) -> None:
         ensure_dash(tmp_path / "a", 6.0, [400_000, 800_000], 2.0, [320, 426], [180, 240], 30)
 
 
+def test_mpd_min_buffer_time_is_the_one_change_and_is_recorded(tmp_path: Path) -> None:
+    """video.mpd_min_buffer_time (issue 47: dash.js reads minBufferTime; ffmpeg writes 2 x segment,
+    MP4Box 1.5 s): the MPD differs from ffmpeg's in that attribute only, every segment is the same
+    file, the ladder has its own cache name, the default keeps ffmpeg's value and its cache name."""
+    from mpvlab.content import mpd_attributes
+    args = (4.0, [300_000, 600_000], 2.0, 320, 180, 30)
+    plain = ensure_dash(tmp_path, *args)
+    set_ = ensure_dash(tmp_path, *args, mpd_min_buffer_s=1.5)
+    assert plain.dir != set_.dir and "mpd_min_buffer_s" not in plain.params
+    assert mpd_attributes(plain.mpd)["minBufferTime"] == "PT4.0S"       # ffmpeg: 2 x the 2 s segment
+    got = mpd_attributes(set_.mpd)
+    assert got["minBufferTime"] == "PT1.5S" and got["maxSegmentDuration"] == "PT2.0S" and got["type"] == "static"
+    a, b = plain.mpd.read_text(), set_.mpd.read_text()
+    assert a.replace('minBufferTime="PT4.0S"', 'minBufferTime="PT1.5S"') == b
+    assert {k: v for k, v in _all_files(plain).items() if k != "manifest.mpd"} == \
+        {k: v for k, v in _all_files(set_).items() if k != "manifest.mpd"}
+    assert ensure_dash(tmp_path, *args, mpd_min_buffer_s=1.5).cached
+
+
 def test_content_concurrent_callers(tmp_path: Path) -> None:
     """Two processes asking for the same ladder at once: the flock serialises them, one
     encodes, the other finds the finished ladder valid (cached), nothing half-written."""

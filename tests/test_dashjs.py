@@ -245,7 +245,7 @@ def test_dashjs_run_over_mptcp_h2_agrees_with_apache(tmp_path: Path) -> None:
     (one,) = st["players"].values()
     assert one["counted_stalls"] == len(p["underflow_episodes"]), st
     # the run's checks are exactly the registry's rows for dash.js without pcap, probe or CC state model
-    want = checks.expected_records("dash.js", set(), list(s["paths"]))
+    want = checks.expected_records("dash.js", {"mptcp-trace"}, list(s["paths"]))
     assert set(s["cross_checks"]) == want["cross_checks"], (sorted(s["cross_checks"]), want)
     assert set(s["fidelity_checks"] or {}) == want["fidelity_checks"], (s["fidelity_checks"], want)
     # (the connection was set up before t0, when the page loaded: the MIB's handshake counters moved

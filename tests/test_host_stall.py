@@ -32,42 +32,13 @@ from pathlib import Path
 import pytest
 
 from mpvlab.core.paths import checkout_root
+from mpvlab.testbed.hoststall import delay_lines
 
 REPO = checkout_root()
 SCEN = "scenarios/sabre-own-short.yaml"
 STALL_S = 5.0
 AFTER_S = 4.0            # seconds of playback before the stall (the 20 s video is still playing)
 pytestmark = [pytest.mark.netns, pytest.mark.e2e]
-
-
-def _descendants(root: int) -> list[int]:
-    """Every live process whose parent chain reaches `root` (from /proc)."""
-    parent: dict[int, int] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    out = []
-    for pid in parent:
-        p = pid
-        while p in parent and p != root and p > 1:
-            p = parent[p]
-        if p == root and pid != root:
-            out.append(pid)
-    return out
-
-
-def _delay_lines(root: int) -> list[int]:
-    pids = []
-    for pid in _descendants(root):
-        try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() == "mpvlab-delaylin":     # comm: 15 characters
-                pids.append(pid)
-        except OSError:
-            continue
-    return pids
 
 
 def _run(results: Path, log: Path, stall_s: float) -> tuple[int, list[int], float]:
@@ -85,7 +56,7 @@ def _run(results: Path, log: Path, stall_s: float) -> tuple[int, list[int], floa
             time.sleep(0.2)         # the workload's progress line: playback has begun
         time.sleep(AFTER_S)
         if stall_s > 0 and run.poll() is None:
-            stopped = _delay_lines(run.pid)
+            stopped = delay_lines(run.pid)
             t = time.monotonic()
             for pid in stopped:
                 os.kill(pid, signal.SIGSTOP)

@@ -11,25 +11,9 @@ from pathlib import Path
 
 import pytest
 from mpvlab.core.paths import checkout_root
+from rootsysctls import root_sysctls
 
 REPO = checkout_root()
-# Mininet's fixLimits() list, the buffers every namespace inherits, and MPTCP/forwarding defaults.
-WATCHED = [
-    "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.core.rmem_max", "net.core.wmem_max",
-    "net.core.rmem_default", "net.core.wmem_default", "net.core.netdev_max_backlog",
-    "net.ipv4.neigh.default.gc_thresh1", "net.ipv4.neigh.default.gc_thresh2", "net.ipv4.neigh.default.gc_thresh3",
-    "net.ipv6.neigh.default.gc_thresh1", "net.ipv6.neigh.default.gc_thresh2", "net.ipv6.neigh.default.gc_thresh3",
-    "net.ipv4.route.max_size", "kernel.pty.max", "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_no_metrics_save",
-    "net.ipv4.ip_forward", "net.mptcp.enabled", "net.mptcp.pm_type", "net.ipv4.conf.all.rp_filter",
-]
-
-
-def root_sysctls() -> dict[str, str]:
-    out = {}
-    for key in WATCHED:
-        cp = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True)
-        out[key] = " ".join(cp.stdout.split()) if cp.returncode == 0 else f"<absent: {cp.stderr.strip()}>"
-    return out
 
 
 def mpvlab(*args: str) -> subprocess.CompletedProcess[str]:

@@ -22,7 +22,8 @@ from mpvlab.cc.registry import REGISTRY
 from mpvlab.core import rundir
 from mpvlab.results import flows
 from mpvlab.results.aggregate import aggregate
-from mpvlab.runner import views
+from mpvlab.runner import crosschecks, views
+from mpvlab.runner.workloads.base import Outcome
 
 SS_HEADER = ("t_s,local,peer,cc,mptcp,cwnd,srtt_ms,rttvar_ms,delivery_rate_bps,pacing_rate_bps,bytes_acked,retrans,"
              "bbr_bw_bps,bbr_min_rtt_ms,mptcp_token,bbr_pacing_gain,bbr_cwnd_gain,bbr_mode,snd_wnd\n")
@@ -128,10 +129,10 @@ def test_mode_share_check_warns_when_the_log_misses_a_flow_that_moved_data(tmp_p
     v = _summarised(run)
     r = flows.mode_share_check(v)
     assert not r["ok"] and not r["flows_in_shares"]
-    checks: dict[str, Any] = {}
-    warnings: list[str] = []
-    views.record_cc_state_check(v, checks, warnings)
-    assert warnings and warnings[0].startswith("cross-check mode_shares_over_workload_flows failed:")
+    # through the checks' one entry point, as the run makes it (crosschecks.py)
+    ctx: Any = SimpleNamespace(scenario=None, data=tmp_path, logs=tmp_path)
+    got = crosschecks.run({"cc_state": v}, crosschecks.CheckState(ctx, Outcome({}, 0.0, "", 0)), "dash.js")
+    assert got.warnings and got.warnings[0].startswith("cross-check mode_shares_over_workload_flows failed:")
 
 
 def test_mode_share_check_flags_a_heavy_flow_left_out() -> None:

@@ -96,7 +96,7 @@ def test_pcap_run_bytes_match_the_interface_counters(tmp_path: Path) -> None:
     # progressive run with client and server captures.
     pb = s["cross_checks"]["pcap_path_bytes_vs_subflow_counters"]
     assert pb["ok"] and set(pb["paths"]) == set(s["paths"]), pb
-    want = checks.expected_records("progressive", {"pcap", "pcap-server"}, list(s["paths"]), tuple(files))
+    want = checks.expected_records("progressive", {"mptcp-trace", "pcap", "pcap-server"}, list(s["paths"]), tuple(files))
     assert set(s["cross_checks"]) == want["cross_checks"], (sorted(s["cross_checks"]), want)
 
     # Nothing left running: no tcpdump on this run's interfaces.

@@ -165,3 +165,36 @@ def test_a_shared_fixture_read_by_a_cpu_test_is_made_in_the_cpu_slot(tmp_path: P
     assert slots == {"test_reads_the_run_first": (True, False), "test_bound_on_the_run": (True, False),
                      "test_plain": (False, False)}, slots
     assert re.search(r"cpu group: 4 tests \(0 alone\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs", out), out
+
+
+SYSCTL_SUITE = """\
+import os
+from pathlib import Path
+
+def test_leaves_the_host_alone(): pass
+
+def test_raises_a_host_limit():
+    # what Mininet's fixLimits() did on every CI run, here to a fake /proc/sys
+    (Path(os.environ["MPVLAB_TEST_SYSCTL_DIR"]) / "net/core/rmem_max").write_text("16777216\\n")
+"""
+
+
+def test_a_session_that_changes_a_root_sysctl_fails_naming_it(tmp_path: Path) -> None:
+    """The session guard: every test passes, yet the session fails because one of them left a
+    root-namespace sysctl changed; the summary names the key with its value before and after. Without
+    the changing test the same suite passes (so the guard is not failing everything)."""
+    fake = tmp_path / "sys"
+    for key in ("net/core/rmem_max", "net/ipv4/tcp_rmem"):
+        (fake / key).parent.mkdir(parents=True, exist_ok=True)
+    (fake / "net/core/rmem_max").write_text("212992\n")
+    (fake / "net/ipv4/tcp_rmem").write_text("4096\t131072\t6291456\n")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    _suite(suite, {"test_host.py": SYSCTL_SUITE})
+    rc, out, counts = _pytest(suite, "-k", "alone", MPVLAB_TEST_SYSCTL_DIR=str(fake))
+    assert rc == 0 and counts == {"passed": 1, "deselected": 1}, out
+    rc, out, counts = _pytest(suite, MPVLAB_TEST_SYSCTL_DIR=str(fake))
+    assert rc == 1 and counts == {"passed": 2}, out
+    assert "this session changed root-namespace sysctls" in out, out
+    assert "net.core.rmem_max: 212992 -> 16777216" in out, out
+    assert "tcp_rmem" not in out.split("root-namespace sysctls")[1], out

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from mpvlab.runner import crosschecks
+from mpvlab.runner.workloads.base import Outcome
 from mpvlab.runner.workloads.rtp import rtp_record
 from mpvlab.workloads.rtp import RtpWorkloadSpec
 
@@ -91,11 +93,16 @@ def _write(root: Path, stream: dict[str, Any]) -> None:
 
 
 def _record(tmp_path: Path, stream: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The summary's rtp part as the run makes it, from the logs written under tmp_path."""
+    """The summary's rtp part as the run makes it, from the logs written under tmp_path: the record and
+    its warnings, then its checks through their one entry point (crosschecks.py) as the run's end does."""
     _write(tmp_path, stream)
-    ctx = SimpleNamespace(scenario=SimpleNamespace(workload=RtpWorkloadSpec(kind="rtp", controller="webrtc-bbr",
-                                                                            encoder="vp8")), extra_prov={})
-    return rtp_record(ctx, stream["tx"], stream["rx"], tmp_path)  # type: ignore[arg-type]
+    ctx: Any = SimpleNamespace(scenario=SimpleNamespace(workload=RtpWorkloadSpec(kind="rtp", controller="webrtc-bbr",
+                                                                                 encoder="vp8")), extra_prov={})
+    record, warnings, evidence = rtp_record(ctx, stream["tx"], stream["rx"], tmp_path)
+    summary: dict[str, Any] = {"rtp": record, "warnings": warnings}
+    state = crosschecks.CheckState(ctx, Outcome({}, 0.0, "rtp_streams", 1, evidence={"rtp_logs": evidence}))
+    crosschecks.apply(summary, {}, crosschecks.run(summary, state, "rtp-webrtc-bbr"), lambda _m: None)
+    return record, summary["warnings"]
 
 
 def _named(warnings: list[str]) -> list[str]:

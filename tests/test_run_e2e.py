@@ -18,6 +18,7 @@ from hostnoise import assert_playback_accounted, assert_played_through, cpu_late
 from mpvlab.core import ledger, netns
 from mpvlab.core.hoststeal import StealWindow
 from mpvlab.results import checks
+from mpvlab.results import summary as summary_model
 from mpvlab.core.paths import checkout_root
 
 FPS = 30
@@ -130,7 +131,7 @@ def test_smoke_run_is_complete_and_correct(smoke: tuple[subprocess.CompletedProc
     assert all(c["ok"] for c in s["cross_checks"].values()), s["cross_checks"]
     # the checks the run made are exactly the registry's rows for a progressive run without pcap,
     # probe or CC state model (mpvlab/results/checks.py CHECKS)
-    want = checks.expected_records("progressive", set(), list(s["paths"]))
+    want = checks.expected_records("progressive", {"mptcp-trace"}, list(s["paths"]))
     assert set(s["cross_checks"]) == want["cross_checks"], (sorted(s["cross_checks"]), want)
     assert set(s["fidelity_checks"] or {}) == want["fidelity_checks"], (s["fidelity_checks"], want)
     assert s["path_switches"] > 0
@@ -153,6 +154,18 @@ def test_smoke_run_is_complete_and_correct(smoke: tuple[subprocess.CompletedProc
     assert prov["packages"]["debian"]["apache2"]
     assert prov["delay_lines"]["wifi-down"]["delay_steps"] >= 1
     assert_nothing_left(s["run_id"])
+
+
+@pytest.mark.cpu
+def test_smoke_summary_validates_part_by_part(smoke: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """A real run's summary.json, cut into the parts the runner builds (mpvlab/results/summary.py parts):
+    each part valid on its own model, and every part a progressive dual-path run makes is there."""
+    cp, results = smoke
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    s = json.loads((only_run_dir(results, "smoke") / "summary.json").read_text())
+    names = summary_model.validated_by_part(s)
+    assert {"run head", "player QoE", "paths.wifi", "paths.lte", "subflows[0]", "subflows[1]", "mptcp", "http",
+            "host_steal_during_playback", "fidelity_table[0]", "cross_checks.collector_lost_events"} <= set(names), names
 
 
 def test_plot_of_a_run(smoke: tuple[subprocess.CompletedProcess[str], Path]) -> None:

@@ -1,4 +1,5 @@
-"""The named whole-run plausibility checks (mpvlab/runner/runchecks.py) through fidelity.finish_summary,
+"""The named whole-run plausibility checks (mpvlab/runner/runchecks.py) through what the run does after
+teardown (fidelity.finish_summary, then the checks' one entry point mpvlab/runner/crosschecks.py),
 on a planted probe record and player summary against the SABRE study's short scenario: 6 Mbit/s,
 256-packet queue (256 x 1514 = 387 584 B, 516.8 ms at 6 Mbit/s), 50 ms each way. Issue 43 item 6:
 a host stall delayed probe packets by seconds and stretched playback, and fidelity_ok stayed true.
@@ -15,7 +16,8 @@ import pytest
 
 from mpvlab.input.scenario import load_scenario
 from mpvlab.links import path as link_path
-from mpvlab.runner import fidelity, runchecks
+from mpvlab.runner import crosschecks, fidelity, runchecks
+from mpvlab.runner.workloads.base import Outcome
 from mpvlab.runner.steps import NO_FIDELITY_PROBE
 from mpvlab.core.paths import checkout_root
 
@@ -23,6 +25,21 @@ ROOT = checkout_root()
 SCEN = ROOT / "scenarios" / "sabre-own-short.yaml"
 # 387 584 B x 8 / 6e6 = 0.5167787 s + 0.050 s propagation + 0.100 s margin = 0.6667787 s
 BOUND_MS = 666.779
+
+
+def _judge(sc: Any, ctx: Any, schedules: dict[str, Any], fid: dict[str, Any], summary: dict[str, Any]) -> None:
+    """The run's steps after teardown (lifecycle.py): the fidelity verdict, then every check."""
+    ctx.scenario = sc
+    fidelity.finish_summary(sc, ctx, schedules, fid, summary)
+    state = crosschecks.CheckState(ctx, Outcome({}, 0.0, "", 0), schedules=schedules)
+    crosschecks.apply(summary, fid, crosschecks.run(summary, state), ctx.opts.log)
+
+
+def _checks(sc: Any, summary: dict[str, Any], tmp: Path) -> tuple[dict[str, Any], list[str]]:
+    """The fidelity checks' records and warnings a run of `sc` with no queue or delay known makes."""
+    ctx: Any = SimpleNamespace(scenario=sc, data=tmp, logs=tmp)
+    r = crosschecks.run(summary, crosschecks.CheckState(ctx, Outcome({}, 0.0, "", 0), schedules={}))
+    return r.records.get("fidelity_checks", {}), r.fidelity_warnings
 
 
 def _probe_csv(path: Path, owds_ms: list[float]) -> Path:
@@ -47,7 +64,7 @@ def _finish(tmp: Path, owds_ms: list[float], playback_s: float, stalls_s: float)
     logged: list[str] = []
     ctx = SimpleNamespace(extra_prov={}, data=tmp, logs=tmp, queue_rows={}, opts=SimpleNamespace(log=logged.append))
     fid = dict(NO_FIDELITY_PROBE)
-    fidelity.finish_summary(sc, ctx, {"shared": sched}, fid, summary)
+    _judge(sc, ctx, {"shared": sched}, fid, summary)
     summary["_logged"] = logged
     return summary
 
@@ -96,7 +113,7 @@ def test_playback_longer_than_media_and_stalls_is_a_named_warning(tmp_path: Path
 
 def test_a_run_without_probe_or_players_has_no_named_check(tmp_path: Path) -> None:
     sc, _ = load_scenario(ROOT / "scenarios" / "rtp-gcc-short.yaml")
-    assert runchecks.run(sc, {"warnings": []}, None, None) == ({}, [])
+    assert _checks(sc, {"warnings": []}, tmp_path) == ({}, [])
 
 
 # --- no_simultaneous_silence: 20 s of probe packets every 15 ms, 50 ms one way, and a client
@@ -131,7 +148,7 @@ def _silence_run(tmp: Path, probe_gap: tuple[float, float] | None,
     summary: dict[str, Any] = {"cross_traffic": {"voip": {"csv": str(probe)}}}
     ctx = SimpleNamespace(extra_prov={}, data=tmp, logs=tmp, queue_rows={}, t0_ns=0,
                           opts=SimpleNamespace(log=lambda _m: None))
-    fidelity.finish_summary(sc, ctx, {"shared": sched}, dict(NO_FIDELITY_PROBE), summary)
+    _judge(sc, ctx, {"shared": sched}, dict(NO_FIDELITY_PROBE), summary)
     return summary
 
 
@@ -157,14 +174,14 @@ def test_silence_of_the_probe_alone_or_shorter_than_the_threshold_passes(tmp_pat
     assert _silence_run(tmp_path, (8.0, 9.1), (8.0, 9.1))["fidelity_ok"] is False
 
 
-def test_one_player_runs_playback_is_checked_from_its_duration() -> None:
+def test_one_player_runs_playback_is_checked_from_its_duration(tmp_path: Path) -> None:
     """A dual-path run's summary holds its one player's playback as duration_s (no `players`, no
     playback_s): the check runs on it (a real smoke run's summary had no playback check before) and
     names the planted freeze; a bulk summary (duration_s, no stalls) has none."""
     sc, _ = load_scenario(ROOT / "scenarios" / "smoke.yaml")
     ok = runchecks.check_playback(sc, {"duration_s": 20.4, "underflow_total_s": 0.0})
     assert ok is not None and ok["ok"] and set(ok["players"]) == {"player"}
-    checks, warnings = runchecks.run(sc, {"duration_s": 31.0, "underflow_total_s": 1.0}, None, None)
+    checks, warnings = _checks(sc, {"duration_s": 31.0, "underflow_total_s": 1.0}, tmp_path)
     assert not checks["playback_within_media_and_stalls"]["ok"]
     assert warnings and warnings[0].startswith("playback_within_media_and_stalls: ") and "player 31 s > 23 s" in warnings[0]
     assert runchecks.check_playback(sc, {"duration_s": 20.0}) is None

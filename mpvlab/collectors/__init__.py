@@ -66,6 +66,28 @@ def _stderr_text(path: Path) -> str:
 
 
 @contextlib.contextmanager
+def collector_process(argv: list[str], name: str, ready: Path, err_path: Path, ready_timeout_s: float, *,
+                      grace: float, poll_s: float = 0.005) -> Iterator[subprocess.Popen[bytes]]:
+    """Start one collector daemon (stderr to err_path), wait for its ready file and yield it; on exit
+    SIGTERM (SIGKILL after `grace` s) and, unless the block itself raised, a CollectorError naming
+    the daemon, its exit code and its stderr when it did not exit 0."""
+    with open(err_path, "wb") as err_f:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_f)
+    proc_mod.wait_ready(proc, ready, name, ready_timeout_s, log=err_path, error=CollectorError, poll_s=poll_s)
+    body_failed = False
+    try:
+        yield proc
+    except BaseException:
+        body_failed = True
+        raise
+    finally:
+        rc = proc_mod.stop_child(proc, grace=grace)
+        ready.unlink(missing_ok=True)
+        if not body_failed and rc != 0:
+            raise CollectorError(f"{name} failed (exit {rc}): {_stderr_text(err_path)}")
+
+
+@contextlib.contextmanager
 def trace_scheduler(
     netns_name: str,
     out_dir: Path,
@@ -100,27 +122,12 @@ def trace_scheduler(
     ]
     if bpf_stats:
         argv.append("--bpf-stats")
-    with open(err_path, "wb") as err_f:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=err_f)
-    proc_mod.wait_ready(proc, ready, "mpvlab-schedtrace", ready_timeout_s, log=err_path, error=CollectorError,
-                        poll_s=0.01)
-
-    body_failed = False
-    try:
+    # SIGTERM: it detaches and writes its summary; SIGKILL after 30 s (then rc is -9, an error)
+    with collector_process(argv, "mpvlab-schedtrace", ready, err_path, ready_timeout_s, grace=30,
+                           poll_s=0.01) as proc:
         yield proc
-    except BaseException:
-        body_failed = True
-        raise
-    finally:
-        # SIGTERM: it detaches and writes its summary; SIGKILL after 30 s (then rc is -9, an error)
-        rc = proc_mod.stop_child(proc, grace=30)
-        ready.unlink(missing_ok=True)
-        if not body_failed:
-            if rc != 0:
-                raise CollectorError(f"mpvlab-schedtrace failed (exit {rc}): {_stderr_text(err_path)}")
-            if not (out_dir / SUMMARY_FILE).exists():
-                raise CollectorError(f"mpvlab-schedtrace wrote no {SUMMARY_FILE} in {out_dir}")
+    if not (out_dir / SUMMARY_FILE).exists():
+        raise CollectorError(f"mpvlab-schedtrace wrote no {SUMMARY_FILE} in {out_dir}")
 
 
 def load_summary(out_dir: Path) -> dict[str, Any]:

@@ -21,8 +21,7 @@ import subprocess
 from pathlib import Path
 from typing import Iterator
 
-from mpvlab.collectors import COLLECTORS_DIR, CollectorError, _stderr_text, netns_handle
-from mpvlab.core import proc as proc_mod
+from mpvlab.collectors import COLLECTORS_DIR, CollectorError, collector_process, netns_handle
 
 QDISCSTAT_BIN = COLLECTORS_DIR / "build" / "mpvlab-qdiscstat"
 QDISC_FILE = "qdisc.csv"
@@ -91,22 +90,8 @@ def sample_queues(
     ]
     if rt_prio is not None:
         argv += ["--rt-prio", str(rt_prio)]
-    with open(err_path, "wb") as err_f:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=err_f)
-    proc_mod.wait_ready(proc, ready, "mpvlab-qdiscstat", ready_timeout_s, log=err_path, error=CollectorError)
-
-    body_failed = False
-    try:
+    with collector_process(argv, "mpvlab-qdiscstat", ready, err_path, ready_timeout_s, grace=10) as proc:
         yield proc
-    except BaseException:
-        body_failed = True
-        raise
-    finally:
-        rc = proc_mod.stop_child(proc, grace=10)
-        ready.unlink(missing_ok=True)
-        if not body_failed and rc != 0:
-            raise CollectorError(f"mpvlab-qdiscstat failed (exit {rc}): {_stderr_text(err_path)}")
 
 
 _TEXT_COLUMNS = ("dev", "kind", "handle", "parent")

@@ -7,7 +7,7 @@ ladders; `cli.py`: `python -m mpvlab.content`."""
 from mpvlab.content.cli import _parse_bitrate, default_cache_dir, main
 from mpvlab.content.dash import (
     DASH_MPD_NAME, DASH_RECIPE_VERSION, STUDY_DASH_BITRATES_BPS, STUDY_DASH_DURATION_S, STUDY_DASH_SEGMENT_S,
-    DashInfo, dash_name, ensure_dash, parse_mpd,
+    DashInfo, dash_name, ensure_dash, mpd_attributes, parse_mpd,
 )
 from mpvlab.content.progressive import (
     RECIPE_VERSION, STUDY_BITRATE_BPS, STUDY_DURATION_S, ContentError, ContentInfo, ensure_progressive,
@@ -18,5 +18,5 @@ __all__ = [
     "DASH_MPD_NAME", "DASH_RECIPE_VERSION", "RECIPE_VERSION", "STUDY_BITRATE_BPS", "STUDY_DASH_BITRATES_BPS",
     "STUDY_DASH_DURATION_S", "STUDY_DASH_SEGMENT_S", "STUDY_DURATION_S", "ContentError", "ContentInfo", "DashInfo",
     "_parse_bitrate", "dash_name", "default_cache_dir", "ensure_dash", "ensure_progressive", "ffmpeg_version", "main",
-    "parse_mpd", "probe", "progressive_name", "sha256_file",
+    "mpd_attributes", "parse_mpd", "probe", "progressive_name", "sha256_file",
 ]

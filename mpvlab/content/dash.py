@@ -77,7 +77,9 @@ class DashInfo:
 
 
 def _dash_params(duration_s: float, bitrates_bps: list[int], segment_s: float,
-                 widths: list[int], heights: list[int], fps: int) -> dict[str, Any]:
+                 widths: list[int], heights: list[int], fps: int,
+                 mpd_min_buffer_s: float | None = None) -> dict[str, Any]:
+    extra = {} if mpd_min_buffer_s is None else {"mpd_min_buffer_s": float(mpd_min_buffer_s)}
     return {
         "kind": "dash",
         "recipe_version": DASH_RECIPE_VERSION,
@@ -92,6 +94,8 @@ def _dash_params(duration_s: float, bitrates_bps: list[int], segment_s: float,
         "heights": heights,
         "fps": int(fps),
         "gop_frames": int(round(segment_s * fps)),
+        # Only when set, so every ladder packaged as ffmpeg writes it keeps its cache name.
+        **extra,
     }
 
 
@@ -154,6 +158,33 @@ def parse_mpd(mpd: Path) -> list[dict[str, Any]]:
         })
     reps.sort(key=lambda r: r["bandwidth"])
     return reps
+
+
+# The MPD element's attributes a player reads before its first request (dash.js: minBufferTime
+# decides BUFFER_LOADED; maxSegmentDuration and the profile its fetch plan), recorded in provenance.
+MPD_KEY_ATTRIBUTES = ("profiles", "type", "mediaPresentationDuration", "maxSegmentDuration", "minBufferTime")
+
+
+def mpd_attributes(mpd: Path) -> dict[str, str | None]:
+    """The MPD element's key attributes as written (ISO 8601 durations stay text), plus those of its
+    first AdaptationSet that shape switching (segmentAlignment, startWithSAP, bitstreamSwitching)."""
+    import xml.etree.ElementTree as ET
+    root = ET.parse(mpd).getroot()
+    out: dict[str, str | None] = {k: root.get(k) for k in MPD_KEY_ATTRIBUTES}
+    aset = root.find(".//{urn:mpeg:dash:schema:mpd:2011}AdaptationSet")
+    for k in ("segmentAlignment", "startWithSAP", "bitstreamSwitching"):
+        out[f"AdaptationSet@{k}"] = None if aset is None else aset.get(k)
+    return out
+
+
+def _set_min_buffer_time(mpd: Path, seconds: float) -> None:
+    """Rewrite the MPD element's minBufferTime in place (ffmpeg's dash muxer has no option for it and
+    writes 2 x the segment duration); only that attribute's text changes."""
+    text = mpd.read_text()
+    new, n = re.subn(r'(<MPD\b[^>]*?\sminBufferTime=")PT[0-9.]+S(")', rf"\g<1>PT{seconds:g}S\g<2>", text, count=1)
+    if n != 1:
+        raise ContentError(f"{mpd}: no minBufferTime attribute on the MPD element to set")
+    mpd.write_text(new)
 
 
 def _expand(template: str, rep_id: str, number: int | None = None) -> str:
@@ -261,8 +292,11 @@ def _dash_info(outdir: Path, sidecar: Path, sc: dict[str, Any], cached: bool) ->
 def ensure_dash(cache_dir: Path, duration_s: float = STUDY_DASH_DURATION_S,
                 bitrates_bps: list[int] | None = None, segment_s: float = STUDY_DASH_SEGMENT_S,
                 width: int | list[int] = 1280, height: int | list[int] = 720,
-                fps: int = 30) -> DashInfo:
+                fps: int = 30, mpd_min_buffer_s: float | None = None) -> DashInfo:
     """Return a valid cached DASH ladder for these parameters, encoding it if needed.
+
+    ``mpd_min_buffer_s``: the MPD's minBufferTime; None keeps what ffmpeg's dash muxer writes
+    (2 x the segment duration). GPAC's MP4Box writes 1.5 s unless told (its ``-min-buffer``).
 
     ``width``/``height`` are one value for all levels or one per level.  The
     ladder lives in ``cache_dir/<name>/`` (``manifest.mpd``, ``init-<id>.m4s``,
@@ -276,7 +310,7 @@ def ensure_dash(cache_dir: Path, duration_s: float = STUDY_DASH_DURATION_S,
     if bitrates_bps is None:
         bitrates_bps = list(STUDY_DASH_BITRATES_BPS)
     bitrates, widths, heights = check_dash(duration_s, bitrates_bps, segment_s, width, height, fps)
-    params = _dash_params(duration_s, bitrates, segment_s, widths, heights, fps)
+    params = _dash_params(duration_s, bitrates, segment_s, widths, heights, fps, mpd_min_buffer_s)
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     name = dash_name(params)
@@ -299,6 +333,8 @@ def ensure_dash(cache_dir: Path, duration_s: float = STUDY_DASH_DURATION_S,
             if res.returncode != 0:
                 raise ContentError(f"ffmpeg dash encode failed (exit {res.returncode}): "
                                    f"{res.stderr.strip()}")
+            if mpd_min_buffer_s is not None:
+                _set_min_buffer_time(tmp / DASH_MPD_NAME, mpd_min_buffer_s)
             # Every representation must hold exactly duration*fps frames.
             expected = int(round(duration_s * fps))
             for r in parse_mpd(tmp / DASH_MPD_NAME):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema, model_validator
 
 from mpvlab.core import units
 
@@ -67,6 +67,16 @@ Duration = Annotated[
     _schema("ns", "a duration: number + us, ms, s, min (or 0)", ["20ms", "10s"], _text(DURATION_PATTERN),
             {"type": "number", "const": 0}),
 ]
+
+
+def _positive_period(ns: int) -> int:
+    if ns <= 0:
+        raise ValueError("period must be positive")
+    return ns
+
+
+# The length of one cycle of a square wave (of delay or of capacity): a Duration that must be > 0.
+Period = Annotated[Duration, AfterValidator(_positive_period)]
 Probability = Annotated[float, BeforeValidator(_wrap(units.parse_probability)),
                         _schema("fraction 0..1", "a probability: a number 0 ≤ p < 1 or a percentage below 100 %",
                                 [0.01, "1%"], _text(PERCENT_PATTERN),

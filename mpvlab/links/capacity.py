@@ -30,7 +30,7 @@ from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, mo
 from mpvlab.core.paths import checkout_root
 from mpvlab.core import units
 from mpvlab.core.errors import InputError
-from mpvlab.core.quantities import RATE_PATTERN, Duration, Probability, QueueLimitT, Rate, Size, Strict, written_as
+from mpvlab.core.quantities import RATE_PATTERN, Duration, Period, Probability, QueueLimitT, Rate, Size, Strict, written_as
 from mpvlab.links.schedule import Schedule
 
 REPO = checkout_root()
@@ -219,16 +219,9 @@ class SquareRate(Strict):
     kind: Literal["square"] = Field(description="A capacity that alternates between high and low.")
     high: Rate = Field(description="Capacity outside the dip.")
     low: RateOrZero = Field(description="Capacity during the first duty·period of each cycle (0 = carries nothing).")
-    period: Duration = Field(description="Length of one cycle (> 0).")
+    period: Period = Field(description="Length of one cycle (> 0).")
     duty: float = Field(0.5, gt=0.0, lt=1.0, description="Fraction of each cycle spent at `low`.")
     phase: Duration = Field(0, description="Run time at which the first cycle starts.")
-
-    @field_validator("period")
-    @classmethod
-    def _period_positive(cls, v: int) -> int:
-        if v <= 0:
-            raise ValueError("period must be positive")
-        return v
 
 
 class PiecewiseRate(Strict):

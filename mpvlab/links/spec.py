@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from mpvlab.core import units
-from mpvlab.core.quantities import Duration, Probability, QueueLimitT, Rate, Size, Strict, written_as
+from mpvlab.core.quantities import Duration, Period, Probability, QueueLimitT, Rate, Size, Strict, written_as
 from mpvlab.links.capacity import CapacitySpec, Impairments, LossSpec, OutageSpec, _check_outages
 from mpvlab.links.ecn import EcnMark, check_on_link
 
@@ -25,16 +25,9 @@ class SquareDelay(Strict):
     kind: Literal["square"] = Field(description="A delay that alternates between two values.")
     base: Duration = Field(0, description="One-way delay outside the high part of each cycle (and before `phase`).")
     amplitude: Duration = Field(description="Delay added to `base` during the first duty·period of each cycle.")
-    period: Duration = Field(description="Length of one cycle (> 0).")
+    period: Period = Field(description="Length of one cycle (> 0).")
     duty: float = Field(0.5, gt=0.0, lt=1.0, description="Fraction of each cycle spent at base + amplitude.")
     phase: Duration = Field(0, description="Run time at which the first cycle starts.")
-
-    @field_validator("period")
-    @classmethod
-    def _period_positive(cls, v: int) -> int:
-        if v <= 0:
-            raise ValueError("period must be positive")
-        return v
 
 
 class PiecewiseDelay(Strict):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -88,6 +88,8 @@ class PlayerKind:
     reads_whole_responses: bool = False     # reads each response it asks for to the end: its bytes_received
     #                                         equals the body bytes Apache logged (player_bytes_vs_access_log)
     provenance: Callable[[Any], dict[str, Any]] | None = None
+    checks: str = "progressive"     # its row key in the cross-check registry (mpvlab/results/checks.py WORKLOADS)
+    checks_by_abr: Mapping[str, str] = field(default_factory=dict)   # ... where an ABR has checks of its own
 
     def abr_names(self) -> tuple[str, ...]:
         return tuple(self.abrs())
@@ -219,13 +221,14 @@ GST_DASH = PlayerKind(
     check_scenario=_dashdemux_check)
 OWN_DASH = PlayerKind(
     name="own-dash", program=GST_PROGRAM, player_kind="gstreamer", fetcher="own", video="dash",
-    summary_part="dash", argv=_own_argv, abrs=_own_abrs, check_scenario=_own_check, reads_whole_responses=True)
+    summary_part="dash", argv=_own_argv, abrs=_own_abrs, check_scenario=_own_check, reads_whole_responses=True,
+    checks="own-dash", checks_by_abr={"sabre": "sabre"})
 DASHJS = PlayerKind(
     name="dashjs", program=DASHJS_PROGRAM, player_kind="dashjs", fetcher=None, video="dash",
     summary_part="dash", argv=_dashjs_argv, abrs=_dashjs_abrs, default_abr="dynamic", real_hosts=False,
     settings=("abr", "abr_params", "buffer", "kind", "timeout_factor", "fetcher", "dashjs_start"),
     check_scenario=_dashjs_check, web_page=checkout_root() / "player" / "dashjs", page_ready_file="page-loaded",
-    checks_element=True, browser=True, provenance=_dashjs_provenance)
+    checks_element=True, browser=True, provenance=_dashjs_provenance, checks="dash.js")
 
 REGISTRY: dict[str, PlayerKind] = {k.name: k for k in (GST_PROGRESSIVE, GST_DASH, OWN_DASH, DASHJS)}
 PLAYER_KINDS = tuple(dict.fromkeys(k.player_kind for k in REGISTRY.values()))   # the scenario's player.kind values

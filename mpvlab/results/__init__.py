@@ -1,4 +1,5 @@
-"""What a run leaves and how it is read: the typed summary (summary.py, metricdef.py), the metrics
+"""What a run leaves and how it is read: the typed summary (summary.py, its parts in summary_parts/,
+metricdef.py), the metrics
 declared on it (metrics.py), which flow is which (flows.py), named delay windows (delaywindows.py),
 runs gathered into configurations with their statistics (aggregate.py, stats.py) and result
 directories as tidy pandas DataFrames (tidy.py: `mpvlab.results.load`).

@@ -28,6 +28,7 @@ from mpvlab.results.metrics import MetricDef
 from mpvlab.cc import registry as cc_registry
 from mpvlab.schedulers import registry as scheduler_registry
 from mpvlab.results.stats import CONFIDENCE, Summary, seed_for, summarise
+from mpvlab.results.summary_parts.base import nonfinite_value
 from mpvlab.core.rundir import read_header
 
 # The metrics (key, label, unit, range, interval, test, views) are declared once, on the summary model's
@@ -248,21 +249,6 @@ def _load_run(d: Path, rel: str) -> Run | NotAggregated:
         if not isinstance(key, str):
             raise TypeError(f"summary.json: {key!r} is not text")
     return run
-
-
-def nonfinite_value(data: Any) -> tuple[str, str] | None:
-    """(dotted key, "NaN" / "Infinity" / "-Infinity") of the first non-finite number in a parsed JSON
-    document, else None. Iterative: a file's nesting is bounded by its reader, not by this."""
-    stack: list[tuple[str, Any]] = [("", data)]
-    while stack:
-        key, v = stack.pop()
-        if isinstance(v, float) and not math.isfinite(v):
-            return key or "(top level)", "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
-        if isinstance(v, dict):
-            stack.extend((f"{key}.{k}" if key else str(k), x) for k, x in reversed(list(v.items())))
-        elif isinstance(v, list):
-            stack.extend((f"{key}[{i}]", x) for i, x in reversed(list(enumerate(v))))
-    return None
 
 
 def run_metrics(s: dict[str, Any]) -> dict[str, float | None]:

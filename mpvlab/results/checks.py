@@ -5,16 +5,21 @@ with evidence a different collector recorded (the client interface's counters, t
 trace, a packet capture, Apache's access log, the workload's own socket counts), within a stated
 tolerance. Every check has the same shape:
 
-- a function the run calls, returning the check's record: its figures, its `tolerance` in words
-  where the numbers alone do not say it, and `ok`;
-- `record(checks, warnings, name, result)` stores it under its name in the summary's
-  `cross_checks` and, when `ok` is false, adds the named warning `cross-check <name> failed: …`
-  to the summary's `warnings` (`warning(name, result)` spells it; nothing else does);
+- a function returning the check's record: its figures, its `tolerance` in words where the
+  numbers alone do not say it, and `ok`. The run calls it only through the one entry point,
+  mpvlab/runner/crosschecks.py `run` (an adapter per row gathers the row's evidence), once per run
+  after the whole-run fidelity verdict, over the registry's rows for the run's workload in this
+  tuple's order; `apply` stores each record under its name in the summary's `cross_checks` and,
+  when `ok` is false, adds the named warning `cross-check <name> failed: …` to the summary's
+  `warnings` (`warning(name, result)` spells it; nothing else does);
 - a row in `CHECKS` below naming the figure, the evidence, the tolerance, the workloads it runs
   for, the function and the test that plants the disagreement and sees the warning. The docs'
   table (docs/reference/cross-checks.md) is generated from `CHECKS` (`python -m mpvlab.schemas`),
   so the table and the code cannot drift; tests/test_checks.py checks every named function and test
   exists.
+
+The same page lists every numeric figure a summary.json can hold (mpvlab/results/figures.py walks
+the summary model) with the checks here that verify it, or `no check:` and why.
 
 A check whose failure means the run measured something else (a subflow on a wrong address pair)
 raises RunFailed instead of warning; its row says so.
@@ -25,7 +30,8 @@ raises RunFailed instead of warning; its row says so.
 (mpvlab/runner/runchecks.py, stored under `fidelity_checks`, warning `<name>: …` in
 `fidelity_warnings`, and `fidelity_ok` false: a run they flag is a broken run, which the report
 leaves out). Each row's `stored` says where its record is, `applies` the workloads whose runs
-carry it; the tests of rtp_checks and runchecks check every check they run is a row here.
+carry it; tests/test_crosschecks.py checks that the entry point has an adapter for exactly these rows
+and that no other module calls a row's function.
 """
 
 from __future__ import annotations
@@ -56,6 +62,8 @@ class CheckDef:
 
 # What a run must have, besides its workload, for a check to run (`requires`; expected_records).
 CONDITIONS: dict[str, str] = {
+    "mptcp-trace": "a topology whose backend traces the MPTCP scheduler and samples the subflows: dual-path and "
+                   "dumbbell (a shared-bottleneck run has neither)",
     "pcap": "observe.pcap (a record per captured interface)",
     "pcap-server": "observe.pcap with the `server` point",
     "cc-state": "a CC whose state the registry models (BBR, BBR-S, BBRv3, BBRv3-S)",
@@ -116,19 +124,23 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef("bytes_{path}_interface_vs_collector", "paths.PATH.rx_bytes, payload_bytes_handed, share",
              "the scheduler's BPF trace: payload bytes the MPTCP scheduler handed to the path's subflow",
              "0.99 ≤ (interface bytes − 90 B per packet) / handed ≤ 1.01 + the path's retransmitted segments × "
-             "1424 B / handed", _TCP_VIDEO, "mpvlab.runner.views:summarise",
-             "tests/test_checks.py::test_interface_vs_collector_warns", applies=_TCP),
+             "1424 B / handed", _TCP_VIDEO, "mpvlab.runner.views:interface_vs_collector",
+             "tests/test_checks.py::test_interface_vs_collector_warns", applies=_TCP,
+             requires=("mptcp-trace",)),
     CheckDef("collector_saw_every_connection", "scheduler_decisions, path_switches (the trace's completeness)",
              "Apache's access log: client connections that made media requests (the bulk sender's connection "
              "count for bulk)", "traced connections ≥ connections that made requests", _TCP_VIDEO,
-             "mpvlab.runner.views:summarise", "tests/test_checks.py::test_collector_connections_warns", applies=_TCP),
+             "mpvlab.runner.views:connections_check", "tests/test_checks.py::test_collector_connections_warns",
+             applies=_TCP, requires=("mptcp-trace",)),
     CheckDef("collector_lost_events", "scheduler_decisions, path_switches",
              "the BPF ring buffer's own count of events it could not deliver", "0 lost events", _TCP_VIDEO,
-             "mpvlab.runner.views:summarise", "tests/test_checks.py::test_collector_connections_warns", applies=_TCP),
+             "mpvlab.runner.views:lost_events_check", "tests/test_checks.py::test_collector_connections_warns",
+             applies=_TCP, requires=("mptcp-trace",)),
     CheckDef("subflow_addresses", "subflows, paths.PATH.* (which path a subflow is)",
              "ss on the server: each subflow's (client, server) address pair", "no pair outside the "
              "topology's paths", _TCP_VIDEO, "mpvlab.runner.views:subflow_address_check",
-             "tests/test_checks.py::test_subflow_addresses_fail", on_failure="run fails", applies=_TCP),
+             "tests/test_checks.py::test_subflow_addresses_fail", on_failure="run fails", applies=_TCP,
+             requires=("mptcp-trace",)),
     CheckDef("bytes_{path}_interface_vs_udp_socket", "paths.PATH.rx_bytes / clients.ROLE.rx_bytes (RTP)",
              "the RTP receiver's own socket counts: datagrams and UDP payload bytes it read",
              "0 ≤ other packets ≤ 20 + 2 per 15 s of the window; 0 ≤ other bytes ≤ 1 % of datagrams × (payload + "
@@ -138,7 +150,7 @@ CHECKS: tuple[CheckDef, ...] = (
              "the captured interface's kernel counters over the capture's window",
              "|capture bytes − counter bytes| within mpvlab/collectors/pcap.py's allowance (headers of packets in "
              "flight at the window's edges)", "any TCP workload with observe.pcap",
-             "mpvlab.runner.capture:view", "tests/test_checks.py::test_pcap_bytes_warns", applies=_TCP,
+             "mpvlab.runner.capture:pcap_bytes_check", "tests/test_checks.py::test_pcap_bytes_warns", applies=_TCP,
              requires=("pcap",)),
     CheckDef("pcap_path_bytes_vs_subflow_counters", "wire_switches.subflows (per path: seq_data_bytes)",
              "ss on the server (data/subflows.csv): each subflow's bytes_acked in its last sample; the path's "
@@ -272,6 +284,7 @@ def registered(stored: str) -> set[str]:
 
 def table_page() -> str:
     """docs/reference/cross-checks.md, generated from CHECKS (`python -m mpvlab.schemas`)."""
+    from mpvlab.results import figures      # the summary model: imported here, not by the runner's checks
     def cell(s: str) -> str:
         return s.replace("|", "\\|")
     rows = [f"| `{c.name}` | {cell(c.figure)} | {cell(c.evidence)} | {cell(c.tolerance)} | {cell(c.workloads)} | "
@@ -307,6 +320,10 @@ def table_page() -> str:
         "(`expected_records` in checks.py gives the record names a run must hold; the smoke run's test "
         "compares its summary with them):", "",
         *[f"- `{k}`: {v}" for k, v in CONDITIONS.items()], "",
+        "## Every figure of summary.json", "",
+        "Each numeric figure the summary model can hold, with the checks above that compare it with independent "
+        "raw evidence, or `no check:` and why there is none.", "",
+        *figures.table(), "",
         "## Per workload", "",
         "The checks a run of each workload carries (each under the condition its row above states: a "
         "pcap check only with observe.pcap, the probe's checks only with cross_traffic.voip, …).", "",

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from mpvlab.collectors import pcap, wire_switches
-from mpvlab.results import checks as checks_mod
 from mpvlab.runner.context import RunContext
 from mpvlab.topologies import dual_path
 
@@ -39,18 +38,15 @@ def start(ctx: RunContext, stack: contextlib.ExitStack, topo: dual_path.DualPath
                                             spec.max_mb * 1_000_000, register=ctx.ledger.add_proc))
 
 
-def view(topo: dual_path.DualPath, cap: pcap.Capture | None, sched: dict[str, Any],
-         counters: SubflowCounters | None = None) -> dict[str, Any]:
-    """Summary fields: `capture`, `path_switches_wire`, `wire_switches`, and cross-checks/warnings to merge.
-    `counters`: the run's ss and interface samples, for the per-path byte check of a server capture."""
+def view(topo: dual_path.DualPath, cap: pcap.Capture | None, sched: dict[str, Any]) -> dict[str, Any]:
+    """Summary fields: `capture`, `path_switches_wire`, `wire_switches`, and warnings to merge. The
+    capture's cross-checks (pcap_bytes_check, pcap_vs_subflow_check) are run by crosschecks.py."""
     out: dict[str, Any] = {"capture": None, "path_switches_wire": None,
-                           "wire_switches": {"not_collected": WIRE_NOT_COLLECTED}, "checks": {}, "warnings": []}
+                           "wire_switches": {"not_collected": WIRE_NOT_COLLECTED}, "warnings": []}
     if cap is None:
         return out
     out["capture"] = cap.summary()
     for r in cap.results:
-        checks_mod.record(out["checks"], out["warnings"], f"pcap_bytes_{r.point}_{r.interface}", {
-            "capture_bytes": r.bytes, "counter_bytes": r.counter_bytes, "ratio": r.ratio, "ok": bool(r.ok)})
         if r.dropped_by_kernel:
             out["warnings"].append(f"capture {r.file}: {r.dropped_by_kernel} packets dropped by kernel")
         if r.truncated:
@@ -62,11 +58,13 @@ def view(topo: dual_path.DualPath, cap: pcap.Capture | None, sched: dict[str, An
         _join_decisions(wire, topo, sched)
         out["wire_switches"] = wire
         out["path_switches_wire"] = wire["totals"]["wire_switches"]
-        if counters is not None and wire["subflows"]:      # MPTCP subflows the capture saw open
-            checks_mod.record(out["checks"], out["warnings"], "pcap_path_bytes_vs_subflow_counters",
-                              pcap_vs_subflow_check(wire["subflows"], counters.last_ss(), counters.links_rx(),
-                                                    {p.client_addr: p.name for p in topo.paths}, counters.margin_s))
     return out
+
+
+def pcap_bytes_check(r: pcap.TapResult) -> dict[str, Any]:
+    """cross-check pcap_bytes_{point}_{interface}: the capture's bytes against the captured interface's
+    kernel counters over the capture's window (mpvlab/collectors/pcap.py judges the allowance)."""
+    return {"capture_bytes": r.bytes, "counter_bytes": r.counter_bytes, "ratio": r.ratio, "ok": bool(r.ok)}
 
 
 DELACK_MAX_S = 0.2      # Linux's TCP_DELACK_MAX: the longest a receiver holds back an ACK

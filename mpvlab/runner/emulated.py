@@ -19,11 +19,14 @@ import mpvlab.schedulers as schedulers
 from mpvlab.collectors import qdiscstat
 from mpvlab.core import proc
 from mpvlab.results import delayphases
+from mpvlab.results.summary_parts.base import build_each
+from mpvlab.results.summary_parts.network import CrossCheck, EcnMarks, PathRecord
 from mpvlab.runner import fidelity, runzero, sampling, transport
 from mpvlab.topologies import dual_path
 from mpvlab.core.errors import RunFailed
 from mpvlab.runner import capture
 from mpvlab.runner.context import RunContext
+from mpvlab.runner.crosschecks import CheckState
 from mpvlab.runner.views import summarise
 from mpvlab.runner.workloads.base import Client, Ends, Outcome
 from mpvlab.runner.steps import cc_record, mptcp_view, read_json, setup_cc
@@ -145,12 +148,31 @@ class EmulatedNetwork:
         body["mptcp"] = mptcp_view(self.mib, self.trace_summary)
         self._rtt_by_phase(ctx, body["paths"])
         body["ecn_marks"] = self.ecn_window.view() if self.ecn_window else None
-        # observe.pcap: capture record, byte cross-checks, wire-order path switches
-        pcap_view = capture.view(self.topo, self.cap, self.trace_summary, capture.counters_of(ctx.data, self.sampler))
-        body["cross_checks"].update(pcap_view.pop("checks"))
+        if body["ecn_marks"] is not None:
+            build_each(EcnMarks, "ecn_marks", body["ecn_marks"])
+        # observe.pcap: capture record, wire-order path switches (its byte cross-checks: check_state)
+        pcap_view = capture.view(self.topo, self.cap, self.trace_summary)
         body["warnings"] += pcap_view.pop("warnings")
         body.update(pcap_view)
+        # the parts completed here (their records are filled by several steps above)
+        build_each(PathRecord, "paths", body["paths"])
+        build_each(CrossCheck, "cross_checks", body["cross_checks"])
         return body
+
+    def check_state(self, ctx: RunContext, outcome: Outcome, summary: dict[str, Any]) -> CheckState:
+        assert self.sampler is not None
+        udp = None
+        if ctx.scenario.workload_kind.transport == "udp":
+            # the counters' window is the stream's plus a few seconds either side (views.UDP_OTHER_PACKETS)
+            udp = ({p.name: {"rx_bytes": self.counters_after[p.client_if]["rx_bytes"]
+                             - self.counters_before[p.client_if]["rx_bytes"],
+                             "rx_packets": self.counters_after[p.client_if]["rx_packets"]
+                             - self.counters_before[p.client_if]["rx_packets"]} for p in self.topo.paths},
+                   outcome.duration_s or 0.0)
+        tcp = udp is None           # the MPTCP trace and subflow checks
+        return CheckState(ctx, outcome, topo=self.topo if tcp else None, sched=self.trace_summary if tcp else None,
+                          cap=self.cap, counters=capture.counters_of(ctx.data, self.sampler), udp=udp,
+                          schedules=self.schedules)
 
 
 def bring_up_network(ctx: RunContext, stack: contextlib.ExitStack) -> EmulatedNetwork:

@@ -25,6 +25,8 @@ from mpvlab.core.hoststeal import StealMeter, StealWindow
 from mpvlab.links.schedule import Schedule
 from mpvlab.runner import precheck
 from mpvlab.input.scenario import Scenario
+from mpvlab.results.summary_parts.base import build
+from mpvlab.results.summary_parts.network import FidelityRow
 
 GOODPUT_FACTOR = 1448 / 1514   # TCP payload per full frame (physical runs' probes use it)
 # Above this share of CPU time taken by the hypervisor during a check, a fidelity warning names it:
@@ -267,7 +269,7 @@ def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, lo
 
 def table(fid: dict[str, Any], scenario: Scenario) -> list[dict[str, Any]]:
     """Configured vs achieved, one row per path direction (provenance and summary)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for label, e in fid.get("run", {}).items():
         direction = label.rsplit("-", 1)[1]
         pre = fid.get("paths", {}).get(e.get("path", ""), {})
@@ -282,7 +284,7 @@ def table(fid: dict[str, Any], scenario: Scenario) -> list[dict[str, Any]]:
             "lateness_ms_p99": e.get("lateness_ms_p99"), "lateness_ms_max": e.get("lateness_ms_max"),
             "lateness_from_arrival_ms_max": e.get("lateness_from_arrival_ms_max"),
         }
-        rows.append(row)
+        rows.append(build(FidelityRow, f"fidelity_table[{len(rows)}]", row))
     return rows
 
 
@@ -298,30 +300,10 @@ def finish_summary(scenario: Scenario, ctx: Any, schedules: dict[str, PathSchedu
     st = summary.get("host_steal_during_playback")
     judge_run(scenario, ctx.extra_prov, ctx.data, ctx.logs, schedules, fid,
               steal=StealWindow.from_dict(st) if st else None, queue_rows=ctx.queue_rows)
-    checks, named = _run_checks(scenario, schedules, summary, ctx.data, getattr(ctx, "t0_ns", 0))
-    if checks:
-        fid["checks"] = checks
-    if named:
-        fid["warnings"] = [*fid["warnings"], *named]
-        fid["ok"] = False
     for w in fid["warnings"][before:]:
         ctx.opts.log(f"fidelity warning: {w}")
     summary["fidelity_ok"] = fid.get("ok")
     summary["fidelity_warnings"] = list(fid["warnings"])
     summary["fidelity_table"] = fid["table"]
-    summary["fidelity_checks"] = checks or None
-
-
-def _run_checks(scenario: Scenario, schedules: dict[str, PathSchedules] | None, summary: dict[str, Any],
-                data: Path, t0_ns: int) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """The named plausibility checks (mpvlab/runner/runchecks.py) with this run's queue and delays."""
-    from mpvlab.links.emulator import FRAME_BYTES
-    from mpvlab.runner import runchecks
-    queue_bytes: int | None = None
-    max_owd_s: float | None = None
-    if len(scenario.paths) == 1 and schedules:
-        (pname, spec), = scenario.paths.items()
-        if pname in schedules and spec.down.buffer is not None:
-            queue_bytes = spec.down.buffer.to_bytes(FRAME_BYTES)
-            max_owd_s = schedules[pname].down.max_delay_ns / 1e9
-    return runchecks.run(scenario, summary, queue_bytes, max_owd_s, data, t0_ns)
+    # the named whole-run checks (runchecks.py) are run with every other check by crosschecks.py
+    summary["fidelity_checks"] = None

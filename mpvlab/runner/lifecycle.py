@@ -31,9 +31,13 @@ from typing import Any, Mapping
 
 from mpvlab.core import hoststeal
 from mpvlab.core.errors import RunFailed
+from mpvlab.results.summary_parts.base import build
+from mpvlab.results.summary_parts.kinds import RunHead
+from mpvlab.results.summary_parts.network import Steal
 from mpvlab.runner import liveness
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.network import BringUp, run_head
+from mpvlab.runner import crosschecks
 from mpvlab.runner.steps import NO_FIDELITY_PROBE, record_fidelity, wait_for_t0
 from mpvlab.runner.workloads.registry import WORKLOADS, WorkloadFactory
 
@@ -113,9 +117,17 @@ def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, Workload
         body = net.summarise(ctx, outcome, fid)
         warnings = body.pop("warnings", []) + outcome.warnings
         summary = {**run_head(ctx, fid), **body, "warnings": warnings,
-                   "host_steal_during_playback": playing_steal.window.as_dict()}
+                   "host_steal_during_playback": build(Steal, "host_steal_during_playback",
+                                                         playing_steal.window.as_dict())}
         steps.mark("teardown")
     steps.mark("judge")
     net.judge(ctx, fid, summary)
+    # every check of the registry for the workload, once, over the finished summary (crosschecks.py)
+    state = net.check_state(ctx, outcome, summary)
+    if state is not None:
+        crosschecks.apply(summary, fid, crosschecks.run(summary, state), ctx.opts.log)
     summary["run_wall_s"] = round(time.monotonic() - run_started, 2)
+    # The head is complete only now (the verdict and the wall time come last); the kind's own fields
+    # were built as their parts where they were made, the whole is validated before it is written.
+    build(RunHead, "run head", {k: summary[k] for k in RunHead.model_fields if k in summary})
     return summary

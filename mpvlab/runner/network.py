@@ -9,6 +9,7 @@ import contextlib
 from typing import Any, Callable, Protocol, Sequence
 
 from mpvlab.runner.context import RunContext
+from mpvlab.runner.crosschecks import CheckState
 from mpvlab.runner.workloads.base import Ends, Outcome
 
 
@@ -50,6 +51,10 @@ class Network(Protocol):
     def judge(self, ctx: RunContext, fid: dict[str, Any], summary: dict[str, Any]) -> None:
         """After teardown (the delay lines have written their statistics): the whole-run fidelity
         verdict into `fid` (provenance) and the summary's fidelity fields."""
+
+    def check_state(self, ctx: RunContext, outcome: Outcome, summary: dict[str, Any]) -> CheckState | None:
+        """The evidence the run's checks read besides the summary and the run's files (crosschecks.py);
+        None: the kind runs none of them."""
 
 
 BringUp = Callable[[RunContext, contextlib.ExitStack], Network]

@@ -5,7 +5,8 @@ leaves the delay line's lateness small, since the line stamps a packet when it r
 arrived, and it leaves every counter consistent; what it cannot hide is a result the configured
 network cannot produce. Each check here compares such a result with a bound from the configuration
 and, when it fails, adds a warning that starts with the check's name to the fidelity warnings (so
-fidelity_ok turns false) and its record to summary["fidelity_checks"][name]:
+fidelity_ok turns false) and its record to summary["fidelity_checks"][name]. The run calls them through
+mpvlab/runner/crosschecks.py, the one entry point of every check:
 
   probe_delay_within_queue_bound — the VoIP probe's largest one-way delay (kernel receive stamp − send
       stamp) against what the configured path can hold: the bottleneck queue's bytes ÷ its rate, plus
@@ -191,24 +192,3 @@ def warnings_of(checks: dict[str, dict[str, Any]]) -> list[str]:
                    "neither the probe nor any client interface received anything while the probe was sending "
                    f"(threshold {si['silence_threshold_s']:g} s): the emulator stopped forwarding (a host stall?)")
     return out
-
-
-def run(scenario: Scenario, summary: dict[str, Any], queue_bytes: int | None,
-        max_one_way_delay_s: float | None, data: Path | None = None,
-        t0_ns: int = 0) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """Every check that applies to this run: (records by name, warnings). `data` is the run's data
-    folder (its links.csv files) and `t0_ns` its run time zero; without them the silence check is
-    not run."""
-    checks: dict[str, dict[str, Any]] = {}
-    if data is not None:
-        si = check_silence(scenario, summary, data, t0_ns, queue_bytes, max_one_way_delay_s,
-                           scenario.observe.sample_hz)
-        if si is not None:
-            checks["no_simultaneous_silence"] = si
-    p = check_probe_delay(scenario, summary, queue_bytes, max_one_way_delay_s)
-    if p is not None:
-        checks["probe_delay_within_queue_bound"] = p
-    pl = check_playback(scenario, summary)
-    if pl is not None:
-        checks["playback_within_media_and_stalls"] = pl
-    return checks, warnings_of(checks)

@@ -48,8 +48,10 @@ from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads.base import Client, Ends, Outcome
 from mpvlab.topologies import shared_bottleneck as sb
 from mpvlab.topologies.mptcp import set_route_cc
-from mpvlab.runner.views import cc_state_view, record_cc_state_check, udp_wire_check
-from mpvlab.results import checks as checks_mod
+from mpvlab.runner.crosschecks import CheckState
+from mpvlab.runner.views import cc_state_view
+from mpvlab.results.summary import (Competition, CrossTraffic as CrossTrafficPart, EcnMarks, SharedAggregate,
+                                    SharedPlayer, Subflow, build, build_each, build_list)
 from mpvlab.runner.workloads.video import dash_view, network_discards
 
 PATH_LABEL = "shared"       # the delay lines' and queue folder's label (the path's name is the user's)
@@ -264,14 +266,16 @@ class SharedNetwork:
                              self.cross.checked_result())
             # every flow named; the CC's model over the players' flows only (mpvlab/results/flows.py)
             body["cc_state"] = cc_state_view(ctx, self.samplers[0], (self.t_end - ctx.t0_ns) / 1e9)
-            if body["cc_state"] is not None or outcome.checks:
-                body["cross_checks"] = body.get("cross_checks") or {}
-                body.setdefault("warnings", [])
-                record_cc_state_check(body["cc_state"], body["cross_checks"], body["warnings"])
-                for k, v in outcome.checks.items():        # the workload's own (checks.py)
-                    checks_mod.record(body["cross_checks"], body["warnings"], k, v)
         body["ecn_marks"] = self.ecn_window.view() if self.ecn_window else None
+        if body["ecn_marks"] is not None:
+            build_each(EcnMarks, "ecn_marks", body["ecn_marks"])
         return body
+
+    def check_state(self, ctx: RunContext, outcome: Outcome, summary: dict[str, Any]) -> CheckState:
+        """No MPTCP trace or capture on this kind; a UDP workload's viewer interface against its socket."""
+        udp = ((summary["clients"], summary["bottleneck"]["window_s"])
+               if ctx.scenario.workload_kind.transport == "udp" else None)
+        return CheckState(ctx, outcome, udp=udp, schedules={self.path_name: self.schedules})
 
     def bottleneck_view(self, ctx: RunContext, outcome: Outcome) -> dict[str, Any]:
         """The link for a UDP workload: its receiver's payload is what the socket read (outcome.wire)."""
@@ -293,11 +297,8 @@ def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dic
     counters = {viewer.role: {"interface": viewer.iface,
                               "rx_bytes": after[viewer.role]["rx_bytes"] - before[viewer.role]["rx_bytes"],
                               "rx_packets": after[viewer.role]["rx_packets"] - before[viewer.role]["rx_packets"]}}
-    checks: dict[str, Any] = {}
-    warnings: list[str] = []
-    for k, v in udp_wire_check(counters, outcome.wire or {}, bottleneck["window_s"]).items():
-        checks_mod.record(checks, warnings, k, v)
     bulk = cross.get("bulk")
+    build(CrossTrafficPart, "cross_traffic", cross)
     return {
         "transport": f"udp, {ctx.scenario.workload.kind} to one client ({viewer.role})",
         **outcome.fields,
@@ -305,9 +306,9 @@ def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dic
         "clients": counters,
         "bottleneck": bottleneck,
         "cross_traffic": cross,
-        "cross_checks": checks,
+        "cross_checks": {},         # filled by the cross-checks (crosschecks.py) at the run's end
         "subflows": [],
-        "warnings": warnings,
+        "warnings": [],
         "sampler_errors": [e for s in samplers for e in s.errors],
     }
 
@@ -323,11 +324,12 @@ def competition_view(link_bps: int | None, rtp: dict[str, Any], bulk: dict[str, 
             if x["second"] >= math.ceil(lo) and x["second"] + 1 <= hi]
     rtp_bps = round(sum(bins) / len(bins)) if bins else None
     total = (rtp_bps or 0) + bulk["goodput_bps"]
-    return {"link_bps": link_bps, "interval_s": [lo, round(hi, 3)], "rtp_bins": len(bins),
-            "rtp_received_bps": rtp_bps, "bulk_goodput_bps": bulk["goodput_bps"],
-            "rtp_share": round(rtp_bps / total, 4) if rtp_bps is not None and total else None,
-            "definition": "over the bulk flow's interval: the mean of the viewer's whole 1 s received bins "
-                          "inside it (RTP bytes, UDP payload) and the bulk flow's goodput (TCP payload)"}
+    return build(Competition, "competition", {
+        "link_bps": link_bps, "interval_s": [lo, round(hi, 3)], "rtp_bins": len(bins),
+        "rtp_received_bps": rtp_bps, "bulk_goodput_bps": bulk["goodput_bps"],
+        "rtp_share": round(rtp_bps / total, 4) if rtp_bps is not None and total else None,
+        "definition": "over the bulk flow's interval: the mean of the viewer's whole 1 s received bins "
+                      "inside it (RTP bytes, UDP payload) and the bulk flow's goodput (TCP payload)"})
 
 
 def bottleneck_view(ctx: RunContext, leaf_rx: dict[str, int], tbf_before: dict[str, int] | None,
@@ -390,7 +392,7 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, outcome: Outcome,
         v["interface_rx_bytes"] = leaf_bytes[role]["rx_bytes"]
         v["mean_throughput_bps"] = (round(ps["bytes_received"] * 8 / ps["playback_s"])
                                     if ps.get("playback_s") and ps.get("bytes_received") else None)
-        players[role] = v
+        players[role] = build(SharedPlayer, f"players.{role}", v)
     thr = [v["mean_throughput_bps"] for v in players.values() if v["mean_throughput_bps"]]
     stalls = [v["stall_ratio"] for v in players.values() if v["stall_ratio"] is not None]
     startups = [v["startup_delay_s"] for v in players.values() if v["startup_delay_s"] is not None]
@@ -428,18 +430,20 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, outcome: Outcome,
         "throughput_fairness_jain": (round(metrics.jain_index(thr), 4)
                                      if len(thr) == len(players) and thr and any(thr) else None),
     }
+    build(SharedAggregate, "aggregate", aggregate)
     voip = cross.get("voip")
     if voip and voip.get("csv"):
         # the probe's delays over named windows (whole run, steady state, SABRE's modes): mpvlab/results/delaywindows.py
         with open(voip["csv"], newline="") as fh:
             rows = list(csv.DictReader(fh))
         voip["windows"] = delaywindows.windows(rows, ctx.t0_ns, summaries, ctx.scenario.playout_buffer_ns / 1e9)
+    build(CrossTrafficPart, "cross_traffic", cross)
     bottleneck = bottleneck_view(ctx, {r: b["rx_bytes"] for r, b in leaf_bytes.items()}, tbf_before, tbf_after,
                                  window_s, _sum([v["bytes_received"] for v in players.values()]) or 0, cross)
     seen: dict[tuple[str, str], str] = {}
     for s in samplers:
         seen.update(s.subflows_seen)
-    subflows = [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(seen.items())]
+    subflows = build_list(Subflow, "subflows", [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(seen.items())])
     expected_cc = ctx.extra_prov["cc"]["kernel_name"]
     wrong = [s for s in subflows if s["cc"] != expected_cc]
     if wrong:

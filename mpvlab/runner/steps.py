@@ -20,6 +20,8 @@ from mpvlab.input.scenario import Scenario
 from mpvlab.collectors import qdiscstat
 from mpvlab.core.errors import RunFailed
 from mpvlab.player import kinds
+from mpvlab.results.summary_parts.base import build
+from mpvlab.results.summary_parts.network import Mptcp
 from mpvlab.runner.context import RunContext
 
 
@@ -43,7 +45,8 @@ def ensure_content(sc: Scenario) -> content.ContentInfo | content.DashInfo:
     v = sc.video
     if v.kind == "dash":
         return content.ensure_dash(CONTENT_DIR, v.duration / 1e9, sc.dash_ladder, v.segment / 1e9,
-                                   v.width, v.height, v.fps)
+                                   v.width, v.height, v.fps,
+                                   None if v.mpd_min_buffer_time is None else v.mpd_min_buffer_time / 1e9)
     return content.ensure_progressive(CONTENT_DIR, v.duration / 1e9, v.bitrate, v.width, v.height, v.fps)
 
 
@@ -63,7 +66,8 @@ def content_provenance(video: content.ContentInfo | content.DashInfo) -> dict[st
         # The full per-segment listing stays in the ladder's sidecar; provenance names it and its hash.
         return {"kind": "dash", "sidecar": str(video.sidecar), "mpd_sha256": video.mpd_sha256,
                 "params": video.params, "n_segments": video.n_segments, "bitrates_bps": video.bitrates_bps,
-                "total_bytes": video.total_bytes, "ffmpeg_version": video.ffmpeg_version, "cached": video.cached}
+                "total_bytes": video.total_bytes, "ffmpeg_version": video.ffmpeg_version, "cached": video.cached,
+                "mpd_attributes": content.mpd_attributes(video.mpd)}
     return {"kind": "progressive", **video.to_json()}
 
 
@@ -247,13 +251,13 @@ def mptcp_view(mib: dict[str, dict[str, int]], trace_summary: dict[str, Any] | N
     worth of payload (a CI run saw 12220 bytes under a count of 1), so it is a count, not a size.
     Every MIB counter that moved is kept in `mib`."""
     conns = (trace_summary or {}).get("connections", [])
-    return {
+    return build(Mptcp, "mptcp", {
         "reinjected_segments": mib["server"].get("MPTCPRetrans", 0),
         "reinjected_bytes": sum(int(c.get("msk_bytes_retrans", 0)) for c in conns),
         "sent_bytes": sum(int(c.get("msk_bytes_sent", 0)) for c in conns),
         "duplicate_data_segments_received": mib["client"].get("DuplicateData", 0),
         "mib": {side: {k: v for k, v in d.items() if v} for side, d in mib.items()},   # non-zero only
-    }
+    })
 
 
 def check_subflows(sc: Scenario, subflows: list[dict[str, Any]], expected_cc: str,

@@ -11,12 +11,12 @@ from typing import Any
 
 from mpvlab.runner import sampling
 from mpvlab.topologies import dual_path
-from mpvlab.core.errors import RunFailed
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.steps import check_subflows
 from mpvlab.runner.workloads.base import Outcome
 from mpvlab.runner.steps import queue_view
-from mpvlab.results import checks as checks_mod
+from mpvlab.results.summary_parts.base import build, build_list
+from mpvlab.results.summary_parts.network import CCStateView, Subflow
 
 
 def _scheduler_view(topo: dual_path.DualPath, sched: dict[str, Any]) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def _steering_view(steer: dict[str, Any]) -> dict[str, Any] | None:
 SEGMENT_OVERHEAD = 90
 
 
-def _retransmitted_segments_by_path(topo: dual_path.DualPath, subflows_csv: Path) -> dict[str, int]:
+def retransmitted_segments_by_path(topo: dual_path.DualPath, subflows_csv: Path) -> dict[str, int]:
     """Segments the server's subflows of each path retransmitted (tcpi_total_retrans in the last
     `ss` sample of each subflow; a subflow's peer address names its path)."""
     last: dict[tuple[str, str], int] = {}
@@ -121,6 +121,12 @@ def interface_vs_collector(rx_bytes: int, rx_packets: int, handed: int | None, r
             "ok": ratio is not None and 0.99 <= ratio <= 1.01 + retrans_allow}
 
 
+def lost_events_check(lost: int) -> dict[str, Any]:
+    """The scheduler trace's own count of events its ring buffer could not deliver: any makes the
+    decision and switch counts short."""
+    return {"lost": lost, "ok": lost == 0}
+
+
 def connections_check(key: str, requests: int, traced: int) -> dict[str, Any]:
     """Like with like: `requests` counts the connections that carried the workload's requests (for
     dash.js, not the page loaded before t0: workloads/video.py apache_connections); the trace counts
@@ -167,24 +173,18 @@ def cc_state_view(ctx: RunContext, sampler: sampling.Sampler, playback_s: float 
     rows = series[spec.file]
     log = ctx.logs / "apache" / "access.log"
     activity = flows.flow_activity(ctx.data / "subflows.csv", rules, log, tokens, log.exists())
-    view = flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s or 0.0)), tokens, activity).to_json()
+    view = build(CCStateView, "cc_state", flows.state_view(rows, f"data/{spec.file}", (0.0, float(playback_s or 0.0)),
+                                                           tokens, activity).to_json())
     flows.write_flows(ctx.data, rules, series, tokens)
     return view
-
-
-def record_cc_state_check(cc_state: dict[str, Any] | None, checks: dict[str, Any], warnings: list[str]) -> None:
-    """The mode shares' flows against what each flow carried (checks.py mode_shares_over_workload_flows)."""
-    if cc_state is not None:
-        from mpvlab.results.flows import mode_share_check
-        checks_mod.record(checks, warnings, "mode_shares_over_workload_flows", mode_share_check(cc_state))
 
 
 def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, before: dict[str, dict[str, int]],
               after: dict[str, dict[str, int]], sampler: sampling.Sampler,
               sched: dict[str, Any], steer: dict[str, Any]) -> dict[str, Any]:
-    """The network's part of the summary (per-path bytes, scheduler trace, cross-checks) around the
-    workload's own part (`outcome.fields`); the run head and the workload's warnings are added by the
-    life cycle (lifecycle.py)."""
+    """The network's part of the summary (per-path bytes, scheduler trace) around the workload's own
+    part (`outcome.fields`); the run head and the workload's warnings are added by the life cycle
+    (lifecycle.py), which also runs the cross-checks (crosschecks.py) over it."""
     sc = ctx.scenario
     per_path: dict[str, dict[str, Any]] = {}
     total = 0
@@ -206,44 +206,26 @@ def summarise(ctx: RunContext, topo: dual_path.DualPath, outcome: Outcome, befor
         outages = sorted({(a, b) for d in (sc.paths[p.name].down, sc.paths[p.name].up) for a, b in d.outages})
         if outages:
             per_path[p.name]["outages_configured_s"] = [[a / 1e9, b / 1e9] for a, b in outages]
-    checks: dict[str, Any] = {}
-    warnings: list[str] = []
     if ctx.scenario.workload_kind.transport == "udp":
         # No MPTCP connection to trace: the interface counters are checked against the datagrams the
-        # workload's own receiver read instead (udp_wire_check).
+        # workload's own receiver read instead (udp_wire_check, run by crosschecks.py).
         for v in per_path.values():
             v["payload_bytes_handed"] = None
-        # the counters' window is the stream's plus a few seconds either side (in UDP_OTHER_PACKETS)
-        for k, v in udp_wire_check(per_path, outcome.wire or {}, playback_s or 0.0).items():
-            checks_mod.record(checks, warnings, k, v)
         return _body(ctx, sc, outcome, total, per_path, [], {"path_switches": None, "decisions": None,
-                     "definition": None}, steer, checks, warnings, sampler, playback_s)
-    for k, v in outcome.checks.items():        # the workload's own (checks.py)
-        checks_mod.record(checks, warnings, k, v)
-    retrans = _retransmitted_segments_by_path(topo, ctx.data / "subflows.csv")
+                     "definition": None}, steer, sampler, playback_s)
     for name, v in per_path.items():
         v["payload_bytes_handed"] = view["bytes_handed"][name]
-        checks_mod.record(checks, warnings, f"bytes_{name}_interface_vs_collector",
-                          interface_vs_collector(v["rx_bytes"], v["rx_packets"], v["payload_bytes_handed"],
-                                                 retrans.get(name, 0)))
-    checks_mod.record(checks, warnings, "collector_saw_every_connection",
-                      connections_check(outcome.connections_key, outcome.connections, view["connections"]))
-    checks_mod.record(checks, warnings, "collector_lost_events",
-                      {"lost": view["lost_events"], "ok": view["lost_events"] == 0})
-    subflows = [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(sampler.subflows_seen.items())]
+    subflows = build_list(Subflow, "subflows",
+                          [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(sampler.subflows_seen.items())])
     expected_cc = ctx.extra_prov["cc"]["kernel_name"]
     check_subflows(sc, subflows, expected_cc, per_path)
-    checks["subflow_addresses"] = subflow_address_check(topo, subflows)
-    if not checks["subflow_addresses"]["ok"]:
-        raise RunFailed(f"MPTCP subflows on unexpected (client, server) address pairs: {checks['subflow_addresses']}")
-    return _body(ctx, sc, outcome, total, per_path, subflows, view, steer, checks, warnings, sampler, playback_s)
+    return _body(ctx, sc, outcome, total, per_path, subflows, view, steer, sampler, playback_s)
 
 
 def _body(ctx: RunContext, sc: Any, outcome: Outcome, total: int, per_path: dict[str, dict[str, Any]],
-          subflows: list[dict[str, Any]], view: dict[str, Any], steer: dict[str, Any], checks: dict[str, Any],
-          warnings: list[str], sampler: sampling.Sampler, playback_s: float | None) -> dict[str, Any]:
+          subflows: list[dict[str, Any]], view: dict[str, Any], steer: dict[str, Any],
+          sampler: sampling.Sampler, playback_s: float | None) -> dict[str, Any]:
     cc_state = cc_state_view(ctx, sampler, playback_s)
-    record_cc_state_check(cc_state, checks, warnings)
     return {
         "scheduler": sc.transport.scheduler,
         **outcome.fields,
@@ -254,8 +236,8 @@ def _body(ctx: RunContext, sc: Any, outcome: Outcome, total: int, per_path: dict
         "steering": _steering_view(steer),
         "scheduler_decisions": view["decisions"],
         "path_switch_definition": view["definition"],
-        "cross_checks": checks,
-        "warnings": warnings,
+        "cross_checks": {},         # filled by the cross-checks (crosschecks.py) at the run's end
+        "warnings": [],
         "sampler_errors": sampler.errors,
         "cc_state": cc_state,
     }

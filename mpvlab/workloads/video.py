@@ -34,6 +34,7 @@ class VideoSpec(Strict):
     bitrate: Rate = Field(5_240_000, description="progressive: the MP4's video bitrate.")
     bitrates: list[Rate] | None = Field(None, min_length=1, max_length=16, description="dash: the representations' bitrates; null = 11 levels, 1 … 25 Mbit/s (BBR-S study).")
     segment: Duration = Field(5 * 10**9, description="dash: length of one segment.")
+    mpd_min_buffer_time: Duration | None = Field(None, description="dash: the MPD's minBufferTime (dash.js reports its buffer loaded from it); null = what ffmpeg's dash muxer writes, 2 × segment; GPAC MP4Box, the BBR-S study's packager, writes 1.5s unless told. Recorded in provenance (content.mpd_attributes).")
     width: int = Field(1280, ge=64, le=3840, description="Picture width in pixels.")
     height: int = Field(720, ge=64, le=2160, description="Picture height in pixels.")
     fps: int = Field(30, ge=1, le=120, description="Frames per second.")
@@ -44,6 +45,15 @@ class VideoSpec(Strict):
         if not 1 * 10**9 <= v <= 3600 * 10**9:
             raise ValueError("video duration must lie between 1s and 60min")
         return v
+
+    @model_validator(mode="after")
+    def _min_buffer_fits(self) -> VideoSpec:
+        t = self.mpd_min_buffer_time
+        if t is not None and self.kind != "dash":
+            raise ValueError("video.mpd_min_buffer_time is for kind: dash (a progressive video has no MPD)")
+        if t is not None and not 0 < t <= self.duration:
+            raise ValueError("video.mpd_min_buffer_time must lie above 0 s and within video.duration")
+        return self
 
 
 class ServerSpec(Strict):

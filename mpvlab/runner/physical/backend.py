@@ -162,6 +162,9 @@ class PhysicalNetwork:
                 "whole-run verdict (its delay-line statistics are in provenance delay_lines, not judged): "
                 "fidelity not checked (fidelity_ok null)")
 
+    def check_state(self, ctx: RunContext, outcome: Outcome, summary: dict[str, Any]) -> None:
+        return None     # the physical kind's summary carries no cross-checks (collect.py)
+
     def start_collectors(self, ctx: RunContext, stack: contextlib.ExitStack, port: int, max_run_s: float) -> None:
         assert self.run is not None
         self.poller = SubflowPoller(self.run, ctx.data / "subflows.csv")

@@ -16,6 +16,8 @@ from mpvlab.runner.physical.state import PhysicalRun
 from mpvlab.runner.workloads.base import Outcome
 from mpvlab.input.scenario import Scenario
 from mpvlab.runner.steps import check_subflows
+from mpvlab.results.summary_parts.base import build_each, build_list
+from mpvlab.results.summary_parts.network import PathRecord, Subflow
 
 NOT_COLLECTED = {
     "scheduler_trace": "not collected on physical hosts (BPF observer runs in a local server namespace only): "
@@ -103,7 +105,9 @@ def summarise(run: PhysicalRun, sc: Scenario, outcome: Outcome, before: dict[str
     for v in per_path.values():
         v["share"] = round(v["rx_bytes"] / total, 4) if total else 0.0
         v["mean_throughput_bps"] = round(v["rx_bytes"] * 8 / playback_s) if playback_s else None
-    subflows = [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(poller.seen.items())]
+    build_each(PathRecord, "paths", per_path)
+    subflows = build_list(Subflow, "subflows",
+                          [{"local": k[0], "peer": k[1], "cc": v} for k, v in sorted(poller.seen.items())])
     check_subflows(sc, subflows, sc.transport.cc, per_path)
     return {
         "scheduler": sc.transport.scheduler, **outcome.fields,

@@ -79,9 +79,9 @@ class Outcome:
     # (datagrams and UDP payload bytes the client read) instead of the MPTCP subflows and the
     # scheduler trace against the interface bytes.
     wire: dict[str, int] | None = None
-    # The workload's own cross-checks (mpvlab/results/checks.py), by name: the summary records each
-    # beside the network's (`cross_checks`), a failed one as its named warning.
-    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # What the workload's own checks read besides its summary fields and the run's files, by kind
+    # (player_bytes, dashjs_raw, rtp_logs): mpvlab/runner/crosschecks.py runs the checks over it.
+    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 class Workload(Protocol):

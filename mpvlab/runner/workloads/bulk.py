@@ -21,6 +21,8 @@ from mpvlab.runner import steps
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running, workload_spec
 from mpvlab.workloads.bulk import BulkWorkloadSpec
+from mpvlab.results.summary_parts.base import build
+from mpvlab.results.summary_parts.workload import BulkRecord
 from mpvlab.runner.workloads.two_ends import TwoEnds
 from mpvlab.workloads.bulk import BULK, PORT as BULK_PORT   # not the fidelity probe's 5201 nor the cross traffic's 5301
 
@@ -116,7 +118,7 @@ class BulkWorkload(TwoEnds):
         t_end = rx["t_last_byte_ns"] or rx["t_connect_ns"]
         transfer_s = (t_end - rx["t_connect_ns"]) / 1e9
         fields: dict[str, Any] = {
-            BULK.name: {
+            BULK.name: build(BulkRecord, BULK.name, {
                 "size_bytes": spec.size, "duration_configured_s": None if spec.duration is None else spec.duration / 1e9,
                 "bytes_sent": tx["bytes_sent"], "bytes_received": rx["bytes_received"],
                 "connect_s": round((rx["t_connect_ns"] - ctx.t0_ns) / 1e9, 6),
@@ -127,7 +129,7 @@ class BulkWorkload(TwoEnds):
                 "goodput_bps": round(rx["bytes_received"] * 8 / transfer_s) if transfer_s > 0 else None,
                 "cc_seen": tx["cc"],
                 "definition": "transfer_s: from the receiver's connect() to its last byte, CLOCK_MONOTONIC",
-            },
+            }),
             "duration_s": round(transfer_s, 6),
         }
         return Outcome(fields, transfer_s, "bulk_connections", 1)

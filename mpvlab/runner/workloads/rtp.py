@@ -27,6 +27,8 @@ from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads import rtp_checks, rtp_freezes
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running, workload_spec
 from mpvlab.workloads.rtp import RtpWorkloadSpec
+from mpvlab.results.summary_parts.base import build
+from mpvlab.results.summary_parts.workload import RtpRecord
 from mpvlab.runner.workloads.two_ends import TwoEnds
 from mpvlab.workloads.rtp import RTP
 
@@ -132,16 +134,18 @@ class RtpWorkload(TwoEnds):
         tx, rx = steps.read_json(root / "sender" / "sender.json"), steps.read_json(root / "receiver" / "receiver.json")
         if not tx or not rx:
             raise RunFailed("rtp stream left no record (logs/rtp/)")
-        record, warnings = rtp_record(ctx, tx, rx, root)
+        record, warnings, evidence = rtp_record(ctx, tx, rx, root)
         duration_s = (rx.get("last_packet_s") or 0.0) - (rx.get("first_packet_s") or 0.0)
         wire = {"udp_datagrams": rx["udp_datagrams_received"], "udp_payload_bytes": rx["udp_payload_bytes_received"]}
         return Outcome({RTP.name: record, "duration_s": round(duration_s, 6)}, duration_s, "rtp_streams", 1,
-                       warnings=warnings, wire=wire)
+                       warnings=warnings, wire=wire, evidence={"rtp_logs": evidence})
 
 
-def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Path) -> tuple[dict[str, Any], list[str]]:
+def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any],
+               root: Path) -> tuple[dict[str, Any], list[str], rtp_checks.Evidence]:
     """The summary's `rtp` part, after the checks that make it trustworthy: the viewer accounted exactly
-    the frames the broadcaster captured, and every packet sent was received or counted lost."""
+    the frames the broadcaster captured, and every packet sent was received or counted lost; its
+    warnings; the parsed logs its cross-checks read (crosschecks.py runs them)."""
     spec = workload_spec(ctx, RtpWorkloadSpec)
     captured = tx["frames_captured"]
     on_time, late, lost = rx["frames_on_time"], rx["frames_late"], rx["frames_lost"]
@@ -178,11 +182,11 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
     sender_frames, receiver_frames = _read_csv(root / "sender" / "frames.csv"), _read_csv(root / "receiver" / "frames.csv")
     rate = _read_csv(root / "receiver" / "rate.csv")
     steady = rtp_checks.steady_target(enc, targets)
-    # every derived figure against evidence it was not made from (rtp_checks.py, rtp/README.md)
-    checks, failed = rtp_checks.run_all(rtp_checks.Evidence(
+    # every derived figure against evidence it was not made from (rtp_checks.py, rtp/README.md): the
+    # parsed logs, for the checks mpvlab/runner/crosschecks.py runs at the run's end
+    evidence = rtp_checks.Evidence(
         tx=tx, rx=rx, sender_frames=sender_frames, packets=_read_csv(root / "sender" / "packets.csv"),
-        targets=targets, encoder=enc, receiver_frames=receiver_frames, rate=rate), steady)
-    warnings += failed
+        targets=targets, encoder=enc, receiver_frames=receiver_frames, rate=rate)
     record = {
         "controller": spec.controller,
         "encoder": spec.encoder,
@@ -225,8 +229,8 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
         "received_per_second": [{"second": int(r["second"]), "received_bps": int(r["received_bps"]),
                                  "padding_bps": int(r["padding_bps"])}
                                 for r in rate],
-        # each cross-check's numbers; a failed one is also a warning (rtp_checks.py)
-        "checks": checks,
+        # each cross-check's numbers; a failed one is also a warning (filled by crosschecks.py)
+        "checks": {},
         "target_changes": len(targets),
         # CPU time of each end's process (user/system s, all threads; the sender's excludes its
         # encoder child): the per-packet cost of a real run, printed by bench/bench_rtp.py
@@ -237,7 +241,7 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any], root: Pa
     ctx.extra_prov["rtp"] = {"binary": str(BINARY), "encoder": str(ENCODER), "decoder": str(DECODER),
                              "controller": spec.controller, "video_encoder": encoder_settings(spec),
                              "implementation": "pion/interceptor v0.1.51 (pkg/gcc, pkg/twcc, pkg/cc)"}
-    return record, warnings
+    return build(RtpRecord, RTP.name, record), warnings, evidence
 
 
 def frame_size_stats(frames: list[dict[str, str]]) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Each check recomputes a figure of the summary's `rtp` part from evidence the figure was not made
 from — the sender's per-frame and per-packet logs, its target log, the viewer's per-frame and
-per-second logs — and compares within a stated tolerance. The run calls `run_all`; a check that
+per-second logs — and compares within a stated tolerance. The run calls them through
+mpvlab/runner/crosschecks.py (the one entry point of every check, in the registry's order); a check that
 fails becomes the warning `cross-check rtp_<name> failed: …` in `summary.json` → `warnings`, and
 every check's numbers are in `summary.json` → `rtp.checks`. The steady window and the target's
 paused time are defined here too (`steady_window`, `steady_target`): the summary and the checks
@@ -11,7 +12,7 @@ read the same definition.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -319,15 +320,3 @@ def check_encoder_wire_vs_packets(ev: Evidence) -> Check:
                  "sender/packets.csv video packets' bytes + 28 B (UDP + IPv4) each", "exact",
                  {"wire_bytes": wire, "packets_csv_wire_bytes": logged},
                  f"encoder.csv's windows sum to {wire} B on the wire, packets.csv to {logged} B")
-
-
-def run_all(ev: Evidence, steady: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Every check: their records (summary.json → rtp.checks) and the warnings of those that failed."""
-    checks: list[Callable[[], Check]] = [
-        lambda: check_encoder_vs_setting(ev), lambda: check_steady_target_vs_frames(ev, steady),
-        lambda: check_encoder_per_second_vs_frames(ev), lambda: check_received_per_second_vs_totals(ev),
-        lambda: check_latency_vs_frames(ev), lambda: check_packets_vs_frames(ev),
-        lambda: check_viewer_counts_vs_frames(ev), lambda: check_encoder_targets_vs_log(ev),
-        lambda: check_encoder_wire_vs_packets(ev)]
-    done = [c() for c in checks]
-    return {c.name: c.record() for c in done}, [c.warning() for c in done if not c.ok]

@@ -16,6 +16,9 @@ import mpvlab.content as content
 from mpvlab.runner import server
 from mpvlab.runner import liveness, steps
 from mpvlab.runner.context import RunContext
+from mpvlab.results.summary_parts.base import build
+from mpvlab.results.summary_parts.network import HttpRecord
+from mpvlab.results.summary_parts.player import CpuUse, PlayerQoE
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running
 from mpvlab.workloads.video import VIDEO
 
@@ -274,25 +277,21 @@ class VideoWorkload:
             (ps,) = per_client.values()
             fields.update({"duration_s": ps.get("playback_s") or 0, **player_view(ps), "player_cpu": ps.get("cpu")})
             http_record["player_libsoup"] = ps.get("libsoup")
-        # Apache's log against what each player read (checks.py player_bytes_vs_access_log)
-        bytes_check = player_bytes_check({r: ps.get("bytes_received") for r, ps in per_client.items()},
-                                         self.addrs, body_bytes_by_client(ctx.logs / "apache" / "access.log"),
-                                         sc.player_kind.reads_whole_responses)
-        checks = {"player_bytes_vs_access_log": bytes_check}
-        if sc.player_kind.checks_element:      # the stall figures against the element's buffered ranges
-            checks["stalls_vs_element_buffered"] = self.stalls_check(ctx, per_client)
+            if ps.get("cpu") is not None:
+                build(CpuUse, "player_cpu", ps["cpu"])
+        build(HttpRecord, "http", http_record)
+        # What each player read, against Apache's log (checks.py player_bytes_vs_access_log) and, for
+        # dash.js, the page's record of the element at each stall (stalls_vs_element_buffered)
+        evidence: dict[str, Any] = {"player_bytes": {
+            "received": {r: ps.get("bytes_received") for r, ps in per_client.items()}, "addrs": dict(self.addrs),
+            "own": sc.player_kind.reads_whole_responses}}
+        if sc.player_kind.checks_element:
+            evidence["dashjs_raw"] = {
+                role: steps.player_data_dir(ctx, f"player {role}" if self.several else "player") / "dashjs-raw.json"
+                for role in per_client}
         return Outcome(fields, duration, "apache_connections",
                        apache_connections(ctx.logs / "apache" / "access.log"), warnings, per_client,
-                       checks=checks)
-
-    def stalls_check(self, ctx: RunContext, per_client: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        """stalls_vs_element_check per player, over its data/dashjs[/<role>]/dashjs-raw.json."""
-        per: dict[str, Any] = {}
-        for role, ps in per_client.items():
-            raw_file = steps.player_data_dir(ctx, f"player {role}" if self.several else "player") / "dashjs-raw.json"
-            raw = steps.read_json(raw_file) or {}
-            per[role] = stalls_vs_element_check(ps, raw, 1.0 / ctx.scenario.video.fps)
-        return {"players": per, "ok": all(v["ok"] for v in per.values())}
+                       evidence=evidence)
 
 
 def network_discards(total: Any, cpu_late: Any) -> int | None:
@@ -305,8 +304,8 @@ def network_discards(total: Any, cpu_late: Any) -> int | None:
 
 
 def player_view(ps: dict[str, Any]) -> dict[str, Any]:
-    """The player's QoE as the summary carries it."""
-    return {
+    """The player's QoE as the summary carries it (built as PlayerQoE: its keys are that model's)."""
+    return build(PlayerQoE, "player QoE", {
         "underflows": ps.get("underflows"),
         "underflow_total_s": ps.get("underflow_total_s"),
         "picture_discards": ps.get("picture_discards"),
@@ -321,7 +320,7 @@ def player_view(ps: dict[str, Any]) -> dict[str, Any]:
         "startup_delay_s": ps.get("startup_delay_s"),
         "stall_ratio": ps.get("stall_ratio"),
         "dash": dash_view(ps) if ps.get("dash") else None,
-    }
+    })
 
 
 
