@@ -321,7 +321,7 @@ def test_ample_bandwidth(testbed: tuple[Net, Apache], content: Any, tmp_path: Pa
         assert levels[first_full:] == [top] * (len(levels) - first_full), levels
         assert levels != [top] * len(levels)      # it did start low
         assert s["abr"] == {"name": "bba", "params": {"reservoir_s": reservoir, "cushion_s": cushion,
-                                                      "connection_speed_kbps": 4294967}}
+                                                      "connection_speed_kbps": 4294967}, "seed": None, "version": None}
     assert_played_through(s, run_steal.window, FPS)
     assert abs(s["stall_rate"]) <= 0.5 / LEN_S
     assert s["startup_delay_s"] < 1.0

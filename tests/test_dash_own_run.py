@@ -29,7 +29,8 @@ def test_own_client_with_bola_runs_end_to_end(tmp_path: Path) -> None:
     s = json.loads((run_dir / "summary.json").read_text())
     p = json.loads((run_dir / "logs" / "player-summary.json").read_text())
     # The scenario's choice reached the player.
-    assert p["fetcher"] == "own" and s["dash"]["abr"] == {"name": "bola", "params": {"gamma_p": 5.0}, "seed": 1}
+    assert p["fetcher"] == "own" and s["dash"]["abr"] == {"name": "bola", "params": {"gamma_p": 5.0}, "seed": 1,
+                                                     "version": None}
     assert p["transport"]["mptcp"] is True and p["transport"]["so_protocol"] == IPPROTO_MPTCP
     # 12 s of 2 s segments, 30 fps: 6 segments, 360 frames, each frame rendered or discarded.
     assert p["segments_downloaded"] == p["segments_expected"] == s["dash"]["segments"] == 6

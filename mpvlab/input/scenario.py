@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from mpvlab.cc import registry as cc_registry
 from mpvlab.core.quantities import Duration, Size, Strict
 from mpvlab.collectors.spec import ObserveSpec
+from mpvlab.player import kinds
 from mpvlab.workloads import registry as workloads
 from mpvlab.workloads.registry import WorkloadSpec
 from mpvlab.workloads.video import STUDY_DASH_LADDER, PlayerSpec, ServerSpec, VideoSpec, VideoWorkloadSpec
@@ -303,7 +304,7 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _dash_fits(self) -> Scenario:
-        v, p = self.video, self.player
+        v = self.video
         if v.kind == "dash" and v.segment <= 0:
             raise ValueError("video.segment must be positive")
         if v.kind == "dash":
@@ -316,54 +317,20 @@ class Scenario(Strict):
                 raise ValueError(f"video (dash): {e}") from None
             if self.playout_buffer_ns <= 0:
                 raise ValueError("player.buffer: a DASH player holds at least one segment; 0 s holds nothing")
-        if (v.kind == "dash" and p.kind == "gstreamer" and p.fetcher == "dashdemux" and p.abr == "bba"
-                and p.bba_reservoir + p.bba_cushion >= self.playout_buffer_ns):
-            raise ValueError("player.bba_reservoir + player.bba_cushion must be smaller than player.buffer "
-                             f"({self.playout_buffer_ns / 1e9:g} s)")
         if v.kind == "progressive" and v.bitrates is not None:
             raise ValueError("video.bitrates is for kind: dash; a progressive video has one `bitrate`")
         return self
 
-    @model_validator(mode="after")
-    def _dashjs_fits(self) -> Scenario:
-        if self.player.kind != "dashjs":
-            return self
-        if self.video.kind != "dash":
-            raise ValueError("player.kind: dashjs plays DASH only; video.kind must be dash (a progressive video "
-                             "needs player.kind: gstreamer)")
-        if self.workload.kind != workloads.VIDEO.name:
-            raise ValueError(f"player.kind: dashjs is the video workload's player; workload.kind must be "
-                             f"{workloads.VIDEO.name}")
-        if self.topology_kind.real_hosts:
-            raise ValueError(f"player.kind: dashjs runs on the emulated topologies only (not on {self.topology_kind.name} hosts)")
-        from mpvlab.player import dashjs_setup
-        missing = dashjs_setup.missing()
-        if missing:
-            raise ValueError(f"player.kind: dashjs needs {missing} (./setup.sh installs it)")
-        p = self.player
-        if p.abr == "bba" and p.abr_params["reservoir_s"] + p.abr_params["cushion_s"] >= self.playout_buffer_ns / 1e9:
-            # the most dash.js ever holds for this video (below the top quality it stops at
-            # stableBufferTime: player/README.md says what that means for BBA's map)
-            raise ValueError("player.abr_params: reservoir_s + cushion_s must be smaller than the most dash.js "
-                             f"buffers for this video ({self.playout_buffer_ns / 1e9:g} s, the largest of "
-                             "player.dashjs_stable_buffer_time and the top-quality target that applies)")
-        return self
+    @property
+    def player_kind(self) -> kinds.PlayerKind:
+        """The player kind that plays this scenario (mpvlab/player/kinds.py)."""
+        return kinds.select(self.player.kind, self.player.fetcher, self.video.kind)
 
     @model_validator(mode="after")
-    def _own_fetcher_fits(self) -> Scenario:
-        if self.player.fetcher == "own":
-            if self.video.kind != "dash":
-                raise ValueError("player.fetcher: own is a DASH client; video.kind must be dash")
-            # The ABR's checks that need the ladder, segment and buffer (BBA's reservoir + cushion below
-            # the buffer, FESTIVE's target within it, SABRE's thresholds) run here, before any run, and
-            # not only in the player after the network was built.
-            from mpvlab.player.abr import Ladder, make
-            try:
-                make(self.player.abr, Ladder(tuple(sorted(set(self.dash_ladder))), self.video.segment / 1e9,
-                                             self.playout_buffer_ns / 1e9), self.player.abr_params, self.seed)
-            except ValueError as e:
-                raise ValueError(f"player.abr {self.player.abr} with this ladder, {self.video.segment / 1e9:g} s "
-                                 f"segments and a {self.playout_buffer_ns / 1e9:g} s buffer: {e}") from None
+    def _player_kind_fits(self) -> Scenario:
+        """What the scenario asks of its player kind, judged by the kind's own check (the video it
+        plays, where it runs, its ABR against the ladder and buffer)."""
+        self.player_kind.check_scenario(self)
         return self
 
     @model_validator(mode="after")
@@ -587,7 +554,7 @@ def override(scenario: Scenario, assignments: dict[str, Any], source: str = "<ov
         # (fetcher own), as in the DASH studies.
         old = data["player"]
         data["player"] = {"kind": assignments["player.kind"], "abr": old["abr"], "timeout_factor": old["timeout_factor"]}
-        if assignments["player.kind"] == "gstreamer" and old["abr"] not in ("gst", "bba"):
+        if assignments["player.kind"] == "gstreamer" and old["abr"] not in kinds.GST_DASH.abr_names():
             data["player"]["fetcher"] = "own"
     for dotted in assignments:
         if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.([a-z0-9_-]+|\*))*", dotted):

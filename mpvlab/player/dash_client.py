@@ -55,6 +55,7 @@ from gi.repository import Gst  # noqa: E402
 
 from mpvlab.player.abr import Download, Ladder, Sabre, make  # noqa: E402
 from mpvlab.player.abr.sabre import SabreParams  # noqa: E402
+from mpvlab.player.contract import AbrRecord  # noqa: E402
 from mpvlab.player.mpvlab_dash import Representation, SegmentPlayback, parse_mpd  # noqa: E402
 
 IPPROTO_MPTCP = 262
@@ -684,7 +685,7 @@ class ClientSession(SegmentPlayback):
                           "rcvbuf_source": self.rcvbuf_source,
                           "rcvbuf_effective": self.rcvbuf_effective,
                           "so_protocol": self.so_protocol},
-            "abr": {"name": self.abr_name, "params": params, "seed": self.seed},
+            "abr": AbrRecord(self.abr_name, params, seed=self.seed),
             "representations": [{"level": r.level, "id": r.id, "bitrate_bps": r.bandwidth,
                                  "width": r.width, "height": r.height} for r in self.reps],
             "segment_s": self.segment_s,

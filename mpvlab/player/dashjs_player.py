@@ -16,6 +16,7 @@ dash.js player and requests the MPD. The page records dash.js's own events, ever
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import shutil
@@ -27,11 +28,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from mpvlab.player import dashjs_qoe, dashjs_setup  # noqa: E402
+from mpvlab.player import dashjs_qoe, dashjs_setup, kinds  # noqa: E402
 from mpvlab.player.cdp import BrowserLog, Cdp, NetlinkWatch  # noqa: E402
+from mpvlab.player.contract import (EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,  # noqa: E402
+                                    EXIT_TIMEOUT, AbrRecord, add_common_args, write_summary)
 from mpvlab.player.start_signal import wait_for_t0  # noqa: E402
 
-EXIT_OK, EXIT_INTERNAL, EXIT_ERROR, EXIT_TIMEOUT, EXIT_SIGNAL = 0, 1, 2, 3, 4
 CHROMIUM = str(dashjs_setup.CHROMIUM)   # the binary itself: the /usr/bin wrapper script adds user flags
 # The flags the run needs and nothing else: no sandbox (root), no GPU, no QUIC (the study compares TCP
 # variants; QUIC would bypass MPTCP), no background traffic that would appear on the emulated paths.
@@ -84,6 +86,14 @@ def browser_env(profile: Path) -> dict[str, str]:
     return env
 
 
+def _die_with_parent() -> None:
+    """In the browser's process before exec: SIGTERM when the driver dies, however it dies. A SIGKILLed
+    driver runs no `finally`; without this its Chromium (and the renderers it takes down with it on
+    SIGTERM) would outlive it in the namespace (tests/test_player_contract.py)."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 def start_browser(profile: Path, spki: str | None, log: Path) -> tuple[subprocess.Popen[bytes], int]:
     """Chromium with a fresh profile; returns it and its DevTools port (DevToolsActivePort)."""
     if not os.access(CHROMIUM, os.X_OK):
@@ -102,7 +112,7 @@ def start_browser(profile: Path, spki: str | None, log: Path) -> tuple[subproces
         flags.append(f"--ignore-certificate-errors-spki-list={spki}")
     with log.open("ab") as out:
         p = subprocess.Popen([CHROMIUM, *flags, "about:blank"], stdout=out, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, env=browser_env(profile))
+                             stdin=subprocess.DEVNULL, env=browser_env(profile), preexec_fn=_die_with_parent)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if p.poll() is not None:
@@ -273,13 +283,11 @@ def settings_read_back(configured: dict[str, float], raw: dict[str, Any]) -> dic
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--url", required=True, help="the MPD's URL on the run's server")
+    add_common_args(ap, timeout_default=300.0)
     ap.add_argument("--page-url", required=True, help="player/dashjs/player.html on the same server")
-    ap.add_argument("--events", type=Path, required=True)
-    ap.add_argument("--summary", type=Path, required=True)
     ap.add_argument("--data-dir", type=Path, required=True, help="raw dash.js metrics go here")
     ap.add_argument("--profile", type=Path, required=True, help="a fresh Chromium profile folder")
-    ap.add_argument("--abr", required=True, choices=["dynamic", "bola", "throughput", "bba", "festive"])
+    ap.add_argument("--abr", required=True, choices=kinds.DASHJS_ABRS)
     ap.add_argument("--abr-params", default="{}", help="JSON: bba/festive parameters")
     ap.add_argument("--dashjs-settings", type=settings_arg, required=True,
                     help="JSON: dash.js streaming buffer settings in seconds, by dash.js's names "
@@ -288,10 +296,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="gated: play() once dash.js's own buffer level is current (player README, 'Start-up "
                          "stall'); autoplay: dash.js's own autoplay")
     ap.add_argument("--spki", default=None, help="base64 SHA-256 of the run certificate's SPKI (https)")
-    ap.add_argument("--t0-ns", type=int, default=None)
-    ap.add_argument("--t0-from-stdin", action="store_true")
-    ap.add_argument("--timeout-s", type=float, default=300.0)
-    ap.add_argument("--frames-expected", type=int, default=None)
     ap.add_argument("--video-length-s", type=float, required=True)
     return ap.parse_args(argv)
 
@@ -383,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
                "share_of_core": round(used / wall, 4) if wall else None}
         browser_info = {"processes": nprocs, "cpu_before_t0_s": round(u_t0 + s_t0 - u_start - s_start, 3)}
     except Stop:
-        status, reason, code = "interrupted", f"signal {stopped[0]}", EXIT_SIGNAL
+        status, reason, code = "interrupted", f"signal {stopped[0]}", EXIT_INTERRUPTED
     except FileNotFoundError as e:
         status, reason, code = "error", str(e), EXIT_INTERNAL
     except Exception as e:   # the summary says what failed in every case
@@ -420,13 +424,11 @@ def main(argv: list[str] | None = None) -> int:
                  # page ms → run time: run_ns = page_ms × 1e6 + page_offset_ns − t0_ns (the stall
                  # cross-check maps each counted stall back to the page's own record with it)
                  "page_offset_ns": offset_ns})
-    summ["abr"] = {"name": a.abr, "params": json.loads(a.abr_params), "dashjs": raw.get("dashjs_version")}
+    summ["abr"] = AbrRecord(a.abr, json.loads(a.abr_params), version=raw.get("dashjs_version"))
     with a.events.open("a") as fh:
         for event in summ.pop("events_out", []):
             fh.write(json.dumps(event) + "\n")
-    tmp = a.summary.with_suffix(".tmp")
-    tmp.write_text(json.dumps(summ, indent=2) + "\n")
-    tmp.replace(a.summary)
+    write_summary(a.summary, summ)
     if code != EXIT_OK:
         print(f"{status}: {reason}", file=sys.stderr)
     return code

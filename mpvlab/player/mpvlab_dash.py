@@ -69,6 +69,8 @@ import gi
 gi.require_version("Gst", "1.0")
 from gi.repository import Gst  # noqa: E402
 
+from mpvlab.player.contract import AbrRecord  # noqa: E402
+
 if TYPE_CHECKING:
     from mpvlab.player.abr.bba import BbaPolicy
 
@@ -480,7 +482,7 @@ class DashSession(SegmentPlayback):
                  if urllib.parse.urlsplit(d.uri).path.rsplit("/", 1)[-1] in self._init_names()]
         return {
             "dash": True,
-            "abr": {"name": self.abr, "params": params},
+            "abr": AbrRecord(self.abr, params),
             "representations": [{"level": r.level, "id": r.id, "bitrate_bps": r.bandwidth,
                                  "width": r.width, "height": r.height} for r in self.reps],
             "segment_s": self.segment_s,

@@ -54,6 +54,9 @@ gi.require_version("Gst", "1.0")
 from gi.repository import Gio, GLib, Gst  # noqa: E402
 
 from mpvlab.player import mpvlab_dash  # noqa: E402
+from mpvlab.player.kinds import DASHDEMUX_ABRS  # noqa: E402
+from mpvlab.player.contract import (EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,  # noqa: E402
+                                    EXIT_TIMEOUT, add_common_args, write_summary)
 from mpvlab.player.start_signal import wait_for_t0  # noqa: E402
 # Our own DASH client and the ABR registry (mpvlab/player/abr) are imported when --fetcher own asks for
 # them: they need pydantic, which the system Python of a physical host need not have (a progressive
@@ -61,7 +64,6 @@ from mpvlab.player.start_signal import wait_for_t0  # noqa: E402
 if TYPE_CHECKING:
     from mpvlab.player import dash_client
 
-EXIT_OK, EXIT_INTERNAL, EXIT_ERROR, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
 SAMPLE_PERIOD_MS = 100      # bytes/queue-level samples in the events file
 REBUFFER_POLL_MS = 10       # how often a paused (rebuffering) player checks the buffer level
 DISCARD_UNDERFLOW_WINDOW_S = 1.0   # discards this soon after an underflow belong to it
@@ -727,10 +729,7 @@ def _ns_to_s(ns: int | None) -> float | None:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description="mpvlab headless player with QoE counters")
-    ap.add_argument("--url", required=True,
-                    help="http:// URL of a progressive MP4 (H.264) or of a DASH MPD")
-    ap.add_argument("--events", required=True, type=Path, help="events output (JSON lines)")
-    ap.add_argument("--summary", required=True, type=Path, help="summary output (JSON)")
+    add_common_args(ap, timeout_default=None)
     ap.add_argument("--mode", choices=("discard", "rebuffer"), default="discard")
     ap.add_argument("--max-lateness-ms", type=float, default=20.0,
                     help="sink drops frames later than this (picture discards)")
@@ -743,15 +742,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="start the clock once this much media is buffered (both modes)")
     ap.add_argument("--underflow-merge-ms", type=float, default=200.0,
                     help="underruns separated by less non-empty time than this are one episode")
-    ap.add_argument("--t0-ns", type=int, default=None,
-                    help="CLOCK_MONOTONIC ns that is t=0 for events (default: process start)")
-    ap.add_argument("--t0-from-stdin", action="store_true",
-                    help="build the pipeline, then wait for one line 't0 NS' on stdin and start at that "
-                         "CLOCK_MONOTONIC time (the runner starts players before t0, so their start-up "
-                         "cost is not part of the run; end of input before it: exit 1)")
-    ap.add_argument("--timeout-s", type=float, default=None, help="give up after this (exit 3)")
-    ap.add_argument("--frames-expected", type=int, default=None,
-                    help="override the frame count derived from duration x framerate")
     ap.add_argument("--ca-file", type=Path, default=None,
                     help="https:// only: trust exactly the certificate(s) in this PEM file "
                          "(souphttpsrc tls-database); verification is never disabled")
@@ -818,8 +808,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                 import h2  # noqa: F401
             except ModuleNotFoundError:
                 ap.error("--http-version h2 needs the Python package 'h2' (pip install -r requirements.txt)")
-    elif a.dash and a.abr not in ("gst", "bba"):
-        ap.error(f"--abr {a.abr!r}: the dashdemux fetcher knows gst and bba; "
+    elif a.dash and a.abr not in DASHDEMUX_ABRS:
+        ap.error(f"--abr {a.abr!r}: the dashdemux fetcher knows {' and '.join(DASHDEMUX_ABRS)}; "
                  "the registry's algorithms need --fetcher own")
     if a.dash and a.fetcher == "dashdemux" and a.abr == "bba":
         if a.bba_reservoir_s < 0 or a.bba_cushion_s <= 0:
@@ -862,7 +852,7 @@ def main(argv: list[str] | None = None) -> int:
             ev.emit("error", reason=str(e))
             summ = {"url": a.url, "mode": a.mode, "status": "error", "reason": str(e),
                     "exit_code": EXIT_INTERNAL}
-            a.summary.write_text(json.dumps(summ, indent=2) + "\n")
+            write_summary(a.summary, summ)
             print(f"error: {e}", file=sys.stderr)
             return EXIT_INTERNAL
         if a.t0_from_stdin:
@@ -876,9 +866,7 @@ def main(argv: list[str] | None = None) -> int:
         ev.flush()
     summ = player.summary()
     summ["cpu"] = _cpu_use(t_proc)
-    tmp = a.summary.with_suffix(a.summary.suffix + ".tmp")
-    tmp.write_text(json.dumps(summ, indent=2) + "\n")
-    tmp.replace(a.summary)
+    write_summary(a.summary, summ)
     if code != EXIT_OK:
         print(f"{summ['status']}: {summ['reason']}", file=sys.stderr)
     return code

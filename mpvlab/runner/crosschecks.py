@@ -81,12 +81,8 @@ def workload_of(scenario: Any) -> str:
         return BULK.name
     if kind == RTP.name:
         return f"{RTP.name}-{scenario.workload.controller}"
-    player = scenario.player
-    if player.kind == "dashjs":
-        return "dash.js"
-    if scenario.video.kind == "dash" and player.fetcher == "own":
-        return "sabre" if player.abr == "sabre" else "own-dash"
-    return "progressive"
+    kind = scenario.player_kind         # its player kind's checks (mpvlab/player/kinds.py), by ABR where they differ
+    return str(kind.checks_by_abr.get(scenario.player.abr, kind.checks))
 
 
 # --- one adapter per registry row: gathers the row's evidence and calls its function -----------------

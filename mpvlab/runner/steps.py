@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 
 from pathlib import Path
@@ -20,6 +19,7 @@ from mpvlab.runner import server, tls
 from mpvlab.input.scenario import Scenario
 from mpvlab.collectors import qdiscstat
 from mpvlab.core.errors import RunFailed
+from mpvlab.player import kinds
 from mpvlab.results.summary_parts.base import build
 from mpvlab.results.summary_parts.network import Mptcp
 from mpvlab.runner.context import RunContext
@@ -29,10 +29,10 @@ from mpvlab.runner.context import RunContext
 
 
 # The players run as modules (`python -m`), never as scripts with their folder on sys.path: each file
-# is loaded under its one import name.
-PLAYER = "mpvlab.player.mpvlab_player"
-DASHJS_PLAYER = "mpvlab.player.dashjs_player"
-DASHJS_PAGE = "mpvlab-dashjs"   # the page's folder in the run's web root
+# is loaded under its one import name. Each kind's program, page and command line: mpvlab/player/kinds.py.
+PLAYER = kinds.GST_PROGRAM
+DASHJS_PLAYER = kinds.DASHJS_PROGRAM
+DASHJS_PAGE = kinds.DASHJS_PAGE   # the page's folder in the run's web root
 
 
 # Outside the checkout on purpose: Apache serves as www-data, which cannot traverse a checkout or results
@@ -142,12 +142,11 @@ def start_server(ctx: RunContext, stack: contextlib.ExitStack, video: content.Co
     # The file (progressive) or the ladder's folder (DASH) is linked into the run's web root.
     if isinstance(video, content.DashInfo):
         os.symlink(video.dir, docroot / video.dir.name)
-        if ctx.scenario.player.kind == "dashjs":
-            # dash.js and mpvlab's page reach the browser from this run's server, like the video. Copied
-            # (~0.6 MB), not linked: Apache serves as www-data, which cannot traverse a checkout made by
-            # root with mode 0700 (mktemp -d; see CONTENT_DIR) — a link there gave 403 and no dash.js.
-            from mpvlab.player import dashjs_setup
-            shutil.copytree(dashjs_setup.PAGE_DIR, docroot / DASHJS_PAGE, ignore=shutil.ignore_patterns("__pycache__"))
+        if (page := ctx.scenario.player_kind.web_page) is not None:
+            # A player's page (dash.js and mpvlab's page) reaches the browser from this run's server, like
+            # the video. Copied (~0.6 MB), not linked: Apache serves as www-data, which cannot traverse a
+            # checkout made by root with mode 0700 (mktemp -d; see CONTENT_DIR) — a link there gave 403.
+            shutil.copytree(page, docroot / DASHJS_PAGE, ignore=shutil.ignore_patterns("__pycache__"))
         video_name = f"{video.dir.name}/{video.mpd.name}"
     else:
         video_name = "video.mp4"
@@ -172,38 +171,20 @@ def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, fr
                  http: server.HttpSetup, label: str = "player",
                  staged: bool = False) -> tuple[subprocess.Popen[bytes], Any]:
     """One player in namespace `ns`, writing player-events.jsonl, player-summary.json and player.log
-    into out_dir. `staged`: it builds its pipeline and waits for `release_player` to give it t0."""
+    into out_dir. `staged`: it gets ready and waits for `release_player` to give it t0. Its command
+    line is its kind's (mpvlab/player/kinds.py), run under mptcpize: the player (and every process it
+    starts, which inherit LD_PRELOAD, Chromium's included) opens MPTCP sockets."""
     sc = ctx.scenario
-    url = http.url(server_addr, video_name)
-    if sc.player.kind == "dashjs":
-        argv = dashjs_argv(ctx, url, http.url(server_addr, f"{DASHJS_PAGE}/player.html"), frames, out_dir, http,
-                           label, staged)
-        with (out_dir / "player.log").open("wb") as out:
-            p = ns.popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                         stdin=subprocess.PIPE if staged else subprocess.DEVNULL)
-        return p, proc.ProcRef.of(p.pid, label)
-    argv = ["mptcpize", "run", sys.executable, "-m", PLAYER, "--url", url,
-            "--events", str(out_dir / "player-events.jsonl"), "--summary", str(out_dir / "player-summary.json"),
-            "--mode", sc.player.mode, "--max-lateness-ms", f"{sc.player.max_lateness / 1e6:g}",
-            "--buffer-ms", f"{sc.playout_buffer_ns / 1e6:g}",
-            "--rebuffer-resume-ms", f"{sc.player.rebuffer_resume / 1e6:g}",
-            "--startup-buffer-ms", f"{sc.player.startup_buffer / 1e6:g}",
-            *(["--t0-from-stdin"] if staged else ["--t0-ns", str(ctx.t0_ns)]), "--timeout-s", f"{sc.player_timeout_s:g}",
-            "--frames-expected", str(frames)]
-    if http.tls is not None:
-        argv += ["--ca-file", str(http.tls.cert)]
-    if not sc.player.decode:
-        argv.append("--no-decode")
-    if sc.video.kind == "dash" and sc.player.fetcher == "own":
-        argv += ["--dash", "--fetcher", "own", "--abr", sc.player.abr,
-                 "--abr-params", json.dumps(sc.player.abr_params), "--seed", str(sc.seed),
-                 "--http-version", sc.server.protocol]
-        if sc.player.rcvbuf is not None:
-            argv += ["--rcvbuf-bytes", str(sc.player.rcvbuf)]
-    elif sc.video.kind == "dash":
-        argv += ["--dash", "--abr", sc.player.abr, "--bba-reservoir-s", f"{sc.player.bba_reservoir / 1e9:g}",
-                 "--bba-cushion-s", f"{sc.player.bba_cushion / 1e9:g}",
-                 "--gst-bitrate-limit", f"{sc.player.gst_bitrate_limit:g}"]
+    kind = sc.player_kind
+    launch = kinds.Launch(
+        url=http.url(server_addr, video_name), events=out_dir / "player-events.jsonl",
+        summary=out_dir / "player-summary.json", data_dir=player_data_dir(ctx, label),
+        t0_ns=None if staged else ctx.t0_ns, timeout_s=sc.player_timeout_s, frames=frames,
+        buffer_ns=sc.playout_buffer_ns, seed=sc.seed, player=sc.player, video=sc.video, server=sc.server,
+        ca_file=http.tls.cert if http.tls is not None else None,
+        spki=tls.spki_sha256_b64(http.tls.cert) if http.tls is not None and kind.browser else None,
+        page_url=http.url(server_addr, f"{DASHJS_PAGE}/player.html") if kind.web_page is not None else None)
+    argv = ["mptcpize", "run", *kind.argv(launch)]
     if sc.player.cpu is not None:
         if sc.player.cpu >= (os.cpu_count() or 1):
             raise RunFailed(f"player.cpu = {sc.player.cpu}, but this machine has CPUs 0..{(os.cpu_count() or 1) - 1}")
@@ -213,31 +194,12 @@ def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, fr
     return p, proc.ProcRef.of(p.pid, label)
 
 
-def dashjs_argv(ctx: RunContext, mpd_url: str, page_url: str, frames: int, out_dir: Path,
-                http: server.HttpSetup, label: str, staged: bool) -> list[str]:
-    """mpvlab/player/dashjs_player.py under mptcpize: the driver and Chromium (and every process Chromium
-    starts, which inherit LD_PRELOAD) open MPTCP sockets. Its profile and raw dash.js record live in
-    the run's data/ folder (per player when there are several)."""
-    sc = ctx.scenario
-    data = dashjs_data_dir(ctx, label)
-    argv = ["mptcpize", "run", sys.executable, "-m", DASHJS_PLAYER, "--url", mpd_url, "--page-url", page_url,
-            "--events", str(out_dir / "player-events.jsonl"), "--summary", str(out_dir / "player-summary.json"),
-            "--data-dir", str(data), "--profile", str(data / "chromium-profile"),
-            "--abr", sc.player.abr, "--abr-params", json.dumps(sc.player.abr_params),
-            "--dashjs-settings", json.dumps(sc.player.dashjs_settings()),
-            "--video-length-s", f"{sc.video.duration / 1e9:g}",
-            "--start", sc.player.dashjs_start,
-            *(["--t0-from-stdin"] if staged else ["--t0-ns", str(ctx.t0_ns)]),
-            "--timeout-s", f"{sc.player_timeout_s:g}", "--frames-expected", str(frames)]
-    if http.tls is not None:
-        argv += ["--spki", tls.spki_sha256_b64(http.tls.cert)]
-    return argv
-
-
-def dashjs_data_dir(ctx: RunContext, label: str) -> Path:
-    """data/dashjs/ (one player) or data/dashjs/<role>/ (several): raw record, browser log, profile."""
+def player_data_dir(ctx: RunContext, label: str) -> Path:
+    """data/<kind>/ (one player) or data/<kind>/<role>/ (several): a player's own raw records (dash.js:
+    its raw record, browser log, profile)."""
     sub = label.replace("player", "").strip()
-    return ctx.data / "dashjs" / sub if sub else ctx.data / "dashjs"
+    top = ctx.data / ctx.scenario.player_kind.name
+    return top / sub if sub else top
 
 
 def wait_page_loaded(ctx: RunContext, p: subprocess.Popen[bytes], label: str, timeout_s: float = 90.0,
@@ -245,14 +207,14 @@ def wait_page_loaded(ctx: RunContext, p: subprocess.Popen[bytes], label: str, ti
     """A dash.js player has loaded its page (dash.js itself, ~0.6 MB, over the emulated path) and
     found it ready (mpvlab/player/dashjs_player.py) before the pre-run check starts, so that this traffic
     does not overlap the check's probes. A driver that gave up says why in its summary's `reason`."""
-    ready = dashjs_data_dir(ctx, label) / "page-loaded"
+    ready = player_data_dir(ctx, label) / str(ctx.scenario.player_kind.page_ready_file)
     deadline = time.monotonic() + timeout_s
     while not ready.exists():
         if p.poll() is not None:
             reason = read_json(out_dir / "player-summary.json").get("reason") if out_dir is not None else None
             raise RunFailed(f"{label} exited while loading the dash.js page (exit code {p.returncode}"
                             f"{': ' + str(reason)[:1500] if reason else ''}; see "
-                            f"{dashjs_data_dir(ctx, label) / 'browser-events.jsonl'} and its player.log)")
+                            f"{player_data_dir(ctx, label) / 'browser-events.jsonl'} and its player.log)")
         if time.monotonic() > deadline:
             raise RunFailed(f"{label}: the browser did not load the dash.js page within {timeout_s:g} s")
         time.sleep(0.05)

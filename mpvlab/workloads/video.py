@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from mpvlab.core.quantities import Duration, Rate, Size, Strict
-from mpvlab.player.abr import REGISTRY as ABRS
+from mpvlab.player import kinds
 from mpvlab.workloads.base import WorkloadKind, secs
 
 
@@ -82,41 +82,8 @@ MAX_LATENESS_NS = 60 * 10**9
 MAX_PLAYER_TIME_NS = 3600 * 10**9   # a video lasts at most 60 min (VideoSpec)
 
 
-# The ABRs of player kind dashjs: dash.js's own strategies (abrDynamic, abrBola, abrThroughput) and
-# BBA and FESTIVE as custom rules (player/dashjs/mpvlab-dashjs.js).
-DASHJS_ABRS = ("dynamic", "bola", "throughput", "bba", "festive")
-
-
-class DashjsBbaParams(Strict):
-    """BBA-0's rate map (Huang et al. 2014): lowest rate up to `reservoir_s` of buffer, highest from
-    reservoir + cushion on, linear between."""
-
-    reservoir_s: float = Field(5.0, ge=0)
-    cushion_s: float = Field(15.0, gt=0)
-
-
-class DashjsFestiveParams(Strict):
-    """FESTIVE's selection (Jiang et al. 2012, §5.2-5.3), the same parameters as mpvlab/player/abr/festive.py."""
-
-    window: int = Field(20, ge=1, le=1000)
-    safety: float = Field(0.85, gt=0, le=1.0)
-    alpha: float = Field(12.0, ge=0)
-    switch_window_s: float = Field(20.0, gt=0)
-
-
-DASHJS_PARAMS: dict[str, type[Strict]] = {"bba": DashjsBbaParams, "festive": DashjsFestiveParams}
-
-# Kind dashjs's buffer settings: scenario field -> dash.js 3.0.3 `streaming` setting. The defaults are
-# dash.js 3.0.3's own (its Settings: stableBufferTime 12, bufferTimeAtTopQuality 30,
-# bufferTimeAtTopQualityLongForm 60, longFormContentDurationThreshold 600, all seconds), so a scenario
-# that sets none runs dash.js as the BBR-S study did, with default settings. player/README.md has the
-# mapping and what dash.js does with each.
-DASHJS_BUFFER_SETTINGS: dict[str, str] = {
-    "dashjs_stable_buffer_time": "stableBufferTime",
-    "dashjs_buffer_time_at_top_quality": "bufferTimeAtTopQuality",
-    "dashjs_buffer_time_at_top_quality_long_form": "bufferTimeAtTopQualityLongForm",
-    "dashjs_long_form_content_duration_threshold": "longFormContentDurationThreshold",
-}
+# Kind dashjs's buffer settings (scenario field -> dash.js setting): mpvlab/player/kinds.py.
+DASHJS_BUFFER_SETTINGS = kinds.DASHJS_BUFFER_SETTINGS
 
 
 class PlayerSpec(Strict):
@@ -125,7 +92,7 @@ class PlayerSpec(Strict):
     kind `dashjs`: the dash.js reference player (pinned by setup.sh) in Debian's headless Chromium
     (mpvlab/player/dashjs_player.py); abr then one of dynamic (default), bola, throughput, bba, festive."""
 
-    kind: Literal["gstreamer", "dashjs"] = Field(
+    kind: Literal["gstreamer", "dashjs"] = Field(   # kinds.PLAYER_KINDS (tests/test_player_contract.py)
         "gstreamer", description="gstreamer: mpvlab's GStreamer player (fetcher dashdemux or own); dashjs: the "
                                  "dash.js reference player in headless Chromium (DASH only)")
     mode: Literal["discard", "rebuffer"] = Field("discard", description="discard: never pause, late frames are dropped; rebuffer: pause on underflow until rebuffer_resume is buffered.")
@@ -194,22 +161,26 @@ class PlayerSpec(Strict):
 
     @model_validator(mode="after")
     def _abr_known(self) -> PlayerSpec:
-        if self.kind == "dashjs":
-            return self._dashjs_fits()
+        """The ABR and settings the player kind takes (mpvlab/player/kinds.py); the video is judged
+        with the scenario (kinds' check_scenario)."""
+        kind = kinds.spec_kind(self)
+        if kind.settings is not None:
+            return self._fits_settings(kind)
         if self.dashjs_start != "gated":
             raise ValueError("dashjs_start is for kind dashjs")
         set_ = [n for n in DASHJS_BUFFER_SETTINGS if getattr(self, n) != type(self).model_fields[n].default]
         if set_:
             raise ValueError(f"{', '.join(set_)}: for kind dashjs only (kind {self.kind} takes buffer)")
-        if self.fetcher == "dashdemux":
-            if self.abr not in ("gst", "bba"):
-                raise ValueError(f"abr {self.abr!r} needs fetcher: own (dashdemux knows gst and bba)")
+        abrs = kind.abrs()
+        if kind.default_abr is not None:        # GStreamer's dashdemux
+            if self.abr not in abrs:
+                raise ValueError(f"abr {self.abr!r} needs fetcher: own (dashdemux knows {' and '.join(abrs)})")
             if self.abr_params or self.rcvbuf is not None:
                 raise ValueError("abr_params and rcvbuf are for fetcher: own")
             return self
-        if self.abr not in ABRS:
-            raise ValueError(f"abr {self.abr!r}: with fetcher own, one of {', '.join(sorted(ABRS))}")
-        model = ABRS[self.abr].Params
+        if self.abr not in abrs:
+            raise ValueError(f"abr {self.abr!r}: with fetcher own, one of {', '.join(sorted(abrs))}")
+        model = abrs[self.abr]
         try:
             model.model_validate(self.abr_params)
         except ValidationError as e:
@@ -220,40 +191,42 @@ class PlayerSpec(Strict):
             raise ValueError("rcvbuf must be 4 KiB … 1 GiB")
         return self
 
-    def _dashjs_fits(self) -> PlayerSpec:
+    def _fits_settings(self, kind: kinds.PlayerKind) -> PlayerSpec:
+        """A kind with settings of its own (dashjs): those only, and its ABRs."""
         # Judged by value, not by which keys were written: a resolved scenario (resolved.yaml, a
         # sweep's override) spells out every default.
-        if self.abr == "gst":
-            # the field's default: dash.js's own default strategy, the study's default ABR (frozen
-            # model: set once, here)
-            object.__setattr__(self, "abr", "dynamic")
-        if self.abr not in DASHJS_ABRS:
-            raise ValueError(f"abr {self.abr!r} is not a dash.js ABR; with kind dashjs, one of "
-                             f"{', '.join(DASHJS_ABRS)}")
-        if self.fetcher != "dashdemux":
+        abrs = kind.abrs()
+        if self.abr == type(self).model_fields["abr"].default and kind.default_abr is not None:
+            # the field's default: the kind's own default ABR (frozen model: set once, here)
+            object.__setattr__(self, "abr", kind.default_abr)
+        if self.abr not in abrs:
+            raise ValueError(f"abr {self.abr!r} is not a dash.js ABR; with kind {kind.name}, one of "
+                             f"{', '.join(abrs)}")
+        if self.fetcher != type(self).model_fields["fetcher"].default:
             raise ValueError("fetcher is for kind gstreamer; kind dashjs fetches with Chromium")
-        if self.buffer is not None:
+        if self.buffer is not None and "buffer" not in (kind.settings or ()):
             # dash.js has no one playout buffer: it fills to one of several targets (no cap besides
             # them). One value for all of them was the old undocumented double meaning (issue 47).
-            raise ValueError("buffer: not a setting of kind dashjs; dash.js's buffer targets are "
+            raise ValueError(f"buffer: not a setting of kind {kind.name}; dash.js's buffer targets are "
                              + ", ".join(DASHJS_BUFFER_SETTINGS) + " (dash.js's defaults 12s, 30s, 60s, 600s; "
                              "player/README.md)")
-        mine = {"abr", "abr_params", "kind", "timeout_factor", "fetcher", "dashjs_start", *DASHJS_BUFFER_SETTINGS}
+        mine = set(kind.settings or ())
         other = sorted(name for name, f in type(self).model_fields.items()
                        if name not in mine and getattr(self, name) != f.default)
         if other:
-            raise ValueError(f"{', '.join(other)}: not a setting of kind dashjs (it takes abr, abr_params, "
-                             "timeout_factor, dashjs_start, " + ", ".join(DASHJS_BUFFER_SETTINGS) + ")")
-        model = DASHJS_PARAMS.get(self.abr)
+            takes = ", ".join(n for n in kind.settings or () if n not in ("kind", "fetcher"))
+            raise ValueError(f"{', '.join(other)}: not a setting of kind {kind.name} (it takes {takes})")
+        model = abrs[self.abr]
         if model is None:
             if self.abr_params:
-                raise ValueError(f"abr_params: dash.js's {self.abr} takes none here (bba and festive take some)")
+                with_params = " and ".join(n for n, m in abrs.items() if m is not None)
+                raise ValueError(f"abr_params: dash.js's {self.abr} takes none here ({with_params} take some)")
             return self
         try:
             object.__setattr__(self, "abr_params", model.model_validate(self.abr_params).model_dump())
         except ValidationError as e:
             problems = _params_problems(e)
-            raise ValueError(f"abr_params for dashjs {self.abr}: {problems} (keys: "
+            raise ValueError(f"abr_params for {kind.name} {self.abr}: {problems} (keys: "
                              f"{', '.join(model.model_fields)})") from None
         return self
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from mpvlab.player.contract import AbrRecord
 from mpvlab.results.metricdef import INF, MPVLAB, STUDY_BBRS, STUDY_SABRE, STUDY_WIFI_LTE, MetricDef, View
 from mpvlab.results.summary_parts.base import SKEWED, OpenRecord, Record, UnderflowEpisode
 
@@ -23,7 +24,9 @@ class CpuUse(Record):
 
 
 class DashView(Record):
-    abr: dict[str, Any] | str | None = Field(None, description="the ABR's name and parameters as the player ran it")
+    abr: AbrRecord | None = Field(None, description="the ABR as the player ran it: name, parameters, seed (own "
+                                                    "client), version of the third-party code it ran in (dash.js) "
+                                                    "(mpvlab/player/contract.py)")
     representations: Any = Field(
         None, description="the MPD's representations the player could choose: level, bitrate_bps (and id, width, "
                           "height where the player records them) (mpvlab/player/dash_client.py, mpvlab/player/dashjs_qoe.py)")

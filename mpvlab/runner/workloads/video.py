@@ -173,14 +173,9 @@ class VideoWorkload:
         ctx.opts.progress("content")
         self.video = steps.ensure_content(ctx.scenario)
         ctx.extra_prov["content"] = steps.content_provenance(self.video)
-        if ctx.scenario.player.kind == "dashjs":
-            from mpvlab.player import dashjs_setup
-            ctx.extra_prov["dashjs"] = {"dashjs_version": dashjs_setup.dashjs_version(),
-                                        "chromium_version": dashjs_setup.chromium_version(),
-                                        "abr": ctx.scenario.player.abr, "abr_params": ctx.scenario.player.abr_params,
-                                        # dash.js's buffer settings given to the page (s; each player's
-                                        # summary has them read back from dash.js: dashjs_settings)
-                                        "settings": ctx.scenario.player.dashjs_settings()}
+        kind = ctx.scenario.player_kind
+        if kind.provenance is not None:      # a third-party player's versions and settings as run
+            ctx.extra_prov[kind.name] = kind.provenance(ctx.scenario.player)
 
     def serve(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
         assert self.video is not None
@@ -204,7 +199,7 @@ class VideoWorkload:
             ctx.ledger.add_proc(ref)
             self.players[c.role] = (player, out_dir)
             self.addrs[c.role] = c.addr
-        if sc.player.kind == "dashjs":
+        if sc.player_kind.page_ready_file is not None:     # its page loaded before the pre-run check
             for c in ends.clients:
                 steps.wait_page_loaded(ctx, self.players[c.role][0], f"player {c.role}" if several else "player",
                                        out_dir=self.players[c.role][1])
@@ -265,7 +260,8 @@ class VideoWorkload:
                             f"{' over TLS' if http.tls else ''}: {tally}")
         warnings = []
         for role, ps in per_client.items():
-            warnings += decode_limited_warnings(role if self.several else "", ps)
+            if sc.player_kind.browser:
+                warnings += decode_limited_warnings(role if self.several else "", ps)
             if ps.get("picture_discards_no_underflow"):
                 who = f"{role}: " if self.several else ""
                 warnings.append(f"{who}{ps['picture_discards_no_underflow']} picture discard(s) happened while the "
@@ -288,10 +284,10 @@ class VideoWorkload:
         # dash.js, the page's record of the element at each stall (stalls_vs_element_buffered)
         evidence: dict[str, Any] = {"player_bytes": {
             "received": {r: ps.get("bytes_received") for r, ps in per_client.items()}, "addrs": dict(self.addrs),
-            "own": sc.video.kind == "dash" and sc.player.fetcher == "own"}}
-        if sc.player.kind == "dashjs":
+            "own": sc.player_kind.reads_whole_responses}}
+        if sc.player_kind.checks_element:
             evidence["dashjs_raw"] = {
-                role: steps.dashjs_data_dir(ctx, f"player {role}" if self.several else "player") / "dashjs-raw.json"
+                role: steps.player_data_dir(ctx, f"player {role}" if self.several else "player") / "dashjs-raw.json"
                 for role in per_client}
         return Outcome(fields, duration, "apache_connections",
                        apache_connections(ctx.logs / "apache" / "access.log"), warnings, per_client,
@@ -337,10 +333,8 @@ def dash_view(ps: dict[str, Any]) -> dict[str, Any]:
 
 
 def decode_limited_warnings(who: str, ps: dict[str, Any]) -> list[str]:
-    """dash.js in Chromium: frames the browser dropped (droppedVideoFrames) mean decoding or rendering,
+    """A player in a browser (dash.js in Chromium; kinds.PlayerKind.browser): frames the browser dropped (droppedVideoFrames) mean decoding or rendering,
     not the network, limited playback, when they happened although the buffer held video."""
-    if ps.get("player") != "dashjs":
-        return []
     out = []
     if ps.get("page_load_failures"):
         out.append(f"{who + ': ' if who else ''}the dash.js page needed {len(ps['page_load_failures']) + 1} loads "
