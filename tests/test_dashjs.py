@@ -30,6 +30,7 @@ from mpvlab.input.scenario import Scenario
 from mpvlab.player import dashjs_qoe, dashjs_setup
 from mpvlab.results import checks
 from mpvlab.core.paths import checkout_root
+from mpvlab.workloads.video import PlayerSpec
 
 # Per test (issue 44): `cpu` on every test that starts headless Chromium (a browser's processes
 # take both cores; the runs also assert QoE timing); the validation, QoE-arithmetic and namespace
@@ -731,7 +732,8 @@ class _PageBed:
                 "--url", "https://10.0.1.1/v/manifest.mpd", "--page-url", "https://10.0.1.1/mpvlab-dashjs/player.html",
                 "--events", str(self.tmp / "player-events.jsonl"), "--summary", str(self.tmp / "player-summary.json"),
                 "--data-dir", str(self.data), "--profile", str(self.data / "chromium-profile"), "--abr", "dynamic",
-                "--spki", self.spki, "--t0-from-stdin", "--video-length-s", "4", "--timeout-s", "30"]
+                "--spki", self.spki, "--t0-from-stdin", "--video-length-s", "4", "--timeout-s", "30",
+                "--dashjs-settings", json.dumps(PlayerSpec(kind="dashjs").dashjs_settings())]
         from mpvlab.core import proc
         self.driver = self.client.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.ledger.add_proc(proc.ProcRef.of(self.driver.pid, "dashjs-driver"))

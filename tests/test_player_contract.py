@@ -52,7 +52,7 @@ KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "gstreamer-progressive": (PROGRESSIVE, {"buffer": "2s"}),
     "gstreamer-dash": (DASH, {"buffer": "8s", "abr": "bba", "bba_reservoir": "2s", "bba_cushion": "4s"}),
     "own-dash": (DASH, {"buffer": "8s", "fetcher": "own", "abr": "bola"}),
-    "dashjs": (DASH, {"kind": "dashjs", "buffer": "8s", "abr": "throughput"}),
+    "dashjs": (DASH, {"kind": "dashjs", "dashjs_stable_buffer_time": "8s", "abr": "throughput"}),
 }
 MARKS = {"dashjs": [pytest.mark.dashjs, pytest.mark.cpu]}
 TYPES: dict[str, tuple[type, ...]] = {
