@@ -630,6 +630,33 @@ def issue45_cases() -> Iterator[Case]:
                    words, cli=i in (0, 2))
 
 
+SHARED_BASE = {**{k: v for k, v in BASE.items() if k != "paths"},
+               "topology": {"kind": "shared-bottleneck", "clients": 2},
+               "paths": {"shared": {"down": {"rate": "6mbit", "buffer": "256pkt", "delay": "50ms"}}}}
+
+
+def issue48_cases() -> Iterator[Case]:
+    """topology.client_stagger (issue 48 §3): only where there are several clients, never negative, the
+    last client's start within 1 h of t0, and a duration, not a per-client list."""
+    cases: list[tuple[str, dict[str, Any], dict[str, Any], tuple[str, ...]]] = [
+        ("stagger-on-dual-path", {"topology.client_stagger": "20s"}, BASE,
+         ("topology.client_stagger", "only for kind shared-bottleneck")),
+        ("stagger-negative", {"topology.client_stagger": "-20s"}, SHARED_BASE,
+         ("topology.client_stagger", "negative")),
+        ("stagger-past-1h", {"topology.client_stagger": "61min"}, SHARED_BASE,
+         ("topology.client_stagger", "0s … 3600s with 2 clients", "within 1 h")),
+        ("stagger-8-clients-past-1h", {"topology.clients": 8, "topology.client_stagger": "10min"}, SHARED_BASE,
+         ("topology.client_stagger", "with 8 clients", "within 1 h")),
+        ("stagger-huge", {"topology.client_stagger": "9" * 40 + "s"}, SHARED_BASE,
+         ("topology.client_stagger",)),
+        ("stagger-list", {"topology.client_stagger": ["0s", "20s"]}, SHARED_BASE,
+         ("topology.client_stagger", "duration")),
+        ("stagger-no-unit", {"topology.client_stagger": 20}, SHARED_BASE, ("topology.client_stagger", "unit")),
+    ]
+    for i, (cid, values, base, words) in enumerate(cases):
+        yield Case(cid, "client-start", scenario_file(with_values(values, base)), words, cli=i in (0, 2))
+
+
 def strict_number_cases() -> Iterator[Case]:
     """Numbers written as text or yes/no, which the JSON Schema refuses and pydantic's lax mode read as
     numbers (issue 45 item 6): now refused by `validate` too."""
@@ -688,7 +715,7 @@ def schema_rule_cases() -> Iterator[Case]:
 
 CASES = [*escape_cases(), *sensitive_cases(), *bomb_cases(), *huge_cases(), *special_cases(), *encoding_cases(),
          *duplicate_cases(), *sweep_size_cases(), *absurd_cases(), *wrong_type_cases(), *issue33_cases(),
-         *issue45_cases(), *strict_number_cases(), *schema_rule_cases()]
+         *issue45_cases(), *issue48_cases(), *strict_number_cases(), *schema_rule_cases()]
 
 
 # --- the checks ------------------------------------------------------------------------------------
@@ -1316,19 +1343,23 @@ BEYOND_THE_SCHEMA: dict[str, tuple[str, ...]] = {
         ("absurd-0", "absurd-2", "absurd-3", "absurd-4", "absurd-6", "absurd-7", "absurd-9", "absurd-10",
          "absurd-11", "absurd-12", "absurd-15", "absurd-17", "absurd-21", "absurd-22", "absurd-25", "absurd-26",
          "absurd-30", "absurd-31", "absurd-32", "absurd-39", "absurd-40", "absurd-41", "absurd-46",
-         "absurd-duration-*", "dashjs-stable-buffer-0", "dashjs-top-quality-61min"),
+         "absurd-duration-*", "dashjs-stable-buffer-0", "dashjs-top-quality-61min", "stagger-past-1h",
+         "stagger-huge"),
     "order and sums across items or fields (a schedule's times from 0 and strictly increasing, base + "
     "amplitude, tcp_rmem min ≤ default ≤ max, a ladder strictly increasing, segment against frame length and "
     "video length, a flow's start before the run's end, the MPD's minBufferTime within the video's length and "
     "only on a DASH video)":
         ("absurd-18", "absurd-19", "absurd-20", "absurd-24", "absurd-38", "absurd-44", "absurd-45",
          "dash-repeated-bitrates",
-         "dash-segment-*", "cross-traffic-after-the-run"),
+         "dash-segment-*", "cross-traffic-after-the-run", "stagger-8-clients-past-1h"),
     "a finite number (YAML's .inf): JSON has no infinity, so JSON Schema has no word for it":
         ("festive-alpha-inf", "dashjs-festive-alpha-inf"),
     "which congestion controls the running kernel lists (/proc/sys/net/ipv4/tcp_available_congestion_control): "
     "the schema allows the registry's names and any kernel-style name":
         ("type-19",),
+    "a field only one topology kind reads, unless it is its default (topology.client_stagger other than 0 "
+    "off shared-bottleneck): a duration's zero in any unit (0s = 0ms), which a schema cannot compare":
+        ("stagger-on-dual-path",),
     "a section the workload does not read, unless it equals its defaults: equality after the units are "
     "parsed (6s = 6000ms), which a schema cannot compare":
         ("unused-section-*",),

@@ -20,6 +20,7 @@ The numbers (docs/studies.md §4):
 from __future__ import annotations
 
 import csv
+import datetime
 import json
 import math
 import signal
@@ -229,3 +230,66 @@ def test_one_player_timed_reno_bulk_no_probe(tmp_path: Path) -> None:
     assert bulk["goodput_bps"] <= ideal * 1.005
     assert bulk["goodput_bps"] >= 0.6 * ideal
     assert not [n for n in netns.list_netns() if s["run_id"] in n]
+
+
+STAGGER_S = 5.0
+
+
+def _first_request_s(access_log: Path, addr: str) -> datetime.datetime:
+    """When Apache received the first request from `addr` (its %t: wall clock, whole seconds),
+    leaving out the pre-run protocol check."""
+    for line in access_log.read_text().splitlines():
+        parts = line.split()
+        if parts and parts[0] == addr and "mpvlab-preflight=1" not in line:
+            stamp = line.split("[", 1)[1].split("]", 1)[0]
+            return datetime.datetime.strptime(stamp, "%d/%b/%Y:%H:%M:%S %z")
+    raise AssertionError(f"no request from {addr} in {access_log}")
+
+
+@pytest.mark.cpu
+def test_second_player_starts_after_its_stagger(tmp_path: Path) -> None:
+    """topology.client_stagger: 5s (issue 48 §3: SABRE's study starts its second player 20 s after the
+    first). client1's player sleeps until t0 + 5 s on the run's CLOCK_MONOTONIC and records its `start`
+    event, which precedes its first request, on the run's clock: so that event is at ≥ 5 s exactly, and
+    Apache (wall clock, whole seconds) sees its first request no earlier than the second t0 + 5 s falls
+    in. client0 is released at t0. Upper bound: 3 s of slack for a loaded host (start-up is ~1 ms after
+    the sleep)."""
+    f = tmp_path / "stagger.yaml"
+    # the content of scenarios/sabre-own-short.yaml (setup.sh caches it); no cross traffic
+    f.write_text("name: stagger\ntopology: {kind: shared-bottleneck, clients: 2, client_stagger: 5s}\n"
+                 "paths:\n  shared:\n    down: {rate: 6mbit, buffer: 256pkt, delay: 50ms}\n    up: {delay: 50ms}\n"
+                 "video: {kind: dash, duration: 20s, bitrates: [500kbit, 1mbit, 2mbit, 3mbit], segment: 2s, "
+                 "width: 640, height: 360}\n"
+                 "player: {mode: discard, buffer: 10s, fetcher: own, abr: on-off}\n"
+                 "server: {protocol: http/1.1, tls: false}\nfidelity: {probe_duration: 2s}\n")
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(tmp_path / "r")],
+                        capture_output=True, text=True, timeout=150, cwd=REPO)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    (run,) = [d for d in (tmp_path / "r" / "stagger").iterdir() if d.is_dir()]
+    s = json.loads((run / "summary.json").read_text())
+    prov = json.loads((run / "provenance.json").read_text())
+    starts = prov["client_starts"]
+    assert starts["client_stagger_s"] == STAGGER_S
+    assert starts["configured_s"] == {"client0": 0.0, "client1": STAGGER_S}
+    p0, p1 = s["players"]["client0"]["start"], s["players"]["client1"]["start"]
+    print(f"\nclient0 {p0}; client1 {p1}")
+    assert p0["configured_s"] == 0.0 and p1["configured_s"] == STAGGER_S
+    # client0 is released at t0 and starts once its pipeline is built (measured 2.1 s late once at load 5);
+    # client1 had 5 s more to build it
+    assert p0["actual_s"] >= 0.0
+    assert STAGGER_S <= p1["actual_s"] <= STAGGER_S + 3.0
+    for p in (p0, p1):
+        assert p["qoe_window_s"][0] == p["actual_s"] < p["qoe_window_s"][1]
+    # Both played the whole video, each from its own start
+    for role in ("client0", "client1"):
+        assert s["players"][role]["frames_rendered"] + s["players"][role]["picture_discards"] == FRAMES
+    # The player's own record: its first media request after its start, on the run's clock
+    ps1 = json.loads((run / "logs" / "client1" / "player-summary.json").read_text())
+    assert min(g["t_request"] for g in ps1["segments"]) >= STAGGER_S
+    # Apache's own clock: client1's first request (MPD included) not before t0 + 5 s
+    t0_wall = starts["t0_realtime_ns"] / 1e9
+    addr1 = prov["topology"]["leaves"]["client1"]["addr"]
+    first1 = _first_request_s(run / "logs" / "apache" / "access.log", addr1).timestamp()
+    print(f"client1's first request at wall {first1:.0f} s = run time {first1 - t0_wall:+.2f} s (whole seconds)")
+    assert first1 >= math.floor(t0_wall + STAGGER_S)
+    assert first1 <= t0_wall + STAGGER_S + 3.0

@@ -221,6 +221,8 @@ def test_shared_bottleneck_errors(changes: dict[str, object], expect: str) -> No
 def test_shared_only_fields_refused_elsewhere() -> None:
     with pytest.raises(ScenarioError, match="topology.clients is only for kind shared-bottleneck"):
         parse_scenario({**MINIMAL, "topology": {"clients": 2}})
+    with pytest.raises(ScenarioError, match="topology.client_stagger is only for kind shared-bottleneck"):
+        parse_scenario({**MINIMAL, "topology": {"client_stagger": "20s"}})
     with pytest.raises(ScenarioError, match="cross_traffic is only for topology kind shared-bottleneck"):
         parse_scenario({**MINIMAL, "cross_traffic": {"voip": {}}})
 
@@ -262,3 +264,24 @@ def test_a_cc_the_kernel_lists_is_accepted_by_name(tmp_path: Path, monkeypatch: 
     assert "and from the kernel's list: vegas" in str(e.value) and "bbrs_k3f9za (" not in str(e.value)
     with pytest.raises(ScenarioError, match="takes no parameters"):
         parse_scenario({**base, "transport": {"cc": "vegas", "cc_params": {"x": 1}}}, "k.yaml")
+
+
+def test_client_stagger_gives_each_client_its_start() -> None:
+    """topology.client_stagger (issue 48 §3): client i at i × stagger, default 0 (all at t0), round trip."""
+    assert parse_scenario(SHARED).client_starts_ns == [0, 0, 0]
+    sc = parse_scenario(_shared(topology__client_stagger="20s"))
+    assert sc.client_starts_ns == [0, 20 * 10**9, 40 * 10**9]
+    data = resolved_dict(sc)
+    assert data["topology"]["client_stagger"] == "20s"
+    assert parse_scenario(data).client_starts_ns == sc.client_starts_ns
+    # one client: no second player to delay, so a sweep may vary clients over 1 and 2 with one stagger
+    assert parse_scenario(_shared(topology__clients=1, topology__client_stagger="20s")).client_starts_ns == [0]
+    assert parse_scenario(MINIMAL).client_starts_ns == [0]
+
+
+def test_start_line_carries_the_players_start() -> None:
+    from mpvlab.player.start_signal import parse_start_line
+    assert parse_start_line("t0 100\n") == (100, 100)
+    assert parse_start_line("t0 100 start 5000000100\n") == (100, 5_000_000_100)
+    for bad in ("", "t0", "t0 x", "t0 100 start", "t0 100 start 99", "t0 100 begin 200", "t0 -1", "t0 1 start -5"):
+        assert parse_start_line(bad) is None, bad

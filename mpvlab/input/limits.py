@@ -62,6 +62,9 @@ MAX_SOCKBUF = 1 << 30
 # and above 1 Gbit/s the encode alone would outlast any run (99999999999999999999gbit was accepted).
 MIN_VIDEO_BPS = 10_000
 MAX_VIDEO_BPS = 10**9
+# topology.client_stagger: the last client's start, at most 1 h after t0 (the longest video is 60 min; a
+# player starting later would join a run whose other players have long finished).
+MAX_CLIENT_START_NS = 3600 * S
 # Cross traffic start/duration: within the longest run (see MAX_SCHEDULE_TIME_NS).
 MAX_CROSS_TIME_NS = MAX_SCHEDULE_TIME_NS
 
@@ -160,6 +163,12 @@ def scenario_problems(sc: Any) -> list[str]:
             where = "video.bitrate" if i is None else f"video.bitrates[{i}]"
             out.append(f"{where}: {units.format_rate(rate) if rate < 10**15 else 'this rate'} is outside "
                        "10kbit … 1gbit (below, the encoder makes no usable picture; above, the encode outlasts any run)")
+    stagger, last = sc.topology.client_stagger, sc.n_clients - 1
+    if not 0 <= stagger * last <= MAX_CLIENT_START_NS:
+        out.append(f"topology.client_stagger: {_dur(stagger) if abs(stagger) < 10**15 else 'this duration'} puts "
+                   f"client{last}'s start at run time {last} × that; allowed: 0s … "
+                   f"{_dur(MAX_CLIENT_START_NS // max(last, 1))} with {sc.n_clients} clients (the last client "
+                   "starts within 1 h of run time zero)")
     bulk = sc.cross_traffic.bulk if sc.cross_traffic is not None else None
     if bulk is not None:
         if not 0 <= bulk.start <= MAX_CROSS_TIME_NS:

@@ -268,6 +268,8 @@ class Scenario(Strict):
             shared = " or ".join(k.name for k in topologies.ENTRIES if k.several_clients)
             if self.topology.clients is not None:
                 raise ValueError(f"topology.clients is only for kind {shared} (this is {kind}: one client)")
+            if self.topology.client_stagger:
+                raise ValueError(f"topology.client_stagger is only for kind {shared} (this is {kind}: one client)")
             if self.cross_traffic is not None:
                 raise ValueError(f"cross_traffic is only for topology kind {shared} (this is {kind})")
             return self
@@ -301,6 +303,12 @@ class Scenario(Strict):
         if not self.topology_kind.several_clients:
             return 1
         return self.topology.clients or self.workload_kind.default_clients
+
+    @property
+    def client_starts_ns(self) -> list[int]:
+        """Each client's configured start on the run's clock (ns after t0), client0 first:
+        i × topology.client_stagger."""
+        return [i * self.topology.client_stagger for i in range(self.n_clients)]
 
     @model_validator(mode="after")
     def _dash_fits(self) -> Scenario:

@@ -142,6 +142,10 @@ FIGURES: tuple[FigureDef, ...] = (
                                              "has the requests, but no check compares them yet)")),
     FigureDef("dash.*", note=_no(f"{_PLAYER_LOG} (segments and representations requested: Apache's log has the "
                                  "requests, but no check compares them yet)")),
+    FigureDef("players.KEY.start.*", note=_no("configured_s is the scenario's (client index × "
+                                              "topology.client_stagger); actual_s and qoe_window_s are the player's "
+                                              "own start and end-of-stream events (Apache's log has its first request "
+                                              "to the second, wall clock)")),
     FigureDef("players.KEY.startup_delay_s", note=_no(_PLAYER_LOG)),
     FigureDef("startup_delay_s", note=_no(_PLAYER_LOG)),
     FigureDef("players.KEY.frames_*", note=_no("GStreamer's own frame counters (rendered, late, expected)")),

@@ -37,7 +37,7 @@ from mpvlab.results.summary_parts.kinds import (
 from mpvlab.results.summary_parts.network import (
     CCStateView, CrossCheck, EcnMarks, FidelityRow, FlowStateRecord, HttpRecord, Mptcp, PathRecord, RttPhase, Steal,
     Subflow)
-from mpvlab.results.summary_parts.player import CpuUse, DashView, PlayerQoE, SharedAggregate, SharedPlayer
+from mpvlab.results.summary_parts.player import CpuUse, DashView, PlayerQoE, PlayerStart, SharedAggregate, SharedPlayer
 from mpvlab.results.summary_parts.workload import (
     BulkRecord, Competition, RtpDecodeRecord, RtpFpsRecord, RtpFreezeRecord, RtpRecord)
 
@@ -47,7 +47,7 @@ __all__ = [
     "SCHEMA_VERSION", "SKEWED", "SUMMARY", "BulkRecord", "BytesTotal", "CCStateView", "Competition", "CpuUse",
     "CrossCheck", "CrossTraffic", "DashView", "DurationS", "EcnMarks", "EmulatedSummary", "FidelityRow",
     "FlowStateRecord", "HttpRecord", "Mptcp", "OpenRecord", "PathRecord", "PathSwitches", "PhysicalSummary",
-    "PlayerQoE", "Record", "RtpDecodeRecord", "RtpFpsRecord", "RtpFreezeRecord", "RtpRecord", "RttPhase", "RunHead",
+    "PlayerQoE", "PlayerStart", "Record", "RtpDecodeRecord", "RtpFpsRecord", "RtpFreezeRecord", "RtpRecord", "RttPhase", "RunHead",
     "SharedAggregate", "SharedPlayer", "SharedSummary", "Steal", "Subflow", "Summary", "SummaryPartError",
     "UnderflowEpisode", "VoipQueuingDelay", "VoipRecord", "VoipSteadyWindow", "VoipWindow", "VoipWindows", "build",
     "build_each", "build_list", "json_schema", "nonfinite_value", "parts", "validated", "validated_by_part",

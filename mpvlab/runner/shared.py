@@ -369,6 +369,16 @@ PLAYER_KEYS = ("underflows", "underflow_total_s", "picture_discards", "picture_d
                "download_complete", "cpu")
 
 
+def player_start(configured_ns: int, ps: dict[str, Any]) -> dict[str, Any]:
+    """A player's configured start (topology.client_stagger), its actual one (its own `start` event,
+    already on the run's clock) and the window its QoE covers."""
+    actual, end = ps.get("t_start"), ps.get("t_eos")
+    return {"configured_s": configured_ns / 1e9,
+            "actual_s": round(float(actual), 6) if isinstance(actual, (int, float)) else None,
+            "qoe_window_s": ([round(float(actual), 6), round(float(end), 6)]
+                             if isinstance(actual, (int, float)) and isinstance(end, (int, float)) else None)}
+
+
 def _sum(vals: list[Any]) -> Any:
     return sum(vals) if vals and all(isinstance(v, (int, float)) for v in vals) else None
 
@@ -384,8 +394,10 @@ def summarise(ctx: RunContext, topo: sb.SharedBottleneck, outcome: Outcome,
                          "rx_packets": after[role]["rx_packets"] - before[role]["rx_packets"]} for role in before}
     players: dict[str, dict[str, Any]] = {}
     warnings: list[str] = []
+    configured = dict(zip([lf.role for lf in topo.clients], ctx.scenario.client_starts_ns))
     for role, ps in summaries.items():
         v: dict[str, Any] = {k: ps.get(k) for k in PLAYER_KEYS}
+        v["start"] = player_start(configured.get(role, 0), ps)
         v["picture_discards_network"] = network_discards(ps.get("picture_discards"),
                                                          ps.get("picture_discards_no_underflow"))
         v["dash"] = dash_view(ps) if ps.get("dash") else None

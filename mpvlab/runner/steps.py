@@ -220,11 +220,13 @@ def wait_page_loaded(ctx: RunContext, p: subprocess.Popen[bytes], label: str, ti
         time.sleep(0.05)
 
 
-def release_player(p: subprocess.Popen[bytes], t0_ns: int, label: str) -> None:
-    """Give a staged player its t0 (it starts at once when t0 has passed, else sleeps until it)."""
+def release_player(p: subprocess.Popen[bytes], t0_ns: int, label: str, start_ns: int | None = None) -> None:
+    """Give a staged player its t0 and, when it starts later (topology.client_stagger), its start
+    instant (it starts at once when that has passed, else sleeps until it; its clock stays t0's)."""
     assert p.stdin is not None
+    line = f"t0 {t0_ns}" if start_ns is None or start_ns == t0_ns else f"t0 {t0_ns} start {start_ns}"
     try:
-        p.stdin.write(f"t0 {t0_ns}\n".encode())
+        p.stdin.write(f"{line}\n".encode())
         p.stdin.close()
     except BrokenPipeError:
         raise RunFailed(f"{label} exited before t0 (exit code {p.poll()}; see its log)") from None

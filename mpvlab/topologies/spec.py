@@ -133,6 +133,11 @@ class TopologySpec(Strict):
     kind: Literal[NAMES] = Field(DUAL_PATH.name, description="Network to build: dual-path (2 to 8 paths, one router each), dumbbell (one path), shared-bottleneck (one bottleneck shared by several clients) or physical (real hosts); mpvlab/topologies/registry.py lists each kind's rules.")  # type: ignore[valid-type]
     clients: int | None = Field(None, ge=1, le=8, description="shared-bottleneck only: players, each in "
                                                               "its own client namespace (default 2)")
+    # Duration, not a list: a sweep varies `clients` (sweeps/sabre-study.yaml: 1 and 2) and one
+    # stagger holds for every client count, where a per-client list would have to change length with it.
+    client_stagger: Duration = Field(0, description="shared-bottleneck only: client i's player starts at run "
+                                                    "time i × this (client0 at 0 s; SABRE's study: 20s); 0 … 1 h "
+                                                    "for the last client; default 0 = all at once")
     # `single`: the server has one address, reached over every path (client policy routing picks the path
     # by source address); the MPTCP subflows differ in their client address only.
     # `per-path` (dual-path only): the server has one address per path, each routed over its path only

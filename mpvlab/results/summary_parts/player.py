@@ -130,7 +130,21 @@ class PlayerQoE(Record):
                           "not run DASH")
 
 
+class PlayerStart(Record):
+    configured_s: float = Field(
+        description="run time at which the player was told to start: its client index × topology.client_stagger (s)")
+    actual_s: float | None = Field(
+        description="run time of the player's own `start` event, just before its first request (s; null when it "
+                    "recorded none)")
+    qoe_window_s: list[float] | None = Field(
+        description="[actual_s, end of stream]: the run-time window over which this player's QoE (startup delay, "
+                    "stalls, playback) is measured (s; null without both ends)")
+
+
 class SharedPlayer(PlayerQoE):
+    start: PlayerStart | None = Field(
+        None, description="when the player started on the run's clock (topology.client_stagger) and the window its "
+                          "QoE covers")
     playback_s: float | None = Field(
         None, description="from the player's first rendered frame to its end of stream (s; mpvlab/player/mpvlab_player.py)")
     bytes_received: int | None = Field(None, description="bytes the player downloaded (B, the player's own count)")

@@ -207,14 +207,25 @@ class VideoWorkload:
 
     def start(self, ctx: RunContext, stack: contextlib.ExitStack, ends: Ends) -> None:
         sc = ctx.scenario
+        # Client i starts at t0 + i × topology.client_stagger (the players dict is in client order); its
+        # clock stays the run's, so its times and the run's windows share one zero.
+        starts = dict(zip(self.players, sc.client_starts_ns))
+        if self.several:
+            # t0 on the wall clock too: Apache's access log (%t) and other hosts' logs are on that clock
+            ctx.extra_prov["client_starts"] = {
+                "client_stagger_s": sc.topology.client_stagger / 1e9,
+                "configured_s": {role: ns / 1e9 for role, ns in starts.items()},
+                "t0_realtime_ns": time.time_ns() - (time.monotonic_ns() - ctx.t0_ns)}
         for role, (player, _) in self.players.items():
-            steps.release_player(player, ctx.t0_ns, f"player {role}" if self.several else "player")
+            steps.release_player(player, ctx.t0_ns, f"player {role}" if self.several else "player",
+                                 ctx.t0_ns + starts.get(role, 0))
         self.timeout_s = sc.player_timeout_s
         self.deadline = time.monotonic() + self.max_run_s(ctx)
 
     def max_run_s(self, ctx: RunContext) -> float:
-        """The player's own limit (player_timeout_s), and 10 s for it to notice and exit."""
-        return ctx.scenario.player_timeout_s + 10
+        """The last player's start (topology.client_stagger), its own limit (player_timeout_s, counted
+        from its start) and 10 s for it to notice and exit."""
+        return max(ctx.scenario.client_starts_ns) / 1e9 + ctx.scenario.player_timeout_s + 10
 
     def running(self, wait_s: float = 0.0) -> bool:
         return still_running([p for p, _ in self.players.values()], wait_s)
