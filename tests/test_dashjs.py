@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import os
 import signal
 import subprocess
@@ -710,12 +711,21 @@ class _PageBed:
         www = Path(tempfile.mkdtemp(prefix="mpvlab-t51-", dir="/tmp"))
         www.chmod(0o755)
         self.www = www
-        if files is None:     # the whole page folder, as a run links it
-            (www / "mpvlab-dashjs").symlink_to(dashjs_setup.PAGE_DIR)
+        # Copied, as a run copies it (mpvlab/runner/steps.py): a link into the checkout is not
+        # readable by Apache's www-data when the checkout sits below a folder only root may enter
+        # (a clone in a mktemp -d folder got 403 for the page).
+        if files is None:     # the whole page folder
+            shutil.copytree(dashjs_setup.PAGE_DIR, www / "mpvlab-dashjs", ignore=shutil.ignore_patterns("__pycache__"))
         else:                 # only these of its files
             (www / "mpvlab-dashjs").mkdir(mode=0o755)
             for f in files:
-                (www / "mpvlab-dashjs" / f).symlink_to(dashjs_setup.PAGE_DIR / f)
+                dst = www / "mpvlab-dashjs" / f
+                dst.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+                shutil.copy2(dashjs_setup.PAGE_DIR / f, dst)       # its mtime too, as a link showed it
+        for d in [www, *(p for p in www.rglob("*") if p.is_dir())]:
+            d.chmod(0o755)
+        for f in (p for p in www.rglob("*") if p.is_file()):
+            f.chmod(0o644)
         root = tmp / "apache"
         root.mkdir()
         material = tls.make_self_signed(root, ["10.0.1.1"])
