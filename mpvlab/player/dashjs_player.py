@@ -254,7 +254,7 @@ def load_page(cdp: Cdp, log: BrowserLog, url: str, want_version: str | None,
                        "in player-summary.json page_load_failures and data/dashjs/browser-events.jsonl)", failures)
 
 
-# The dash.js `streaming` settings the driver may set (mpvlab/workloads/video.py DASHJS_BUFFER_SETTINGS).
+# The dash.js `streaming` settings the driver may set (mpvlab/player/kinds.py DASHJS_BUFFER_SETTINGS).
 SETTINGS = ("stableBufferTime", "bufferTimeAtTopQuality", "bufferTimeAtTopQualityLongForm",
             "longFormContentDurationThreshold")
 

@@ -82,10 +82,6 @@ MAX_LATENESS_NS = 60 * 10**9
 MAX_PLAYER_TIME_NS = 3600 * 10**9   # a video lasts at most 60 min (VideoSpec)
 
 
-# Kind dashjs's buffer settings (scenario field -> dash.js setting): mpvlab/player/kinds.py.
-DASHJS_BUFFER_SETTINGS = kinds.DASHJS_BUFFER_SETTINGS
-
-
 class PlayerSpec(Strict):
     """buffer: the playout buffer (default 2 s progressive, 30 s DASH). abr (DASH only): `gst` is
     dashdemux's own rate adaptation, `bba` a buffer-based BBA-0 map (reservoir, cushion).
@@ -124,7 +120,7 @@ class PlayerSpec(Strict):
                              "is current (≥ 0.5 s, its stall threshold), so dash.js cannot halt a start that has "
                              "data (player/README.md, 'Start-up stall'); autoplay = dash.js's own autoplay")
 
-    # kind dashjs: dash.js's buffer targets, each its own field (DASHJS_BUFFER_SETTINGS), dash.js's defaults
+    # kind dashjs: dash.js's buffer targets, each its own field (kinds.DASHJS_BUFFER_SETTINGS), dash.js's defaults
     dashjs_stable_buffer_time: Duration = Field(
         12 * 10**9, description="kind dashjs: dash.js streaming.stableBufferTime, the buffer dash.js fills to "
                                 "below the top quality (and DYNAMIC's BOLA/throughput switch point); dash.js "
@@ -151,7 +147,7 @@ class PlayerSpec(Strict):
             v = getattr(self, name)
             if v is not None and v > MAX_PLAYER_TIME_NS:
                 raise ValueError(f"{name} must be at most 60min (the longest video)")
-        for name in DASHJS_BUFFER_SETTINGS:
+        for name in kinds.DASHJS_BUFFER_SETTINGS:
             v = getattr(self, name)
             if not 0 < v <= MAX_PLAYER_TIME_NS:
                 # dash.js reads stableBufferTime -1 as "its own choice" (12 s or 20 s): that is not a
@@ -168,7 +164,7 @@ class PlayerSpec(Strict):
             return self._fits_settings(kind)
         if self.dashjs_start != "gated":
             raise ValueError("dashjs_start is for kind dashjs")
-        set_ = [n for n in DASHJS_BUFFER_SETTINGS if getattr(self, n) != type(self).model_fields[n].default]
+        set_ = [n for n in kinds.DASHJS_BUFFER_SETTINGS if getattr(self, n) != type(self).model_fields[n].default]
         if set_:
             raise ValueError(f"{', '.join(set_)}: for kind dashjs only (kind {self.kind} takes buffer)")
         abrs = kind.abrs()
@@ -208,7 +204,7 @@ class PlayerSpec(Strict):
             # dash.js has no one playout buffer: it fills to one of several targets (no cap besides
             # them). One value for all of them was the old undocumented double meaning (issue 47).
             raise ValueError(f"buffer: not a setting of kind {kind.name}; dash.js's buffer targets are "
-                             + ", ".join(DASHJS_BUFFER_SETTINGS) + " (dash.js's defaults 12s, 30s, 60s, 600s; "
+                             + ", ".join(kinds.DASHJS_BUFFER_SETTINGS) + " (dash.js's defaults 12s, 30s, 60s, 600s; "
                              "player/README.md)")
         mine = set(kind.settings or ())
         other = sorted(name for name, f in type(self).model_fields.items()
@@ -233,7 +229,7 @@ class PlayerSpec(Strict):
 
     def dashjs_settings(self) -> dict[str, float]:
         """dash.js's `streaming` settings this player gives the page, in seconds, by dash.js's names."""
-        return {js: getattr(self, name) / 1e9 for name, js in DASHJS_BUFFER_SETTINGS.items()}
+        return {js: getattr(self, name) / 1e9 for name, js in kinds.DASHJS_BUFFER_SETTINGS.items()}
 
     def dashjs_max_buffer_ns(self, video_ns: int) -> int:
         """The most video dash.js buffers for a video this long: the largest target that can apply
