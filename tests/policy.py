@@ -11,9 +11,10 @@ What a test needs is said by a marker, and only here is it decided whether this 
 
 A test whose need is missing is skipped with the reason, except under MPVLAB_EXPECT_ALL=1 (what
 .ci/run sets): there every skip, from a marker or from anywhere else, is a failure, so a missing
-install step can never hide as a skip. Two markers are not needs but selections, reported as
-deselected with their reason (never a skip): `long` (opt in with MPVLAB_LONG_TESTS=1) and
-`kernel("af_xdp")` (a kernel feature this machine's kernel may not have).
+install step can never hide as a skip. Three markers are not needs but selections, reported as
+deselected with their reason (never a skip): `long` (opt in with MPVLAB_LONG_TESTS=1), `slow(short=…)`
+(a longer variant of a test that runs instead, named by `short`: opt in with MPVLAB_SLOW_TESTS=1 or
+`-m slow`) and `kernel("af_xdp")` (a kernel feature this machine's kernel may not have).
 
 Scheduling (pytest-xdist, tests/conftest.py turns it on for a whole-suite run): tests are
 distributed by file, so a module's shared bring-up happens once. Tests marked `cpu` (CPU-bound, or
@@ -52,6 +53,7 @@ from mpvlab.core.paths import checkout_root
 REPO = checkout_root()
 EXPECT_ALL = "MPVLAB_EXPECT_ALL"
 LONG_TESTS = "MPVLAB_LONG_TESTS"
+SLOW_TESTS = "MPVLAB_SLOW_TESTS"
 SESSION_DIR_KEY = "mpvlab_session_dir"
 SCHEDULE_COPY = "MPVLAB_TEST_SCHEDULE"   # a file to write every test's worker, start and end to
 CPU_LOCK = "cpu-group.lock"
@@ -134,10 +136,12 @@ def missing(item: pytest.Item) -> str | None:
     return "; ".join(dict.fromkeys(reasons)) or None
 
 
-def deselection(item: pytest.Item) -> str | None:
+def deselection(item: pytest.Item, markexpr: str = "") -> str | None:
     """Why the item is not part of this session (not a skip: it is reported as deselected), or None."""
     if item.get_closest_marker("long") and os.environ.get(LONG_TESTS) != "1":
         return f"long: opt in with {LONG_TESTS}=1"
+    if item.get_closest_marker("slow") and os.environ.get(SLOW_TESTS) != "1" and "slow" not in markexpr:
+        return f"slow: its short variant (the marker's `short`) runs instead; opt in with {SLOW_TESTS}=1 or -m slow"
     for mark in item.iter_markers("kernel"):
         reason = KERNEL_FEATURES[mark.args[0]]() if os.geteuid() == 0 else None
         if reason:
@@ -186,11 +190,34 @@ def session_dir(config: pytest.Config) -> Path | None:
     return Path(workerinput[SESSION_DIR_KEY]) if workerinput and SESSION_DIR_KEY in workerinput else None
 
 
+def short_variant_error(item: pytest.Item) -> str | None:
+    """A `slow` test must name its short variant, a test of its own module that is not `slow` itself:
+    what CI runs in its place (deselecting a long run is only honest when its short twin stays)."""
+    mark = item.get_closest_marker("slow")
+    if mark is None:
+        return None
+    short = mark.kwargs.get("short")
+    target = getattr(getattr(item, "module", None), short, None) if isinstance(short, str) else None
+    if not (isinstance(short, str) and short.startswith("test_") and callable(target)):
+        return (f"{item.nodeid}: a `slow` test names its short variant, the test of its module that CI runs "
+                f"instead: @pytest.mark.slow(short=\"test_…\") (got {short!r})")
+    if any(m.name == "slow" for m in getattr(target, "pytestmark", [])):
+        return f"{item.nodeid}: its short variant {short} is itself `slow`"
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     keep, dropped = [], []
     reasons = config.stash[_DESELECTED]
+    errors = [e for e in dict.fromkeys(short_variant_error(item) for item in items) if e]
+    if errors:
+        raise pytest.UsageError("\n".join(errors))
+    markexpr = config.getoption("markexpr", "") or ""
+    # The files that hold the suite's longest tests (a `first` test, or a `slow` one: its short variant
+    # is long too), whether or not the slow one is deselected: handed out first (below).
+    first_files = {it.path for it in items if it.get_closest_marker("first") or it.get_closest_marker("slow")}
     for item in items:
-        why = deselection(item)
+        why = deselection(item, markexpr)
         if why:
             dropped.append(item)
             reasons[why] = reasons.get(why, 0) + 1
@@ -205,10 +232,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     # The longest files first: with distribution by file, a long file started last is the tail of
-    # the whole session. A file with a `slow` test goes first, whole (a module's tests stay
-    # together, so its shared bring-up happens once); otherwise the collection order stays.
-    slow_files = {it.path for it in keep if it.get_closest_marker("slow")}
-    keep.sort(key=lambda it: it.path not in slow_files)
+    # the whole session. Such a file goes first, whole (a module's tests stay together, so its
+    # shared bring-up happens once); otherwise the collection order stays.
+    keep.sort(key=lambda it: it.path not in first_files)
     items[:] = keep
     config.stash[_SHARED_SLOT] = _shared_slots(keep)
 

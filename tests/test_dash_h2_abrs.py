@@ -42,7 +42,7 @@ BASE = REPO / "scenarios" / "dash-own-h2-short.yaml"
 OPT_IN = "MPVLAB_LONG_TESTS"
 
 pytestmark = [
-    pytest.mark.slow, pytest.mark.netns, pytest.mark.e2e,
+    pytest.mark.first, pytest.mark.netns, pytest.mark.e2e,
     pytest.mark.long,   # ten real runs (~3 min): deselected unless MPVLAB_LONG_TESTS=1 (tests/policy.py)
 ]
 

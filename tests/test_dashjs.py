@@ -554,7 +554,7 @@ def _segments_match_access_log(run: Path, ps: dict[str, Any], client_addr: str |
 @pytest.mark.dashjs
 @pytest.mark.netns
 @pytest.mark.e2e
-@pytest.mark.slow
+@pytest.mark.first
 @pytest.mark.cpu
 def test_dashjs_dual_path_bba_over_http1_tls(tmp_path: Path) -> None:
     """Two paths: Chromium's MPTCP connections have a subflow on each, each path carries a share of
@@ -585,7 +585,7 @@ def test_dashjs_dual_path_bba_over_http1_tls(tmp_path: Path) -> None:
 @pytest.mark.dashjs
 @pytest.mark.netns
 @pytest.mark.e2e
-@pytest.mark.slow
+@pytest.mark.first
 @pytest.mark.cpu
 def test_dashjs_two_players_share_a_bottleneck(tmp_path: Path) -> None:
     d = scenario(name="dashjs-shared", topology={"kind": "shared-bottleneck", "clients": 2},

@@ -26,7 +26,7 @@ def _suite(root: Path, files: dict[str, str]) -> None:
 
 
 def _pytest(root: Path, *args: str, **env: str) -> tuple[int, str, dict[str, int]]:
-    environ = {k: v for k, v in os.environ.items() if k not in ("MPVLAB_EXPECT_ALL", "MPVLAB_LONG_TESTS")}
+    environ = {k: v for k, v in os.environ.items() if k not in ("MPVLAB_EXPECT_ALL", "MPVLAB_LONG_TESTS", "MPVLAB_SLOW_TESTS")}
     cp = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
                          "--rootdir", str(root), "-c", str(root / "pytest.ini"), *args, str(root)],
                         capture_output=True, text=True, timeout=120, cwd=root, env={**environ, **env})
@@ -64,6 +64,38 @@ def test_a_missing_need_is_a_skip_with_its_reason_and_a_failure_under_the_switch
     assert "skipped (said by the test): with MPVLAB_EXPECT_ALL=1 every skip is a failure" in out, out
     rc, out, counts = _pytest(tmp_path, MPVLAB_LONG_TESTS="1")
     assert rc == 0 and counts == {"passed": 2, "skipped": 2}, out
+
+
+SLOW = """\
+import pytest
+
+def test_short(): pass
+
+@pytest.mark.slow(short="test_short")
+def test_long_variant(): pass
+"""
+
+
+def test_a_slow_variant_is_deselected_in_favour_of_its_named_short_variant(tmp_path: Path) -> None:
+    """CI (no switch) runs the short variant and lists the long one as deselected with the reason; the
+    long one runs with MPVLAB_SLOW_TESTS=1 or `-m slow`; a `slow` test that names no existing short
+    variant of its module stops the session before any test runs."""
+    _suite(tmp_path, {"test_variants.py": SLOW})
+    rc, out, counts = _pytest(tmp_path, MPVLAB_EXPECT_ALL="1")
+    assert rc == 0 and counts == {"passed": 1, "deselected": 1}, out
+    assert "PASSED test_variants.py::test_short" in out, out
+    assert "1 test(s): slow: its short variant (the marker's `short`) runs instead; opt in with " \
+           "MPVLAB_SLOW_TESTS=1 or -m slow" in out, out
+    rc, out, counts = _pytest(tmp_path, MPVLAB_SLOW_TESTS="1")
+    assert rc == 0 and counts == {"passed": 2}, out
+    rc, out, counts = _pytest(tmp_path, "-m", "slow")
+    assert rc == 0 and counts == {"passed": 1, "deselected": 1} and "PASSED test_variants.py::test_long_variant" in out, out
+    for bad, why in (('@pytest.mark.slow\n', "(got None)"), ('@pytest.mark.slow(short="test_gone")\n', "(got 'test_gone')"),
+                     ('@pytest.mark.slow(short="test_long_variant")\n', "its short variant test_long_variant is itself `slow`")):
+        (tmp_path / "test_variants.py").write_text(SLOW.replace('@pytest.mark.slow(short="test_short")\n', bad))
+        rc, out, counts = _pytest(tmp_path)
+        assert rc == 4 and counts == {} and why in out, out
+        assert "test_variants.py::test_long_variant: " in out, out
 
 
 def test_a_module_level_skip_fails_under_the_switch(tmp_path: Path) -> None:

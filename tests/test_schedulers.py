@@ -403,7 +403,7 @@ def _cycle(tmp_path: Path, seconds: float, period_s: float) -> tuple[tb.CaseResu
 
 
 @pytest.mark.netns
-@pytest.mark.slow
+@pytest.mark.slow(short="test_bdp_switches_less_than_minrtt_under_delay_cycle_short")
 @pytest.mark.cpu   # cpu: switch counts under a delay cycle
 def test_bdp_switches_less_than_minrtt_under_delay_cycle(built: Path, tmp_path: Path) -> None:
     """20 s = two 10 s delay cycles: minrtt follows the RTT order (4 changes ideally: 5, 10, 15 s and

@@ -62,7 +62,7 @@ def test_ci_quick_plan_is_the_shipped_quick_plan_but_the_video(tmp_path: Path) -
 @pytest.mark.netns
 @pytest.mark.chromium
 @pytest.mark.e2e
-@pytest.mark.slow
+@pytest.mark.first
 @pytest.mark.cpu   # cpu: CPU-bound (27 runs, two at once)
 def test_quick_wifi_lte_study_and_report(tmp_path: Path) -> None:
     res = tmp_path / "results"

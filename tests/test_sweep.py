@@ -178,7 +178,7 @@ def test_runs_in_their_own_processes_two_at_once(tmp_path: Path) -> None:
 
 @pytest.mark.netns
 @pytest.mark.e2e
-@pytest.mark.slow
+@pytest.mark.first
 def test_real_sweep_resume_and_report(tmp_path: Path) -> None:
     """Two real 8 s runs (CUBIC, BBR) through `mpvlab sweep --quick`, a second invocation that does
     nothing, then `mpvlab report` on the results."""
