@@ -357,10 +357,11 @@ class Scenario(Strict):
 
     @property
     def playout_buffer_ns(self) -> int:
-        """The most media the player holds. dash.js: the largest of its targets that applies to this
-        video (it takes no player.buffer)."""
-        if self.player.kind == "dashjs":
-            return self.player.dashjs_max_buffer_ns(self.video.duration)
+        """The most media the player holds: what its kind says from its own settings (dash.js: the
+        largest of its targets that applies to this video), else player.buffer or the default."""
+        own = self.player_kind.playout_buffer
+        if own is not None:
+            return own(self.player, self.video.duration)
         if self.player.buffer is not None:
             return self.player.buffer
         return 30 * 10**9 if self.video.kind == "dash" else 2 * 10**9

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The dash.js reference player in Debian's headless Chromium, driven over the DevTools protocol.
 
 Same contract as mpvlab/player/mpvlab_player.py (the run treats both alike): started in the client's
@@ -295,6 +294,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--start", default="gated", choices=["gated", "autoplay"],
                     help="gated: play() once dash.js's own buffer level is current (player README, 'Start-up "
                          "stall'); autoplay: dash.js's own autoplay")
+    ap.add_argument("--end-of-stream", default="recheck", choices=["recheck", "stock"],
+                    help="player README, 'Halt after the last segment': the page's recheck, or dash.js as it is")
     ap.add_argument("--spki", default=None, help="base64 SHA-256 of the run certificate's SPKI (https)")
     ap.add_argument("--video-length-s", type=float, required=True)
     return ap.parse_args(argv)
@@ -348,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         offset_ns, clock_uncertainty_ms = calibrate(cdp)
         t0 = t0 if t0 is not None else time.monotonic_ns()
         cfg = {"mpd_url": a.url, "abr": a.abr, "settings": a.dashjs_settings, "abr_params": json.loads(a.abr_params),
-               "start": a.start}
+               "start": a.start, "end_of_stream": a.end_of_stream}
         t_start_ns = time.monotonic_ns()
         # Written at once (the rest of the events follow at the end, from the page's record): a
         # watcher sees that playback began.

@@ -161,6 +161,7 @@ def summarize(raw: dict[str, Any], t0_ns: int, page_offset_ns: float, video_leng
                                  "buffered beyond the playhead is not a stall (dash.js halted playback with video "
                                  "buffered); excluded from underflows, rebuffer_events, rebuffer_ratio, stall_rate"),
         "start_gate": raw.get("start_gate"),
+        "end_of_stream": raw.get("end_of_stream"),
         "frames_expected": frames_expected,
         "frames_decoded": total, "picture_discards": dropped,
         "frames_rendered": None if total is None or dropped is None else total - dropped,

@@ -99,6 +99,9 @@ class PlayerKind:
     reads_whole_responses: bool = False     # reads each response it asks for to the end: its bytes_received
     #                                         equals the body bytes Apache logged (player_bytes_vs_access_log)
     provenance: Callable[[Any], dict[str, Any]] | None = None
+    # the most media it holds, from its own settings and the video's length (ns), for a kind that
+    # takes no player.buffer; None: player.buffer (or the scenario's default) says it
+    playout_buffer: Callable[[Any, int], int] | None = None
     checks: str = "progressive"     # its row key in the cross-check registry (mpvlab/results/checks.py WORKLOADS)
     checks_by_abr: Mapping[str, str] = field(default_factory=dict)   # ... where an ABR has checks of its own
 
@@ -149,7 +152,7 @@ def _dashjs_argv(x: Launch) -> list[str]:
     argv = [*x.head(DASHJS_PROGRAM), "--page-url", str(x.page_url), "--data-dir", str(x.data_dir),
             "--profile", str(x.data_dir / "chromium-profile"), "--abr", p.abr, "--abr-params", json.dumps(p.abr_params),
             "--dashjs-settings", json.dumps(p.dashjs_settings()), "--video-length-s", f"{x.video.duration / 1e9:g}",
-            "--start", p.dashjs_start, *x.clock()]
+            "--start", p.dashjs_start, "--end-of-stream", p.dashjs_end_of_stream, *x.clock()]
     if x.spki is not None:
         argv += ["--spki", x.spki]
     return argv
@@ -217,6 +220,11 @@ def _dashjs_check(sc: Any) -> None:
                          "player.dashjs_stable_buffer_time and the top-quality target that applies)")
 
 
+def _dashjs_playout_buffer(player: Any, video_ns: int) -> int:
+    """dash.js takes no player.buffer: the largest of its buffer targets that applies to this video."""
+    return int(player.dashjs_max_buffer_ns(video_ns))
+
+
 def _dashjs_provenance(player: Any) -> dict[str, Any]:
     from mpvlab.player import dashjs_setup
     return {"dashjs_version": dashjs_setup.dashjs_version(), "chromium_version": dashjs_setup.chromium_version(),
@@ -243,9 +251,10 @@ OWN_DASH = PlayerKind(
 DASHJS = PlayerKind(
     name="dashjs", program=DASHJS_PROGRAM, player_kind="dashjs", fetcher=None, video="dash",
     summary_part="dash", argv=_dashjs_argv, abrs=_dashjs_abrs, default_abr="dynamic", real_hosts=False,
-    settings=("abr", "abr_params", "kind", "timeout_factor", "fetcher", "dashjs_start", *DASHJS_BUFFER_SETTINGS),
+    settings=("abr", "abr_params", "kind", "timeout_factor", "fetcher", "dashjs_start", "dashjs_end_of_stream", *DASHJS_BUFFER_SETTINGS),
     check_scenario=_dashjs_check, web_page=checkout_root() / "player" / "dashjs", page_ready_file="page-loaded",
-    checks_element=True, browser=True, provenance=_dashjs_provenance, checks="dash.js")
+    checks_element=True, browser=True, provenance=_dashjs_provenance, playout_buffer=_dashjs_playout_buffer,
+    checks="dash.js")
 
 REGISTRY: dict[str, PlayerKind] = {k.name: k for k in (GST_PROGRESSIVE, GST_DASH, OWN_DASH, DASHJS)}
 PLAYER_KINDS = tuple(dict.fromkeys(k.player_kind for k in REGISTRY.values()))   # the scenario's player.kind values

@@ -22,7 +22,7 @@ from mpvlab.collectors import qdiscstat
 from mpvlab.core import proc
 from mpvlab.results import delayphases
 from mpvlab.results.summary_parts.base import build_each
-from mpvlab.results.summary_parts.network import CrossCheck, EcnMarks, PathRecord
+from mpvlab.results.summary_parts.network import EcnMarks, PathRecord
 from mpvlab.runner import fidelity, runzero, sampling, transport
 from mpvlab.topologies import dual_path
 from mpvlab.core.errors import RunFailed
@@ -186,9 +186,9 @@ class EmulatedNetwork:
         pcap_view = capture.view(self.topo, self.cap, self.trace_summary)
         body["warnings"] += pcap_view.pop("warnings")
         body.update(pcap_view)
-        # the parts completed here (their records are filled by several steps above)
+        # the parts completed here (their records are filled by several steps above); cross_checks
+        # are made and typed at the run's end, in one place (crosschecks.apply)
         build_each(PathRecord, "paths", body["paths"])
-        build_each(CrossCheck, "cross_checks", body["cross_checks"])
         return body
 
     def check_state(self, ctx: RunContext, outcome: Outcome, summary: dict[str, Any]) -> CheckState:

@@ -119,6 +119,13 @@ class PlayerSpec(Strict):
         "gated", description="kind dashjs: gated = the page starts the element once dash.js's own buffer level "
                              "is current (≥ 0.5 s, its stall threshold), so dash.js cannot halt a start that has "
                              "data (player/README.md, 'Start-up stall'); autoplay = dash.js's own autoplay")
+    dashjs_end_of_stream: Literal["recheck", "stock"] = Field(
+        "recheck", description="kind dashjs: recheck = when dash.js reports the stream fully buffered while it "
+                               "holds playback halted, the page makes it re-judge its buffer (one progress "
+                               "event) and it resumes at once (player/README.md, 'Halt after the last "
+                               "segment'); stock = dash.js 3.0.3 as it is: such a halt ends at the element's "
+                               "next progress event (~0.3 s later) or, when Chromium fired its last one just "
+                               "before, never")
 
     # kind dashjs: dash.js's buffer targets, each its own field (kinds.DASHJS_BUFFER_SETTINGS), dash.js's defaults
     dashjs_stable_buffer_time: Duration = Field(
@@ -164,6 +171,8 @@ class PlayerSpec(Strict):
             return self._fits_settings(kind)
         if self.dashjs_start != "gated":
             raise ValueError("dashjs_start is for kind dashjs")
+        if self.dashjs_end_of_stream != "recheck":
+            raise ValueError("dashjs_end_of_stream is for kind dashjs")
         set_ = [n for n in kinds.DASHJS_BUFFER_SETTINGS if getattr(self, n) != type(self).model_fields[n].default]
         if set_:
             raise ValueError(f"{', '.join(set_)}: for kind dashjs only (kind {self.kind} takes buffer)")

@@ -10,6 +10,7 @@
     decisions: [],     // custom rules' decisions with their inputs
     ended: false, error: null, started_ms: null, dashjs_version: null,
     start_gate: { start: "autoplay" },   // how the element was started (see startWhenDashjsKnowsItsBuffer)
+    end_of_stream: null,                 // dash.js's buffering completed, and the page's recheck (recheckAtEndOfStream)
   };
   window.mpvlabRecord = rec;
   const now = () => performance.now();
@@ -175,12 +176,28 @@
         ev(name, detail);
       });
     }
+    // dash.js's internal end-of-stream events (its event bus; MediaPlayer.on subscribes to any name):
+    // the last request's COMPLETE (streamCompleted) and its BufferController's isBufferingCompleted
+    // (bufferingCompleted), so the record shows when dash.js learnt the stream was fully buffered.
+    for (const name of ["streamCompleted", "bufferingCompleted"]) {
+      player.on(name, (e) => {
+        const type = name === "streamCompleted" ? (e && e.request && e.request.mediaType)
+          : (e && e.sender && e.sender.getType ? e.sender.getType() : null);
+        ev("dashjs." + name, Object.assign({ type: type, index: e && e.request ? e.request.index : null }, rec.snapshot(video, player)));
+        if (name === "bufferingCompleted" && type === "video") recheckAtEndOfStream(cfg.end_of_stream, video, player);
+      });
+    }
+    player.on(E.BUFFER_EMPTY, (e) => { if (e && e.mediaType === "video") dashjsVideoBufferState = "empty"; });
+    player.on(E.BUFFER_LOADED, (e) => { if (e && e.mediaType === "video") dashjsVideoBufferState = "loaded"; });
     player.on(E.ERROR, (e) => { rec.error = JSON.stringify(e.error || e).slice(0, 500); ev("ERROR", rec.error); });
     player.on(E.PLAYBACK_ENDED, () => { rec.ended = true; });
     // The <video> element's own view: first frame, waiting/playing (stalls), dropped frames.
-    for (const name of ["loadeddata", "playing", "waiting", "stalled", "seeking", "seeked", "ended", "error"]) {
-      video.addEventListener(name, () => {
-        ev("video." + name, rec.snapshot(video, player));
+    // progress and ratechange too: dash.js re-judges its buffer on each (see recheckAtEndOfStream);
+    // isTrusted tells the element's own events from the page's end-of-stream recheck.
+    for (const name of ["loadeddata", "playing", "waiting", "stalled", "seeking", "seeked", "ended", "error",
+                        "progress", "ratechange", "suspend"]) {
+      video.addEventListener(name, (e) => {
+        ev("video." + name, Object.assign({ trusted: e.isTrusted }, rec.snapshot(video, player)));
       });
     }
     setInterval(() => {
@@ -192,6 +209,31 @@
     if (gated) startWhenDashjsKnowsItsBuffer(player, video);
     return rec.dashjs_version;
   };
+
+  // End-of-stream recheck (player README, "Halt after the last segment"). dash.js 3.0.3 resumes a
+  // playback it halted (BUFFER_EMPTY, playbackRate 0) only when its BufferController re-judges the
+  // buffer (checkIfSufficientBuffer: BUFFER_LOADED once isBufferingCompleted or the level reaches the
+  // MPD's minBufferTime), and it re-judges only on the element's progress/timeupdate/ratechange/
+  // stalled, on dash.js's own playing, and after a media append. Its STREAM_COMPLETED handler sets
+  // isBufferingCompleted without re-judging. When that comes after the last media append (an ABR
+  // switch after the last segment fetches an init segment first) and after the element's last
+  // `progress` (none follow once nothing more loads; a halted element fires no timeupdate), nothing
+  // re-judges: playback never resumes although every frame is in the element. "recheck" (default)
+  // dispatches one `progress` event on the element when dash.js reports buffering completed while
+  // it holds the element halted, the event on which dash.js itself re-judges; "stock" leaves
+  // dash.js as it is. dash.js is not patched; each recheck is recorded (rec.end_of_stream).
+  let dashjsVideoBufferState = null;   // the last BUFFER_EMPTY / BUFFER_LOADED dash.js raised for video
+  function recheckAtEndOfStream(mode, video, player) {
+    const at = { mode: mode, buffering_completed_ms: now(), dashjs_state: dashjsVideoBufferState, recheck_ms: null };
+    rec.end_of_stream = at;
+    if (mode !== "recheck" || dashjsVideoBufferState !== "empty") return;
+    // after dash.js's STREAM_COMPLETED handler has returned (it is the caller)
+    setTimeout(() => {
+      at.recheck_ms = now();
+      ev("mpvlab.end_of_stream_recheck", rec.snapshot(video, player));
+      video.dispatchEvent(new Event("progress"));
+    }, 0);
+  }
 
   // Start gate (player README, "Start-up stall with a full buffer"). With dash.js's own autoplay the
   // element may fire `playing` before dash.js has seen the first append end; dash.js's `playing`
