@@ -45,6 +45,7 @@ from typing import Any
 
 import pytest
 
+from cpuuse import WorkerCpu
 from hostnoise import STEAL_LIMIT
 from rootsysctls import changed, root_sysctls
 from mpvlab.core.hoststeal import StealMeter, StealWindow
@@ -70,6 +71,7 @@ _OWN_DIR = pytest.StashKey[Path]()
 _SHARED_SLOT = pytest.StashKey[dict[Any, tuple[bool, bool]]]()
 _ROOT_SYSCTLS = pytest.StashKey[dict[str, str]]()
 _SYSCTL_DIFF = pytest.StashKey[list[str]]()
+_WORKER_CPU = pytest.StashKey["WorkerCpu | None"]()
 
 # ------------------------------------------------------------------------------------- needs
 
@@ -164,9 +166,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if _is_controller(config):
         own = Path(tempfile.mkdtemp(prefix="mpvlab-pytest-"))
         config.stash[_OWN_DIR] = own
+    if session_dir(config) is not None:             # an xdist worker: every test's CPU (tests/cpuuse.py)
+        config.stash[_WORKER_CPU] = WorkerCpu.join()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    worker_cpu = config.stash.get(_WORKER_CPU, None)
+    if worker_cpu is not None and not worker_cpu.leave():
+        print(f"tests/cpuuse.py: {worker_cpu.path} kept: a process a test started is still in it")
     own = config.stash.get(_OWN_DIR, None)
     if own is not None:
         shutil.rmtree(own, ignore_errors=True)
@@ -367,14 +374,17 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         yield
         return
     cpu, alone = slot_of(item)
+    worker_cpu = item.config.stash.get(_WORKER_CPU, None)
     asked = time.monotonic()
     with _slot(shared, cpu, alone):
         start = time.monotonic()
+        used_before = worker_cpu.used_s() if worker_cpu else None
         yield
+        used = None if worker_cpu is None or used_before is None else worker_cpu.used_s() - used_before
         end = time.monotonic()
     steal = item.config.stash[_STEAL_BY_TEST].get(item.nodeid)
     record = {"test": item.nodeid, "worker": item.config.workerinput["workerid"], "cpu": cpu, "alone": alone,
-              "asked": asked, "start": start, "end": end,
+              "asked": asked, "start": start, "end": end, "cpu_s": None if used is None else round(used, 3),
               "steal": [steal.wall_s, list(steal.steal_s)] if steal else None}
     with open(shared / f"schedule-{item.config.workerinput['workerid']}.jsonl", "a") as f:
         f.write(json.dumps(record) + "\n")
@@ -408,6 +418,13 @@ def schedule_lines(rows: list[dict[str, Any]]) -> list[str]:
              f"{sum(r['end'] - r['start'] for r in grouped):.0f} s, "
              f"{waited:.0f} s waited for the lock, {len(pairs)} overlapping pairs"]
     lines += [f"  OVERLAP: {a} and {b}" for a, b in pairs[:10]]
+    measured = [r for r in rows if r.get("cpu_s") is not None]
+    for label, part in (("cpu group", [r for r in measured if r in grouped]),
+                        ("the others", [r for r in measured if r not in grouped])):
+        if part:
+            cpu_s, wall_s = sum(r["cpu_s"] for r in part), sum(r["end"] - r["start"] for r in part)
+            lines.append(f"CPU used by {label}: {cpu_s:.0f} s over {wall_s:.0f} s of their wall "
+                         f"({cpu_s / wall_s if wall_s else 0:.2f} cores on average; tests/cpuuse.py)")
     return lines
 
 

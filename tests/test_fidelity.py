@@ -192,7 +192,17 @@ def test_verdict_fields_and_a_path_a_single_tcp_flow_cannot_fill(tmp_path: Path)
     bucket's dequeue rate while it has a backlog. No rate warning; every verdict field produced."""
     s, prov = _run(tmp_path, "bdp", rate="25mbit", wifi_delay="50ms", lte_delay="50ms", up_delay="50ms")
     fid = prov["fidelity"]
-    assert not [x for x in s["fidelity_warnings"] if "rate" in x or "goodput" in x], s["fidelity_warnings"]
+    # No rate verdict against the run, read from the records the verdicts come from (not from the
+    # warnings' prose: an RTT warning's host note speaks of "rate" too, and one under a host stall
+    # is noise this test does not judge).
+    from mpvlab.runner.fidelity import MIN_BACKLOGGED_S
+    for path in ("wifi", "lte"):
+        pre = fid["paths"][path]["rate_down"]        # the probe's blast keeps the bucket backlogged
+        assert "ratio" in pre and pre["backlogged_s"] >= MIN_BACKLOGGED_S, (path, pre)
+        assert abs(pre["ratio"] - 1) <= pre["tolerance"], (path, pre, s["fidelity_warnings"])
+        run = fid["run"][f"{path}-down"]["rate"]     # one flow: judged over the time it did backlog
+        if "ratio" in run and run["backlogged_s"] >= MIN_BACKLOGGED_S:
+            assert abs(run["ratio"] - 1) <= run["tolerance"], (path, run, s["fidelity_warnings"])
     assert prov["t0"]["set"] == "when ready"
     for path in ("wifi", "lte"):
         rtt = fid["paths"][path]["rtt"]

@@ -11,6 +11,8 @@ import sys
 from itertools import combinations
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 HOOKS = ("_record_steal, pytest_collection_modifyitems, pytest_configure, pytest_configure_node, "
          "pytest_make_collect_report, pytest_runtest_makereport, pytest_runtest_protocol, pytest_runtest_setup, "
@@ -230,3 +232,34 @@ def test_a_session_that_changes_a_root_sysctl_fails_naming_it(tmp_path: Path) ->
     assert "this session changed root-namespace sysctls" in out, out
     assert "net.core.rmem_max: 212992 -> 16777216" in out, out
     assert "tcp_rmem" not in out.split("root-namespace sysctls")[1], out
+
+
+CPU_CHILD = """\
+import json, subprocess, sys, time
+sys.path.insert(0, sys.argv[1])
+from cpuuse import WorkerCpu
+g = WorkerCpu.join()
+before = g.used_s()
+# a child that burns CPU, and reports how much by its own clock
+child = subprocess.run([sys.executable, "-c",
+                        "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.4: pass\\n"
+                        "print(time.process_time())"], capture_output=True, text=True, check=True)
+used = g.used_s() - before
+name = g.path
+print(json.dumps({"used": used, "child": float(child.stdout), "left": g.leave(), "exists": name.exists()}))
+"""
+
+
+@pytest.mark.root
+def test_worker_cpu_counts_what_its_children_used_and_goes_away(tmp_path: Path) -> None:
+    """tests/cpuuse.py: a process in its own cpuacct group; a child it starts burns ≥ 0.4 s of CPU by its
+    own clock; the group counted at least that (and at most the child plus the interpreter's start-up:
+    < 3 s); leaving removes the group."""
+    script = tmp_path / "cpu_child.py"
+    script.write_text(CPU_CHILD)
+    cp = subprocess.run([sys.executable, str(script), str(Path(__file__).parent)], capture_output=True, text=True,
+                        timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    got = json.loads(cp.stdout)
+    assert got["child"] >= 0.4 and got["child"] <= got["used"] < 3.0, got
+    assert got["left"] is True and got["exists"] is False, got
