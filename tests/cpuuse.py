@@ -9,6 +9,7 @@ a process a test leaked keeps it, which is then a leak to fix, not to hide."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
@@ -38,8 +39,12 @@ class WorkerCpu:
     def leave(self) -> bool:
         """Back to the hierarchy's root; the group removed. False when a process is still in it."""
         (self.path.parent / "cgroup.procs").write_text(f"{os.getpid()}\n")
-        try:
-            self.path.rmdir()
-        except OSError:
-            return False
-        return True
+        deadline = time.monotonic() + 5.0        # a test's last process may still be exiting
+        while True:
+            try:
+                self.path.rmdir()
+                return True
+            except OSError:
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.1)

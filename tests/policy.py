@@ -12,7 +12,7 @@ What a test needs is said by a marker, and only here is it decided whether this 
 A test whose need is missing is skipped with the reason, except under MPVLAB_EXPECT_ALL=1 (what
 .ci/run sets): there every skip, from a marker or from anywhere else, is a failure, so a missing
 install step can never hide as a skip. Three markers are not needs but selections, reported as
-deselected with their reason (never a skip): `long` (opt in with MPVLAB_LONG_TESTS=1), `slow(short=…)`
+deselected with their reason (never a skip): `long` (opt in with MPVLAB_LONG_TESTS=1 or `-m long`), `slow(short=…)`
 (a longer variant of a test that runs instead, named by `short`: opt in with MPVLAB_SLOW_TESTS=1 or
 `-m slow`) and `kernel("af_xdp")` (a kernel feature this machine's kernel may not have).
 
@@ -34,6 +34,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -57,6 +58,13 @@ LONG_TESTS = "MPVLAB_LONG_TESTS"
 SLOW_TESTS = "MPVLAB_SLOW_TESTS"
 SESSION_DIR_KEY = "mpvlab_session_dir"
 SCHEDULE_COPY = "MPVLAB_TEST_SCHEDULE"   # a file to write every test's worker, start and end to
+# Selections, not needs: marker -> (the switch that opts in, the reason a deselected test is listed
+# with). `-m` naming the marker opts in too.
+OPT_IN = {
+    "long": (LONG_TESTS, f"long: opt in with {LONG_TESTS}=1 or -m long"),
+    "slow": (SLOW_TESTS, f"slow: its short variant (the marker's `short`) runs instead; opt in with {SLOW_TESTS}=1 "
+                         "or -m slow"),
+}
 CPU_LOCK = "cpu-group.lock"
 GATE_LOCK = "gate.lock"
 RUNNING_LOCK = "running.lock"
@@ -140,15 +148,25 @@ def missing(item: pytest.Item) -> str | None:
 
 def deselection(item: pytest.Item, markexpr: str = "") -> str | None:
     """Why the item is not part of this session (not a skip: it is reported as deselected), or None."""
-    if item.get_closest_marker("long") and os.environ.get(LONG_TESTS) != "1":
-        return f"long: opt in with {LONG_TESTS}=1"
-    if item.get_closest_marker("slow") and os.environ.get(SLOW_TESTS) != "1" and "slow" not in markexpr:
-        return f"slow: its short variant (the marker's `short`) runs instead; opt in with {SLOW_TESTS}=1 or -m slow"
+    for marker, (switch, reason) in OPT_IN.items():
+        if item.get_closest_marker(marker) and os.environ.get(switch) != "1" and not _asks_for(markexpr, marker, item):
+            return reason
     for mark in item.iter_markers("kernel"):
         reason = KERNEL_FEATURES[mark.args[0]]() if os.geteuid() == 0 else None
         if reason:
             return reason
     return None
+
+
+def _asks_for(markexpr: str, marker: str, item: pytest.Item) -> bool:
+    """Whether `-m markexpr` names `marker` (a whole name, as pytest reads the expression) and selects
+    this item by pytest's own evaluation: `-m slow` and `-m "slow and e2e"` opt in, `-m "not slow"`
+    and `-m slowest` do not."""
+    if not markexpr or marker not in re.findall(r"[^\s()]+", markexpr):
+        return False
+    from _pytest.mark.expression import Expression      # pytest's -m evaluator (what `-m` itself uses)
+    names = {m.name for m in item.iter_markers()}
+    return Expression.compile(markexpr).evaluate(lambda name: name in names)
 
 
 def expect_all() -> bool:

@@ -57,7 +57,7 @@ def test_a_missing_need_is_a_skip_with_its_reason_and_a_failure_under_the_switch
     rc, out, counts = _pytest(tmp_path)
     assert rc == 0 and counts == {"passed": 1, "skipped": 2, "deselected": 1}, out
     assert "needs hph-no-such-command (./setup.sh installs or builds it)" in out and "said by the test" in out
-    assert "1 test(s): long: opt in with MPVLAB_LONG_TESTS=1" in out, out
+    assert "1 test(s): long: opt in with MPVLAB_LONG_TESTS=1 or -m long" in out, out
     rc, out, counts = _pytest(tmp_path, MPVLAB_EXPECT_ALL="1")
     # the unmet marker fails in setup (an error), the test's own skip fails in its call
     assert rc == 1 and counts == {"passed": 1, "error": 1, "failed": 1, "deselected": 1}, out
@@ -66,6 +66,8 @@ def test_a_missing_need_is_a_skip_with_its_reason_and_a_failure_under_the_switch
     assert "skipped (said by the test): with MPVLAB_EXPECT_ALL=1 every skip is a failure" in out, out
     rc, out, counts = _pytest(tmp_path, MPVLAB_LONG_TESTS="1")
     assert rc == 0 and counts == {"passed": 2, "skipped": 2}, out
+    rc, out, counts = _pytest(tmp_path, "-m", "long")
+    assert rc == 0 and counts == {"passed": 1, "deselected": 3} and "PASSED test_needs.py::test_long" in out, out
 
 
 SLOW = """\
@@ -90,8 +92,11 @@ def test_a_slow_variant_is_deselected_in_favour_of_its_named_short_variant(tmp_p
            "MPVLAB_SLOW_TESTS=1 or -m slow" in out, out
     rc, out, counts = _pytest(tmp_path, MPVLAB_SLOW_TESTS="1")
     assert rc == 0 and counts == {"passed": 2}, out
-    rc, out, counts = _pytest(tmp_path, "-m", "slow")
-    assert rc == 0 and counts == {"passed": 1, "deselected": 1} and "PASSED test_variants.py::test_long_variant" in out, out
+    for expr in ("slow", "slow and not e2e"):        # pytest's own reading of -m: the name, not the letters
+        rc, out, counts = _pytest(tmp_path, "-m", expr)
+        assert rc == 0 and counts == {"passed": 1, "deselected": 1} and "PASSED test_variants.py::test_long_variant" in out, out
+    rc, out, counts = _pytest(tmp_path, "-m", "not slow")
+    assert rc == 0 and counts == {"passed": 1, "deselected": 1} and "PASSED test_variants.py::test_short" in out, out
     for bad, why in (('@pytest.mark.slow\n', "(got None)"), ('@pytest.mark.slow(short="test_gone")\n', "(got 'test_gone')"),
                      ('@pytest.mark.slow(short="test_long_variant")\n', "its short variant test_long_variant is itself `slow`")):
         (tmp_path / "test_variants.py").write_text(SLOW.replace('@pytest.mark.slow(short="test_short")\n', bad))
