@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""SABRE's paced socket reads (mpvlab/player/dash_client.py, --fetcher own --abr sabre): the read rate per
+"""SABRE's paced socket reads (mpvlab/player/gstreamer/dash_client.py, --fetcher own --abr sabre): the read rate per
 1 s window against the target of the mode it was in (refill lambda x R_highest, backoff delta x R),
 over a tbf link, with the mode changes and the pipelining depth printed beside.
 
@@ -99,7 +99,7 @@ def main() -> int:
     above = sum(d["outstanding"] > formula[d["level_before"]] for d in s["abr_decisions"])
     print(f"depth formula per level (rcvbuf {a.rcvbuf} B, {seg_s:g} s segments): {formula}; requests that "
           f"filled the pipeline to it: {at_formula} of {len(s['abr_decisions'])}, above it: {above}")
-    # Each mode change against the rule (mpvlab/player/abr/sabre.py): to backoff needs O >= threshold and
+    # Each mode change against the rule (mpvlab/player/gstreamer/abr/sabre.py): to backoff needs O >= threshold and
     # B >= backoff_above_s; to refill needs O < threshold or B < refill_below_s.
     changes = [c for c in s["sabre_checks"] if c["changed"]]
     thr, buf_s = p["occupancy_threshold"], a.buffer_ms / 1000

@@ -2,7 +2,7 @@
 """CPU per second of video: dash.js in headless Chromium (player.kind dashjs) against mpvlab's own DASH
 client (player.fetcher own, GStreamer decoding), the same network, content and ABR (BOLA), run with
 `mpvlab run` one after the other. The player's CPU is getrusage of our client's process, and for
-Chromium the user+system time of its whole process tree from t0 to the end (mpvlab/player/dashjs_player.py).
+Chromium the user+system time of its whole process tree from t0 to the end (mpvlab/player/dashjs/player.py).
 Prints both beside the load average; not a test (a busy host moves these figures).
 
     .venv/bin/python bench/bench_dashjs_cpu.py [--duration 20] [--width 640 --height 360] [--protocol h2]

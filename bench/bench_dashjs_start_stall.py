@@ -39,7 +39,7 @@ def scenario(name: str, abr: str, start: str, duration: int, seed: int) -> dict[
 
 
 def row(run: Path) -> dict[str, Any]:
-    from mpvlab.player import dashjs_qoe
+    from mpvlab.player.dashjs import qoe as dashjs_qoe
     ps = json.loads((run / "logs" / "player-summary.json").read_text())
     raw = json.loads((run / "data" / "dashjs" / "dashjs-raw.json").read_text())
     _, _, all_eps = dashjs_qoe.stall_episodes(raw["events"])

@@ -234,19 +234,20 @@ def _transport_rules(t: dict[str, Any], defs: dict[str, Any]) -> None:
 
 def _player_rules(p: dict[str, Any], defs: dict[str, Any]) -> None:
     """The ABRs (and their abr_params) each player kind takes, from its registry entry."""
-    from mpvlab.player import kinds
+    from mpvlab.player.dashjs.kind import DASHJS, DASHJS_ABRS
+    from mpvlab.player.gstreamer.kind import GST_DASH, OWN_DASH
     from mpvlab.workloads.video import PlayerSpec
     default = PlayerSpec.model_fields["abr"].default            # gst: dash.js reads it as dynamic
-    dashjs: dict[str, type[BaseModel] | None] = {default: None, **kinds.DASHJS.abrs()}
-    own: dict[str, type[BaseModel] | None] = dict(kinds.OWN_DASH.abrs())
-    dashdemux = kinds.GST_DASH.abr_names()
+    dashjs: dict[str, type[BaseModel] | None] = {default: None, **DASHJS.abrs()}
+    own: dict[str, type[BaseModel] | None] = dict(OWN_DASH.abrs())
+    dashdemux = GST_DASH.abr_names()
     p["allOf"] = [{
-        "if": {"required": ["kind"], "properties": {"kind": {"const": kinds.DASHJS.player_kind}}},
+        "if": {"required": ["kind"], "properties": {"kind": {"const": DASHJS.player_kind}}},
         # dash.js has no one playout buffer: its targets are the dashjs_* fields (issue 47)
         "then": {"properties": {"abr": {"enum": list(dashjs)}, "buffer": {"type": "null"}},
                  "allOf": _params_by_name(dashjs, "abr", default, "abr_params", defs, "abr-dashjs-")},
         "else": {
-            "if": {"required": ["fetcher"], "properties": {"fetcher": {"const": kinds.OWN_DASH.fetcher}}},
+            "if": {"required": ["fetcher"], "properties": {"fetcher": {"const": OWN_DASH.fetcher}}},
             "then": {"required": ["abr"], "properties": {"abr": {"enum": list(own)}},
                      "allOf": _params_by_name(own, "abr", default, "abr_params", defs, "abr-own-")},
             "else": {"properties": {"abr": {"enum": list(dashdemux)}, "abr_params": NO_PARAMS}},
@@ -254,7 +255,7 @@ def _player_rules(p: dict[str, Any], defs: dict[str, Any]) -> None:
     }]
     p["properties"]["abr"]["x-allowed"] = (
         "dashdemux: " + ", ".join(f"`{n}`" for n in dashdemux) + "; fetcher own: " + ", ".join(f"`{n}`" for n in own)
-        + "; kind dashjs: " + ", ".join(f"`{n}`" for n in kinds.DASHJS_ABRS))
+        + "; kind dashjs: " + ", ".join(f"`{n}`" for n in DASHJS_ABRS))
 
 
 def _path_count_rules(root: dict[str, Any]) -> None:

@@ -3,7 +3,8 @@ the machine without moving each other's figures). Under xdist each worker moves 
 cpuacct cgroup of its own (cgroup v1, this kernel's accounting hierarchy), so whatever a test starts
 (runs, browsers, Apache, delay lines: all descendants of the worker) is counted there, and
 `cpuacct.usage` is read at the test's start and end. Accounting only: cpuacct limits nothing. The
-group is named after the worker's pid and removed at the worker's end (the worker moved back first);
+group is named after the worker's pid and start time (a pid reused after a crashed session names a
+new group) and removed at the worker's end (the worker moved back first);
 a process a test leaked keeps it, which is then a leak to fix, not to hide."""
 
 from __future__ import annotations
@@ -13,6 +14,13 @@ import time
 from pathlib import Path
 
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
+def _start_ticks() -> str:
+    """This process's start time (clock ticks since boot, /proc/self/stat field 22): with the pid, a
+    name no other process on this boot has had."""
+    stat = Path("/proc/self/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[19]
 
 
 class WorkerCpu:
@@ -27,7 +35,7 @@ class WorkerCpu:
         this host has no cpuacct hierarchy."""
         if not (root / "cpuacct.usage").exists():
             return None
-        path = root / f"mpvlab-tests-{os.getpid()}"
+        path = root / f"mpvlab-tests-{os.getpid()}-{_start_ticks()}"
         path.mkdir()
         (path / "cgroup.procs").write_text(f"{os.getpid()}\n")
         return cls(path)

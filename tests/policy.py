@@ -68,6 +68,9 @@ OPT_IN = {
 CPU_LOCK = "cpu-group.lock"
 GATE_LOCK = "gate.lock"
 RUNNING_LOCK = "running.lock"
+CORE_LOCK = "core-{}.lock"            # one per CPU: a running test holds one, so at most one test per CPU runs
+CORES_KEY = "mpvlab_cores"
+CORE_POLL_S = 0.02                    # flock has no "any of these": a test waiting for a core retries this often
 AF_XDP = 44  # socket.AF_XDP is not exported by Python's socket module
 
 _STEAL_BY_TEST = pytest.StashKey[dict[str, StealWindow]]()
@@ -103,7 +106,7 @@ def _chromium() -> str | None:
 
 
 def _dashjs() -> str | None:
-    from mpvlab.player import dashjs_setup
+    from mpvlab.player.dashjs import parts as dashjs_setup
     missing = dashjs_setup.missing()
     return None if missing is None else f"needs {missing} (./setup.sh installs it)"
 
@@ -199,8 +202,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """xdist: hand every worker the session's folder (its lock and schedule records)."""
+    """xdist: hand every worker the session's folder (its lock and schedule records) and the number of
+    tests that may run at once (one per CPU, whatever the number of workers)."""
     node.workerinput[SESSION_DIR_KEY] = str(node.config.stash[_OWN_DIR])
+    node.workerinput[CORES_KEY] = os.cpu_count() or 1
 
 
 def _is_controller(config: pytest.Config) -> bool:
@@ -355,12 +360,16 @@ def _record_steal(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @contextmanager
-def _slot(shared: Path, cpu: bool, alone: bool) -> Iterator[None]:
+def _slot(shared: Path, cpu: bool, alone: bool, cores: int) -> Iterator[None]:
     """The test's place in the schedule, held over its setup, call and teardown (a module's shared
     bring-up happens in its first test's setup). `cpu`: one at a time among `cpu` tests. `alone`:
     nothing else of the session runs meanwhile — a reader-writer lock: every test holds RUNNING
     shared, an `alone` test exclusive; it first takes the GATE, which every test passes through
-    before RUNNING, so that while it waits for the running tests to end no new one starts."""
+    before RUNNING, so that while it waits for the running tests to end no new one starts. Last, a
+    core: one of `cores` locks, so that no more tests run at once than the host has CPUs, however many
+    workers there are (a worker waiting for the `cpu` lock holds no core: another worker's plain
+    test runs meanwhile). The order is fixed (cpu, gate, running, core) and a core is taken last and
+    waits on nothing, so no two tests wait for each other."""
     fds: list[int] = []
 
     def take(name: str, how: int) -> int:
@@ -368,6 +377,16 @@ def _slot(shared: Path, cpu: bool, alone: bool) -> Iterator[None]:
         fds.append(fd)
         fcntl.flock(fd, how)
         return fd
+
+    def take_a_core() -> None:
+        while True:
+            for n in range(cores):
+                try:
+                    take(CORE_LOCK.format(n), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return
+                except BlockingIOError:
+                    os.close(fds.pop())
+            time.sleep(CORE_POLL_S)
 
     try:
         if cpu:
@@ -378,6 +397,7 @@ def _slot(shared: Path, cpu: bool, alone: bool) -> Iterator[None]:
         else:
             fcntl.flock(gate, fcntl.LOCK_UN)
             take(RUNNING_LOCK, fcntl.LOCK_SH)
+        take_a_core()
         yield
     finally:
         for fd in reversed(fds):
@@ -394,7 +414,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     cpu, alone = slot_of(item)
     worker_cpu = item.config.stash.get(_WORKER_CPU, None)
     asked = time.monotonic()
-    with _slot(shared, cpu, alone):
+    with _slot(shared, cpu, alone, int(item.config.workerinput.get(CORES_KEY, 1))):
         start = time.monotonic()
         used_before = worker_cpu.used_s() if worker_cpu else None
         yield
@@ -422,7 +442,17 @@ def overlaps(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
             if b["start"] < a["end"] and ((a["cpu"] and b["cpu"]) or a.get("alone") or b.get("alone"))]
 
 
-def schedule_lines(rows: list[dict[str, Any]]) -> list[str]:
+def most_at_once(rows: list[dict[str, Any]]) -> int:
+    """The largest number of tests that ran at the same moment (a test ending as another starts: not both)."""
+    edges = sorted([(r["start"], 1) for r in rows] + [(r["end"], -1) for r in rows])
+    running = peak = 0
+    for _, step in edges:               # at equal times -1 sorts before +1: an end frees its core first
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def schedule_lines(rows: list[dict[str, Any]], cores: int) -> list[str]:
     if not rows:
         return []
     wall = max(r["end"] for r in rows) - min(r["start"] for r in rows)
@@ -434,7 +464,8 @@ def schedule_lines(rows: list[dict[str, Any]]) -> list[str]:
              f"{wall:.0f} s of wall (x{busy / wall if wall else 0:.2f})",
              f"cpu group: {len(grouped)} tests ({sum(1 for r in rows if r.get('alone'))} alone), "
              f"{sum(r['end'] - r['start'] for r in grouped):.0f} s, "
-             f"{waited:.0f} s waited for the lock, {len(pairs)} overlapping pairs"]
+             f"{waited:.0f} s waited for the lock, {len(pairs)} overlapping pairs",
+             f"at most {most_at_once(rows)} tests at once ({cores} CPUs: at most {cores})"]
     lines += [f"  OVERLAP: {a} and {b}" for a, b in pairs[:10]]
     measured = [r for r in rows if r.get("cpu_s") is not None]
     for label, part in (("cpu group", [r for r in measured if r in grouped]),
@@ -452,7 +483,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if own is None:
         return
     rows = read_schedule(own)
-    session.config.stash[_SCHEDULE] = schedule_lines(rows)
+    cores = os.cpu_count() or 1
+    session.config.stash[_SCHEDULE] = schedule_lines(rows, cores)
     keep = os.environ.get(SCHEDULE_COPY)
     if keep:                         # the schedule kept for study (docs/testing.md): one JSON row per test
         Path(keep).write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -460,7 +492,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     for r in rows:
         if r["steal"]:
             steal[r["test"]] = StealWindow(r["steal"][0], tuple(r["steal"][1]))
-    if overlaps(rows) and session.exitstatus == 0:
+    if (overlaps(rows) or most_at_once(rows) > cores) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -491,7 +523,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
             terminalreporter.write_line(f"  {n} test(s): {why}")
     schedule = config.stash.get(_SCHEDULE, [])
     if schedule:
-        terminalreporter.section("schedule (pytest-xdist, by file; `cpu` tests one at a time)")
+        terminalreporter.section("schedule (pytest-xdist, by file; one test per CPU at a time, `cpu` tests one at a time)")
         for line in schedule:
             terminalreporter.write_line(line)
     _steal_summary(terminalreporter, config)

@@ -1,4 +1,4 @@
-"""ABR registry (mpvlab/player/abr): each algorithm on scripted throughput/buffer sequences. Every expected
+"""ABR registry (mpvlab/player/gstreamer/abr): each algorithm on scripted throughput/buffer sequences. Every expected
 decision below is worked out BY HAND from the published rule (the arithmetic is in the comments),
 never by calling the code under test.
 
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from mpvlab.player.abr import REGISTRY, Download, Ladder, make  # noqa: E402
+from mpvlab.player.gstreamer.abr import REGISTRY, Download, Ladder, make  # noqa: E402
 
 M = 1_000_000
 L3 = Ladder((1 * M, 2 * M, 4 * M), 2.0, 20.0)

@@ -176,7 +176,7 @@ def test_stalls_against_the_element_buffered_ranges_warn() -> None:
     (readyState 2, 0.02 s ahead) agrees; planted: the element holding 0.8 s (readyState 4) — more than
     dash.js's 0.5 s threshold + a frame, yet under the 1 s exclusion rule, so the stall figures count
     it — and a counted stall with no `waiting` in the page's record at its start."""
-    from mpvlab.player import dashjs_qoe
+    from mpvlab.player.dashjs import qoe as dashjs_qoe
     from mpvlab.runner.workloads import video
     t0, offset = 5_000_000_000, 3_000_000_123.0       # page ms → run s through the page's clock offset
 

@@ -1,5 +1,5 @@
 """DASH: content generation (mpvlab.content.ensure_dash) and DASH playback in the player
-(mpvlab/player/mpvlab_dash.py), served by Apache over an emulated path.
+(mpvlab/player/gstreamer/dash.py), served by Apache over an emulated path.
 
 Topology (names carry the helper prefix ``hda``): namespaces ``hda<N>s`` (Apache,
 own ServerRoot, ``AcceptFilter http none``, MIME types for .mpd/.m4s as
@@ -11,7 +11,7 @@ Numbers asserted come from first principles:
     timestamps); a download can beat it only by the tbf burst;
   * dashdemux's own rule (gstadaptivedemux.c 1.22): next level = highest
     @bandwidth <= 0.8 * min(mean of the last 3 segment download rates, the last);
-  * BBA-0's map (mpvlab/player/abr/bba.py BbaPolicy) recomputed from the recorded
+  * BBA-0's map (mpvlab/player/gstreamer/abr/bba.py BbaPolicy) recomputed from the recorded
     buffer levels;
   * buffer accounting: between two decisions the playout buffer gains one
     segment (S seconds) and loses the wall time that passed while playing;
@@ -175,7 +175,7 @@ def test_content_segments_idr_and_bitrate(tmp_path: Path) -> None:
 
 
 def test_bba_policy_map() -> None:
-    from mpvlab.player.abr.bba import BbaPolicy
+    from mpvlab.player.gstreamer.abr.bba import BbaPolicy
     p = BbaPolicy((500_000, 1_000_000, 2_000_000), reservoir_s=2.0, cushion_s=4.0)
     assert p.f(0) == p.f(2.0) == 500_000
     assert p.f(6.0) == p.f(9.0) == 2_000_000
@@ -311,7 +311,7 @@ def test_ample_bandwidth(testbed: tuple[Net, Apache], content: Any, tmp_path: Pa
     if abr == "gst":
         assert levels[1:] == [top] * (len(levels) - 1), levels
     else:
-        from mpvlab.player.abr.bba import BbaPolicy
+        from mpvlab.player.gstreamer.abr.bba import BbaPolicy
         pol = BbaPolicy(tuple(LADDER), reservoir, cushion)
         for prev, g in zip(s["segments"], s["segments"][1:]):
             assert g["level"] == pol.decide(prev["level"], g["buffer_s_at_decision"]), g
@@ -413,7 +413,7 @@ def test_throttle_bba_steps_down(testbed: tuple[Net, Apache], content: Any, tmp_
     s = r.summary
     assert r.code == 0, s
     check_common(s, content)
-    from mpvlab.player.abr.bba import BbaPolicy
+    from mpvlab.player.gstreamer.abr.bba import BbaPolicy
     pol = BbaPolicy(tuple(LADDER), reservoir, cushion)
     segs = s["segments"]
     for prev, g in zip(segs, segs[1:]):
@@ -499,7 +499,7 @@ def test_throttle_rebuffer_stall(testbed: tuple[Net, Apache], content: Any, tmp_
 def test_underflow_running_after_overrun() -> None:
     """GstQueue emits `running` after an overrun too (once per buffer that frees room
     in a full queue); those must not keep an underflow episode open."""
-    from mpvlab.player.mpvlab_player import Underflows
+    from mpvlab.player.gstreamer.player import Underflows
     u = Underflows(merge_s=0.2)
     assert u.on_underrun(1.0) is True
     u.on_running(1.5)                 # data again after the empty spell

@@ -1,4 +1,4 @@
-"""mpvlab's own DASH client (mpvlab/player/dash_client.py, `--fetcher own`) against Apache over a
+"""mpvlab's own DASH client (mpvlab/player/gstreamer/dash_client.py, `--fetcher own`) against Apache over a
 namespace pair (mpvlab/testbed/player.py), compared with GStreamer's dashdemux player on the same runs.
 
 Namespaces/interfaces carry the helper prefix ``hab``. Content: a SINGLE-level ladder (1 Mbit/s,

@@ -85,7 +85,7 @@ def _content_dir(run_dir: Path) -> tuple[Path, Path]:
 def _replay(p: dict[str, Any]) -> list[int]:
     """The levels the registry's ABR chooses when fed the run's recorded buffer levels, times and
     downloads, in the client's call order (request threshold, then the decision)."""
-    from mpvlab.player.abr import Download, Ladder, make
+    from mpvlab.player.gstreamer.abr import Download, Ladder, make
     rates = tuple(r["bitrate_bps"] for r in p["representations"])
     ladder = Ladder(rates, float(p["segment_s"]), float(p["buffer_ms"]) / 1e3)
     algo = make(p["abr"]["name"], ladder, p["abr"]["params"], int(p["abr"]["seed"]))
@@ -137,7 +137,7 @@ def test_own_client_abr_over_protocol(tmp_path: Path, abr: str, protocol: str) -
     inits = p["init_downloads"]
     for i in inits:
         assert i["bytes"] == (root / i["uri"].lstrip("/")).stat().st_size > 0, i
-    if protocol == "h2":      # every representation's init prefetched once (mpvlab/player/dash_client.py)
+    if protocol == "h2":      # every representation's init prefetched once (mpvlab/player/gstreamer/dash_client.py)
         assert sorted(i["level"] for i in inits) == list(range(len(p["representations"])))
     else:                     # HTTP/1.1: an init with the first segment and with each level change
         assert len(inits) == 1 + sum(a["level"] != b["level"] for a, b in zip(segs, segs[1:]))

@@ -1,4 +1,4 @@
-"""Player kind dashjs: the dash.js reference player in headless Chromium (mpvlab/player/dashjs_player.py).
+"""Player kind dashjs: the dash.js reference player in headless Chromium (mpvlab/player/dashjs/player.py).
 
 * validate refuses what dash.js cannot do (an ABR it lacks, a progressive video, a missing browser,
   GStreamer-only settings), naming the field and what is allowed;
@@ -28,7 +28,7 @@ import yaml
 
 from mpvlab.core import ledger, netns
 from mpvlab.input.scenario import Scenario
-from mpvlab.player import dashjs_qoe, dashjs_setup
+from mpvlab.player.dashjs import parts as dashjs_setup, qoe as dashjs_qoe
 from mpvlab.results import checks
 from mpvlab.core.paths import checkout_root
 from mpvlab.workloads.video import PlayerSpec
@@ -408,7 +408,7 @@ def test_resolved_dashjs_scenario_round_trips() -> None:
     assert swapped.player.kind == "dashjs" and swapped.player.fetcher == "dashdemux"
     # The sweep's dimension player.kind: the other kind starts from its defaults, abr kept; dash.js
     # takes no player.buffer and starts from dash.js's own buffer settings (issue 47),
-    # and back to gstreamer with an ABR of mpvlab/player/abr is our own client.
+    # and back to gstreamer with an ABR of mpvlab/player/gstreamer/abr is our own client.
     js = override(own, {"player.kind": "dashjs"})
     assert (js.player.kind, js.player.abr, js.player.buffer, js.player.fetcher) == ("dashjs", "bola", None,
                                                                                      "dashdemux")
@@ -420,12 +420,12 @@ def test_resolved_dashjs_scenario_round_trips() -> None:
 @pytest.mark.dashjs
 @pytest.mark.cpu
 def test_custom_rules_decide_as_the_python_abrs(tmp_path: Path) -> None:
-    """BBA and FESTIVE as dash.js rules (player/dashjs/mpvlab-dashjs.js) against mpvlab/player/abr's
+    """BBA and FESTIVE as dash.js rules (player/dashjs/mpvlab-dashjs.js) against mpvlab/player/gstreamer/abr's
     implementations of the same papers, on the same inputs, in Debian's Chromium (a file:// page
     and --dump-dom: no network, no DevTools port)."""
-    from mpvlab.player.abr import Download, Ladder
-    from mpvlab.player.abr.bba import BbaPolicy
-    from mpvlab.player.abr.festive import Festive, FestiveParams
+    from mpvlab.player.gstreamer.abr import Download, Ladder
+    from mpvlab.player.gstreamer.abr.bba import BbaPolicy
+    from mpvlab.player.gstreamer.abr.festive import Festive, FestiveParams
     rates = (1_000_000, 2_500_000, 5_000_000, 7_500_000, 10_000_000)
     bba_cases = [(prev, b / 4) for prev in range(len(rates)) for b in range(0, 121)]
     bba_py = [BbaPolicy(rates, 5.0, 15.0).decide(prev, buf) for prev, buf in bba_cases]
@@ -489,7 +489,7 @@ document.getElementById("o").textContent = "RESULT" + JSON.stringify(out) + "END
 def test_buffer_settings_are_fields_with_dashjs_defaults() -> None:
     """Each dash.js buffer setting is its own field (issue 47); unset, they are dash.js's defaults;
     the driver's argument takes exactly those four keys, positive seconds."""
-    from mpvlab.player.dashjs_player import settings_arg, settings_read_back
+    from mpvlab.player.dashjs.player import settings_arg, settings_read_back
     sc = Scenario.model_validate(scenario())
     assert sc.player.dashjs_settings() == DASHJS_DEFAULTS
     assert sc.playout_buffer_ns == 30 * 10**9            # a 12 s video: the short-form top-quality target
@@ -622,7 +622,7 @@ def test_dashjs_two_players_share_a_bottleneck(tmp_path: Path) -> None:
 
 def test_readiness_names_what_is_missing() -> None:
     """Each missing part of the page is named on its own (the driver's error is made of these)."""
-    from mpvlab.player.dashjs_player import PAGE_FUNCTIONS, describe_problems, missing_parts
+    from mpvlab.player.dashjs.player import PAGE_FUNCTIONS, describe_problems, missing_parts
     ready = {"dashjs": True, "dashjs_version": "3.0.3", "media_player": True, "mse": True, "h264": True,
              "page_functions": list(PAGE_FUNCTIONS)}
     assert missing_parts(ready, "3.0.3") == []
@@ -713,10 +713,9 @@ class _PageBed:
         self.client, self.server = self.nodes[0].ns, self.nodes[1].ns
         self.client.ip_batch([["addr", "add", "10.0.1.2/24", "dev", self.dev], ["link", "set", self.dev, "up"]])
         self.server.ip_batch([["addr", "add", "10.0.1.1/24", "dev", sdev], ["link", "set", sdev, "up"]])
-        if rate:   # the page's 0.6 MB then takes seconds: time to change the network mid-transfer
-            self.server.run(["tc", "qdisc", "replace", "dev", sdev, "root", "tbf", "rate", rate,
-                             "burst", "15000", "limit", "200000"])
         self.sdev = sdev
+        if rate:   # the page's 0.6 MB then takes seconds: time to change the network mid-transfer
+            self.shape(rate)
         www = Path(tempfile.mkdtemp(prefix="mpvlab-t51-", dir="/tmp"))
         www.chmod(0o755)
         self.www = www
@@ -748,8 +747,13 @@ class _PageBed:
         self.access_log = root / "access.log"
         self.data = tmp / "data"
 
+    def shape(self, rate: str) -> None:
+        """The server's side of the link at `rate` (tbf, replacing any shaping before)."""
+        self.server.run(["tc", "qdisc", "replace", "dev", self.sdev, "root", "tbf", "rate", rate,
+                         "burst", "15000", "limit", "200000"])
+
     def start_driver(self, *extra: str) -> subprocess.Popen[bytes]:
-        argv = [sys.executable, "-m", "mpvlab.player.dashjs_player",
+        argv = [sys.executable, "-m", "mpvlab.player.dashjs.player",
                 "--url", "https://10.0.1.1/v/manifest.mpd", "--page-url", "https://10.0.1.1/mpvlab-dashjs/player.html",
                 "--events", str(self.tmp / "player-events.jsonl"), "--summary", str(self.tmp / "player-summary.json"),
                 "--data-dir", str(self.data), "--profile", str(self.data / "chromium-profile"), "--abr", "dynamic",
@@ -786,8 +790,7 @@ class _PageBed:
             assert self.driver.poll() is None, "the driver exited before loading the page"
             assert time.monotonic() < deadline, "the driver did not load the page"
             time.sleep(0.05)
-        self.server.run(["tc", "qdisc", "replace", "dev", self.sdev, "root", "tbf", "rate", rate,
-                         "burst", "15000", "limit", "200000"])
+        self.shape(rate)
         self.driver.stdin.write(f"t0 {time.monotonic_ns()}\n".encode())
         self.driver.stdin.flush()
         self.driver.communicate(timeout=max(1.0, deadline - time.monotonic()))   # stdout read: never blocks it
@@ -902,24 +905,31 @@ def test_dashjs_run_writes_nothing_outside_its_folder(tmp_path: Path) -> None:
     """Issue 45: a dash.js run left `$HOME/.config/chromium/Crash Reports` (crashpad's database) behind,
     outside the results folder, although Chromium had its own --user-data-dir. The run gets a HOME of
     its own here (so other runs on the machine cannot touch it), holding a `.config` and `.cache` with
-    a file each: after the run, that HOME is exactly as before, and the run's folder keeps no profile."""
-    home = tmp_path / "home"
+    a file each: after the run, that HOME is exactly as before, and the run's folder keeps no profile.
+    Its TMPDIR likewise: Chromium, ended by SIGTERM at the run's end, left its singleton socket's folder
+    (org.chromium.Chromium.*) in the TMPDIR it inherited, one per dash.js run (515 in this host's /tmp)."""
+    # TMPDIR short: Chromium's singleton socket path (in TMPDIR) must fit a socket address's 108 bytes
+    home, tmp = tmp_path / "home", Path(tempfile.mkdtemp(prefix="mpvlab-t45-", dir="/tmp"))
     for sub in (".config/chromium", ".cache"):
         (home / sub).mkdir(parents=True)
         (home / sub / "keep.txt").write_text("before the run\n")
-    before = _tree(home)
+    (tmp / "keep.txt").write_text("before the run\n")
+    before, tmp_before = _tree(home), _tree(tmp)
     d = scenario(name="dashjs-home")
     d["video"]["duration"] = "4s"
     f = tmp_path / "h.yaml"
     f.write_text(yaml.safe_dump(d))
     env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
-    env["HOME"] = str(home)
+    env["HOME"], env["TMPDIR"] = str(home), str(tmp)
     results = tmp_path / "r"
     cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(results)],
                         capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
     assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
     after = _tree(home)
     assert after == before, sorted(set(after.items()) ^ set(before.items()))
+    tmp_after = _tree(tmp)
+    shutil.rmtree(tmp)
+    assert tmp_after == tmp_before, sorted(set(tmp_after.items()) ^ set(tmp_before.items()))
     runs = list(results.glob("dashjs-home/*/summary.json"))
     assert len(runs) == 1, cp.stdout[-2000:]
     assert not list(runs[0].parent.rglob("chromium-profile")), "the browser's profile is scratch, removed by the run"

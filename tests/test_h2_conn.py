@@ -1,4 +1,4 @@
-"""mpvlab/player/h2_conn.py against an in-process HTTP/2 server (the `h2` package's server side), no
+"""mpvlab/player/gstreamer/h2_conn.py against an in-process HTTP/2 server (the `h2` package's server side), no
 network: requests become streams 1, 3, 5 …, each after the previous open one (priority); interleaved DATA frames of concurrent streams land in
 their own stream, in order; every byte is acknowledged so the HTTP/2 windows never hold the sender
 (only the socket does); resets, errors and GOAWAY surface."""
@@ -11,7 +11,7 @@ import h2.connection
 import h2.events
 import pytest
 
-from mpvlab.player.h2_conn import WINDOW, H2Conn, H2Error  # noqa: E402
+from mpvlab.player.gstreamer.h2_conn import WINDOW, H2Conn, H2Error  # noqa: E402
 
 
 def _pair() -> tuple[H2Conn, h2.connection.H2Connection]:

@@ -43,7 +43,7 @@ REPO = checkout_root()
 from mpvlab.testbed.player import Net  # noqa: E402
 
 PY = sys.executable
-PLAYER = "mpvlab.player.mpvlab_player"   # run as a module: `PY -m PLAYER`
+PLAYER = "mpvlab.player.gstreamer.player"   # run as a module: `PY -m PLAYER`
 BASE: dict[str, Any] = {"name": "h2", "paths": {"a": {}, "b": {}}}
 DASH = {"kind": "dash", "duration": "12s", "bitrates": ["500kbit", "1mbit", "2mbit"], "segment": "2s",
         "width": 640, "height": 360}

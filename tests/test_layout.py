@@ -33,7 +33,7 @@ FRONT_DOORS = ("mpvlab/__init__.py", "mpvlab/__main__.py")
 OLD_TOP_LEVEL_NAMES = (*COMPONENTS, "mininet", "abr", "dash_client", "h2_conn", "mpvlab_dash", "start_signal",
                        "mpvlab_player", "dashjs_player", "voip_probe", "bulk_endpoint", "probes")
 # What the runner and the test bed start as programs: `python -m MODULE`, never a file path.
-PROGRAMS = ("mpvlab.player.mpvlab_player", "mpvlab.player.dashjs_player", "mpvlab.topologies.voip_probe",
+PROGRAMS = ("mpvlab.player.gstreamer.player", "mpvlab.player.dashjs.player", "mpvlab.topologies.voip_probe",
             "mpvlab.runner.workloads.bulk_endpoint", "mpvlab.testbed.probes")
 
 
@@ -208,7 +208,7 @@ def test_no_module_file_is_loaded_under_two_names() -> None:
     sys.modules once, and none under an old top-level name (`core`, `abr`, `mpvlab_dash`, …)."""
     # a package's __main__ runs its program (`python -m mpvlab`): started below, with the programs
     names = [n for n in module_names() if not n.endswith(".__main__")]
-    assert len(names) > 150 and "mpvlab.player.abr.sabre" in names and "mpvlab.emulation.nodes" in names
+    assert len(names) > 150 and "mpvlab.player.gstreamer.abr.sabre" in names and "mpvlab.emulation.nodes" in names
     seen = _loaded(_LOADED_TWICE, json.dumps(names))
     assert seen["twice"] == {}, f"files loaded under two names: {seen['twice']}"
     assert not (set(OLD_TOP_LEVEL_NAMES) - {"mininet"}) & set(seen["top"]), seen["top"]  # type: ignore[arg-type]
@@ -250,13 +250,13 @@ def test_programs_run_as_modules_under_one_name(module: str) -> None:
 
 
 def test_the_runner_starts_programs_by_module_name() -> None:
-    """The argv the runner builds names the module (`-m mpvlab.player.mpvlab_player`), not a file."""
-    from mpvlab.runner import steps
+    """The argv the runner builds names the module (`-m mpvlab.player.gstreamer.player`), not a file."""
+    from mpvlab.player import kinds
     from mpvlab.runner.physical import hostops
     from mpvlab.testbed import player
-    assert {steps.PLAYER, steps.DASHJS_PLAYER, player.PLAYER} <= set(PROGRAMS)
+    assert {k.program for k in kinds.REGISTRY.values()} | {player.PLAYER} <= set(PROGRAMS)
     argv = hostops.player_argv()
-    assert argv[-2:] == ["-m", "mpvlab.player.mpvlab_player"] and f"PYTHONPATH={REPO}" in argv
+    assert argv[-2:] == ["-m", "mpvlab.player.gstreamer.player"] and f"PYTHONPATH={REPO}" in argv
 
 
 def _third_party_top_levels() -> set[str]:

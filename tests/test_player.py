@@ -1,4 +1,4 @@
-"""Tests of mpvlab/player/mpvlab_player.py against Apache over an emulated path.
+"""Tests of mpvlab/player/gstreamer/player.py against Apache over an emulated path.
 
 Topology (all names carry the helper prefix ``hpl``): two network namespaces
 ``hpl<N>s`` (Apache httpd, mpm_event, own ServerRoot) and ``hpl<N>c`` (player),

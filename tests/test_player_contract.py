@@ -29,6 +29,8 @@ import pytest
 from mpvlab.content import ensure_dash, ensure_progressive
 from mpvlab.input.scenario import Scenario
 from mpvlab.player import contract, kinds
+from mpvlab.player.dashjs.kind import DASHJS, DASHJS_PAGE
+from mpvlab.player.entry import Launch, PlayerKind
 from mpvlab.testbed.player import Apache, Net
 
 pytestmark = pytest.mark.netns
@@ -83,10 +85,10 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Net, Apache,
     www.chmod(0o755)
     (www / "video.mp4").symlink_to(mp4.path)
     (www / dash.dir.name).symlink_to(dash.dir)
-    page = kinds.DASHJS.web_page
+    page = DASHJS.web_page
     assert page is not None
     # copied as the runner copies it (www-data cannot traverse a checkout made with mode 0700)
-    shutil.copytree(page, www / kinds.DASHJS_PAGE, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(page, www / DASHJS_PAGE, ignore=shutil.ignore_patterns("__pycache__"))
     n = os.getpid() % 100000
     net = Net(srv=f"hpc{n}s", cli=f"hpc{n}c", srv_if=f"hpc{n}s", cli_if=f"hpc{n}c", srv_ip="10.78.0.1",
               cli_ip="10.78.0.2", rmem=(4096, 131072, 1 << 20))
@@ -106,21 +108,21 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Net, Apache,
         shutil.rmtree(www)
 
 
-def _launch(name: str, net: Net, apache: Apache, mpd: Path, out: Path) -> tuple[kinds.PlayerKind, list[str]]:
+def _launch(name: str, net: Net, apache: Apache, mpd: Path, out: Path) -> tuple[PlayerKind, list[str]]:
     video, player = KINDS[name]
     sc = Scenario.model_validate({**BASE, "video": video, "player": player})
     kind = sc.player_kind
     assert kind.name == name
     url = apache.url("video.mp4" if video["kind"] == "progressive" else f"{mpd.parent.name}/{mpd.name}")
-    launch = kinds.Launch(
+    launch = Launch(
         url=url, events=out / "player-events.jsonl", summary=out / "player-summary.json", data_dir=out / "data",
         t0_ns=None, timeout_s=LEN_S * 3, frames=int(LEN_S * FPS), buffer_ns=sc.playout_buffer_ns, seed=sc.seed,
         player=sc.player, video=sc.video, server=sc.server,
-        page_url=apache.url(f"{kinds.DASHJS_PAGE}/player.html") if kind.web_page is not None else None)
+        page_url=apache.url(f"{DASHJS_PAGE}/player.html") if kind.web_page is not None else None)
     return kind, kind.argv(launch)
 
 
-def _start(kind: kinds.PlayerKind, argv: list[str], net: Net, out: Path) -> subprocess.Popen[bytes]:
+def _start(kind: PlayerKind, argv: list[str], net: Net, out: Path) -> subprocess.Popen[bytes]:
     """Started staged, as the runner starts it; ready when its page (if any) is loaded."""
     p = net.bed.popen(net.cli, argv, kind.name, stdin=subprocess.PIPE, stdout=(out / "player.log").open("wb"),
                       stderr=subprocess.STDOUT)
@@ -136,7 +138,7 @@ def _start(kind: kinds.PlayerKind, argv: list[str], net: Net, out: Path) -> subp
 
 
 def _video_requests(apache: Apache) -> int:
-    return sum(1 for path, *_ in apache.log() if not path.startswith(f"/{kinds.DASHJS_PAGE}/")
+    return sum(1 for path, *_ in apache.log() if not path.startswith(f"/{DASHJS_PAGE}/")
                and path != "/favicon.ico")
 
 

@@ -163,6 +163,31 @@ def test_cpu_tests_never_overlap_while_the_others_run_side_by_side(tmp_path: Pat
     assert "10 tests on 2 workers" in out, out
 
 
+def test_never_more_tests_at_once_than_cpus_while_a_worker_waits_for_the_cpu_lock(tmp_path: Path) -> None:
+    """One worker more than the CPUs (what MPVLAB_TEST_PARALLEL=1 starts): every test holds one of the
+    CPUs' slots, so no more than os.cpu_count() tests ever run at once; a worker waiting for the `cpu`
+    lock holds none, so the spare worker's plain tests run meanwhile."""
+    cpus = os.cpu_count() or 1
+    suite, times = tmp_path / "suite", tmp_path / "times.jsonl"
+    suite.mkdir()
+    files = [f"f{n}" for n in range(cpus + 1)]
+    _suite(suite, {f"test_{f}.py": GROUPED.replace("{f}", f).replace("{cpu}", "name.split('-')[1] == 'cpu'")
+                   for f in files})
+    rc, out, counts = _pytest(suite, "-n", str(cpus + 1), "--dist", "loadfile", HPH_TIMES=str(times))
+    assert rc == 0 and counts == {"passed": 5 * len(files)}, out
+    rows = [json.loads(line) for line in times.read_text().splitlines()]
+    starts_ends = sorted([(r[2], 1) for r in rows] + [(r[3], -1) for r in rows])
+    running = [sum(step for _, step in starts_ends[:i + 1]) for i in range(len(starts_ends))]
+    assert max(running) <= cpus, rows
+    cpu = [r for r in rows if r[1]]
+    assert all(b[2] >= a[3] or a[2] >= b[3] for a, b in combinations(cpu, 2)), rows
+    if cpus > 1:    # a plain test ran beside a `cpu` test while a third worker's `cpu` test waited
+        plain = [r for r in rows if not r[1] and not r[0].endswith("alone")]
+        assert any(a[2] < p[3] and p[2] < a[3] for a in cpu for p in plain), rows
+    assert f"{5 * len(files)} tests on {len(files)} workers" in out, out
+    assert re.search(rf"at most [1-{cpus}] tests at once \({cpus} CPUs: at most {cpus}\)", out), out
+
+
 SHARED = """\
 import json, os, time
 import pytest

@@ -33,12 +33,12 @@ WORKLOAD_HOMES = {f"mpvlab/workloads/{p.name}" for p in (ROOT / "mpvlab" / "work
 LOOKUPS = {"get", "pop", "setdefault"}
 # (file, the literal's source line, stripped): what the word means there
 OTHER_MEANINGS = {
-    ("mpvlab/player/dashjs_qoe.py", 'if f.get("mediaType") == "video" and f.get("type") == "MediaSegment" and f.get("ok")]'):
+    ("mpvlab/player/dashjs/qoe.py", 'if f.get("mediaType") == "video" and f.get("type") == "MediaSegment" and f.get("ok")]'):
         "dash.js's media type of a segment",
-    ("mpvlab/player/mpvlab_dash.py", 'if "video" not in ctype and not mime.startswith("video/"):'):
+    ("mpvlab/player/gstreamer/dash.py", 'if "video" not in ctype and not mime.startswith("video/"):'):
         "an HTTP content type",
     ("mpvlab/runner/shared.py", 'if "bulk" in cross:'): "the cross_traffic.bulk section of the summary",
-    ("mpvlab/player/mpvlab_dash.py", 'if pad.get_name().startswith("video") and not sinkpad.is_linked():'):
+    ("mpvlab/player/gstreamer/dash.py", 'if pad.get_name().startswith("video") and not sinkpad.is_linked():'):
         "the decoder's pad name",
     ("mpvlab/runner/cross.py", 'self.bulk_spec.cc, dur_s, self.workdir, "bulk", self.ctx.ledger.add_proc)'):
         "the cross-traffic bulk flow's log name",

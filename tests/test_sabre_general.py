@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from mpvlab.player.abr import Download, Ladder, Sabre, make  # noqa: E402
+from mpvlab.player.gstreamer.abr import Download, Ladder, Sabre, make  # noqa: E402
 
 M = 1_000_000
 L3 = Ladder((1 * M, 2 * M, 4 * M), 2.0, 20.0)
@@ -196,7 +196,7 @@ def test_parameters_are_checked() -> None:
 
 def simulate(a: Sabre, net_bps: float, t0: float, seconds: float, buffer_s: float,
              drain_to_s: float | None = None) -> float:
-    """The reader of mpvlab/player/dash_client.py in script form: every 0.2 s a check with the socket full
+    """The reader of mpvlab/player/gstreamer/dash_client.py in script form: every 0.2 s a check with the socket full
     (the network keeps up with the pace) or, when the pace exceeds the network, draining; one 2 s
     segment at a time, its D(i) = min(network, pace in force while it was read) (level R_2 = 4 Mbit/s,
     a segment = 8 Mbit). The playout buffer moves linearly from buffer_s to drain_to_s."""

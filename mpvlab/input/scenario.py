@@ -21,6 +21,8 @@ from mpvlab.cc import registry as cc_registry
 from mpvlab.core.quantities import Duration, Size, Strict
 from mpvlab.collectors.spec import ObserveSpec
 from mpvlab.player import kinds
+from mpvlab.player.entry import PlayerKind
+from mpvlab.player.gstreamer.kind import GST_DASH
 from mpvlab.workloads import registry as workloads
 from mpvlab.workloads.registry import WorkloadSpec
 from mpvlab.workloads.video import STUDY_DASH_LADDER, PlayerSpec, ServerSpec, VideoSpec, VideoWorkloadSpec
@@ -330,7 +332,7 @@ class Scenario(Strict):
         return self
 
     @property
-    def player_kind(self) -> kinds.PlayerKind:
+    def player_kind(self) -> PlayerKind:
         """The player kind that plays this scenario (mpvlab/player/kinds.py)."""
         return kinds.select(self.player.kind, self.player.fetcher, self.video.kind)
 
@@ -559,11 +561,11 @@ def override(scenario: Scenario, assignments: dict[str, Any], source: str = "<ov
         # Another player starts from its own defaults (the other kind's settings are refused by it),
         # keeping what both understand: the ABR and the time limit. Not the buffer: dash.js takes its
         # own buffer targets (player.dashjs_*, from dash.js's defaults, as the study ran it) and no
-        # player.buffer. Into kind gstreamer with an ABR of mpvlab/player/abr, that is our own client
+        # player.buffer. Into kind gstreamer with an ABR of mpvlab/player/gstreamer/abr, that is our own client
         # (fetcher own), as in the DASH studies.
         old = data["player"]
         data["player"] = {"kind": assignments["player.kind"], "abr": old["abr"], "timeout_factor": old["timeout_factor"]}
-        if assignments["player.kind"] == "gstreamer" and old["abr"] not in kinds.GST_DASH.abr_names():
+        if assignments["player.kind"] == "gstreamer" and old["abr"] not in GST_DASH.abr_names():
             data["player"]["fetcher"] = "own"
     for dotted in assignments:
         if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.([a-z0-9_-]+|\*))*", dotted):

@@ -5,6 +5,7 @@ do not decode, shows up here and not only in a reader's browser."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -32,7 +33,8 @@ def screenshot(html: Path, png: Path, width: int = 1280, height: int = 3000, tim
         cp = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                              f"--user-data-dir={profile}", f"--window-size={width},{height}",
                              f"--screenshot={png}", html.resolve().as_uri()],
-                            capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+                            capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
+                            env={**os.environ, "TMPDIR": profile})   # its singleton socket's folder too
     if not png.exists():
         raise BrowserError(f"{CHROMIUM} wrote no screenshot (exit {cp.returncode}): {cp.stderr[-1500:]}")
     return png

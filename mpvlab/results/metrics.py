@@ -5,7 +5,7 @@ which interval and test the report uses, and where the report shows it (mpvlab/r
 
 The report's metric list, its tables' units, the range every confidence interval is kept inside, the
 pairwise tests and the columns of its summary views all come from `METRICS` (and `PATH_METRICS`,
-instantiated per path). The player computes the QoE values (mpvlab/player/mpvlab_player.py); `stall_ratio()`
+instantiated per path). The player computes the QoE values (mpvlab/player/gstreamer/player.py); `stall_ratio()`
 here is the one formula both use.
 
 Why two interval methods: a count (underflows, discards, switches) or a ratio bounded by 0 is skewed

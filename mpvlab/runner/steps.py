@@ -19,7 +19,7 @@ from mpvlab.runner import server, tls
 from mpvlab.input.scenario import Scenario
 from mpvlab.collectors import qdiscstat
 from mpvlab.core.errors import RunFailed
-from mpvlab.player import kinds
+from mpvlab.player.entry import Launch
 from mpvlab.results.summary_parts.base import build
 from mpvlab.results.summary_parts.network import Mptcp
 from mpvlab.runner.context import RunContext
@@ -30,9 +30,6 @@ from mpvlab.runner.context import RunContext
 
 # The players run as modules (`python -m`), never as scripts with their folder on sys.path: each file
 # is loaded under its one import name. Each kind's program, page and command line: mpvlab/player/kinds.py.
-PLAYER = kinds.GST_PROGRAM
-DASHJS_PLAYER = kinds.DASHJS_PROGRAM
-DASHJS_PAGE = kinds.DASHJS_PAGE   # the page's folder in the run's web root
 
 
 # Outside the checkout on purpose: Apache serves as www-data, which cannot traverse a checkout or results
@@ -146,7 +143,7 @@ def start_server(ctx: RunContext, stack: contextlib.ExitStack, video: content.Co
             # A player's page (dash.js and mpvlab's page) reaches the browser from this run's server, like
             # the video. Copied (~0.6 MB), not linked: Apache serves as www-data, which cannot traverse a
             # checkout made by root with mode 0700 (mktemp -d; see CONTENT_DIR) — a link there gave 403.
-            shutil.copytree(page, docroot / DASHJS_PAGE, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(page, docroot / str(ctx.scenario.player_kind.page_folder), ignore=shutil.ignore_patterns("__pycache__"))
         video_name = f"{video.dir.name}/{video.mpd.name}"
     else:
         video_name = "video.mp4"
@@ -176,14 +173,14 @@ def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, fr
     starts, which inherit LD_PRELOAD, Chromium's included) opens MPTCP sockets."""
     sc = ctx.scenario
     kind = sc.player_kind
-    launch = kinds.Launch(
+    launch = Launch(
         url=http.url(server_addr, video_name), events=out_dir / "player-events.jsonl",
         summary=out_dir / "player-summary.json", data_dir=player_data_dir(ctx, label),
         t0_ns=None if staged else ctx.t0_ns, timeout_s=sc.player_timeout_s, frames=frames,
         buffer_ns=sc.playout_buffer_ns, seed=sc.seed, player=sc.player, video=sc.video, server=sc.server,
         ca_file=http.tls.cert if http.tls is not None else None,
         spki=tls.spki_sha256_b64(http.tls.cert) if http.tls is not None and kind.browser else None,
-        page_url=http.url(server_addr, f"{DASHJS_PAGE}/player.html") if kind.web_page is not None else None)
+        page_url=http.url(server_addr, f"{kind.page_folder}/player.html") if kind.web_page is not None else None)
     argv = ["mptcpize", "run", *kind.argv(launch)]
     if sc.player.cpu is not None:
         if sc.player.cpu >= (os.cpu_count() or 1):
@@ -205,7 +202,7 @@ def player_data_dir(ctx: RunContext, label: str) -> Path:
 def wait_page_loaded(ctx: RunContext, p: subprocess.Popen[bytes], label: str, timeout_s: float = 90.0,
                      out_dir: Path | None = None) -> None:
     """A dash.js player has loaded its page (dash.js itself, ~0.6 MB, over the emulated path) and
-    found it ready (mpvlab/player/dashjs_player.py) before the pre-run check starts, so that this traffic
+    found it ready (mpvlab/player/dashjs/player.py) before the pre-run check starts, so that this traffic
     does not overlap the check's probes. A driver that gave up says why in its summary's `reason`."""
     ready = player_data_dir(ctx, label) / str(ctx.scenario.player_kind.page_ready_file)
     deadline = time.monotonic() + timeout_s

@@ -26,10 +26,11 @@ from mpvlab.core import proc
 from mpvlab.core.netns import Netns
 from mpvlab.testbed.apache import httpd_conf, start_httpd
 from mpvlab.testbed.bed import Bed
+from mpvlab.player.gstreamer.kind import PROGRAM
 
 REPO = checkout_root()
 PY = str(REPO / ".venv" / "bin" / "python")
-PLAYER = "mpvlab.player.mpvlab_player"   # run as a module: `PY -m PLAYER`
+PLAYER = PROGRAM   # run as a module: `PY -m PLAYER`
 
 
 def run_cmd(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:

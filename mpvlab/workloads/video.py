@@ -11,6 +11,8 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from mpvlab.core.quantities import Duration, Rate, Size, Strict
 from mpvlab.player import kinds
+from mpvlab.player.dashjs.kind import DASHJS_BUFFER_SETTINGS
+from mpvlab.player.entry import PlayerKind
 from mpvlab.workloads.base import WorkloadKind, secs
 
 
@@ -86,7 +88,7 @@ class PlayerSpec(Strict):
     """buffer: the playout buffer (default 2 s progressive, 30 s DASH). abr (DASH only): `gst` is
     dashdemux's own rate adaptation, `bba` a buffer-based BBA-0 map (reservoir, cushion).
     kind `dashjs`: the dash.js reference player (pinned by setup.sh) in Debian's headless Chromium
-    (mpvlab/player/dashjs_player.py); abr then one of dynamic (default), bola, throughput, bba, festive."""
+    (mpvlab/player/dashjs/player.py); abr then one of dynamic (default), bola, throughput, bba, festive."""
 
     kind: Literal["gstreamer", "dashjs"] = Field(   # kinds.PLAYER_KINDS (tests/test_player_contract.py)
         "gstreamer", description="gstreamer: mpvlab's GStreamer player (fetcher dashdemux or own); dashjs: the "
@@ -95,10 +97,10 @@ class PlayerSpec(Strict):
     max_lateness: Duration = Field(20 * 10**6, description="The sink drops a frame later than this (a picture discard), ≤ 60s.")
     buffer: Duration | None = Field(None, description="Playout buffer: most media time held before the decoder; null = 2 s progressive, 30 s DASH.")
     abr: str = Field("gst", pattern=r"^[a-z][a-z0-9-]{0,31}$",
-                     description="dashdemux: gst | bba; fetcher own: an ABR of mpvlab/player/abr (throughput, bba, "
+                     description="dashdemux: gst | bba; fetcher own: an ABR of mpvlab/player/gstreamer/abr (throughput, bba, "
                                  "bola, dynamic, festive, sabre, on-off)")
     fetcher: Literal["dashdemux", "own"] = Field(
-        "dashdemux", description="DASH: GStreamer's dashdemux, or mpvlab's own client (mpvlab/player/dash_client.py: "
+        "dashdemux", description="DASH: GStreamer's dashdemux, or mpvlab's own client (mpvlab/player/gstreamer/dash_client.py: "
                                  "MPTCP socket, pipelining, paced reads; HTTP/1.1, with or without TLS, or "
                                  "HTTP/2 over TLS as server.protocol says)")
     abr_params: dict[str, Any] = Field(default_factory=dict, description="fetcher own: the ABR's parameters")
@@ -127,7 +129,7 @@ class PlayerSpec(Strict):
                                "next progress event (~0.3 s later) or, when Chromium fired its last one just "
                                "before, never")
 
-    # kind dashjs: dash.js's buffer targets, each its own field (kinds.DASHJS_BUFFER_SETTINGS), dash.js's defaults
+    # kind dashjs: dash.js's buffer targets, each its own field (mpvlab/player/dashjs/kind.py), dash.js's defaults
     dashjs_stable_buffer_time: Duration = Field(
         12 * 10**9, description="kind dashjs: dash.js streaming.stableBufferTime, the buffer dash.js fills to "
                                 "below the top quality (and DYNAMIC's BOLA/throughput switch point); dash.js "
@@ -154,7 +156,7 @@ class PlayerSpec(Strict):
             v = getattr(self, name)
             if v is not None and v > MAX_PLAYER_TIME_NS:
                 raise ValueError(f"{name} must be at most 60min (the longest video)")
-        for name in kinds.DASHJS_BUFFER_SETTINGS:
+        for name in DASHJS_BUFFER_SETTINGS:
             v = getattr(self, name)
             if not 0 < v <= MAX_PLAYER_TIME_NS:
                 # dash.js reads stableBufferTime -1 as "its own choice" (12 s or 20 s): that is not a
@@ -173,7 +175,7 @@ class PlayerSpec(Strict):
             raise ValueError("dashjs_start is for kind dashjs")
         if self.dashjs_end_of_stream != "recheck":
             raise ValueError("dashjs_end_of_stream is for kind dashjs")
-        set_ = [n for n in kinds.DASHJS_BUFFER_SETTINGS if getattr(self, n) != type(self).model_fields[n].default]
+        set_ = [n for n in DASHJS_BUFFER_SETTINGS if getattr(self, n) != type(self).model_fields[n].default]
         if set_:
             raise ValueError(f"{', '.join(set_)}: for kind dashjs only (kind {self.kind} takes buffer)")
         abrs = kind.abrs()
@@ -196,7 +198,7 @@ class PlayerSpec(Strict):
             raise ValueError("rcvbuf must be 4 KiB … 1 GiB")
         return self
 
-    def _fits_settings(self, kind: kinds.PlayerKind) -> PlayerSpec:
+    def _fits_settings(self, kind: PlayerKind) -> PlayerSpec:
         """A kind with settings of its own (dashjs): those only, and its ABRs."""
         # Judged by value, not by which keys were written: a resolved scenario (resolved.yaml, a
         # sweep's override) spells out every default.
@@ -213,7 +215,7 @@ class PlayerSpec(Strict):
             # dash.js has no one playout buffer: it fills to one of several targets (no cap besides
             # them). One value for all of them was the old undocumented double meaning (issue 47).
             raise ValueError(f"buffer: not a setting of kind {kind.name}; dash.js's buffer targets are "
-                             + ", ".join(kinds.DASHJS_BUFFER_SETTINGS) + " (dash.js's defaults 12s, 30s, 60s, 600s; "
+                             + ", ".join(DASHJS_BUFFER_SETTINGS) + " (dash.js's defaults 12s, 30s, 60s, 600s; "
                              "player/README.md)")
         mine = set(kind.settings or ())
         other = sorted(name for name, f in type(self).model_fields.items()
@@ -238,7 +240,7 @@ class PlayerSpec(Strict):
 
     def dashjs_settings(self) -> dict[str, float]:
         """dash.js's `streaming` settings this player gives the page, in seconds, by dash.js's names."""
-        return {js: getattr(self, name) / 1e9 for name, js in kinds.DASHJS_BUFFER_SETTINGS.items()}
+        return {js: getattr(self, name) / 1e9 for name, js in DASHJS_BUFFER_SETTINGS.items()}
 
     def dashjs_max_buffer_ns(self, video_ns: int) -> int:
         """The most video dash.js buffers for a video this long: the largest target that can apply

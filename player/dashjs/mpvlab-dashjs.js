@@ -172,7 +172,10 @@
         let detail = e && (e.newQuality !== undefined
           ? { old: e.oldQuality, new: e.newQuality, type: e.mediaType } : (e.mediaType ? { type: e.mediaType } : null));
         // At a buffer state change: what the element, the SourceBuffer and dash.js each held.
-        if (name === "BUFFER_EMPTY" || name === "BUFFER_LOADED") detail = Object.assign({}, detail, rec.snapshot(video, player));
+        if (name === "BUFFER_EMPTY" || name === "BUFFER_LOADED") {
+          detail = Object.assign({}, detail, rec.snapshot(video, player));
+          if (e && e.mediaType === "video") dashjsVideoBufferState = name === "BUFFER_EMPTY" ? "empty" : "loaded";
+        }
         ev(name, detail);
       });
     }
@@ -187,8 +190,6 @@
         if (name === "bufferingCompleted" && type === "video") recheckAtEndOfStream(cfg.end_of_stream, video, player);
       });
     }
-    player.on(E.BUFFER_EMPTY, (e) => { if (e && e.mediaType === "video") dashjsVideoBufferState = "empty"; });
-    player.on(E.BUFFER_LOADED, (e) => { if (e && e.mediaType === "video") dashjsVideoBufferState = "loaded"; });
     player.on(E.ERROR, (e) => { rec.error = JSON.stringify(e.error || e).slice(0, 500); ev("ERROR", rec.error); });
     player.on(E.PLAYBACK_ENDED, () => { rec.ended = true; });
     // The <video> element's own view: first frame, waiting/playing (stalls), dropped frames.

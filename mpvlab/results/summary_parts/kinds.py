@@ -140,7 +140,7 @@ class EmulatedSummary(RunHead, PlayerQoE):
         None, description="workload video: the video's duration (the scenario's video, s)")
     player_mode: str | None = Field(None, description="workload video: the scenario's player.mode")
     player_cpu: CpuUse | None = Field(
-        None, description="workload video: the player process's CPU use (mpvlab/player/mpvlab_player.py, getrusage)")
+        None, description="workload video: the player process's CPU use (mpvlab/player/gstreamer/player.py, getrusage)")
     http: HttpRecord | None = Field(None, description="workload video: the HTTP connection the player used")
     # workload bulk
     bulk: BulkRecord | None = Field(

@@ -29,7 +29,7 @@ class DashView(Record):
                                                     "(mpvlab/player/contract.py)")
     representations: Any = Field(
         None, description="the MPD's representations the player could choose: level, bitrate_bps (and id, width, "
-                          "height where the player records them) (mpvlab/player/dash_client.py, mpvlab/player/dashjs_qoe.py)")
+                          "height where the player records them) (mpvlab/player/gstreamer/dash_client.py, mpvlab/player/dashjs/qoe.py)")
     segment_s: float | None = Field(None, description="the media segment duration the MPD declares (s)")
     quality_avg: Annotated[float | None, MetricDef(
         "DASH average quality level", "level (0 = lowest)", 0, INF, "higher",
@@ -58,7 +58,7 @@ class DashView(Record):
         "divides the same excess by the video length instead)", STUDY_BBRS, **SKEWED, qoe=True, rank=19.6)] = None
     abr_policy_mismatches: int | None = Field(
         None, description="segments whose requested level differs from the ABR rule's decision (count; 0 by "
-                          "construction where the client builds the URL from the decision; mpvlab/player/mpvlab_dash.py "
+                          "construction where the client builds the URL from the decision; mpvlab/player/gstreamer/dash.py "
                           "compares them)")
     segments: int = Field(description="media segments downloaded by the DASH client (count)")
 
@@ -103,7 +103,7 @@ class PlayerQoE(Record):
         None, description="discards while the playout buffer had data: the CPU, not the network, was late")
     frames_rendered_late: int | None = Field(
         None, description="frames the sink rendered although late (GStreamer basesink's emergency renders; count; null"
-                          " for players that cannot see it, e.g. dash.js) (mpvlab/player/mpvlab_player.py)")
+                          " for players that cannot see it, e.g. dash.js) (mpvlab/player/gstreamer/player.py)")
     frames_accounted: bool | None = Field(None, description="rendered + discarded = expected")
     underflow_episodes: list[UnderflowEpisode] | None = Field(
         None, description="each playout-buffer underflow as [start, end] on the run's clock (s) (player)")
@@ -146,7 +146,7 @@ class SharedPlayer(PlayerQoE):
         None, description="when the player started on the run's clock (topology.client_stagger) and the window its "
                           "QoE covers")
     playback_s: float | None = Field(
-        None, description="from the player's first rendered frame to its end of stream (s; mpvlab/player/mpvlab_player.py)")
+        None, description="from the player's first rendered frame to its end of stream (s; mpvlab/player/gstreamer/player.py)")
     bytes_received: int | None = Field(None, description="bytes the player downloaded (B, the player's own count)")
     download_complete: bool | None = Field(
         None, description="whether the player's source reached end of stream (the whole video arrived)")

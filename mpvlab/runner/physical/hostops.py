@@ -11,10 +11,10 @@ from pathlib import Path
 from mpvlab.core.paths import checkout_root
 from mpvlab.core import proc
 from mpvlab.core.hosts import Host, LocalHost
+from mpvlab.player.gstreamer.kind import PROGRAM as PLAYER_MODULE
 
 REPO = checkout_root()
-PLAYER = REPO / "mpvlab" / "player" / "mpvlab_player.py"   # the file every client host must have
-PLAYER_MODULE = "mpvlab.player.mpvlab_player"
+PLAYER = REPO.joinpath(*PLAYER_MODULE.split(".")).with_suffix(".py")   # the file every client host must have
 PLAYER_PYTHON = "/usr/bin/python3"          # Debian's python3: the one with PyGObject (gi)
 
 

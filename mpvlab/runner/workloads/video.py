@@ -21,12 +21,13 @@ from mpvlab.results.summary_parts.network import HttpRecord
 from mpvlab.results.summary_parts.player import CpuUse, PlayerQoE
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running
 from mpvlab.workloads.video import VIDEO
+from mpvlab.player import kinds
 
 
-# Requests the dash.js page makes for itself (mpvlab/player/dashjs_player.py): the page's folder and the icon the
-# browser asks for on every navigation. They are made BEFORE run time zero, when the scheduler trace is
-# not yet running (it starts at t0), so a connection that carried only these cannot be in the trace.
-PAGE_REQUEST_PREFIXES = (f"/{steps.DASHJS_PAGE}/", "/favicon.ico")
+# Requests a player's page makes for itself (dash.js: mpvlab/player/dashjs/player.py): the page's folder and
+# the icon the browser asks for on every navigation. They are made BEFORE run time zero, when the scheduler
+# trace is not yet running (it starts at t0), so a connection that carried only these cannot be in the trace.
+PAGE_REQUEST_PREFIXES = (*(f"/{k.page_folder}/" for k in kinds.REGISTRY.values() if k.page_folder), "/favicon.ico")
 
 
 def _request_path(line: str) -> str:
@@ -344,7 +345,7 @@ def dash_view(ps: dict[str, Any]) -> dict[str, Any]:
 
 
 def decode_limited_warnings(who: str, ps: dict[str, Any]) -> list[str]:
-    """A player in a browser (dash.js in Chromium; kinds.PlayerKind.browser): frames the browser dropped (droppedVideoFrames) mean decoding or rendering,
+    """A player in a browser (dash.js in Chromium; entry.PlayerKind.browser): frames the browser dropped (droppedVideoFrames) mean decoding or rendering,
     not the network, limited playback, when they happened although the buffer held video."""
     out = []
     if ps.get("page_load_failures"):

@@ -191,7 +191,7 @@ class Tick:
 
 
 class Sabre(Abr):
-    """Both variants; `variant` picks the rules. The caller (mpvlab/player/dash_client.py) calls `tick` every
+    """Both variants; `variant` picks the rules. The caller (mpvlab/player/gstreamer/dash_client.py) calls `tick` every
     check_period_s with the socket's FIONREAD and SO_RCVBUF, `on_segment` after each media segment,
     `decide` per request, reads at `read_rate_bps()` (None: unpaced) and logs `drain_events()`."""
     name: ClassVar[str] = "sabre"

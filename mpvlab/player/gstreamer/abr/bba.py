@@ -21,7 +21,7 @@ from .base import Abr, AbrParams, Choice, Download
 @dataclass(frozen=True)
 class BbaPolicy:
     """The rate map and decision on a bare tuple of rates (ascending, bit/s): also used by the
-    dashdemux-driven player (mpvlab/player/mpvlab_dash.py)."""
+    dashdemux-driven player (mpvlab/player/gstreamer/dash.py)."""
 
     rates: tuple[int, ...]
     reservoir_s: float

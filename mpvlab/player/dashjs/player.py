@@ -1,6 +1,6 @@
 """The dash.js reference player in Debian's headless Chromium, driven over the DevTools protocol.
 
-Same contract as mpvlab/player/mpvlab_player.py (the run treats both alike): started in the client's
+Same contract as mpvlab/player/gstreamer/player.py (the run treats both alike): started in the client's
 namespace (under `mptcpize run`, so Chromium and every child it spawns open MPTCP sockets), it writes
 player-events.jsonl and player-summary.json with the same QoE fields, and its exit codes mean the same
 (0 played to the end, 2 playback error, 3 timeout, 4 SIGINT/SIGTERM, 1 bad arguments / no browser).
@@ -15,10 +15,8 @@ dash.js player and requests the MPD. The page records dash.js's own events, ever
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,21 +25,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from mpvlab.player import dashjs_qoe, dashjs_setup, kinds  # noqa: E402
-from mpvlab.player.cdp import BrowserLog, Cdp, NetlinkWatch  # noqa: E402
-from mpvlab.player.contract import (EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,  # noqa: E402
+from mpvlab.player.dashjs import parts, qoe
+from mpvlab.player.dashjs.kind import DASHJS_ABRS
+from mpvlab.player.dashjs.browser import remove_profile, start_browser, stop_browser
+from mpvlab.player.dashjs.cdp import BrowserLog, Cdp, NetlinkWatch
+from mpvlab.player.contract import (EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,
                                     EXIT_TIMEOUT, AbrRecord, add_common_args, write_summary)
-from mpvlab.player.start_signal import wait_for_t0  # noqa: E402
-
-CHROMIUM = str(dashjs_setup.CHROMIUM)   # the binary itself: the /usr/bin wrapper script adds user flags
-# The flags the run needs and nothing else: no sandbox (root), no GPU, no QUIC (the study compares TCP
-# variants; QUIC would bypass MPTCP), no background traffic that would appear on the emulated paths.
-BASE_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-              "--disable-default-apps", "--disable-extensions", "--mute-audio",
-              "--autoplay-policy=no-user-gesture-required", "--remote-debugging-address=127.0.0.1",
-              "--remote-debugging-port=0"]
-
+from mpvlab.player.start_signal import wait_for_t0
 
 def tree_cpu_s(root: int) -> tuple[float, float, int]:
     """CPU seconds (user, system; each including reaped children) of `root` and every live descendant,
@@ -72,55 +62,6 @@ def tree_cpu_s(root: int) -> tuple[float, float, int]:
         except (OSError, ValueError, IndexError):
             pass
     return user / hz, system / hz, len(tree)
-
-
-def browser_env(profile: Path) -> dict[str, str]:
-    """The browser's environment: this process's, with its home and XDG folders inside `profile`."""
-    env = dict(os.environ)
-    env["HOME"] = str(profile / "home")
-    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache"), ("XDG_DATA_HOME", "data")):
-        env[var] = str(profile / sub)
-    for sub in ("home", "config", "cache", "data", "crash"):
-        (profile / sub).mkdir(parents=True, exist_ok=True)
-    return env
-
-
-def _die_with_parent() -> None:
-    """In the browser's process before exec: SIGTERM when the driver dies, however it dies. A SIGKILLed
-    driver runs no `finally`; without this its Chromium (and the renderers it takes down with it on
-    SIGTERM) would outlive it in the namespace (tests/test_player_contract.py)."""
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-
-def start_browser(profile: Path, spki: str | None, log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """Chromium with a fresh profile; returns it and its DevTools port (DevToolsActivePort)."""
-    if not os.access(CHROMIUM, os.X_OK):
-        raise FileNotFoundError(f"{CHROMIUM} not found: install Debian's chromium (./setup.sh does)")
-    profile.mkdir(parents=True, exist_ok=True)
-    port_file = profile / "DevToolsActivePort"
-    port_file.unlink(missing_ok=True)   # a stale one would name another browser's port
-    # Everything Chromium writes stays in the run's profile, which the run removes: --user-data-dir alone
-    # still left crashpad's database in $HOME/.config/chromium/Crash Reports (issue 45), and the
-    # font/shader caches go to $XDG_CACHE_HOME. HOME and the XDG folders point into the profile too.
-    flags = [*BASE_FLAGS, f"--user-data-dir={profile}", f"--crash-dumps-dir={profile / 'crash'}",
-             f"--disk-cache-dir={profile / 'cache'}"]
-    if spki:
-        # Trusts exactly the run's key (its SPKI's SHA-256): no CA store is touched, no other
-        # certificate error is ignored.
-        flags.append(f"--ignore-certificate-errors-spki-list={spki}")
-    with log.open("ab") as out:
-        p = subprocess.Popen([CHROMIUM, *flags, "about:blank"], stdout=out, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, env=browser_env(profile), preexec_fn=_die_with_parent)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if p.poll() is not None:
-            raise RuntimeError(f"chromium exited with code {p.returncode} at start (see {log})")
-        try:
-            return p, int(port_file.read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            time.sleep(0.05)
-    raise RuntimeError("chromium wrote no DevToolsActivePort within 60 s")
 
 
 def page_target(port: int) -> str:
@@ -199,17 +140,17 @@ def missing_parts(r: dict[str, Any], want_version: str | None) -> list[str]:
 def describe_problems(problems: list[dict[str, Any]]) -> str:
     """The browser's own words for what went wrong during a load: failed requests (with Chromium's
     net:: error), other error log entries (an HTTP error status, …) and uncaught exceptions."""
-    parts = []
+    said: list[str] = []
     # a failed request also makes a log entry "Failed to load resource: <its errorText>": said once
     failed = {p.get("requestId"): str(p.get("errorText")) for p in problems if p["method"] == "Network.loadingFailed"}
     for p in problems:
         if p["method"] == "Network.loadingFailed":
-            parts.append(f"{p.get('url')}: {p.get('errorText')}{' (canceled)' if p.get('canceled') else ''}")
+            said.append(f"{p.get('url')}: {p.get('errorText')}{' (canceled)' if p.get('canceled') else ''}")
         elif p["method"] == "Log.entryAdded" and failed.get(p.get("requestId"), "\0") not in str(p.get("text")):
-            parts.append(f"{p.get('url')}: {p.get('text')}")
+            said.append(f"{p.get('url')}: {p.get('text')}")
         elif p["method"] == "Runtime.exceptionThrown":
-            parts.append(f"exception {p.get('description') or p.get('text')} at {p.get('url')}:{p.get('line')}")
-    return "; ".join(parts[:6]) or "the browser reported no failed request and no exception"
+            said.append(f"exception {p.get('description') or p.get('text')} at {p.get('url')}:{p.get('line')}")
+    return "; ".join(said[:6]) or "the browser reported no failed request and no exception"
 
 
 def wait_complete(cdp: Cdp, url: str, timeout_s: float = 60.0) -> dict[str, Any]:
@@ -253,7 +194,7 @@ def load_page(cdp: Cdp, log: BrowserLog, url: str, want_version: str | None,
                        "in player-summary.json page_load_failures and data/dashjs/browser-events.jsonl)", failures)
 
 
-# The dash.js `streaming` settings the driver may set (mpvlab/player/kinds.py DASHJS_BUFFER_SETTINGS).
+# The dash.js `streaming` settings the driver may set (mpvlab/player/dashjs/kind.py DASHJS_BUFFER_SETTINGS).
 SETTINGS = ("stableBufferTime", "bufferTimeAtTopQuality", "bufferTimeAtTopQualityLongForm",
             "longFormContentDurationThreshold")
 
@@ -286,7 +227,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--page-url", required=True, help="player/dashjs/player.html on the same server")
     ap.add_argument("--data-dir", type=Path, required=True, help="raw dash.js metrics go here")
     ap.add_argument("--profile", type=Path, required=True, help="a fresh Chromium profile folder")
-    ap.add_argument("--abr", required=True, choices=kinds.DASHJS_ABRS)
+    ap.add_argument("--abr", required=True, choices=DASHJS_ABRS)
     ap.add_argument("--abr-params", default="{}", help="JSON: bba/festive parameters")
     ap.add_argument("--dashjs-settings", type=settings_arg, required=True,
                     help="JSON: dash.js streaming buffer settings in seconds, by dash.js's names "
@@ -334,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         cdp = Cdp(page_target(port), on_event=blog)
         cdp.enable()
         try:
-            page_failures.extend(load_page(cdp, blog, a.page_url, dashjs_setup.dashjs_version()))
+            page_failures.extend(load_page(cdp, blog, a.page_url, parts.dashjs_version()))
         except PageNotReady as e:
             page_failures.extend(e.failures)
             raise
@@ -411,10 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         blog.close()
         if browser is not None:
             stop_browser(browser)
-        # The profile is the browser's scratch state, not a result (its log stays in data/).
-        shutil.rmtree(a.profile, ignore_errors=True)
+        remove_profile(a.profile)   # the browser's scratch state, not a result (its log stays in data/)
     (a.data_dir / "dashjs-raw.json").write_text(json.dumps(raw, indent=1) + "\n")
-    summ = dashjs_qoe.summarize(raw, t0_ns=t0 or 0, page_offset_ns=offset_ns, video_length_s=a.video_length_s,
+    summ = qoe.summarize(raw, t0_ns=t0 or 0, page_offset_ns=offset_ns, video_length_s=a.video_length_s,
                                 frames_expected=a.frames_expected)
     summ.update({"url": a.url, "status": status, "reason": reason, "exit_code": code, "t0_ns": t0,
                  "player": "dashjs", "dashjs_settings": settings_read_back(a.dashjs_settings, raw),
@@ -434,16 +374,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{status}: {reason}", file=sys.stderr)
     return code
 
-
-def stop_browser(browser: subprocess.Popen[bytes]) -> None:
-    """SIGTERM: Chromium's browser process takes its renderer, GPU and utility children down with it."""
-    if browser.poll() is None:
-        browser.terminate()
-        try:
-            browser.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            browser.kill()
-            browser.wait()
 
 
 if __name__ == "__main__":

@@ -72,7 +72,7 @@ from gi.repository import Gst  # noqa: E402
 from mpvlab.player.contract import AbrRecord  # noqa: E402
 
 if TYPE_CHECKING:
-    from mpvlab.player.abr.bba import BbaPolicy
+    from mpvlab.player.gstreamer.abr.bba import BbaPolicy
 
 STATS_MESSAGE = "adaptive-streaming-statistics"
 GST_LOOKBACK = 3                 # NUM_LOOKBACK_FRAGMENTS in gstadaptivedemux.c
@@ -141,7 +141,7 @@ def _media_regex(media: str) -> re.Pattern[str]:
 
 
 # ---- ABR policies ----------------------------------------------------------------------
-# BBA-0 lives in the ABR registry (mpvlab/player/abr/bba.py); re-exported here for this player.
+# BBA-0 lives in the ABR registry (mpvlab/player/gstreamer/abr/bba.py); re-exported here for this player.
 
 
 def gst_rule_level(rates: list[int], recent_bps: list[float], limit: float,
@@ -310,7 +310,7 @@ class DashSession(SegmentPlayback):
         if self.abr == "bba":
             # Imported here, not at import time: the ABR package needs pydantic, which a physical
             # host's system Python may lack (progressive and gst runs there need only GStreamer).
-            from mpvlab.player.abr.bba import BbaPolicy
+            from mpvlab.player.gstreamer.abr.bba import BbaPolicy
             self.policy = BbaPolicy(tuple(r.bandwidth for r in self.reps),
                                     self.bba_reservoir_s, self.bba_cushion_s)
 

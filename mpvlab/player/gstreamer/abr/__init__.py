@@ -1,7 +1,7 @@
 """ABR algorithms as a registry: name -> class; each class carries its parameter model (pydantic,
 unknown fields rejected) and cites its published definition in its module docstring.
 
-    from mpvlab.player.abr import make
+    from mpvlab.player.gstreamer.abr import make
     algo = make("bola", Ladder(rates, segment_s, buffer_s), {"gamma_p": 5}, seed=1)
 
 Pure decision logic: no I/O, no clock, deterministic for a given seed (FESTIVE's randomised

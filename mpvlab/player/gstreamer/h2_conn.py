@@ -1,4 +1,4 @@
-"""HTTP/2 for mpvlab's own DASH client (mpvlab/player/dash_client.py), on top of the `h2` package (hyper-h2:
+"""HTTP/2 for mpvlab's own DASH client (mpvlab/player/gstreamer/dash_client.py), on top of the `h2` package (hyper-h2:
 the protocol state machine only, no I/O). The client keeps owning the socket: it reads decrypted
 bytes from the TLS-wrapped MPTCP socket at its own pace (SABRE's paced reads) and hands them to
 `feed`; this module turns them into per-stream response state and says what must be written back

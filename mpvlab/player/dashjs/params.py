@@ -17,7 +17,7 @@ class DashjsBbaParams(Strict):
 
 
 class DashjsFestiveParams(Strict):
-    """FESTIVE's selection (Jiang et al. 2012, §5.2-5.3), the same parameters as mpvlab/player/abr/festive.py."""
+    """FESTIVE's selection (Jiang et al. 2012, §5.2-5.3), the same parameters as mpvlab/player/gstreamer/abr/festive.py."""
 
     window: int = Field(20, ge=1, le=1000)
     safety: float = Field(0.85, gt=0, le=1.0)

@@ -1,6 +1,6 @@
 """dash.js's own record (player/dashjs/mpvlab-dashjs.js) → the QoE fields every mpvlab player fills.
 
-Definitions, the same as mpvlab/player/mpvlab_player.py's for the GStreamer players:
+Definitions, the same as mpvlab/player/gstreamer/player.py's for the GStreamer players:
   * startup_delay_s: the <video> element's first `playing` − the moment the driver started dash.js
     (mpvlabStart: the MPD request follows at once).
   * underflow_episodes: each `waiting` of the <video> element after playback began, up to the next

@@ -1,6 +1,6 @@
 """What every ABR algorithm sees and returns: pure decision logic, no I/O, no clock reads.
 
-The DASH client (mpvlab/player/dash_client.py) owns the network and the clock; it hands an algorithm
+The DASH client (mpvlab/player/gstreamer/dash_client.py) owns the network and the clock; it hands an algorithm
 the ladder once, then, for each segment, (1) asks how low the playout buffer must be before the
 next request goes out (`request_threshold_s`: the on/off rule, randomised for FESTIVE), and
 (2) asks for the level of that segment (`choose`), passing the buffer level and every finished

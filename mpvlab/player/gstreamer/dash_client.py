@@ -1,9 +1,9 @@
 """mpvlab's own DASH client: it owns the fetching (HTTP/1.1 over an MPTCP socket it opens itself),
-asks an ABR algorithm from the registry (mpvlab/player/abr) for each segment's level, and hands the bytes
+asks an ABR algorithm from the registry (mpvlab/player/gstreamer/abr) for each segment's level, and hands the bytes
 to the player's GStreamer pipeline through an appsrc:
 
     [fetch thread] socket(AF_INET, SOCK_STREAM, IPPROTO_MPTCP) --HTTP/1.1, pipelined, paced reads-->
-        appsrc -> qtdemux -> queue "playout" -> avdec_h264 -> fakesink      (mpvlab_player.Player)
+        appsrc -> qtdemux -> queue "playout" -> avdec_h264 -> fakesink      (player.Player)
 
 so startup, underflows, discards and rebuffering are counted by exactly the same code as for the
 dashdemux player (`--fetcher dashdemux`). Why a client of our own: SABRE needs to control how many
@@ -26,7 +26,7 @@ media segment and before every segment whose level differs from the previous one
 the new moov in stream (as with dashdemux).
 
 HTTP/2 (`--http-version h2`, an https:// URL): TLS with ALPN "h2" over the same MPTCP socket, the
-protocol from the `h2` package (mpvlab/player/h2_conn.py); each request is a stream, SABRE's pipeline is
+protocol from the `h2` package (mpvlab/player/gstreamer/h2_conn.py); each request is a stream, SABRE's pipeline is
 concurrent streams, the init segments are fetched once up front (_prefetch_inits says why), and the
 reads stay paced and back-pressured exactly as over HTTP/1.1. An
 https:// URL with `--http-version http/1.1` is HTTP/1.1 over TLS (ALPN "http/1.1").
@@ -53,10 +53,10 @@ import gi
 gi.require_version("Gst", "1.0")
 from gi.repository import Gst  # noqa: E402
 
-from mpvlab.player.abr import Download, Ladder, Sabre, make  # noqa: E402
-from mpvlab.player.abr.sabre import SabreParams  # noqa: E402
+from mpvlab.player.gstreamer.abr import Download, Ladder, Sabre, make  # noqa: E402
+from mpvlab.player.gstreamer.abr.sabre import SabreParams  # noqa: E402
 from mpvlab.player.contract import AbrRecord  # noqa: E402
-from mpvlab.player.mpvlab_dash import Representation, SegmentPlayback, parse_mpd  # noqa: E402
+from mpvlab.player.gstreamer.dash import Representation, SegmentPlayback, parse_mpd  # noqa: E402
 
 IPPROTO_MPTCP = 262
 APPSRC_LIMIT = 64 * 1024       # bytes the appsrc may hold before the fetch thread stops reading
@@ -186,7 +186,7 @@ class SegmentRecord:
 
 
 class ClientSession(SegmentPlayback):
-    """The Player's DASH session when --fetcher own (same role as mpvlab_dash.DashSession)."""
+    """The Player's DASH session when --fetcher own (same role as dash.DashSession)."""
 
     def __init__(self, url: str, abr_name: str, abr_params: dict[str, Any], seed: int,
                  rcvbuf: int | None, mptcp: bool, buffer_s: float,
@@ -347,7 +347,7 @@ class ClientSession(SegmentPlayback):
             s.close()
             raise FetchError(f"the server negotiated ALPN {self.alpn!r}, not {self.http_version!r}")
         if self.http_version == "h2":
-            from mpvlab.player.h2_conn import H2Conn
+            from mpvlab.player.gstreamer.h2_conn import H2Conn
             self.h2 = H2Conn(f"{self.host}:{self.port}", self._now)
             s.sendall(self.h2.start())
         s.settimeout(RECV_TIMEOUT_S)
@@ -357,7 +357,7 @@ class ClientSession(SegmentPlayback):
         """HTTP/2: every representation's init segment, once, before the first media request (as dash.js
         caches them). Requested with its media segment instead, the init came after it: Apache's
         mod_http2 sent an 805 B init after the 15.6 MB media segment requested right behind it, even
-        with the media stream depending on the init's (mpvlab/player/h2_conn.py), so the decoder, which needs
+        with the media stream depending on the init's (mpvlab/player/gstreamer/h2_conn.py), so the decoder, which needs
         the init first, starved for the whole 5 s segment."""
         reqs = [Request("init", self._abs(r.init), level=r.level, t_request=self._now()) for r in self.reps]
         self._send(reqs)

@@ -53,16 +53,16 @@ import gi
 gi.require_version("Gst", "1.0")
 from gi.repository import Gio, GLib, Gst  # noqa: E402
 
-from mpvlab.player import mpvlab_dash  # noqa: E402
-from mpvlab.player.kinds import DASHDEMUX_ABRS  # noqa: E402
+from mpvlab.player.gstreamer import dash  # noqa: E402
+from mpvlab.player.gstreamer.kind import DASHDEMUX_ABRS  # noqa: E402
 from mpvlab.player.contract import (EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,  # noqa: E402
                                     EXIT_TIMEOUT, add_common_args, write_summary)
 from mpvlab.player.start_signal import wait_for_t0  # noqa: E402
-# Our own DASH client and the ABR registry (mpvlab/player/abr) are imported when --fetcher own asks for
+# Our own DASH client and the ABR registry (mpvlab/player/gstreamer/abr) are imported when --fetcher own asks for
 # them: they need pydantic, which the system Python of a physical host need not have (a progressive
 # or dashdemux run there needs only GStreamer's Python bindings).
 if TYPE_CHECKING:
-    from mpvlab.player import dash_client
+    from mpvlab.player.gstreamer import dash_client
 
 SAMPLE_PERIOD_MS = 100      # bytes/queue-level samples in the events file
 REBUFFER_POLL_MS = 10       # how often a paused (rebuffering) player checks the buffer level
@@ -212,13 +212,13 @@ class Player:
             except GLib.Error as e:
                 raise RuntimeError(f"--ca-file {args.ca_file}: {e.message}") from None
         self.http_sources = 0                  # souphttpsrc elements given the trust store
-        self.dash: mpvlab_dash.DashSession | dash_client.ClientSession | None = None
+        self.dash: dash.DashSession | dash_client.ClientSession | None = None
         # the same object as self.dash when our own client fetches, typed as such (None otherwise)
         self.client: dash_client.ClientSession | None = None
         self.own_client = args.dash and args.fetcher == "own"
         if self.own_client:
-            # Our own DASH client fetches (mpvlab/player/dash_client.py) and feeds an appsrc.
-            from mpvlab.player import dash_client
+            # Our own DASH client fetches (mpvlab/player/gstreamer/dash_client.py) and feeds an appsrc.
+            from mpvlab.player.gstreamer import dash_client
             self.dash = self.client = dash_client.ClientSession(
                 url=args.url, abr_name=args.abr, abr_params=args.abr_params, seed=args.seed,
                 rcvbuf=args.rcvbuf_bytes, mptcp=not args.no_mptcp, buffer_s=args.buffer_ms / 1000.0,
@@ -226,7 +226,7 @@ class Player:
                 position_s=self._position_s, on_fatal=self._on_fetch_fatal,
                 http_version=args.http_version, ca_file=None if args.ca_file is None else str(args.ca_file))
         elif args.dash:
-            self.dash = mpvlab_dash.DashSession(
+            self.dash = dash.DashSession(
                 abr=args.abr, t_of_ns=events.t, emit=events.emit, add_bytes=self._add_bytes,
                 queue_level_s=lambda: self._queue_ms() / 1000.0,
                 bba_reservoir_s=args.bba_reservoir_s, bba_cushion_s=args.bba_cushion_s,
@@ -248,7 +248,7 @@ class Player:
         a = self.a
         p = Gst.Pipeline.new("mpvlab-player")
         if self.own_client:
-            from mpvlab.player import dash_client
+            from mpvlab.player.gstreamer import dash_client
             assert isinstance(self.dash, dash_client.ClientSession)
             self.src = self.dash.build(p, self._make)
         else:
@@ -276,8 +276,8 @@ class Player:
             for el in chain:
                 p.add(el)
             self.demux = self.client.qtdemux
-        elif isinstance(self.dash, mpvlab_dash.DashSession):
-            # souphttpsrc(MPD) -> dashdemux -> qtdemux (see mpvlab_dash.py)
+        elif isinstance(self.dash, dash.DashSession):
+            # souphttpsrc(MPD) -> dashdemux -> qtdemux (see dash.py)
             for el in [self.src, *chain]:
                 p.add(el)
             self.dash.build(p, self.src, self._make)
@@ -753,10 +753,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="the URL is a DASH MPD (implied when its path ends in .mpd)")
     ap.add_argument("--fetcher", choices=("dashdemux", "own"), default="dashdemux",
                     help="DASH: who fetches — GStreamer's dashdemux (ABR gst|bba) or mpvlab's own client "
-                         "(mpvlab/player/dash_client.py; ABR from the registry mpvlab/player/abr)")
+                         "(mpvlab/player/gstreamer/dash_client.py; ABR from the registry mpvlab/player/gstreamer/abr)")
     ap.add_argument("--abr", default="gst",
                     help="DASH rate adaptation. dashdemux: gst (its own) | bba. own: an algorithm of "
-                         "the registry mpvlab/player/abr (throughput, bba, bola, dynamic, festive, sabre, on-off)")
+                         "the registry mpvlab/player/gstreamer/abr (throughput, bba, bola, dynamic, festive, sabre, on-off)")
     ap.add_argument("--abr-params", default="{}",
                     help="own fetcher: the ABR's parameters as a JSON object (validated by its model)")
     ap.add_argument("--seed", type=int, default=0,
@@ -767,7 +767,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "its own abr-params rcvbuf_bytes, 256 KiB, when this is not given)")
     ap.add_argument("--http-version", choices=("http/1.1", "h2"), default="http/1.1",
                     help="own fetcher: HTTP/1.1 (http:// or, over TLS, https://) or HTTP/2 (https:// only: "
-                         "TLS ALPN h2, mpvlab/player/h2_conn.py)")
+                         "TLS ALPN h2, mpvlab/player/gstreamer/h2_conn.py)")
     ap.add_argument("--no-mptcp", action="store_true",
                     help="own fetcher: plain TCP socket instead of IPPROTO_MPTCP")
     ap.add_argument("--bba-reservoir-s", type=float, default=5.0,
@@ -784,7 +784,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         a.buffer_ms = 30000.0 if a.dash else 2000.0
     if a.dash and a.fetcher == "own":
         try:
-            from mpvlab.player.abr import REGISTRY as ABR_REGISTRY
+            from mpvlab.player.gstreamer.abr import REGISTRY as ABR_REGISTRY
         except ModuleNotFoundError as e:
             ap.error(f"--fetcher own needs the Python module {e.name!r} on this host (pip install -r requirements.txt)")
         if a.abr not in ABR_REGISTRY:
