@@ -138,9 +138,10 @@ def test_player_bytes_against_the_access_log_warn(tmp_path: Path) -> None:
     """Measured on sabre-own-short (two own-DASH players): Apache's body bytes per client address
     equal each player's bytes_received (2 533 859 and 4 328 849 B). The check plants a player that
     read one byte more than Apache sent, and an own-DASH player that read less."""
+    from mpvlab.player.dashjs.kind import DASHJS
     from mpvlab.runner.workloads import video
     log = tmp_path / "access.log"
-    log.write_text(_LOG.replace("/dashjs/", f"/{video.steps.DASHJS_PAGE}/"))
+    log.write_text(_LOG.replace("/dashjs/", f"/{DASHJS.page_folder}/"))
     logged = video.body_bytes_by_client(log)
     # loopback, the preflight and the dash.js page left out
     assert logged == {"10.0.2.2": 502_170, "10.0.1.2": 252_170}

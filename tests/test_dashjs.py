@@ -79,7 +79,7 @@ def test_defaults_to_dynamic_and_validates_rule_params() -> None:
 
 def test_validate_refuses_what_dashjs_cannot_do(monkeypatch: pytest.MonkeyPatch) -> None:
     msg = refused(scenario(player={"kind": "dashjs", "abr": "sabre"}))
-    assert "player" in msg and "'sabre' is not a dash.js ABR" in msg and "dynamic, bola, throughput, bba, festive" in msg
+    assert "player" in msg and "'sabre' is not an ABR of kind dashjs" in msg and "dynamic, bola, throughput, bba, festive" in msg
     msg = refused(scenario(video={"kind": "progressive", "duration": "12s"}))
     assert "video.kind must be dash" in msg and "player.kind: dashjs" in msg
     msg = refused(scenario(player={"kind": "dashjs", "fetcher": "own"}))
@@ -1017,3 +1017,36 @@ def test_halt_after_the_last_segment(page_bed: Any, tmp_path: Path, end_of_strea
     ((a, b),) = ps["underflow_episodes"]
     # the stall lasted from dash.js's halt to its BUFFER_LOADED (page clock, 1 ms resolution)
     assert b - a == pytest.approx((t_loaded - t_empty) / 1000, abs=0.01)
+
+
+def test_the_browsers_singleton_folder_is_removed_with_its_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chromium makes its singleton socket in a folder of the temporary directory, linked from the
+    profile, and removes both only on a clean exit; a run ends it with SIGTERM (this host's /tmp held
+    515 such folders). The driver reads the folder while the browser runs (on SIGTERM the link may go
+    and the folder stay) and removes it with the profile: only a folder of Chromium's name pattern
+    directly in the temporary directory, holding only the singleton's files."""
+    from mpvlab.player.dashjs.browser import remove_profile, singleton_folder
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def browser_ran(name: str, extra: str | None = None) -> tuple[Path, Path]:
+        folder, profile = tmp_path / name, tmp_path / f"profile-{name}"
+        folder.mkdir()
+        profile.mkdir()
+        for f in ("SingletonSocket", "SingletonCookie", *([extra] if extra else [])):
+            (folder / f).write_text("")
+        (profile / "SingletonSocket").symlink_to(folder / "SingletonSocket")
+        return folder, profile
+
+    folder, profile = browser_ran("org.chromium.Chromium.AbC123")
+    seen = singleton_folder(profile)
+    assert seen == folder
+    (profile / "SingletonSocket").unlink()          # Chromium's SIGTERM path: the link gone, the folder left
+    remove_profile(profile, seen)
+    assert not folder.exists() and not profile.exists()
+    remove_profile(profile, seen)                   # both gone already: nothing to do, no error
+    # Not Chromium's: another name, or a folder holding anything else, is left alone.
+    other, profile = browser_ran("org.chromium.Chromium.AbC12")
+    assert singleton_folder(profile) is None
+    held, profile = browser_ran("org.chromium.Chromium.XyZ789", extra="keep.txt")
+    remove_profile(profile, singleton_folder(profile))
+    assert held.is_dir() and other.is_dir() and not profile.exists()

@@ -199,31 +199,35 @@ class PlayerSpec(Strict):
         return self
 
     def _fits_settings(self, kind: PlayerKind) -> PlayerSpec:
-        """A kind with settings of its own (dashjs): those only, and its ABRs."""
+        """A kind with settings of its own (dashjs): those only, and its ABRs, if it has any."""
         # Judged by value, not by which keys were written: a resolved scenario (resolved.yaml, a
         # sweep's override) spells out every default.
         abrs = kind.abrs()
-        if self.abr == type(self).model_fields["abr"].default and kind.default_abr is not None:
+        fields = type(self).model_fields
+        if self.abr == fields["abr"].default and kind.default_abr is not None:
             # the field's default: the kind's own default ABR (frozen model: set once, here)
             object.__setattr__(self, "abr", kind.default_abr)
-        if self.abr not in abrs:
-            raise ValueError(f"abr {self.abr!r} is not a dash.js ABR; with kind {kind.name}, one of "
-                             f"{', '.join(abrs)}")
-        if self.fetcher != type(self).model_fields["fetcher"].default:
-            raise ValueError("fetcher is for kind gstreamer; kind dashjs fetches with Chromium")
+        if not abrs:
+            if self.abr != fields["abr"].default or self.abr_params:
+                raise ValueError(f"abr, abr_params: kind {kind.name} has no rate adaptation")
+        elif self.abr not in abrs:
+            raise ValueError(f"abr {self.abr!r} is not an ABR of kind {kind.name}; one of {', '.join(abrs)}")
+        if self.fetcher != fields["fetcher"].default:
+            raise ValueError(f"fetcher is for kind gstreamer; kind {kind.name} fetches for itself")
         if self.buffer is not None and "buffer" not in (kind.settings or ()):
             # dash.js has no one playout buffer: it fills to one of several targets (no cap besides
             # them). One value for all of them was the old undocumented double meaning (issue 47).
-            raise ValueError(f"buffer: not a setting of kind {kind.name}; dash.js's buffer targets are "
-                             + ", ".join(DASHJS_BUFFER_SETTINGS) + " (dash.js's defaults 12s, 30s, 60s, 600s; "
-                             "player/README.md)")
+            targets = [n for n in DASHJS_BUFFER_SETTINGS if n in (kind.settings or ())]
+            raise ValueError(f"buffer: not a setting of kind {kind.name}" + (
+                f"; its buffer targets are {', '.join(targets)} (dash.js's defaults 12s, 30s, 60s, 600s; "
+                "player/README.md)" if targets else ""))
         mine = set(kind.settings or ())
         other = sorted(name for name, f in type(self).model_fields.items()
                        if name not in mine and getattr(self, name) != f.default)
         if other:
             takes = ", ".join(n for n in kind.settings or () if n not in ("kind", "fetcher"))
             raise ValueError(f"{', '.join(other)}: not a setting of kind {kind.name} (it takes {takes})")
-        model = abrs[self.abr]
+        model = abrs.get(self.abr)
         if model is None:
             if self.abr_params:
                 with_params = " and ".join(n for n, m in abrs.items() if m is not None)

@@ -88,15 +88,24 @@ def stop_browser(browser: subprocess.Popen[bytes]) -> None:
             browser.wait()
 
 
-def remove_profile(profile: Path) -> None:
-    """The profile and the singleton folder its SingletonSocket link names: only a folder of Chromium's
-    pattern directly in the temporary directory, holding nothing but Chromium's singleton files."""
+def singleton_folder(profile: Path) -> Path | None:
+    """The folder the profile's SingletonSocket link names, read while the browser runs (a browser
+    ending on SIGTERM may unlink the link and leave the folder): only a folder of Chromium's name
+    pattern directly in the temporary directory."""
     try:
-        target = Path(os.readlink(profile / "SingletonSocket")).parent
+        folder = Path(os.readlink(profile / "SingletonSocket")).parent
     except OSError:
-        target = None
-    if (target is not None and target.parent == Path(tempfile.gettempdir())
-            and SINGLETON_FOLDER.fullmatch(target.name)
-            and {f.name for f in target.iterdir()} <= {"SingletonSocket", "SingletonCookie"}):
-        shutil.rmtree(target, ignore_errors=True)
+        return None
+    ok = folder.parent == Path(tempfile.gettempdir()) and SINGLETON_FOLDER.fullmatch(folder.name)
+    return folder if ok else None
+
+
+def remove_profile(profile: Path, singleton: Path | None) -> None:
+    """The profile, and the browser's singleton folder if it holds nothing but Chromium's singleton
+    files (a link in it, never followed)."""
+    try:
+        if singleton is not None and {f.name for f in singleton.iterdir()} <= {"SingletonSocket", "SingletonCookie"}:
+            shutil.rmtree(singleton, ignore_errors=True)
+    except OSError:       # already gone: Chromium removed it on a clean exit
+        pass
     shutil.rmtree(profile, ignore_errors=True)

@@ -27,7 +27,7 @@ from typing import Any
 
 from mpvlab.player.dashjs import parts, qoe
 from mpvlab.player.dashjs.kind import DASHJS_ABRS
-from mpvlab.player.dashjs.browser import remove_profile, start_browser, stop_browser
+from mpvlab.player.dashjs.browser import remove_profile, singleton_folder, start_browser, stop_browser
 from mpvlab.player.dashjs.cdp import BrowserLog, Cdp, NetlinkWatch
 from mpvlab.player.contract import (EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,
                                     EXIT_TIMEOUT, AbrRecord, add_common_args, write_summary)
@@ -259,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     status, reason, code = "error", None, EXIT_ERROR
     browser: subprocess.Popen[bytes] | None = None
+    singleton: Path | None = None
     cdp: Cdp | None = None
     raw: dict[str, Any] = {}
     cpu: dict[str, Any] = {}
@@ -271,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         watch = NetlinkWatch(blog)
         browser, port = start_browser(a.profile, a.spki, a.data_dir / "chromium.log")
+        singleton = singleton_folder(a.profile)
         u_start, s_start, _ = tree_cpu_s(browser.pid)
         cdp = Cdp(page_target(port), on_event=blog)
         cdp.enable()
@@ -352,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         blog.close()
         if browser is not None:
             stop_browser(browser)
-        remove_profile(a.profile)   # the browser's scratch state, not a result (its log stays in data/)
+        remove_profile(a.profile, singleton)   # the browser's scratch state, not a result (its log stays in data/)
     (a.data_dir / "dashjs-raw.json").write_text(json.dumps(raw, indent=1) + "\n")
     summ = qoe.summarize(raw, t0_ns=t0 or 0, page_offset_ns=offset_ns, video_length_s=a.video_length_s,
                                 frames_expected=a.frames_expected)

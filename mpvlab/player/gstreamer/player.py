@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """mpvlab headless video player with QoE counters (progressive HTTP MP4, H.264).
 
 Pipeline (built by hand so every element's QoS/sync setting is explicit):
@@ -35,18 +34,11 @@ Exit codes: 0 played to EOS, 2 error (HTTP, network, decode, ...), 3 timeout,
 from __future__ import annotations
 
 import argparse
-import json
-import resource
 import signal
-import socket
-import ssl
 import sys
 import threading
 import time
-import urllib.parse
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 import gi
 
@@ -54,9 +46,11 @@ gi.require_version("Gst", "1.0")
 from gi.repository import Gio, GLib, Gst  # noqa: E402
 
 from mpvlab.player.gstreamer import dash  # noqa: E402
-from mpvlab.player.gstreamer.kind import DASHDEMUX_ABRS  # noqa: E402
+from mpvlab.player.gstreamer.args import parse_args  # noqa: E402
+from mpvlab.player.gstreamer.counters import EventLog, Underflows  # noqa: E402
+from mpvlab.player.gstreamer.host import cpu_use, diagnose_connect, libsoup_loaded  # noqa: E402
 from mpvlab.player.contract import (EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,  # noqa: E402
-                                    EXIT_TIMEOUT, add_common_args, write_summary)
+                                    EXIT_TIMEOUT, write_summary)
 from mpvlab.player.start_signal import wait_for_t0  # noqa: E402
 # Our own DASH client and the ABR registry (mpvlab/player/gstreamer/abr) are imported when --fetcher own asks for
 # them: they need pydantic, which the system Python of a physical host need not have (a progressive
@@ -67,113 +61,6 @@ if TYPE_CHECKING:
 SAMPLE_PERIOD_MS = 100      # bytes/queue-level samples in the events file
 REBUFFER_POLL_MS = 10       # how often a paused (rebuffering) player checks the buffer level
 DISCARD_UNDERFLOW_WINDOW_S = 1.0   # discards this soon after an underflow belong to it
-
-
-class EventLog:
-    """JSON-lines event writer shared by the main loop and streaming threads."""
-
-    def __init__(self, fh: TextIO, t0_ns: int) -> None:
-        self._fh = fh
-        self._t0 = t0_ns
-        self._lock = threading.Lock()
-
-    def set_t0(self, t0_ns: int) -> None:
-        """t0 known only after start-up (--t0-from-stdin); nothing is emitted before it."""
-        self._t0 = t0_ns
-
-    def t(self, mono_ns: int | None = None) -> float:
-        """Seconds since t0 for a CLOCK_MONOTONIC reading (now if None)."""
-        if mono_ns is None:
-            mono_ns = time.monotonic_ns()
-        return (mono_ns - self._t0) / 1e9
-
-    def emit(self, type_: str, t: float | None = None, **fields: Any) -> float:
-        if t is None:
-            t = self.t()
-        rec = {"t": round(t, 6), "type": type_, **fields}
-        line = json.dumps(rec, separators=(",", ":"))
-        with self._lock:
-            self._fh.write(line + "\n")
-        return t
-
-    def flush(self) -> None:
-        with self._lock:
-            self._fh.flush()
-
-
-@dataclass
-class Underflows:
-    """Grouping of the queue's per-frame underrun/running signals into episodes.
-
-    An episode starts at an ``underrun`` (queue empty) and ends at the
-    ``running`` (data again) after which the queue stays non-empty for at least
-    ``merge_s``; shorter non-empty gaps (a trickle of single frames while
-    starving) belong to the same episode.  ``empty_s`` is the strict sum of the
-    time the queue was actually empty.
-    """
-
-    merge_s: float
-    episodes: list[list[float]] = field(default_factory=list)
-    open_start: float | None = None     # start of the current episode
-    empty_since: float | None = None    # queue empty right now, since this time
-    last_running: float | None = None   # last `running` inside the open episode
-    empty_s: float = 0.0
-
-    def on_underrun(self, t: float) -> bool:
-        """Returns True if this starts a new episode."""
-        started = False
-        if self.open_start is not None and self.last_running is not None \
-                and t - self.last_running > self.merge_s:
-            self._close(self.last_running)
-        if self.open_start is None:
-            self.open_start = t
-            started = True
-        if self.empty_since is None:
-            self.empty_since = t
-        self.last_running = None
-        return started
-
-    def on_running(self, t: float) -> None:
-        if self.empty_since is None:
-            # GstQueue also emits `running` after an *overrun*, once per buffer that
-            # frees room in a full queue.  That is plenty of data, not the end of an
-            # empty spell: counting it would keep an episode open for as long as the
-            # queue stays full (found with DASH: a 0.7 s underflow reported as 7.4 s).
-            return
-        self.empty_s += t - self.empty_since
-        self.empty_since = None
-        if self.open_start is not None:
-            self.last_running = t
-
-    def due_close(self, now: float) -> float | None:
-        """Close the open episode if the queue has been non-empty for merge_s."""
-        if self.open_start is not None and self.last_running is not None \
-                and now - self.last_running > self.merge_s:
-            end = self.last_running
-            self._close(end)
-            return end
-        return None
-
-    def force_close(self, t: float) -> float | None:
-        """Close whatever is open (EOS/stop): at the last `running`, or at t if still empty."""
-        if self.empty_since is not None:
-            self.empty_s += t - self.empty_since
-            self.empty_since = None
-        if self.open_start is None:
-            return None
-        end = self.last_running if self.last_running is not None else t
-        self._close(end)
-        return end
-
-    def _close(self, end: float) -> None:
-        assert self.open_start is not None
-        self.episodes.append([self.open_start, end])
-        self.open_start = None
-        self.last_running = None
-
-    @property
-    def total_s(self) -> float:
-        return sum(e - s for s, e in self.episodes)
 
 
 class Player:
@@ -538,7 +425,7 @@ class Player:
             if msg.src == self.src and self.bytes == 0:
                 # souphttpsrc 1.22 reports a refused/unreachable connection only as a
                 # generic "Internal data stream error": name the real cause.
-                reason += f" [{_diagnose_connect(self.a.url, self.a.ca_file)}]"
+                reason += f" [{diagnose_connect(self.a.url, self.a.ca_file)}]"
             self.ev.emit("error", element=src, reason=err.message, debug=dbg or "")
             self._finish("error", reason, EXIT_ERROR)
         elif t == Gst.MessageType.WARNING:
@@ -662,7 +549,7 @@ class Player:
             "stall_ratio": None if stall is None else round(stall, 6),
             "bytes_received": self.bytes,
             "download_complete": self.upstream_eos,
-            "libsoup": _libsoup_loaded(),
+            "libsoup": libsoup_loaded(),
             "tls_ca_file": None if self.a.ca_file is None else str(self.a.ca_file),
             "tls_sources": self.http_sources,
             "dash": False,
@@ -677,164 +564,10 @@ class Player:
         return out
 
 
-def _diagnose_connect(url: str, ca_file: Path | None = None) -> str:
-    """One plain TCP connect to the URL's host:port (and for https:// a TLS handshake that trusts
-    the same certificate file), to name a connection failure: souphttpsrc reports a refused
-    connection and a rejected certificate alike as "Internal data stream error"."""
-    u = urllib.parse.urlsplit(url)
-    port = u.port or (443 if u.scheme == "https" else 80)
-    try:
-        with socket.create_connection((u.hostname or "", port), timeout=2.0) as sock:
-            if u.scheme != "https":
-                return f"TCP connect to {u.hostname}:{port} succeeded; HTTP request failed"
-            ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
-            ctx.set_alpn_protocols(["h2", "http/1.1"])
-            with ctx.wrap_socket(sock, server_hostname=u.hostname) as tls:
-                return (f"TCP connect and TLS handshake to {u.hostname}:{port} succeeded "
-                        f"({tls.version()}, ALPN {tls.selected_alpn_protocol()}); HTTP request failed")
-    except ssl.SSLError as e:
-        return f"TLS handshake with {u.hostname}:{port} failed: {e.reason or e}"
-    except OSError as e:
-        return f"TCP connect to {u.hostname}:{port}: {e.strerror or e}"
-
-
-def _libsoup_loaded() -> str | None:
-    """The libsoup that souphttpsrc loaded at run time (it prefers 3, falls back to 2.4): read
-    from this process's mappings, since GStreamer does not expose it.  Only libsoup 3 speaks
-    HTTP/2."""
-    try:
-        maps = Path("/proc/self/maps").read_text()
-    except OSError:
-        return None
-    for name, ver in (("libsoup-3.0.so", "3"), ("libsoup-2.4.so", "2.4")):
-        if name in maps:
-            return ver
-    return None
-
-
-def _cpu_use(t_start_ns: int) -> dict[str, float]:
-    """This process's CPU time (every thread: souphttpsrc, demuxer, decoder threads, sink) over its
-    wall time, as a share of one core: the cost of playing on a machine the emulation shares."""
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    wall = (time.monotonic_ns() - t_start_ns) / 1e9
-    return {"user_s": round(ru.ru_utime, 3), "system_s": round(ru.ru_stime, 3), "wall_s": round(wall, 3),
-            "share_of_core": round((ru.ru_utime + ru.ru_stime) / wall, 4) if wall > 0 else 0.0}
-
-
 def _ns_to_s(ns: int | None) -> float | None:
     if ns is None or ns == Gst.CLOCK_TIME_NONE or ns < 0:
         return None
     return ns / 1e9
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description="mpvlab headless player with QoE counters")
-    add_common_args(ap, timeout_default=None)
-    ap.add_argument("--mode", choices=("discard", "rebuffer"), default="discard")
-    ap.add_argument("--max-lateness-ms", type=float, default=20.0,
-                    help="sink drops frames later than this (picture discards)")
-    ap.add_argument("--buffer-ms", type=float, default=None,
-                    help="playout buffer: max media time held in the queue before the decoder "
-                         "(default 2000; DASH: 30000)")
-    ap.add_argument("--rebuffer-resume-ms", type=float, default=1000.0,
-                    help="rebuffer mode: resume once this much media is buffered")
-    ap.add_argument("--startup-buffer-ms", type=float, default=1000.0,
-                    help="start the clock once this much media is buffered (both modes)")
-    ap.add_argument("--underflow-merge-ms", type=float, default=200.0,
-                    help="underruns separated by less non-empty time than this are one episode")
-    ap.add_argument("--ca-file", type=Path, default=None,
-                    help="https:// only: trust exactly the certificate(s) in this PEM file "
-                         "(souphttpsrc tls-database); verification is never disabled")
-    ap.add_argument("--http-retries", type=int, default=0,
-                    help="souphttpsrc retries (default 0: a failed request is an error)")
-    ap.add_argument("--no-decode", action="store_true",
-                    help="light mode: no decoder; compressed frames are synced and counted")
-    ap.add_argument("--dash", action="store_true",
-                    help="the URL is a DASH MPD (implied when its path ends in .mpd)")
-    ap.add_argument("--fetcher", choices=("dashdemux", "own"), default="dashdemux",
-                    help="DASH: who fetches — GStreamer's dashdemux (ABR gst|bba) or mpvlab's own client "
-                         "(mpvlab/player/gstreamer/dash_client.py; ABR from the registry mpvlab/player/gstreamer/abr)")
-    ap.add_argument("--abr", default="gst",
-                    help="DASH rate adaptation. dashdemux: gst (its own) | bba. own: an algorithm of "
-                         "the registry mpvlab/player/gstreamer/abr (throughput, bba, bola, dynamic, festive, sabre, on-off)")
-    ap.add_argument("--abr-params", default="{}",
-                    help="own fetcher: the ABR's parameters as a JSON object (validated by its model)")
-    ap.add_argument("--seed", type=int, default=0,
-                    help="own fetcher: seed of the ABR's randomness (FESTIVE's request scheduling)")
-    ap.add_argument("--rcvbuf-bytes", type=int, default=None,
-                    help="own fetcher: SO_RCVBUF of the client socket, an explicit cap (default: the "
-                         "namespace's tcp_rmem autotuning, as the SABRE paper's on/off client; sabre sets "
-                         "its own abr-params rcvbuf_bytes, 256 KiB, when this is not given)")
-    ap.add_argument("--http-version", choices=("http/1.1", "h2"), default="http/1.1",
-                    help="own fetcher: HTTP/1.1 (http:// or, over TLS, https://) or HTTP/2 (https:// only: "
-                         "TLS ALPN h2, mpvlab/player/gstreamer/h2_conn.py)")
-    ap.add_argument("--no-mptcp", action="store_true",
-                    help="own fetcher: plain TCP socket instead of IPPROTO_MPTCP")
-    ap.add_argument("--bba-reservoir-s", type=float, default=5.0,
-                    help="BBA: buffer level (s) up to which the lowest rate is chosen")
-    ap.add_argument("--bba-cushion-s", type=float, default=15.0,
-                    help="BBA: buffer span (s) above the reservoir over which the rate map "
-                         "climbs to the highest rate")
-    ap.add_argument("--gst-bitrate-limit", type=float, default=0.8,
-                    help="gst ABR: dashdemux bitrate-limit (share of the measured rate to use)")
-    a = ap.parse_args(argv)
-    if urllib.parse.urlsplit(a.url).path.endswith(".mpd"):
-        a.dash = True
-    if a.buffer_ms is None:
-        a.buffer_ms = 30000.0 if a.dash else 2000.0
-    if a.dash and a.fetcher == "own":
-        try:
-            from mpvlab.player.gstreamer.abr import REGISTRY as ABR_REGISTRY
-        except ModuleNotFoundError as e:
-            ap.error(f"--fetcher own needs the Python module {e.name!r} on this host (pip install -r requirements.txt)")
-        if a.abr not in ABR_REGISTRY:
-            ap.error(f"--abr {a.abr!r} with --fetcher own: one of {', '.join(sorted(ABR_REGISTRY))}")
-        try:
-            a.abr_params = json.loads(a.abr_params)
-        except ValueError as e:
-            ap.error(f"--abr-params is not JSON: {e}")
-        if not isinstance(a.abr_params, dict) or len(json.dumps(a.abr_params)) > 4096:
-            ap.error("--abr-params must be a JSON object (at most 4096 characters)")
-        try:
-            ABR_REGISTRY[a.abr].Params.model_validate(a.abr_params)
-        except Exception as e:        # pydantic's message names the field and what is allowed
-            ap.error(f"--abr-params for {a.abr}: {e}")
-        if a.rcvbuf_bytes is not None and not 4096 <= a.rcvbuf_bytes <= 1 << 30:
-            ap.error("--rcvbuf-bytes must be in [4096, 2^30]")
-        if a.http_version == "h2" and not a.url.startswith("https://"):
-            ap.error("--http-version h2 needs an https:// URL (HTTP/2 is negotiated by TLS ALPN)")
-        if a.http_version == "h2":
-            try:
-                import h2  # noqa: F401
-            except ModuleNotFoundError:
-                ap.error("--http-version h2 needs the Python package 'h2' (pip install -r requirements.txt)")
-    elif a.dash and a.abr not in DASHDEMUX_ABRS:
-        ap.error(f"--abr {a.abr!r}: the dashdemux fetcher knows {' and '.join(DASHDEMUX_ABRS)}; "
-                 "the registry's algorithms need --fetcher own")
-    if a.dash and a.fetcher == "dashdemux" and a.abr == "bba":
-        if a.bba_reservoir_s < 0 or a.bba_cushion_s <= 0:
-            ap.error("--bba-reservoir-s must be >= 0 and --bba-cushion-s > 0")
-        if a.bba_reservoir_s + a.bba_cushion_s >= a.buffer_ms / 1000:
-            ap.error(f"BBA reservoir + cushion ({a.bba_reservoir_s + a.bba_cushion_s:g} s) must be "
-                     f"below the playout buffer ({a.buffer_ms / 1000:g} s, --buffer-ms), "
-                     "or the top rate is never reached")
-    if not 0 < a.gst_bitrate_limit <= 1:
-        ap.error("--gst-bitrate-limit must be in (0, 1]")
-    if a.buffer_ms <= 0 or a.max_lateness_ms < 0 or a.rebuffer_resume_ms < 0 \
-            or a.underflow_merge_ms < 0 or a.startup_buffer_ms < 0:
-        ap.error("buffer/lateness/resume/merge values must be non-negative (buffer > 0)")
-    if a.timeout_s is not None and a.timeout_s <= 0:
-        ap.error("--timeout-s must be > 0")
-    if not a.url.startswith(("http://", "https://")):
-        ap.error("--url must be http:// or https://")
-    if a.ca_file is not None:
-        if not a.url.startswith("https://"):
-            ap.error("--ca-file is for https:// URLs")
-        if not a.ca_file.is_absolute() or not a.ca_file.is_file():
-            # GTlsFileDatabase needs an absolute path; a missing file would only show up as
-            # "Unacceptable TLS certificate" at the first request.
-            ap.error(f"--ca-file {a.ca_file}: not an absolute path to an existing file")
-    return a
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -865,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
         code = player.run()
         ev.flush()
     summ = player.summary()
-    summ["cpu"] = _cpu_use(t_proc)
+    summ["cpu"] = cpu_use(t_proc)
     write_summary(a.summary, summ)
     if code != EXIT_OK:
         print(f"{summ['status']}: {summ['reason']}", file=sys.stderr)
