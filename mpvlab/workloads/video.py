@@ -223,7 +223,7 @@ class PlayerSpec(Strict):
                 "player/README.md)" if targets else ""))
         mine = set(kind.settings or ())
         other = sorted(name for name, f in type(self).model_fields.items()
-                       if name not in mine and getattr(self, name) != f.default)
+                       if name not in mine and getattr(self, name) != f.get_default(call_default_factory=True))
         if other:
             takes = ", ".join(n for n in kind.settings or () if n not in ("kind", "fetcher"))
             raise ValueError(f"{', '.join(other)}: not a setting of kind {kind.name} (it takes {takes})")
