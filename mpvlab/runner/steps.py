@@ -243,9 +243,13 @@ def read_json(path: Path) -> dict[str, Any]:
 
 def mptcp_view(mib: dict[str, dict[str, int]], trace_summary: dict[str, Any] | None = None) -> dict[str, Any]:
     """MPTCP-level events during playback, from the kernel's MIB of each end's namespace and the msk's
-    own byte counters (read by the scheduler trace). Reinjections (the server re-sending, on another
-    subflow, data a stalled subflow had taken) are handed to a subflow twice, so the scheduler trace
-    counts them twice: `reinjected_bytes` (the msk's `bytes_retrans`) is exactly that surplus. The MIB's
+    own byte counters (read by the scheduler trace). Re-sent data (the server sending again, on another
+    subflow, data a stalled subflow had taken) is handed to a subflow twice, so the scheduler trace
+    counts it twice. `reinjected_bytes` (the msk's `bytes_retrans`) is only part of that surplus: the
+    kernel counts the retransmit timer's reinjections (`__mptcp_retrans`) but not the re-sends after a
+    subflow is marked stale or closes (`__mptcp_retransmit_pending_data`); a path blacked out
+    mid-transfer gave 515,896 B handed twice against a `bytes_retrans` of 109,752
+    (tests/test_collectors.py). The MIB's
     `MPTCPRetrans` counts one per skb built by `__mptcp_retrans`, and one skb may carry many segments'
     worth of payload (a CI run saw 12220 bytes under a count of 1), so it is a count, not a size.
     Every MIB counter that moved is kept in `mib`."""

@@ -70,18 +70,25 @@ s.close()
 
 # Counts what leaves the given interfaces (PACKET_OUTGOING after the qdisc): packets,
 # frame bytes, TCP payload bytes and "unique" payload (bytes above the highest sequence
-# seen per flow, so TCP retransmissions are excluded). Prints JSON on SIGTERM.
+# seen per flow, so TCP retransmissions are excluded). Prints JSON on SIGTERM. With a first
+# argument --pcap=FILE it also writes every TCP frame, both ways, cut to 128 bytes (the headers
+# and the MPTCP options), for the data-sequence analysis of mpvlab.collectors.wire_switches.
 SNIFF_CODE = r"""
-import json, select, signal, socket, struct, sys
+import json, select, signal, socket, struct, sys, time
+args = sys.argv[1:]
+pcap = None
+if args and args[0].startswith("--pcap="):
+    pcap = open(args.pop(0)[len("--pcap="):], "wb")
+    pcap.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 128, 1))
 socks = {}
-for name in sys.argv[1:]:
+for name in args:
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 20)
     s.bind((name, 0))
     s.setblocking(False)
     socks[s.fileno()] = (name, s)
 st = {n: {"pkts": 0, "frame_bytes": 0, "payload": 0, "unique": 0, "data_pkts": 0,
-          "tcp_opt_len": {}} for n in sys.argv[1:]}
+          "tcp_opt_len": {}} for n in args}
 high = {}
 stop = False
 def on_term(*_):
@@ -95,7 +102,13 @@ def drain(fd):
             d, addr = s.recvfrom(65536)
         except BlockingIOError:
             return
-        if addr[2] != socket.PACKET_OUTGOING or len(d) < 34 or d[12:14] != b"\x08\x00":
+        if len(d) < 34 or d[12:14] != b"\x08\x00":
+            continue
+        if pcap is not None and d[23] == 6:
+            now = time.time()
+            pcap.write(struct.pack("<IIII", int(now), int(now % 1 * 1e6), min(len(d), 128), len(d)))
+            pcap.write(d[:128])
+        if addr[2] != socket.PACKET_OUTGOING:
             continue
         ihl = (d[14] & 15) * 4
         tot = struct.unpack("!H", d[16:18])[0]
@@ -134,6 +147,8 @@ while not stop:
         drain(fd)
 for fd in socks:
     drain(fd)
+if pcap is not None:
+    pcap.close()
 print(json.dumps(st), flush=True)
 """
 
@@ -237,15 +252,18 @@ class TwoPath(Rig):
 
 
 class Sniffer:
-    """Counts the server's outgoing packets per interface (see SNIFF_CODE)."""
+    """Counts the server's outgoing packets per interface and, given a path, writes a headers-only
+    capture of its TCP frames both ways (see SNIFF_CODE)."""
 
-    def __init__(self, bed: TwoPath) -> None:
+    def __init__(self, bed: TwoPath, pcap: Path | None = None) -> None:
         self.bed = bed
+        self.pcap = pcap
         self.proc: subprocess.Popen[str] | None = None
         self.result: dict[str, Any] = {}
 
     def __enter__(self) -> Sniffer:
-        self.proc = self.bed.popen(self.bed.server_ns, [PY, "-c", SNIFF_CODE, *self.bed.server_ifs])
+        pcap = [f"--pcap={self.pcap}"] if self.pcap is not None else []
+        self.proc = self.bed.popen(self.bed.server_ns, [PY, "-c", SNIFF_CODE, *pcap, *self.bed.server_ifs])
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if line.strip() != "ready":
             self.proc.kill()

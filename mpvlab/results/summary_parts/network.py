@@ -81,7 +81,9 @@ class Mptcp(Record):
         description="the MIB's MPTcpExtMPTCPRetrans over the run: skbs the MPTCP layer re-sent on another subflow, "
                     "each possibly many segments long (count)")
     reinjected_bytes: int = Field(
-        0, description="the msk's bytes_retrans: payload bytes MPTCP re-sent (B; 0 without a trace)")
+        0, description="the msk's bytes_retrans: payload bytes the MPTCP retransmit timer re-sent on another "
+                       "subflow (B; 0 without a trace). A lower bound of all re-sent bytes: the re-sends after a "
+                       "subflow is marked stale or closes are not counted by the kernel")
     sent_bytes: int = Field(
         0, description="the msk's bytes_sent: new payload bytes, header and body (B; 0 without a trace)")
     duplicate_data_segments_received: int = Field(
