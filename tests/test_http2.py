@@ -40,10 +40,10 @@ from mpvlab.input.scenario import ScenarioError, override, parse_scenario, resol
 from mpvlab.core.paths import checkout_root
 
 REPO = checkout_root()
+from mpvlab.player.gstreamer.kind import PROGRAM  # noqa: E402
 from mpvlab.testbed.player import Net  # noqa: E402
 
 PY = sys.executable
-PLAYER = "mpvlab.player.gstreamer.player"   # run as a module: `PY -m PLAYER`
 BASE: dict[str, Any] = {"name": "h2", "paths": {"a": {}, "b": {}}}
 DASH = {"kind": "dash", "duration": "12s", "bitrates": ["500kbit", "1mbit", "2mbit"], "segment": "2s",
         "width": 640, "height": 360}
@@ -186,7 +186,7 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 def _player(net: Net, url: str, out: Path, *extra: str) -> subprocess.Popen[bytes]:
     out.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(net.ns(net.cli, [PY, "-m", PLAYER, "--url", url, "--events", str(out / "ev.jsonl"),
+    return subprocess.Popen(net.ns(net.cli, [PY, "-m", PROGRAM, "--url", url, "--events", str(out / "ev.jsonl"),
                                              "--summary", str(out / "s.json"), "--timeout-s", "30", *extra]),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

@@ -35,8 +35,9 @@ from mpvlab.core.paths import checkout_root
 
 REPO = checkout_root()
 from mpvlab.content import ensure_progressive  # noqa: E402
+from mpvlab.player.gstreamer.kind import PROGRAM  # noqa: E402
 from mpvlab.testbed.player import (  # noqa: E402
-    PLAYER, Apache, Net, Result, finish_player, start_player, t_now, wait_event,
+    Apache, Net, Result, finish_player, start_player, t_now, wait_event,
 )
 
 # A world-readable cache: Apache serves as www-data, and pytest's tmp dirs are 0700.
@@ -330,7 +331,7 @@ def test_timeout(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> N
 
 # ---------------------------------------------------------------------------------------
 def _load_player_module() -> Any:
-    return importlib.import_module(PLAYER)      # under its one name, as `python -m` runs it
+    return importlib.import_module(PROGRAM)      # under its one name, as `python -m` runs it
 
 
 def test_underflow_grouping() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,3 +84,12 @@ def write_summary(path: Path, summary: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(out, indent=2) + "\n")
     tmp.replace(path)
+
+
+def finish(path: Path, summary: dict[str, Any], code: int) -> int:
+    """How every player program ends: its summary written whole, a run that did not play to the end
+    said on stderr (the runner keeps the player's stderr), and the exit code returned for sys.exit."""
+    write_summary(path, summary)
+    if code != EXIT_OK:
+        print(f"{summary.get('status')}: {summary.get('reason')}", file=sys.stderr)
+    return code

@@ -17,7 +17,8 @@ from mpvlab.core.proc import cpu_ticks, stop_child
 from mpvlab.core.netns import Netns
 from mpvlab.testbed.apache import httpd_conf, start_httpd
 from mpvlab.testbed.bed import Bed
-from mpvlab.testbed.player import PLAYER, PY
+from mpvlab.player.gstreamer.kind import PROGRAM
+from mpvlab.testbed.player import PY
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PORT = 8080
@@ -50,7 +51,7 @@ def play(ns: str, url: str, out: Path, extra: list[str], timeout_s: float) -> di
     out.mkdir(parents=True, exist_ok=True)
     # A plain child (not via the bed's popen): wait4 below must reap it itself. It lives inside the
     # bed's namespace, so a killed bench's player goes with that namespace.
-    argv = Netns(ns).argv([PY, "-m", PLAYER, "--url", url, "--events", str(out / "events.jsonl"),
+    argv = Netns(ns).argv([PY, "-m", PROGRAM, "--url", url, "--events", str(out / "events.jsonl"),
                            "--summary", str(out / "summary.json"), "--timeout-s", str(timeout_s), *extra])
     t0 = time.monotonic()
     proc = subprocess.Popen(argv)

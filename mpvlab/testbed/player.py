@@ -30,7 +30,6 @@ from mpvlab.player.gstreamer.kind import PROGRAM
 
 REPO = checkout_root()
 PY = str(REPO / ".venv" / "bin" / "python")
-PLAYER = PROGRAM   # run as a module: `PY -m PLAYER`
 
 
 def run_cmd(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -124,7 +123,7 @@ class Result:
 
 
 def start_player(net: Net, url: str, out: Path, t0_ns: int, *extra: str) -> subprocess.Popen[bytes]:
-    argv = [PY, "-m", PLAYER, "--url", url, "--events", str(out / "events.jsonl"),
+    argv = [PY, "-m", PROGRAM, "--url", url, "--events", str(out / "events.jsonl"),
             "--summary", str(out / "summary.json"), "--t0-ns", str(t0_ns), "--timeout-s", "45", *extra]
     return net.bed.popen(net.cli, argv, "player", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 

@@ -47,8 +47,10 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
-def start_browser(profile: Path, spki: str | None, log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """Chromium with a fresh profile; returns it and its DevTools port (DevToolsActivePort)."""
+def start_browser(profile: Path, spki: str | None,
+                  log: Path) -> tuple[subprocess.Popen[bytes], int, Path | None]:
+    """Chromium with a fresh profile; returns it, its DevTools port (DevToolsActivePort) and its
+    singleton folder (read now, while it runs: remove_profile removes it with the profile)."""
     if not os.access(CHROMIUM, os.X_OK):
         raise FileNotFoundError(f"{CHROMIUM} not found: install Debian's chromium (./setup.sh does)")
     profile.mkdir(parents=True, exist_ok=True)
@@ -71,9 +73,11 @@ def start_browser(profile: Path, spki: str | None, log: Path) -> tuple[subproces
         if p.poll() is not None:
             raise RuntimeError(f"chromium exited with code {p.returncode} at start (see {log})")
         try:
-            return p, int(port_file.read_text().split()[0])
+            port = int(port_file.read_text().split()[0])
         except (OSError, ValueError, IndexError):
             time.sleep(0.05)
+            continue
+        return p, port, singleton_folder(profile)
     raise RuntimeError("chromium wrote no DevToolsActivePort within 60 s")
 
 

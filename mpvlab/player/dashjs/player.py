@@ -27,10 +27,10 @@ from typing import Any
 
 from mpvlab.player.dashjs import parts, qoe
 from mpvlab.player.dashjs.kind import DASHJS_ABRS
-from mpvlab.player.dashjs.browser import remove_profile, singleton_folder, start_browser, stop_browser
+from mpvlab.player.dashjs.browser import remove_profile, start_browser, stop_browser
 from mpvlab.player.dashjs.cdp import BrowserLog, Cdp, NetlinkWatch
 from mpvlab.player.contract import (EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,
-                                    EXIT_TIMEOUT, AbrRecord, add_common_args, write_summary)
+                                    EXIT_TIMEOUT, AbrRecord, add_common_args, finish)
 from mpvlab.player.start_signal import wait_for_t0
 
 def tree_cpu_s(root: int) -> tuple[float, float, int]:
@@ -271,8 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     watch: NetlinkWatch | None = None
     try:
         watch = NetlinkWatch(blog)
-        browser, port = start_browser(a.profile, a.spki, a.data_dir / "chromium.log")
-        singleton = singleton_folder(a.profile)
+        browser, port, singleton = start_browser(a.profile, a.spki, a.data_dir / "chromium.log")
         u_start, s_start, _ = tree_cpu_s(browser.pid)
         cdp = Cdp(page_target(port), on_event=blog)
         cdp.enable()
@@ -371,11 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     with a.events.open("a") as fh:
         for event in summ.pop("events_out", []):
             fh.write(json.dumps(event) + "\n")
-    write_summary(a.summary, summ)
-    if code != EXIT_OK:
-        print(f"{status}: {reason}", file=sys.stderr)
-    return code
-
+    return finish(a.summary, summ, code)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ from mpvlab.player.gstreamer.args import parse_args  # noqa: E402
 from mpvlab.player.gstreamer.counters import EventLog, Underflows  # noqa: E402
 from mpvlab.player.gstreamer.host import cpu_use, diagnose_connect, libsoup_loaded  # noqa: E402
 from mpvlab.player.contract import (EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,  # noqa: E402
-                                    EXIT_TIMEOUT, write_summary)
+                                    EXIT_TIMEOUT, finish)
 from mpvlab.player.start_signal import wait_for_t0  # noqa: E402
 # Our own DASH client and the ABR registry (mpvlab/player/gstreamer/abr) are imported when --fetcher own asks for
 # them: they need pydantic, which the system Python of a physical host need not have (a progressive
@@ -585,9 +585,7 @@ def main(argv: list[str] | None = None) -> int:
             ev.emit("error", reason=str(e))
             summ = {"url": a.url, "mode": a.mode, "status": "error", "reason": str(e),
                     "exit_code": EXIT_INTERNAL}
-            write_summary(a.summary, summ)
-            print(f"error: {e}", file=sys.stderr)
-            return EXIT_INTERNAL
+            return finish(a.summary, summ, EXIT_INTERNAL)
         if a.t0_from_stdin:
             t0 = wait_for_t0()
             if t0 is None:
@@ -599,10 +597,7 @@ def main(argv: list[str] | None = None) -> int:
         ev.flush()
     summ = player.summary()
     summ["cpu"] = cpu_use(t_proc)
-    write_summary(a.summary, summ)
-    if code != EXIT_OK:
-        print(f"{summ['status']}: {summ['reason']}", file=sys.stderr)
-    return code
+    return finish(a.summary, summ, code)
 
 
 if __name__ == "__main__":
