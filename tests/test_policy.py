@@ -205,12 +205,14 @@ def _until(name):
     while not (SYNC / name).exists():
         assert time.monotonic() < end, f"no {name} within 60 s"
         time.sleep(0.05)
-
+"""
+HOLDS_THE_CPU_LOCK = WAITING + """
 @pytest.mark.cpu
 def test_holds_the_cpu_lock():
     (SYNC / "cpu-running").touch()
     _until("plain-done")
-
+"""
+PLAIN = WAITING + """
 def test_plain():
     _until("cpu-running")
     (SYNC / "plain-done").touch()
@@ -221,10 +223,7 @@ def _a_plain_test_runs_while_cpu_tests_wait(root: Path, cpus: int) -> None:
     suite, sync = root / "suite", root / "sync"
     suite.mkdir(parents=True)
     sync.mkdir()
-    files = {f"test_c{n}.py": WAITING.replace("def test_plain():", "def _not_here():") for n in range(cpus)}
-    files["test_plain.py"] = WAITING.replace("@pytest.mark.cpu\ndef test_holds_the_cpu_lock():",
-                                             "def _not_here():")
-    _suite(suite, files)
+    _suite(suite, {**{f"test_c{n}.py": HOLDS_THE_CPU_LOCK for n in range(cpus)}, "test_plain.py": PLAIN})
     rc, out, counts = _pytest(suite, "-n", str(cpus + 1), "--dist", "loadfile", HPH_SYNC=str(sync))
     assert rc == 0 and counts == {"passed": cpus + 1}, out
 
