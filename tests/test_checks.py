@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from mpvlab.collectors.pcap import TapResult
+from mpvlab.collectors.pcap import Capture, TapResult
 from mpvlab.results import checks
 from mpvlab.runner import capture, crosschecks, views
 from mpvlab.runner.workloads.base import Outcome
@@ -99,7 +99,7 @@ def test_pcap_bytes_warns(tmp_path: Path) -> None:
     """Through the checks' one entry point (crosschecks.py), as a run's end makes them."""
     topo: Any = SimpleNamespace(paths=[])
     for ok in (True, False):
-        cap: Any = SimpleNamespace(results=[_tap(ok)], summary=lambda: {})
+        cap = Capture([], tmp_path, 128, 200_000_000, [_tap(ok)])     # its summary() is the capture part
         assert "checks" not in capture.view(topo, cap, {"connections": []})     # the view makes no record
         ctx: Any = SimpleNamespace(scenario=None, data=tmp_path, logs=tmp_path)
         got = crosschecks.run({}, crosschecks.CheckState(ctx, Outcome({}, 0.0, "", 0), cap=cap), "progressive")

@@ -90,7 +90,7 @@ def test_a_summary_holding_nan_or_infinity_is_refused_as_a_whole(where: tuple[st
 def test_the_parts_of_a_summary_are_named_as_the_runner_builds_them() -> None:
     s = _bulk_summary()
     assert model.validated_by_part(s) == [
-        "run head", "player QoE", "host_steal_during_playback", "paths.wifi", "subflows[0]",
+        "run head", "run fields", "player QoE", "host_steal_during_playback", "paths.wifi", "subflows[0]",
         "cross_checks.collector_lost_events", "mptcp",
         "bulk"]
     bad = copy.deepcopy(s)

@@ -76,9 +76,9 @@ FIGURES: tuple[FigureDef, ...] = (
     FigureDef("paths.KEY.rtt_by_phase[].*", note=_no("the server's ss srtt samples per configured delay phase; the "
                                                      "kernel's RTT estimate has no second source here (the pre-run "
                                                      "probe checks the delay line, fidelity_table)")),
-    FigureDef("clients.KEY.KEY", ("bytes_{path}_interface_vs_udp_socket",),
+    FigureDef("clients.KEY.rx_*", ("bytes_{path}_interface_vs_udp_socket",),
               "the RTP viewer's interface counters (shared bottleneck), against its socket"),
-    FigureDef("bottleneck.KEY", note=_no("the bottleneck's qdisc and interface counters and its configuration, read "
+    FigureDef("bottleneck.*", note=_no("the bottleneck's qdisc and interface counters and its configuration, read "
                                          "once; the RTP viewer's share of them is checked through clients.*")),
     # --- the scheduler trace, the capture ---
     FigureDef("scheduler_decisions", ("collector_saw_every_connection", "collector_lost_events"),
@@ -88,15 +88,24 @@ FIGURES: tuple[FigureDef, ...] = (
     FigureDef("path_switches_wire", ("pcap_bytes_{point}_{interface}",),
               "partly: the capture it is counted from holds the bytes the interface counted; the count itself has "
               "no second source"),
-    FigureDef("wire_switches.KEY", ("pcap_path_bytes_vs_subflow_counters", "pcap_bytes_{point}_{interface}"),
-              "per path seq_data_bytes against ss; the switch counts are the capture's own"),
-    FigureDef("capture.KEY", ("pcap_bytes_{point}_{interface}",)),
-    FigureDef("steering.KEY", note=_no("the steering scheduler's own BPF record of its data assignments; "
+    FigureDef("wire_switches.subflows.KEY.seq_data_bytes", ("pcap_path_bytes_vs_subflow_counters",),
+              "summed per path against the same subflows' ss bytes_acked"),
+    FigureDef("wire_switches.subflows.KEY.subflow_id", note=_no("an identifier (the order the capture saw the "
+                                                                 "subflows' handshakes), not a measurement")),
+    FigureDef("wire_switches.*.decision_path_switches", ("collector_saw_every_connection", "collector_lost_events"),
+              "partly: the scheduler trace's count beside the wire count (path_switches); the trace's completeness"),
+    FigureDef("wire_switches.*", ("pcap_bytes_{point}_{interface}",),
+              "partly: the capture they are counted from holds the bytes the interface counted; the counts "
+              "themselves are the capture's own"),
+    FigureDef("capture.snaplen", note=_no("configuration (observe.pcap.snaplen)")),
+    FigureDef("capture.max_bytes", note=_no("configuration (observe.pcap.max_mb)")),
+    FigureDef("capture.*", ("pcap_bytes_{point}_{interface}",)),
+    FigureDef("steering.*", note=_no("the steering scheduler's own BPF record of its data assignments; "
                                        "schedulers/README.md")),
     FigureDef("mptcp.*", note=_no("the kernel's MPTCP MIB counters, read before and after: the source itself")),
     FigureDef("ecn_marks.KEY.*", note=_no("the ECN marker qdisc's own counters (links/ecn), the only record of marks")),
     # --- the CC's state model ---
-    FigureDef("bbr_diag.KEY", note=_no("kernel BBR's own gains read over INET_DIAG (observe.bbr_modes_hz); the "
+    FigureDef("bbr_diag.*", note=_no("kernel BBR's own gains read over INET_DIAG (observe.bbr_modes_hz); the "
                                        "ss sampler reads the same gains for cc_state, but the two are not compared "
                                        "in the run (tests/test_bbr_diag.py compares their connections)")),
     FigureDef("cc_state.mode_share_time_weighted.KEY", ("mode_shares_over_workload_flows",),
@@ -230,7 +239,7 @@ FIGURES: tuple[FigureDef, ...] = (
     FigureDef("fidelity_table[].*", note=_no("the emulator's own evidence (delay lines' stamps, shapers' counters, "
                                              "the pre-run probe), judged in mpvlab/runner/fidelity.py; what it "
                                              "judges, not a figure to judge")),
-    FigureDef("fidelity_checks.KEY.KEY", note=_no("the checks' own records")),
+    FigureDef("fidelity_checks.*", note=_no("the checks' own records")),
 )
 
 

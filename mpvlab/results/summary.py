@@ -33,10 +33,17 @@ from mpvlab.results.summary_parts.base import (
 from mpvlab.results.summary_parts.cross import (
     CrossTraffic, VoipQueuingDelay, VoipRecord, VoipSteadyWindow, VoipWindow, VoipWindows)
 from mpvlab.results.summary_parts.kinds import (
-    BytesTotal, DurationS, EmulatedSummary, PathSwitches, PhysicalSummary, RunHead, SharedSummary)
+    BytesTotal, DurationS, EmulatedFields, EmulatedSummary, KindFields, PathSwitches, PhysicalFields, PhysicalSummary,
+    RunHead, SharedFields, SharedSummary, kind_fields)
 from mpvlab.results.summary_parts.network import (
-    CCStateView, CrossCheck, EcnMarks, FidelityRow, FlowStateRecord, HttpRecord, Mptcp, PathRecord, RttPhase, Steal,
-    Subflow)
+    BottleneckRecord, CCStateView, ClientCounters, CrossCheck, EcnMarks, FidelityRow, FlowStateRecord, HttpRecord,
+    Mptcp, PathRecord, QueueDevice, RttPhase, Steal, Subflow, TbfCounters)
+from mpvlab.results.summary_parts.observe import (
+    BbrConnection, BbrDiagRecord, CaptureCrossCheckDefinition, CaptureFile, CaptureRecord, LatencyStats, LostEvents,
+    SetFlagsCalls, StartupEpisode, SteeringConformance, SteeringLatency, SteeringRecord, WireConnection, WireCounts,
+    WireNotCollected, WireParse, WireSubflow, WireSwitchesRecord, WireTotals)
+from mpvlab.results.summary_parts.runchecks import (
+    FidelityChecks, PlaybackCheck, PlaybackPlayerCheck, ProbeDelayCheck, SilenceCheck)
 from mpvlab.results.summary_parts.player import CpuUse, DashView, PlayerQoE, PlayerStart, SharedAggregate, SharedPlayer
 from mpvlab.results.summary_parts.workload import (
     BulkRecord, Competition, RtpDecodeRecord, RtpFpsRecord, RtpFreezeRecord, RtpRecord)
@@ -44,13 +51,18 @@ from mpvlab.results.summary_parts.workload import (
 SCHEMA_VERSION = 1
 
 __all__ = [
-    "SCHEMA_VERSION", "SKEWED", "SUMMARY", "BulkRecord", "BytesTotal", "CCStateView", "Competition", "CpuUse",
-    "CrossCheck", "CrossTraffic", "DashView", "DurationS", "EcnMarks", "EmulatedSummary", "FidelityRow",
-    "FlowStateRecord", "HttpRecord", "Mptcp", "OpenRecord", "PathRecord", "PathSwitches", "PhysicalSummary",
-    "PlayerQoE", "PlayerStart", "Record", "RtpDecodeRecord", "RtpFpsRecord", "RtpFreezeRecord", "RtpRecord", "RttPhase", "RunHead",
-    "SharedAggregate", "SharedPlayer", "SharedSummary", "Steal", "Subflow", "Summary", "SummaryPartError",
-    "UnderflowEpisode", "VoipQueuingDelay", "VoipRecord", "VoipSteadyWindow", "VoipWindow", "VoipWindows", "build",
-    "build_each", "build_list", "json_schema", "nonfinite_value", "parts", "validated", "validated_by_part",
+    "SCHEMA_VERSION", "SKEWED", "SUMMARY", "BbrConnection", "BbrDiagRecord", "BottleneckRecord", "BulkRecord",
+    "BytesTotal", "CCStateView", "CaptureCrossCheckDefinition", "CaptureFile", "CaptureRecord", "ClientCounters",
+    "Competition", "CpuUse", "CrossCheck", "CrossTraffic", "DashView", "DurationS", "EcnMarks", "EmulatedFields",
+    "EmulatedSummary", "FidelityChecks", "FidelityRow", "FlowStateRecord", "HttpRecord", "KindFields", "LatencyStats",
+    "LostEvents", "Mptcp", "OpenRecord", "PathRecord", "PathSwitches", "PhysicalFields", "PhysicalSummary",
+    "PlaybackCheck", "PlaybackPlayerCheck", "PlayerQoE", "PlayerStart", "ProbeDelayCheck", "QueueDevice", "Record", "RtpDecodeRecord", "RtpFpsRecord", "RtpFreezeRecord", "RtpRecord", "RttPhase", "RunHead",
+    "SetFlagsCalls", "SharedAggregate", "SharedFields", "SharedPlayer", "SharedSummary", "SilenceCheck",
+    "StartupEpisode", "Steal", "SteeringConformance", "SteeringLatency", "SteeringRecord", "Subflow", "Summary",
+    "SummaryPartError", "TbfCounters", "UnderflowEpisode", "VoipQueuingDelay", "VoipRecord", "VoipSteadyWindow",
+    "VoipWindow", "VoipWindows", "WireConnection", "WireCounts", "WireNotCollected", "WireParse", "WireSubflow",
+    "WireSwitchesRecord", "WireTotals", "build", "build_each", "build_list", "json_schema", "kind_fields", "kind_model",
+    "nonfinite_value", "parts", "run_fields", "validated", "validated_by_part",
 ]
 
 Summary = Annotated[EmulatedSummary | PhysicalSummary | SharedSummary, Field(discriminator="topology")]
@@ -80,12 +92,27 @@ def _records(model: Any) -> tuple[str, type[BaseModel]] | None:
     return None
 
 
+def kind_model(topology: str) -> type[BaseModel]:
+    """The summary model of a topology kind (its registry entry's `summary`)."""
+    model: type[BaseModel] = getattr(sys.modules[__name__], topologies.get(topology).summary)
+    return model
+
+
+def run_fields(topology: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """The kind's plain fields of `summary` (kinds.py KindFields) built as the part `run fields`: a wrong
+    type fails naming the field. Returns `summary` itself."""
+    fields = kind_fields(kind_model(topology))
+    build(fields, "run fields", {k: summary[k] for k in fields.model_fields if k in summary})
+    return summary
+
+
 def parts(summary: dict[str, Any]) -> list[tuple[str, type[BaseModel], dict[str, Any]]]:
     """The summary cut into the parts the runner builds: (part name as `build` names it, its model, its
-    data). The run head and, in single-client runs, the flat player QoE are parts of the top level."""
-    kind = getattr(sys.modules[__name__], topologies.get(str(summary.get("topology"))).summary)
+    data). The run head, the kind's plain fields and, in single-client runs, the flat player QoE are
+    parts of the top level."""
+    kind = kind_model(str(summary.get("topology")))
     out: list[tuple[str, type[BaseModel], dict[str, Any]]] = []
-    for flat, name in ((RunHead, "run head"), (PlayerQoE, "player QoE")):
+    for flat, name in ((RunHead, "run head"), (kind_fields(kind), "run fields"), (PlayerQoE, "player QoE")):
         if issubclass(kind, flat):
             out.append((name, flat, {k: summary[k] for k in flat.model_fields if k in summary}))
     for key, info in kind.model_fields.items():

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from mpvlab.collectors import pcap, wire_switches
+from mpvlab.results.summary_parts.base import build
+from mpvlab.results.summary_parts.observe import CaptureRecord, WireNotCollected, WireSwitchesRecord
 from mpvlab.runner.context import RunContext
 from mpvlab.topologies import dual_path
 
@@ -42,10 +44,11 @@ def view(topo: dual_path.DualPath, cap: pcap.Capture | None, sched: dict[str, An
     """Summary fields: `capture`, `path_switches_wire`, `wire_switches`, and warnings to merge. The
     capture's cross-checks (pcap_bytes_check, pcap_vs_subflow_check) are run by crosschecks.py."""
     out: dict[str, Any] = {"capture": None, "path_switches_wire": None,
-                           "wire_switches": {"not_collected": WIRE_NOT_COLLECTED}, "warnings": []}
+                           "wire_switches": build(WireNotCollected, "wire_switches", {"not_collected": WIRE_NOT_COLLECTED}),
+                           "warnings": []}
     if cap is None:
         return out
-    out["capture"] = cap.summary()
+    out["capture"] = build(CaptureRecord, "capture", cap.summary())
     for r in cap.results:
         if r.dropped_by_kernel:
             out["warnings"].append(f"capture {r.file}: {r.dropped_by_kernel} packets dropped by kernel")
@@ -56,7 +59,7 @@ def view(topo: dual_path.DualPath, cap: pcap.Capture | None, sched: dict[str, An
         wire = wire_switches.analyse(cap.out_dir / server[0].file)
         wire["truncated"] = server[0].truncated
         _join_decisions(wire, topo, sched)
-        out["wire_switches"] = wire
+        out["wire_switches"] = build(WireSwitchesRecord, "wire_switches", wire)
         out["path_switches_wire"] = wire["totals"]["wire_switches"]
     return out
 

@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from mpvlab.core.errors import RunFailed
 from mpvlab.results import checks as registry
-from mpvlab.results.summary_parts.base import build_each
+from mpvlab.results.summary_parts.base import build, build_each
 from mpvlab.results.summary_parts.network import CrossCheck
+from mpvlab.results.summary_parts.runchecks import FidelityChecks
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads.base import Outcome
 from mpvlab.workloads.bulk import BULK
@@ -317,6 +318,7 @@ def apply(summary: dict[str, Any], fid: dict[str, Any], result: Result, log: Cal
     summary["warnings"] = [*summary.get("warnings", []), *result.warnings]
     fchecks = result.records.get("fidelity_checks", {})
     if fchecks:
+        build(FidelityChecks, "fidelity_checks", fchecks)
         fid["checks"] = fchecks
         summary["fidelity_checks"] = fchecks
     if result.fidelity_warnings:

@@ -21,8 +21,9 @@ import mpvlab.schedulers as schedulers
 from mpvlab.collectors import qdiscstat
 from mpvlab.core import proc
 from mpvlab.results import delayphases
-from mpvlab.results.summary_parts.base import build_each
+from mpvlab.results.summary_parts.base import build, build_each
 from mpvlab.results.summary_parts.network import EcnMarks, PathRecord
+from mpvlab.results.summary_parts.observe import BbrDiagRecord
 from mpvlab.runner import fidelity, runzero, sampling, transport
 from mpvlab.topologies import dual_path
 from mpvlab.core.errors import RunFailed
@@ -181,7 +182,7 @@ class EmulatedNetwork:
             if not f.exists() or self.bbr_diag is None or self.bbr_diag.returncode != 0:
                 raise RunFailed(f"observe.bbr_modes_hz: the INET_DIAG reader failed (exit "
                                 f"{None if self.bbr_diag is None else self.bbr_diag.returncode}; logs/bbr_diag.log)")
-            body["bbr_diag"] = bbr_diag.summarize(f, ctx.t0_ns)
+            body["bbr_diag"] = build(BbrDiagRecord, "bbr_diag", bbr_diag.summarize(f, ctx.t0_ns))
         # observe.pcap: capture record, wire-order path switches (its byte cross-checks: check_state)
         pcap_view = capture.view(self.topo, self.cap, self.trace_summary)
         body["warnings"] += pcap_view.pop("warnings")

@@ -34,6 +34,7 @@ from mpvlab.core.errors import RunFailed
 from mpvlab.results.summary_parts.base import build
 from mpvlab.results.summary_parts.kinds import RunHead
 from mpvlab.results.summary_parts.network import Steal
+from mpvlab.results.summary import run_fields
 from mpvlab.runner import liveness
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.network import BringUp, run_head
@@ -119,6 +120,8 @@ def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, Workload
         summary = {**run_head(ctx, fid), **body, "warnings": warnings,
                    "host_steal_during_playback": build(Steal, "host_steal_during_playback",
                                                          playing_steal.window.as_dict())}
+        # the kind's plain fields (duration_s, bytes_total, path_switches …) are complete here, typed now
+        run_fields(sc.topology.kind, summary)
         steps.mark("teardown")
     steps.mark("judge")
     net.judge(ctx, fid, summary)

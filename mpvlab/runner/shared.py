@@ -50,8 +50,8 @@ from mpvlab.topologies import shared_bottleneck as sb
 from mpvlab.topologies.mptcp import set_route_cc
 from mpvlab.runner.crosschecks import CheckState
 from mpvlab.runner.views import cc_state_view
-from mpvlab.results.summary import (Competition, CrossTraffic as CrossTrafficPart, EcnMarks, SharedAggregate,
-                                    SharedPlayer, Subflow, build, build_each, build_list)
+from mpvlab.results.summary import (BottleneckRecord, ClientCounters, Competition, CrossTraffic as CrossTrafficPart,
+                                    EcnMarks, SharedAggregate, SharedPlayer, Subflow, build, build_each, build_list)
 from mpvlab.runner.workloads.video import dash_view, network_discards
 
 PATH_LABEL = "shared"       # the delay lines' and queue folder's label (the path's name is the user's)
@@ -294,9 +294,9 @@ def summarise_udp(ctx: RunContext, ends: Ends, outcome: Outcome, bottleneck: dic
     carries the cross traffic."""
     (viewer,) = ends.clients
     assert viewer.iface is not None
-    counters = {viewer.role: {"interface": viewer.iface,
-                              "rx_bytes": after[viewer.role]["rx_bytes"] - before[viewer.role]["rx_bytes"],
-                              "rx_packets": after[viewer.role]["rx_packets"] - before[viewer.role]["rx_packets"]}}
+    counters = build_each(ClientCounters, "clients", {viewer.role: {
+        "interface": viewer.iface, "rx_bytes": after[viewer.role]["rx_bytes"] - before[viewer.role]["rx_bytes"],
+        "rx_packets": after[viewer.role]["rx_packets"] - before[viewer.role]["rx_packets"]}})
     bulk = cross.get("bulk")
     build(CrossTrafficPart, "cross_traffic", cross)
     return {
@@ -360,7 +360,7 @@ def bottleneck_view(ctx: RunContext, leaf_rx: dict[str, int], tbf_before: dict[s
     bottleneck["payload_bytes"] = payload
     if spec.down.rate:
         bottleneck["payload_ideal_bytes"] = round(spec.down.rate / 8 * window_s * TCP_PAYLOAD / FRAME_BYTES)
-    return bottleneck
+    return build(BottleneckRecord, "bottleneck", bottleneck)
 
 
 PLAYER_KEYS = ("underflows", "underflow_total_s", "picture_discards", "picture_discards_no_underflow",

@@ -17,6 +17,7 @@ from mpvlab.runner.workloads.base import Outcome
 from mpvlab.runner.steps import queue_view
 from mpvlab.results.summary_parts.base import build, build_list
 from mpvlab.results.summary_parts.network import CCStateView, Subflow
+from mpvlab.results.summary_parts.observe import SteeringRecord
 
 
 def _scheduler_view(topo: dual_path.DualPath, sched: dict[str, Any]) -> dict[str, Any]:
@@ -43,10 +44,11 @@ def _steering_view(steer: dict[str, Any]) -> dict[str, Any] | None:
     and steering latency (schedulers/README.md). None for the kernel's own scheduler."""
     if not steer:
         return None
-    return {"policy": steer.get("policy"), "conformance": steer.get("conformance"),
-            "steering_latency_ms": steer.get("steering_latency_ms"), "set_flags": steer.get("set_flags"),
-            "priority_changes": sum(c.get("priority_changes", 0) for c in steer.get("connections", [])),
-            "lost_events": steer.get("lost_events")}
+    return build(SteeringRecord, "steering", {
+        "policy": steer.get("policy"), "conformance": steer.get("conformance"),
+        "steering_latency_ms": steer.get("steering_latency_ms"), "set_flags": steer.get("set_flags"),
+        "priority_changes": sum(c.get("priority_changes", 0) for c in steer.get("connections", [])),
+        "lost_events": steer.get("lost_events")})
 
 
 

@@ -3,9 +3,9 @@ model per topology kind (the discriminator is `topology`), made of the parts in 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from mpvlab.topologies import registry as topologies
 from mpvlab.workloads import registry as workloads
@@ -13,7 +13,11 @@ from mpvlab.results.metricdef import INF, MPVLAB, STUDY_WIFI_LTE, MetricDef, Vie
 from mpvlab.results.summary_parts.base import SKEWED, Record
 from mpvlab.results.summary_parts.cross import CrossTraffic
 from mpvlab.results.summary_parts.network import (
-    CCStateView, CrossCheck, EcnMarks, FidelityRow, HttpRecord, Mptcp, PathRecord, Steal, Subflow)
+    BottleneckRecord, CCStateView, ClientCounters, CrossCheck, EcnMarks, FidelityRow, HttpRecord, Mptcp, PathRecord,
+    Steal, Subflow)
+from mpvlab.results.summary_parts.observe import (
+    BbrDiagRecord, CaptureRecord, SteeringRecord, WireNotCollected, WireSwitchesRecord)
+from mpvlab.results.summary_parts.runchecks import FidelityChecks
 from mpvlab.results.summary_parts.player import CpuUse, PlayerQoE, SharedAggregate, SharedPlayer
 from mpvlab.results.summary_parts.workload import BulkRecord, Competition, RtpRecord
 
@@ -41,7 +45,7 @@ class RunHead(Record):
     fidelity_table: list[FidelityRow] | None = Field(
         None, description="configured vs achieved per path direction over the whole run (mpvlab/runner/fidelity.py); null "
                           "without shaped links")
-    fidelity_checks: dict[str, dict[str, Any]] | None = Field(
+    fidelity_checks: FidelityChecks | None = Field(
         None, description="the named whole-run plausibility checks (mpvlab/runner/runchecks.py: "
                           "probe_delay_within_queue_bound, playback_within_media_and_stalls, no_simultaneous_silence; "
                           "their rows in docs/reference/cross-checks.md), each with `ok` and the "
@@ -74,8 +78,19 @@ def _workloads(model: str) -> tuple[str, ...]:
     return tuple(w.name for w in workloads.ENTRIES if w.name in runs)
 
 
-class EmulatedSummary(RunHead, PlayerQoE):
-    """dual-path and dumbbell runs (mpvlab/runner/emulated.py), workload video (the player's QoE, flat) or bulk."""
+class KindFields(Record):
+    """The plain fields a kind of run declares itself (values, not records of their own): the kind's summary
+    model is made of them, the run head and its parts. The life cycle builds them as the part `run fields`
+    where it assembles the summary (mpvlab/runner/lifecycle.py), so a wrong type fails there, naming the field."""
+
+
+def kind_fields(model: type[BaseModel]) -> type[KindFields]:
+    """The KindFields a summary model (EmulatedSummary …) is made of."""
+    return next(b for b in model.__mro__ if issubclass(b, KindFields) and KindFields in b.__bases__)
+
+
+class EmulatedFields(KindFields):
+    """EmulatedSummary's plain fields."""
 
     topology: Literal[_kinds("EmulatedSummary")] = Field(description="the scenario's topology.kind")  # type: ignore[valid-type]
     workload: Literal[_workloads("EmulatedSummary")] = Field(  # type: ignore[valid-type]
@@ -84,17 +99,7 @@ class EmulatedSummary(RunHead, PlayerQoE):
     scheduler: str = Field(description="the scenario's transport.scheduler: the MPTCP packet scheduler the server ran")
     duration_s: DurationS
     bytes_total: BytesTotal
-    paths: dict[str, PathRecord] = Field(
-        description="per path name: the bytes it carried to the client during playback (its client interface's "
-                    "counters)")
-    subflows: list[Subflow] = Field(
-        description="every (local, peer) pair ss showed on the server's port during the run, with its cc "
-                    "(mpvlab/runner/sampling.py); the run fails if one ran another cc than the scenario's")
     path_switches: PathSwitches
-    steering: dict[str, Any] | None = Field(
-        description="a steered scheduler's conformance and steering latency (policy, conformance, steering_latency_ms,"
-                    " set_flags, priority_changes, lost_events; mpvlab/runner/views.py, schedulers/README.md); null for "
-                    "the kernel's own scheduler")
     scheduler_decisions: Annotated[int | None, MetricDef(
         "scheduler decisions", "decisions", 0, INF, "none", "MPTCP scheduling decisions seen by the trace", MPVLAB,
         **SKEWED, rank=11)]
@@ -111,11 +116,29 @@ class EmulatedSummary(RunHead, PlayerQoE):
                           "one connection, in the order they left the server, on different subflows; retransmitted "
                           "segments counted apart (wire_switches). `path_switches` counts per scheduler decision. "
                           "Needs observe.pcap at `server`; null otherwise")
-    wire_switches: dict[str, Any] | None = Field(
+    # workload video
+    video_length_s: float | None = Field(
+        None, description="workload video: the video's duration (the scenario's video, s)")
+    player_mode: str | None = Field(None, description="workload video: the scenario's player.mode")
+
+
+class EmulatedSummary(EmulatedFields, RunHead, PlayerQoE):
+    """dual-path and dumbbell runs (mpvlab/runner/emulated.py), workload video (the player's QoE, flat) or bulk."""
+
+    paths: dict[str, PathRecord] = Field(
+        description="per path name: the bytes it carried to the client during playback (its client interface's "
+                    "counters)")
+    subflows: list[Subflow] = Field(
+        description="every (local, peer) pair ss showed on the server's port during the run, with its cc "
+                    "(mpvlab/runner/sampling.py); the run fails if one ran another cc than the scenario's")
+    steering: SteeringRecord | None = Field(
+        description="a steered scheduler's conformance and steering latency (mpvlab/runner/views.py, "
+                    "schedulers/README.md); null for the kernel's own scheduler")
+    wire_switches: WireSwitchesRecord | WireNotCollected | None = Field(
         None, description="per connection and in total: wire_switches, dsn_order_switches, new/retransmitted "
                           "segments, the decision count beside them, definitions, per subflow its peer, path and "
                           "seq_data_bytes (data bytes in its sequence space, each once); or {not_collected: why}")
-    capture: dict[str, Any] | None = Field(
+    capture: CaptureRecord | None = Field(
         None, description="observe.pcap: per file packets, bytes, tcpdump's drop counters, truncation and the byte "
                           "cross-check against the interface counters (mpvlab/collectors/pcap.py); null without capture")
     cross_checks: dict[str, CrossCheck] = Field(
@@ -129,16 +152,13 @@ class EmulatedSummary(RunHead, PlayerQoE):
     ecn_marks: dict[str, EcnMarks] | None = Field(
         None, description="per link direction with ecn_mark (`<path>-<down|up>`): its marker's counts over the "
                           "workload; null without ecn_mark")
-    bbr_diag: dict[str, Any] | None = Field(
+    bbr_diag: BbrDiagRecord | None = Field(
         None, description="observe.bbr_modes_hz: kernel BBR's state per server connection over INET_DIAG "
                           "(mpvlab/cc/bbr_diag.py, cc/README.md): samples, rate_hz reached, gap_ms_max, the reader's "
                           "CPU, connections_with_data, per connection (4-tuple) its mode sequence, time-weighted "
                           "shares and STARTUP episodes (start_s on the run's clock, duration_s, bytes_acked); over "
                           "the whole run, every connection on the server's port; null when not asked for")
     # workload video (and PlayerQoE's fields)
-    video_length_s: float | None = Field(
-        None, description="workload video: the video's duration (the scenario's video, s)")
-    player_mode: str | None = Field(None, description="workload video: the scenario's player.mode")
     player_cpu: CpuUse | None = Field(
         None, description="workload video: the player process's CPU use (mpvlab/player/gstreamer/player.py, getrusage)")
     http: HttpRecord | None = Field(None, description="workload video: the HTTP connection the player used")
@@ -149,8 +169,8 @@ class EmulatedSummary(RunHead, PlayerQoE):
     rtp: RtpRecord | None = Field(None, description="workload rtp: the stream's record (mpvlab/runner/workloads/rtp.py)")
 
 
-class PhysicalSummary(RunHead, PlayerQoE):
-    """Runs on real hosts (mpvlab/runner/physical/)."""
+class PhysicalFields(KindFields):
+    """PhysicalSummary's plain fields."""
 
     topology: Literal[_kinds("PhysicalSummary")] = Field(description="always physical: a run on real hosts")  # type: ignore[valid-type]
     workload: Literal[_workloads("PhysicalSummary")] = Field(workloads.VIDEO.name, description="always video on real hosts")  # type: ignore[valid-type]
@@ -158,28 +178,44 @@ class PhysicalSummary(RunHead, PlayerQoE):
     video_length_s: float = Field(description="the video's duration (the scenario's video, s)")
     duration_s: DurationS
     bytes_total: BytesTotal
-    paths: dict[str, PathRecord] = Field(
-        description="per path name: the bytes it carried to the client during playback (its client interface's "
-                    "counters)")
-    subflows: list[Subflow] = Field(description="the MPTCP subflows seen during the run, with their cc")
     player_mode: str = Field(description="the scenario's player.mode")
-    player_cpu: CpuUse | None = Field(None, description="the player process's CPU use (getrusage)")
     path_switches: None = Field(
         None, description="always null on real hosts: the scheduler trace is not collected there (see not_collected)")
     not_collected: dict[str, str] = Field(
         description="what a physical run does not collect, each with why (mpvlab/runner/physical/backend.py)")
 
 
-class SharedSummary(RunHead):
-    """Shared-bottleneck runs (mpvlab/runner/shared.py): N players and cross traffic behind one router,
-    or (workload rtp) one viewer: its `rtp` record and the viewer interface's cross-check instead."""
+class PhysicalSummary(PhysicalFields, RunHead, PlayerQoE):
+    """Runs on real hosts (mpvlab/runner/physical/)."""
+
+    paths: dict[str, PathRecord] = Field(
+        description="per path name: the bytes it carried to the client during playback (its client interface's "
+                    "counters)")
+    subflows: list[Subflow] = Field(description="the MPTCP subflows seen during the run, with their cc")
+    player_cpu: CpuUse | None = Field(None, description="the player process's CPU use (getrusage)")
+
+
+class SharedFields(KindFields):
+    """SharedSummary's plain fields."""
 
     topology: Literal[_kinds("SharedSummary")] = Field(description="the scenario's topology.kind")  # type: ignore[valid-type]
     workload: Literal[_workloads("SharedSummary")] = Field(  # type: ignore[valid-type]
         workloads.VIDEO.name, description="the scenario's workload.kind: video (N players) or rtp (one viewer)")
     transport: str = Field(
         description="what the players' or viewer's flows ran over, in words (e.g. `mptcp, one subflow per player`)")
-    bottleneck: dict[str, Any] = Field(
+    # workload video
+    video_length_s: float | None = Field(None, description="workload video: the video's duration (s)")
+    player_mode: str | None = Field(None, description="workload video: the scenario's player.mode")
+    # workload rtp
+    duration_s: float | None = Field(
+        None, description="workload rtp: from the viewer's first to its last received packet (s)")
+
+
+class SharedSummary(SharedFields, RunHead):
+    """Shared-bottleneck runs (mpvlab/runner/shared.py): N players and cross traffic behind one router,
+    or (workload rtp) one viewer: its `rtp` record and the viewer interface's cross-check instead."""
+
+    bottleneck: BottleneckRecord = Field(
         description="the shared link over the collectors' window: path, rate_bps, limit_bytes, burst_bytes, window_s, "
                     "per-leaf received bytes, the tbf's counters and queue view (mpvlab/runner/shared.py bottleneck_view)")
     cross_traffic: CrossTraffic = Field(description="what the cross-traffic sources recorded (mpvlab/runner/cross.py)")
@@ -192,17 +228,13 @@ class SharedSummary(RunHead):
         None, description="per link direction with ecn_mark: its marker's counts over the workload; null without "
                           "ecn_mark")
     # workload video
-    video_length_s: float | None = Field(None, description="workload video: the video's duration (s)")
-    player_mode: str | None = Field(None, description="workload video: the scenario's player.mode")
     players: dict[str, SharedPlayer] | None = Field(
         None, description="workload video: per player role, its QoE and bytes")
     aggregate: SharedAggregate | None = Field(None, description="workload video: the players together")
     http: HttpRecord | None = Field(None, description="workload video: the HTTP connection the players used")
     # workload rtp: the viewer's interface counters (`clients`) and their check against its socket
     rtp: RtpRecord | None = Field(None, description="workload rtp: the stream's record (mpvlab/runner/workloads/rtp.py)")
-    duration_s: float | None = Field(
-        None, description="workload rtp: from the viewer's first to its last received packet (s)")
-    clients: dict[str, dict[str, Any]] | None = Field(
+    clients: dict[str, ClientCounters] | None = Field(
         None, description="workload rtp: per viewer role, its interface's counters over the run (interface, rx_bytes, "
                           "rx_packets)")
     cross_checks: dict[str, CrossCheck] | None = Field(

@@ -227,3 +227,52 @@ class FidelityRow(Record):
                           "kernel's arrival stamp of the packet (NFQA_TIMESTAMP): lateness_ms_max plus the time the "
                           "packet waited in the line's socket, so a stopped or starved line shows here (ms; null when "
                           "the packets carried no stamp)")
+
+
+class QueueDevice(Record):
+    """One shaping qdisc (tbf) on a router, from its counter samples (mpvlab/runner/steps.py queue_view)."""
+
+    samples: int = Field(description="counter samples of the qdisc (count)")
+    backlog_bytes_max: int = Field(description="the largest backlog sampled (B)")
+    backlog_bytes_mean: int = Field(description="the mean backlog over the samples, rounded (B)")
+    drops: int = Field(description="drops between the first and the last sample (count)")
+
+
+class TbfCounters(Record):
+    """The bottleneck tbf's counters (tc -s qdisc), their difference over the collectors' window."""
+
+    bytes: int = Field(description="bytes the tbf sent (B)")
+    packets: int = Field(description="packets the tbf sent (count)")
+    drops: int = Field(description="packets the tbf dropped (count)")
+
+
+class BottleneckRecord(Record):
+    """The shared link over the collectors' window (mpvlab/runner/shared.py bottleneck_view)."""
+
+    path: str = Field(description="the scenario's one path")
+    rate_bps: int | None = Field(description="the path's configured down rate (bit/s); null when unshaped")
+    limit_bytes: int = Field(description="the tbf's queue limit (paths.<name>.down.buffer; packets as 1514 B frames; B)")
+    burst_bytes: int = Field(description="the tbf's burst as applied (the configured one or its default; B)")
+    window_s: float = Field(description="the collectors' window: from their start to their stop (s)")
+    leaf_rx_bytes: dict[str, int] = Field(
+        description="per client role: bytes its interface received over the window (B)")
+    leaf_rx_bytes_total: int = Field(description="leaf_rx_bytes summed (B)")
+    queue: dict[str, QueueDevice] = Field(description="per tbf device on the router: its backlog and drops")
+    tbf: TbfCounters | None = Field(
+        None, description="the down tbf's counters over the window; absent when the path is unshaped (no rate)")
+    utilisation: float | None = Field(
+        None, description="tbf bytes × 8 / (rate_bps × window_s) (fraction); absent when the path is unshaped")
+    payload_bytes: int = Field(
+        description="payload the bottleneck carried in the window: the workload's (players' HTTP bodies or the "
+                    "viewer's UDP payload), the bulk cross flow's bytes received and the VoIP probe's UDP payload (B)")
+    payload_ideal_bytes: int | None = Field(
+        None, description="rate / 8 × window_s × 1448 / 1514: full TCP frames' payload at the rate (B); absent when "
+                          "unshaped")
+
+
+class ClientCounters(Record):
+    """A client's own interface counters over the run (mpvlab/runner/shared.py summarise_udp)."""
+
+    interface: str = Field(description="the client's interface toward the bottleneck")
+    rx_bytes: int = Field(description="bytes the interface received (B)")
+    rx_packets: int = Field(description="packets the interface received (count)")
