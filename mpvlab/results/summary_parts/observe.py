@@ -61,10 +61,10 @@ class SetFlagsCalls(Record):
     """The controller's mptcp_pm SET_FLAGS calls (the backup flag it sets per subflow)."""
 
     calls: int = Field(description="SET_FLAGS calls made (count)")
-    errors: int = Field(description="calls the kernel refused (count)")
+    errors: int = Field(description="calls the kernel refused, those counted in at_close left out (count)")
     at_close: int = Field(
-        description="of the errors, calls that failed because the kernel was tearing the subflow down: the "
-                    "connection's CLOSED or SUB_CLOSED event came within 200 ms of the failure (count)")
+        description="calls that failed because the kernel was tearing the subflow down: the connection's CLOSED or "
+                    "SUB_CLOSED event came within 200 ms of the failure (count; not in errors)")
     mean_us: float = Field(description="mean time a call took (µs); 0 without calls")
     max_us: float = Field(description="longest time a call took (µs)")
 
@@ -88,7 +88,8 @@ class SteeringRecord(Record):
     steering_latency_ms: SteeringLatency = Field(description="how long a newly allowed subflow took to carry data")
     set_flags: SetFlagsCalls = Field(description="the controller's SET_FLAGS calls")
     priority_changes: int = Field(
-        description="SET_FLAGS changes of a subflow's backup flag, summed over the connections (count)")
+        description="SET_FLAGS calls that changed a subflow's backup flag (the kernel accepted them), summed over "
+                    "the connections (count)")
     lost_events: LostEvents = Field(description="events lost between the BPF side and the controller")
 
 
