@@ -273,6 +273,6 @@ class BottleneckRecord(Record):
 class ClientCounters(Record):
     """A client's own interface counters over the run (mpvlab/runner/shared.py summarise_udp)."""
 
-    interface: str = Field(description="the client's interface toward the bottleneck")
+    interface: str = Field(description="the client's own interface the workload's packets arrive on")
     rx_bytes: int = Field(description="bytes the interface received (B)")
     rx_packets: int = Field(description="packets the interface received (count)")
