@@ -64,8 +64,12 @@ def _stream() -> dict[str, Any]:
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731 — the viewer's nearest rank
     n, nbytes = len(caps), len(caps) * (size + RTP_HEADER)
     tx = {"frames_captured": n, "packets_sent": n, "rtp_bytes_sent": nbytes, "packets_unsent_at_end": 0,
-          "feedback": {"transport_seqs_without_feedback": 0, "missing_feedback_at_tail": 0, "transport_seqs_sent": n,
-                       "transport_seqs_reported_received": n},
+          # the sender's TWCC ledger as mpvlab-rtp writes it (feedback.go feedbackSummary): every number
+          # reported received, one feedback per RTCP datagram every 50 ms of the 20 s stream
+          "feedback": {"transport_seqs_sent": n, "transport_seqs_reported": n, "transport_seqs_reported_received": n,
+                       "transport_seqs_reported_lost": 0, "transport_seqs_without_feedback": 0,
+                       "transport_seqs_without_feedback_first": None, "missing_feedback_at_tail": 0,
+                       "twcc_feedback_packets": 400, "rtcp_datagrams": 400, "rtcp_bytes": 400 * 28},
           "padding": True, "padding_packets_sent": 0, "padding_bytes_sent": 0, "target_updates": len(targets),
           "final_target_bps": RATE, "cpu": None}
     rx = {"end_record_seen": True, "frames_accounted": n, "frames_on_time": n, "frames_late": 0, "frames_lost": 0,
@@ -76,7 +80,8 @@ def _stream() -> dict[str, Any]:
           "feedback_interval_ms": 50, "feedback_own_target_bps": 300000, "playout_deadline_ms": 400.0,
           "decode": {"frames_decoded": n, "frames_decode_error": 0, "frames_undecodable": 0, "decoder_failure": "",
                      "decoder": None, "definition": "decoded + decode_error + undecodable = on time"},
-          "latency_ms": {"p50": pct(0.5), "p95": pct(0.95), "p99": pct(0.99), "max": pct(1.0)}, "cpu": None}
+          "latency_ms": {"p50": pct(0.5), "p95": pct(0.95), "p99": pct(0.99), "max": pct(1.0),
+                         "definition": "capture to the arrival of the frame's last missing packet"}, "cpu": None}
     return {"tx": tx, "rx": rx, "sender/frames.csv": frames, "sender/packets.csv": packets,
             "sender/targets.csv": targets, "sender/encoder.csv": encoder, "receiver/frames.csv": rx_frames,
             "receiver/rate.csv": rate}

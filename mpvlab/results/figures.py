@@ -176,19 +176,30 @@ FIGURES: tuple[FigureDef, ...] = (
                                               "its bytes on the wire")),
     FigureDef("bulk.*", note=_no("the bulk endpoints' own record (sizes, times, goodput) or configuration")),
     # --- rtp ---
-    FigureDef("rtp.encoder_per_second[].KEY", ("rtp_encoder_vs_setting", "rtp_encoder_per_second_vs_frames",
-                                               "rtp_encoder_targets_vs_log", "rtp_encoder_wire_vs_packets")),
-    FigureDef("rtp.target_bps.KEY", ("rtp_steady_target_vs_frames",),
-              "partly: steady_mean; initial is configuration, final and updates the sender's own record"),
-    FigureDef("rtp.received_per_second[].KEY", ("rtp_received_per_second_vs_totals",)),
-    FigureDef("rtp.latency_ms.KEY", ("rtp_latency_vs_frames",)),
+    FigureDef("rtp.encoder_per_second[].t_s", note=_no("a window's start: the first captured frame + whole seconds "
+                                                       "(definition, not a measurement)")),
+    FigureDef("rtp.encoder_per_second[].frames", ("rtp_encoder_per_second_vs_frames",)),
+    FigureDef("rtp.encoder_per_second[].achieved_bps", ("rtp_encoder_vs_setting", "rtp_encoder_per_second_vs_frames")),
+    FigureDef("rtp.encoder_per_second[].achieved_wire_bps", ("rtp_encoder_wire_vs_packets",),
+              "partly: the sum over the windows"),
+    FigureDef("rtp.encoder_per_second[].encoder_set_bps", ("rtp_encoder_targets_vs_log", "rtp_encoder_vs_setting")),
+    FigureDef("rtp.encoder_per_second[].target_bps", ("rtp_encoder_targets_vs_log",)),
+    FigureDef("rtp.target_bps.steady_mean", ("rtp_steady_target_vs_frames",)),
+    FigureDef("rtp.target_bps.*", note=_no("initial is configuration, final and updates the sender's own record "
+                                           "(targets.csv), steady_window_s and steady_paused_s the steady mean's "
+                                           "definition over targets.csv (tests/test_rtp_checks.py checks them by hand)")),
+    FigureDef("rtp.received_per_second[].second", note=_no("the bin's second on the run's clock (definition)")),
+    FigureDef("rtp.received_per_second[].*", ("rtp_received_per_second_vs_totals",),
+              "partly: the sum over the seconds"),
+    FigureDef("rtp.latency_ms.*", ("rtp_latency_vs_frames",)),
     FigureDef("rtp.packets_sent", ("rtp_packets_vs_frames",)),
     FigureDef("rtp.rtp_bytes_sent", ("rtp_packets_vs_frames",)),
     FigureDef("rtp.frames_captured", ("rtp_packets_vs_frames", "rtp_viewer_counts_vs_frames"),
               "frames.csv rows" + _RTP_NOTE_HARD),
     FigureDef("rtp.frames_*", ("rtp_viewer_counts_vs_frames",), "receiver/frames.csv status" + _RTP_NOTE_HARD),
     FigureDef("rtp.decode.frames_*", ("rtp_viewer_counts_vs_frames",)),
-    FigureDef("rtp.decode.decoder.KEY", note=_no("the viewer's decoder's own description")),
+    FigureDef("rtp.decode.decoder.*", note=_no("the viewer's decoder's own account (frames fed and refused, "
+                                               "pictures out, warnings, CPU time); no second source")),
     FigureDef("rtp.rtp_bytes_received", ("rtp_received_per_second_vs_totals", "bytes_{path}_interface_vs_udp_socket"),
               "partly: the per-second series sums to it; the socket's datagrams (video + padding) against the "
               "interface"),
@@ -218,9 +229,9 @@ FIGURES: tuple[FigureDef, ...] = (
         "the sender's own reading of TWCC feedback (sender/feedback_rtt.csv); no second collector sees the "
         "feedback's timing — tests/test_rtp_run.py bounds it by the configured path delay and queue")),
     FigureDef("rtp.playout_deadline_ms", note=_no("configuration of the viewer")),
-    FigureDef("rtp.checks.KEY", note=_no("the checks' own records")),
-    FigureDef("rtp.feedback.KEY", note=_no("the sender's record of TWCC feedback it received")),
-    FigureDef("rtp.bbr_variant.KEY", note=_no("configuration")),
+    FigureDef("rtp.feedback.interval_*", note=_no("the viewer's configuration (its own target and the interval "
+                                                  "derived from it)")),
+    FigureDef("rtp.feedback.*", note=_no("the sender's record of TWCC feedback it received")),
     FigureDef("competition.link_bps", note=_no("configuration")),
     FigureDef("competition.rtp_received_bps", ("rtp_received_per_second_vs_totals",),
               "partly: the stream's per-second bins it is made of are checked against the viewer's totals"),

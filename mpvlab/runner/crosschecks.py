@@ -32,6 +32,7 @@ from mpvlab.results import checks as registry
 from mpvlab.results.summary_parts.base import build, build_each
 from mpvlab.results.summary_parts.network import CrossCheck
 from mpvlab.results.summary_parts.runchecks import FidelityChecks
+from mpvlab.results.summary_parts.workload import RtpCheck
 from mpvlab.runner.context import RunContext
 from mpvlab.runner.workloads.base import Outcome
 from mpvlab.workloads.bulk import BULK
@@ -314,7 +315,7 @@ def apply(summary: dict[str, Any], fid: dict[str, Any], result: Result, log: Cal
         # typed where made (issue 46 item 3): a record of the wrong shape fails here, naming it
         summary["cross_checks"] = build_each(CrossCheck, "cross_checks", {**(summary.get("cross_checks") or {}), **cross})
     if "rtp.checks" in result.records:
-        summary["rtp"]["checks"] = result.records["rtp.checks"]
+        summary["rtp"]["checks"] = build_each(RtpCheck, "rtp.checks", result.records["rtp.checks"])
     summary["warnings"] = [*summary.get("warnings", []), *result.warnings]
     fchecks = result.records.get("fidelity_checks", {})
     if fchecks:

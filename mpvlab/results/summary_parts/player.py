@@ -4,7 +4,7 @@ together (`SharedAggregate`)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
@@ -23,11 +23,26 @@ class CpuUse(Record):
                           "more than one core)")
 
 
+class DashRepresentation(Record):
+    """One video representation of the MPD, as the player recorded it: the GStreamer players from the MPD
+    (mpvlab/player/gstreamer/dash.py parse_mpd: all five fields), dash.js from its bitrate list
+    (mpvlab/player/dashjs/qoe.py: level and bitrate_bps only)."""
+
+    level: int = Field(description="the quality level: index in bitrate order (0 = lowest)")
+    bitrate_bps: int = Field(description="the representation's declared bitrate (@bandwidth; bit/s)")
+    id: str | None = Field(None, description="the MPD's Representation@id (\"\" when the MPD gives none); absent "
+                                             "for dash.js")
+    width: int | None = Field(None, description="the MPD's Representation@width (pixels; 0 when the MPD gives none); "
+                                                "absent for dash.js")
+    height: int | None = Field(None, description="the MPD's Representation@height (pixels; 0 when the MPD gives none); "
+                                                 "absent for dash.js")
+
+
 class DashView(Record):
     abr: AbrRecord | None = Field(None, description="the ABR as the player ran it: name, parameters, seed (own "
                                                     "client), version of the third-party code it ran in (dash.js) "
                                                     "(mpvlab/player/contract.py)")
-    representations: Any = Field(
+    representations: list[DashRepresentation] | None = Field(
         None, description="the MPD's representations the player could choose: level, bitrate_bps (and id, width, "
                           "height where the player records them) (mpvlab/player/gstreamer/dash_client.py, mpvlab/player/dashjs/qoe.py)")
     segment_s: float | None = Field(None, description="the media segment duration the MPD declares (s)")

@@ -3,7 +3,7 @@ the rtp-against-bulk competition view."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -33,6 +33,134 @@ class BulkRecord(Record):
     definition: str = Field(description="how transfer_s is measured, in words")
 
 
+class RtpDecoderEnd(Record):
+    """The viewer's decoder's own account, the `end <JSON>` line it writes after draining
+    (rtp/decoder/live_decoder.py main, passed through by rtp/cmd/mpvlab-rtp/decode.go)."""
+
+    decoder: str = Field(description="the GStreamer decoder element and its plugin's version, e.g. `avdec_h264 1.22.0`")
+    fed: int = Field(description="frames the decoder's pipeline accepted (count)")
+    refused: int = Field(description="frames the pipeline refused (push-buffer not OK): not decoded (count)")
+    pictures: int = Field(description="pictures the decoder put out (count)")
+    warnings: int = Field(description="warning messages the pipeline posted up to end of stream (count)")
+    warning_texts: list[str] = Field(description="the first 5 of those warnings, GStreamer's words")
+    error: str | None = Field(
+        description="the pipeline's error message, or `no EOS within 10 s` when draining timed out; null when it "
+                    "drained to end of stream")
+    cpu_s: float = Field(
+        description="the decoder process's user + system CPU time, start-up included (getrusage RUSAGE_SELF, s)")
+
+
+class RtpBbrVariant(Record):
+    """The scenario's workload.bbr as the run used it (mpvlab/workloads/rtp.py WebrtcBbrVariant, every field
+    written out)."""
+
+    filter: Literal["replacing", "non-replacing"] = Field(
+        description="BBR's bandwidth max filter: replacing (WebRTC's) or non-replacing (the three highest samples "
+                    "kept as separate entries)")
+    estimate: Literal["best", "third-best"] = Field(
+        description="the bandwidth estimate: the highest sample (best, WebRTC's) or the third-highest")
+    recovery: bool = Field(description="whether BBR's recovery state is on (true: WebRTC's)")
+    probe_rtt: Literal["webrtc", "v2"] = Field(
+        description="RTT probing: WebRTC's, or v2 (BBRv2-like: cwnd = BDP/2 during the probe, min-RTT expiry 5 s "
+                    "instead of 10 s)")
+    padding: bool = Field(
+        description="whether the pacer sends padding-only packets while BBR probes for bandwidth (true: WebRTC's)")
+
+
+class RtpLatency(Record):
+    """Per-frame latency at the viewer (receiver.json latency_ms, rtp/cmd/mpvlab-rtp/recv.go): over every
+    frame that became complete, on time or late; nearest-rank percentiles."""
+
+    p50: float | None = Field(description="median latency (ms); null when no frame became complete")
+    p95: float | None = Field(description="95th percentile latency (ms); null when no frame became complete")
+    p99: float | None = Field(description="99th percentile latency (ms); null when no frame became complete")
+    max: float | None = Field(description="largest latency (ms); null when no frame became complete")
+    definition: str = Field(description="what the latency spans, in words")
+
+
+class RtpFeedback(Record):
+    """The sender's ledger of transport-wide CC (TWCC) feedback (sender.json feedback,
+    rtp/cmd/mpvlab-rtp/feedback.go feedbackSummary) and the viewer's feedback interval (receiver.json)."""
+
+    transport_seqs_sent: int = Field(
+        description="transport-wide sequence numbers the sender put on packets, video and padding (count)")
+    transport_seqs_reported: int = Field(description="of those, numbers some feedback reported (count)")
+    transport_seqs_reported_received: int = Field(
+        description="reported numbers some feedback reported received (count)")
+    transport_seqs_reported_lost: int = Field(
+        description="reported numbers no feedback reported received (count)")
+    transport_seqs_without_feedback: int = Field(description="numbers sent that no feedback mentioned (count)")
+    transport_seqs_without_feedback_first: list[int] | None = Field(
+        description="the 20 lowest of those numbers (unwrapped sequence numbers); null when there are none")
+    missing_feedback_at_tail: int = Field(
+        description="of the numbers without feedback, those at the stream's end: the run of unreported numbers "
+                    "ending with the last one sent (count)")
+    twcc_feedback_packets: int = Field(description="TWCC feedback (TransportLayerCC) RTCP packets the sender read (count)")
+    rtcp_datagrams: int = Field(description="RTCP datagrams the sender read (count)")
+    rtcp_bytes: int = Field(description="bytes of those datagrams (B, UDP payload)")
+    interval_ms: int | None = Field(
+        description="the viewer's feedback interval, as libwebrtc 2018 derives it from interval_own_target_bps "
+                    "(ms; rtp/cmd/mpvlab-rtp/twcc_interval.go); null when receiver.json did not record it")
+    interval_own_target_bps: int | None = Field(
+        description="the viewer's own send-side target the interval is derived from (bit/s; its --own-target-bps, "
+                    "by default libwebrtc's start rate: the viewer sends no media); null when receiver.json did "
+                    "not record it")
+
+
+class RtpTarget(Record):
+    """The controller's target bitrate (sender.json, sender/targets.csv; the steady figures:
+    mpvlab/runner/workloads/rtp_checks.py steady_target)."""
+
+    initial: int = Field(description="the scenario's workload.initial_bitrate: the controller's start target (bit/s)")
+    final: int | None = Field(description="the last target the controller set (bit/s); null when it set none")
+    updates: int = Field(description="targets the controller set over the stream (count; rows of targets.csv)")
+    steady_mean: int | None = Field(
+        description="time-weighted mean of the target over the time the encoder ran (target > 0) within "
+                    "steady_window_s (bit/s, rounded); null when steady_window_s is null or the encoder never ran in it")
+    steady_window_s: list[float] | None = Field(
+        description="[from, to) run seconds: the 1 s windows of capture time holding frames, of the stream's second "
+                    "half, the last one left out; null with fewer than three such windows or without targets")
+    steady_paused_s: float | None = Field(
+        description="time in steady_window_s with the target at 0: the encoder paused (webrtc-bbr) (s); null when "
+                    "steady_window_s is null")
+    steady_definition: str = Field(description="the steady figures' definition, in words")
+
+
+class RtpEncoderSecond(Record):
+    """One 1 s window of capture time from the first captured frame (sender/encoder.csv,
+    rtp/cmd/mpvlab-rtp/results.go)."""
+
+    t_s: float = Field(description="the window's start on the run's clock (s since t0)")
+    frames: int = Field(description="frames captured in the window (count)")
+    achieved_bps: int = Field(description="the encoder's output in the window: the frames' encoded bytes × 8 (bit/s)")
+    achieved_wire_bps: int = Field(
+        description="the same frames' packets as they left the socket (RTP packet + 28 B of UDP and IPv4 header "
+                    "each) × 8 (bit/s; packets the pacer still held at the end left out)")
+    target_bps: float = Field(description="time-weighted mean of the controller's target over the window (bit/s)")
+    encoder_set_bps: float = Field(
+        description="time-weighted mean of the bitrate the encoder was set to over the window (bit/s)")
+
+
+class RtpReceivedSecond(Record):
+    """One second of the run's clock at the viewer, by arrival (receiver/rate.csv,
+    rtp/cmd/mpvlab-rtp/recv.go): every second from the first arrival's to the last's, video or padding."""
+
+    second: int = Field(description="the second [second, second + 1) on the run's clock (s since t0)")
+    received_bps: int = Field(description="video RTP bytes (UDP payload) that arrived in it × 8 (bit/s)")
+    padding_bps: int = Field(description="padding-only bytes (UDP payload) that arrived in it × 8 (bit/s)")
+
+
+class RtpCheck(OpenRecord):
+    """One rtp cross-check (mpvlab/runner/workloads/rtp_checks.py Check.record). Open: besides the four
+    fields every check has, each check records its own numbers under its own keys (a ratio, counts, the
+    frames that differ: the check_* function that makes it names them)."""
+
+    ok: bool = Field(description="whether the figure agreed with its evidence within the tolerance")
+    figure: str = Field(description="the summary figure checked, by its path in the rtp part")
+    evidence: str = Field(description="what it was recomputed from (the logs it was not made from)")
+    tolerance: str = Field(description="how far they may differ, in words")
+
+
 class RtpDecodeRecord(Record):
     """The viewer's decoder (rtp/cmd/mpvlab-rtp/playout.go): decoded + decode_error + undecodable = on time."""
 
@@ -41,7 +169,9 @@ class RtpDecodeRecord(Record):
     frames_undecodable: int = Field(
          description="on-time frames depending on a frame that was not played (late or lost), up to the next keyframe:"
                      " never fed to the decoder (count; rtp/cmd/mpvlab-rtp/playout.go)")
-    decoder: dict[str, Any] | None = Field(description="the viewer's decoder and its parameters; null when none ran")
+    decoder: RtpDecoderEnd | None = Field(
+        description="the viewer's decoder's own account after draining; null when it wrote none (it failed to start "
+                    "or died)")
     decoder_failure: str = Field(description="why the decoder failed, in words; empty when it did not")
     definition: str = Field(description="how the decode counts are defined, in words")
 
@@ -96,7 +226,7 @@ class RtpRecord(OpenRecord):
     """workload rtp (mpvlab/runner/workloads/rtp.py): frames captured = on time + late + lost at the viewer."""
 
     controller: str = Field(description="the scenario's workload.controller: the rate controller the sender ran")
-    bbr_variant: dict[str, Any] | None = Field(
+    bbr_variant: RtpBbrVariant | None = Field(
         None, description="webrtc-bbr: the study's variant (the scenario's workload.bbr); null = WebRTC's own")
     frames_captured: int = Field(description="frames the sender's encoder produced (count) = on_time + late + lost")
     frames_on_time: int = Field(description="frames complete at the viewer within the playout deadline (count)")
@@ -104,7 +234,7 @@ class RtpRecord(OpenRecord):
     frames_lost: int = Field(description="frames never complete at the viewer (count)")
     playout_deadline_ms: float = Field(
         description="the viewer's configured playout deadline after capture time (ms; rtp/cmd/mpvlab-rtp/recv.go)")
-    latency_ms: dict[str, Any] = Field(
+    latency_ms: RtpLatency = Field(
          description="from capture (encoder input, CLOCK_MONOTONIC) to the arrival of the frame's last missing packet:"
                      " p50, p95, p99, max (ms) and its definition (rtp/cmd/mpvlab-rtp/recv.go)")
     decode: RtpDecodeRecord = Field(description="the viewer's decoder counts")
@@ -128,20 +258,20 @@ class RtpRecord(OpenRecord):
     padding_packets_lost: int = Field(0, description="padding-only packets the viewer never received (count)")
     padding_share: float | None = Field(
         None, description="padding bytes / (padding + video RTP bytes) sent (fraction); null when nothing was sent")
-    feedback: dict[str, Any] = Field(
+    feedback: RtpFeedback = Field(
          description="the sender's ledger of transport-wide CC feedback: transport sequence numbers sent, reported, "
                      "reported received/lost, without feedback; feedback packets, RTCP datagrams and bytes "
                      "(rtp/cmd/mpvlab-rtp/feedback.go); the viewer's feedback interval (interval_ms) and the own "
                      "sending target it follows (interval_own_target_bps; rtp/cmd/mpvlab-rtp/twcc_interval.go)")
-    target_bps: dict[str, Any] = Field(
+    target_bps: RtpTarget = Field(
         description="the controller's target bitrate: initial (scenario), final, updates, steady_mean (time-weighted "
                     "over the time the encoder ran within steady_window_s, the stream's second half, bit/s), "
                     "steady_window_s ([from, to) run seconds), steady_paused_s (encoder paused in it, s) and its "
                     "definition")
-    encoder_per_second: list[dict[str, Any]] = Field(
+    encoder_per_second: list[RtpEncoderSecond] = Field(
         description="per 1 s window of capture time (sender/encoder.csv): t_s, frames, achieved_bps, "
                     "achieved_wire_bps, target_bps, encoder_set_bps")
-    received_per_second: list[dict[str, Any]] = Field(
+    received_per_second: list[RtpReceivedSecond] = Field(
         description="per second at the viewer (receiver/rate.csv): second, received_bps, padding_bps")
     on_time_per_second: list[int] = Field(
         default_factory=list,
@@ -154,7 +284,7 @@ class RtpRecord(OpenRecord):
     feedback_rtt_ms: RtpFeedbackRttRecord | None = Field(
         None, description="the RTT GCC derives from TWCC feedback, one sample per feedback, for either controller "
                           "(sender/feedback_rtt.csv; rtp/README.md \"GCC's RTT\")")
-    checks: dict[str, Any] | None = Field(
+    checks: dict[str, RtpCheck] | None = Field(
         None, description="the rtp cross-checks (mpvlab/runner/workloads/rtp_checks.py, rtp/README.md): per check "
                           "ok, the figure, the evidence, the tolerance and the numbers; a failed one is also a "
                           "`cross-check rtp_<name> failed` warning")
