@@ -5,7 +5,7 @@ Chromium's singleton socket lives in a folder it makes in TMPDIR (org.chromium.C
 socket path must fit 108 bytes, so not in the deep profile), linked from the profile as
 SingletonSocket, and it removes that folder on a clean exit only. In the shared /tmp a browser ended
 by a signal left one behind, and so did every driver killed with SIGKILL (which runs no `finally`):
-this host's /tmp held 547 of them. So the driver's caller names a short TMPDIR of the run's
+this host's /tmp held 548 of them. So the driver's caller names a short TMPDIR of the run's
 (mpvlab-<run id>-dashjs, Launch.tmp_dir), lists it with the profile in the run's ledger, and removes
 both after a SIGKILLed driver; the driver makes it and removes it with the profile when it ends."""
 
