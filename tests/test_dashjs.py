@@ -746,6 +746,10 @@ class _PageBed:
         self.spki = tls.spki_sha256_b64(material.cert)
         self.access_log = root / "access.log"
         self.data = tmp / "data"
+        # Chromium's TMPDIR, short and named with the run id, in the ledger before the driver makes it:
+        # a driver killed by the test leaves it to close() (player README, "Chromium's scratch folders")
+        self.tmpdir = Path(tempfile.gettempdir()) / naming.scratch_name(run_id, "dashjs")
+        self.ledger.add_scratch(self.tmpdir)
 
     def shape(self, rate: str) -> None:
         """The server's side of the link at `rate` (tbf, replacing any shaping before)."""
@@ -757,6 +761,7 @@ class _PageBed:
                 "--url", "https://10.0.1.1/v/manifest.mpd", "--page-url", "https://10.0.1.1/mpvlab-dashjs/player.html",
                 "--events", str(self.tmp / "player-events.jsonl"), "--summary", str(self.tmp / "player-summary.json"),
                 "--data-dir", str(self.data), "--profile", str(self.data / "chromium-profile"), "--abr", "dynamic",
+                "--tmpdir", str(self.tmpdir),
                 "--spki", self.spki, "--t0-from-stdin", "--video-length-s", "4", "--timeout-s", "30",
                 "--dashjs-settings", json.dumps(PlayerSpec(kind="dashjs").dashjs_settings()), *extra]
         from mpvlab.core import proc
@@ -1017,36 +1022,3 @@ def test_halt_after_the_last_segment(page_bed: Any, tmp_path: Path, end_of_strea
     ((a, b),) = ps["underflow_episodes"]
     # the stall lasted from dash.js's halt to its BUFFER_LOADED (page clock, 1 ms resolution)
     assert b - a == pytest.approx((t_loaded - t_empty) / 1000, abs=0.01)
-
-
-def test_the_browsers_singleton_folder_is_removed_with_its_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chromium makes its singleton socket in a folder of the temporary directory, linked from the
-    profile, and removes both only on a clean exit; a run ends it with SIGTERM (this host's /tmp held
-    515 such folders). The driver reads the folder while the browser runs (on SIGTERM the link may go
-    and the folder stay) and removes it with the profile: only a folder of Chromium's name pattern
-    directly in the temporary directory, holding only the singleton's files."""
-    from mpvlab.player.dashjs.browser import remove_profile, singleton_folder
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-
-    def browser_ran(name: str, extra: str | None = None) -> tuple[Path, Path]:
-        folder, profile = tmp_path / name, tmp_path / f"profile-{name}"
-        folder.mkdir()
-        profile.mkdir()
-        for f in ("SingletonSocket", "SingletonCookie", *([extra] if extra else [])):
-            (folder / f).write_text("")
-        (profile / "SingletonSocket").symlink_to(folder / "SingletonSocket")
-        return folder, profile
-
-    folder, profile = browser_ran("org.chromium.Chromium.AbC123")
-    seen = singleton_folder(profile)
-    assert seen == folder
-    (profile / "SingletonSocket").unlink()          # Chromium's SIGTERM path: the link gone, the folder left
-    remove_profile(profile, seen)
-    assert not folder.exists() and not profile.exists()
-    remove_profile(profile, seen)                   # both gone already: nothing to do, no error
-    # Not Chromium's: another name, or a folder holding anything else, is left alone.
-    other, profile = browser_ran("org.chromium.Chromium.AbC12")
-    assert singleton_folder(profile) is None
-    held, profile = browser_ran("org.chromium.Chromium.XyZ789", extra="keep.txt")
-    remove_profile(profile, singleton_folder(profile))
-    assert held.is_dir() and other.is_dir() and not profile.exists()

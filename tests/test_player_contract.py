@@ -9,6 +9,10 @@ the same motions:
     `interrupted`, the contract's keys and types, and the one `abr` shape;
   * SIGKILL mid-playback: nothing of it stays in the namespace (dash.js's Chromium included).
 
+Its scratch folders (PlayerKind.scratch: dash.js's profile and Chromium's TMPDIR, Launch.tmp_dir)
+are the player's to remove when it ends, and its caller's after a SIGKILL: here the test is the caller
+(a run's are in its ledger). Chromium's singleton socket is in that TMPDIR, never in the shared one.
+
 A new player kind is in this test by its registry entry alone (the KINDS below must name it).
 """
 
@@ -108,7 +112,7 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Net, Apache,
         shutil.rmtree(www)
 
 
-def _launch(name: str, net: Net, apache: Apache, mpd: Path, out: Path) -> tuple[PlayerKind, list[str]]:
+def _launch(name: str, net: Net, apache: Apache, mpd: Path, out: Path) -> tuple[PlayerKind, Launch]:
     video, player = KINDS[name]
     sc = Scenario.model_validate({**BASE, "video": video, "player": player})
     kind = sc.player_kind
@@ -118,8 +122,10 @@ def _launch(name: str, net: Net, apache: Apache, mpd: Path, out: Path) -> tuple[
         url=url, events=out / "player-events.jsonl", summary=out / "player-summary.json", data_dir=out / "data",
         t0_ns=None, timeout_s=LEN_S * 3, frames=int(LEN_S * FPS), buffer_ns=sc.playout_buffer_ns, seed=sc.seed,
         player=sc.player, video=sc.video, server=sc.server,
-        page_url=apache.url(f"{DASHJS_PAGE}/player.html") if kind.web_page is not None else None)
-    return kind, kind.argv(launch)
+        page_url=apache.url(f"{DASHJS_PAGE}/player.html") if kind.web_page is not None else None,
+        # short (Chromium's socket path in it must fit 108 bytes) and this test's alone
+        tmp_dir=Path(tempfile.gettempdir()) / f"hpc{os.getpid() % 100000}-{out.name}" if kind.tmp_dir else None)
+    return kind, launch
 
 
 def _start(kind: PlayerKind, argv: list[str], net: Net, out: Path) -> subprocess.Popen[bytes]:
@@ -162,6 +168,14 @@ def _wait_bytes(out: Path, p: subprocess.Popen[bytes], apache: Apache, before: i
     time.sleep(2.0)
 
 
+def _singleton_in_tmp_dir(kind: PlayerKind, launch: Launch) -> None:
+    """A browser kind's singleton socket (linked from its profile, the first scratch folder) is in its
+    Launch.tmp_dir, so that removing the scratch folders removes it."""
+    if launch.tmp_dir is not None:
+        link = Path(os.readlink(kind.scratch(launch)[0] / "SingletonSocket"))
+        assert link.parent.parent == launch.tmp_dir and link.parent.name.startswith("org.chromium.Chromium."), link
+
+
 def _ns_pids(net: Net) -> list[int]:
     out = subprocess.run(["ip", "netns", "pids", net.cli], capture_output=True, text=True, check=True).stdout
     return [int(x) for x in out.split()]
@@ -171,11 +185,24 @@ def _ns_pids(net: Net) -> list[int]:
 def test_player_kind_keeps_the_contract(bed: tuple[Net, Apache, Path], tmp_path: Path, name: str) -> None:
     net, apache, mpd = bed
     assert _ns_pids(net) == []
-    # --- start at time zero, stop on SIGTERM
-    out = tmp_path / "term"
+    scratch: list[Path] = []
+    try:
+        _term(name, net, apache, mpd, tmp_path / "term", scratch)
+        _kill(name, net, apache, mpd, tmp_path / "kill", scratch)
+    finally:
+        # This test is the players' caller: a SIGKILLed player's scratch folders are its to remove
+        # (a failed assertion's too); a run's are in its ledger.
+        for folder in scratch:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _term(name: str, net: Net, apache: Apache, mpd: Path, out: Path, scratch: list[Path]) -> None:
+    """Start at time zero, stop on SIGTERM: the contract's summary, and the player removed its scratch."""
     out.mkdir()
-    kind, argv = _launch(name, net, apache, mpd, out)
-    p = _start(kind, argv, net, out)
+    kind, launch = _launch(name, net, apache, mpd, out)
+    scratch += kind.scratch(launch)
+    p = _start(kind, kind.argv(launch), net, out)
+    _singleton_in_tmp_dir(kind, launch)
     before = _video_requests(apache)
     time.sleep(1.0)
     assert _video_requests(apache) == before, "the player asked for video before it was given t0"
@@ -203,11 +230,17 @@ def test_player_kind_keeps_the_contract(bed: tuple[Net, Apache, Path], tmp_path:
     while _ns_pids(net) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _ns_pids(net) == []
-    # --- SIGKILL: nothing of it stays in the namespace
-    out = tmp_path / "kill"
+    left = [f for f in kind.scratch(launch) if f.exists()]
+    assert left == [], f"the player ended on SIGTERM and left its scratch folders {left}"
+
+
+def _kill(name: str, net: Net, apache: Apache, mpd: Path, out: Path, scratch: list[Path]) -> None:
+    """SIGKILL mid-playback: nothing of it stays in the namespace (its scratch folders are its caller's)."""
     out.mkdir()
-    kind, argv = _launch(name, net, apache, mpd, out)
-    p = _start(kind, argv, net, out)
+    kind, launch = _launch(name, net, apache, mpd, out)
+    scratch += kind.scratch(launch)
+    p = _start(kind, kind.argv(launch), net, out)
+    _singleton_in_tmp_dir(kind, launch)
     before = _video_requests(apache, media_only=True)
     _release(p, time.monotonic_ns())
     _wait_bytes(out, p, apache, before)

@@ -1,7 +1,7 @@
 """The run ledger: what a run created, on disk, so that it can be removed even after a crash.
 
-A run writes /run/mpvlab/runs/<runid>.json before it creates anything and adds every process and BPF
-object as it starts them. Its own teardown removes them; a run killed with SIGKILL leaves the ledger
+A run writes /run/mpvlab/runs/<runid>.json before it creates anything and adds every process, BPF
+object and scratch folder (before it exists) as it starts them. Its own teardown removes them; a run killed with SIGKILL leaves the ledger
 behind with a dead owner, and the next run (or `mpvlab cleanup`) removes exactly what it lists, plus
 any namespace carrying its run id. /run is a tmpfs: a reboot clears the kernel objects and the ledger
 alike.
@@ -61,6 +61,10 @@ class Ledger:
     undo: list[dict[str, object]] = field(default_factory=list)
     # Files to delete when the run ends, however it ends (a TLS key: written before the file exists).
     secrets: list[str] = field(default_factory=list)
+    # Folders of scratch state a component of the run makes (a browser's profile and its temporary
+    # directory, mpvlab-<run id>-<tag>): listed before they exist, removed however the run ends, even
+    # when the component that made them was SIGKILLed (see scratch_removable for which paths qualify).
+    scratch: list[str] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -96,6 +100,15 @@ class Ledger:
 
     def add_secret(self, path: Path) -> None:
         self.secrets.append(str(path))
+        self.save()
+
+    def add_scratch(self, path: Path) -> None:
+        """Written BEFORE the folder is made: a crash right after still gets it removed. Only a path
+        scratch_removable accepts is ever removed (a wrong one is refused here, at once)."""
+        if not scratch_removable(self, Path(path)):
+            raise ValueError(f"{path} is not a scratch folder of run {self.run_id}: neither "
+                             f"{naming.SCRATCH_PREFIX}{self.run_id}-<tag> nor inside its results folder")
+        self.scratch.append(str(path))
         self.save()
 
     def add_bpf_cc(self, name: str) -> None:
@@ -211,7 +224,7 @@ def read(path: Path) -> Ledger:
     for name in ("owner_pid", "owner_start"):
         if not isinstance(getattr(led, name), int):
             raise LedgerUnreadable(f"{name} is not an integer")
-    for name in ("netns", "procs", "bpf_ccs", "remote_procs", "undo", "secrets"):
+    for name in ("netns", "procs", "bpf_ccs", "remote_procs", "undo", "secrets", "scratch"):
         if not isinstance(getattr(led, name), list):
             raise LedgerUnreadable(f"{name} is not a list")
     if not all(isinstance(p, dict) and isinstance(p.get("pid"), int) and isinstance(p.get("start"), int)
@@ -286,6 +299,13 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *,
             shutil.rmtree(www)
             removed.append(f"web root {www}")
 
+    def scratch() -> None:
+        # After the namespaces: whatever wrote into these folders (Chromium, which outlives a
+        # SIGKILLed driver by a moment) has been killed with them.
+        for path in _scratch_paths(ledger):
+            _remove_folder(path)
+            removed.append(f"scratch folder {path}")
+
     def secrets() -> None:
         for secret in _records(ledger.secrets, "secrets"):
             # Files that must not outlive the run (e.g. a TLS private key in its result directory).
@@ -300,6 +320,7 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *,
     attempt("its BPF congestion controls", bpf)
     attempt("its network namespaces", namespaces)
     attempt("its web root", web_root)
+    attempt("its scratch folders", scratch)
     attempt("its secret files", secrets)
     if mark:
         # Not an object of the kernel: a results folder that cannot be written keeps its ledger no longer.
@@ -314,6 +335,44 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *,
     else:
         attempt(f"its ledger {ledger.path}", ledger.remove, object_left=False)
     return removed
+
+
+def scratch_removable(ledger: Ledger, path: Path) -> bool:
+    """Whether `path` may be removed as a scratch folder of this run, whatever the ledger says: an
+    absolute path named mpvlab-<its run id>-<tag> (naming.scratch_name), or one strictly inside the
+    run's results folder, whose name is its run id. A run id is never another run's, and cleanup_run
+    runs only for the run itself or a run whose owner is dead: a live run's folder is never touched."""
+    if not path.is_absolute() or ".." in path.parts:
+        return False
+    if naming.run_id_of_scratch(path.name) == ledger.run_id:
+        return True
+    top = Path(str(ledger.result_dir))
+    return top.is_absolute() and top.name == ledger.run_id and ".." not in top.parts and top in path.parents
+
+
+def _scratch_paths(ledger: Ledger) -> list[Path]:
+    """The scratch folders the ledger lists that are still there and scratch_removable accepts, and any
+    folder of the temporary directory named with its run id (a ledger that could not be read lists
+    nothing, its file name still gives the run id)."""
+    listed = [Path(str(p)) for p in _records(ledger.scratch, "scratch")]
+    tmp = Path(tempfile.gettempdir())
+    try:
+        named = [e for e in tmp.iterdir() if naming.run_id_of_scratch(e.name) == ledger.run_id]
+    except OSError:
+        named = []
+    out: list[Path] = []
+    for p in [*listed, *named]:
+        if p not in out and scratch_removable(ledger, p) and (p.exists() or p.is_symlink()):
+            out.append(p)
+    return out
+
+
+def _remove_folder(path: Path) -> None:
+    """The folder and everything in it; a symbolic link (not what a run made) is removed, never followed."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink()
+    else:
+        shutil.rmtree(path)
 
 
 def _remove_shell_folder(ledger: Ledger) -> None:

@@ -55,3 +55,20 @@ def cc_name(run_id: str, base: str) -> str:
 def run_id_of_netns(name: str) -> str | None:
     m = re.fullmatch(rf"{NETNS_PREFIX}([a-z0-9]{{6}})-[a-z0-9]+", name)
     return m.group(1) if m else None
+
+
+# A run's folders in the temporary directory: mpvlab-<run id>-<tag>, short (a browser's singleton
+# socket lives in one: its path must fit a socket address's 108 bytes), found by the run id after a crash.
+SCRATCH_PREFIX = "mpvlab-"
+_SCRATCH_TAG = r"[a-z][a-z0-9-]{0,30}"
+
+
+def scratch_name(run_id: str, tag: str) -> str:
+    """e.g. mpvlab-k3f9za-dashjs. Tags are chosen by the platform (a player kind, a role), never user text."""
+    assert re.fullmatch(_SCRATCH_TAG, tag), tag
+    return f"{SCRATCH_PREFIX}{check_run_id(run_id)}-{tag}"
+
+
+def run_id_of_scratch(name: str) -> str | None:
+    m = re.fullmatch(rf"{SCRATCH_PREFIX}([a-z0-9]{{6}})-{_SCRATCH_TAG}", name)
+    return m.group(1) if m else None

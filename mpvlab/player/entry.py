@@ -36,6 +36,10 @@ class Launch:
     ca_file: Path | None = None     # TLS: the run's certificate (the GStreamer players trust exactly it)
     spki: str | None = None         # TLS: its SPKI hash (Chromium trusts exactly it)
     page_url: str | None = None     # kinds with a web page: the page on the run's server
+    # kinds with PlayerKind.tmp_dir: a short path in the temporary directory for the player to make as
+    # its programs' TMPDIR (mpvlab-<run id>-<tag>, not yet there); its caller removes it with the
+    # player's scratch (PlayerKind.scratch) however the player ends, a SIGKILL included
+    tmp_dir: Path | None = None
 
     def head(self, program: str) -> list[str]:
         """`python -m PROGRAM` and the command line every player takes (contract.add_common_args)."""
@@ -49,6 +53,10 @@ class Launch:
 
 def _no_check(_: Any) -> None:
     return None
+
+
+def _no_scratch(_: Launch) -> tuple[Path, ...]:
+    return ()
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,11 @@ class PlayerKind:
     playout_buffer: Callable[[Any, int], int] | None = None
     checks: str = "progressive"     # its row key in the cross-check registry (mpvlab/results/checks.py WORKLOADS)
     checks_by_abr: Mapping[str, str] = field(default_factory=dict)   # ... where an ABR has checks of its own
+    # The folders of scratch state the player makes (a browser's profile, Launch.tmp_dir): it removes
+    # them when it ends, and its caller after it (the runner lists them in the run's ledger before
+    # the player starts), so that a SIGKILLed player leaves none. Each inside Launch.data_dir or Launch.tmp_dir.
+    scratch: Callable[[Launch], tuple[Path, ...]] = _no_scratch
+    tmp_dir: bool = False           # takes Launch.tmp_dir (its caller gives one)
 
     def abr_names(self) -> tuple[str, ...]:
         return tuple(self.abrs())

@@ -8,12 +8,13 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from mpvlab.core import ledger, proc
+from mpvlab.core import ledger, naming, proc
 import mpvlab.content as content
 from mpvlab.runner import server, tls
 from mpvlab.input.scenario import Scenario
@@ -180,7 +181,11 @@ def start_player(ctx: RunContext, ns: Any, server_addr: str, video_name: str, fr
         buffer_ns=sc.playout_buffer_ns, seed=sc.seed, player=sc.player, video=sc.video, server=sc.server,
         ca_file=http.tls.cert if http.tls is not None else None,
         spki=tls.spki_sha256_b64(http.tls.cert) if http.tls is not None and kind.browser else None,
-        page_url=http.url(server_addr, f"{kind.page_folder}/player.html") if kind.web_page is not None else None)
+        page_url=http.url(server_addr, f"{kind.page_folder}/player.html") if kind.web_page is not None else None,
+        tmp_dir=player_tmp_dir(ctx, label) if kind.tmp_dir else None)
+    for folder in kind.scratch(launch):
+        # before the player makes it: a SIGKILLed player (or run) leaves it to the ledger's cleanup
+        ctx.ledger.add_scratch(folder)
     argv = ["mptcpize", "run", *kind.argv(launch)]
     if sc.player.cpu is not None:
         if sc.player.cpu >= (os.cpu_count() or 1):
@@ -197,6 +202,14 @@ def player_data_dir(ctx: RunContext, label: str) -> Path:
     sub = label.replace("player", "").strip()
     top = ctx.data / ctx.scenario.player_kind.name
     return top / sub if sub else top
+
+
+def player_tmp_dir(ctx: RunContext, label: str) -> Path:
+    """The player's short folder in the temporary directory, named with the run id: mpvlab-<run id>-
+    <kind>[-<role>] (Chromium's TMPDIR: its singleton socket's path must fit 108 bytes)."""
+    sub = label.replace("player", "").strip()
+    tag = ctx.scenario.player_kind.name + (f"-{sub}" if sub else "")
+    return Path(tempfile.gettempdir()) / naming.scratch_name(ctx.run_id, tag)
 
 
 def wait_page_loaded(ctx: RunContext, p: subprocess.Popen[bytes], label: str, timeout_s: float = 90.0,

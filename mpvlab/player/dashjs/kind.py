@@ -8,6 +8,7 @@ Standard library only at import (dash.js's parameter models load when asked).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Mapping
 
 from mpvlab.core.paths import checkout_root
@@ -37,12 +38,24 @@ def _dashjs_argv(x: Launch) -> list[str]:
     """Its profile and raw dash.js record live in the run's data/ folder (per player when there are several)."""
     p = x.player
     argv = [*x.head(PROGRAM), "--page-url", str(x.page_url), "--data-dir", str(x.data_dir),
-            "--profile", str(x.data_dir / "chromium-profile"), "--abr", p.abr, "--abr-params", json.dumps(p.abr_params),
+            "--profile", str(_dashjs_scratch(x)[0]), "--abr", p.abr, "--abr-params", json.dumps(p.abr_params),
             "--dashjs-settings", json.dumps(p.dashjs_settings()), "--video-length-s", f"{x.video.duration / 1e9:g}",
             "--start", p.dashjs_start, "--end-of-stream", p.dashjs_end_of_stream, *x.clock()]
     if x.spki is not None:
         argv += ["--spki", x.spki]
-    return argv
+    return [*argv, "--tmpdir", str(_tmp_dir(x))]
+
+
+def _tmp_dir(x: Launch) -> Path:
+    if x.tmp_dir is None:
+        raise ValueError("player kind dashjs needs Launch.tmp_dir: Chromium's TMPDIR, for its singleton socket")
+    return x.tmp_dir
+
+
+def _dashjs_scratch(x: Launch) -> tuple[Path, ...]:
+    """Chromium's profile (in data/) and its TMPDIR: the driver removes both when it ends, its caller
+    after a SIGKILL (mpvlab/player/dashjs/browser.py)."""
+    return (x.data_dir / "chromium-profile", _tmp_dir(x))
 
 
 def _dashjs_abrs() -> Mapping[str, Any]:
@@ -95,4 +108,4 @@ DASHJS = PlayerKind(
     check_scenario=_dashjs_check, web_page=checkout_root() / "player" / "dashjs", page_folder=DASHJS_PAGE,
     page_ready_file="page-loaded",
     checks_element=True, browser=True, provenance=_dashjs_provenance, playout_buffer=_dashjs_playout_buffer,
-    checks="dash.js")
+    checks="dash.js", scratch=_dashjs_scratch, tmp_dir=True)

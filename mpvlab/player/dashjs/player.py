@@ -27,7 +27,8 @@ from typing import Any
 
 from mpvlab.player.dashjs import parts, qoe
 from mpvlab.player.dashjs.kind import DASHJS_ABRS
-from mpvlab.player.dashjs.browser import remove_profile, start_browser, stop_browser
+from mpvlab.player.dashjs.browser import (TmpdirError, make_tmpdir, process_tree, remove_profile, start_browser,
+                                          stop_browser)
 from mpvlab.player.dashjs.cdp import BrowserLog, Cdp, NetlinkWatch
 from mpvlab.player.contract import (EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,
                                     EXIT_TIMEOUT, AbrRecord, add_common_args, finish)
@@ -36,22 +37,7 @@ from mpvlab.player.start_signal import wait_for_t0
 def tree_cpu_s(root: int) -> tuple[float, float, int]:
     """CPU seconds (user, system; each including reaped children) of `root` and every live descendant,
     and how many processes that is: Chromium's browser, renderer, GPU and network-service processes."""
-    parent: dict[int, int] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                stat = Path(f"/proc/{d}/stat").read_text()
-                parent[int(d)] = int(stat.rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                pass
-    tree = {root}
-    changed = True
-    while changed:
-        changed = False
-        for pid, ppid in parent.items():
-            if ppid in tree and pid not in tree:
-                tree.add(pid)
-                changed = True
+    tree = process_tree(root)
     hz = os.sysconf("SC_CLK_TCK")
     user = system = 0
     for pid in tree:
@@ -227,6 +213,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--page-url", required=True, help="player/dashjs/player.html on the same server")
     ap.add_argument("--data-dir", type=Path, required=True, help="raw dash.js metrics go here")
     ap.add_argument("--profile", type=Path, required=True, help="a fresh Chromium profile folder")
+    ap.add_argument("--tmpdir", type=Path, required=True,
+                    help="Chromium's TMPDIR (its singleton socket's folder): a short path that does not exist yet; "
+                         "the driver makes it and removes it with the profile, its caller after a SIGKILL")
     ap.add_argument("--abr", required=True, choices=DASHJS_ABRS)
     ap.add_argument("--abr-params", default="{}", help="JSON: bba/festive parameters")
     ap.add_argument("--dashjs-settings", type=settings_arg, required=True,
@@ -259,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     status, reason, code = "error", None, EXIT_ERROR
     browser: subprocess.Popen[bytes] | None = None
-    singleton: Path | None = None
+    tmpdir: Path | None = None      # made here: removed with the profile
     cdp: Cdp | None = None
     raw: dict[str, Any] = {}
     cpu: dict[str, Any] = {}
@@ -271,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     watch: NetlinkWatch | None = None
     try:
         watch = NetlinkWatch(blog)
-        browser, port, singleton = start_browser(a.profile, a.spki, a.data_dir / "chromium.log")
+        tmpdir = make_tmpdir(a.tmpdir)
+        browser, port = start_browser(a.profile, tmpdir, a.spki, a.data_dir / "chromium.log")
         u_start, s_start, _ = tree_cpu_s(browser.pid)
         cdp = Cdp(page_target(port), on_event=blog)
         cdp.enable()
@@ -331,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         browser_info = {"processes": nprocs, "cpu_before_t0_s": round(u_t0 + s_t0 - u_start - s_start, 3)}
     except Stop:
         status, reason, code = "interrupted", f"signal {stopped[0]}", EXIT_INTERRUPTED
-    except FileNotFoundError as e:
+    except (FileNotFoundError, TmpdirError) as e:
         status, reason, code = "error", str(e), EXIT_INTERNAL
     except Exception as e:   # the summary says what failed in every case
         status, reason, code = "error", f"{type(e).__name__}: {e}", EXIT_ERROR
@@ -352,8 +342,8 @@ def main(argv: list[str] | None = None) -> int:
             watch.stop()
         blog.close()
         if browser is not None:
-            stop_browser(browser)
-        remove_profile(a.profile, singleton)   # the browser's scratch state, not a result (its log stays in data/)
+            stop_browser(browser, a.profile)
+        remove_profile(a.profile, tmpdir)   # the browser's scratch state, not a result (its log stays in data/)
     (a.data_dir / "dashjs-raw.json").write_text(json.dumps(raw, indent=1) + "\n")
     summ = qoe.summarize(raw, t0_ns=t0 or 0, page_offset_ns=offset_ns, video_length_s=a.video_length_s,
                                 frames_expected=a.frames_expected)
