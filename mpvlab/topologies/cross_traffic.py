@@ -146,15 +146,29 @@ def delivered_bytes(sender: Netns, include_sacked: bool = True) -> tuple[int, di
     return t, out
 
 
+# iperf3's control connection carries only its JSON messages until the test ends (the client's cookie
+# and parameters: under 1 KB); its data connection passes 64 KiB within its first few round trips. A
+# connection below this has not shown which of the two it is: the control connection alone (before
+# the data connection is up, as under load 1 s after the start) keeps the namespace's default CC.
+DATA_CONNECTION_MIN_ACKED = 64 * 1024
+
+
+def busiest_cc(ss_info: str, min_acked: int = DATA_CONNECTION_MIN_ACKED) -> str | None:
+    """Congestion control of the connection with the most bytes_acked in `ss -Htin` output, among
+    those with at least `min_acked`; None when no connection has that many yet."""
+    best: tuple[int, str] | None = None
+    for m in re.finditer(r"(\S+)\s+wscale:.*?bytes_acked:(\d+)", ss_info):
+        cand = (int(m.group(2)), m.group(1))
+        if cand[0] >= min_acked and (best is None or cand > best):
+            best = cand
+    return best[1] if best else None
+
+
 def bulk_cc(ns: Netns, dst: str) -> str | None:
     """Congestion control of the namespace's busiest established connection to `dst` (by
-    bytes_acked): iperf3's data connection, not its control connection (which keeps the default)."""
-    best: tuple[int, str] | None = None
-    for m in re.finditer(r"(\S+)\s+wscale:.*?bytes_acked:(\d+)", ns.run(
-            ["ss", "-Htin", "state", "established", "dst", dst]).stdout):
-        cand = (int(m.group(2)), m.group(1))
-        best = cand if best is None or cand > best else best
-    return best[1] if best else None
+    bytes_acked): iperf3's data connection, never its control connection (which keeps the default);
+    None until the data connection has carried DATA_CONNECTION_MIN_ACKED (the caller reads again)."""
+    return busiest_cc(ns.run(["ss", "-Htin", "state", "established", "dst", dst]).stdout)
 
 
 # ------------------------------------------------------------------------------------ VoIP probe
