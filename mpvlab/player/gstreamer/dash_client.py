@@ -52,10 +52,11 @@ gi.require_version("Gst", "1.0")
 from gi.repository import Gst  # noqa: E402
 
 from mpvlab.player.gstreamer.abr import Ladder, Sabre, make  # noqa: E402
-from mpvlab.player.gstreamer.dash import SegmentPlayback, parse_mpd  # noqa: E402
 from mpvlab.player.gstreamer.dash_client_net import FetchError, Request, open_mptcp  # noqa: E402
 from mpvlab.player.gstreamer.dash_client_schedule import Scheduler  # noqa: E402
 from mpvlab.player.gstreamer.dash_client_summary import ClientSummary  # noqa: E402
+from mpvlab.player.gstreamer.dash_mpd import parse_mpd  # noqa: E402
+from mpvlab.player.gstreamer.dash_playback import SegmentPlayback  # noqa: E402
 
 
 class ClientSession(Scheduler, ClientSummary, SegmentPlayback):

@@ -24,8 +24,8 @@ from gi.repository import Gst  # noqa: E402
 
 from mpvlab.player.gstreamer.abr import Download, Sabre  # noqa: E402
 from mpvlab.player.gstreamer.abr.sabre import SabreParams  # noqa: E402
-from mpvlab.player.gstreamer.dash import Representation  # noqa: E402
 from mpvlab.player.gstreamer.dash_client_net import Pacer  # noqa: E402
+from mpvlab.player.gstreamer.dash_mpd import Representation  # noqa: E402
 
 
 @dataclass
