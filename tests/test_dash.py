@@ -499,7 +499,7 @@ def test_throttle_rebuffer_stall(testbed: tuple[Net, Apache], content: Any, tmp_
 def test_underflow_running_after_overrun() -> None:
     """GstQueue emits `running` after an overrun too (once per buffer that frees room
     in a full queue); those must not keep an underflow episode open."""
-    from mpvlab.player.gstreamer.player import Underflows
+    from mpvlab.player.gstreamer.counters import Underflows
     u = Underflows(merge_s=0.2)
     assert u.on_underrun(1.0) is True
     u.on_running(1.5)                 # data again after the empty spell

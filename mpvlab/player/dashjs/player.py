@@ -265,60 +265,15 @@ def main(argv: list[str] | None = None) -> int:
         u_start, s_start, _ = tree_cpu_s(browser.pid)
         cdp = Cdp(page_target(port), on_event=blog)
         cdp.enable()
-        try:
-            page_failures.extend(load_page(cdp, blog, a.page_url, parts.dashjs_version()))
-        except PageNotReady as e:
-            page_failures.extend(e.failures)
-            raise
-        # The runner waits for this before its pre-run check (the page load must not overlap it).
-        (a.data_dir / "page-loaded").write_text(f"{time.monotonic_ns()}\n")
-        if a.t0_from_stdin:
-            t0 = wait_for_t0()
-            if t0 is None:
-                raise RuntimeError("stdin closed before a 't0 NS' line (the runner went away)")
-        elif t0 is not None and (w := t0 - time.monotonic_ns()) > 0:
-            time.sleep(w / 1e9)
+        _load_page(a, cdp, blog, page_failures)
+        t0 = _wait_until_t0(a, t0)
         offset_ns, clock_uncertainty_ms = calibrate(cdp)
         t0 = t0 if t0 is not None else time.monotonic_ns()
-        cfg = {"mpd_url": a.url, "abr": a.abr, "settings": a.dashjs_settings, "abr_params": json.loads(a.abr_params),
-               "start": a.start, "end_of_stream": a.end_of_stream}
-        t_start_ns = time.monotonic_ns()
-        # Written at once (the rest of the events follow at the end, from the page's record): a
-        # watcher sees that playback began.
-        with a.events.open("w") as fh:
-            fh.write(json.dumps({"t": round((t_start_ns - t0) / 1e9, 6), "type": "start"}) + "\n")
-        cdp.evaluate(f"mpvlabStart({json.dumps(cfg)})")
-        # read back from the running dash.js at once: a run on other settings stops before it plays
-        applied = settings_read_back(a.dashjs_settings,
-                                     {"settings_read_back": cdp.evaluate("mpvlabRecord.settings_read_back")})
-        if not applied["ok"]:
-            raise RuntimeError(f"dash.js did not take the configured settings: configured {applied['configured']}, "
-                               f"getSettings() gave {applied['read_back']}")
+        t_start_ns = _start_playback(a, cdp, t0)
         u_t0, s_t0, _ = tree_cpu_s(browser.pid)
-        end_by = time.monotonic() + a.timeout_s
-        status, code = "timeout", EXIT_TIMEOUT
-        while time.monotonic() < end_by:
-            st = cdp.evaluate("mpvlabState()")
-            if st["error"]:
-                status, reason, code = "error", f"dash.js: {st['error']}", EXIT_ERROR
-                break
-            if st["ended"]:
-                status, code = "eos", EXIT_OK
-                break
-            if browser.poll() is not None:
-                status, reason, code = "error", f"chromium exited with code {browser.returncode}", EXIT_ERROR
-                break
-            time.sleep(0.25)
-        if status == "timeout":
-            reason = f"playback did not end within {a.timeout_s:g} s"
+        status, reason, code = _play_until_end(a, cdp, browser)
         raw = json.loads(cdp.evaluate("mpvlabDump()"))
-        u_end, s_end, nprocs = tree_cpu_s(browser.pid)
-        wall = (time.monotonic_ns() - t_start_ns) / 1e9
-        used = (u_end - u_t0) + (s_end - s_t0)
-        # From t0 on (playback); the start-up and page load before t0 are kept apart.
-        cpu = {"user_s": round(u_end - u_t0, 3), "system_s": round(s_end - s_t0, 3), "wall_s": round(wall, 3),
-               "share_of_core": round(used / wall, 4) if wall else None}
-        browser_info = {"processes": nprocs, "cpu_before_t0_s": round(u_t0 + s_t0 - u_start - s_start, 3)}
+        cpu, browser_info = _cpu_since(browser, t_start_ns, (u_start, s_start), (u_t0, s_t0))
     except Stop:
         status, reason, code = "interrupted", f"signal {stopped[0]}", EXIT_INTERRUPTED
     except (FileNotFoundError, TmpdirError) as e:
@@ -344,6 +299,93 @@ def main(argv: list[str] | None = None) -> int:
         if browser is not None:
             stop_browser(browser, a.profile)
         remove_profile(a.profile, tmpdir)   # the browser's scratch state, not a result (its log stays in data/)
+    return _write_results(a, raw, status, reason, code, t0, offset_ns, clock_uncertainty_ms, cpu, browser_info,
+                          page_failures, blog)
+
+
+def _load_page(a: argparse.Namespace, cdp: Cdp, blog: BrowserLog, page_failures: list[Any]) -> None:
+    """The page loaded before t0, its failures kept for the summary even when it never became ready."""
+    try:
+        page_failures.extend(load_page(cdp, blog, a.page_url, parts.dashjs_version()))
+    except PageNotReady as e:
+        page_failures.extend(e.failures)
+        raise
+    # The runner waits for this before its pre-run check (the page load must not overlap it).
+    (a.data_dir / "page-loaded").write_text(f"{time.monotonic_ns()}\n")
+
+
+def _wait_until_t0(a: argparse.Namespace, t0: int | None) -> int | None:
+    """Run time zero: from the runner on stdin, or --t0-ns slept up to; None: play at once."""
+    if a.t0_from_stdin:
+        t0 = wait_for_t0()
+        if t0 is None:
+            raise RuntimeError("stdin closed before a 't0 NS' line (the runner went away)")
+    elif t0 is not None and (w := t0 - time.monotonic_ns()) > 0:
+        time.sleep(w / 1e9)
+    return t0
+
+
+def _start_playback(a: argparse.Namespace, cdp: Cdp, t0: int) -> int:
+    """dash.js started on the page with the run's settings, checked by reading them back; the start
+    time (CLOCK_MONOTONIC ns)."""
+    cfg = {"mpd_url": a.url, "abr": a.abr, "settings": a.dashjs_settings, "abr_params": json.loads(a.abr_params),
+           "start": a.start, "end_of_stream": a.end_of_stream}
+    t_start_ns = time.monotonic_ns()
+    # Written at once (the rest of the events follow at the end, from the page's record): a
+    # watcher sees that playback began.
+    with a.events.open("w") as fh:
+        fh.write(json.dumps({"t": round((t_start_ns - t0) / 1e9, 6), "type": "start"}) + "\n")
+    cdp.evaluate(f"mpvlabStart({json.dumps(cfg)})")
+    # read back from the running dash.js at once: a run on other settings stops before it plays
+    applied = settings_read_back(a.dashjs_settings,
+                                 {"settings_read_back": cdp.evaluate("mpvlabRecord.settings_read_back")})
+    if not applied["ok"]:
+        raise RuntimeError(f"dash.js did not take the configured settings: configured {applied['configured']}, "
+                           f"getSettings() gave {applied['read_back']}")
+    return t_start_ns
+
+
+def _play_until_end(a: argparse.Namespace, cdp: Cdp, browser: subprocess.Popen[bytes]) -> tuple[str, str | None, int]:
+    """Polls the page until playback ends, fails, the browser exits or --timeout-s passes: how it ended
+    (status, reason, exit code)."""
+    reason = None
+    end_by = time.monotonic() + a.timeout_s
+    status, code = "timeout", EXIT_TIMEOUT
+    while time.monotonic() < end_by:
+        st = cdp.evaluate("mpvlabState()")
+        if st["error"]:
+            status, reason, code = "error", f"dash.js: {st['error']}", EXIT_ERROR
+            break
+        if st["ended"]:
+            status, code = "eos", EXIT_OK
+            break
+        if browser.poll() is not None:
+            status, reason, code = "error", f"chromium exited with code {browser.returncode}", EXIT_ERROR
+            break
+        time.sleep(0.25)
+    if status == "timeout":
+        reason = f"playback did not end within {a.timeout_s:g} s"
+    return status, reason, code
+
+
+def _cpu_since(browser: subprocess.Popen[bytes], t_start_ns: int, start: tuple[float, float],
+               at_t0: tuple[float, float]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The browser tree's CPU use from t0 on (playback), and before t0 (start-up and page load) apart."""
+    (u_start, s_start), (u_t0, s_t0) = start, at_t0
+    u_end, s_end, nprocs = tree_cpu_s(browser.pid)
+    wall = (time.monotonic_ns() - t_start_ns) / 1e9
+    used = (u_end - u_t0) + (s_end - s_t0)
+    # From t0 on (playback); the start-up and page load before t0 are kept apart.
+    cpu = {"user_s": round(u_end - u_t0, 3), "system_s": round(s_end - s_t0, 3), "wall_s": round(wall, 3),
+           "share_of_core": round(used / wall, 4) if wall else None}
+    browser_info = {"processes": nprocs, "cpu_before_t0_s": round(u_t0 + s_t0 - u_start - s_start, 3)}
+    return cpu, browser_info
+
+
+def _write_results(a: argparse.Namespace, raw: dict[str, Any], status: str, reason: str | None, code: int,
+                   t0: int | None, offset_ns: float, clock_uncertainty_ms: float | None, cpu: dict[str, Any],
+                   browser_info: dict[str, Any], page_failures: list[Any], blog: BrowserLog) -> int:
+    """The page's raw record, the summary and the events from the page's record; the exit code."""
     (a.data_dir / "dashjs-raw.json").write_text(json.dumps(raw, indent=1) + "\n")
     summ = qoe.summarize(raw, t0_ns=t0 or 0, page_offset_ns=offset_ns, video_length_s=a.video_length_s,
                                 frames_expected=a.frames_expected)

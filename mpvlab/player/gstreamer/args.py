@@ -13,6 +13,27 @@ from mpvlab.player.gstreamer.kind import DASHDEMUX_ABRS
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, defaults filled in and checked in a fixed order (the first wrong value is the
+    one reported, as it always was)."""
+    ap = _parser()
+    a = ap.parse_args(argv)
+    if urllib.parse.urlsplit(a.url).path.endswith(".mpd"):
+        a.dash = True
+    if a.buffer_ms is None:
+        a.buffer_ms = 30000.0 if a.dash else 2000.0
+    if a.dash and a.fetcher == "own":
+        _check_own_fetcher(ap, a)
+    elif a.dash and a.abr not in DASHDEMUX_ABRS:
+        ap.error(f"--abr {a.abr!r}: the dashdemux fetcher knows {' and '.join(DASHDEMUX_ABRS)}; "
+                 "the registry's algorithms need --fetcher own")
+    if a.dash and a.fetcher == "dashdemux" and a.abr == "bba":
+        _check_bba(ap, a)
+    _check_settings(ap, a)
+    return a
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The contract's options and the GStreamer player's own, with their defaults and help."""
     ap = argparse.ArgumentParser(description="mpvlab headless player with QoE counters")
     add_common_args(ap, timeout_default=None)
     ap.add_argument("--mode", choices=("discard", "rebuffer"), default="discard")
@@ -62,47 +83,51 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "climbs to the highest rate")
     ap.add_argument("--gst-bitrate-limit", type=float, default=0.8,
                     help="gst ABR: dashdemux bitrate-limit (share of the measured rate to use)")
-    a = ap.parse_args(argv)
-    if urllib.parse.urlsplit(a.url).path.endswith(".mpd"):
-        a.dash = True
-    if a.buffer_ms is None:
-        a.buffer_ms = 30000.0 if a.dash else 2000.0
-    if a.dash and a.fetcher == "own":
+    return ap
+
+
+def _check_own_fetcher(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    """--fetcher own: its ABR from the registry and that ABR's parameters (pydantic, imported only
+    here: a physical host's system Python may not have it), the socket and the HTTP version."""
+    try:
+        from mpvlab.player.gstreamer.abr import REGISTRY as ABR_REGISTRY
+    except ModuleNotFoundError as e:
+        ap.error(f"--fetcher own needs the Python module {e.name!r} on this host (pip install -r requirements.txt)")
+    if a.abr not in ABR_REGISTRY:
+        ap.error(f"--abr {a.abr!r} with --fetcher own: one of {', '.join(sorted(ABR_REGISTRY))}")
+    try:
+        a.abr_params = json.loads(a.abr_params)
+    except ValueError as e:
+        ap.error(f"--abr-params is not JSON: {e}")
+    if not isinstance(a.abr_params, dict) or len(json.dumps(a.abr_params)) > 4096:
+        ap.error("--abr-params must be a JSON object (at most 4096 characters)")
+    try:
+        ABR_REGISTRY[a.abr].Params.model_validate(a.abr_params)
+    except Exception as e:        # pydantic's message names the field and what is allowed
+        ap.error(f"--abr-params for {a.abr}: {e}")
+    if a.rcvbuf_bytes is not None and not 4096 <= a.rcvbuf_bytes <= 1 << 30:
+        ap.error("--rcvbuf-bytes must be in [4096, 2^30]")
+    if a.http_version == "h2" and not a.url.startswith("https://"):
+        ap.error("--http-version h2 needs an https:// URL (HTTP/2 is negotiated by TLS ALPN)")
+    if a.http_version == "h2":
         try:
-            from mpvlab.player.gstreamer.abr import REGISTRY as ABR_REGISTRY
-        except ModuleNotFoundError as e:
-            ap.error(f"--fetcher own needs the Python module {e.name!r} on this host (pip install -r requirements.txt)")
-        if a.abr not in ABR_REGISTRY:
-            ap.error(f"--abr {a.abr!r} with --fetcher own: one of {', '.join(sorted(ABR_REGISTRY))}")
-        try:
-            a.abr_params = json.loads(a.abr_params)
-        except ValueError as e:
-            ap.error(f"--abr-params is not JSON: {e}")
-        if not isinstance(a.abr_params, dict) or len(json.dumps(a.abr_params)) > 4096:
-            ap.error("--abr-params must be a JSON object (at most 4096 characters)")
-        try:
-            ABR_REGISTRY[a.abr].Params.model_validate(a.abr_params)
-        except Exception as e:        # pydantic's message names the field and what is allowed
-            ap.error(f"--abr-params for {a.abr}: {e}")
-        if a.rcvbuf_bytes is not None and not 4096 <= a.rcvbuf_bytes <= 1 << 30:
-            ap.error("--rcvbuf-bytes must be in [4096, 2^30]")
-        if a.http_version == "h2" and not a.url.startswith("https://"):
-            ap.error("--http-version h2 needs an https:// URL (HTTP/2 is negotiated by TLS ALPN)")
-        if a.http_version == "h2":
-            try:
-                import h2  # noqa: F401
-            except ModuleNotFoundError:
-                ap.error("--http-version h2 needs the Python package 'h2' (pip install -r requirements.txt)")
-    elif a.dash and a.abr not in DASHDEMUX_ABRS:
-        ap.error(f"--abr {a.abr!r}: the dashdemux fetcher knows {' and '.join(DASHDEMUX_ABRS)}; "
-                 "the registry's algorithms need --fetcher own")
-    if a.dash and a.fetcher == "dashdemux" and a.abr == "bba":
-        if a.bba_reservoir_s < 0 or a.bba_cushion_s <= 0:
-            ap.error("--bba-reservoir-s must be >= 0 and --bba-cushion-s > 0")
-        if a.bba_reservoir_s + a.bba_cushion_s >= a.buffer_ms / 1000:
-            ap.error(f"BBA reservoir + cushion ({a.bba_reservoir_s + a.bba_cushion_s:g} s) must be "
-                     f"below the playout buffer ({a.buffer_ms / 1000:g} s, --buffer-ms), "
-                     "or the top rate is never reached")
+            import h2  # noqa: F401
+        except ModuleNotFoundError:
+            ap.error("--http-version h2 needs the Python package 'h2' (pip install -r requirements.txt)")
+
+
+def _check_bba(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    """dashdemux with BBA: a rate map whose top rate the playout buffer can reach."""
+    if a.bba_reservoir_s < 0 or a.bba_cushion_s <= 0:
+        ap.error("--bba-reservoir-s must be >= 0 and --bba-cushion-s > 0")
+    if a.bba_reservoir_s + a.bba_cushion_s >= a.buffer_ms / 1000:
+        ap.error(f"BBA reservoir + cushion ({a.bba_reservoir_s + a.bba_cushion_s:g} s) must be "
+                 f"below the playout buffer ({a.buffer_ms / 1000:g} s, --buffer-ms), "
+                 "or the top rate is never reached")
+
+
+def _check_settings(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    """Every run's settings: the ranges of the numbers, the URL's scheme and the trust file."""
     if not 0 < a.gst_bitrate_limit <= 1:
         ap.error("--gst-bitrate-limit must be in (0, 1]")
     if a.buffer_ms <= 0 or a.max_lateness_ms < 0 or a.rebuffer_resume_ms < 0 \
@@ -119,4 +144,3 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             # GTlsFileDatabase needs an absolute path; a missing file would only show up as
             # "Unacceptable TLS certificate" at the first request.
             ap.error(f"--ca-file {a.ca_file}: not an absolute path to an existing file")
-    return a

@@ -51,16 +51,17 @@ Buffer level B at a decision = the playout queue's ``current-level-time``
 at that moment the segment just finished is entirely inside the queue and the
 next one is not yet requested, so B is "downloaded but not played" minus the
 few frames inside the decoder.
+
+The MPD's parsing is in dash_mpd.py and the per-segment playback record, the same for our own client
+(dash_client.py), in dash_playback.py.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import threading
 import time
 import urllib.parse
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any, Callable, TYPE_CHECKING
 
@@ -70,6 +71,8 @@ gi.require_version("Gst", "1.0")
 from gi.repository import Gst  # noqa: E402
 
 from mpvlab.player.contract import AbrRecord  # noqa: E402
+from mpvlab.player.gstreamer.dash_mpd import Representation, media_regex, parse_mpd  # noqa: E402
+from mpvlab.player.gstreamer.dash_playback import SegmentPlayback  # noqa: E402
 
 if TYPE_CHECKING:
     from mpvlab.player.gstreamer.abr.bba import BbaPolicy
@@ -77,67 +80,6 @@ if TYPE_CHECKING:
 STATS_MESSAGE = "adaptive-streaming-statistics"
 GST_LOOKBACK = 3                 # NUM_LOOKBACK_FRAGMENTS in gstadaptivedemux.c
 CONNECTION_SPEED_MAX_KBPS = 4294967   # dashdemux's property maximum (kbit/s)
-MPD_NS = "{urn:mpeg:dash:schema:mpd:2011}"
-
-
-# ---- MPD -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Representation:
-    level: int              # index in bandwidth order, 0 = lowest
-    id: str
-    bandwidth: int          # @bandwidth, bit/s
-    width: int
-    height: int
-    init: str               # URL path template with $RepresentationID$ filled in
-    media: str              # URL path template, $Number…$ left in
-    start_number: int
-    segment_s: float
-
-
-def parse_mpd(text: bytes) -> tuple[list[Representation], float | None]:
-    """Video representations (SegmentTemplate with $Number$) and the presentation duration."""
-    root = ET.fromstring(text)
-    dur = _iso_duration(root.get("mediaPresentationDuration"))
-    reps: list[tuple[int, str, int, int, str, str, int, float]] = []
-    for aset in root.iter(f"{MPD_NS}AdaptationSet"):
-        ctype = aset.get("contentType") or aset.get("mimeType") or ""
-        aset_tpl = aset.find(f"{MPD_NS}SegmentTemplate")
-        for rep in aset.iter(f"{MPD_NS}Representation"):
-            mime = rep.get("mimeType") or aset.get("mimeType") or ""
-            if "video" not in ctype and not mime.startswith("video/"):
-                continue
-            tpl = rep.find(f"{MPD_NS}SegmentTemplate")
-            tpl = tpl if tpl is not None else aset_tpl
-            if tpl is None or "$Number" not in (tpl.get("media") or ""):
-                raise ValueError("only SegmentTemplate with $Number$ is supported "
-                                 "(what mpvlab.content.ensure_dash writes)")
-            rid = rep.get("id", "")
-            ts = int(tpl.get("timescale", "1"))
-            reps.append((int(rep.get("bandwidth", "0")), rid, int(rep.get("width", "0")),
-                         int(rep.get("height", "0")),
-                         (tpl.get("initialization") or "").replace("$RepresentationID$", rid),
-                         (tpl.get("media") or "").replace("$RepresentationID$", rid),
-                         int(tpl.get("startNumber", "1")), int(tpl.get("duration", "0")) / ts))
-    reps.sort(key=lambda r: r[0])
-    return [Representation(i, r[1], r[0], r[2], r[3], r[4], r[5], r[6], r[7])
-            for i, r in enumerate(reps)], dur
-
-
-def _iso_duration(s: str | None) -> float | None:
-    if not s:
-        return None
-    m = re.fullmatch(r"P(?:(\d+(?:\.\d+)?)D)?(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?"
-                     r"(?:(\d+(?:\.\d+)?)S)?)?", s)
-    if not m:
-        return None
-    d, h, mi, se = (float(x) if x else 0.0 for x in m.groups())
-    return d * 86400 + h * 3600 + mi * 60 + se
-
-
-def _media_regex(media: str) -> re.Pattern[str]:
-    parts = re.split(r"(\$Number(?:%0\d+d)?\$)", media)
-    rx = "".join(r"(\d+)" if p.startswith("$Number") else re.escape(p) for p in parts)
-    return re.compile(rx + r"$")
 
 
 # ---- ABR policies ----------------------------------------------------------------------
@@ -199,36 +141,6 @@ class SegmentRecord:
         return d
 
 
-class SegmentPlayback:
-    """The playback side of a DASH session, the same for dashdemux's and our own fetcher: frames
-    rendered and discarded per segment, and when each segment's first frame played. Kept per
-    presentation index, not per download record: with a low buffer a segment's first frames play
-    before the segment has been fully pushed (its record created). Needs `segment_s`, `_lock` and
-    `_play` (index -> [t_play, rendered, discarded]) on the session."""
-
-    segment_s: float
-    _lock: threading.Lock
-    _play: dict[int, list[Any]]
-
-    def _index_of_pts(self, pts_ns: int) -> int | None:
-        if pts_ns is None or pts_ns < 0 or pts_ns == Gst.CLOCK_TIME_NONE or self.segment_s <= 0:
-            return None
-        return int(math.floor(pts_ns / 1e9 / self.segment_s + 1e-6))
-
-    def on_render(self, pts_ns: int, t: float) -> None:
-        i = self._index_of_pts(pts_ns)
-        if i is not None:
-            with self._lock:
-                p = self._play.setdefault(i, [None, 0, 0])
-                if p[0] is None:
-                    p[0] = t
-                p[1] += 1
-
-    def on_discard(self, pts_ns: int) -> None:
-        i = self._index_of_pts(pts_ns)
-        if i is not None:
-            with self._lock:
-                self._play.setdefault(i, [None, 0, 0])[2] += 1
 
 
 @dataclass
@@ -305,7 +217,7 @@ class DashSession(SegmentPlayback):
         if not self.reps:
             raise ValueError("the MPD has no video representation")
         self.segment_s = self.reps[0].segment_s
-        self._rx = [(_media_regex(r.media), r) for r in self.reps]
+        self._rx = [(media_regex(r.media), r) for r in self.reps]
         self._init_paths = {r.init: r for r in self.reps}
         if self.abr == "bba":
             # Imported here, not at import time: the ABR package needs pydantic, which a physical

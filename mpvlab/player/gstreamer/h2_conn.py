@@ -15,7 +15,7 @@ exclusively on the previous one still open (RFC 7540 §5.3 priorities), asking t
 responses one after the other in request order, as HTTP/1.1 pipelining does. A server may still
 interleave or reorder (Apache's mod_http2 sent an 805 B init segment after the 15.6 MB media segment
 requested behind it, with and without the dependency; the client therefore fetches the init
-segments up front over HTTP/2: dash_client._prefetch_inits): the data of a later stream that arrives
+segments up front over HTTP/2: dash_client_schedule._prefetch_inits): the data of a later stream that arrives
 first is kept here until its turn, and each stream keeps the times its own frames were read.
 """
 
