@@ -40,12 +40,25 @@ def _mptcp() -> Any:
     return steps.mptcp_view({"server": {"MPTCPRetrans": 0, "AddAddr": "two"}, "client": {}})
 
 
+def _mptcp_numeric_string() -> Any:
+    # pydantic's lax mode reads "900" as 900; summary.json would hold the string
+    return steps.mptcp_view({"server": {"MPTCPRetrans": "900"}, "client": {}})
+
+
+def _player_qoe_bool_count() -> Any:
+    return video.player_view({"underflows": True, "frames_expected": 600})
+
+
 # (a builder the runner calls, the file that holds it, the part it makes, the field it got wrong, the words)
 WRONG: list[tuple[Callable[[], Any], str, str, str, str]] = [
     (_competition, "mpvlab/runner/shared.py", "competition", "bulk_goodput_bps", "NaN"),
     (_player_qoe, "mpvlab/runner/workloads/video.py", "player QoE", "stall_ratio", "Infinity"),
     (_fidelity_row, "mpvlab/runner/fidelity.py", "fidelity_table[0]", "rate_ratio", "NaN"),
     (_mptcp, "mpvlab/runner/steps.py", "mptcp", "mib.server.AddAddr", "valid integer"),
+    (_mptcp_numeric_string, "mpvlab/runner/steps.py", "mptcp", "reinjected_segments: '900' is not of",
+     "would read it as 900"),
+    (_player_qoe_bool_count, "mpvlab/runner/workloads/video.py", "player QoE", "underflows: True is not of",
+     "the field's type"),
 ]
 
 
@@ -61,6 +74,12 @@ def test_a_wrong_value_fails_where_its_part_is_made(make: Callable[[], Any], whe
     frames = traceback.extract_tb(e.value.__traceback__)
     callers = [f for f in frames if not f.filename.endswith("summary_parts/base.py")]
     assert callers and Path(callers[-1].filename).as_posix().endswith(where), [f.filename for f in frames]
+
+
+def test_a_whole_number_in_a_float_field_is_the_same_value() -> None:
+    """JSON has one kind of number: 0 where the model says float is read as given, not as a rewrite."""
+    steal = {"fraction": 0, "window_s": 1, "per_cpu_s": [0]}
+    assert model.build(model.Steal, "host_steal_during_playback", steal) is steal
 
 
 def test_a_part_with_an_unknown_key_fails_where_it_is_made() -> None:

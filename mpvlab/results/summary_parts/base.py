@@ -6,6 +6,7 @@ write one)."""
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, TypeVar
 
@@ -87,10 +88,39 @@ def build(model: type[M], part: str, data: dict[str, Any]) -> dict[str, Any]:
     returns `data` itself, unchanged (the summary holds what was measured, never a value the model
     rewrote). Raises SummaryPartError naming the part, the model and each field that is wrong."""
     try:
-        model.model_validate(data)
+        read = model.model_validate(data)
     except ValidationError as e:
         raise SummaryPartError(f"summary part {part} ({model.__name__}): {problems(e)}") from None
+    # pydantic's lax mode would read "900" as 900 or 1.0 as True: the written summary would hold a
+    # string where its schema says number. A value the model reads as another value is a wrong type.
+    # Both sides as the summary is written (mpvlab/core/rundir.py write_json: default=str).
+    as_written = json.loads(json.dumps(data, default=str))
+    changed = first_rewrite(as_written, json.loads(json.dumps(read.model_dump(exclude_unset=True), default=str)))
+    if changed is not None:
+        where, given, as_read = changed
+        raise SummaryPartError(f"summary part {part} ({model.__name__}): {where}: {given!r} is not of the field's "
+                               f"type (the model would read it as {as_read!r})")
     return data
+
+
+def first_rewrite(given: Any, read: Any, where: str = "") -> tuple[str, Any, Any] | None:
+    """(path, given, as read) of the first value the model read as another one; None when it read
+    every value as given. JSON has one kind of number, so 2 and 2.0 are the same value; a string,
+    a bool or null is only itself."""
+    if isinstance(given, dict) and isinstance(read, dict):
+        for key, value in given.items():
+            if key in read and (hit := first_rewrite(value, read[key], f"{where}.{key}" if where else str(key))):
+                return hit
+        return None
+    if isinstance(given, list) and isinstance(read, list) and len(given) == len(read):
+        for i, (g, r) in enumerate(zip(given, read)):
+            if hit := first_rewrite(g, r, f"{where}.{i}" if where else str(i)):
+                return hit
+        return None
+    numbers = (int, float)
+    same = (type(given) is type(read) or (isinstance(given, numbers) and isinstance(read, numbers)
+                                           and not isinstance(given, bool) and not isinstance(read, bool)))
+    return None if same and given == read else (where, given, read)
 
 
 def build_each(model: type[M], part: str, items: dict[str, Any]) -> dict[str, Any]:
