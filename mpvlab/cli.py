@@ -16,7 +16,8 @@ from mpvlab.core.paths import checkout_root
 from mpvlab.core.rundir import results_root_problem
 # The scenario's models (pydantic, ~0.2 CPU-s to build), the ledger and rich's live display are
 # imported by the commands that use them, so `mpvlab --version` does not pay for them (issue 36).
-from mpvlab.runner.context import CPUS_PER_RUN, MAX_PARALLEL, default_parallel
+# default_parallel: re-exported, the tests reach it as mpvlab.cli.default_parallel.
+from mpvlab.runner.context import CPUS_PER_RUN, MAX_PARALLEL, default_parallel  # noqa: F401
 
 if TYPE_CHECKING:
     from mpvlab.reporting.output import Output
@@ -244,12 +245,7 @@ def cmd_cleanup(_args: argparse.Namespace, console: Console) -> int:
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     """Expand a sweep spec into runs and make them (resumable; see mpvlab/sweeps/)."""
-    import os
-
-    from mpvlab.core.errors import EXIT_INTERRUPTED
-    from mpvlab.runner.steps import ensure_contents
-    from mpvlab.sweeps import Sweeper, SweepError, estimate_run_s, expand, load_spec
-    from mpvlab.sweeps.display import SweepDisplay
+    from mpvlab.sweeps import SweepError, expand, load_spec
 
     try:
         plan = expand(load_spec(Path(args.spec)), Path(args.spec), quick=args.quick)
@@ -268,67 +264,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
             console.print(Text(bad_root, style="red"))
             return 2
         return cluster.cmd_run(plan, args, console)
-    if args.parallel is None:
-        args.parallel = default_parallel(os.cpu_count() or 1)
-        parallel_note = (f"{args.parallel} at once: the default for {os.cpu_count()} CPUs (one run per "
-                         f"{CPUS_PER_RUN} CPUs; --parallel N to choose, docs/sweeps.md \"How many at once\")")
-    elif not 1 <= args.parallel <= MAX_PARALLEL:
-        console.print(Text(f"--parallel: allowed 1..{MAX_PARALLEL} (docs/sweeps.md \"How many at once\" says what a "
-                           "machine holds)", style="red"))
-        return 2
-    else:
-        parallel_note = f"{args.parallel} at once"
-    console.print(f"sweep [cyan]{plan.sweep}[/cyan]: {len(plan.configs)} configuration(s) × {plan.trials} "
-                  f"trial(s) = {len(plan.runs)} runs → {Path(args.results) / plan.sweep}; {parallel_note}")
-    if args.dry_run:
-        for r in plan.runs:
-            console.print(f"  {r.key}  seed {r.seed}  ({r.scenario.workload.kind} {r.scenario.media_s:g} s)")
-        return 0
-    if os.geteuid() != 0:
-        console.print(Text("mpvlab sweep needs root (each run builds network namespaces, tc, BPF)", style="red"))
-        return 2
-    from mpvlab.runner import system_parts
-    if (missing := system_parts.problem("sweep")) is not None:   # before hours of runs that would each fail
-        console.print(Text(missing, style="red"))
-        return 2
-    if (bad_root := results_root_problem(Path(args.results))) is not None:   # before any run starts
-        console.print(Text(bad_root, style="red"))
-        return 2
-    ensure_contents(r.scenario for r in plan.runs)
-    if args.executor == "slurm":
-        return cluster.cmd_submit(plan, args, console)
-    display = SweepDisplay(console, len(plan.runs), args.parallel,
-                           {r.key: estimate_run_s(r.scenario) for r in plan.runs})
-    sweeper = Sweeper(plan, Path(args.results), parallel=args.parallel, retry_failed=args.retry_failed,
-                      on_event=display.event)
-    try:
-        with display.live():
-            counts = sweeper.run()
-    except SweepError as e:
-        console.print(Text(str(e), style="red"))
-        return 2
-    except KeyboardInterrupt as e:
-        console.print(Text(f"sweep stopped ({e}); run the same command again to resume", style="yellow"))
-        return EXIT_INTERRUPTED     # as an interrupted `mpvlab run` (docs/results.md: exit codes)
-    console.print(f"sweep {plan.sweep}: {counts['complete']} complete, {counts['failed']} failed"
-                  f"{'' if not counts['failed'] else ' (listed in sweep.json; --retry-failed redoes them)'}; "
-                  f"manifest {sweeper.manifest_path}")
-    if args.no_report or not counts["complete"]:
-        opts = "" if output.formats == ("svg", "pdf") else f" --formats {','.join(output.formats)}" + (
-            f" --png-dpi {output.png_dpi}" if "png" in output.formats else "")
-        console.print(f"report: mpvlab report {sweeper.root}{opts}")
-    else:
-        from mpvlab.reporting import ReportFolderError, build_report
-        t = time.monotonic()
-        try:
-            rep = build_report(sweeper.root, sweeper.root / "report", output=output,
-                               include_warned=args.include_warned)
-        except ReportFolderError as e:      # the runs are made; only the report's folder is in the way
-            console.print(Text(f"report not built: {e}", style="red"))
-            return 1
-        console.print(f"report of {rep.n_complete} complete run(s) in {rep.n_configs} configuration(s) "
-                      f"({time.monotonic() - t:.1f} s): {rep.html}")
-    return 0 if counts["failed"] == 0 and counts["complete"] == len(plan.runs) else 1
+    return cluster.cmd_make(plan, args, console, output)
 
 
 def _report_output(args: argparse.Namespace, console: Console) -> Output | None:

@@ -37,7 +37,7 @@ OTHER_MEANINGS = {
         "dash.js's media type of a segment",
     ("mpvlab/player/gstreamer/dash.py", 'if "video" not in ctype and not mime.startswith("video/"):'):
         "an HTTP content type",
-    ("mpvlab/runner/shared.py", 'if "bulk" in cross:'): "the cross_traffic.bulk section of the summary",
+    ("mpvlab/runner/shared_summary.py", 'if "bulk" in cross:'): "the cross_traffic.bulk section of the summary",
     ("mpvlab/player/gstreamer/dash.py", 'if pad.get_name().startswith("video") and not sinkpad.is_linked():'):
         "the decoder's pad name",
     ("mpvlab/runner/cross.py", 'self.bulk_spec.cc, dur_s, self.workdir, "bulk", self.ctx.ledger.add_proc)'):

@@ -51,7 +51,7 @@ def _player_qoe_bool_count() -> Any:
 
 # (a builder the runner calls, the file that holds it, the part it makes, the field it got wrong, the words)
 WRONG: list[tuple[Callable[[], Any], str, str, str, str]] = [
-    (_competition, "mpvlab/runner/shared.py", "competition", "bulk_goodput_bps", "NaN"),
+    (_competition, "mpvlab/runner/shared_summary.py", "competition", "bulk_goodput_bps", "NaN"),
     (_player_qoe, "mpvlab/runner/workloads/video.py", "player QoE", "stall_ratio", "Infinity"),
     (_fidelity_row, "mpvlab/runner/fidelity.py", "fidelity_table[0]", "rate_ratio", "NaN"),
     (_mptcp, "mpvlab/runner/steps.py", "mptcp", "mib.server.AddAddr", "valid integer"),

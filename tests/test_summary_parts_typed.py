@@ -143,7 +143,7 @@ def test_bbr_diag_record_is_the_summarizers_output(tmp_path: Path) -> None:
                                    "Field required; connections.0.startup_episodes.0.start: Extra inputs"), str(e.value)
 
 
-# --- bottleneck and clients: mpvlab/runner/shared.py ---
+# --- bottleneck and clients: mpvlab/runner/shared_summary.py ---
 
 def _shared_ctx(tmp_path: Path) -> Any:
     sc, _ = load_scenario(REPO / "scenarios" / "sabre-own-short.yaml")
@@ -167,7 +167,7 @@ def test_bottleneck_is_built_where_the_view_makes_it(tmp_path: Path) -> None:
     # without the tbf's counters the record has neither tbf nor utilisation, and is still whole
     assert "tbf" not in shared.bottleneck_view(ctx, {"client0": 1}, None, None, 10.0, 0, {})
     _fails_at(lambda: shared.bottleneck_view(ctx, {"client0": 1.5}, None, None, 10.0, 0, {}),
-              "mpvlab/runner/shared.py", "summary part bottleneck (BottleneckRecord): leaf_rx_bytes.client0: Input "
+              "mpvlab/runner/shared_summary.py", "summary part bottleneck (BottleneckRecord): leaf_rx_bytes.client0: Input "
               "should be a valid integer, got a number with a fractional part")
 
 
@@ -182,7 +182,7 @@ def test_udp_viewer_counters_are_built_where_they_are_made(tmp_path: Path) -> No
     assert body["clients"] == {"client0": {"interface": "mvabcc0", "rx_bytes": 1_000_000, "rx_packets": 800}}
     _fails_at(lambda: shared.summarise_udp(ctx, ends, outcome, bottleneck, {}, before,
                                            {"client0": {"rx_bytes": 1_000_100, "rx_packets": 802.5}}, []),
-              "mpvlab/runner/shared.py", "summary part clients.client0 (ClientCounters): rx_packets: Input should be a "
+              "mpvlab/runner/shared_summary.py", "summary part clients.client0 (ClientCounters): rx_packets: Input should be a "
               "valid integer, got a number with a fractional part")
 
 

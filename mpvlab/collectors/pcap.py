@@ -212,24 +212,8 @@ def capture(
 
     body_failed = False
     try:
-        for tap in taps:
-            pcap, err = out_dir / f"{tap.stem}.pcap", out_dir / f"{tap.stem}.stderr"
-            # -w - into a file we opened: no privilege drop or AppArmor question about where tcpdump
-            # may write; --immediate-mode: nothing waits in a half-filled ring block at stop (that
-            # would be lost without being counted as dropped); -B 8 MiB ring against kernel drops.
-            argv = ["tcpdump", "-i", tap.ifname, "-s", str(snaplen), "-B", "8192", "--immediate-mode",
-                    "-n", "-w", "-"]
-            with open(pcap, "wb") as out_f, open(err, "wb") as err_f:
-                p = Netns(tap.netns).popen(argv, stdout=out_f, stderr=err_f)
-            running.append(_Running(tap, p, pcap, err))
-            register(proc_mod.ProcRef.of(p.pid, f"tcpdump {tap.stem}"))
-        deadline = time.monotonic() + ready_timeout_s
-        for r in running:
-            # "listening on" is printed once the packet socket is bound: from then on nothing is missed.
-            while "listening on" not in _stderr_text(r.err):
-                if r.popen.poll() is not None or time.monotonic() > deadline:
-                    raise CollectorError(f"tcpdump on {r.tap.stem} did not start: {_stderr_text(r.err)[-500:]}")
-                time.sleep(0.01)
+        _start(taps, out_dir, snaplen, running, register)
+        _wait_listening(running, ready_timeout_s)
         for r in running:
             r.before = read_net_dev(r.popen.pid, r.tap.ifname)
         watcher = threading.Thread(target=watch, name="pcap-size", daemon=True)
@@ -246,17 +230,51 @@ def capture(
         stop_watch.set()
         if watcher is not None:
             watcher.join()
-        for r in running:       # all counters first, then the stops: the windows end together
-            with lock:
-                if r.popen.poll() is None and r.after is None:
-                    try:
-                        r.after = read_net_dev(r.popen.pid, r.tap.ifname)
-                    except (OSError, CollectorError):
-                        pass    # no window end: its cross-check fails (ok false) instead of hiding an error
+        _read_window_ends(running, lock)   # all counters first, then the stops: the windows end together
         for r in running:
             stop_one(r, truncated=r.truncated)
         if not body_failed:
             cap.results = [_result(r) for r in running]
+
+
+def _start(taps: list[Tap], out_dir: Path, snaplen: int, running: list[_Running],
+           register: Callable[[proc_mod.ProcRef], None]) -> None:
+    """One tcpdump per tap, each added to `running` (and registered) as soon as it exists, so that a
+    failure part-way still stops the ones already started."""
+    for tap in taps:
+        pcap, err = out_dir / f"{tap.stem}.pcap", out_dir / f"{tap.stem}.stderr"
+        # -w - into a file we opened: no privilege drop or AppArmor question about where tcpdump
+        # may write; --immediate-mode: nothing waits in a half-filled ring block at stop (that
+        # would be lost without being counted as dropped); -B 8 MiB ring against kernel drops.
+        argv = ["tcpdump", "-i", tap.ifname, "-s", str(snaplen), "-B", "8192", "--immediate-mode",
+                "-n", "-w", "-"]
+        with open(pcap, "wb") as out_f, open(err, "wb") as err_f:
+            p = Netns(tap.netns).popen(argv, stdout=out_f, stderr=err_f)
+        running.append(_Running(tap, p, pcap, err))
+        register(proc_mod.ProcRef.of(p.pid, f"tcpdump {tap.stem}"))
+
+
+def _wait_listening(running: list[_Running], ready_timeout_s: float) -> None:
+    """Until every tcpdump says it listens; CollectorError if one dies or the time is up."""
+    deadline = time.monotonic() + ready_timeout_s
+    for r in running:
+        # "listening on" is printed once the packet socket is bound: from then on nothing is missed.
+        while "listening on" not in _stderr_text(r.err):
+            if r.popen.poll() is not None or time.monotonic() > deadline:
+                raise CollectorError(f"tcpdump on {r.tap.stem} did not start: {_stderr_text(r.err)[-500:]}")
+            time.sleep(0.01)
+
+
+def _read_window_ends(running: list[_Running], lock: threading.Lock) -> None:
+    """Each running capture's interface counters at the window's end (not for one already stopped,
+    e.g. at its size limit, whose window ended then)."""
+    for r in running:
+        with lock:
+            if r.popen.poll() is None and r.after is None:
+                try:
+                    r.after = read_net_dev(r.popen.pid, r.tap.ifname)
+                except (OSError, CollectorError):
+                    pass    # no window end: its cross-check fails (ok false) instead of hiding an error
 
 
 def _result(r: _Running) -> TapResult:

@@ -4,7 +4,8 @@ A run writes /run/mpvlab/runs/<runid>.json before it creates anything and adds e
 object and scratch folder (before it exists) as it starts them. Its own teardown removes them; a run killed with SIGKILL leaves the ledger
 behind with a dead owner, and the next run (or `mpvlab cleanup`) removes exactly what it lists, plus
 any namespace carrying its run id. /run is a tmpfs: a reboot clears the kernel objects and the ledger
-alike.
+alike. How each kind of object is removed is in leftovers.py; which run may be cleaned, and in what
+order, is decided here (cleanup_run, reap_stale).
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from mpvlab.core import naming, netns, proc, rundir
+from mpvlab.core import leftovers, naming, netns, proc, rundir
 from mpvlab.core.errors import MpvlabError
-from mpvlab.core.hosts import SshHost, host_from_record
 
 RUNTIME_DIR = Path(os.environ.get("MPVLAB_RUNTIME_DIR", "/run/mpvlab"))
 # Whether a run's owner lives must not depend on a configurable directory: two checkouts, two users
@@ -63,7 +63,7 @@ class Ledger:
     secrets: list[str] = field(default_factory=list)
     # Folders of scratch state a component of the run makes (a browser's profile and its temporary
     # directory, mpvlab-<run id>-<tag>): listed before they exist, removed however the run ends, even
-    # when the component that made them was SIGKILLed (see scratch_removable for which paths qualify).
+    # when the component that made them was SIGKILLed (see leftovers.scratch_removable for which paths qualify).
     scratch: list[str] = field(default_factory=list)
 
     @property
@@ -105,7 +105,7 @@ class Ledger:
     def add_scratch(self, path: Path) -> None:
         """Written BEFORE the folder is made: a crash right after still gets it removed. Only a path
         scratch_removable accepts is ever removed (a wrong one is refused here, at once)."""
-        if not scratch_removable(self, Path(path)):
+        if not leftovers.scratch_removable(self, Path(path)):
             raise ValueError(f"{path} is not a scratch folder of run {self.run_id}: neither "
                              f"{naming.SCRATCH_PREFIX}{self.run_id}-<tag> nor inside its results folder")
         self.scratch.append(str(path))
@@ -263,35 +263,8 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *,
             log(f"could not clean {what} of run {ledger.run_id}: {reason}")
             stayed = stayed or object_left
 
-    def stop_procs() -> None:
-        for p in _records(ledger.procs, "procs"):
-            try:
-                ref = proc.ProcRef.from_record(p)
-            except MALFORMED as e:      # one bad record must not keep the processes after it alive
-                log(f"could not clean a process of run {ledger.run_id}: malformed record ({type(e).__name__}: {e})")
-                continue
-            if ref.alive():
-                proc.terminate(ref, grace=2.0)
-                removed.append(f"process {ref.pid} ({ref.label})")
-
     def remote() -> None:
-        removed.extend(_cleanup_remote(ledger))
-
-    def bpf() -> None:
-        for cc in _records(ledger.bpf_ccs, "bpf_ccs"):
-            if cc in Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split():
-                # The loader owns the struct_ops link; if it is gone but the CC is still there, it was
-                # registered persistently by someone: unregister by its run-scoped name only.
-                proc.run(["bpftool", "struct_ops", "unregister", "name", str(cc)], check=False)
-                removed.append(f"congestion control {cc}")
-
-    def namespaces() -> None:
-        listed = [str(n) for n in _records(ledger.netns, "netns")]
-        mine = {n for n in listed if naming.run_id_of_netns(n) == ledger.run_id}
-        names = mine | {n for n in netns.list_netns() if naming.run_id_of_netns(n) == ledger.run_id}
-        present = [n for n in sorted(names) if (netns.NETNS_DIR / n).exists()]
-        netns.delete_netns_all(present)
-        removed.extend(f"netns {name}" for name in present)
+        removed.extend(leftovers.cleanup_remote(ledger))
 
     def web_root() -> None:
         www = WWW_DIR / ledger.run_id
@@ -299,34 +272,22 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *,
             shutil.rmtree(www)
             removed.append(f"web root {www}")
 
-    def scratch() -> None:
-        # After the namespaces: whatever wrote into these folders (Chromium, which outlives a
-        # SIGKILLed driver by a moment) has been killed with them.
-        for path in _scratch_paths(ledger):
-            _remove_folder(path)
-            removed.append(f"scratch folder {path}")
-
-    def secrets() -> None:
-        for secret in _records(ledger.secrets, "secrets"):
-            # Files that must not outlive the run (e.g. a TLS private key in its result directory).
-            try:
-                Path(str(secret)).unlink()
-                removed.append(f"secret file {Path(str(secret)).name}")
-            except FileNotFoundError:
-                pass
-
-    attempt("its processes", stop_procs)
+    # Each step appends to `removed` as it goes: what one removed before it failed is still reported.
+    attempt("its processes", lambda: leftovers.stop_procs(ledger, removed, log))
     attempt("its processes or changes on other hosts", remote)
-    attempt("its BPF congestion controls", bpf)
-    attempt("its network namespaces", namespaces)
+    attempt("its BPF congestion controls", lambda: leftovers.unregister_bpf_ccs(ledger, removed))
+    attempt("its network namespaces", lambda: leftovers.delete_namespaces(ledger, removed))
     attempt("its web root", web_root)
-    attempt("its scratch folders", scratch)
-    attempt("its secret files", secrets)
+    # Scratch after the namespaces: whatever wrote into these folders (Chromium, which outlives a
+    # SIGKILLed driver by a moment) has been killed with them.
+    attempt("its scratch folders", lambda: leftovers.remove_scratch(ledger, removed))
+    attempt("its secret files", lambda: leftovers.remove_secrets(ledger, removed))
     if mark:
         # Not an object of the kernel: a results folder that cannot be written keeps its ledger no longer.
         attempt(f"the status of its results folder {ledger.result_dir}",
                 lambda: mark_interrupted(Path(str(ledger.result_dir)), by), object_left=False)
-        attempt(f"its shell folder {ledger.result_dir}", lambda: _remove_shell_folder(ledger), object_left=False)
+        attempt(f"its shell folder {ledger.result_dir}", lambda: leftovers.remove_shell_folder(ledger),
+                object_left=False)
     for r in removed if log_removed else []:
         log(f"cleaned {ledger.run_id}: {r}")
     if stayed:
@@ -334,118 +295,6 @@ def cleanup_run(ledger: Ledger, log: Callable[[str], None] = lambda _m: None, *,
             "the next run or `mpvlab cleanup`")
     else:
         attempt(f"its ledger {ledger.path}", ledger.remove, object_left=False)
-    return removed
-
-
-def scratch_removable(ledger: Ledger, path: Path) -> bool:
-    """Whether `path` may be removed as a scratch folder of this run, whatever the ledger says: an
-    absolute path named mpvlab-<its run id>-<tag> (naming.scratch_name), or one strictly inside the
-    run's results folder, whose name is its run id. A run id is never another run's, and cleanup_run
-    runs only for the run itself or a run whose owner is dead: a live run's folder is never touched."""
-    if not path.is_absolute() or ".." in path.parts:
-        return False
-    if naming.run_id_of_scratch(path.name) == ledger.run_id:
-        return True
-    top = Path(str(ledger.result_dir))
-    return top.is_absolute() and top.name == ledger.run_id and ".." not in top.parts and top in path.parents
-
-
-def _scratch_paths(ledger: Ledger) -> list[Path]:
-    """The scratch folders the ledger lists that are still there and scratch_removable accepts, and any
-    folder of the temporary directory named with its run id (a ledger that could not be read lists
-    nothing, its file name still gives the run id)."""
-    listed = [Path(str(p)) for p in _records(ledger.scratch, "scratch")]
-    tmp = Path(tempfile.gettempdir())
-    try:
-        named = [e for e in tmp.iterdir() if naming.run_id_of_scratch(e.name) == ledger.run_id]
-    except OSError:
-        named = []
-    out: list[Path] = []
-    for p in [*listed, *named]:
-        if p not in out and scratch_removable(ledger, p) and (p.exists() or p.is_symlink()):
-            out.append(p)
-    return out
-
-
-def _remove_folder(path: Path) -> None:
-    """The folder and everything in it; a symbolic link (not what a run made) is removed, never followed."""
-    if path.is_symlink() or not path.is_dir():
-        path.unlink()
-    else:
-        shutil.rmtree(path)
-
-
-def _remove_shell_folder(ledger: Ledger) -> None:
-    """A killed `mpvlab shell` leaves its folder (delay-line logs, commands): the ledger's result_dir,
-    /tmp/mpvlab-shell-<run id>-*. Only a folder of exactly that name, carrying this run's id, is removed."""
-    d = Path(str(ledger.result_dir))
-    if (d.parent == Path(tempfile.gettempdir()) and d.name.startswith(f"mpvlab-shell-{ledger.run_id}-")
-            and d.is_dir() and not d.is_symlink()):
-        shutil.rmtree(d)
-
-
-# What reading one record of a ledger a crash or a person left may raise: a missing field, a wrong type,
-# a value that is not a number or an unknown host kind.
-MALFORMED = (KeyError, TypeError, ValueError, AttributeError)
-
-
-def _records(value: object, field_name: str) -> list[object]:
-    """A list field of a ledger read from disk: a ledger a crash or a person left may hold anything."""
-    if not isinstance(value, list):
-        raise TypeError(f"ledger field {field_name} is a {type(value).__name__}, not a list")
-    return value
-
-
-def _cleanup_remote(ledger: Ledger) -> list[str]:
-    """Processes a physical run started on other hosts (signalled only if pid AND start time still
-    match), then its undo commands in reverse order. Best effort: an unreachable host is reported."""
-    if not ledger.remote_procs and not ledger.undo:
-        return []
-
-    removed: list[str] = []
-    unreachable: set[str] = set()   # one failed connection per host is enough: do not wait on it again
-    for p in _records(ledger.remote_procs, "remote_procs"):
-        # One malformed record is said and skipped: the records after it, and the undo commands that
-        # give real machines their settings back, still run.
-        try:
-            host = host_from_record(p["host"])  # type: ignore[index]
-            ref = proc.ProcRef.from_record(p)
-        except MALFORMED as e:
-            removed.append(f"skipped a malformed remote process record ({type(e).__name__}: {e})")
-            continue
-        if host.name in unreachable:
-            continue
-        try:
-            if isinstance(host, SshHost):
-                if host.signal_remote(ref.pid, ref.start, "TERM"):
-                    removed.append(f"process {ref.pid} ({ref.label}) on {host.name}")
-            elif ref.alive():
-                proc.terminate(ref, grace=2.0)
-                removed.append(f"process {ref.pid} ({ref.label})")
-        except proc.CommandError as e:
-            unreachable.add(host.name)
-            removed.append(f"could not reach {host.name} to stop process {ref.pid}: {e}")
-    for u in reversed(_records(ledger.undo, "undo")):
-        try:
-            host = host_from_record(u["host"])  # type: ignore[index]
-            argv = [str(a) for a in _records(u["argv"], "undo argv")]  # type: ignore[index]
-            what = str(u["what"])  # type: ignore[index]
-        except MALFORMED as e:
-            removed.append(f"skipped a malformed undo record ({type(e).__name__}: {e})")
-            continue
-        if host.name in unreachable:
-            removed.append(f"not undone (host unreachable): {what} on {host.name}")
-            continue
-        try:
-            cp = host.run(argv, check=False, timeout=20)
-            if cp.returncode == 0:
-                removed.append(f"{what} on {host.name}")
-            elif cp.returncode == 255 and isinstance(host, SshHost):
-                unreachable.add(host.name)
-                removed.append(f"not undone (ssh failed: {cp.stderr.strip()[-200:]}): {what} on {host.name}")
-        except proc.CommandError as e:
-            unreachable.add(host.name)
-            removed.append(f"could not reach {host.name} to undo {what}: {e}")
     return removed
 
 

@@ -281,59 +281,12 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
                              "colour": sty.colour("cc", cfg.cc)})
     warned = [{"rel": r.rel, "config": next(cfg.label for cfg in c.configs if cfg.key == r.config),
                "warnings": r.warnings} for r in c.runs if r.warnings]
-    flags = []
-    if c.not_aggregated:
-        states = Counter(b.state for b in c.not_aggregated)
-        flags.append({"cls": "bad", "text": f"{len(c.not_aggregated)} run(s) not aggregated: "
-                      + ", ".join(f"{n} {s}" for s, n in states.most_common()) + " — listed under Runs flagged."})
-    if c.left_out:
-        flags.append({"cls": "bad", "text": f"{len(c.left_out)} complete run(s) with fidelity_ok false left out of "
-                      "every statistic and figure — counted per configuration under Runs flagged "
-                      "(--include-warned keeps them)."})
-    if warned:
-        flags.append({"cls": "warn", "text": f"{len(warned)} of {len(c.runs)} complete run(s) in the statistics have "
-                      "fidelity warnings or failed cross-checks — listed under Runs flagged."})
     kernels = _counted([(r.provenance.get("host") or {}).get("kernel") for r in c.runs])
     commits = _counted([_commit(r.provenance) for r in c.runs])
-    if len(kernels) > 1 or len(commits) > 1:
-        flags.append({"cls": "warn", "text": f"runs come from {len(kernels)} kernel(s) and {len(commits)} "
-                      "code version(s) — see Provenance."})
-    for label, what, values in mixed_configs(c):     # trials of one configuration from different setups
-        flags.append({"cls": "warn", "text": f"configuration {label}: its trials come from different {what} "
-                      f"({', '.join(values)}) — compare with care."})
-    if any(str(k).endswith("(dirty)") for k, _ in commits):
-        flags.append({"cls": "warn", "text": "some runs were made from a checkout with uncommitted changes (dirty)."})
-    small = [cfg for cfg in c.configs if len(cfg.runs) < 2]
-    if small:
-        flags.append({"cls": "warn", "text": f"{len(small)} configuration(s) have a single trial: no confidence "
-                      "interval (run more trials for statistics)."})
-    if not flags:
-        flags.append({"cls": "ok", "text": "All runs complete, no fidelity warnings, one kernel and code version."})
-    prov_rows = [
-        ("kernel", kernels),
-        ("OS", _counted([(r.provenance.get("host") or {}).get("os") for r in c.runs])),
-        ("host", _counted([(r.provenance.get("host") or {}).get("hostname") for r in c.runs])),
-        ("CPUs", _counted([(r.provenance.get("host") or {}).get("cpus") for r in c.runs])),
-        ("host kind (nodes)", [(f"{k} ({', '.join(n)})", sum(host_kind(r.provenance) == k for r in c.runs))
-                               for k, n in by_host(c.runs).items()]),
-        ("mpvlab commit", commits),
-        ("sweep", _counted([(r.sweep or {}).get("sweep", "(not from a sweep)") for r in c.runs])),
-    ]
-    pkgs: dict[str, list[str]] = {}
-    for r in c.runs:
-        for kind, d in ((r.provenance.get("packages") or {}).items()):
-            for name, ver in (d or {}).items():
-                pkgs.setdefault(f"{name} ({kind})", []).append(str(ver))
-    pkg_rows = [(k, _counted(v)) for k, v in sorted(pkgs.items())]
+    flags = _flags(c, warned, kernels, commits)
+    prov_rows, pkg_rows = _provenance_rows(c, kernels, commits)
     run_metrics = metrics.view("runs", paths)
-    run_rows = []
-    for cfg in c.configs:
-        for r in cfg.runs:
-            fid = r.summary.get("fidelity_ok")
-            run_rows.append({"config": cfg.label, "trial": (r.sweep or {}).get("trial", "–"),
-                             "seed": r.summary.get("seed", "–"), "rel": r.rel,
-                             "vals": [fmt(r.metrics.get(m)) for m, _ in run_metrics],
-                             "fid": {True: "ok", False: "WARN", None: "–"}.get(fid, str(fid))})
+    run_rows = _run_rows(c, run_metrics)
     def links(f: Figure) -> list[tuple[str, str]]:
         if html_dir is None:
             return []
@@ -356,6 +309,75 @@ def render(c: Collection, figure_sections: list[tuple[str, list[Figure]]], table
         figure_sections=sections, figure_files=output.describe() if output is not None else "", warned=warned, failed=c.not_aggregated,
         left_out=[row for row in c.kept_and_left_out() if row[2]], include_warned=c.include_warned, prov_rows=prov_rows, pkg_rows=pkg_rows,
         run_heads=[v.heading for _, v in run_metrics], run_rows=run_rows)
+
+
+def _flags(c: Collection, warned: list[dict[str, Any]], kernels: list[tuple[str, int]],
+           commits: list[tuple[str, int]]) -> list[dict[str, str]]:
+    """The report's banner: what a reader must know before trusting a number (runs left out, warnings,
+    mixed kernels or code versions, single trials), or that all is well."""
+    flags = []
+    if c.not_aggregated:
+        states = Counter(b.state for b in c.not_aggregated)
+        flags.append({"cls": "bad", "text": f"{len(c.not_aggregated)} run(s) not aggregated: "
+                      + ", ".join(f"{n} {s}" for s, n in states.most_common()) + " — listed under Runs flagged."})
+    if c.left_out:
+        flags.append({"cls": "bad", "text": f"{len(c.left_out)} complete run(s) with fidelity_ok false left out of "
+                      "every statistic and figure — counted per configuration under Runs flagged "
+                      "(--include-warned keeps them)."})
+    if warned:
+        flags.append({"cls": "warn", "text": f"{len(warned)} of {len(c.runs)} complete run(s) in the statistics have "
+                      "fidelity warnings or failed cross-checks — listed under Runs flagged."})
+    if len(kernels) > 1 or len(commits) > 1:
+        flags.append({"cls": "warn", "text": f"runs come from {len(kernels)} kernel(s) and {len(commits)} "
+                      "code version(s) — see Provenance."})
+    for label, what, values in mixed_configs(c):     # trials of one configuration from different setups
+        flags.append({"cls": "warn", "text": f"configuration {label}: its trials come from different {what} "
+                      f"({', '.join(values)}) — compare with care."})
+    if any(str(k).endswith("(dirty)") for k, _ in commits):
+        flags.append({"cls": "warn", "text": "some runs were made from a checkout with uncommitted changes (dirty)."})
+    small = [cfg for cfg in c.configs if len(cfg.runs) < 2]
+    if small:
+        flags.append({"cls": "warn", "text": f"{len(small)} configuration(s) have a single trial: no confidence "
+                      "interval (run more trials for statistics)."})
+    if not flags:
+        flags.append({"cls": "ok", "text": "All runs complete, no fidelity warnings, one kernel and code version."})
+    return flags
+
+
+def _provenance_rows(c: Collection, kernels: list[tuple[str, int]], commits: list[tuple[str, int]]
+                     ) -> tuple[list[tuple[str, list[tuple[str, int]]]], list[tuple[str, list[tuple[str, int]]]]]:
+    """The Provenance section: each host and code property with how many runs had each value, and each
+    package version likewise."""
+    prov_rows = [
+        ("kernel", kernels),
+        ("OS", _counted([(r.provenance.get("host") or {}).get("os") for r in c.runs])),
+        ("host", _counted([(r.provenance.get("host") or {}).get("hostname") for r in c.runs])),
+        ("CPUs", _counted([(r.provenance.get("host") or {}).get("cpus") for r in c.runs])),
+        ("host kind (nodes)", [(f"{k} ({', '.join(n)})", sum(host_kind(r.provenance) == k for r in c.runs))
+                               for k, n in by_host(c.runs).items()]),
+        ("mpvlab commit", commits),
+        ("sweep", _counted([(r.sweep or {}).get("sweep", "(not from a sweep)") for r in c.runs])),
+    ]
+    pkgs: dict[str, list[str]] = {}
+    for r in c.runs:
+        for kind, d in ((r.provenance.get("packages") or {}).items()):
+            for name, ver in (d or {}).items():
+                pkgs.setdefault(f"{name} ({kind})", []).append(str(ver))
+    pkg_rows = [(k, _counted(v)) for k, v in sorted(pkgs.items())]
+    return prov_rows, pkg_rows
+
+
+def _run_rows(c: Collection, run_metrics: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """One row per run in the statistics: its configuration, trial, seed, metrics and fidelity."""
+    run_rows = []
+    for cfg in c.configs:
+        for r in cfg.runs:
+            fid = r.summary.get("fidelity_ok")
+            run_rows.append({"config": cfg.label, "trial": (r.sweep or {}).get("trial", "–"),
+                             "seed": r.summary.get("seed", "–"), "rel": r.rel,
+                             "vals": [fmt(r.metrics.get(m)) for m, _ in run_metrics],
+                             "fid": {True: "ok", False: "WARN", None: "–"}.get(fid, str(fid))})
+    return run_rows
 
 
 def _commit(prov: dict[str, Any]) -> str:

@@ -204,53 +204,12 @@ def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, lo
         st = delay_lines.get(label, {})
         lat = st.get("lateness_us") if isinstance(st, dict) else None
         if lat:
-            entry["lateness_ms_p99"] = round(lat["p99"] / 1e3, 4)
-            entry["lateness_ms_max"] = round(lat["max"] / 1e3, 4)
-            entry["lateness_packets"] = lat["n"]
-            entry["lateness_ms_p99_bound"] = lat_p99_bound_us / 1e3
-            entry["lateness_ms_max_bound"] = LATENESS_MAX_US / 1e3
-            if lat["n"] and lat["p99"] > lat_p99_bound_us:
-                warnings.append(f"{label}: delay line released packets late, p99 {lat['p99'] / 1e3:.3f} ms "
-                                f"(bound {lat_p99_bound_us / 1e3:g} ms) over {lat['n']} packets")
-            arrival_warning = _arrival_lateness(label, st, entry)
-            if lat["n"] and lat["max"] > LATENESS_MAX_US:
-                # one warning per direction: the arrival-stamp figure beside the read-time one
-                arr = entry.get("lateness_from_arrival_ms_max")
-                warnings.append(f"{label}: delay line released a packet {lat['max'] / 1e3:.1f} ms late "
-                                f"(bound {LATENESS_MAX_US / 1e3:g} ms"
-                                + (f"; {arr:.1f} ms counted from its kernel arrival stamp)" if arr is not None else ")"))
-            else:
-                warnings += arrival_warning
-            lost = {k: st.get(k, 0) for k in ("drops_overflow", "drops_netlink", "drops_local", "enobufs")}
-            entry["drops_not_by_design"] = lost
-            if any(v > 0 for v in lost.values()):
-                warnings.append(f"{label}: delay line lost packets it should not have: {lost}")
-            if schedules is not None and path in schedules and not (d_spec is not None and d_spec.has_impairments):
-                bad = _step_mismatches(logs / f"delay-{label}.steps.csv", st, getattr(schedules[path], direction))
-                entry["delay_mismatches"] = len(bad)
-                if bad:
-                    warnings.append(f"{label}: delay line applied delays the schedule does not give: "
-                                    + "; ".join(bad[:3]) + (f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""))
+            _judge_delay_line(label, st, lat, entry, warnings, lat_p99_bound_us,
+                              schedules, path, d_spec, direction, logs)
         dev = link.get("shaper_dev")
         if dev and d_spec is not None and d_spec.rate is not None:
-            if qdir not in qrows and str(data_dir / "queues" / qdir) in (queue_rows or {}):
-                qrows[qdir] = (queue_rows or {})[str(data_dir / "queues" / qdir)]
-            if qdir not in qrows:
-                try:
-                    from mpvlab.collectors import qdiscstat
-                    qrows[qdir] = qdiscstat.load_samples(data_dir / "queues" / qdir, links=False)[0]
-                except Exception:  # noqa: BLE001 — a missing sampler file is a note, not a verdict
-                    qrows[qdir] = []
-            r = precheck.backlogged_rate(qrows[qdir], dev, int(d_spec.rate))
-            r["tolerance"] = f.rate_tolerance
-            entry["rate"] = r
-            if "ratio" in r and r["backlogged_s"] >= MIN_BACKLOGGED_S and abs(r["ratio"] - 1) > f.rate_tolerance:
-                warnings.append(f"{label}: tbf dequeued {r['achieved_bps'] / 1e6:.3f} Mbit/s while backlogged "
-                                f"({r['backlogged_s']:.1f} s of the run) vs configured "
-                                f"{r['configured_bps'] / 1e6:.3f} (ratio {r['ratio']:.3f}, tolerance "
-                                f"±{f.rate_tolerance:.0%})")
-            elif "ratio" not in r or r["backlogged_s"] < MIN_BACKLOGGED_S:
-                r["check"] = "not judged: the queue was backlogged too briefly"
+            _judge_rate(label, qdir, dev, int(d_spec.rate), data_dir, queue_rows, qrows, f.rate_tolerance,
+                        entry, warnings)
         entry["path"] = path
         run[label] = entry
     fid["run"] = run
@@ -265,6 +224,67 @@ def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, lo
     if fid.get("ok") is not None or fid.get("skipped") or warnings:
         fid["ok"] = not fid["warnings"]
     return fid
+
+
+def _judge_delay_line(label: str, st: dict[str, Any], lat: dict[str, Any], entry: dict[str, Any],
+                      warnings: list[str], lat_p99_bound_us: float, schedules: dict[str, PathSchedules] | None,
+                      path: str, d_spec: Any, direction: str, logs: Path) -> None:
+    """One direction's delay line: its lateness against the bounds, the packets it lost that no
+    setting drops, and (when the path has a schedule and no impairments) the delays it applied
+    against the schedule. Fills `entry` and appends to `warnings`."""
+    entry["lateness_ms_p99"] = round(lat["p99"] / 1e3, 4)
+    entry["lateness_ms_max"] = round(lat["max"] / 1e3, 4)
+    entry["lateness_packets"] = lat["n"]
+    entry["lateness_ms_p99_bound"] = lat_p99_bound_us / 1e3
+    entry["lateness_ms_max_bound"] = LATENESS_MAX_US / 1e3
+    if lat["n"] and lat["p99"] > lat_p99_bound_us:
+        warnings.append(f"{label}: delay line released packets late, p99 {lat['p99'] / 1e3:.3f} ms "
+                        f"(bound {lat_p99_bound_us / 1e3:g} ms) over {lat['n']} packets")
+    arrival_warning = _arrival_lateness(label, st, entry)
+    if lat["n"] and lat["max"] > LATENESS_MAX_US:
+        # one warning per direction: the arrival-stamp figure beside the read-time one
+        arr = entry.get("lateness_from_arrival_ms_max")
+        warnings.append(f"{label}: delay line released a packet {lat['max'] / 1e3:.1f} ms late "
+                        f"(bound {LATENESS_MAX_US / 1e3:g} ms"
+                        + (f"; {arr:.1f} ms counted from its kernel arrival stamp)" if arr is not None else ")"))
+    else:
+        warnings += arrival_warning
+    lost = {k: st.get(k, 0) for k in ("drops_overflow", "drops_netlink", "drops_local", "enobufs")}
+    entry["drops_not_by_design"] = lost
+    if any(v > 0 for v in lost.values()):
+        warnings.append(f"{label}: delay line lost packets it should not have: {lost}")
+    if schedules is not None and path in schedules and not (d_spec is not None and d_spec.has_impairments):
+        bad = _step_mismatches(logs / f"delay-{label}.steps.csv", st, getattr(schedules[path], direction))
+        entry["delay_mismatches"] = len(bad)
+        if bad:
+            warnings.append(f"{label}: delay line applied delays the schedule does not give: "
+                            + "; ".join(bad[:3]) + (f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""))
+
+
+def _judge_rate(label: str, qdir: str, dev: str, rate_bps: int, data_dir: Path,
+                queue_rows: dict[str, list[dict[str, Any]]] | None, qrows: dict[str, list[dict[str, Any]]],
+                rate_tolerance: float, entry: dict[str, Any], warnings: list[str]) -> None:
+    """One direction's shaper: the rate the tbf dequeued while backlogged (from the queue sampler's
+    rows, read once per folder into `qrows`) against the configured one. Fills `entry` and appends
+    to `warnings`."""
+    if qdir not in qrows and str(data_dir / "queues" / qdir) in (queue_rows or {}):
+        qrows[qdir] = (queue_rows or {})[str(data_dir / "queues" / qdir)]
+    if qdir not in qrows:
+        try:
+            from mpvlab.collectors import qdiscstat
+            qrows[qdir] = qdiscstat.load_samples(data_dir / "queues" / qdir, links=False)[0]
+        except Exception:  # noqa: BLE001 — a missing sampler file is a note, not a verdict
+            qrows[qdir] = []
+    r = precheck.backlogged_rate(qrows[qdir], dev, rate_bps)
+    r["tolerance"] = rate_tolerance
+    entry["rate"] = r
+    if "ratio" in r and r["backlogged_s"] >= MIN_BACKLOGGED_S and abs(r["ratio"] - 1) > rate_tolerance:
+        warnings.append(f"{label}: tbf dequeued {r['achieved_bps'] / 1e6:.3f} Mbit/s while backlogged "
+                        f"({r['backlogged_s']:.1f} s of the run) vs configured "
+                        f"{r['configured_bps'] / 1e6:.3f} (ratio {r['ratio']:.3f}, tolerance "
+                        f"±{rate_tolerance:.0%})")
+    elif "ratio" not in r or r["backlogged_s"] < MIN_BACKLOGGED_S:
+        r["check"] = "not judged: the queue was backlogged too briefly"
 
 
 def table(fid: dict[str, Any], scenario: Scenario) -> list[dict[str, Any]]:

@@ -37,9 +37,10 @@ from mpvlab.results.summary_parts.network import Steal
 from mpvlab.results.summary import run_fields
 from mpvlab.runner import liveness
 from mpvlab.runner.context import RunContext
-from mpvlab.runner.network import BringUp, run_head
+from mpvlab.runner.network import BringUp, Network, run_head
 from mpvlab.runner import crosschecks
 from mpvlab.runner.steps import NO_FIDELITY_PROBE, record_fidelity, wait_for_t0
+from mpvlab.runner.workloads.base import Outcome, Workload
 from mpvlab.runner.workloads.registry import WORKLOADS, WorkloadFactory
 
 POLL_S = 0.2      # how often the links, workload and collectors are checked during the run
@@ -64,53 +65,8 @@ def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, Workload
         steps.mark("bring_up")
         net = bring_up(ctx, stack)
 
-        # The server answers before the pre-run check: a physical network measures its paths' rate
-        # with a download from it; the emulated ones bring their own probe server.
-        steps.mark("serve")
-        workload.serve(ctx, stack, net.ends)
-        # Client programs start up now, while the check runs, and wait for t0 (workloads/base.py).
-        steps.mark("stage")
-        workload.stage(ctx, stack, net.ends)
-
-        if sc.fidelity.probe:
-            phase("fidelity probes")
-            steps.mark("precheck")
-            fid = net.precheck(ctx)
-            net.check()
-        else:
-            fid = dict(NO_FIDELITY_PROBE)
-        record_fidelity(ctx, fid)
-        steps.mark("before_t0")
-        net.before_t0(ctx, stack)
-        steps.mark("ready")
-        net.ready(ctx)
-
-        phase("waiting for time zero")
-        steps.mark("wait_t0")
-        late_ms = wait_for_t0(ctx, net.check)
-        ctx.extra_prov["player_start_late_ms"] = round(late_ms, 3)
-
-        phase(workload.progress(ctx))
-        steps.mark("start_collectors")
-        net.start_collectors(ctx, stack, workload.port, workload.max_run_s(ctx))
-        steps.mark("start")
-        workload.start(ctx, stack, net.ends)
-        # Every registered process and every node's shell, watched: a death is named (which
-        # component, when, how), not its symptom in some later step (liveness.py).
-        watch = liveness.Watch.for_run(ctx, net.nodes)
-        # CPU time the hypervisor took while the workload ran, recorded beside the results.
-        steps.mark("play")
-        with hoststeal.StealMeter() as playing_steal:
-            while workload.running(wait_s=POLL_S):     # back as soon as the workload ends
-                net.check()
-                watch.check()
-                workload.check(ctx)
-                net.poll(ctx)
-                phase(workload.progress(ctx))
-        watch.check()       # a death that ended the workload is named, not its symptom
-        steps.mark("stop_collectors")
-        net.stop_collectors(ctx)
-
+        fid = _up_to_t0(ctx, stack, net, workload)
+        playing_steal = _play(ctx, stack, net, workload)
         phase("checks")
         steps.mark("finish")
         outcome = workload.finish(ctx)
@@ -123,6 +79,72 @@ def execute(ctx: RunContext, bring_up: BringUp, workloads: Mapping[str, Workload
         # the kind's plain fields (duration_s, bytes_total, path_switches …) are complete here, typed now
         run_fields(sc.topology.kind, summary)
         steps.mark("teardown")
+    return _conclude(ctx, net, outcome, fid, summary, run_started)
+
+
+def _up_to_t0(ctx: RunContext, stack: contextlib.ExitStack, net: Network, workload: Workload) -> dict[str, Any]:
+    """From the network up to time zero: the server, the staged clients, the pre-run check, the
+    kind's last preparations, the wait. Returns the pre-run check's fidelity record."""
+    sc, phase, steps = ctx.scenario, ctx.opts.progress, ctx.timeline
+    # The server answers before the pre-run check: a physical network measures its paths' rate
+    # with a download from it; the emulated ones bring their own probe server.
+    steps.mark("serve")
+    workload.serve(ctx, stack, net.ends)
+    # Client programs start up now, while the check runs, and wait for t0 (workloads/base.py).
+    steps.mark("stage")
+    workload.stage(ctx, stack, net.ends)
+
+    if sc.fidelity.probe:
+        phase("fidelity probes")
+        steps.mark("precheck")
+        fid = net.precheck(ctx)
+        net.check()
+    else:
+        fid = dict(NO_FIDELITY_PROBE)
+    record_fidelity(ctx, fid)
+    steps.mark("before_t0")
+    net.before_t0(ctx, stack)
+    steps.mark("ready")
+    net.ready(ctx)
+
+    phase("waiting for time zero")
+    steps.mark("wait_t0")
+    late_ms = wait_for_t0(ctx, net.check)
+    ctx.extra_prov["player_start_late_ms"] = round(late_ms, 3)
+    return fid
+
+
+def _play(ctx: RunContext, stack: contextlib.ExitStack, net: Network, workload: Workload) -> hoststeal.StealMeter:
+    """From time zero to the workload's end: collectors and workload started, everything watched
+    until it ends, collectors stopped. Returns the host-steal meter of the playing time."""
+    phase, steps = ctx.opts.progress, ctx.timeline
+    phase(workload.progress(ctx))
+    steps.mark("start_collectors")
+    net.start_collectors(ctx, stack, workload.port, workload.max_run_s(ctx))
+    steps.mark("start")
+    workload.start(ctx, stack, net.ends)
+    # Every registered process and every node's shell, watched: a death is named (which
+    # component, when, how), not its symptom in some later step (liveness.py).
+    watch = liveness.Watch.for_run(ctx, net.nodes)
+    # CPU time the hypervisor took while the workload ran, recorded beside the results.
+    steps.mark("play")
+    with hoststeal.StealMeter() as playing_steal:
+        while workload.running(wait_s=POLL_S):     # back as soon as the workload ends
+            net.check()
+            watch.check()
+            workload.check(ctx)
+            net.poll(ctx)
+            phase(workload.progress(ctx))
+    watch.check()       # a death that ended the workload is named, not its symptom
+    steps.mark("stop_collectors")
+    net.stop_collectors(ctx)
+    return playing_steal
+
+
+def _conclude(ctx: RunContext, net: Network, outcome: Outcome, fid: dict[str, Any], summary: dict[str, Any],
+              run_started: float) -> dict[str, Any]:
+    """After teardown: the fidelity verdict, the cross-checks, the wall time, the run head checked."""
+    steps = ctx.timeline
     steps.mark("judge")
     net.judge(ctx, fid, summary)
     # every check of the registry for the workload, once, over the finished summary (crosschecks.py)

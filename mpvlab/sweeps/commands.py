@@ -1,12 +1,15 @@
-"""The cluster-facing parts of `mpvlab sweep` (mpvlab/cli.py dispatches here): --list-runs, --run KEY,
---status and --executor slurm. Kept out of cli.py so the command there stays a thin dispatcher."""
+"""The parts of `mpvlab sweep` (mpvlab/cli.py dispatches here): --list-runs, --run KEY, --status, and
+making the planned runs (cmd_make), here or with --executor slurm. Kept out of cli.py so the command
+there stays a thin dispatcher."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
@@ -14,6 +17,11 @@ from rich.text import Text
 from mpvlab.sweeps import slurm
 from mpvlab.sweeps.records import DERIVED_STATES, RunState, derive
 from mpvlab.input.sweep import Plan, SweepError
+from mpvlab.core.rundir import results_root_problem
+from mpvlab.runner.context import CPUS_PER_RUN, MAX_PARALLEL, default_parallel
+
+if TYPE_CHECKING:
+    from mpvlab.reporting.output import Output
 
 STYLE = {"complete": "green", "failed": "red", "running": "yellow", "queued": "cyan", "planned": ""}
 
@@ -125,3 +133,106 @@ def status_command(args: argparse.Namespace) -> str:
     for extra in args.results_also or []:
         argv += ["--results-also", str(Path(extra).resolve())]
     return shlex.join(argv + ["--status"])
+
+
+def cmd_make(plan: Plan, args: argparse.Namespace, console: Console, output: Output) -> int:
+    """Make the planned runs (cli.py's cmd_sweep has dispatched --list-runs, --status and --run): the
+    plan said, then the runs made here (`args.parallel` at once, the report at the end) or submitted
+    to Slurm (--executor slurm)."""
+    from mpvlab.runner.steps import ensure_contents
+
+    if (parallel_note := _parallel_choice(args, console)) is None:
+        return 2
+    console.print(f"sweep [cyan]{plan.sweep}[/cyan]: {len(plan.configs)} configuration(s) × {plan.trials} "
+                  f"trial(s) = {len(plan.runs)} runs → {Path(args.results) / plan.sweep}; {parallel_note}")
+    if args.dry_run:
+        for r in plan.runs:
+            console.print(f"  {r.key}  seed {r.seed}  ({r.scenario.workload.kind} {r.scenario.media_s:g} s)")
+        return 0
+    if not _can_run(args, console):
+        return 2
+    ensure_contents(r.scenario for r in plan.runs)
+    if args.executor == "slurm":
+        return cmd_submit(plan, args, console)
+    return _run_here(plan, args, console, output)
+
+
+def _parallel_choice(args: argparse.Namespace, console: Console) -> str | None:
+    """Sets args.parallel (the machine's default when not given) and says how it was chosen; None (the
+    error printed) when --parallel is out of range."""
+    if args.parallel is None:
+        args.parallel = default_parallel(os.cpu_count() or 1)
+        parallel_note = (f"{args.parallel} at once: the default for {os.cpu_count()} CPUs (one run per "
+                         f"{CPUS_PER_RUN} CPUs; --parallel N to choose, docs/sweeps.md \"How many at once\")")
+    elif not 1 <= args.parallel <= MAX_PARALLEL:
+        console.print(Text(f"--parallel: allowed 1..{MAX_PARALLEL} (docs/sweeps.md \"How many at once\" says what a "
+                           "machine holds)", style="red"))
+        return None
+    else:
+        parallel_note = f"{args.parallel} at once"
+    return parallel_note
+
+
+def _can_run(args: argparse.Namespace, console: Console) -> bool:
+    """Whether runs can be made here: root, the system's parts and a usable results root (the reason
+    printed when not), checked before hours of runs that would each fail."""
+    if os.geteuid() != 0:
+        console.print(Text("mpvlab sweep needs root (each run builds network namespaces, tc, BPF)", style="red"))
+        return False
+    from mpvlab.runner import system_parts
+    if (missing := system_parts.problem("sweep")) is not None:   # before hours of runs that would each fail
+        console.print(Text(missing, style="red"))
+        return False
+    if (bad_root := results_root_problem(Path(args.results))) is not None:   # before any run starts
+        console.print(Text(bad_root, style="red"))
+        return False
+    return True
+
+
+def _run_here(plan: Plan, args: argparse.Namespace, console: Console, output: Output) -> int:
+    """Make the runs on this machine, `args.parallel` at once, under the live display; then the report."""
+    from mpvlab.core.errors import EXIT_INTERRUPTED
+    from mpvlab.sweeps.execute import Sweeper, estimate_run_s
+    from mpvlab.sweeps.display import SweepDisplay
+
+    display = SweepDisplay(console, len(plan.runs), args.parallel,
+                           {r.key: estimate_run_s(r.scenario) for r in plan.runs})
+    sweeper = Sweeper(plan, Path(args.results), parallel=args.parallel, retry_failed=args.retry_failed,
+                      on_event=display.event)
+    try:
+        with display.live():
+            counts = sweeper.run()
+    except SweepError as e:
+        console.print(Text(str(e), style="red"))
+        return 2
+    except KeyboardInterrupt as e:
+        console.print(Text(f"sweep stopped ({e}); run the same command again to resume", style="yellow"))
+        return EXIT_INTERRUPTED     # as an interrupted `mpvlab run` (docs/results.md: exit codes)
+    console.print(f"sweep {plan.sweep}: {counts['complete']} complete, {counts['failed']} failed"
+                  f"{'' if not counts['failed'] else ' (listed in sweep.json; --retry-failed redoes them)'}; "
+                  f"manifest {sweeper.manifest_path}")
+    if (failed := _report_at_end(sweeper.root, args, console, output, counts)) is not None:
+        return failed
+    return 0 if counts["failed"] == 0 and counts["complete"] == len(plan.runs) else 1
+
+
+def _report_at_end(root: Path, args: argparse.Namespace, console: Console, output: Output,
+                   counts: dict[str, int]) -> int | None:
+    """The report of a finished sweep (or the command that makes it, with --no-report or no complete
+    run); the exit code when it could not be built, None when it was (or was not asked for)."""
+    if args.no_report or not counts["complete"]:
+        opts = "" if output.formats == ("svg", "pdf") else f" --formats {','.join(output.formats)}" + (
+            f" --png-dpi {output.png_dpi}" if "png" in output.formats else "")
+        console.print(f"report: mpvlab report {root}{opts}")
+    else:
+        from mpvlab.reporting import ReportFolderError, build_report
+        t = time.monotonic()
+        try:
+            rep = build_report(root, root / "report", output=output,
+                               include_warned=args.include_warned)
+        except ReportFolderError as e:      # the runs are made; only the report's folder is in the way
+            console.print(Text(f"report not built: {e}", style="red"))
+            return 1
+        console.print(f"report of {rep.n_complete} complete run(s) in {rep.n_configs} configuration(s) "
+                      f"({time.monotonic() - t:.1f} s): {rep.html}")
+    return None

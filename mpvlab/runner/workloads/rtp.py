@@ -147,36 +147,14 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any],
     the frames the broadcaster captured, and every packet sent was received or counted lost; its
     warnings; the parsed logs its cross-checks read (crosschecks.py runs them)."""
     spec = workload_spec(ctx, RtpWorkloadSpec)
+    _check_accounting(tx, rx)
     captured = tx["frames_captured"]
     on_time, late, lost = rx["frames_on_time"], rx["frames_late"], rx["frames_lost"]
-    if not rx["end_record_seen"]:
-        raise RunFailed("rtp: the sender's end-of-stream record never reached the viewer")
-    if rx["frames_accounted"] != captured or on_time + late + lost != captured:
-        raise RunFailed(f"rtp: {captured} frames captured, the viewer accounted {rx['frames_accounted']} "
-                        f"(on time {on_time} + late {late} + lost {lost})")
-    if rx["packets_expected"] != tx["packets_sent"] or rx["packets_received"] + rx["packets_lost"] != tx["packets_sent"]:
-        raise RunFailed(f"rtp: {tx['packets_sent']} packets sent, the viewer expected {rx['packets_expected']} "
-                        f"and received {rx['packets_received']}")
     dec = rx["decode"]
-    if dec["frames_decoded"] + dec["frames_decode_error"] + dec["frames_undecodable"] != on_time:
-        raise RunFailed(f"rtp: {on_time} frames on time, the decoder settled {dec['frames_decoded']} decoded + "
-                        f"{dec['frames_decode_error']} errors + {dec['frames_undecodable']} undecodable")
-    if rx["rtp_bytes_received"] > tx["rtp_bytes_sent"]:
-        raise RunFailed(f"rtp: {rx['rtp_bytes_received']} RTP bytes received, more than the {tx['rtp_bytes_sent']} sent")
-    _check_padding(tx, rx)
-    warnings = []
-    if tx.get("packets_unsent_at_end"):
-        warnings.append(f"rtp: the controller's pacer still held {tx['packets_unsent_at_end']} packets when the "
-                        "stream ended; they were not sent (logs/rtp/sender/sender.json)")
     # the viewer's TWCC feedback interval (libwebrtc 2018: from its own sending target; rtp/README.md)
     fb = {**tx["feedback"], "interval_ms": rx.get("feedback_interval_ms"),
           "interval_own_target_bps": rx.get("feedback_own_target_bps")}
-    warnings += feedback_warnings(fb, rx)
-    if rx["frames_reassembly_mismatch"]:
-        warnings.append(f"rtp: {rx['frames_reassembly_mismatch']} complete frames reassembled to other NAL bytes than sent")
-    if dec["decoder_failure"] or dec["frames_decode_error"]:
-        warnings.append(f"rtp: the viewer's decoder: {dec['frames_decode_error']} decode errors "
-                        f"{dec['decoder_failure']} (logs/rtp/receiver/decoder.log)")
+    warnings = _warnings(tx, rx, fb)
     targets = _read_csv(root / "sender" / "targets.csv")
     enc = _read_csv(root / "sender" / "encoder.csv")
     sender_frames, receiver_frames = _read_csv(root / "sender" / "frames.csv"), _read_csv(root / "receiver" / "frames.csv")
@@ -222,13 +200,8 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any],
                                             "within steady_window_s, the full 1 s windows of capture time of the "
                                             "stream's second half (the last one left out); steady_paused_s: the "
                                             "paused time in that window"},
-        "encoder_per_second": [{"t_s": float(r["window_start_s"]), "frames": int(r["frames"]),
-                                "achieved_bps": int(r["achieved_bps"]), "achieved_wire_bps": int(r["achieved_wire_bps"]),
-                                "target_bps": float(r["target_bps_mean"]),
-                                "encoder_set_bps": float(r["encoder_set_bps_mean"])} for r in enc],
-        "received_per_second": [{"second": int(r["second"]), "received_bps": int(r["received_bps"]),
-                                 "padding_bps": int(r["padding_bps"])}
-                                for r in rate],
+        "encoder_per_second": _encoder_per_second(enc),
+        "received_per_second": _received_per_second(rate),
         # what arrives against what is rendered on time (issue 48; rtp_bitrate.py, rtp/README.md)
         "on_time_per_second": rtp_bitrate.on_time_per_second(receiver_frames),
         "video_bitrate_bps": rtp_bitrate.video_bitrate(receiver_frames, rate),
@@ -243,13 +216,73 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any],
         "files": {"sender": "logs/rtp/sender/{frames,packets,targets,encoder,bbr_state,feedback_rtt}.csv",
                   "receiver": "logs/rtp/receiver/{frames,rate}.csv"},
     }
+    _record_provenance(ctx, spec)
+    return build(RtpRecord, RTP.name, record), warnings, evidence
+
+
+def _check_accounting(tx: dict[str, Any], rx: dict[str, Any]) -> None:
+    """RunFailed unless the viewer accounted exactly the frames the broadcaster captured, every packet
+    sent was received or counted lost, the decoder settled every frame on time, and no more bytes
+    (padding included) arrived than were sent."""
+    captured = tx["frames_captured"]
+    on_time, late, lost = rx["frames_on_time"], rx["frames_late"], rx["frames_lost"]
+    if not rx["end_record_seen"]:
+        raise RunFailed("rtp: the sender's end-of-stream record never reached the viewer")
+    if rx["frames_accounted"] != captured or on_time + late + lost != captured:
+        raise RunFailed(f"rtp: {captured} frames captured, the viewer accounted {rx['frames_accounted']} "
+                        f"(on time {on_time} + late {late} + lost {lost})")
+    if rx["packets_expected"] != tx["packets_sent"] or rx["packets_received"] + rx["packets_lost"] != tx["packets_sent"]:
+        raise RunFailed(f"rtp: {tx['packets_sent']} packets sent, the viewer expected {rx['packets_expected']} "
+                        f"and received {rx['packets_received']}")
+    dec = rx["decode"]
+    if dec["frames_decoded"] + dec["frames_decode_error"] + dec["frames_undecodable"] != on_time:
+        raise RunFailed(f"rtp: {on_time} frames on time, the decoder settled {dec['frames_decoded']} decoded + "
+                        f"{dec['frames_decode_error']} errors + {dec['frames_undecodable']} undecodable")
+    if rx["rtp_bytes_received"] > tx["rtp_bytes_sent"]:
+        raise RunFailed(f"rtp: {rx['rtp_bytes_received']} RTP bytes received, more than the {tx['rtp_bytes_sent']} sent")
+    _check_padding(tx, rx)
+
+
+def _warnings(tx: dict[str, Any], rx: dict[str, Any], fb: dict[str, Any]) -> list[str]:
+    """What the record holds but a reader must be told: unsent packets, the feedback's problems,
+    mismatched reassembly, decoder errors."""
+    warnings = []
+    if tx.get("packets_unsent_at_end"):
+        warnings.append(f"rtp: the controller's pacer still held {tx['packets_unsent_at_end']} packets when the "
+                        "stream ended; they were not sent (logs/rtp/sender/sender.json)")
+    warnings += feedback_warnings(fb, rx)
+    if rx["frames_reassembly_mismatch"]:
+        warnings.append(f"rtp: {rx['frames_reassembly_mismatch']} complete frames reassembled to other NAL bytes than sent")
+    dec = rx["decode"]
+    if dec["decoder_failure"] or dec["frames_decode_error"]:
+        warnings.append(f"rtp: the viewer's decoder: {dec['frames_decode_error']} decode errors "
+                        f"{dec['decoder_failure']} (logs/rtp/receiver/decoder.log)")
+    return warnings
+
+
+def _encoder_per_second(enc: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """sender/encoder.csv's rows, typed: frames, achieved and target rates per 1 s window."""
+    return [{"t_s": float(r["window_start_s"]), "frames": int(r["frames"]),
+             "achieved_bps": int(r["achieved_bps"]), "achieved_wire_bps": int(r["achieved_wire_bps"]),
+             "target_bps": float(r["target_bps_mean"]),
+             "encoder_set_bps": float(r["encoder_set_bps_mean"])} for r in enc]
+
+
+def _received_per_second(rate: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """receiver/rate.csv's rows, typed: what the viewer received per second, padding apart."""
+    return [{"second": int(r["second"]), "received_bps": int(r["received_bps"]),
+             "padding_bps": int(r["padding_bps"])}
+            for r in rate]
+
+
+def _record_provenance(ctx: RunContext, spec: RtpWorkloadSpec) -> None:
+    """The programs, controller, encoder settings and caps of the run, in its provenance."""
     ctx.extra_prov["rtp"] = {"binary": str(BINARY), "encoder": str(ENCODER), "decoder": str(DECODER),
                              "controller": spec.controller, "video_encoder": encoder_settings(spec),
                              # what max_bitrate capped in this run (issue 48; rtp/README.md "Which cap?")
                              "caps": {"cap_estimate": spec.cap_estimate, "cap_encoder": spec.cap_encoder,
                                       **spec.caps()},
                              "implementation": "pion/interceptor v0.1.51 (pkg/gcc, pkg/twcc, pkg/cc)"}
-    return build(RtpRecord, RTP.name, record), warnings, evidence
 
 
 def frame_size_stats(frames: list[dict[str, str]]) -> dict[str, Any]:
