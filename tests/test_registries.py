@@ -35,7 +35,7 @@ LOOKUPS = {"get", "pop", "setdefault"}
 OTHER_MEANINGS = {
     ("mpvlab/player/dashjs/qoe.py", 'if f.get("mediaType") == "video" and f.get("type") == "MediaSegment" and f.get("ok")]'):
         "dash.js's media type of a segment",
-    ("mpvlab/player/gstreamer/dash.py", 'if "video" not in ctype and not mime.startswith("video/"):'):
+    ("mpvlab/player/gstreamer/dash_mpd.py", 'if "video" not in ctype and not mime.startswith("video/"):'):
         "an HTTP content type",
     ("mpvlab/runner/shared_summary.py", 'if "bulk" in cross:'): "the cross_traffic.bulk section of the summary",
     ("mpvlab/player/gstreamer/dash.py", 'if pad.get_name().startswith("video") and not sinkpad.is_linked():'):
