@@ -44,7 +44,7 @@ def test_every_scenario_and_sweep_field_is_in_the_reference() -> None:
     for root, page in ((Scenario, "scenario.md"), (SweepSpec, "sweep.md")):
         text = (REPO / "docs" / "reference" / page).read_text()
         sections = {s.split("\n", 1)[0]: s for s in text.split("\n## ")[1:]}
-        models = schemas._models_below(root)
+        models = schemas.models_below(root)
         assert set(models) <= set(sections), set(models) - set(sections)
         missing = [f"{name}.{field}" for name, model in models.items() for field in model.model_fields
                    if f"\n| `{field}` |" not in sections[name]]
@@ -57,7 +57,7 @@ def test_every_scenario_and_sweep_field_has_a_description() -> None:
     from mpvlab.input.scenario import Scenario
     from mpvlab.input.sweep import SweepSpec
     bare = [f"{name}.{field}" for root in (Scenario, SweepSpec)
-            for name, model in schemas._models_below(root).items()
+            for name, model in schemas.models_below(root).items()
             for field, info in model.model_fields.items() if not (info.description or "").strip()]
     assert not bare, f"fields without a description: {bare}"
     for page in ("scenario.md", "sweep.md"):
@@ -70,7 +70,7 @@ def test_every_summary_field_has_a_description() -> None:
     from mpvlab.results.metricdef import MetricDef
     from mpvlab.results.summary import EmulatedSummary, PhysicalSummary, SharedSummary
     bare = sorted({f"{name}.{field}" for root in (EmulatedSummary, PhysicalSummary, SharedSummary)
-                   for name, model in schemas._models_below(root).items()
+                   for name, model in schemas.models_below(root).items()
                    for field, info in model.model_fields.items()
                    if not (info.description or "").strip()
                    and not any(isinstance(m, MetricDef) and m.definition.strip() for m in info.metadata)})

@@ -42,9 +42,9 @@ OTHER_MEANINGS = {
         "the decoder's pad name",
     ("mpvlab/runner/cross.py", 'self.bulk_spec.cc, dur_s, self.workdir, "bulk", self.ctx.ledger.add_proc)'):
         "the cross-traffic bulk flow's log name",
-    ("mpvlab/schemas.py", 'dash = {"required": ["video"], "properties": {"video": {"required": ["kind"], "properties": {"kind": {"const": "dash"}}}}}'):
+    ("mpvlab/schema_rules.py", 'dash = {"required": ["video"], "properties": {"video": {"required": ["kind"], "properties": {"kind": {"const": "dash"}}}}}'):
         "the scenario's `video:` section (the content), in the DASH buffer rule",
-    ("mpvlab/schemas.py", 'if "video" in schema.get("properties", {}) and "player" in schema.get("properties", {}):'):
+    ("mpvlab/schema_rules.py", 'if "video" in schema.get("properties", {}) and "player" in schema.get("properties", {}):'):
         "the scenario's `video:` section (the content): the schema that has one",
 }
 

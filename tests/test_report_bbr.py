@@ -87,7 +87,7 @@ def test_tidy_cc_table_names_flows_and_roles(tree: Path) -> None:
 
 
 def test_mode_strip_segments() -> None:
-    from mpvlab.reporting.bbr import mode_segments
+    from mpvlab.reporting.bbr_figures import mode_segments
     ts = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
     segs = mode_segments(ts, ["STARTUP", "STARTUP", "DRAIN", "PROBE_BW:UP", "STARTUP", "STARTUP"])
     assert segs["STARTUP"] == [(0.0, pytest.approx(0.2)), (0.4, pytest.approx(0.1))]   # the last row: no width

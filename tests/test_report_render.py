@@ -44,11 +44,11 @@ def test_parallel_build_and_render_gives_the_serial_bytes(tmp_path: Path) -> Non
 def test_parts_give_the_whole_builders_figures(tmp_path: Path) -> None:
     """A builder split in parts (figures.Parts: one worker task per part) gives the figures the whole
     builder gives: same ids in the same order, captions, data tables, and PDF bytes."""
-    from mpvlab.reporting import bbr
+    from mpvlab.reporting import bbr_figures
     make_set(tmp_path, ["sc-a", "sc-b"], ["cubic", "bbr"], ["default"], trials=2, series_s=4)
     c = aggregate(tmp_path)
     wholes = {"Congestion window over time": lambda: F.timeseries_figures(c, "cwnd"),
-              "BBR's model over time (BBR-family CCs)": lambda: bbr.figures(c),
+              "BBR's model over time (BBR-family CCs)": lambda: bbr_figures.figures(c),
               "QoE and path switches per congestion control": lambda: [
                   f for m, t, y in F.bar_metrics() if (f := F.bar_figure(c, m, t, y)) is not None]}
     builders = dict(F.BUILDERS)

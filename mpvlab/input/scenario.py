@@ -4,7 +4,9 @@ Every field has a documented default, every quantity carries its unit (mpvlab/un
 keys are errors. The sections are composed from the components' own models: links (mpvlab/links/spec.py),
 topologies and cross traffic (mpvlab/topologies/spec.py; each kind's rules in mpvlab/topologies/registry.py), the
 workloads with the video, server and player sections (mpvlab/workloads/), the collectors
-(mpvlab/collectors/spec.py), CCs and schedulers (their registries). `load_scenario()` returns the validated model; `resolved_dict()` gives the same
+(mpvlab/collectors/spec.py), CCs and schedulers (their registries); the scenario's own sections (hosts,
+transport, fidelity) are in mpvlab/input/sections.py and a physical topology's cross-field rules in
+mpvlab/input/physical_rules.py. `load_scenario()` returns the validated model; `resolved_dict()` gives the same
 scenario with every default filled in, which is what each run stores next to the file as given.
 """
 
@@ -15,10 +17,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, model_validator
 
-from mpvlab.cc import registry as cc_registry
-from mpvlab.core.quantities import Duration, Size, Strict
+from mpvlab.core.quantities import Strict
 from mpvlab.collectors.spec import ObserveSpec
 from mpvlab.player import kinds
 from mpvlab.player.entry import PlayerKind
@@ -26,120 +27,17 @@ from mpvlab.player.gstreamer.kind import GST_DASH
 from mpvlab.workloads import registry as workloads
 from mpvlab.workloads.registry import WorkloadSpec
 from mpvlab.workloads.video import STUDY_DASH_LADDER, PlayerSpec, ServerSpec, VideoSpec, VideoWorkloadSpec
-from mpvlab.schedulers import registry as scheduler_registry
 from mpvlab.topologies import registry as topologies
-from mpvlab.topologies.spec import PATH_NAME_RE, CrossTrafficSpec, LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
+from mpvlab.topologies.spec import PATH_NAME_RE, CrossTrafficSpec, PathSpec, TopologySpec
 from mpvlab.core.errors import InputError
 from mpvlab.input import files as inputs, limits, messages  # issue 15: safe loading, limits, messages in words
+# The scenario's own sections and the physical topology's rules live beside it (issue 46: small
+# modules); the sections are imported here under their old names so `from mpvlab.input.scenario
+# import TransportSpec` keeps working.
+from mpvlab.input.sections import FidelitySpec, HostSpec, TransportSpec
+from mpvlab.input.physical_rules import check_physical
 
 NAME_RE = r"^[a-z][a-z0-9-]{0,39}$"
-
-
-class HostSpec(Strict):
-    """Per-namespace TCP settings, recorded in provenance. The client's receive buffer matters: new
-    namespaces here default to a 32 MB maximum, which hides a whole throttle from a player."""
-
-    client_tcp_rmem: tuple[Size, Size, Size] = Field((4096, 131072, 6291456), description="net.ipv4.tcp_rmem (min, default, max receive buffer) in the client's namespace.")
-    server_tcp_wmem: tuple[Size, Size, Size] = Field((4096, 16384, 4194304), description="net.ipv4.tcp_wmem (min, default, max send buffer) in the server's namespace.")
-    tcp_no_metrics_save: bool = Field(True, description="net.ipv4.tcp_no_metrics_save in the namespaces: true = no TCP metrics carried from one connection to the next.")
-    offloads: bool = Field(
-        False, description="TSO/GSO/GRO on the emulated links; off by default so rate samples see real packets"
-    )
-
-
-class TransportSpec(Strict):
-    """scheduler: `default` is the kernel's own; the others are steering policies on the sender
-    (mpvlab/schedulers/registry.py lists them, schedulers/README.md explains them). scheduler_params are that
-    scheduler's (mpvlab/schedulers/params.py), with every default filled in when resolved."""
-
-    cc: str = Field("cubic", description="Congestion control of the video/bulk connection: a name in mpvlab/cc/registry.py, or {bpf: FILE, params: {...}}.")
-    cc_params: dict[str, Any] = Field(default_factory=dict, description="That CC's parameters (mpvlab/cc/registry.py); every default filled in when resolved.")
-    scheduler: str = Field("default", description="MPTCP packet scheduler: `default` (the kernel's) or a name in mpvlab/schedulers/registry.py.")
-    scheduler_params: dict[str, Any] = Field(default_factory=dict, description="That scheduler's parameters (mpvlab/schedulers/params.py); every default filled in when resolved.")
-
-    @field_validator("cc")
-    @classmethod
-    def _known_cc(cls, v: str) -> str:
-        cc_registry.get(v)      # ValueError naming the registry's CCs and the kernel's list
-        return v
-
-    @model_validator(mode="before")
-    @classmethod
-    def _resolve_cc_params(cls, data: Any) -> Any:
-        """cc_params are the chosen CC's (mpvlab/cc/registry.py), with every default filled in. A CC without
-        parameters resolves them to {} (a sweep may vary cc over CCs with and without parameters)."""
-        if not isinstance(data, dict):
-            return data
-        if isinstance(data.get("cc"), dict):
-            # `cc: {bpf: FILE, params: {...}}` is the registry's `bpf` entry with those as its cc_params
-            if data.get("cc_params"):
-                raise ValueError("cc: {bpf: ...} carries its own params; remove cc_params")
-            data = {**data, "cc": "bpf", "cc_params": data["cc"]}
-        name = data.get("cc", "cubic")
-        try:
-            entry = cc_registry.get(name) if isinstance(name, str) else None
-        except ValueError:
-            entry = None
-        if entry is None:
-            return data  # the field check reports it
-        values = data.get("cc_params") or {}
-        if not isinstance(values, dict):
-            raise ValueError("cc_params must be a mapping")
-        if entry.params is None:
-            if values:  # issue 15: refused, not silently ignored
-                raise ValueError(f"cc_params: cc {name!r} takes no parameters; remove cc_params (CCs with "
-                                 "parameters: " + ", ".join(n for n, e in cc_registry.REGISTRY.items() if e.params)
-                                 + ")")
-            return {**data, "cc_params": {}}
-        try:
-            params = entry.params.model_validate(values)
-        except ValidationError as e:
-            # each in words as any other field's (mpvlab/input/messages.py), not pydantic's `Value error, …`
-            raise ValueError("; ".join(
-                f"cc_params.{messages.field_name(tuple(err['loc']))}: "
-                + (f"unknown key for cc {name!r}; allowed: {', '.join(entry.params.model_fields)}"
-                   if err["type"] == "extra_forbidden"
-                   else messages.describe_error(err, entry.params).split(": ", 1)[-1])
-                for err in e.errors())) from None
-        return {**data, "cc_params": params.model_dump()}
-
-    @property
-    def cc_entry(self) -> cc_registry.CongestionControl:
-        return cc_registry.get(self.cc)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _resolve_scheduler_params(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        name = data.get("scheduler", "default")
-        if not isinstance(name, str) or name not in scheduler_registry.REGISTRY:
-            raise ValueError(f"scheduler: {name!r} is not an MPTCP scheduler here; available: "
-                             f"{', '.join(scheduler_registry.REGISTRY)}")
-        entry = scheduler_registry.REGISTRY[name]
-        values = data.get("scheduler_params") or {}
-        if not isinstance(values, dict):
-            raise ValueError("scheduler_params must be a mapping")
-        try:
-            params = entry.parse_params(values)
-        except ValidationError as e:
-            problems = "; ".join(
-                f"scheduler_params.{'.'.join(str(x) for x in err['loc'])}: "
-                + ("unknown key for scheduler " + repr(name) + "; allowed: " + ", ".join(sorted(entry.params.model_fields))
-                   if err["type"] == "extra_forbidden" else err["msg"])
-                for err in e.errors())
-            raise ValueError(problems) from None
-        return {**data, "scheduler_params": params.model_dump()}
-    subflows: int | None = Field(None, ge=1, le=topologies.MAX_PATHS, description="MPTCP subflows expected, one per path from the first (at most the number of paths, 8); default: one per path")
-
-
-class FidelitySpec(Strict):
-    probe: bool = Field(True, description="Physical runs: ping and rate-probe each path before the run; emulated runs always run their pre-check.")
-    rtt_tolerance: Duration = Field(2 * 10**6, description="Largest pre-run RTT error (measured vs configured) before a path gets a warning.")
-    rate_tolerance: float = Field(0.05, gt=0.0, lt=1.0, description="Largest relative error of the measured vs configured rate before a warning (0.05 = ±5 %).")
-    # Physical runs' probes. Emulated runs use the fixed, kernel-measured pre-check instead
-    # (mpvlab/runner/precheck.py: 300 RTT samples per path, ~0.6 s of backlogged tbf) and the whole-run verdict.
-    probe_duration: Duration = Field(3 * 10**9, description="Physical runs: length of each path's rate probe (a plain-TCP download), 1s … 60s.")
 
 
 class Scenario(Strict):
@@ -183,7 +81,7 @@ class Scenario(Strict):
                         raise ValueError(f"paths.{pname}.{dname}: capacity, loss_model and outages are not "
                                          f"supported on topology {self.topology_kind.name} (its delay lines run "
                                          "on the emulator hosts); rate, buffer, delay and loss are")
-            _check_physical(self)
+            check_physical(self)
         else:
             if self.topology.hosts or self.topology.roles is not None:
                 raise ValueError(f"topology.hosts and topology.roles are for kind: {_real_hosts_kinds()}, "
@@ -379,79 +277,6 @@ class Scenario(Strict):
 
 def _real_hosts_kinds() -> str:
     return " or ".join(k.name for k in topologies.ENTRIES if k.real_hosts)
-
-
-def _check_physical(sc: Scenario) -> None:
-    """Cross-field rules of a physical topology; each message names the field and what is allowed."""
-    topo = sc.topology
-    if not topo.hosts:
-        raise ValueError("topology.hosts: a physical topology needs at least one host "
-                         "(kind: local, or kind: ssh with address, user, port, identity_file, known_hosts)")
-    if topo.roles is None:
-        raise ValueError("topology.roles: required for kind: physical (client, server, optional emulator per path)")
-    defined = ", ".join(sorted(topo.hosts))
-    locals_ = [n for n, h in topo.hosts.items() if isinstance(h, LocalHostSpec)]
-    if len(locals_) > 1:
-        raise ValueError(f"topology.hosts: {locals_} are all kind: local (this machine); name it once")
-    seen: dict[tuple[str, int], str] = {}
-    for n, h in topo.hosts.items():
-        if isinstance(h, SshHostSpec):
-            if (h.address, h.port) in seen:
-                raise ValueError(f"topology.hosts.{n}: same address and port as {seen[(h.address, h.port)]}")
-            seen[(h.address, h.port)] = n
-    r = topo.roles
-    for field_, name in (("client", r.client), ("server", r.server),
-                         *((f"emulator.{p}", h) for p, h in r.emulator.items())):
-        if name not in topo.hosts:
-            raise ValueError(f"topology.roles.{field_}: host {name!r} is not in topology.hosts (defined: {defined})")
-    for pname in r.emulator:
-        if pname not in sc.paths:
-            raise ValueError(f"topology.roles.emulator.{pname}: no such path (paths: {', '.join(sc.paths)})")
-    used: dict[tuple[str, str], str] = {}   # (host, interface) -> field that named it
-
-    def claim(host: str, ifname: str, where: str) -> None:
-        if (host, ifname) in used:
-            raise ValueError(f"{where}: interface {ifname!r} on host {host!r} is already named by "
-                             f"{used[(host, ifname)]}; every path needs its own interfaces")
-        used[(host, ifname)] = where
-
-    for name, p in sc.paths.items():
-        ph = p.physical
-        if ph is None:
-            raise ValueError(f"paths.{name}.physical: required for topology.kind physical "
-                             "(client_if, server_address; emulator_server_if/emulator_client_if with an emulator)")
-        claim(r.client, ph.client_if, f"paths.{name}.physical.client_if")
-        emu = r.emulator.get(name)
-        ifs = (ph.emulator_server_if, ph.emulator_client_if)
-        if emu is None:
-            if any(ifs):
-                raise ValueError(f"paths.{name}.physical: emulator interfaces given but topology.roles.emulator "
-                                 f"has no host for path {name!r}")
-            if p.emulated():
-                raise ValueError(f"paths.{name}: rate/delay/loss configured but no emulator for this path: add "
-                                 f"topology.roles.emulator.{name}, or remove them to use the real path as it is")
-            continue
-        if not all(ifs):
-            raise ValueError(f"paths.{name}.physical: emulator_server_if and emulator_client_if are required "
-                             f"(path {name!r} has emulator host {emu!r})")
-        if ph.emulator_server_if == ph.emulator_client_if:
-            raise ValueError(f"paths.{name}.physical: emulator_server_if and emulator_client_if must differ")
-        claim(emu, ph.emulator_server_if or "", f"paths.{name}.physical.emulator_server_if")
-        claim(emu, ph.emulator_client_if or "", f"paths.{name}.physical.emulator_client_if")
-    # What needs a local BPF object or namespace on the server cannot run on a remote host (yet).
-    if sc.transport.cc_entry.bpf:
-        raise ValueError(f"transport.cc: {sc.transport.cc} is not available with topology.kind physical (its BPF "
-                         "loader runs on this machine); allowed: "
-                         + ", ".join(n for n, e in cc_registry.REGISTRY.items() if not e.bpf))
-    if not scheduler_registry.REGISTRY[sc.transport.scheduler].physical_ok:
-        raise ValueError("transport.scheduler: only " + ", ".join(
-            n for n, e in scheduler_registry.REGISTRY.items() if e.physical_ok) + " is available with topology.kind "
-            "physical (the steering schedulers run a BPF observer in the server's namespace)")
-    if sc.video.kind != "progressive":
-        raise ValueError("video.kind: only progressive is available with topology.kind physical")
-    if sc.server.protocol != "http/1.1" or sc.server.tls is True:
-        raise ValueError("server: only plain HTTP/1.1 (protocol: http/1.1, tls: auto or false) is available with "
-                         "topology.kind physical (its remote Apache has no per-run certificate yet)")
 
 
 # ---------------------------------------------------------------------------------------------

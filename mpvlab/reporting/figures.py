@@ -32,7 +32,7 @@ from mpvlab.results import metrics  # noqa: E402
 from mpvlab.reporting import style as st  # noqa: E402
 from mpvlab.results.aggregate import Collection, Config, Run, cc_order, sched_order  # noqa: E402
 from mpvlab.results.stats import Summary  # noqa: E402
-from mpvlab.reporting import bbr, dash, rtp  # noqa: E402
+from mpvlab.reporting import bbr, bbr_figures, dash, rtp  # noqa: E402
 from mpvlab.reporting.capacity import configured_capacity  # noqa: E402
 from mpvlab.reporting.figure import (  # noqa: E402
     GREY_SHADE, Figure, FigureTask, square_on_intervals,
@@ -377,14 +377,14 @@ def _bbr_part(c: Collection, kind: str, group: str) -> list[Figure]:
     # the models of one group give that group's figure, as the models of all give all figures
     models = [cm for cm in bbr.config_models(c) if bbr.group_of(cm.cfg) == group]
     if kind == "over-time":
-        return bbr.over_time_figures(models)
-    return (bbr.mode_share_figures if kind == "modes" else bbr.estimate_figures)(models, c.confidence)
+        return bbr_figures.over_time_figures(models)
+    return (bbr_figures.mode_share_figures if kind == "modes" else bbr_figures.estimate_figures)(models, c.confidence)
 
 
 def _bbr_parts(c: Collection) -> list[Builder]:
     # the models (and their statistics) are computed once per Collection and cached on it, and handed
     # to the workers with the statistics (workers.py), so the parts share them; in the order of
-    # bbr.figures: kind, then group
+    # bbr_figures.figures: kind, then group
     groups = list(dict.fromkeys(bbr.group_of(cm.cfg) for cm in bbr.config_models(c)))
     return [partial(_bbr_part, kind=k, group=g) for k in ("over-time", "modes", "estimate") for g in groups]
 
