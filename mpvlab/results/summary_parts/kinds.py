@@ -217,7 +217,7 @@ class SharedSummary(SharedFields, RunHead):
 
     bottleneck: BottleneckRecord = Field(
         description="the shared link over the collectors' window: path, rate_bps, limit_bytes, burst_bytes, window_s, "
-                    "per-leaf received bytes, the tbf's counters and queue view (mpvlab/runner/shared.py bottleneck_view)")
+                    "per-leaf received bytes, the tbf's counters and queue view (mpvlab/runner/shared_summary.py bottleneck_view)")
     cross_traffic: CrossTraffic = Field(description="what the cross-traffic sources recorded (mpvlab/runner/cross.py)")
     subflows: list[Subflow] = Field(
         description="every (local, peer) pair ss showed on the server's port, with its cc; the run fails if one ran "

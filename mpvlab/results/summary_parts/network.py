@@ -247,7 +247,7 @@ class TbfCounters(Record):
 
 
 class BottleneckRecord(Record):
-    """The shared link over the collectors' window (mpvlab/runner/shared.py bottleneck_view)."""
+    """The shared link over the collectors' window (mpvlab/runner/shared_summary.py bottleneck_view)."""
 
     path: str = Field(description="the scenario's one path")
     rate_bps: int | None = Field(description="the path's configured down rate (bit/s); null when unshaped")
@@ -271,7 +271,7 @@ class BottleneckRecord(Record):
 
 
 class ClientCounters(Record):
-    """A client's own interface counters over the run (mpvlab/runner/shared.py summarise_udp)."""
+    """A client's own interface counters over the run (mpvlab/runner/shared_summary.py summarise_udp)."""
 
     interface: str = Field(description="the client's own interface the workload's packets arrive on")
     rx_bytes: int = Field(description="bytes the interface received (B)")

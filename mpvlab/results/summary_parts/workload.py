@@ -291,7 +291,7 @@ class RtpRecord(OpenRecord):
 
 
 class Competition(OpenRecord):
-    """workload rtp against a bulk cross flow (mpvlab/runner/shared.py: competition_view): both flows'
+    """workload rtp against a bulk cross flow (mpvlab/runner/shared_summary.py: competition_view): both flows'
     rates over the bulk flow's interval, beside the link."""
 
     link_bps: int | None = Field(description="the bottleneck's configured rate (bit/s); null when unshaped")
