@@ -128,6 +128,19 @@ def test_each_floor_imports_only_floors_below() -> None:
     assert not wrong, "imports that do not go down a floor:\n" + "\n".join(wrong)
 
 
+def test_no_two_files_import_each_other() -> None:
+    """No circle of imports between product files, function-level and TYPE_CHECKING imports included: a
+    module split in two whose halves import each other (even for an annotation) is one module in two
+    files; the half that is imported describes what it needs (a Protocol) or takes it as parameters."""
+    import graphlib
+    graph = {p.relative_to(REPO).as_posix(): imported_files(ast.parse(p.read_text())) for p in product_files()}
+    try:
+        graphlib.TopologicalSorter({k: v - {k} for k, v in graph.items()}).prepare()
+    except graphlib.CycleError as e:
+        pytest.fail(f"files that import each other: {' -> '.join(e.args[1])}")
+    assert sum(len(v) for v in graph.values()) > 300   # the scan sees the product's imports at all
+
+
 def test_one_import_namespace_in_the_wheel(tmp_path: Path) -> None:
     """Building the wheel (what a non-editable install puts in site-packages): every file is under
     mpvlab/ or the wheel's metadata; the components are inside, as mpvlab.<folder>."""

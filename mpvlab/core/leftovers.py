@@ -11,13 +11,25 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 from mpvlab.core import naming, netns, proc
 from mpvlab.core.hosts import SshHost, host_from_record
 
-if TYPE_CHECKING:   # ledger.py imports this module: only the type is needed here
-    from mpvlab.core.ledger import Ledger
+
+class Ledger(Protocol):
+    """The fields of a run's ledger these functions read and empty (mpvlab/core/ledger.py Ledger, which
+    imports this module: described here, not imported, so no import runs back)."""
+
+    run_id: str
+    result_dir: str
+    netns: list[str]
+    procs: list[dict[str, object]]
+    bpf_ccs: list[str]
+    remote_procs: list[dict[str, object]]
+    undo: list[dict[str, object]]
+    secrets: list[str]
+    scratch: list[str]
 
 # What reading one record of a ledger a crash or a person left may raise: a missing field, a wrong type,
 # a value that is not a number or an unknown host kind.

@@ -13,12 +13,21 @@ import shlex
 import subprocess
 import threading
 import time
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, Protocol
 
 from mpvlab.core import proc
 
-if TYPE_CHECKING:   # hosts.py imports this module: only the type is needed here
-    from mpvlab.core.hosts import SshHost
+
+class RemoteHost(Protocol):
+    """What a RemoteProcess asks of the host it runs on (mpvlab/core/hosts.py SshHost, which imports
+    this module: described here, not imported, so no import runs back)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def signal_remote(self, pid: int, start: int, sig: str = "TERM", timeout: float = 15.0) -> bool: ...
+
+    def remote_alive(self, pid: int, start: int, timeout: float = 15.0) -> bool: ...
 
 
 class RemoteProcess(subprocess.Popen[bytes]):
@@ -28,7 +37,7 @@ class RemoteProcess(subprocess.Popen[bytes]):
     remote_pid: int
     remote_start: int
 
-    def __init__(self, host: SshHost, ssh_argv: list[str], remote_argv: list[str], *,
+    def __init__(self, host: RemoteHost, ssh_argv: list[str], remote_argv: list[str], *,
                  stdout: IO[Any] | int | None, stderr: IO[Any] | int | None, start_timeout: float) -> None:
         if stdout == subprocess.STDOUT:
             raise ValueError("stdout=STDOUT is not meaningful")

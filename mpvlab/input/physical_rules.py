@@ -6,19 +6,17 @@ the scenario's validator calls `check_physical` for every kind with real hosts."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from mpvlab.cc import registry as cc_registry
+from mpvlab.input.sections import TransportSpec
 from mpvlab.schedulers import registry as scheduler_registry
-from mpvlab.topologies.spec import LocalHostSpec, SshHostSpec
-
-if TYPE_CHECKING:   # the scenario imports this module; the name is only for the annotation
-    from mpvlab.input.scenario import Scenario
+from mpvlab.topologies.spec import LocalHostSpec, PathSpec, SshHostSpec, TopologySpec
+from mpvlab.workloads.video import ServerSpec, VideoSpec
 
 
-def check_physical(sc: Scenario) -> None:
-    """Cross-field rules of a physical topology; each message names the field and what is allowed."""
-    topo = sc.topology
+def check_physical(topo: TopologySpec, paths: dict[str, PathSpec], transport: TransportSpec, video: VideoSpec,
+                   server: ServerSpec) -> None:
+    """Cross-field rules of a physical topology; each message names the field and what is allowed. It
+    takes the scenario's sections it reads, not the scenario, which imports this module."""
     if not topo.hosts:
         raise ValueError("topology.hosts: a physical topology needs at least one host "
                          "(kind: local, or kind: ssh with address, user, port, identity_file, known_hosts)")
@@ -40,8 +38,8 @@ def check_physical(sc: Scenario) -> None:
         if name not in topo.hosts:
             raise ValueError(f"topology.roles.{field_}: host {name!r} is not in topology.hosts (defined: {defined})")
     for pname in r.emulator:
-        if pname not in sc.paths:
-            raise ValueError(f"topology.roles.emulator.{pname}: no such path (paths: {', '.join(sc.paths)})")
+        if pname not in paths:
+            raise ValueError(f"topology.roles.emulator.{pname}: no such path (paths: {', '.join(paths)})")
     used: dict[tuple[str, str], str] = {}   # (host, interface) -> field that named it
 
     def claim(host: str, ifname: str, where: str) -> None:
@@ -50,7 +48,7 @@ def check_physical(sc: Scenario) -> None:
                              f"{used[(host, ifname)]}; every path needs its own interfaces")
         used[(host, ifname)] = where
 
-    for name, p in sc.paths.items():
+    for name, p in paths.items():
         ph = p.physical
         if ph is None:
             raise ValueError(f"paths.{name}.physical: required for topology.kind physical "
@@ -74,16 +72,16 @@ def check_physical(sc: Scenario) -> None:
         claim(emu, ph.emulator_server_if or "", f"paths.{name}.physical.emulator_server_if")
         claim(emu, ph.emulator_client_if or "", f"paths.{name}.physical.emulator_client_if")
     # What needs a local BPF object or namespace on the server cannot run on a remote host (yet).
-    if sc.transport.cc_entry.bpf:
-        raise ValueError(f"transport.cc: {sc.transport.cc} is not available with topology.kind physical (its BPF "
+    if transport.cc_entry.bpf:
+        raise ValueError(f"transport.cc: {transport.cc} is not available with topology.kind physical (its BPF "
                          "loader runs on this machine); allowed: "
                          + ", ".join(n for n, e in cc_registry.REGISTRY.items() if not e.bpf))
-    if not scheduler_registry.REGISTRY[sc.transport.scheduler].physical_ok:
+    if not scheduler_registry.REGISTRY[transport.scheduler].physical_ok:
         raise ValueError("transport.scheduler: only " + ", ".join(
             n for n, e in scheduler_registry.REGISTRY.items() if e.physical_ok) + " is available with topology.kind "
             "physical (the steering schedulers run a BPF observer in the server's namespace)")
-    if sc.video.kind != "progressive":
+    if video.kind != "progressive":
         raise ValueError("video.kind: only progressive is available with topology.kind physical")
-    if sc.server.protocol != "http/1.1" or sc.server.tls is True:
+    if server.protocol != "http/1.1" or server.tls is True:
         raise ValueError("server: only plain HTTP/1.1 (protocol: http/1.1, tls: auto or false) is available with "
                          "topology.kind physical (its remote Apache has no per-run certificate yet)")

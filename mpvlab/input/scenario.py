@@ -81,7 +81,7 @@ class Scenario(Strict):
                         raise ValueError(f"paths.{pname}.{dname}: capacity, loss_model and outages are not "
                                          f"supported on topology {self.topology_kind.name} (its delay lines run "
                                          "on the emulator hosts); rate, buffer, delay and loss are")
-            check_physical(self)
+            check_physical(self.topology, self.paths, self.transport, self.video, self.server)
         else:
             if self.topology.hosts or self.topology.roles is not None:
                 raise ValueError(f"topology.hosts and topology.roles are for kind: {_real_hosts_kinds()}, "
