@@ -7,10 +7,12 @@
 # MPV_CASES=<file in MPV_OUT> MPV_DIR=<bench/uml in the checkout>. UML hands name=value
 # arguments it does not know to init as environment variables.
 #
-# Case lines: NAME SCHED RATE_MBIT DELAY1_MS DELAY2_MS BACKEND SECONDS TRACE
+# Case lines: NAME SCHED RATE_MBIT DELAY1_MS DELAY2_MS BACKEND SECONDS TRACE [LIMIT_B BURST_B]
 #   SCHED   default | mpv_minrtt | mpv_bdp;  RATE_MBIT 0 = no shaper, R1,R2 = per path;
 #   DELAYi_MS one-way, each way
 #   BACKEND netem | delayline | none;  SECONDS of sending;  TRACE 1 = log every decision
+#   LIMIT_B, BURST_B: the tbf's queue limit and burst in bytes (0 or absent: 100 ms of the rate, at
+#   least 30,000 B; 1 ms of the rate, at least 10 frames)
 # Topology: client c --(path i: c-ri 10.i.1.0/24)-- router ri --(10.i.2.0/24)-- server s, i = 1, 2.
 # The server's path-2 address is announced (signal); shaping and delay on each router.
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -97,6 +99,9 @@ set_links() {
 			bytes_s=$((rate * 125000))
 			burst=$((bytes_s / 1000)); [ $burst -lt 15140 ] && burst=15140
 			limit=$((bytes_s / 10)); [ $limit -lt 30000 ] && limit=30000
+			# a case's own queue limit and burst, in bytes (bench/uml/scenario.py passes a scenario's)
+			[ "$qlimit" != 0 ] && limit=$qlimit
+			[ "$qburst" != 0 ] && burst=$qburst
 			# shellcheck disable=SC2086  # split on purpose: $parent is several tc words
 			nsx $r tc qdisc add dev rc $parent tbf rate "${rate}mbit" burst $burst limit $limit
 		fi
@@ -126,12 +131,15 @@ set_links() {
 cpu_busy() { awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat; }
 
 run_case() {
-	cname=$1 sched=$2 rate=$3 d1=$4 d2=$5 backend=$6 secs=$7 trace=$8
+	cname=$1 sched=$2 rate=$3 d1=$4 d2=$5 backend=$6 secs=$7 trace=$8 qlimit=${9:-0} qburst=${10:-0}
 	setup_topo
 	set_links "$rate" "$backend" "$d1" "$d2"
 	[ $proto = mptcp ] && nsx s sysctl -qw "net.mptcp.scheduler=$sched"
 	# idle RTT per path (ICMP through the same qdiscs / delay line), before the transfer
 	for i in 1 2; do
+		# three pings first, not counted: the first packets wait for ARP on each hop, and netem
+		# delays ARP too (measured: 161, 139, 109 ms against 80 ms, then 80.1-80.7)
+		nsx c ping -n -q -c 3 -i 0.2 -I 10.$i.1.2 10.$i.2.2 > /dev/null 2>&1
 		nsx c ping -n -c 100 -i 0.02 -I 10.$i.1.2 10.$i.2.2 2>&1 | \
 			sed -n 's/.*time=\([0-9.]*\) ms/\1/p' > "$O/$cname.rtt$i.txt"
 	done
@@ -169,6 +177,12 @@ run_case() {
 	echo "$b0 $b1" > "$O/$cname.cpu.txt"
 	nsx s nstat -saz TcpOutSegs TcpRetransSegs > "$O/$cname.nstat_s.txt"
 	nsx c nstat -saz TcpOutSegs > "$O/$cname.nstat_c.txt"
+	# MPTCP's own counters (joins, ADD_ADDR): whether the second subflow was ever made
+	for n in c s; do nsx $n nstat -saz | grep '^MPTcp' > "$O/$cname.mptcp_$n.txt"; done
+	nsx c ip mptcp limits show > "$O/$cname.pm_c.txt" 2>&1
+	nsx c ip mptcp endpoint show >> "$O/$cname.pm_c.txt" 2>&1
+	for n in r1 r2 s; do echo "== $n"; nsx $n ip -s -o link; nsx $n sysctl net.ipv4.conf.all.rp_filter net.ipv4.conf.default.rp_filter; done > "$O/$cname.links.txt" 2>&1
+	nsx s ip mptcp endpoint show >> "$O/$cname.pm_s.txt" 2>&1
 	for i in 1 2; do nsx r$i tc -s qdisc show > "$O/$cname.tc$i.txt"; done
 	sleep 0.5
 	teardown_topo
@@ -178,7 +192,7 @@ run_case() {
 
 dmesg -c > $O/dmesg.boot.txt
 grep -v '^#' "$O/$MPV_CASES" | while read -r line; do
-	# shellcheck disable=SC2086  # split on purpose: a case line is the 8 fields run_case takes
+	# shellcheck disable=SC2086  # split on purpose: a case line is the 8 (or 10) fields run_case takes
 	[ -n "$line" ] && run_case $line < /dev/null
 done
 echo "end_wall $(date +%s.%N)" >> $O/boot.txt

@@ -109,7 +109,7 @@ def host_cpu_s(out: Path, start: float, end: float) -> float | None:
 
 
 def case_summary(out: Path, parts: list[str]) -> dict[str, object]:
-    name, sched, rate, d1, d2, backend, secs, trace = parts
+    name, sched, rate, d1, d2, backend, secs, trace = parts[:8]
     res: dict[str, object] = {"case": name, "sched": sched, "rate_mbit": rate,
                               "delay_ms": [float(d1), float(d2)], "backend": backend}
     clients = []
@@ -155,6 +155,11 @@ def case_summary(out: Path, parts: list[str]) -> dict[str, object]:
         res["host_cpu_s"] = round(host_cpu, 2)
         res["host_cpu_share"] = round(host_cpu / (window[1] - window[0]), 2) if window else None
         res["host_cpu_us_per_data_seg"] = round(host_cpu / segs * 1e6, 1) if segs else None
+    # MPTCP joins the server accepted: 0 means one subflow carried everything (guest.sh writes the
+    # counters; a kernel without MPTCP has none)
+    joins = out / f"{name}.mptcp_s.txt"
+    if joins.exists():
+        res["joins_accepted"] = nstat(joins, "MPTcpExtMPJoinAckRx")
     if trace == "1":
         res["trace_check"] = check_trace(dmesg)
     return res
@@ -167,7 +172,7 @@ def main(argv: list[str]) -> int:
     out = Path(argv[1])
     for line in (out / "cases.txt").read_text().splitlines():
         parts = line.split()
-        if len(parts) == 8 and not line.startswith("#"):
+        if len(parts) in (8, 10) and not line.startswith("#"):
             print(json.dumps(case_summary(out, parts)))
     host = out / "host.txt"
     if host.exists():

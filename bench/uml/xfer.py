@@ -26,7 +26,10 @@ CHUNK = 64 * 1024
 def serve(addr: str, port: int, seconds: float) -> None:
     lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto())
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lsock.bind((addr, port))
+    # MPTCP joins arrive at the server's other (announced) addresses: listen on all of them.
+    # Bound to ADDR only, every join SYN to path 2's address met no listener (a reset; measured
+    # in the 6.12 guest: MPJoinSynTx 1 at the client, the SYN on path 2, MPJoinSynRx 0).
+    lsock.bind(("0.0.0.0" if proto() == IPPROTO_MPTCP else addr, port))
     lsock.listen(1)
     print("ready", flush=True)
     conn, _ = lsock.accept()
