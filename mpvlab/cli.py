@@ -140,34 +140,50 @@ def warning_lines(s: dict[str, Any]) -> list[str]:
     return [f"[yellow]  {len(found)} warning(s){left_out}:[/yellow]", *(f"[yellow]  - {escape(w)}[/yellow]" for w in found)]
 
 
+def _prepare_targets(f: str, quick: bool) -> list[Any]:
+    """The scenarios whose video `mpvlab prepare F` makes: F's own, or, for a sweep spec (a mapping
+    with `scenarios:`), every planned run's (the --quick variant's with quick). Raises InputError."""
+    from mpvlab.input import files as inputs
+    from mpvlab.input.scenario import load_scenario
+    from mpvlab.input.sweep import expand, load_spec
+
+    # read under the sweep spec's limit (the larger); a scenario is then read again under its own
+    data, _ = inputs.load_yaml_file(Path(f), "sweep spec")
+    if isinstance(data, dict) and "scenarios" in data:
+        return [r.scenario for r in expand(load_spec(Path(f)), Path(f), quick=quick).runs]
+    return [load_scenario(Path(f))[0]]
+
+
 def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
-    """Generate (or find cached) the video each scenario needs, so a run never waits on an encode."""
+    """Generate (or find cached) the video each scenario needs, so a run never waits on an encode.
+    A sweep spec prepares the video of every run it plans."""
     from mpvlab.content import DashInfo
-    from mpvlab.input.scenario import ScenarioError, load_scenario
+    from mpvlab.core.errors import InputError
     from mpvlab.runner.steps import ensure_content
 
     seen: set[str] = set()
     for f in args.files:
         try:
-            sc, _ = load_scenario(Path(f))
-        except ScenarioError as e:
+            scenarios = _prepare_targets(f, args.quick)
+        except InputError as e:
             console.print(Text(str(e), style="red"))
             return 2
-        if not sc.workload_kind.plays_video_section:
-            console.print(f"{f}: nothing to prepare (workload {sc.workload_kind.name} plays no video file)")
-            continue
-        key = sc.video.model_dump_json()
-        if key in seen:
-            continue
-        seen.add(key)
-        t = time.monotonic()
-        info = ensure_content(sc)
-        how = "cached" if info.cached else f"encoded in {time.monotonic() - t:.1f} s"
-        if isinstance(info, DashInfo):
-            console.print(f"{f}: DASH {info.dir.name} ({info.total_bytes / 1e6:.1f} MB, "
-                          f"{len(info.bitrates_bps)} levels, {info.n_segments} segments, {how})")
-        else:
-            console.print(f"{f}: {info.path.name} ({info.size_bytes / 1e6:.1f} MB, {info.frames} frames, {how})")
+        for sc in scenarios:
+            if not sc.workload_kind.plays_video_section:
+                console.print(f"{f}: nothing to prepare (workload {sc.workload_kind.name} plays no video file)")
+                continue
+            key = sc.video.model_dump_json()
+            if key in seen:
+                continue
+            seen.add(key)
+            t = time.monotonic()
+            info = ensure_content(sc)
+            how = "cached" if info.cached else f"encoded in {time.monotonic() - t:.1f} s"
+            if isinstance(info, DashInfo):
+                console.print(f"{f}: DASH {info.dir.name} ({info.total_bytes / 1e6:.1f} MB, "
+                              f"{len(info.bitrates_bps)} levels, {info.n_segments} segments, {how})")
+            else:
+                console.print(f"{f}: {info.path.name} ({info.size_bytes / 1e6:.1f} MB, {info.frames} frames, {how})")
     return 0
 
 
@@ -349,8 +365,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="results root (default: ./results)")
     r.add_argument("--key-dir", help="topology physical: the only folder SSH identity/known_hosts files may be "
                                      "in (default: $MPVLAB_KEY_DIR or /etc/mpvlab/keys)")
-    pr = sub.add_parser("prepare", help="generate the video content scenarios need (cached)")
-    pr.add_argument("files", nargs="+")
+    pr = sub.add_parser("prepare", help="generate the video content scenarios (or every run of a sweep spec) "
+                                        "need (cached)")
+    pr.add_argument("files", nargs="+", help="scenario files or sweep specs")
+    pr.add_argument("--quick", action="store_true", help="a sweep spec's short variant (quick: block)")
     sh = sub.add_parser("shell", help="bring a scenario's network up and open Mininet's CLI on it (root)")
     sh.add_argument("scenario")
     sh.add_argument("--commands", help="run the Mininet CLI commands in this file instead of interactively")

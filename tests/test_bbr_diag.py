@@ -101,6 +101,30 @@ def test_run_records_bbr_modes_per_server_connection(tmp_path: Path) -> None:
         assert c["conn"] in seen_by_ss, (c["conn"], seen_by_ss)
         assert c["cong"] == "bbr" and c["modes"][0] in ("INIT", "STARTUP"), c
         assert len(c["startup_episodes"]) == 1 and c["startup_episodes"][0]["bytes_acked"] > 0, c
+    # the connections the player used for media, from the access log: every video request is on a
+    # connection INET_DIAG saw (the server's request count, less the pre-run check), and only
+    # connections that carried a request are counted
+    logged = s["http"]["requests"]
+    assert sum(c["http_requests"] for c in diag["connections"]) == logged > 0, diag
+    assert diag["connections_with_requests"] == sum(1 for c in diag["connections"] if c["http_requests"]) >= 1
+    assert all(c["bytes_acked"] > 0 for c in diag["connections"] if c["http_requests"]), diag
+
+
+def test_video_requests_are_counted_per_client_connection(tmp_path: Path) -> None:
+    """The access log's client address and port name the connection; loopback, the pre-run protocol
+    check and the dash.js page's own files are not the video's requests."""
+    from mpvlab.runner.workloads.video import video_requests_by_connection
+    log = tmp_path / "access.log"
+    tail = '200 4560 292 1 "-" HTTP/2.0 TLSv1.3 TLS_AES_256_GCM_SHA384'
+    log.write_text("\n".join([
+        f'127.0.0.1 35952 [30/Nov/2026:01:38:21 +0000] "HEAD /v/manifest.mpd HTTP/2.0" {tail}',
+        f'10.0.1.2 37024 [30/Nov/2026:01:38:21 +0000] "HEAD /v/manifest.mpd?mpvlab-preflight=1 HTTP/2.0" {tail}',
+        f'10.0.1.2 37040 [30/Nov/2026:01:38:22 +0000] "GET /mpvlab-dashjs/player.html HTTP/2.0" {tail}',
+        f'10.0.1.2 37040 [30/Nov/2026:01:38:22 +0000] "GET /v/manifest.mpd HTTP/2.0" {tail}',
+        f'10.0.1.2 37040 [30/Nov/2026:01:38:23 +0000] "GET /v/seg-0-1.m4s HTTP/2.0" {tail}',
+        f'10.0.1.2 37050 [30/Nov/2026:01:38:24 +0000] "GET /v/seg-0-2.m4s HTTP/2.0" {tail}']) + "\n")
+    assert dict(video_requests_by_connection(log)) == {("10.0.1.2", "37040"): 2, ("10.0.1.2", "37050"): 1}
+    assert video_requests_by_connection(tmp_path / "missing.log") == {}
 
 
 def test_observe_bbr_modes_hz_is_refused_where_no_backend_runs_it() -> None:

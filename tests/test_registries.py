@@ -232,3 +232,18 @@ def test_content_is_encoded_only_for_workloads_that_play_the_video_section() -> 
     assert cp.stdout.splitlines() == [
         "scenarios/lte-trace-bulk.yaml: nothing to prepare (workload bulk plays no video file)",
         "scenarios/rtp-competition-short.yaml: nothing to prepare (workload rtp plays no video file)"]
+
+
+def test_prepare_takes_a_sweep_spec_and_makes_each_distinct_video_once() -> None:
+    """`mpvlab prepare SWEEP [--quick]` prepares the video of every run the sweep plans: the BBR-S
+    study's quick variant plans 8 runs of one video, so one line; a file that is neither a scenario
+    nor a sweep spec is refused naming it."""
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "prepare", "sweeps/bbrs-dash-study.yaml", "--quick"],
+                        capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    lines = cp.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sweeps/bbrs-dash-study.yaml: DASH "), lines
+    assert "11 levels, 2 segments" in lines[0] and ("cached" in lines[0] or "encoded in" in lines[0])
+    bad = subprocess.run([sys.executable, "-m", "mpvlab", "prepare", "pyproject.toml"], capture_output=True,
+                         text=True, cwd=ROOT, timeout=120)
+    assert bad.returncode == 2 and "pyproject.toml" in bad.stdout + bad.stderr

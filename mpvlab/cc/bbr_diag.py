@@ -45,7 +45,7 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from socket import AF_INET, AF_INET6
@@ -348,10 +348,14 @@ def connections(rows: Iterable[dict[str, Any]]) -> dict[Conn, Connection]:
     return out
 
 
-def summarize(path: Path, t0_ns: int = 0) -> dict[str, Any]:
+def summarize(path: Path, t0_ns: int = 0,
+              requests: Mapping[tuple[str, str], int] | None = None) -> dict[str, Any]:
     """Per connection: mode sequence, time-weighted shares, STARTUP episodes (`start_s` on the clock
     that starts at `t0_ns`: a run's clock); the sampling rate reached, the longest gap between
-    samples, the reader's CPU and how many connections carried data (bytes acked > 0)."""
+    samples, the reader's CPU and how many connections carried data (bytes acked > 0).
+    `requests`: (client address, client port) → the HTTP requests the server logged on that
+    connection; each connection then says how many it carried, and the record how many carried one
+    (a connection the browser opened and never used still has bytes acked: its TLS handshake)."""
     rows, stamps = read_rows(path)
     conns = connections(rows)
     end = [ln.split() for ln in path.read_text().splitlines() if ln.startswith("# end ")]
@@ -364,9 +368,13 @@ def summarize(path: Path, t0_ns: int = 0) -> dict[str, Any]:
         "gap_ms_max": round(max(gaps) / 1e6, 3) if gaps else None,
         "reader_cpu_share_of_core": round(cpu["cpu_s"] / cpu["wall_s"], 4) if cpu and cpu["wall_s"] else None,
         "connections_with_data": sum(1 for c in conns.values() if c.bytes_acked > 0),
+        "connections_with_requests": None if requests is None else
+        sum(1 for c in conns.values() if requests.get((str(c.conn[2]), str(c.conn[3])), 0) > 0),
         "connections": [{
             "conn": f"{c.conn[0]}:{c.conn[1]}-{c.conn[2]}:{c.conn[3]}", "cong": c.cong, "samples": c.samples,
-            "bytes_acked": c.bytes_acked, "modes": c.sequence(),
+            "bytes_acked": c.bytes_acked,
+            "http_requests": None if requests is None else requests.get((str(c.conn[2]), str(c.conn[3])), 0),
+            "modes": c.sequence(),
             "shares": {k: round(v, 6) for k, v in c.shares().items()},
             "startup_episodes": [{"start_s": round((e.start_ns - t0_ns) / 1e9, 6), "duration_s": round((e.end_ns - e.start_ns) / 1e9, 6),
                                   "bytes_acked": e.bytes_acked} for e in c.startup()],

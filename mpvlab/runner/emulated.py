@@ -178,11 +178,14 @@ class EmulatedNetwork:
             build_each(EcnMarks, "ecn_marks", body["ecn_marks"])
         if ctx.scenario.observe.bbr_modes_hz is not None:
             from mpvlab.cc import bbr_diag
+            from mpvlab.runner.workloads.video import video_requests_by_connection
             f = ctx.data / "bbr_diag.csv"
             if not f.exists() or self.bbr_diag is None or self.bbr_diag.returncode != 0:
                 raise RunFailed(f"observe.bbr_modes_hz: the INET_DIAG reader failed (exit "
                                 f"{None if self.bbr_diag is None else self.bbr_diag.returncode}; logs/bbr_diag.log)")
-            body["bbr_diag"] = build(BbrDiagRecord, "bbr_diag", bbr_diag.summarize(f, ctx.t0_ns))
+            access_log = ctx.logs / "apache" / "access.log"
+            requests = video_requests_by_connection(access_log) if access_log.exists() else None
+            body["bbr_diag"] = build(BbrDiagRecord, "bbr_diag", bbr_diag.summarize(f, ctx.t0_ns, requests))
         # observe.pcap: capture record, wire-order path switches (its byte cross-checks: check_state)
         pcap_view = capture.view(self.topo, self.cap, self.trace_summary)
         body["warnings"] += pcap_view.pop("warnings")

@@ -231,6 +231,10 @@ class BbrConnection(Record):
     cong: str | None = Field(description="the congestion control INET_DIAG reported in its last sample")
     samples: int = Field(description="samples that held the connection (count)")
     bytes_acked: int = Field(description="the largest tcpi_bytes_acked sampled (B)")
+    http_requests: int | None = Field(
+        None, description="the video's HTTP requests the server's access log shows on this connection (its client "
+                          "address and port; not the pre-run protocol check, not the dash.js page's own files; "
+                          "count); null when the run has no access log (a bulk or rtp workload)")
     modes: list[str | None] = Field(
         description="its BBR modes in time order, one entry per episode of one mode; null where no mode was read")
     shares: dict[str, float] = Field(
@@ -248,5 +252,9 @@ class BbrDiagRecord(Record):
     gap_ms_max: float | None = Field(description="the longest time between two dumps (ms); null with one dump")
     reader_cpu_share_of_core: float | None = Field(
         description="the reader's CPU time / its wall time (fraction of one core); null without its end line")
-    connections_with_data: int = Field(description="connections with bytes acked > 0 (count)")
+    connections_with_data: int = Field(description="connections with bytes acked > 0 (count); a connection the "
+                                                   "browser opened and never used counts (its TLS handshake)")
+    connections_with_requests: int | None = Field(
+        None, description="connections that carried at least one of the video's HTTP requests (http_requests > 0): "
+                          "the connections the player used for media (count); null without an access log")
     connections: list[BbrConnection] = Field(description="every connection on the server's port over the whole run")

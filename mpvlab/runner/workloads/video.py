@@ -6,6 +6,7 @@ player does not finish in time, or when a request used another HTTP version than
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 import subprocess
 import time
 from pathlib import Path
@@ -139,16 +140,23 @@ def apache_connections(access_log: Path) -> int:
     trace that starts at t0. A page connection Chromium reuses for the video is counted, by its video
     requests. An idle connection that closes while tracing IS traced (by size its TLS close_notify, 24 bytes;
     63 with HTTP/2's GOAWAY), so the trace may count more than this: the check is traced >= this."""
-    conns = set()
+    return len(video_requests_by_connection(access_log))
+
+
+def video_requests_by_connection(access_log: Path) -> Counter[tuple[str, str]]:
+    """(client address, client port) → the video's requests on that connection (the MPD, init and
+    media segments), as apache_connections() counts them: not loopback, not the pre-run protocol
+    check, not the dash.js page's own files. Empty when the log cannot be read."""
+    conns: Counter[tuple[str, str]] = Counter()
     try:
         for line in access_log.read_text().splitlines():
             parts = line.split()
             if len(parts) > 2 and not parts[0].startswith("127.") and server.PREFLIGHT_QUERY not in line \
                     and not _request_path(line).startswith(PAGE_REQUEST_PREFIXES):
-                conns.add((parts[0], parts[1]))
+                conns[(parts[0], parts[1])] += 1
     except OSError:
         pass
-    return len(conns)
+    return conns
 
 
 class VideoWorkload:
