@@ -293,3 +293,50 @@ def test_second_player_starts_after_its_stagger(tmp_path: Path) -> None:
     print(f"client1's first request at wall {first1:.0f} s = run time {first1 - t0_wall:+.2f} s (whole seconds)")
     assert first1 >= math.floor(t0_wall + STAGGER_S)
     assert first1 <= t0_wall + STAGGER_S + 3.0
+
+
+def _first_video_request_s(access_log: Path, addr: str) -> datetime.datetime:
+    """When Apache received `addr`'s first request for the video (not the dash.js page's own files,
+    which the browser loads before t0; not the pre-run protocol check)."""
+    for line in access_log.read_text().splitlines():
+        parts = line.split()
+        if parts and parts[0] == addr and "mpvlab-preflight=1" not in line and '"GET /mpvlab-dashjs/' not in line:
+            stamp = line.split("[", 1)[1].split("]", 1)[0]
+            return datetime.datetime.strptime(stamp, "%d/%b/%Y:%H:%M:%S %z")
+    raise AssertionError(f"no video request from {addr} in {access_log}")
+
+
+@pytest.mark.cpu
+@pytest.mark.dashjs
+def test_second_dashjs_player_starts_after_its_stagger(tmp_path: Path) -> None:
+    """topology.client_stagger with dash.js (the stagger was tested with the GStreamer client only):
+    both clients' pages load before t0 (the runner waits for them), client1's driver sleeps until
+    t0 + 5 s and only then starts dash.js on its page, so its `start` event is at ≥ 5 s on the run's
+    clock and Apache sees its first video request (the MPD) no earlier than the second t0 + 5 s falls
+    in. Upper bound: 3 s of slack for a loaded host. Both play every segment."""
+    f = tmp_path / "stagger-dashjs.yaml"
+    # the content of scenarios/dashjs-bbrs-short.yaml (setup.sh caches it): 2 segments of 5 s
+    f.write_text("name: stagger-dashjs\ntopology: {kind: shared-bottleneck, clients: 2, client_stagger: 5s}\n"
+                 "paths:\n  shared:\n    down: {rate: 60mbit, buffer: 1MB, delay: 10ms}\n    up: {delay: 10ms}\n"
+                 "video: {kind: dash, duration: 10s, segment: 5s, width: 640, height: 360}\n"
+                 "player: {kind: dashjs, abr: bola}\nfidelity: {probe_duration: 1s}\n")
+    cp = subprocess.run([sys.executable, "-m", "mpvlab", "run", str(f), "--results", str(tmp_path / "r")],
+                        capture_output=True, text=True, timeout=240, cwd=REPO)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    (run,) = [d for d in (tmp_path / "r" / "stagger-dashjs").iterdir() if d.is_dir()]
+    s = json.loads((run / "summary.json").read_text())
+    prov = json.loads((run / "provenance.json").read_text())
+    starts = prov["client_starts"]
+    assert starts["configured_s"] == {"client0": 0.0, "client1": STAGGER_S}
+    p0, p1 = s["players"]["client0"]["start"], s["players"]["client1"]["start"]
+    print(f"\nclient0 {p0}; client1 {p1}")
+    assert p0["configured_s"] == 0.0 and p1["configured_s"] == STAGGER_S
+    assert p0["actual_s"] >= 0.0
+    assert STAGGER_S <= p1["actual_s"] <= STAGGER_S + 3.0
+    for role in ("client0", "client1"):
+        assert s["players"][role]["dash"]["segments"] == 2, s["players"][role]["dash"]
+    t0_wall = starts["t0_realtime_ns"] / 1e9
+    addr1 = prov["topology"]["leaves"]["client1"]["addr"]
+    first1 = _first_video_request_s(run / "logs" / "apache" / "access.log", addr1).timestamp()
+    print(f"client1's first video request at wall {first1:.0f} s = run time {first1 - t0_wall:+.2f} s")
+    assert math.floor(t0_wall + STAGGER_S) <= first1 <= t0_wall + STAGGER_S + 3.0

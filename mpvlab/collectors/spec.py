@@ -44,4 +44,6 @@ class ObserveSpec(Strict):
         description="kernel BBR's state per server connection over INET_DIAG at this rate (mpvlab/cc/bbr_diag.py; "
                     "data/bbr_diag.csv, summary bbr_diag: each connection's mode sequence and shares, STARTUP "
                     "episodes); dumbbell and dual-path runs; off unless given (at 200 Hz the reader took ~0.12 of a "
-                    "core here, cc/README.md)")
+                    "core here, cc/README.md). Kernel BBR only: a BPF congestion control (bbr-s, bbr3, bbr3-s) "
+                    "gives INET_DIAG no BBR record, so its connections read NO_BBR_INFO here; its modes are in its "
+                    "own per-ACK records (data/<cc>_state.csv, summary cc_state)")

@@ -244,7 +244,8 @@ class BbrConnection(Record):
 
 
 class BbrDiagRecord(Record):
-    """observe.bbr_modes_hz: kernel BBR's state per server connection over INET_DIAG (mpvlab/cc/bbr_diag.py)."""
+    """observe.bbr_modes_hz: kernel BBR's state per server connection over INET_DIAG (mpvlab/cc/bbr_diag.py).
+    A BPF congestion control's connections read NO_BBR_INFO (INET_DIAG has no BBR record for them)."""
 
     samples: int = Field(description="INET_DIAG dumps taken (count)")
     rate_hz: float | None = Field(
