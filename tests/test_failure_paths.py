@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
+import multiprocessing.queues
 import os
 import shutil
 import signal
@@ -543,3 +545,29 @@ def test_checking_results_leaves_no_folder(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     assert "is not a folder" in (rundir.results_root_problem(tmp_path / "file") or "")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def _check_results_root(root: str, n: int, out: multiprocessing.queues.Queue[list[str]]) -> None:
+    from mpvlab.core import rundir
+    out.put([p for p in (rundir.results_root_problem(Path(root)) for _ in range(n)) if p])
+
+
+def test_concurrent_checks_of_a_new_results_root_all_pass(tmp_path: Path) -> None:
+    """Two runs started at once into a new --results (CI, stop 59: test_run_e2e's concurrent runs): one
+    check removed the folder it had made between the other's mkdir and its write probe, and that run
+    was refused with "cannot write in it (no such file or directory)". Four processes checking the same
+    new folder 5,000 times each reproduced it 3 times in 20,000 on the old check; the check now makes
+    the folder again when it vanishes, so every check passes, and no write probe is left."""
+    ctx = multiprocessing.get_context("fork")
+    out: multiprocessing.queues.Queue[list[str]] = ctx.Queue()
+    root = tmp_path / "a" / "results"
+    procs = [ctx.Process(target=_check_results_root, args=(str(root), 5000, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    problems = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    assert problems == [[], [], [], []], [x[:2] for x in problems]
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    # no write probe left (a parent one check made may stay: another's folder was in it when it tried)
+    assert not list(tmp_path.rglob(".mpvlab-write-check-*"))

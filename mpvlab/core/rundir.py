@@ -113,23 +113,39 @@ def results_root_problem(root: Path) -> str | None:
                 d.rmdir()
 
 
+# Two runs started at once into a new --results: each check removes the folders it made, so one
+# check can remove the folder between the other's mkdir and its write probe (measured in CI: "cannot
+# write in it (no such file or directory)" for one of two concurrent runs). The folder is made again.
+_VANISHED_RETRIES = 20
+
+
 def _root_problem(root: Path) -> str | None:
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        return f"--results {root}: is not a folder; give a folder for the result directories"
-    except OSError as e:
-        return (f"--results {root}: cannot create it ({(e.strerror or 'error').lower()}); give a folder this user "
-                "can write")
-    if not root.is_dir():
-        return f"--results {root}: is not a folder; give a folder for the result directories"
-    probe = root / f".mpvlab-write-check-{os.getpid()}"
-    try:        # os.access says yes to root even on a read-only file system: try it
-        probe.mkdir()
-        probe.rmdir()
-    except OSError as e:
-        return f"--results {root}: cannot write in it ({(e.strerror or 'error').lower()}); give a folder this user can write"
-    return None
+    for _attempt in range(_VANISHED_RETRIES):
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            return f"--results {root}: is not a folder; give a folder for the result directories"
+        except FileNotFoundError:
+            continue        # a parent made by another check was removed under this mkdir
+        except OSError as e:
+            return (f"--results {root}: cannot create it ({(e.strerror or 'error').lower()}); give a folder this "
+                    "user can write")
+        if not root.is_dir():
+            if not root.exists():
+                continue
+            return f"--results {root}: is not a folder; give a folder for the result directories"
+        probe = root / f".mpvlab-write-check-{os.getpid()}"
+        try:        # os.access says yes to root even on a read-only file system: try it
+            probe.mkdir()
+            probe.rmdir()
+        except FileNotFoundError:
+            continue        # removed by another run's check after the mkdir above
+        except OSError as e:
+            return (f"--results {root}: cannot write in it ({(e.strerror or 'error').lower()}); give a folder this "
+                    "user can write")
+        return None
+    return (f"--results {root}: it was removed {_VANISHED_RETRIES} times while this run checked it (another "
+            "process removing it?); give a folder that stays")
 
 
 # A run made by a sweep starts its scenario.yaml with this tag and a JSON object (sweep, run key,
