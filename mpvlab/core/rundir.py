@@ -124,7 +124,11 @@ def _root_problem(root: Path) -> str | None:
         try:
             root.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
-            return f"--results {root}: is not a folder; give a folder for the result directories"
+            # also raised when another check made the folder and removed it again inside this mkdir
+            if not root.exists():
+                continue
+            if not root.is_dir():
+                return f"--results {root}: is not a folder; give a folder for the result directories"
         except FileNotFoundError:
             continue        # a parent made by another check was removed under this mkdir
         except OSError as e:
