@@ -18,12 +18,17 @@ from mpvlab.core.paths import checkout_root
 UML = checkout_root() / "bench" / "uml"
 
 
-def report() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("uml_report", UML / "report.py")
+def _load(script: str) -> ModuleType:
+    """A bench/uml script as a module (the folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"uml_{script}", UML / f"{script}.py")
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def report() -> ModuleType:
+    return _load("report")
 
 
 @pytest.mark.parametrize(("shell", "script"), [("bash", "build.sh"), ("bash", "run.sh"), ("sh", "guest.sh")])
@@ -74,11 +79,7 @@ def test_trace_check_flags_eligible_with_a_full_window() -> None:
 # scenario to the guest's case line, and the refusal of what the guest cannot reproduce.
 
 def scenario_mod() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("uml_scenario", UML / "scenario.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _load("scenario")
 
 
 def test_the_shipped_prototype_scenario_maps_to_its_case_line() -> None:
