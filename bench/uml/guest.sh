@@ -181,7 +181,6 @@ run_case() {
 	for n in c s; do nsx $n nstat -saz | grep '^MPTcp' > "$O/$cname.mptcp_$n.txt"; done
 	nsx c ip mptcp limits show > "$O/$cname.pm_c.txt" 2>&1
 	nsx c ip mptcp endpoint show >> "$O/$cname.pm_c.txt" 2>&1
-	for n in r1 r2 s; do echo "== $n"; nsx $n ip -s -o link; nsx $n sysctl net.ipv4.conf.all.rp_filter net.ipv4.conf.default.rp_filter; done > "$O/$cname.links.txt" 2>&1
 	nsx s ip mptcp endpoint show >> "$O/$cname.pm_s.txt" 2>&1
 	for i in 1 2; do nsx r$i tc -s qdisc show > "$O/$cname.tc$i.txt"; done
 	sleep 0.5
