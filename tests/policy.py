@@ -22,7 +22,10 @@ asserting a timing or fidelity bound that a CPU-hungry neighbour could move) hol
 session while they run, setup and teardown included: two of them never run at the same time. Every
 test's start and end (and CPU steal) are written to the session's folder; the controller checks
 that no two `cpu` tests overlapped and prints the schedule's figures at the end. Tests marked `alone`
-(a timing bound tight enough that any neighbour could move it) run with no other test at all.
+(a timing bound tight enough that any neighbour could move it) run with no other test at all. Tests
+marked `cpu_light` are `cpu` tests whose processes were measured to use under half a core
+(tests/cpuuse.py, the schedule's `cpu_s`): two of them may run at once (together under one of the
+two cores: less than a `cpu` test beside a CPU-bound plain test), never beside a `cpu` or `alone` test.
 The markers sit on the tests that need them (docs/testing.md says which do). A shared fixture
 (module scope or wider, e.g. one run whose results several tests read) is made in the setup of
 whichever test uses it first: that test runs in the strongest slot of all the fixture's users, so a
@@ -42,6 +45,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from enum import IntEnum
 from typing import Any
 
 import pytest
@@ -65,7 +69,8 @@ OPT_IN = {
     "slow": (SLOW_TESTS, f"slow: its short variant (the marker's `short`) runs instead; opt in with {SLOW_TESTS}=1 "
                          "or -m slow"),
 }
-CPU_LOCK = "cpu-group.lock"
+CPU_LOCK = "cpu-group.lock"          # `cpu` tests hold it exclusive, `cpu_light` tests shared
+CPU_GATE_LOCK = "cpu-gate.lock"      # passed before CPU_LOCK: a `cpu` test waiting for it stops new light ones
 GATE_LOCK = "gate.lock"
 RUNNING_LOCK = "running.lock"
 CORE_LOCK = "core-{}.lock"            # one per CPU: a running test holds one, so at most one test per CPU runs
@@ -79,7 +84,7 @@ _MISSING = pytest.StashKey[str]()
 _DESELECTED = pytest.StashKey[dict[str, int]]()
 _SCHEDULE = pytest.StashKey[list[str]]()
 _OWN_DIR = pytest.StashKey[Path]()
-_SHARED_SLOT = pytest.StashKey[dict[Any, tuple[bool, bool]]]()
+_SHARED_SLOT = pytest.StashKey[dict[Any, "Slot"]]()
 _ROOT_SYSCTLS = pytest.StashKey[dict[str, str]]()
 _SYSCTL_DIFF = pytest.StashKey[list[str]]()
 _WORKER_CPU = pytest.StashKey["WorkerCpu | None"]()
@@ -269,8 +274,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     config.stash[_SHARED_SLOT] = _shared_slots(keep)
 
 
-def _own_slot(item: pytest.Item) -> tuple[bool, bool]:
-    return item.get_closest_marker("cpu") is not None, item.get_closest_marker("alone") is not None
+class Slot(IntEnum):
+    """A test's place in the schedule; of several (a test's own markers, a shared fixture's users) the
+    strongest wins, so a marker can only make a test's slot stricter."""
+    PLAIN = 0       # one CPU's slot, beside anything but an `alone` test
+    CPU_LIGHT = 1   # beside one other `cpu_light` test or a plain one, never a `cpu` or `alone` test
+    CPU = 2         # beside a plain test only
+    ALONE = 3       # beside nothing
+
+
+def _own_slot(item: pytest.Item) -> Slot:
+    if item.get_closest_marker("alone") is not None:
+        return Slot.ALONE
+    if item.get_closest_marker("cpu") is not None:
+        return Slot.CPU
+    return Slot.CPU_LIGHT if item.get_closest_marker("cpu_light") is not None else Slot.PLAIN
 
 
 def _shared_fixtures(item: pytest.Item) -> list[Any]:
@@ -283,14 +301,13 @@ def _shared_fixtures(item: pytest.Item) -> list[Any]:
     return [d[-1] for d in defs if d and d[-1].scope != "function" and d[-1].baseid]
 
 
-def _shared_slots(items: list[pytest.Item]) -> dict[Any, tuple[bool, bool]]:
-    """Per shared fixture: (`cpu`, `alone`) if any test that uses it is marked so."""
-    slots: dict[Any, tuple[bool, bool]] = {}
+def _shared_slots(items: list[pytest.Item]) -> dict[Any, Slot]:
+    """Per shared fixture: the strongest slot of the tests that use it."""
+    slots: dict[Any, Slot] = {}
     for item in items:
-        cpu, alone = _own_slot(item)
+        own = _own_slot(item)
         for fixturedef in _shared_fixtures(item):
-            was = slots.get(fixturedef, (False, False))
-            slots[fixturedef] = (was[0] or cpu, was[1] or alone)
+            slots[fixturedef] = max(slots.get(fixturedef, Slot.PLAIN), own)
     return slots
 
 
@@ -307,16 +324,15 @@ def _to_be_made(item: pytest.Item, fixturedef: Any) -> bool:
         return True
 
 
-def slot_of(item: pytest.Item) -> tuple[bool, bool]:
-    """(`cpu`, `alone`) for this item's run: its own markers, and those of every user of a shared fixture
+def slot_of(item: pytest.Item) -> Slot:
+    """The slot of this item's run: its own markers', and the strongest of every user of a shared fixture
     that its setup is about to make (not made yet, or torn down), since the fixture is made in this slot."""
-    cpu, alone = _own_slot(item)
+    slot = _own_slot(item)
     slots = item.config.stash.get(_SHARED_SLOT, {})
     for fixturedef in _shared_fixtures(item):
         if _to_be_made(item, fixturedef):
-            shared = slots.get(fixturedef, (False, False))
-            cpu, alone = cpu or shared[0], alone or shared[1]
-    return cpu, alone
+            slot = max(slot, slots.get(fixturedef, Slot.PLAIN))
+    return slot
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -360,16 +376,21 @@ def _record_steal(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @contextmanager
-def _slot(shared: Path, cpu: bool, alone: bool, cores: int) -> Iterator[None]:
+def _slot(shared: Path, slot: Slot, cores: int) -> Iterator[None]:
     """The test's place in the schedule, held over its setup, call and teardown (a module's shared
-    bring-up happens in its first test's setup). `cpu`: one at a time among `cpu` tests. `alone`:
+    bring-up happens in its first test's setup). `cpu`: one at a time among `cpu` and `cpu_light`
+    tests — the CPU lock held exclusive; `cpu_light`: the CPU lock held shared, so light tests run
+    beside each other (two at most: no more tests than CPUs run). Both pass the CPU gate first, held
+    while waiting for the CPU lock, so a `cpu` test waiting for the light ones to end stops new light
+    ones from starting (flock alone would let two workers' light tests starve it). `alone`:
     nothing else of the session runs meanwhile — a reader-writer lock: every test holds RUNNING
     shared, an `alone` test exclusive; it first takes the GATE, which every test passes through
     before RUNNING, so that while it waits for the running tests to end no new one starts. Last, a
     core: one of `cores` locks, so that no more tests run at once than the host has CPUs, however many
     workers there are (a worker waiting for the `cpu` lock holds no core: another worker's plain
     test runs meanwhile). The order is fixed (cpu, gate, running, core) and a core is taken last and
-    waits on nothing, so no two tests wait for each other."""
+    waits on nothing, so no two tests wait for each other (the full order: cpu gate, cpu, gate,
+    running, core)."""
     fds: list[int] = []
 
     def take(name: str, how: int) -> int:
@@ -389,10 +410,12 @@ def _slot(shared: Path, cpu: bool, alone: bool, cores: int) -> Iterator[None]:
             time.sleep(CORE_POLL_S)
 
     try:
-        if cpu:
-            take(CPU_LOCK, fcntl.LOCK_EX)
+        if slot in (Slot.CPU, Slot.CPU_LIGHT):
+            cpu_gate = take(CPU_GATE_LOCK, fcntl.LOCK_EX)
+            take(CPU_LOCK, fcntl.LOCK_EX if slot == Slot.CPU else fcntl.LOCK_SH)
+            fcntl.flock(cpu_gate, fcntl.LOCK_UN)
         gate = take(GATE_LOCK, fcntl.LOCK_EX)
-        if alone:
+        if slot == Slot.ALONE:
             take(RUNNING_LOCK, fcntl.LOCK_EX)
         else:
             fcntl.flock(gate, fcntl.LOCK_UN)
@@ -411,17 +434,18 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if shared is None:
         yield
         return
-    cpu, alone = slot_of(item)
+    slot = slot_of(item)
     worker_cpu = item.config.stash.get(_WORKER_CPU, None)
     asked = time.monotonic()
-    with _slot(shared, cpu, alone, int(item.config.workerinput.get(CORES_KEY, 1))):
+    with _slot(shared, slot, int(item.config.workerinput.get(CORES_KEY, 1))):
         start = time.monotonic()
         used_before = worker_cpu.used_s() if worker_cpu else None
         yield
         used = None if worker_cpu is None or used_before is None else worker_cpu.used_s() - used_before
         end = time.monotonic()
     steal = item.config.stash[_STEAL_BY_TEST].get(item.nodeid)
-    record = {"test": item.nodeid, "worker": item.config.workerinput["workerid"], "cpu": cpu, "alone": alone,
+    record = {"test": item.nodeid, "worker": item.config.workerinput["workerid"],
+              "cpu": slot in (Slot.CPU, Slot.CPU_LIGHT), "light": slot == Slot.CPU_LIGHT, "alone": slot == Slot.ALONE,
               "asked": asked, "start": start, "end": end, "cpu_s": None if used is None else round(used, 3),
               "steal": [steal.wall_s, list(steal.steal_s)] if steal else None}
     with open(shared / f"schedule-{item.config.workerinput['workerid']}.jsonl", "a") as f:
@@ -436,10 +460,12 @@ def read_schedule(folder: Path) -> list[dict[str, Any]]:
 
 
 def overlaps(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """Pairs that must not have run at once and did: two `cpu` tests, or an `alone` test and any."""
+    """Pairs that must not have run at once and did: two `cpu` tests (unless both are `cpu_light`), or an
+    `alone` test and any."""
     rows = sorted(rows, key=lambda r: r["start"])
     return [(a["test"], b["test"]) for i, a in enumerate(rows) for b in rows[i + 1:]
-            if b["start"] < a["end"] and ((a["cpu"] and b["cpu"]) or a.get("alone") or b.get("alone"))]
+            if b["start"] < a["end"] and ((a["cpu"] and b["cpu"] and not (a.get("light") and b.get("light")))
+                                          or a.get("alone") or b.get("alone"))]
 
 
 def most_at_once(rows: list[dict[str, Any]]) -> int:
@@ -462,7 +488,8 @@ def schedule_lines(rows: list[dict[str, Any]], cores: int) -> list[str]:
     pairs = overlaps(rows)
     lines = [f"{len(rows)} tests on {len({r['worker'] for r in rows})} workers: {busy:.0f} s of tests in "
              f"{wall:.0f} s of wall (x{busy / wall if wall else 0:.2f})",
-             f"cpu group: {len(grouped)} tests ({sum(1 for r in rows if r.get('alone'))} alone), "
+             f"cpu group: {len(grouped)} tests ({sum(1 for r in rows if r.get('alone'))} alone, "
+             f"{sum(1 for r in rows if r.get('light'))} light), "
              f"{sum(r['end'] - r['start'] for r in grouped):.0f} s, "
              f"{waited:.0f} s waited for the lock, {len(pairs)} overlapping pairs",
              f"at most {most_at_once(rows)} tests at once ({cores} CPUs: at most {cores})"]
@@ -523,7 +550,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
             terminalreporter.write_line(f"  {n} test(s): {why}")
     schedule = config.stash.get(_SCHEDULE, [])
     if schedule:
-        terminalreporter.section("schedule (pytest-xdist, by file; one test per CPU at a time, `cpu` tests one at a time)")
+        terminalreporter.section("schedule (pytest-xdist, by file; one test per CPU at a time, `cpu` tests one at a time, "
+                                 "`cpu_light` two)")
         for line in schedule:
             terminalreporter.write_line(line)
     _steal_summary(terminalreporter, config)

@@ -159,7 +159,7 @@ def test_cpu_tests_never_overlap_while_the_others_run_side_by_side(tmp_path: Pat
     overlapping = [(a[0], b[0]) for a, b in combinations(rows, 2) if a[2] < b[3] and b[2] < a[3]]
     assert overlapping, rows                        # the two workers did run tests at the same time
     assert all(not (x.endswith(("cpu-1", "cpu-2")) and y.endswith(("cpu-1", "cpu-2"))) for x, y in overlapping)
-    assert re.search(r"cpu group: 6 tests \(2 alone\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs", out), out
+    assert re.search(r"cpu group: 6 tests \(2 alone, 0 light\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs", out), out
     assert "10 tests on 2 workers" in out, out
 
 
@@ -228,6 +228,67 @@ def _a_plain_test_runs_while_cpu_tests_wait(root: Path, cpus: int) -> None:
     assert rc == 0 and counts == {"passed": cpus + 1}, out
 
 
+# Two `cpu_light` tests, each waiting until the other has started: they can pass only by running at
+# the same time, which the schedule must allow. Two `cpu` tests beside them record their times: none
+# may overlap a light test or each other. Four workers, so that nothing but the locks keeps them apart
+# (on a one-CPU host no two tests run at once, and the light pair would wait for each other in vain).
+LIGHT = WAITING + """
+import json
+
+def _note(name):
+    with open(os.environ["HPH_TIMES"], "a") as f:
+        f.write(json.dumps([name, START, time.monotonic()]) + "\\n")
+
+@pytest.mark.cpu_light
+def test_light():
+    global START
+    START = time.monotonic()
+    (SYNC / "{f}-running").touch()
+    _until("{other}-running")
+    time.sleep(0.3)
+    _note("{f}")
+"""
+HEAVY = WAITING + """
+import json
+
+@pytest.mark.cpu
+def test_heavy():
+    start = time.monotonic()
+    time.sleep(0.5)
+    with open(os.environ["HPH_TIMES"], "a") as f:
+        f.write(json.dumps(["{f}", start, time.monotonic()]) + "\\n")
+"""
+
+
+def test_two_cpu_light_tests_run_together_and_never_beside_a_cpu_test(tmp_path: Path) -> None:
+    """`cpu_light` (tests/policy.py, Slot): two light tests share the CPU lock, so they run at once (each
+    waits until the other has started: 60 s and a failure otherwise); a `cpu` test holds it alone, so
+    it overlaps neither light test nor the other `cpu` test; the schedule counts the light tests and
+    finds no forbidden pair. (On a one-CPU host no two tests run at once: the light pair's files are
+    left out there, as `_a_plain_test_runs_while_cpu_tests_wait` is.)"""
+    light = (os.cpu_count() or 1) > 1
+    suite, sync, times = tmp_path / "suite", tmp_path / "sync", tmp_path / "times.jsonl"
+    suite.mkdir()
+    sync.mkdir()
+    files = {"test_h1.py": HEAVY.replace("{f}", "h1"), "test_h2.py": HEAVY.replace("{f}", "h2")}
+    if light:
+        files |= {"test_l1.py": LIGHT.replace("{f}", "l1").replace("{other}", "l2"),
+                  "test_l2.py": LIGHT.replace("{f}", "l2").replace("{other}", "l1")}
+    _suite(suite, files)
+    rc, out, counts = _pytest(suite, "-n", "4", "--dist", "loadfile", HPH_SYNC=str(sync), HPH_TIMES=str(times))
+    assert rc == 0 and counts == {"passed": len(files)}, out
+    rows = {r[0]: r for r in map(json.loads, times.read_text().splitlines())}
+    assert set(rows) == ({"l1", "l2", "h1", "h2"} if light else {"h1", "h2"}), rows
+
+    def apart(a: str, b: str) -> bool:
+        return rows[a][2] <= rows[b][1] or rows[b][2] <= rows[a][1]
+
+    assert not light or not apart("l1", "l2"), rows
+    assert all(apart(h, other) for h in ("h1", "h2") for other in rows if other != h), rows
+    assert re.search(rf"cpu group: {len(files)} tests \(0 alone, {2 if light else 0} light\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs",
+                     out), out
+
+
 SHARED = """\
 import json, os, time
 import pytest
@@ -268,7 +329,7 @@ def test_a_shared_fixture_read_by_a_cpu_test_is_made_in_the_cpu_slot(tmp_path: P
     slots = {r["test"].split("::")[1]: (r["cpu"], r["alone"]) for r in map(json.loads, schedule.read_text().splitlines())}
     assert slots == {"test_reads_the_run_first": (True, False), "test_bound_on_the_run": (True, False),
                      "test_plain": (False, False)}, slots
-    assert re.search(r"cpu group: 4 tests \(0 alone\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs", out), out
+    assert re.search(r"cpu group: 4 tests \(0 alone, 0 light\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs", out), out
 
 
 SYSCTL_SUITE = """\
