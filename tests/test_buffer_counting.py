@@ -88,6 +88,33 @@ def test_merged_packets_is_refused_where_a_byte_bound_is_needed() -> None:
         parse_scenario(sc)
     sc["paths"]["a"]["down"]["buffer_counting"] = "wire_packets"
     assert parse_scenario(sc).paths["a"].down.queue_byte_bound() == 64 * FRAME
+    # the up queue there sits behind one interface per client: GRO cannot be set for "the" ingress
+    sc["paths"]["a"]["up"] = {"rate": "1mbit", "buffer": "64pkt", "buffer_counting": "wire_packets",
+                              "order": "delay-then-shape"}
+    with pytest.raises((ScenarioError, InputError), match="only the down queue can count packets"):
+        parse_scenario(sc)
+
+
+def test_the_fidelity_record_checks_the_backlog_against_the_counting() -> None:
+    from mpvlab.runner.fidelity import _judge_queue
+
+    def judge(counting: str, backlogs: list[tuple[int, int]]) -> tuple[dict[str, Any], list[str]]:
+        spec = LinkDirection.model_validate({"rate": "6mbit", "buffer": "4pkt", "buffer_counting": counting})
+        rows = [{"dev": "ifb9", "kind": "tbf", "backlog_bytes": b, "backlog_pkts": n} for b, n in backlogs]
+        rows.append({"dev": "ifb9", "kind": "pfifo", "backlog_bytes": 10**9, "backlog_pkts": 10**6})  # the child: not read
+        entry: dict[str, Any] = {}
+        warnings: list[str] = []
+        _judge_queue("a-down", "ifb9", spec, rows, entry, warnings)
+        return entry["queue"], warnings
+
+    q, w = judge("wire_packets", [(0, 0), (4 * FRAME, 4)])
+    assert q["ok"] and not w and q["byte_bound"] == 4 * FRAME and q["backlog_bytes_max"] == 4 * FRAME
+    q, w = judge("wire_packets", [(4 * FRAME + 1, 4)])
+    assert not q["ok"] and "6057 B > 4 × 1514 B = 6056 B" in w[0]
+    q, w = judge("merged_packets", [(200_000, 4)])       # bytes beyond 4 frames: what merged packets do
+    assert q["ok"] and not w and q["byte_bound"] is None and q["byte_bound_note"].startswith("none")
+    q, w = judge("merged_packets", [(200_000, 5)])
+    assert not q["ok"] and "5 skbs > limit 4" in w[0]
 
 
 def test_offloads_on_are_allowed_with_merged_packets() -> None:

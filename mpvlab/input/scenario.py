@@ -173,6 +173,10 @@ class Scenario(Strict):
                 if self.topology_kind.real_hosts:
                     raise ValueError(f"{where}: {c} is not supported on topology {self.topology_kind.name} (the "
                                      "router's GRO is set on the run's own namespaces only); allowed there: bytes")
+                if self.topology_kind.several_clients and dname == "up":
+                    raise ValueError(f"{where}: on topology {self.topology_kind.name} only the down queue can "
+                                     "count packets (the up flows enter the router through one interface per "
+                                     "client, and GRO is set per interface); allowed here: bytes")
                 if self.topology_kind.several_clients and c == "merged_packets":
                     raise ValueError(f"{where}: merged_packets is not supported on topology {self.topology_kind.name}: "
                                      "its end-of-run drain wait needs the queue's byte bound, which a queue of merged "
