@@ -161,6 +161,33 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
+    def _buffer_counting_fits(self) -> Scenario:
+        """A packet-counted queue (links/README.md "Choosing how the queue counts") needs the run's own
+        router (GRO is set there) and hosts whose offloads do not contradict it."""
+        for pname, path in self.paths.items():
+            for dname in ("down", "up"):
+                c = getattr(path, dname).buffer_counting
+                if c == "bytes":
+                    continue
+                where = f"paths.{pname}.{dname}.buffer_counting"
+                if self.topology_kind.real_hosts:
+                    raise ValueError(f"{where}: {c} is not supported on topology {self.topology_kind.name} (the "
+                                     "router's GRO is set on the run's own namespaces only); allowed there: bytes")
+                if self.topology_kind.several_clients and dname == "up":
+                    raise ValueError(f"{where}: on topology {self.topology_kind.name} only the down queue can "
+                                     "count packets (the up flows enter the router through one interface per "
+                                     "client, and GRO is set per interface); allowed here: bytes")
+                if self.topology_kind.several_clients and c == "merged_packets":
+                    raise ValueError(f"{where}: merged_packets is not supported on topology {self.topology_kind.name}: "
+                                     "its end-of-run drain wait needs the queue's byte bound, which a queue of merged "
+                                     "packets has none of; allowed there: bytes, wire_packets")
+                if c == "wire_packets" and self.hosts.offloads:
+                    raise ValueError(f"{where}: wire_packets counts skbs that are each one wire frame, but "
+                                     "hosts.offloads true lets the sender hand the router 64 KB GSO skbs; set "
+                                     "hosts.offloads false, or use merged_packets")
+        return self
+
+    @model_validator(mode="after")
     def _shared_fits(self) -> Scenario:
         """What only a topology of several clients behind one bottleneck has, and what it cannot do (yet)."""
         kind = self.topology.kind

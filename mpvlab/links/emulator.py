@@ -127,6 +127,7 @@ class DirectionHandle:
     ref: proc.ProcRef | None = None
     ecn_marker: ecn.Marker | None = None     # the ECN marker at this direction's tbf (spec.ecn_mark)
     lines: DelayLines | None = None          # where the delay line runs (set when one was started)
+    ingress_gro: str | None = None           # GRO at in_if as read back, when the queue's counting set it
 
     def alive(self) -> bool:
         return self.process is None or self.process.poll() is None
@@ -150,10 +151,14 @@ def test_hooks() -> dict[str, str]:
 
 
 def tbf_argv(dev: str, spec: LinkDirection) -> list[str]:
+    """The tbf of a direction. buffer_counting bytes: its `limit` is the queue (bytes; a packet count ×
+    1514). A packet counting: the tbf gets handle 1: and its queue is the pfifo child of
+    `child_argv` (the limit given here only sizes the default bfifo the child replaces)."""
     import os
     assert spec.rate is not None
     rate = round(spec.rate * float(os.environ.get(TEST_RATE_FACTOR_ENV) or 1))
-    argv = ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{rate}bit",
+    handle = [] if spec.buffer_counting == "bytes" else ["handle", "1:"]
+    argv = ["tc", "qdisc", "replace", "dev", dev, "root", *handle, "tbf", "rate", f"{rate}bit",
             "burst", str(spec.effective_burst()), "limit", str(spec.buffer.to_bytes(FRAME_BYTES))]
     if spec.line_rate is not None:
         # tbf's second bucket: tokens at the peak rate, one frame deep, so no two frames leave closer
@@ -163,6 +168,35 @@ def tbf_argv(dev: str, spec: LinkDirection) -> list[str]:
     return argv
 
 
+def child_argv(dev: str, spec: LinkDirection) -> list[str] | None:
+    """A packet-counted queue: `pfifo limit N` under the tbf (it counts skbs: pfifo_enqueue compares
+    the queue length, not bytes); None for buffer_counting bytes. Added after the tbf: a later change
+    of the tbf would reset a fifo child's limit to the tbf's (fifo_set_limit), so nothing changes it."""
+    if spec.buffer_counting == "bytes":
+        return None
+    assert spec.buffer.packets is not None
+    return ["tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo", "limit",
+            str(spec.buffer.packets)]
+
+
+def ingress_gro_wanted(spec: LinkDirection) -> bool | None:
+    """The GRO state the counting needs at the direction's ingress interface; None = left as the
+    hosts' offloads set it (bytes: the queue holds the same bytes either way)."""
+    return {"bytes": None, "wire_packets": False, "merged_packets": True}[spec.buffer_counting]
+
+
+def set_ingress_gro(host: Host, dev: str, on: bool) -> str:
+    """GRO on `dev` (in the run's own router namespace), read back: what ethtool reports after."""
+    state = "on" if on else "off"
+    host.run(["ethtool", "-K", dev, "gro", state])
+    feats = host.run(["ethtool", "-k", dev]).stdout
+    got = next((ln.split(":", 1)[1].strip() for ln in feats.splitlines()
+                if ln.strip().startswith("generic-receive-offload:")), "unknown")
+    if got.split()[0] != state:
+        raise LinkError(f"{dev}: generic-receive-offload is {got!r} after ethtool -K {dev} gro {state}")
+    return got
+
+
 def apply_direction(plan: DirectionPlan, workdir: Path, t0_ns: int,
                     on_process: Callable[[proc.ProcRef], None], *, data_dir: Path | None = None,
                     site: Site = Site()) -> DirectionHandle:
@@ -170,6 +204,13 @@ def apply_direction(plan: DirectionPlan, workdir: Path, t0_ns: int,
     in `data_dir`, else `workdir`), and the delay line; `site` says how carefully (Site)."""
     host, spec = plan.router, plan.spec
     handle = DirectionHandle(plan)
+    gro = ingress_gro_wanted(spec)
+    if gro is not None:
+        # the scenario refuses a packet counting on a real machine first (its interfaces are not ours)
+        if not (site.owned and isinstance(host, Netns)):
+            raise LinkError(f"{plan.label}: buffer_counting {spec.buffer_counting} sets GRO on the run's own "
+                            f"router interfaces only, not on {host.name}")
+        handle.ingress_gro = set_ingress_gro(host, plan.in_if, gro)
     if spec.rate is not None:
         if spec.order == "shape-then-delay":
             site.will(["ip", "link", "del", plan.ifb], f"IFB {plan.ifb}")
@@ -184,6 +225,9 @@ def apply_direction(plan: DirectionPlan, workdir: Path, t0_ns: int,
         else:
             site.will(["tc", "qdisc", "del", "dev", plan.out_if, "root"], f"root qdisc on {plan.out_if}")
             host.run(tbf_argv(plan.out_if, spec))
+        child = child_argv(plan.shaper_dev or "", spec)
+        if child is not None:
+            host.run(child)
         if spec.ecn_mark is not None:
             dev = plan.shaper_dev
             assert dev is not None

@@ -120,10 +120,28 @@ def direction_record(h: DirectionHandle) -> dict[str, Any]:
     plan = h.plan
     return {"in_if": plan.in_if, "out_if": plan.out_if, "order": plan.spec.order,
             "burst_bytes": plan.spec.effective_burst(), "line_rate_bps": plan.spec.line_rate,
-            "limit_bytes": plan.spec.buffer.to_bytes(),
+            # the queue's byte bound: tbf's limit (bytes), N × 1514 B (wire_packets), null (merged_packets)
+            "limit_bytes": plan.spec.queue_byte_bound(),
+            **queue_record(plan.spec, h.ingress_gro),
             "shaper_dev": plan.shaper_dev,
             "delay_backend": "nfqueue-delayline" if plan.needs_delay_line else "none",
             "schedule": plan.schedule.to_text().splitlines()[1:]}
+
+
+def queue_record(spec: LinkDirection, ingress_gro: str | None) -> dict[str, Any]:
+    """How the queue counts (buffer_counting) and the byte bound that follows from it. bytes keeps the
+    record it always had (limit_bytes alone); a packet counting adds its skb limit, its byte bound
+    (wire_packets: N × 1514 B; merged_packets: none, said in words) and the ingress GRO read back."""
+    if spec.buffer_counting == "bytes":
+        return {}
+    bound = spec.queue_byte_bound()
+    return {"buffer_counting": spec.buffer_counting, "limit_packets": spec.buffer.packets,
+            "ingress_gro": ingress_gro,
+            **({} if bound is not None else {"limit_bytes_note": NO_BYTE_BOUND})}
+
+
+NO_BYTE_BOUND = ("none: the queue counts merged skbs (GRO at the router's ingress), each up to 64 KiB of IP "
+                 "bytes, so the queue has no byte bound (limit_bytes null) and no check uses one")
 
 
 def qdiscs_json(host: Host, devs: list[str]) -> dict[str, Any]:

@@ -94,6 +94,28 @@ PathDelaySpec = Annotated[DirectedConstantDelay | DirectedSquareDelay | Directed
                           Field(discriminator="kind")]
 
 
+# How a link direction's queue counts (issue 48 §3; links/README.md "Choosing how the queue counts").
+# A Linux qdisc that counts packets counts skbs, and an skb is one wire frame only while nothing
+# merged frames on the way in (GRO at the router's ingress, TSO/GSO at the sender).
+BufferCountingT = Literal["bytes", "wire_packets", "merged_packets"]
+BUFFER_COUNTING_HELP = (
+    "How the tbf queue counts `buffer`. bytes (default): tbf's limit in bytes, a packet count converted at 1514 B "
+    "per frame. wire_packets: a child `pfifo limit N` counting skbs, each one wire frame (GRO off at the router's "
+    "ingress; needs hosts.offloads false); the queue holds at most N × 1514 B. merged_packets: the same pfifo on a "
+    "router whose ingress merges packets (GRO on at the direction's ingress interface, tbf burst ≥ 68130 B so a "
+    "merged skb is queued whole): N skbs of up to 45 frames each, no byte bound. Both packet countings need "
+    "`rate`, `buffer` in packets ('256pkt') and no ecn_mark; merged_packets also order shape-then-delay and no "
+    "line_rate.")
+BYTE_COUNTING: BufferCountingT = "bytes"
+# The wire length of the largest skb GRO builds from full-size TCP segments: GRO keeps an skb under
+# 65536 B from its IP header (gro_max_size), so at most 45 segments of 1448 B of payload (MSS with
+# timestamps: 45 × 1448 + 52 = 65212 B), and a qdisc counts each segment's whole frame (qdisc_pkt_len_init
+# adds the headers of every segment): 45 × 1514 B. tbf refuses or splits (tbf_segment) an skb longer
+# than its bucket, so merged_packets needs a burst at least this deep to queue such an skb whole.
+MERGED_SKB_MAX_FRAMES = 45
+MERGED_MIN_BURST = MERGED_SKB_MAX_FRAMES * 1514
+
+
 @written_as(Duration)
 def _delay_shorthand(v: Any) -> Any:
     """`delay: 20ms` is shorthand for `delay: {kind: constant, value: 20ms}`."""
@@ -111,7 +133,8 @@ class LinkDirection(Strict):
     """
 
     rate: Rate | None = Field(None, description="Token-bucket (tc tbf) rate; null = unshaped.")
-    buffer: QueueLimitT = Field(units.QueueLimit(bytes=100_000), description="tbf queue limit, in bytes or packets ('50p'); packets count as 1514-byte frames.")
+    buffer: QueueLimitT = Field(units.QueueLimit(bytes=100_000), description="tbf queue limit, in bytes or packets ('50p'); with buffer_counting bytes (the default) packets count as 1514-byte frames.")
+    buffer_counting: BufferCountingT = Field(BYTE_COUNTING, description=BUFFER_COUNTING_HELP)
     burst: Size | None = Field(None, description="tbf bucket depth; null = the larger of 3028 B and 1 ms at the rate.")
     # A token-bucket router lets a burst of saved tokens leave at its port's speed (the BBR-S study's
     # router: gigabit Ethernet), and that speed is what BBR's delivery-rate samples see during a burst.
@@ -144,9 +167,48 @@ class LinkDirection(Strict):
                              "and must be above it")
         if self.loss_model is not None and self.loss > 0:
             raise ValueError("give either loss (independent, a probability) or loss_model, not both")
+        self._check_counting()
         if self.ecn_mark is not None:
             check_on_link(self.ecn_mark, self.rate, self.buffer.to_bytes(), self.capacity is not None)
         return self
+
+    def _check_counting(self) -> None:
+        """A packet-counted queue is a tbf with a pfifo child; refuse what cannot be that queue."""
+        c = self.buffer_counting
+        if c == BYTE_COUNTING:
+            return
+        allowed = "allowed: bytes, wire_packets, merged_packets"
+        if self.rate is None:
+            raise ValueError(f"buffer_counting {c}: counts the tbf's queue, so it needs `rate` (a tc token bucket); "
+                             "a `capacity` link has its own queue (capacity.queue: packets or bytes), an unshaped "
+                             f"direction none ({allowed}; without rate only bytes)")
+        if self.buffer.packets is None:
+            raise ValueError(f"buffer_counting {c}: `buffer` must be a packet count like '256pkt', not "
+                             f"{self.buffer} (a byte limit is buffer_counting bytes)")
+        if self.ecn_mark is not None:
+            raise ValueError(f"buffer_counting {c}: ecn_mark's virtual queue mirrors a tail drop in bytes, which a "
+                             "packet-counted queue does not have; use buffer_counting bytes with ecn_mark")
+        if c == "merged_packets":
+            if self.order != "shape-then-delay":
+                raise ValueError("buffer_counting merged_packets: needs order shape-then-delay (the queue right after "
+                                 "the ingress that merges, as built and checked; after the delay line the queue would "
+                                 "see the skbs as the line re-injects them, which nothing here checks)")
+            if self.line_rate is not None:
+                raise ValueError("buffer_counting merged_packets: line_rate's one-frame peak bucket splits every "
+                                 "merged skb back into frames (tbf_segment), so the queue would count wire packets; "
+                                 "leave line_rate null or use wire_packets")
+            if self.burst is not None and self.burst < MERGED_MIN_BURST:
+                raise ValueError(f"buffer_counting merged_packets: burst {units.format_size(self.burst)} is below "
+                                 f"{MERGED_MIN_BURST} B ({MERGED_SKB_MAX_FRAMES} full frames, the largest skb GRO "
+                                 "builds): tbf would split merged skbs into frames; give a burst of at least "
+                                 f"{MERGED_MIN_BURST}B or leave it null")
+
+    def queue_byte_bound(self) -> int | None:
+        """The most bytes (whole frames) the tbf's queue can hold; None when none exists (merged_packets:
+        N skbs of any size GRO made). Bytes: the limit; wire_packets: N frames of at most 1514 B."""
+        if self.buffer_counting == "merged_packets":
+            return None
+        return self.buffer.to_bytes(1514)
 
     def impairments(self) -> Impairments:
         # Already validated here: constructed, not parsed again (the durations are ns integers now,
@@ -164,4 +226,6 @@ class LinkDirection(Strict):
             return self.burst
         if self.rate is None:
             return 0
-        return max(3028, self.rate // 8 // 1000)
+        default = max(3028, self.rate // 8 // 1000)
+        # merged_packets: a bucket deep enough to queue the largest merged skb whole (MERGED_MIN_BURST)
+        return max(default, MERGED_MIN_BURST) if self.buffer_counting == "merged_packets" else default

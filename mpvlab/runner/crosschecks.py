@@ -197,13 +197,14 @@ def _rtp(fn_name: str) -> Callable[[dict[str, Any], CheckState], Records]:
 
 
 def _fidelity_inputs(st: CheckState) -> tuple[int | None, float | None]:
-    """The configured queue (bytes) and largest one-way delay (s) of a one-path run with a buffer."""
-    from mpvlab.links.emulator import FRAME_BYTES
+    """The configured queue's byte bound and largest one-way delay (s) of a one-path run with a buffer.
+    No byte bound (buffer_counting merged_packets): None, so no check uses a wrong one (the fidelity
+    record's run.<link>.queue says why)."""
     sc = st.ctx.scenario
     if len(sc.paths) == 1 and st.schedules:
         (pname, spec), = sc.paths.items()
         if pname in st.schedules and spec.down.buffer is not None:
-            return spec.down.buffer.to_bytes(FRAME_BYTES), st.schedules[pname].down.max_delay_ns / 1e9
+            return spec.down.queue_byte_bound(), st.schedules[pname].down.max_delay_ns / 1e9
     return None, None
 
 

@@ -210,6 +210,8 @@ def judge_run(scenario: Scenario, extra_prov: dict[str, Any], data_dir: Path, lo
         if dev and d_spec is not None and d_spec.rate is not None:
             _judge_rate(label, qdir, dev, int(d_spec.rate), data_dir, queue_rows, qrows, f.rate_tolerance,
                         entry, warnings)
+            if d_spec.buffer_counting != "bytes":
+                _judge_queue(label, dev, d_spec, qrows.get(qdir, []), entry, warnings)
         entry["path"] = path
         run[label] = entry
     fid["run"] = run
@@ -285,6 +287,35 @@ def _judge_rate(label: str, qdir: str, dev: str, rate_bps: int, data_dir: Path,
                         f"±{rate_tolerance:.0%})")
     elif "ratio" not in r or r["backlogged_s"] < MIN_BACKLOGGED_S:
         r["check"] = "not judged: the queue was backlogged too briefly"
+
+
+def _judge_queue(label: str, dev: str, d_spec: Any, rows: list[dict[str, Any]], entry: dict[str, Any],
+                 warnings: list[str]) -> None:
+    """A packet-counted queue (buffer_counting) against what its counting allows, from the queue
+    sampler's tbf rows (the tbf's backlog includes its pfifo child's): never more skbs than the limit,
+    and for wire_packets never more than N × 1514 B; merged_packets has no byte bound, which the
+    record says instead of checking a wrong one."""
+    n = d_spec.buffer.packets
+    bound = d_spec.queue_byte_bound()
+    rs = [r for r in rows if r["dev"] == dev and r["kind"] == "tbf"]
+    rec: dict[str, Any] = {"buffer_counting": d_spec.buffer_counting, "limit_packets": n, "byte_bound": bound,
+                           "samples": len(rs)}
+    if bound is None:
+        rec["byte_bound_note"] = ("none: a merged skb carries up to 45 frames, so N packets have no byte bound; "
+                                  "only the skb count is checked")
+    if rs:
+        rec["backlog_bytes_max"] = max(int(r["backlog_bytes"]) for r in rs)
+        rec["backlog_packets_max"] = max(int(r["backlog_pkts"]) for r in rs)
+        over = []
+        if rec["backlog_packets_max"] > n:
+            over.append(f"{rec['backlog_packets_max']} skbs > limit {n}")
+        if bound is not None and rec["backlog_bytes_max"] > bound:
+            over.append(f"{rec['backlog_bytes_max']} B > {n} × 1514 B = {bound} B")
+        rec["ok"] = not over
+        if over:
+            warnings.append(f"{label}: the {d_spec.buffer_counting} queue held more than its counting allows "
+                            f"({'; '.join(over)})")
+    entry["queue"] = rec
 
 
 def table(fid: dict[str, Any], scenario: Scenario) -> list[dict[str, Any]]:

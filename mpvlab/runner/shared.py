@@ -34,7 +34,7 @@ from typing import Any
 from mpvlab.collectors import qdiscstat
 from mpvlab.links import ecn
 from mpvlab.links import path as link_path
-from mpvlab.links.emulator import FRAME_BYTES, DirectionHandle
+from mpvlab.links.emulator import DirectionHandle
 from mpvlab.core import proc
 from mpvlab.runner import fidelity, runzero, sampling
 from mpvlab.runner import steps
@@ -204,7 +204,9 @@ class SharedNetwork:
         spec = sc.paths[self.path_name]
         cross_spec = sc.cross_traffic
         # A full queue's drain time plus the one-way delays: what the probe receiver waits at the end.
-        drain_s = (spec.down.buffer.to_bytes(FRAME_BYTES) * 8 / spec.down.rate if spec.down.rate else 0.0) \
+        queue_bytes = spec.down.queue_byte_bound()
+        assert queue_bytes is not None, "the scenario refuses merged_packets on this topology (no byte bound)"
+        drain_s = (queue_bytes * 8 / spec.down.rate if spec.down.rate else 0.0) \
             + (self.schedules.down.max_delay_ns + self.schedules.up.max_delay_ns) / 1e9 + 0.3
         (ctx.data / "cross").mkdir(parents=True, exist_ok=True)
         self.cross = CrossTraffic(topo, ctx.data / "cross", ctx, cross_spec.bulk if cross_spec else None,

@@ -79,7 +79,7 @@ def bottleneck_view(ctx: RunContext, leaf_rx: dict[str, int], tbf_before: dict[s
     tbf's counters and utilisation, and the payload every flow got beside the ideal."""
     (pname, spec), = ctx.scenario.paths.items()
     bottleneck: dict[str, Any] = {
-        "path": pname, "rate_bps": spec.down.rate, "limit_bytes": spec.down.buffer.to_bytes(FRAME_BYTES),
+        "path": pname, "rate_bps": spec.down.rate, "limit_bytes": spec.down.queue_byte_bound(), "buffer_counting": spec.down.buffer_counting,
         "burst_bytes": spec.down.effective_burst(), "window_s": round(window_s, 3),
         "leaf_rx_bytes": leaf_rx, "leaf_rx_bytes_total": sum(leaf_rx.values()),
         "queue": steps.queue_view(ctx.data / "queues" / PATH_LABEL, ctx.queue_rows),

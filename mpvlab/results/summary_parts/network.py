@@ -251,7 +251,8 @@ class BottleneckRecord(Record):
 
     path: str = Field(description="the scenario's one path")
     rate_bps: int | None = Field(description="the path's configured down rate (bit/s); null when unshaped")
-    limit_bytes: int = Field(description="the tbf's queue limit (paths.<name>.down.buffer; packets as 1514 B frames; B)")
+    limit_bytes: int = Field(description="the queue's byte bound (paths.<name>.down.buffer): tbf's limit, packets as 1514 B frames (buffer_counting bytes), or N × 1514 B (wire_packets; B)")
+    buffer_counting: str = Field("bytes", description="how the queue counts (paths.<name>.down.buffer_counting): bytes or wire_packets (merged_packets is refused on this topology)")
     burst_bytes: int = Field(description="the tbf's burst as applied (the configured one or its default; B)")
     window_s: float = Field(description="the collectors' window: from their start to their stop (s)")
     leaf_rx_bytes: dict[str, int] = Field(
