@@ -289,7 +289,7 @@ def apache_vs_player(apache: Apache, s: dict[str, Any], since: int) -> list[tupl
 # ---------------------------------------------------------------------------------------
 @pytest.mark.netns
 @pytest.mark.parametrize("abr", ["gst", "bba"])
-@pytest.mark.cpu
+@pytest.mark.cpu_light   # cpu_light: measured 0.04 cores (docs/testing.md)
 def test_ample_bandwidth(testbed: tuple[Net, Apache], content: Any, tmp_path: Path, abr: str) -> None:
     """Veth at memory speed: after start-up every segment is at the top level (gst: from
     the second segment, its first estimate is already far above 2 Mbit/s; BBA: from the
@@ -332,7 +332,7 @@ def test_ample_bandwidth(testbed: tuple[Net, Apache], content: Any, tmp_path: Pa
 
 
 @pytest.mark.netns
-@pytest.mark.cpu
+@pytest.mark.cpu_light   # cpu_light: measured 0.04 cores (docs/testing.md)
 def test_tbf_below_top_gst_settles(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> None:
     """tbf 1.6 Mbit/s: goodput 1.53 Mbit/s, below the top level's 2 Mbit/s.  A download
     cannot beat the goodput by more than the tbf burst, so dashdemux's estimate is at most
@@ -375,7 +375,7 @@ def test_tbf_below_top_gst_settles(testbed: tuple[Net, Apache], content: Any, tm
 
 
 @pytest.mark.netns
-@pytest.mark.cpu
+@pytest.mark.cpu_light   # cpu_light: measured 0.04 cores (docs/testing.md)
 def test_throttle_bba_steps_down(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> None:
     """BBA at the top level with a full buffer (8 s); the path drops to 0.6 Mbit/s
     (goodput 0.574 Mbit/s, between the 0.5 and 1 Mbit/s levels) for 14 s.  The top-level
@@ -444,7 +444,7 @@ def test_throttle_bba_steps_down(testbed: tuple[Net, Apache], content: Any, tmp_
 
 
 @pytest.mark.netns
-@pytest.mark.cpu
+@pytest.mark.cpu_light   # cpu_light: measured 0.03 cores (docs/testing.md)
 def test_throttle_rebuffer_stall(testbed: tuple[Net, Apache], content: Any, tmp_path: Path) -> None:
     """Rebuffer mode with dashdemux's ABR: the path drops to 0.1 Mbit/s (below the lowest
     level) for 10 s.  Media ahead of the renderer at the drop is at most the playout

@@ -29,7 +29,7 @@ from hostnoise import assert_played_through, longest_stall_s
 from mpvlab.core.hoststeal import StealMeter
 from mpvlab.core.paths import checkout_root
 
-pytestmark = pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py)
+pytestmark = pytest.mark.cpu_light   # cpu_light: measured 0.05 cores (docs/testing.md); was cpu: asserts timing bounds (tests/hostnoise.py)
 
 REPO = checkout_root()
 from mpvlab.content import ensure_dash  # noqa: E402

@@ -248,7 +248,7 @@ def _check_bitrates(run_dir: Path, r: dict) -> None:
 @pytest.mark.netns
 @pytest.mark.e2e
 @pytest.mark.parametrize("controller,padding", [("gcc", None), ("webrtc-bbr", None), ("webrtc-bbr", False)])
-@pytest.mark.cpu
+@pytest.mark.cpu_light   # cpu_light: measured 0.23 cores (docs/testing.md)
 def test_rtp_run_accounts_every_frame_packet_and_byte(tmp_path: Path, controller: str, padding: bool | None) -> None:
     """The shipped scenario, and the same with WebRTC's 2018 BBR in GCC's place (correctness only:
     its rates are a study result, rtp/README.md), with its padding while probing (the default) and
@@ -294,7 +294,7 @@ def test_rtp_run_accounts_every_frame_packet_and_byte(tmp_path: Path, controller
 
 @pytest.mark.netns
 @pytest.mark.e2e
-@pytest.mark.cpu
+@pytest.mark.cpu_light   # cpu_light: measured 0.17 cores (docs/testing.md)
 def test_rtp_viewer_decode_attribution_under_loss(tmp_path: Path) -> None:
     """1 % independent loss on the bottleneck: frames are lost, and the viewer's attribution must agree
     with the sender's ground truth (its keyframe flags, which the viewer never sees): an on-time frame
@@ -368,7 +368,7 @@ def _step(scenario: Path) -> tuple[float, int, int]:
 
 @pytest.mark.netns
 @pytest.mark.e2e
-@pytest.mark.cpu
+@pytest.mark.cpu_light   # cpu_light: measured 0.18 cores (docs/testing.md)
 def test_rtp_gcc_target_follows_a_step_down_of_the_link(tmp_path: Path) -> None:
     """scenarios/rtp-gcc-step.yaml: the link steps from 2 to 0.5 Mbit/s at 12 s (25 KB buffer, 20 ms
     each way). The run completes with every frame, packet and byte accounted, GCC's target was
@@ -473,7 +473,7 @@ CAP_BPS = 600_000       # below what GCC reaches on the 1 Mbit/s link (steady ~0
 
 @pytest.mark.netns
 @pytest.mark.e2e
-@pytest.mark.cpu
+@pytest.mark.cpu_light   # cpu_light: measured 0.20 cores (docs/testing.md)
 @pytest.mark.parametrize("cap", ["estimate", "encoder"])
 def test_rtp_cap_is_honoured(tmp_path: Path, cap: str) -> None:
     """max_bitrate 600 kbit/s on the 1 Mbit/s scenario, capping either GCC's estimate alone or the encoder
@@ -514,7 +514,7 @@ def test_rtp_cap_is_honoured(tmp_path: Path, cap: str) -> None:
 
 @pytest.mark.netns
 @pytest.mark.e2e
-@pytest.mark.cpu
+@pytest.mark.cpu_light   # cpu_light: measured 0.25 cores (docs/testing.md)
 def test_rtp_vp8_encoder_run_is_accounted_and_decoded(tmp_path: Path) -> None:
     """workload.encoder vp8 (libvpx with libwebrtc's 2018 real-time rate control, issue 32), 10 s of
     the shipped scenario: every frame the encoder put out accounted once (VP8 drops frames when its

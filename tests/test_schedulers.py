@@ -274,7 +274,7 @@ def test_controller_refuses_kernel_pm(built: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.netns
-@pytest.mark.cpu   # cpu: path shares under measured RTTs
+@pytest.mark.cpu_light   # cpu_light: measured 0.07 cores (docs/testing.md); path shares under measured RTTs
 def test_minrtt_low_demand_stays_on_low_rtt_path(built: Path, tmp_path: Path) -> None:
     """2 Mbit/s of demand, paths of 3 Mbit/s with 10 and 50 ms one-way delay: >= 90 % of the bytes on
     the 10 ms path (probes of the other path every 2 s for 200 ms are the policy's own)."""
@@ -289,7 +289,7 @@ def test_minrtt_low_demand_stays_on_low_rtt_path(built: Path, tmp_path: Path) ->
 
 
 @pytest.mark.netns
-@pytest.mark.cpu   # cpu: path shares under measured RTTs
+@pytest.mark.cpu_light   # cpu_light: measured 0.07 cores (docs/testing.md); path shares under measured RTTs
 def test_default_low_demand_for_comparison(built: Path, tmp_path: Path) -> None:
     """The kernel's default (linger-time) scheduler on the same case, observed only: no flag is
     touched (both subflows end non-backup), no policy runs, every byte is counted as unmanaged.
@@ -307,7 +307,7 @@ def test_default_low_demand_for_comparison(built: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.netns
-@pytest.mark.cpu   # cpu: path shares under measured RTTs
+@pytest.mark.cpu_light   # cpu_light: measured 0.11 cores (docs/testing.md); path shares under measured RTTs
 def test_minrtt_high_demand_fills_low_rtt_path_and_uses_both(built: Path, tmp_path: Path) -> None:
     r = tb.run_case("minrtt", {}, _paths_10_50(), 0, 6.0, tmp_path / "minrtt-bulk")
     assert r.share("a") > 0.05 and r.share("b") > 0.05, r.transfer.path_rx_bytes
@@ -318,7 +318,7 @@ def test_minrtt_high_demand_fills_low_rtt_path_and_uses_both(built: Path, tmp_pa
 
 
 @pytest.mark.netns
-@pytest.mark.cpu   # cpu: path shares under measured BDPs
+@pytest.mark.cpu_light   # cpu_light: measured 0.08 cores (docs/testing.md); path shares under measured BDPs
 def test_bdp_prefers_larger_bdp_path(built: Path, tmp_path: Path) -> None:
     """Same paths and demand as the minrtt test: equal rates, so the 50 ms path has the 5x larger
     bandwidth-delay product, and bdp prefers it.
@@ -341,7 +341,7 @@ def test_bdp_prefers_larger_bdp_path(built: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.netns
-@pytest.mark.cpu   # cpu: path shares under BBR's bandwidth model
+@pytest.mark.cpu_light   # cpu_light: measured 0.07 cores (docs/testing.md); path shares under BBR's bandwidth model
 def test_bdp_uses_bbr_model_when_cc_is_bbr(built: Path, tmp_path: Path) -> None:
     """With BBR on every subflow the estimate is BBR's own bw x min_rtt (est_src 1): the 50 ms path's
     estimate is about its delivery rate x 100 ms, and bdp keeps >= 90 % there."""
@@ -359,7 +359,7 @@ def test_bdp_uses_bbr_model_when_cc_is_bbr(built: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.netns
-@pytest.mark.cpu   # cpu: steering latency
+@pytest.mark.cpu_light   # cpu_light: measured 0.08 cores (docs/testing.md); steering latency
 def test_steering_latency_on_demand_steps(built: Path, tmp_path: Path) -> None:
     """Demand 2 -> 5 Mbit/s every 2 s: the 10 ms path saturates and minrtt opens the 50 ms path.
     Opening is fast on this kernel (new data on the chosen subflow within a few ms): decision -> wire
@@ -414,7 +414,7 @@ def test_bdp_switches_less_than_minrtt_under_delay_cycle(built: Path, tmp_path: 
 
 
 @pytest.mark.netns
-@pytest.mark.cpu   # cpu: switch counts under a delay cycle
+@pytest.mark.cpu_light   # cpu_light: measured 0.06 cores (docs/testing.md); switch counts under a delay cycle
 def test_bdp_switches_less_than_minrtt_under_delay_cycle_short(built: Path, tmp_path: Path) -> None:
     """Same with a 6 s cycle for 12 s (minrtt: ~3 changes at 3-5, 6, 9-11 s)."""
     m, b = _cycle(tmp_path, 12.0, 6.0)

@@ -194,7 +194,7 @@ def _quantile(xs: list[float], q: float) -> float:
 
 
 @pytest.mark.tools(str(DELAYLINE_BIN))
-@pytest.mark.cpu   # cpu: goodput and probe delay bounds (tests/hostnoise.py)
+@pytest.mark.cpu_light   # cpu_light: measured 0.09 cores (docs/testing.md); goodput and probe delay bounds (tests/hostnoise.py)
 def test_shared_bottleneck_goodput_and_probe_delay(
         run: tuple[str, list[str], list[proc.ProcRef], ExitStack], tmp_path: Path) -> None:
     """6 Mbit/s, 256 × 1514 B tail drop, 50 ms each way; 2 clients' CUBIC downloads + the cross CUBIC

@@ -27,7 +27,9 @@ from mpvlab.core.paths import checkout_root
 
 REPO = checkout_root()
 MPVLAB = REPO / ".venv" / "bin" / "mpvlab"
-pytestmark = [pytest.mark.netns, pytest.mark.e2e, pytest.mark.cpu]   # cpu: asserts timing bounds (tests/hostnoise.py)
+pytestmark = [pytest.mark.netns, pytest.mark.e2e]
+# Per test (issue 44): both assert timing bounds (tests/hostnoise.py); the SABRE sweep's runs were measured
+# at 0.24 cores, so it may share the machine with one other `cpu_light` test; the BBR-S sweep (0.50) may not.
 
 
 def _sweep(spec: str, res: Path) -> tuple[subprocess.CompletedProcess[str], float, float]:
@@ -69,6 +71,7 @@ def _check_qoe(ps: dict[str, Any], qoe: dict[str, Any], n_segments: int, frames:
     return levels
 
 
+@pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py); measured 0.50 cores
 def test_bbrs_dash_study_quick_sweep_and_report(tmp_path: Path) -> None:
     cp, wall, _ = _sweep("bbrs-dash-study.yaml", tmp_path)
     root = tmp_path / "bbrs-dash-study-quick"
@@ -117,6 +120,7 @@ DRAIN_MS = LIMIT * 8 / RATE * 1e3          # 516.8 ms: a full queue's drain time
 
 
 @pytest.mark.tools("iperf3")
+@pytest.mark.cpu_light   # cpu_light: measured 0.24 cores (docs/testing.md); asserts timing bounds
 def test_sabre_study_quick_sweep_and_report(tmp_path: Path) -> None:
     cp, wall, stall_s = _sweep("sabre-study.yaml", tmp_path)
     root = tmp_path / "sabre-study-quick"
