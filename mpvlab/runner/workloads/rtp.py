@@ -75,7 +75,7 @@ class RtpWorkload(TwoEnds):
             "--ready", str(r_ready), "--t0-ns", str(ctx.t0_ns),
             "--playout-deadline", f"{spec.playout_deadline}ns", "--start-timeout", "30s", "--idle-timeout", "10s",
             "--max-run", f"{self.max_run_s(ctx):.0f}s", "--python", sys.executable, "--decoder", str(DECODER),
-            "--codec", CODEC[spec.encoder]], "receiver")
+            "--codec", CODEC[spec.encoder], *spec.repair.flags()], "receiver")
         proc.wait_ready(self.receiver, r_ready, "rtp receiver", 10.0, log=root / "receiver" / "receiver.log",
                         error=RunFailed)
         self._register_child(ctx, r_ready, "decoder_pid", "rtp decoder")
@@ -90,7 +90,7 @@ class RtpWorkload(TwoEnds):
             "--initial-bitrate", str(spec.initial_bitrate), "--min-bitrate", str(spec.min_bitrate),
             *spec.sender_cap_flags(), "--duration", f"{spec.duration}ns",
             "--fps", str(spec.fps), "--width", str(spec.width), "--height", str(spec.height),
-            "--keyint", str(spec.keyint), "--codec", CODEC[spec.encoder]], "sender")
+            "--keyint", str(spec.keyint), "--codec", CODEC[spec.encoder], *spec.repair.flags()], "sender")
         proc.wait_ready(self.sender, s_ready, "rtp sender", 20.0, log=root / "sender" / "sender.log", error=RunFailed)
         self._register_child(ctx, s_ready, "encoder_pid", "rtp encoder")
         self.arm_deadline(ctx)
@@ -193,6 +193,8 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any],
         "padding_share": (round(tx["padding_bytes_sent"] / (tx["padding_bytes_sent"] + tx["rtp_bytes_sent"]), 6)
                           if tx["padding_bytes_sent"] + tx["rtp_bytes_sent"] else None),
         "feedback": fb,
+        # loss repair (NACK/RTX, PLI; rtp/README.md "Losses were repaired"): both ends' counts
+        "repair": repair_record(tx, rx, sender_frames),
         "target_bps": {"initial": spec.initial_bitrate, "final": tx.get("final_target_bps"),
                        "updates": tx["target_updates"], **steady,
                        "steady_definition": "time-weighted mean of the controller's target over the time the "
@@ -218,6 +220,34 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any],
     }
     _record_provenance(ctx, spec)
     return build(RtpRecord, RTP.name, record), warnings, evidence
+
+
+def repair_record(tx: dict[str, Any], rx: dict[str, Any], sender_frames: list[dict[str, str]]) -> dict[str, Any]:
+    """The summary's `rtp.repair`: the sender's NACK/PLI handling and the viewer's requests and
+    retransmissions received (sender.json and receiver.json `repair`), key frames per cause."""
+    s, r = tx["repair"], rx["repair"]
+    c = s["counts"]
+    keys = [f for f in sender_frames if f["keyframe"] == "true"]
+    return {
+        "nack": s["nack"], "pli": s["pli"],
+        "nack_messages_sent": r["nack_messages_sent"], "nacked_packets": r["nacked_packets"],
+        "nack_gave_up": r["nack_gave_up"], "nack_rtt_ms": r["nack_rtt_ms"],
+        "nack_messages_received": c["nack_messages_received"], "nacked_packets_received": c["nacked_packets"],
+        "resend_not_in_history": c["resend_not_in_history"], "resend_refused_too_soon": c["resend_refused_too_soon"],
+        "retransmissions_sent": c["retransmissions_sent"], "retransmission_bytes_sent": c["retransmission_bytes_sent"],
+        "retransmissions_unsent_at_end": c["retransmissions_unsent_at_end"],
+        "retransmissions_received": r["rtx_packets_received"], "retransmission_bytes_received": r["rtx_bytes_received"],
+        "retransmissions_lost": r["rtx_packets_lost"],
+        "retransmissions_in_time": r["repaired_in_time"], "retransmissions_too_late": r["repaired_too_late"],
+        "retransmissions_duplicate": r["rtx_duplicate"],
+        "packets_repaired": r["packets_repaired"], "packets_lost_unrepaired": r["packets_lost_unrepaired"],
+        "frames_repaired": r["frames_repaired"], "frames_repaired_on_time": r["frames_repaired_on_time"],
+        "pli_sent": r["pli_sent"], "pli_sent_by_reason": r["pli_sent_by_reason"], "pli_received": c["pli_received"],
+        "keyframe_requests_to_encoder": c["keyframe_requests_to_encoder"],
+        "keyframe_requests_rate_limited": c["keyframe_requests_rate_limited"],
+        "keyframes": len(keys), "keyframes_forced": c["keyframes_forced"],
+        "definition": r["definition"],
+    }
 
 
 def _check_accounting(tx: dict[str, Any], rx: dict[str, Any]) -> None:
@@ -321,7 +351,7 @@ def feedback_warnings(fb: dict[str, Any], rx: dict[str, Any]) -> list[str]:
     viewer received; the ledger does not count them apart). So is any disagreement between what feedback
     reported received and what the viewer received."""
     missing, tail = fb["transport_seqs_without_feedback"], fb["missing_feedback_at_tail"]
-    received = rx["packets_received"] + rx["padding_packets_received"]
+    received = rx["packets_received"] + rx["padding_packets_received"] + (rx.get("repair") or {}).get("rtx_packets_received", 0)
     warnings = []
     if missing > tail:
         warnings.append(f"rtp: {missing - tail} of {fb['transport_seqs_sent']} packets before the stream's last "
@@ -346,12 +376,33 @@ def _check_padding(tx: dict[str, Any], rx: dict[str, Any]) -> None:
     if rx["padding_bytes_received"] > tx["padding_bytes_sent"]:
         raise RunFailed(f"rtp: {rx['padding_bytes_received']} padding bytes received, more than the "
                         f"{tx['padding_bytes_sent']} sent")
-    if tx["feedback"]["transport_seqs_sent"] != tx["packets_sent"] + sent:
+    rtx_sent = tx["repair"]["counts"]["retransmissions_sent"]
+    if tx["feedback"]["transport_seqs_sent"] != tx["packets_sent"] + sent + rtx_sent:
         raise RunFailed(f"rtp: {tx['feedback']['transport_seqs_sent']} transport-wide numbers sent, not the "
-                        f"{tx['packets_sent']} video + {sent} padding packets")
-    if rx["udp_payload_bytes_received"] < rx["rtp_bytes_received"] + rx["padding_bytes_received"]:
+                        f"{tx['packets_sent']} video + {sent} padding + {rtx_sent} retransmitted packets")
+    rtx_bytes = rx["repair"]["rtx_bytes_received"]
+    if rx["udp_payload_bytes_received"] < rx["rtp_bytes_received"] + rx["padding_bytes_received"] + rtx_bytes:
         raise RunFailed(f"rtp: the viewer's socket read {rx['udp_payload_bytes_received']} bytes, fewer than the "
-                        f"{rx['rtp_bytes_received']} video + {rx['padding_bytes_received']} padding bytes it counted")
+                        f"{rx['rtp_bytes_received']} video + {rx['padding_bytes_received']} padding + {rtx_bytes} "
+                        "retransmitted bytes it counted")
+    _check_repair(tx, rx)
+
+
+def _check_repair(tx: dict[str, Any], rx: dict[str, Any]) -> None:
+    """Retransmissions (RTX) are accounted like the video, apart from it: every one sent was received
+    or counted lost (the end record names how many), every one received filled a gap or was a
+    duplicate, and every media packet lost was repaired or stays lost."""
+    c, r = tx["repair"]["counts"], rx["repair"]
+    sent = c["retransmissions_sent"]
+    if r["rtx_packets_expected"] != sent or r["rtx_packets_received"] + r["rtx_packets_lost"] != sent:
+        raise RunFailed(f"rtp: {sent} retransmissions sent, the viewer expected {r['rtx_packets_expected']} "
+                        f"and received {r['rtx_packets_received']}")
+    if r["rtx_packets_received"] != r["packets_repaired"] + r["rtx_duplicate"]:
+        raise RunFailed(f"rtp: {r['rtx_packets_received']} retransmissions received, not the {r['packets_repaired']} "
+                        f"that repaired a packet + {r['rtx_duplicate']} duplicates")
+    if r["packets_repaired"] + r["packets_lost_unrepaired"] != rx["packets_lost"]:
+        raise RunFailed(f"rtp: {rx['packets_lost']} packets lost, not {r['packets_repaired']} repaired + "
+                        f"{r['packets_lost_unrepaired']} unrepaired")
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:
