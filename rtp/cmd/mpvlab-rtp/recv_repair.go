@@ -193,7 +193,7 @@ func (rp *recvRepair) totals(end map[string]any, lostOriginals int) map[string]a
 		"rtx_packets_lost": rtxLost, "rtx_duplicate": rp.rtxDuplicate,
 		"packets_repaired": repaired, "repaired_in_time": rp.repairedInTime, "repaired_too_late": rp.repairedLate,
 		"packets_lost_unrepaired": lostOriginals - repaired,
-		"frames_repaired": rp.framesRepaired, "frames_repaired_on_time": rp.framesRepairedOnTime,
+		"frames_repaired":         rp.framesRepaired, "frames_repaired_on_time": rp.framesRepairedOnTime,
 		"pli_sent": plis, "pli_sent_by_reason": rp.plis,
 		"definition": "retransmissions unwrapped to their original sequence number; in time = arrived by the " +
 			"frame's capture + playout deadline; duplicate = that number had already arrived; " +

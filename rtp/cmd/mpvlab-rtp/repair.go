@@ -123,3 +123,64 @@ func (k *keyFrameLimiter) allow(nowNs int64) bool {
 	k.lastNs, k.primed = nowNs, true
 	return true
 }
+
+// retransmitWindow is rtp_transport_controller_send.cc (2018) kRetransmitWindowSizeMs: the window of
+// the RateLimiter every video RTPSender's ReSendPacket asks (retransmission_rate_limiter_), whose
+// maximum is the bandwidth estimate (SetMaxRate on each target update).
+const retransmitWindow = 500 * time.Millisecond
+
+// rateLimiter is rate_limiter.cc's RateLimiter::TryUseRate over RateStatistics (rate_statistics.cc,
+// scale 8000: bit/s from bytes per ms) with a window of retransmitWindow.
+type rateLimiter struct {
+	samples []rateSample // within the window, oldest first
+	firstMs int64        // the first sample ever (RateStatistics' oldest_time_ before the window filled)
+	started bool
+}
+
+type rateSample struct {
+	ms    int64
+	bytes int
+}
+
+// rate is RateStatistics::Rate (2018, rtc::Optional): the active window is now − oldest_time_ + 1,
+// oldest_time_ being the first sample's time until the window has filled and now − window + 1
+// after; no rate without a sample, over an active window of ≤ 1 ms, or from a single sample before
+// the window has filled; else bytes × 8000 / active window + 0.5, truncated.
+func (l *rateLimiter) rate(nowMs int64) (int64, bool) {
+	w := retransmitWindow.Milliseconds()
+	kept := l.samples[:0]
+	for _, s := range l.samples {
+		if s.ms > nowMs-w {
+			kept = append(kept, s)
+		}
+	}
+	l.samples = kept
+	if len(l.samples) == 0 {
+		return 0, false
+	}
+	active := min(nowMs-l.firstMs+1, w)
+	if active <= 1 || (len(l.samples) <= 1 && active < w) {
+		return 0, false
+	}
+	var sum int64
+	for _, s := range l.samples {
+		sum += int64(s.bytes)
+	}
+	return int64(float32(sum)*(float32(8000)/float32(active)) + 0.5), true
+}
+
+// tryUse is TryUseRate: refused when the current rate plus this packet spread over the window would
+// exceed maxBps; with no current rate it is allowed (2018's comment: else a single packet at a very
+// low rate would never be resent).
+func (l *rateLimiter) tryUse(bytes int, nowMs int64, maxBps int64) bool {
+	if cur, ok := l.rate(nowMs); ok {
+		if cur+int64(bytes)*8*1000/retransmitWindow.Milliseconds() > maxBps {
+			return false
+		}
+	}
+	if !l.started {
+		l.firstMs, l.started = nowMs, true
+	}
+	l.samples = append(l.samples, rateSample{nowMs, bytes})
+	return true
+}

@@ -173,3 +173,31 @@ func TestKeyPacketH264(t *testing.T) {
 		t.Fatal("a P-slice taken for a key frame")
 	}
 }
+
+func TestRetransmissionRateLimiterAsIn2018(t *testing.T) {
+	var l rateLimiter
+	const max = 100_000 // bit/s: 6 250 B per 500 ms window
+	// no rate yet (one sample, window not full): allowed even past the maximum
+	if !l.tryUse(10_000, 0, max) {
+		t.Fatal("first packet refused")
+	}
+	// two samples over 2 ms: 20 000 B × 8000 / 2 ms ≫ max — refused, and not counted
+	if !l.tryUse(10_000, 1, max) {
+		t.Fatal("second packet (a single sample before it, window not full) refused")
+	}
+	if l.tryUse(100, 2, max) {
+		t.Fatal("allowed while the window's rate exceeds the maximum")
+	}
+	// after the window has passed the old samples are gone: no rate, allowed again
+	if !l.tryUse(1000, 600, max) {
+		t.Fatal("refused after the window emptied")
+	}
+	// now the window has filled (first sample 600 ms ago): rate = 1000 B × 8000 / 500 = 16 kbit/s;
+	// + 3 000 B spread over 500 ms (48 kbit/s) = 64 kbit/s ≤ max: allowed; then 80 + 48 > 100: refused
+	if !l.tryUse(3000, 601, max) {
+		t.Fatal("refused below the maximum")
+	}
+	if l.tryUse(3000, 602, max) {
+		t.Fatal("allowed above the maximum")
+	}
+}

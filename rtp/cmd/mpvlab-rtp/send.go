@@ -57,8 +57,8 @@ type frameRow struct {
 	bytes      int
 	nalBytes   uint32
 	packets    int
-	encoderBps int // the encoder's bitrate setting when it produced the frame
-	targetBps  int // the controller's target when the frame was handed over
+	encoderBps int  // the encoder's bitrate setting when it produced the frame
+	targetBps  int  // the controller's target when the frame was handed over
 	forced     bool // the first key frame after a key-frame request went to the encoder
 }
 
@@ -93,21 +93,24 @@ type sender struct {
 	rtxSeq     uint16
 	rep        repairCounts
 	keyLimiter keyFrameLimiter
-	enc        *encoder // set once the encoder runs: PLIs reach it
+	// ReSendPacket's retransmission_rate_limiter_ (repair.go rateLimiter)
+	retransmitLimit rateLimiter
+	enc             *encoder // set once the encoder runs: PLIs reach it
 }
 
 // repairCounts is sender.json's `repair`: what the viewer asked for and what was done about it.
 type repairCounts struct {
-	NackMessages        int `json:"nack_messages_received"`   // RTCP generic NACKs read
-	NackedSeqs          int `json:"nacked_packets"`           // sequence numbers they named (each time named)
-	NotInHistory        int `json:"resend_not_in_history"`    // named but no longer (or never) in the history
-	TooSoon             int `json:"resend_refused_too_soon"`  // VerifyRtt: resent less than an RTT ago
-	Queued              int `json:"retransmissions_queued"`   // handed to the pacer on the RTX stream
-	Sent                int `json:"retransmissions_sent"`     // left the socket (packets.csv rows with rtx true)
+	NackMessages        int `json:"nack_messages_received"`    // RTCP generic NACKs read
+	NackedSeqs          int `json:"nacked_packets"`            // sequence numbers they named (each time named)
+	NotInHistory        int `json:"resend_not_in_history"`     // named but no longer (or never) in the history
+	TooSoon             int `json:"resend_refused_too_soon"`   // VerifyRtt: resent less than an RTT ago
+	RateLimited         int `json:"resend_rate_limited"`       // refused by the retransmission rate limiter, or after it in the same NACK
+	Queued              int `json:"retransmissions_queued"`    // handed to the pacer on the RTX stream
+	Sent                int `json:"retransmissions_sent"`      // left the socket (packets.csv rows with rtx true)
 	Bytes               int `json:"retransmission_bytes_sent"` // their UDP payload
 	Unsent              int `json:"retransmissions_unsent_at_end"`
 	PLIs                int `json:"pli_received"`
-	KeyFramesRequested  int `json:"keyframe_requests_to_encoder"`  // PLIs passed to the encoder
+	KeyFramesRequested  int `json:"keyframe_requests_to_encoder"`   // PLIs passed to the encoder
 	KeyFramesRateLimit  int `json:"keyframe_requests_rate_limited"` // dropped: < 300 ms after the last passed
 	KeyFramesAfterAsked int `json:"keyframes_forced"`               // key frames the encoder made while a request was pending
 	keyPending          bool

@@ -45,34 +45,50 @@ func (s *sender) historyRTT() time.Duration {
 }
 
 // onNack is RTPSender::OnReceivedNack → ReSendPacket per number, in the order named: each packet
-// still in the history and not resent within the last RTT goes to the pacer as a retransmission.
+// still in the history and not resent within the last RTT goes to the pacer as a retransmission,
+// its payload counted by the retransmission rate limiter (≤ the controller's target over 500 ms);
+// once the limiter refuses one, the rest of the NACK is dropped, as 2018's loop breaks.
 func (s *sender) onNack(m *rtcp.TransportLayerNack) {
 	if !s.cfg.nack || s.rtxWriter == nil {
 		return
 	}
 	rtt := s.historyRTT()
 	now := monotonicNs()
+	maxBps := int64(s.bwe.GetTargetBitrate())
 	var resend []*storedPacket
 	s.mu.Lock()
 	s.rep.NackMessages++
+	seqs := []uint16{}
 	for _, pair := range m.Nacks {
-		for _, seq := range pair.PacketList() {
-			s.rep.NackedSeqs++
-			p, why := s.hist.forResend(seq, now, rtt)
-			switch why {
-			case resendNotInHistory:
-				s.rep.NotInHistory++
-			case resendTooSoon:
-				s.rep.TooSoon++
-			default:
-				h, payload := wrapRTX(p.h, p.payload, s.rtxSeq)
-				s.rtxSeq++
-				s.rep.Queued++
-				resend = append(resend, &storedPacket{h: h, payload: payload})
-			}
+		seqs = append(seqs, pair.PacketList()...)
+	}
+	s.rep.NackedSeqs += len(seqs)
+	for i, seq := range seqs {
+		p, why := s.hist.forResend(seq, now, rtt)
+		switch {
+		case why == resendNotInHistory:
+			s.rep.NotInHistory++
+		case why == resendTooSoon:
+			s.rep.TooSoon++
+		case !s.retransmitLimit.tryUse(len(p.payload), now/1e6, maxBps):
+			// ReSendPacket returns -1: OnReceivedNack gives up the rest of this NACK
+			s.rep.RateLimited += len(seqs) - i
+			s.mu.Unlock()
+			s.writeRTX(resend)
+			return
+		default:
+			h, payload := wrapRTX(p.h, p.payload, s.rtxSeq)
+			s.rtxSeq++
+			s.rep.Queued++
+			resend = append(resend, &storedPacket{h: h, payload: payload})
 		}
 	}
 	s.mu.Unlock()
+	s.writeRTX(resend)
+}
+
+// writeRTX hands retransmissions to the pacer (outside s.mu: the pacer's writer may take it).
+func (s *sender) writeRTX(resend []*storedPacket) {
 	for _, p := range resend {
 		_, _ = s.rtxWriter.Write(&p.h, p.payload, interceptor.Attributes{})
 	}
