@@ -31,7 +31,7 @@ def _paused(t: float) -> bool:
 
 # sender.json repair.counts and receiver.json repair as mpvlab-rtp writes them (send.go, recv_repair.go)
 REPAIR_TX_COUNTS = ("nack_messages_received", "nacked_packets", "resend_not_in_history", "resend_refused_too_soon",
-                    "retransmissions_queued", "retransmissions_sent", "retransmission_bytes_sent",
+                    "resend_rate_limited", "retransmissions_queued", "retransmissions_sent", "retransmission_bytes_sent",
                     "retransmissions_unsent_at_end", "pli_received", "keyframe_requests_to_encoder",
                     "keyframe_requests_rate_limited", "keyframes_forced")
 REPAIR_RX_COUNTS = ("nack_messages_sent", "nacked_packets", "nack_send_errors", "nack_gave_up", "rtx_packets_received",
@@ -50,7 +50,7 @@ def _stream() -> dict[str, Any]:
     caps = [T0 + i / FPS for i in range(round((END - T0) * FPS)) if not _paused(T0 + i / FPS + 1e-9)]
     frames = [{"frame": str(n), "capture_ns": str(round(c * 1e9)), "capture_s": f"{c:.6f}", "encode_to_pacer_ms": "1.0",
                "keyframe": "false", "bytes": str(size), "nal_bytes": str(size), "packets": "1",
-               "encoder_bps": str(RATE), "target_bps": str(RATE)} for n, c in enumerate(caps)]
+               "encoder_bps": str(RATE), "target_bps": str(RATE), "forced_keyframe": "false"} for n, c in enumerate(caps)]
     packets = [{"t_s": f"{c + 0.01:.6f}", "transport_seq": str(n), "rtp_seq": str(n), "frame": str(n),
                 "udp_payload_bytes": str(size + RTP_HEADER), "padding": "false", "rtx": "false", "original_seq": ""}
                for n, c in enumerate(caps)]
@@ -66,12 +66,12 @@ def _stream() -> dict[str, Any]:
     latencies = [50.0 + (n % 7) for n in range(len(caps))]
     rx_frames = [{"frame": str(n), "capture_s": f"{c:.6f}", "status": "on_time", "latency_ms": f"{latencies[n]:.3f}",
                   "packets_received": "1", "packets_in_frame": "1", "decode": "decoded",
-                  "rtp_bytes": str(size + RTP_HEADER)} for n, c in enumerate(caps)]
+                  "rtp_bytes": str(size + RTP_HEADER), "packets_repaired": "0"} for n, c in enumerate(caps)]
     rate = []
     for s in range(int(T0), int(END) + 1):
         got = [n for n, c in enumerate(caps) if s <= c + 0.01 < s + 1]
         rate.append({"second": str(s), "received_bps": str(len(got) * (size + RTP_HEADER) * 8),
-                     "packets": str(len(got)), "padding_bps": "0"})
+                     "packets": str(len(got)), "padding_bps": "0", "rtx_bps": "0"})
     lat = sorted(latencies)
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731 — the viewer's nearest rank
     n, nbytes = len(caps), len(caps) * (size + RTP_HEADER)
@@ -276,8 +276,7 @@ def test_repair_counts_against_the_logs_are_named(tmp_path: Path) -> None:
                                         "original_seq": first["rtp_seq"]})
     assert _plant(tmp_path, unreported_retransmission) == ["rtp_repair_vs_logs"]
 
-    def lost_not_split(s: dict[str, Any]) -> None:
-        # the viewer says one packet was repaired but its frame log shows none
-        s["rx"]["repair"]["packets_repaired"] = 1
-        s["rx"]["repair"]["rtx_packets_received"] = 1
-    assert _plant(tmp_path, lost_not_split) == ["rtp_repair_vs_logs"]
+    def repaired_only_in_the_frame_log(s: dict[str, Any]) -> None:
+        # the viewer's frame log names a repaired packet that its totals do not count
+        s["receiver/frames.csv"][3]["packets_repaired"] = "1"
+    assert _plant(tmp_path, repaired_only_in_the_frame_log) == ["rtp_repair_vs_logs"]

@@ -230,6 +230,8 @@ class RtpRepairRecord(OpenRecord):
     pli: bool = Field(description="the scenario's workload.repair.pli: key-frame requests (PLI) on")
     nack_messages_sent: int = Field(description="RTCP generic NACKs the viewer sent (count)")
     nacked_packets: int = Field(description="sequence numbers those NACKs named, each time named (count)")
+    resend_refused_too_soon: int = Field(0, description="NACKed packets not resent: resent less than an RTT (+5 ms) before (count)")
+    resend_rate_limited: int = Field(0, description="NACKed packets not resent: the retransmission rate limiter refused one of the NACK (count)")
     retransmissions_sent: int = Field(description="packets the sender resent on the RTX stream (count; sender/packets.csv rtx rows)")
     retransmission_bytes_sent: int = Field(description="their UDP payload (B)")
     retransmissions_received: int = Field(description="RTX packets the viewer received (count) = in time + too late + duplicate")

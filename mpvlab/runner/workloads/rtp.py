@@ -24,7 +24,7 @@ from mpvlab.core import proc
 from mpvlab.core.errors import RunFailed
 from mpvlab.runner import liveness, steps
 from mpvlab.runner.context import RunContext
-from mpvlab.runner.workloads import rtp_bitrate, rtp_checks, rtp_freezes
+from mpvlab.runner.workloads import rtp_bitrate, rtp_checks, rtp_freezes, rtp_repair
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running, workload_spec
 from mpvlab.workloads.rtp import RtpWorkloadSpec
 from mpvlab.results.summary_parts.base import build
@@ -194,7 +194,7 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any],
                           if tx["padding_bytes_sent"] + tx["rtp_bytes_sent"] else None),
         "feedback": fb,
         # loss repair (NACK/RTX, PLI; rtp/README.md "Losses were repaired"): both ends' counts
-        "repair": repair_record(tx, rx, sender_frames),
+        "repair": rtp_repair.repair_record(tx, rx, sender_frames),
         "target_bps": {"initial": spec.initial_bitrate, "final": tx.get("final_target_bps"),
                        "updates": tx["target_updates"], **steady,
                        "steady_definition": "time-weighted mean of the controller's target over the time the "
@@ -220,34 +220,6 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any],
     }
     _record_provenance(ctx, spec)
     return build(RtpRecord, RTP.name, record), warnings, evidence
-
-
-def repair_record(tx: dict[str, Any], rx: dict[str, Any], sender_frames: list[dict[str, str]]) -> dict[str, Any]:
-    """The summary's `rtp.repair`: the sender's NACK/PLI handling and the viewer's requests and
-    retransmissions received (sender.json and receiver.json `repair`), key frames per cause."""
-    s, r = tx["repair"], rx["repair"]
-    c = s["counts"]
-    keys = [f for f in sender_frames if f["keyframe"] == "true"]
-    return {
-        "nack": s["nack"], "pli": s["pli"],
-        "nack_messages_sent": r["nack_messages_sent"], "nacked_packets": r["nacked_packets"],
-        "nack_gave_up": r["nack_gave_up"], "nack_rtt_ms": r["nack_rtt_ms"],
-        "nack_messages_received": c["nack_messages_received"], "nacked_packets_received": c["nacked_packets"],
-        "resend_not_in_history": c["resend_not_in_history"], "resend_refused_too_soon": c["resend_refused_too_soon"],
-        "retransmissions_sent": c["retransmissions_sent"], "retransmission_bytes_sent": c["retransmission_bytes_sent"],
-        "retransmissions_unsent_at_end": c["retransmissions_unsent_at_end"],
-        "retransmissions_received": r["rtx_packets_received"], "retransmission_bytes_received": r["rtx_bytes_received"],
-        "retransmissions_lost": r["rtx_packets_lost"],
-        "retransmissions_in_time": r["repaired_in_time"], "retransmissions_too_late": r["repaired_too_late"],
-        "retransmissions_duplicate": r["rtx_duplicate"],
-        "packets_repaired": r["packets_repaired"], "packets_lost_unrepaired": r["packets_lost_unrepaired"],
-        "frames_repaired": r["frames_repaired"], "frames_repaired_on_time": r["frames_repaired_on_time"],
-        "pli_sent": r["pli_sent"], "pli_sent_by_reason": r["pli_sent_by_reason"], "pli_received": c["pli_received"],
-        "keyframe_requests_to_encoder": c["keyframe_requests_to_encoder"],
-        "keyframe_requests_rate_limited": c["keyframe_requests_rate_limited"],
-        "keyframes": len(keys), "keyframes_forced": c["keyframes_forced"],
-        "definition": r["definition"],
-    }
 
 
 def _check_accounting(tx: dict[str, Any], rx: dict[str, Any]) -> None:
@@ -385,24 +357,8 @@ def _check_padding(tx: dict[str, Any], rx: dict[str, Any]) -> None:
         raise RunFailed(f"rtp: the viewer's socket read {rx['udp_payload_bytes_received']} bytes, fewer than the "
                         f"{rx['rtp_bytes_received']} video + {rx['padding_bytes_received']} padding + {rtx_bytes} "
                         "retransmitted bytes it counted")
-    _check_repair(tx, rx)
+    rtp_repair.check_repair(tx, rx)
 
-
-def _check_repair(tx: dict[str, Any], rx: dict[str, Any]) -> None:
-    """Retransmissions (RTX) are accounted like the video, apart from it: every one sent was received
-    or counted lost (the end record names how many), every one received filled a gap or was a
-    duplicate, and every media packet lost was repaired or stays lost."""
-    c, r = tx["repair"]["counts"], rx["repair"]
-    sent = c["retransmissions_sent"]
-    if r["rtx_packets_expected"] != sent or r["rtx_packets_received"] + r["rtx_packets_lost"] != sent:
-        raise RunFailed(f"rtp: {sent} retransmissions sent, the viewer expected {r['rtx_packets_expected']} "
-                        f"and received {r['rtx_packets_received']}")
-    if r["rtx_packets_received"] != r["packets_repaired"] + r["rtx_duplicate"]:
-        raise RunFailed(f"rtp: {r['rtx_packets_received']} retransmissions received, not the {r['packets_repaired']} "
-                        f"that repaired a packet + {r['rtx_duplicate']} duplicates")
-    if r["packets_repaired"] + r["packets_lost_unrepaired"] != rx["packets_lost"]:
-        raise RunFailed(f"rtp: {rx['packets_lost']} packets lost, not {r['packets_repaired']} repaired + "
-                        f"{r['packets_lost_unrepaired']} unrepaired")
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:

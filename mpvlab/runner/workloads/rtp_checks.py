@@ -333,7 +333,7 @@ def check_repair_vs_logs(ev: Evidence) -> Check:
     tx_rep, rx_rep = ev.tx.get("repair") or {}, ev.rx.get("repair") or {}
     c = tx_rep.get("counts") or {}
     rtx = [p for p in ev.packets if p.get("rtx") == "true"]
-    video_seqs = {}
+    video_seqs: dict[str, float] = {}
     for p in ev.packets:
         if p["padding"] != "true" and p.get("rtx") != "true":
             video_seqs.setdefault(p["rtp_seq"], float(p["t_s"]))
