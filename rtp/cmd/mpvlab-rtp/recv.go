@@ -303,9 +303,10 @@ func (r *receiver) onRTP(b []byte) {
 	if r.seqMax >= 0 {
 		seq = unwrap16(p.SequenceNumber, r.seqMax)
 	}
-	if rtx {
+	if rtx { // every retransmission that arrived, a duplicate too: its bytes crossed the link
 		r.rep.rtxPackets++
 		r.rep.rtxBytes += int64(len(b))
+		r.bin(now).rtxBytes += int64(len(b))
 	}
 	if r.seenSeq[seq] {
 		if rtx {
@@ -339,9 +340,7 @@ func (r *receiver) onRTP(b []byte) {
 	if r.bins[bin] == nil {
 		r.bins[bin] = &rateBin{}
 	}
-	if rtx {
-		r.bins[bin].rtxBytes += int64(len(b))
-	} else {
+	if !rtx {
 		r.bins[bin].bytes += int64(len(b))
 		r.bins[bin].packets++
 	}
@@ -375,6 +374,15 @@ func (r *receiver) onRTP(b []byte) {
 		}
 		f.parts = nil // the bytes are checked; keep the memory flat
 	}
+}
+
+// bin is the rate.csv second that now falls in.
+func (r *receiver) bin(now int64) *rateBin {
+	k := (now - r.cfg.t0Ns) / 1e9
+	if r.bins[k] == nil {
+		r.bins[k] = &rateBin{}
+	}
+	return r.bins[k]
 }
 
 // onPadding counts a padding-only packet (padding.go) apart from the video: its bytes per second in

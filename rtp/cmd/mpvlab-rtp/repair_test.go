@@ -3,9 +3,11 @@ package main
 import (
 	"container/list"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/pion/interceptor"
 	"github.com/pion/rtp"
 )
 
@@ -199,5 +201,52 @@ func TestRetransmissionRateLimiterAsIn2018(t *testing.T) {
 	}
 	if l.tryUse(3000, 602, max) {
 		t.Fatal("allowed above the maximum")
+	}
+}
+
+func TestGCCPacerPutsRetransmissionsFirstAndPacesAsPion(t *testing.T) {
+	p := &gccPacer{rateBps: 1_000_000, queue: list.New(), writers: map[uint32]interceptor.RTPWriter{},
+		done: make(chan struct{}), interval: 5 * time.Millisecond}
+	var sent []uint16
+	var mu sync.Mutex
+	w := interceptor.RTPWriterFunc(func(h *rtp.Header, payload []byte, _ interceptor.Attributes) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		sent = append(sent, h.SequenceNumber)
+		return h.MarshalSize() + len(payload), nil
+	})
+	for _, ssrc := range []uint32{defaultSSRC, rtxSSRC, paddingSSRC} {
+		p.AddStream(ssrc, w)
+	}
+	write := func(ssrc, ts uint32, seq uint16) {
+		if _, err := p.Write(&rtp.Header{SSRC: ssrc, Timestamp: ts, SequenceNumber: seq}, make([]byte, 1000), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(defaultSSRC, 10, 1)
+	write(defaultSSRC, 20, 2)
+	write(rtxSSRC, 5, 100)
+	write(rtxSSRC, 3, 101)
+	go p.run()
+	defer p.Close()
+	// at 1 Mbit/s a 5 ms tick allows 625 B: one ~1 kB packet per tick, all four within ~40 ms
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		mu.Lock()
+		n := len(sent)
+		mu.Unlock()
+		if n == 4 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []uint16{101, 100, 1, 2}; !reflect.DeepEqual(sent, want) {
+		t.Fatalf("sent %v, want %v", sent, want)
+	}
+	p.SetTargetBitrate(400_000)
+	if p.rateBps != 600_000 {
+		t.Fatalf("pacing rate %d, want 1.5 × the target", p.rateBps)
 	}
 }

@@ -161,7 +161,7 @@ func (s *sender) writeResults(frames []frameRow) error {
 	out := map[string]any{
 		"controller": c.controller, "frames_captured": len(frames), "packets_sent": s.wireSent,
 		"packets_handed": s.handed, "packets_unsent_at_end": s.unsentAtEnd, "rtp_bytes_sent": rtpBytes, "send_errors": s.sendErrs, "feedback": fb,
-		"padding":              !c.bbr.NoPadding && numbersAtSend[c.controller],
+		"padding":              !c.bbr.NoPadding && c.controller == "webrtc-bbr",
 		"padding_packets_sent": s.paddingSent, "padding_bytes_sent": s.paddingBytes, "padding_packets_unsent_at_end": s.paddingUnsent,
 		"fps": c.fps, "width": c.width, "height": c.height, "duration_s": c.duration.Seconds(),
 		"bitrate_bps":    map[string]int{"initial": c.initialBps, "min": c.minBps, "max": c.maxBps, "encoder_max": c.encoderMaxBps},

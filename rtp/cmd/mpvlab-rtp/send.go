@@ -196,7 +196,8 @@ func runSend(args []string) error {
 	// The interceptor chain, as pion/webrtc builds it for a sender: the cc interceptor (estimator +
 	// pacer) is added first so that it sits nearest the network, the TWCC header-extension
 	// interceptor outside it numbers every packet as it is handed over — except for a controller
-	// whose pacer numbers packets as they leave (numbersAtSend: webrtc-bbr, which pads).
+	// whose pacer numbers packets as they leave (numbersAtSend: webrtc-bbr, which pads, and gcc's
+	// pacer with retransmissions first, gcc_pacer.go).
 	ccf, err := cc.NewInterceptor(func() (cc.BandwidthEstimator, error) {
 		return newController(cfg.controller, controllerConfig{InitialBps: cfg.initialBps, MinBps: cfg.minBps, MaxBps: cfg.maxBps, BBR: cfg.bbr})
 	})
