@@ -29,6 +29,17 @@ def _paused(t: float) -> bool:
     return any(a <= t < b for a, b in PAUSES)
 
 
+# sender.json repair.counts and receiver.json repair as mpvlab-rtp writes them (send.go, recv_repair.go)
+REPAIR_TX_COUNTS = ("nack_messages_received", "nacked_packets", "resend_not_in_history", "resend_refused_too_soon",
+                    "resend_rate_limited", "retransmissions_queued", "retransmissions_sent", "retransmission_bytes_sent",
+                    "retransmissions_unsent_at_end", "pli_received", "keyframe_requests_to_encoder",
+                    "keyframe_requests_rate_limited", "keyframes_forced")
+REPAIR_RX_COUNTS = ("nack_messages_sent", "nacked_packets", "nack_send_errors", "nack_gave_up", "rtx_packets_received",
+                    "rtx_bytes_received", "rtx_packets_lost", "rtx_duplicate", "packets_repaired", "repaired_in_time",
+                    "repaired_too_late", "packets_lost_unrepaired", "frames_repaired", "frames_repaired_on_time",
+                    "pli_sent")
+
+
 def _stream() -> dict[str, Any]:
     """A stream as mpvlab-rtp's two ends log it: one packet per frame, every frame on time."""
     targets = [{"t_s": "0.500000", "target_bps": str(RATE), "encoder_set_bps": str(RATE), "controller_stats": "{}"}]
@@ -39,9 +50,10 @@ def _stream() -> dict[str, Any]:
     caps = [T0 + i / FPS for i in range(round((END - T0) * FPS)) if not _paused(T0 + i / FPS + 1e-9)]
     frames = [{"frame": str(n), "capture_ns": str(round(c * 1e9)), "capture_s": f"{c:.6f}", "encode_to_pacer_ms": "1.0",
                "keyframe": "false", "bytes": str(size), "nal_bytes": str(size), "packets": "1",
-               "encoder_bps": str(RATE), "target_bps": str(RATE)} for n, c in enumerate(caps)]
+               "encoder_bps": str(RATE), "target_bps": str(RATE), "forced_keyframe": "false"} for n, c in enumerate(caps)]
     packets = [{"t_s": f"{c + 0.01:.6f}", "transport_seq": str(n), "rtp_seq": str(n), "frame": str(n),
-                "udp_payload_bytes": str(size + RTP_HEADER), "padding": "false"} for n, c in enumerate(caps)]
+                "udp_payload_bytes": str(size + RTP_HEADER), "padding": "false", "rtx": "false", "original_seq": ""}
+               for n, c in enumerate(caps)]
     encoder = []
     for w in range(math.ceil(END - T0)):
         a = T0 + w
@@ -54,12 +66,12 @@ def _stream() -> dict[str, Any]:
     latencies = [50.0 + (n % 7) for n in range(len(caps))]
     rx_frames = [{"frame": str(n), "capture_s": f"{c:.6f}", "status": "on_time", "latency_ms": f"{latencies[n]:.3f}",
                   "packets_received": "1", "packets_in_frame": "1", "decode": "decoded",
-                  "rtp_bytes": str(size + RTP_HEADER)} for n, c in enumerate(caps)]
+                  "rtp_bytes": str(size + RTP_HEADER), "packets_repaired": "0"} for n, c in enumerate(caps)]
     rate = []
     for s in range(int(T0), int(END) + 1):
         got = [n for n, c in enumerate(caps) if s <= c + 0.01 < s + 1]
         rate.append({"second": str(s), "received_bps": str(len(got) * (size + RTP_HEADER) * 8),
-                     "packets": str(len(got)), "padding_bps": "0"})
+                     "packets": str(len(got)), "padding_bps": "0", "rtx_bps": "0"})
     lat = sorted(latencies)
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731 — the viewer's nearest rank
     n, nbytes = len(caps), len(caps) * (size + RTP_HEADER)
@@ -71,7 +83,8 @@ def _stream() -> dict[str, Any]:
                        "transport_seqs_without_feedback_first": None, "missing_feedback_at_tail": 0,
                        "twcc_feedback_packets": 400, "rtcp_datagrams": 400, "rtcp_bytes": 400 * 28},
           "padding": True, "padding_packets_sent": 0, "padding_bytes_sent": 0, "target_updates": len(targets),
-          "final_target_bps": RATE, "cpu": None}
+          "final_target_bps": RATE, "cpu": None,
+          "repair": {"nack": True, "pli": True, "counts": dict.fromkeys(REPAIR_TX_COUNTS, 0)}}
     rx = {"end_record_seen": True, "frames_accounted": n, "frames_on_time": n, "frames_late": 0, "frames_lost": 0,
           "frames_lost_incomplete": 0, "frames_lost_unseen": 0, "frames_reassembly_mismatch": 0,
           "packets_expected": n, "packets_received": n, "packets_lost": 0, "rtp_bytes_received": nbytes,
@@ -81,7 +94,9 @@ def _stream() -> dict[str, Any]:
           "decode": {"frames_decoded": n, "frames_decode_error": 0, "frames_undecodable": 0, "decoder_failure": "",
                      "decoder": None, "definition": "decoded + decode_error + undecodable = on time"},
           "latency_ms": {"p50": pct(0.5), "p95": pct(0.95), "p99": pct(0.99), "max": pct(1.0),
-                         "definition": "capture to the arrival of the frame's last missing packet"}, "cpu": None}
+                         "definition": "capture to the arrival of the frame's last missing packet"}, "cpu": None,
+          "repair": {**dict.fromkeys(REPAIR_RX_COUNTS, 0), "rtx_packets_expected": 0, "pli_sent_by_reason": {},
+                     "nack_rtt_ms": 100, "definition": "as the viewer writes it"}}
     return {"tx": tx, "rx": rx, "sender/frames.csv": frames, "sender/packets.csv": packets,
             "sender/targets.csv": targets, "sender/encoder.csv": encoder, "receiver/frames.csv": rx_frames,
             "receiver/rate.csv": rate}
@@ -121,7 +136,8 @@ def test_a_consistent_stream_passes_every_check(tmp_path: Path) -> None:
     assert warnings == []
     assert set(record["checks"]) == {"encoder_vs_setting", "steady_target_vs_frames", "encoder_per_second_vs_frames",
                                      "received_per_second_vs_totals", "latency_vs_frames", "packets_vs_frames",
-                                     "viewer_counts_vs_frames", "encoder_targets_vs_log", "encoder_wire_vs_packets"}
+                                     "viewer_counts_vs_frames", "encoder_targets_vs_log", "encoder_wire_vs_packets",
+                                     "repair_vs_logs"}
     # every check the run makes is a row of the one registry (mpvlab/results/checks.py), and every
     # rtp row there is a check the run makes
     from mpvlab.results import checks
@@ -249,3 +265,18 @@ def test_encoder_wire_bytes_against_the_packet_log_are_named(tmp_path: Path) -> 
         s["rx"]["udp_payload_bytes_received"] += 40
         s["receiver/rate.csv"][0]["received_bps"] = str(int(s["receiver/rate.csv"][0]["received_bps"]) + 320)
     assert _plant(tmp_path, fatter_packets) == ["rtp_encoder_wire_vs_packets"]
+
+
+def test_repair_counts_against_the_logs_are_named(tmp_path: Path) -> None:
+    def unreported_retransmission(s: dict[str, Any]) -> None:
+        # a retransmission of packet 3 in packets.csv that sender.json does not count
+        first = s["sender/packets.csv"][3]
+        s["sender/packets.csv"].append({**first, "t_s": f"{float(first['t_s']) + 0.05:.6f}", "rtp_seq": "0",
+                                        "transport_seq": str(len(s["sender/packets.csv"])), "rtx": "true",
+                                        "original_seq": first["rtp_seq"]})
+    assert _plant(tmp_path, unreported_retransmission) == ["rtp_repair_vs_logs"]
+
+    def repaired_only_in_the_frame_log(s: dict[str, Any]) -> None:
+        # the viewer's frame log names a repaired packet that its totals do not count
+        s["receiver/frames.csv"][3]["packets_repaired"] = "1"
+    assert _plant(tmp_path, repaired_only_in_the_frame_log) == ["rtp_repair_vs_logs"]

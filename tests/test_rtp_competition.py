@@ -121,12 +121,15 @@ def test_rtp_against_cubic_records_both_flows_and_accounts_everything(tmp_path: 
     # Padding-only packets (webrtc-bbr while probing) count apart from the video, and like it.
     assert r["packets_received"] + r["packets_lost"] == r["packets_sent"]
     assert r["padding_packets_received"] + r["padding_packets_lost"] == r["padding_packets"]
+    # Retransmissions (RTX, workload.repair on by default) too: numbered, fed back and read apart.
+    rep = r["repair"]
+    assert rep["retransmissions_received"] + rep["retransmissions_lost"] == rep["retransmissions_sent"], rep
     fb = r["feedback"]
-    every = r["packets_sent"] + r["padding_packets"]
+    every = r["packets_sent"] + r["padding_packets"] + rep["retransmissions_sent"]
     assert fb["transport_seqs_sent"] == every
     assert fb["transport_seqs_reported"] + fb["transport_seqs_without_feedback"] == every, fb
     assert fb["transport_seqs_without_feedback"] == fb["missing_feedback_at_tail"], fb   # none in the middle
-    received = r["packets_received"] + r["padding_packets_received"]
+    received = r["packets_received"] + r["padding_packets_received"] + rep["retransmissions_received"]
     assert fb["transport_seqs_reported_received"] == received, (fb, r)                 # so the tail was lost
     assert not [w for w in s["warnings"] if "TWCC" in w], s["warnings"]
 
@@ -136,8 +139,9 @@ def test_rtp_against_cubic_records_both_flows_and_accounts_everything(tmp_path: 
     iface = s["clients"]["client0"]
     assert iface["interface"].endswith("c0")                   # client0's own end, not the router's
     assert b["leaf_rx_bytes"]["client0"] == iface["rx_bytes"]
-    datagrams = r["packets_received"] + r["padding_packets_received"]
-    rtp_wire = r["rtp_bytes_received"] + r["padding_bytes_received"] + UDP_OVERHEAD * datagrams
+    datagrams = r["packets_received"] + r["padding_packets_received"] + rep["retransmissions_received"]
+    rtp_wire = (r["rtp_bytes_received"] + r["padding_bytes_received"] + rep["retransmission_bytes_received"]
+                + UDP_OVERHEAD * datagrams)
     other_frames = iface["rx_packets"] - datagrams
     allowed = OTHER_FRAMES + NEIGH_FRAMES_PER_15S * math.ceil(b["window_s"] / 15)
     assert 0 <= other_frames <= allowed, (iface, datagrams, allowed)

@@ -83,3 +83,47 @@ def test_encoder_does_not_spend_a_pause_budget_after_it(codec: str) -> None:
     spent, budget = sum(after), KBPS * 1000 / 8
     assert spent <= 1.5 * budget, (f"{codec}: {spent} B in the second after the pause, "
                                     f"{spent / budget:.2f} x the setting's {budget:.0f} B")
+
+
+KEYINT_LONG = 600   # no periodic key frame within the test: every later key frame was asked for
+
+
+@pytest.mark.parametrize("codec", ["vp8", "h264"])
+def test_keyframe_command_forces_the_next_frame_to_a_key_frame(codec: str) -> None:
+    """The sender's `keyframe` command (a PLI from the viewer, rtp/README.md "Losses were repaired")
+    makes the encoder put out a key frame soon after, for x264enc and vp8enc alike (GStreamer's
+    upstream force-key-unit event); without it no key frame follows the first within the 600-frame
+    interval. Two requests 1.5 s apart give two key frames, each within 0.5 s of its request (the
+    command's way through the pipe and GLib's idle, then one frame at 30 fps and the encoder's delay)."""
+    p = subprocess.Popen([sys.executable, str(ENCODER), "--codec", codec, "--bitrate-kbps", str(KBPS),
+                          "--fps", str(FPS), "--keyint", str(KEYINT_LONG)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert p.stdin is not None and p.stdout is not None
+    frames: list[tuple[int, int, int]] = []
+    reader = threading.Thread(target=_read_frames, args=(p.stdout, frames), daemon=True)
+    reader.start()
+    asked = []
+    try:
+        time.sleep(2.0)
+        for _ in range(2):
+            asked.append(time.monotonic_ns())
+            p.stdin.write(b"keyframe\n")
+            p.stdin.flush()
+            time.sleep(1.5)
+        p.stdin.write(b"stop\n")
+        p.stdin.flush()
+        p.wait(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    reader.join(timeout=5)
+    keys = [c for c, key, _ in frames if key]
+    assert frames and frames[0][1] == 1, "the first frame is a key frame"
+    later = keys[1:]
+    assert len(later) == len(asked), (f"{codec}: key frames at {[(k - asked[0]) / 1e9 for k in later]} s "
+                                      f"from the first request, {len(asked)} requests")
+    for k, a in zip(later, asked):
+        # capture time of the key frame: the first frame captured after the request reached the
+        # encoder (a frame captured before it may be encoded after it, so a little before `a` is fine)
+        assert a - 0.1e9 <= k <= a + 0.5e9, f"{codec}: key frame {(k - a) / 1e9:+.3f} s from its request"

@@ -65,6 +65,7 @@ WITHIN = 0.10          # achieved vs asked per 1 s window
 STEADY_WITHIN_FRACTION = 0.8
 ALL_WITHIN_FRACTION = 0.9
 KEYINT = 60            # the scenario's default keyframe interval (workload spec)
+RTX_OSN_BYTES = 2      # an RTX packet's original sequence number before the payload (RFC 4588 §4)
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -119,9 +120,14 @@ def _assert_accounted(run_dir: Path, s: dict, duration_s: int = DURATION_S) -> N
     # counts, never the video's; media and padding share one transport-wide sequence, consecutive in
     # the order packets left (the pacer numbers them as they leave).
     packets = _rows(run_dir / "logs/rtp/sender/packets.csv")
-    media = [p for p in packets if p["padding"] == "false"]
+    # Retransmissions (RTX, workload.repair) are their own rows too, apart from the video's counts.
+    media = [p for p in packets if p["padding"] == "false" and p["rtx"] == "false"]
     padding = [p for p in packets if p["padding"] == "true"]
-    assert len(media) + len(padding) == len(packets)
+    rtx = [p for p in packets if p["rtx"] == "true"]
+    assert len(media) + len(padding) + len(rtx) == len(packets)
+    rep = r["repair"]
+    assert len(rtx) == rep["retransmissions_sent"]
+    assert rep["retransmissions_received"] + rep["retransmissions_lost"] == rep["retransmissions_sent"]
     assert len(media) == r["packets_sent"] == sum(int(f["packets"]) for f in tx_frames)
     assert len(padding) == r["padding_packets"]
     assert r["packets_received"] + r["packets_lost"] == r["packets_sent"]
@@ -129,7 +135,7 @@ def _assert_accounted(run_dir: Path, s: dict, duration_s: int = DURATION_S) -> N
     tseqs = [int(p["transport_seq"]) for p in packets]
     assert tseqs == list(range(tseqs[0], tseqs[0] + len(tseqs)))
     fb = r["feedback"]
-    every = r["packets_sent"] + r["padding_packets"]
+    every = r["packets_sent"] + r["padding_packets"] + rep["retransmissions_sent"]
     assert fb["transport_seqs_sent"] == every
     assert fb["transport_seqs_reported"] + fb["transport_seqs_without_feedback"] == every
     assert fb["transport_seqs_without_feedback"] <= MISSING_FEEDBACK_BOUND, fb
@@ -137,7 +143,7 @@ def _assert_accounted(run_dir: Path, s: dict, duration_s: int = DURATION_S) -> N
     # within [50, 250] ms
     assert (fb["interval_own_target_bps"], fb["interval_ms"]) == (300_000, 50), fb
     # The feedback says received exactly what the viewer counted (less what it never reported on).
-    received = r["packets_received"] + r["padding_packets_received"]
+    received = r["packets_received"] + r["padding_packets_received"] + rep["retransmissions_received"]
     assert fb["transport_seqs_reported_received"] <= received \
         <= fb["transport_seqs_reported_received"] + fb["transport_seqs_without_feedback"], (fb, r)
 
@@ -151,7 +157,8 @@ def _assert_accounted(run_dir: Path, s: dict, duration_s: int = DURATION_S) -> N
     assert r["padding_bytes"] - r["padding_packets_lost"] * 300 <= r["padding_bytes_received"] <= r["padding_bytes"]
     (wire,) = s["cross_checks"].values()
     assert wire["ok"], wire
-    assert s["paths"]["link"]["rx_bytes"] >= r["rtp_bytes_received"] + r["padding_bytes_received"] + 42 * received
+    assert s["paths"]["link"]["rx_bytes"] >= (r["rtp_bytes_received"] + r["padding_bytes_received"]
+                                              + rep["retransmission_bytes_received"] + 42 * received)
     _check_decoding(r, rx_frames)
     _check_rendering(r, rx_frames, duration_s)
     # every cross-check of the summary's figures against the logs held (rtp_checks.py, tests/test_rtp_checks.py)
@@ -214,12 +221,16 @@ def _check_bitrates(run_dir: Path, r: dict) -> None:
     decoded), their bytes from the sender's packets.csv (every video packet's UDP payload as it left:
     a rendered frame arrived whole, so the viewer read exactly those bytes), binned on whole seconds of
     capture time from the first capture; the received mean from the viewer's rate.csv seconds wholly
-    inside that window."""
+    inside that window. A packet that arrived only as a retransmission (RTX) carries 2 B more, its
+    original sequence number (RFC 4588): the viewer read the frame's bytes + 2 B per repaired packet."""
     sent: dict[str, int] = {}
     for p in _rows(run_dir / "logs/rtp/sender/packets.csv"):
-        if p["padding"] != "true":
+        if p["padding"] != "true" and p["rtx"] != "true":
             sent[p["frame"]] = sent.get(p["frame"], 0) + int(p["udp_payload_bytes"])
     rx_frames = _rows(run_dir / "logs/rtp/receiver/frames.csv")
+    for f in rx_frames:
+        if f["frame"] in sent:
+            sent[f["frame"]] += RTX_OSN_BYTES * int(f["packets_repaired"])
     caps = [float(f["capture_s"]) for f in rx_frames if f["capture_s"]]
     first, last = min(caps), max(caps)
     n = int(last + (last - first) / (len(caps) - 1) - first + 1e-9)
@@ -296,14 +307,16 @@ def test_rtp_run_accounts_every_frame_packet_and_byte(tmp_path: Path, controller
 @pytest.mark.e2e
 @pytest.mark.cpu_light   # cpu_light: measured 0.17 cores (docs/testing.md)
 def test_rtp_viewer_decode_attribution_under_loss(tmp_path: Path) -> None:
-    """1 % independent loss on the bottleneck: frames are lost, and the viewer's attribution must agree
-    with the sender's ground truth (its keyframe flags, which the viewer never sees): an on-time frame
-    is decoded iff no frame since the last keyframe was late or lost, and the decoder decodes all it
-    is fed."""
+    """1 % independent loss on the bottleneck with loss repair off (workload.repair: both false): frames
+    are lost, none is repaired, no PLI is sent, and the viewer's attribution must agree with the
+    sender's ground truth (its keyframe flags, which the viewer never sees): an on-time frame is
+    decoded iff no frame since the last keyframe was late or lost, and the decoder decodes all it is
+    fed."""
     lossy = SCENARIO.read_text().replace(
         "down: {rate: 1mbit, buffer: 15KB, delay: 20ms}",
-        "down: {rate: 1mbit, buffer: 15KB, delay: 20ms, loss_model: {kind: independent, probability: 0.01}}")
-    assert "loss_model" in lossy
+        "down: {rate: 1mbit, buffer: 15KB, delay: 20ms, loss_model: {kind: independent, probability: 0.01}}"
+    ).replace("playout_deadline: 400ms", "playout_deadline: 400ms\n  repair: {nack: false, pli: false}")
+    assert "loss_model" in lossy and "repair:" in lossy
     f = tmp_path / "rtp-lossy.yaml"
     f.write_text(lossy.replace("name: rtp-gcc-short", "name: rtp-lossy"))
     run_dir, s = _run(f, "rtp-lossy", tmp_path / "results")
@@ -313,6 +326,15 @@ def test_rtp_viewer_decode_attribution_under_loss(tmp_path: Path) -> None:
     _check_decoding(r, rx)
     # 20 s × ~70 packets/s at 1 %: ~14 expected; 0 would be a 1e-6 event (the loss model is seeded anyway).
     assert r["frames_lost"] >= 1 and r["decode"]["frames_undecodable"] >= 1, r["decode"]
+    # repair off: nothing asked for, nothing resent, every lost packet stays lost, no forced key frame
+    rep = r["repair"]
+    assert (rep["nack"], rep["pli"]) == (False, False), rep
+    assert all(rep[k] == 0 for k in ("nack_messages_sent", "nacked_packets", "retransmissions_sent",
+                                      "retransmissions_received", "packets_repaired", "frames_repaired", "pli_sent",
+                                      "pli_received", "keyframe_requests_to_encoder", "keyframes_forced")), rep
+    assert rep["packets_lost_unrepaired"] == r["packets_lost"] >= 1, rep
+    assert not any(p["rtx"] == "true" for p in _rows(run_dir / "logs/rtp/sender/packets.csv"))
+    assert all(f["packets_repaired"] == "0" for f in rx)
     broken = True
     for t, f in zip(tx, rx, strict=True):
         if t["keyframe"] == "true":
@@ -323,7 +345,93 @@ def test_rtp_viewer_decode_attribution_under_loss(tmp_path: Path) -> None:
         assert f["decode"] == ("undecodable" if broken else "decoded"), (t, f)
 
 
-def _check_decoding(r: dict, rx_frames: list[dict[str, str]]) -> None:
+REPAIR_LOSS = 0.05           # independent loss on the bottleneck in the repair test
+REPAIR_DEADLINE_MS = 100     # playout deadline there: a repair takes ≥ 1 RTT (40 ms) more, so some are late
+REPAIR_KEYINT = 600          # no periodic key frame within the run: only a PLI ends a broken chain
+REPAIR_DURATION_S = 15
+
+
+@pytest.mark.netns
+@pytest.mark.e2e
+@pytest.mark.cpu
+def test_rtp_loss_repair_nack_rtx_and_pli(tmp_path: Path) -> None:
+    """Loss repair on (the default, as libwebrtc 2018): 5 % independent loss on the bottleneck, a
+    100 ms playout deadline, key frames only on request. Retransmissions happen and repair frames
+    (complete, some on time); every count adds up at both ends and against the per-packet logs; a
+    frame late or lost breaks the reference chain, so 3 s later (2018's kMaxWaitForFrameMs) the viewer
+    sends a PLI and the encoder makes a key frame out of its interval. 15 s × ~90 packets/s at 5 %:
+    ~70 losses expected, none would be a 1e-30 event."""
+    text = (SCENARIO.read_text()
+            .replace("down: {rate: 1mbit, buffer: 15KB, delay: 20ms}",
+                     "down: {rate: 1mbit, buffer: 15KB, delay: 20ms, "
+                     f"loss_model: {{kind: independent, probability: {REPAIR_LOSS}}}}}")
+            .replace("playout_deadline: 400ms", f"playout_deadline: {REPAIR_DEADLINE_MS}ms\n  keyint: {REPAIR_KEYINT}")
+            .replace(f"duration: {DURATION_S}s", f"duration: {REPAIR_DURATION_S}s")
+            .replace("name: rtp-gcc-short", "name: rtp-repair"))
+    assert "loss_model" in text and f"keyint: {REPAIR_KEYINT}" in text and f"duration: {REPAIR_DURATION_S}s" in text
+    f = tmp_path / "rtp-repair.yaml"
+    f.write_text(text)
+    run_dir, s = _run(f, "rtp-repair", tmp_path / "results")
+    r, rep = s["rtp"], s["rtp"]["repair"]
+    assert (rep["nack"], rep["pli"]) == (True, True), rep
+    # the summary's figures against the raw logs (rtp_checks.check_repair_vs_logs among the others)
+    assert r["checks"]["repair_vs_logs"]["ok"], r["checks"]["repair_vs_logs"]
+    assert all(c["ok"] for c in r["checks"].values()), {k: c for k, c in r["checks"].items() if not c["ok"]}
+    tx_frames = _rows(run_dir / "logs/rtp/sender/frames.csv")
+    rx_frames = _rows(run_dir / "logs/rtp/receiver/frames.csv")
+    packets = _rows(run_dir / "logs/rtp/sender/packets.csv")
+    rtx = [p for p in packets if p["rtx"] == "true"]
+
+    # NACKs went out and packets were resent; counts add up at each end
+    assert r["packets_lost"] >= 1 and rep["nack_messages_sent"] >= 1 and rep["retransmissions_sent"] >= 1, rep
+    assert len(rtx) == rep["retransmissions_sent"]
+    assert rep["retransmissions_received"] + rep["retransmissions_lost"] == rep["retransmissions_sent"], rep
+    assert (rep["retransmissions_in_time"] + rep["retransmissions_too_late"] + rep["retransmissions_duplicate"]
+            == rep["retransmissions_received"]), rep
+    assert rep["packets_repaired"] == rep["retransmissions_in_time"] + rep["retransmissions_too_late"]
+    assert rep["packets_repaired"] + rep["packets_lost_unrepaired"] == r["packets_lost"], rep
+    assert r["packets_received"] + r["packets_lost"] == r["packets_sent"], r
+    # every retransmission is of a video packet that left before it; each NACK named what was resent
+    first_sent = {}
+    for p in packets:
+        if p["padding"] == "false" and p["rtx"] == "false":
+            first_sent.setdefault(p["rtp_seq"], float(p["t_s"]))
+    assert all(p["original_seq"] in first_sent and first_sent[p["original_seq"]] <= float(p["t_s"]) for p in rtx)
+    assert rep["nacked_packets_received"] <= rep["nacked_packets"], rep   # the up path has no loss; a late NACK may miss the sender
+    assert rep["retransmissions_sent"] <= rep["nacked_packets_received"], rep
+
+    # repaired frames became complete; a repaired frame is on time only if repaired by its deadline
+    repaired = [f for f in rx_frames if int(f["packets_repaired"]) > 0]
+    assert rep["frames_repaired"] == sum(f["status"] != "lost" for f in repaired) >= 1, rep
+    assert rep["frames_repaired_on_time"] == sum(f["status"] == "on_time" for f in repaired)
+    for f in repaired:
+        if f["status"] == "on_time":
+            assert float(f["latency_ms"]) <= REPAIR_DEADLINE_MS, f
+        if f["status"] != "lost":
+            assert f["packets_received"] == f["packets_in_frame"], f
+    assert sum(int(f["packets_repaired"]) for f in rx_frames) == rep["packets_repaired"]
+
+    # a frame late or lost broke the chain; with no periodic key frame, a PLI asked for one
+    assert r["frames_late"] + r["frames_lost"] >= 1, r
+    assert rep["pli_sent"] >= 1 and rep["pli_received"] >= 1 and rep["keyframe_requests_to_encoder"] >= 1, rep
+    assert rep["keyframe_requests_to_encoder"] + rep["keyframe_requests_rate_limited"] == rep["pli_received"], rep
+    forced = [int(t["frame"]) for t in tx_frames if t["forced_keyframe"] == "true"]
+    keys = [int(t["frame"]) for t in tx_frames if t["keyframe"] == "true"]
+    assert len(forced) == rep["keyframes_forced"] >= 1, rep
+    assert set(forced) <= set(keys) and keys[0] == 0
+    # out of the 600-frame interval: every key frame after the first was asked for
+    assert len(keys) - 1 == len(forced), (keys, forced)
+    # decoding starts over at a forced key frame that arrived on time
+    by_frame = {int(f["frame"]): f for f in rx_frames}
+    assert all(by_frame[k]["decode"] == "decoded" for k in forced if by_frame[k]["status"] == "on_time"), \
+        [by_frame[k] for k in forced]
+    _check_decoding(r, rx_frames, REPAIR_KEYINT)
+    print(f"repair: {rep['retransmissions_sent']} resent, {rep['packets_repaired']} repaired "
+          f"({rep['retransmissions_in_time']} in time), {rep['frames_repaired']} frames repaired, "
+          f"{rep['pli_sent']} PLIs, {rep['keyframes_forced']} key frames forced")
+
+
+def _check_decoding(r: dict, rx_frames: list[dict[str, str]], keyint: int = KEYINT) -> None:
     d = r["decode"]
     decoded, errors, undecodable = d["frames_decoded"], d["frames_decode_error"], d["frames_undecodable"]
     assert decoded + errors + undecodable + r["frames_late"] + r["frames_lost"] == r["frames_captured"], (d, r)
@@ -333,7 +441,7 @@ def _check_decoding(r: dict, rx_frames: list[dict[str, str]]) -> None:
     per_frame = {st: sum(f["decode"] == st for f in rx_frames) for st in ("decoded", "decode_error", "undecodable")}
     assert per_frame == {"decoded": decoded, "decode_error": errors, "undecodable": undecodable}
     assert all((f["decode"] != "") == (f["status"] == "on_time") for f in rx_frames)
-    assert undecodable <= (r["frames_late"] + r["frames_lost"]) * (KEYINT - 1), d
+    assert undecodable <= (r["frames_late"] + r["frames_lost"]) * (keyint - 1), d
     if r["packets_lost"] == 0 and r["frames_late"] == 0:
         assert decoded == r["frames_on_time"], d
 

@@ -230,6 +230,10 @@ CHECKS: tuple[CheckDef, ...] = (
              "sender/packets.csv video packets' bytes + 28 B (UDP + IPv4) each", "exact (sum over windows)",
              _RTP_WL, _RTP_MOD + "check_encoder_wire_vs_packets",
              _RTP_TEST + "test_encoder_wire_bytes_against_the_packet_log_are_named", stored="rtp.checks", applies=_RTP),
+    CheckDef("rtp_repair_vs_logs", "rtp.repair (retransmissions, repaired packets and frames, forced key frames)",
+             "sender/packets.csv rtx rows, sender/frames.csv forced_keyframe, receiver/frames.csv packets_repaired, "
+             "receiver/rate.csv rtx_bps", "exact", _RTP_WL, _RTP_MOD + "check_repair_vs_logs",
+             _RTP_TEST + "test_repair_counts_against_the_logs_are_named", stored="rtp.checks", applies=_RTP),
     # --- whole-run fidelity checks (runchecks.py): a failure is a broken run, fidelity_ok false ---
     CheckDef("probe_delay_within_queue_bound", "fidelity_ok (cross_traffic.voip delays)",
              "the VoIP probe's CSV: kernel receive stamp − send stamp of every packet",

@@ -43,6 +43,21 @@ class WebrtcBbrVariant(Strict):
                 + ([] if self.padding else ["--bbr-no-padding"]))
 
 
+class RtpRepair(Strict):
+    """Loss repair as libwebrtc 2018 configured it for video (rtp/README.md, "Losses were repaired"),
+    both on by default as in a 2018 call: `nack` — the viewer NACKs missing packets as 2018's
+    NackModule did and the sender resends them on an RTX stream (RFC 4588) through its pacer;
+    `pli` — the viewer sends a PLI when no frame was decodable for 3 s and the encoder makes its next
+    frame a key frame (at most one request per 300 ms). Both off: mpvlab-rtp before issue 48 §1."""
+
+    nack: bool = Field(True, description="NACK + RTX retransmission (libwebrtc 2018's NackModule, RTPSender::ReSendPacket); false: no retransmission.")
+    pli: bool = Field(True, description="Key-frame requests (PLI) after 3 s without a decodable frame, forcing a key frame at the encoder (≤ 1 per 300 ms); false: only the keyint's key frames.")
+
+    def flags(self) -> list[str]:
+        """mpvlab-rtp's flags (the same for send and recv)."""
+        return [f"--nack={str(self.nack).lower()}", f"--pli={str(self.pli).lower()}"]
+
+
 class RtpWorkloadSpec(Strict):
     """Live video server → client over RTP/UDP (rtp/README.md): a test picture encoded in real time
     (`encoder`: x264 zerolatency, or vp8 — libvpx with libwebrtc's 2018 real-time rate control, the
@@ -68,6 +83,7 @@ class RtpWorkloadSpec(Strict):
     content: Literal["moving-smpte", "snow"] = Field("moving-smpte", description="Test picture: moving SMPTE bars (compresses well) or snow (noise, compresses badly).")
     encoder: Literal["x264", "vp8"] = Field("x264", description="Video encoder: x264 (constant bitrate, 100 ms rate-control buffer) or vp8 (libvpx with libwebrtc 2018's real-time rate control).")
     timeout: Duration | None = Field(None, description="Give up after this long, 1s … 24h; null = duration + 60 s.")
+    repair: RtpRepair = Field(default_factory=lambda: RtpRepair(), description="Loss repair: NACK/RTX retransmission and PLI key-frame requests, both on as in a 2018 WebRTC call ({nack: false, pli: false}: none).")
 
     @model_validator(mode="after")
     def _ranges(self) -> RtpWorkloadSpec:

@@ -4,7 +4,8 @@ libwebrtc's 2018 real-time rate control, `--codec vp8`), whose bitrate the sende
 time. Started by `mpvlab-rtp send` as its child; talks over pipes:
 
   stdin   one command per line: `bitrate <kbit/s>` (the controller's target), `pause` / `resume`
-          (capture goes on, no picture is encoded while paused), or `stop`
+          (capture goes on, no picture is encoded while paused), `keyframe` (the next frame is a key
+          frame: the viewer asked for one), or `stop`
   stdout  one record per encoded frame: a 24-byte header (frame number u32, capture time u64 in ns on
           CLOCK_MONOTONIC, keyframe flag u32, encoder bitrate in kbit/s u32, length u32; big-endian)
           followed by the frame's bytes (H.264 Annex B access unit, or one VP8 frame)
@@ -26,7 +27,8 @@ from collections import deque
 import gi
 
 gi.require_version("Gst", "1.0")
-from gi.repository import GLib, Gst  # noqa: E402
+gi.require_version("GstVideo", "1.0")
+from gi.repository import GLib, Gst, GstVideo  # noqa: E402
 
 HEADER = struct.Struct(">IQIII")
 CONTENT = {"moving-smpte": "pattern=smpte horizontal-speed=4", "snow": "pattern=snow"}
@@ -193,6 +195,12 @@ def main() -> int:
             elif parts[:1] in (["pause"], ["resume"]):
                 drop = parts[0] == "pause"
                 GLib.idle_add(lambda d=drop: gate.set_property("drop", d) and False)
+            elif parts[:1] == ["keyframe"]:
+                # a key-frame request (the viewer's PLI, rtp/README.md): GStreamer's upstream
+                # force-key-unit event into the encoder's source pad; x264enc and vp8enc (both
+                # GstVideoEncoder) make the next frame an IDR / key frame
+                ev = GstVideo.video_event_new_upstream_force_key_unit(Gst.CLOCK_TIME_NONE, True, 0)
+                GLib.idle_add(lambda e=ev: enc.get_static_pad("src").send_event(e) and False)
             elif parts[:1] == ["stop"]:
                 break
         GLib.idle_add(loop.quit)

@@ -222,6 +222,33 @@ class RtpFeedbackRttRecord(Record):
     definition: str = Field(description="how a sample is derived, in words")
 
 
+class RtpRepairRecord(OpenRecord):
+    """workload rtp: loss repair (rtp/README.md "Losses were repaired"): the viewer's NACKs and PLIs, the
+    sender's retransmissions on the RTX stream and the key frames they forced."""
+
+    nack: bool = Field(description="the scenario's workload.repair.nack: NACK + RTX retransmission on")
+    pli: bool = Field(description="the scenario's workload.repair.pli: key-frame requests (PLI) on")
+    nack_messages_sent: int = Field(description="RTCP generic NACKs the viewer sent (count)")
+    nacked_packets: int = Field(description="sequence numbers those NACKs named, each time named (count)")
+    resend_refused_too_soon: int = Field(0, description="NACKed packets not resent: resent less than an RTT (+5 ms) before (count)")
+    resend_rate_limited: int = Field(0, description="NACKed packets not resent: the retransmission rate limiter refused one of the NACK (count)")
+    retransmissions_sent: int = Field(description="packets the sender resent on the RTX stream (count; sender/packets.csv rtx rows)")
+    retransmission_bytes_sent: int = Field(description="their UDP payload (B)")
+    retransmissions_received: int = Field(description="RTX packets the viewer received (count) = in time + too late + duplicate")
+    retransmissions_in_time: int = Field(description="retransmissions that filled a missing packet by its frame's capture + playout deadline (count)")
+    retransmissions_too_late: int = Field(description="retransmissions that filled a missing packet after that deadline (count)")
+    retransmissions_duplicate: int = Field(description="retransmissions of a packet the viewer already had (count)")
+    packets_repaired: int = Field(description="media packets lost on the way that a retransmission replaced (count)")
+    packets_lost_unrepaired: int = Field(description="media packets lost and never replaced (count); + packets_repaired = packets_lost")
+    frames_repaired: int = Field(description="frames complete with at least one retransmitted packet (count)")
+    frames_repaired_on_time: int = Field(description="of those, complete by capture + the playout deadline (count)")
+    pli_sent: int = Field(description="PLIs the viewer sent (count)")
+    pli_received: int = Field(description="PLIs the sender read (count)")
+    keyframe_requests_to_encoder: int = Field(description="PLIs passed to the encoder (≤ 1 per 300 ms) (count)")
+    keyframes: int = Field(description="key frames the encoder made (count; sender/frames.csv)")
+    keyframes_forced: int = Field(description="key frames made while a request was pending: the first after each request passed (count)")
+
+
 class RtpRecord(OpenRecord):
     """workload rtp (mpvlab/runner/workloads/rtp.py): frames captured = on time + late + lost at the viewer."""
 
@@ -284,6 +311,9 @@ class RtpRecord(OpenRecord):
     feedback_rtt_ms: RtpFeedbackRttRecord | None = Field(
         None, description="the RTT GCC derives from TWCC feedback, one sample per feedback, for either controller "
                           "(sender/feedback_rtt.csv; rtp/README.md \"GCC's RTT\")")
+    repair: RtpRepairRecord | None = Field(
+        None, description="loss repair: NACK/RTX retransmissions and PLI key-frame requests, both ends' counts "
+                          "(rtp/README.md \"Losses were repaired\"); null in runs before issue 48 §1")
     checks: dict[str, RtpCheck] | None = Field(
         None, description="the rtp cross-checks (mpvlab/runner/workloads/rtp_checks.py, rtp/README.md): per check "
                           "ok, the figure, the evidence, the tolerance and the numbers; a failed one is also a "

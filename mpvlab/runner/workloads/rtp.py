@@ -24,7 +24,7 @@ from mpvlab.core import proc
 from mpvlab.core.errors import RunFailed
 from mpvlab.runner import liveness, steps
 from mpvlab.runner.context import RunContext
-from mpvlab.runner.workloads import rtp_bitrate, rtp_checks, rtp_freezes
+from mpvlab.runner.workloads import rtp_bitrate, rtp_checks, rtp_freezes, rtp_repair
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running, workload_spec
 from mpvlab.workloads.rtp import RtpWorkloadSpec
 from mpvlab.results.summary_parts.base import build
@@ -75,7 +75,7 @@ class RtpWorkload(TwoEnds):
             "--ready", str(r_ready), "--t0-ns", str(ctx.t0_ns),
             "--playout-deadline", f"{spec.playout_deadline}ns", "--start-timeout", "30s", "--idle-timeout", "10s",
             "--max-run", f"{self.max_run_s(ctx):.0f}s", "--python", sys.executable, "--decoder", str(DECODER),
-            "--codec", CODEC[spec.encoder]], "receiver")
+            "--codec", CODEC[spec.encoder], *spec.repair.flags()], "receiver")
         proc.wait_ready(self.receiver, r_ready, "rtp receiver", 10.0, log=root / "receiver" / "receiver.log",
                         error=RunFailed)
         self._register_child(ctx, r_ready, "decoder_pid", "rtp decoder")
@@ -90,7 +90,7 @@ class RtpWorkload(TwoEnds):
             "--initial-bitrate", str(spec.initial_bitrate), "--min-bitrate", str(spec.min_bitrate),
             *spec.sender_cap_flags(), "--duration", f"{spec.duration}ns",
             "--fps", str(spec.fps), "--width", str(spec.width), "--height", str(spec.height),
-            "--keyint", str(spec.keyint), "--codec", CODEC[spec.encoder]], "sender")
+            "--keyint", str(spec.keyint), "--codec", CODEC[spec.encoder], *spec.repair.flags()], "sender")
         proc.wait_ready(self.sender, s_ready, "rtp sender", 20.0, log=root / "sender" / "sender.log", error=RunFailed)
         self._register_child(ctx, s_ready, "encoder_pid", "rtp encoder")
         self.arm_deadline(ctx)
@@ -193,6 +193,8 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any],
         "padding_share": (round(tx["padding_bytes_sent"] / (tx["padding_bytes_sent"] + tx["rtp_bytes_sent"]), 6)
                           if tx["padding_bytes_sent"] + tx["rtp_bytes_sent"] else None),
         "feedback": fb,
+        # loss repair (NACK/RTX, PLI; rtp/README.md "Losses were repaired"): both ends' counts
+        "repair": rtp_repair.repair_record(tx, rx, sender_frames),
         "target_bps": {"initial": spec.initial_bitrate, "final": tx.get("final_target_bps"),
                        "updates": tx["target_updates"], **steady,
                        "steady_definition": "time-weighted mean of the controller's target over the time the "
@@ -321,7 +323,7 @@ def feedback_warnings(fb: dict[str, Any], rx: dict[str, Any]) -> list[str]:
     viewer received; the ledger does not count them apart). So is any disagreement between what feedback
     reported received and what the viewer received."""
     missing, tail = fb["transport_seqs_without_feedback"], fb["missing_feedback_at_tail"]
-    received = rx["packets_received"] + rx["padding_packets_received"]
+    received = rx["packets_received"] + rx["padding_packets_received"] + (rx.get("repair") or {}).get("rtx_packets_received", 0)
     warnings = []
     if missing > tail:
         warnings.append(f"rtp: {missing - tail} of {fb['transport_seqs_sent']} packets before the stream's last "
@@ -346,12 +348,17 @@ def _check_padding(tx: dict[str, Any], rx: dict[str, Any]) -> None:
     if rx["padding_bytes_received"] > tx["padding_bytes_sent"]:
         raise RunFailed(f"rtp: {rx['padding_bytes_received']} padding bytes received, more than the "
                         f"{tx['padding_bytes_sent']} sent")
-    if tx["feedback"]["transport_seqs_sent"] != tx["packets_sent"] + sent:
+    rtx_sent = tx["repair"]["counts"]["retransmissions_sent"]
+    if tx["feedback"]["transport_seqs_sent"] != tx["packets_sent"] + sent + rtx_sent:
         raise RunFailed(f"rtp: {tx['feedback']['transport_seqs_sent']} transport-wide numbers sent, not the "
-                        f"{tx['packets_sent']} video + {sent} padding packets")
-    if rx["udp_payload_bytes_received"] < rx["rtp_bytes_received"] + rx["padding_bytes_received"]:
+                        f"{tx['packets_sent']} video + {sent} padding + {rtx_sent} retransmitted packets")
+    rtx_bytes = rx["repair"]["rtx_bytes_received"]
+    if rx["udp_payload_bytes_received"] < rx["rtp_bytes_received"] + rx["padding_bytes_received"] + rtx_bytes:
         raise RunFailed(f"rtp: the viewer's socket read {rx['udp_payload_bytes_received']} bytes, fewer than the "
-                        f"{rx['rtp_bytes_received']} video + {rx['padding_bytes_received']} padding bytes it counted")
+                        f"{rx['rtp_bytes_received']} video + {rx['padding_bytes_received']} padding + {rtx_bytes} "
+                        "retransmitted bytes it counted")
+    rtp_repair.check_repair(tx, rx)
+
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:

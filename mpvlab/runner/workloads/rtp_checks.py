@@ -245,7 +245,7 @@ def check_latency_vs_frames(ev: Evidence) -> Check:
 def check_packets_vs_frames(ev: Evidence) -> Check:
     """The sender's totals (packets_sent, rtp_bytes_sent, frames_captured) against its per-packet log
     (sender/packets.csv) and per-frame log (sender/frames.csv: packets each frame was cut into)."""
-    video = [p for p in ev.packets if p["padding"] != "true"]
+    video = [p for p in ev.packets if p["padding"] != "true" and p.get("rtx") != "true"]
     in_frames = sum(int(f["packets"]) for f in ev.sender_frames)
     sent, unsent = ev.tx["packets_sent"], ev.tx.get("packets_unsent_at_end") or 0
     nbytes = sum(int(p["udp_payload_bytes"]) for p in video)
@@ -315,8 +315,64 @@ def check_encoder_wire_vs_packets(ev: Evidence) -> Check:
     figure was counted at hand-over to the pacer, 4 B per packet short (the transport-wide sequence
     number extension is added later) and with packets that never left; this check found it."""
     wire = sum(int(r["achieved_wire_bps"]) for r in ev.encoder) // 8
-    logged = sum(int(p["udp_payload_bytes"]) + UDP_IPV4_HEADER for p in ev.packets if p["padding"] != "true")
+    logged = sum(int(p["udp_payload_bytes"]) + UDP_IPV4_HEADER for p in ev.packets
+                 if p["padding"] != "true" and p.get("rtx") != "true")
     return Check("encoder_wire_vs_packets", wire == logged, "rtp.encoder_per_second (achieved_wire_bps)",
                  "sender/packets.csv video packets' bytes + 28 B (UDP + IPv4) each", "exact",
                  {"wire_bytes": wire, "packets_csv_wire_bytes": logged},
                  f"encoder.csv's windows sum to {wire} B on the wire, packets.csv to {logged} B")
+
+
+def check_repair_vs_logs(ev: Evidence) -> Check:
+    """The repair counts (the summary's rtp.repair: retransmissions sent, received, repaired, frames
+    repaired, key frames forced) against the per-packet and per-frame logs and the two ends' totals:
+    sender/packets.csv rtx rows (count, bytes; each names a video packet sent before it), the viewer's
+    frames.csv packets_repaired, rate.csv rtx_bps, sender/frames.csv forced_keyframe; and the sums
+    that must hold: retransmissions received = repaired + duplicate ≤ sent; media packets lost =
+    repaired + lost unrepaired."""
+    tx_rep, rx_rep = ev.tx.get("repair") or {}, ev.rx.get("repair") or {}
+    c = tx_rep.get("counts") or {}
+    rtx = [p for p in ev.packets if p.get("rtx") == "true"]
+    video_seqs: dict[str, float] = {}
+    for p in ev.packets:
+        if p["padding"] != "true" and p.get("rtx") != "true":
+            video_seqs.setdefault(p["rtp_seq"], float(p["t_s"]))
+    orphans = sum(1 for p in rtx if not (p["original_seq"] in video_seqs and video_seqs[p["original_seq"]] <= float(p["t_s"])))
+    rtx_bytes = sum(int(p["udp_payload_bytes"]) for p in rtx)
+    repaired_in_frames = sum(int(f.get("packets_repaired") or 0) for f in ev.receiver_frames)
+    frames_repaired = sum(1 for f in ev.receiver_frames if int(f.get("packets_repaired") or 0) > 0 and f["status"] != "lost")
+    rate_rtx = sum(int(r.get("rtx_bps") or 0) for r in ev.rate) // 8
+    forced = sum(1 for f in ev.sender_frames if f.get("forced_keyframe") == "true")
+    repaired = rx_rep.get("packets_repaired", 0)
+    values = {
+        "packets_csv_rtx": len(rtx), "retransmissions_sent": c.get("retransmissions_sent", 0),
+        "packets_csv_rtx_bytes": rtx_bytes, "retransmission_bytes_sent": c.get("retransmission_bytes_sent", 0),
+        "rtx_rows_without_earlier_original": orphans,
+        "rtx_packets_expected": rx_rep.get("rtx_packets_expected"), "rtx_packets_received": rx_rep.get("rtx_packets_received", 0),
+        "rtx_duplicate": rx_rep.get("rtx_duplicate", 0), "packets_repaired": repaired,
+        "frames_csv_packets_repaired": repaired_in_frames, "frames_repaired": rx_rep.get("frames_repaired", 0),
+        "frames_csv_frames_repaired": frames_repaired, "rate_csv_rtx_bytes": rate_rtx,
+        "rtx_bytes_received": rx_rep.get("rtx_bytes_received", 0), "packets_lost": ev.rx["packets_lost"],
+        "packets_lost_unrepaired": rx_rep.get("packets_lost_unrepaired", 0),
+        "frames_csv_forced_keyframes": forced, "keyframes_forced": c.get("keyframes_forced", 0),
+    }
+    bad = []
+    if len(rtx) != values["retransmissions_sent"] or rtx_bytes != values["retransmission_bytes_sent"]:
+        bad.append("packets.csv rtx rows ≠ sender.json retransmissions")
+    if orphans:
+        bad.append(f"{orphans} rtx rows name no video packet sent before them")
+    if values["rtx_packets_expected"] not in (None, len(rtx)):
+        bad.append("the end record's rtx_packets ≠ packets.csv rtx rows")
+    if values["rtx_packets_received"] != repaired + values["rtx_duplicate"] or values["rtx_packets_received"] > len(rtx):
+        bad.append("retransmissions received ≠ repaired + duplicate, or more than sent")
+    if repaired_in_frames != repaired or frames_repaired != values["frames_repaired"]:
+        bad.append("receiver/frames.csv packets_repaired ≠ receiver.json")
+    if rate_rtx != values["rtx_bytes_received"]:
+        bad.append("rate.csv rtx_bps ≠ rtx_bytes_received")
+    if ev.rx["packets_lost"] != repaired + values["packets_lost_unrepaired"]:
+        bad.append("packets lost ≠ repaired + unrepaired")
+    if forced != values["keyframes_forced"]:
+        bad.append("sender/frames.csv forced_keyframe ≠ keyframes_forced")
+    return Check("repair_vs_logs", not bad, "rtp.repair (retransmissions, repaired packets and frames, forced key frames)",
+                 "sender/packets.csv rtx rows, sender/frames.csv forced_keyframe, receiver/frames.csv packets_repaired, "
+                 "receiver/rate.csv rtx_bps", "exact", values, "; ".join(bad))

@@ -154,6 +154,18 @@ func (e *bbrEstimator) updateQueueFullLocked() int {
 
 func (e *bbrEstimator) AddStream(info *interceptor.StreamInfo, w interceptor.RTPWriter) interceptor.RTPWriter {
 	e.mu.Lock()
+	enqueue := interceptor.RTPWriterFunc(func(h *rtp.Header, p []byte, a interceptor.Attributes) (int, error) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.enqueueLocked(&queued{h.Clone(), append([]byte(nil), p...), a, time.Now()})
+		return h.MarshalSize() + len(p), nil
+	})
+	if e.writer != nil {
+		// a further stream (the RTX stream, repair.go) shares the one pacer and its writer: one
+		// pacer per call, as libwebrtc's PacedSender
+		e.mu.Unlock()
+		return enqueue
+	}
 	for _, x := range info.RTPHeaderExtensions {
 		if x.URI == twccURI {
 			e.extID = uint8(x.ID)
@@ -164,12 +176,26 @@ func (e *bbrEstimator) AddStream(info *interceptor.StreamInfo, w interceptor.RTP
 	e.mu.Unlock()
 	e.wg.Add(1)
 	go e.pace()
-	return interceptor.RTPWriterFunc(func(h *rtp.Header, p []byte, a interceptor.Attributes) (int, error) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		e.queue.PushBack(&queued{h.Clone(), append([]byte(nil), p...), a, time.Now()})
-		return h.MarshalSize() + len(p), nil
-	})
+	return enqueue
+}
+
+// enqueueLocked is PacketQueue::Push with 2018's order (paced_sender.h PacketQueue::Comparator,
+// all video at kNormalPriority): retransmissions (the RTX stream) before other packets, among
+// retransmissions the older capture time first, then the order of insertion. Media and padding
+// are never reordered among themselves (the packetiser hands them over in capture order).
+func (e *bbrEstimator) enqueueLocked(q *queued) {
+	if q.h.SSRC != rtxSSRC {
+		e.queue.PushBack(q)
+		return
+	}
+	for el := e.queue.Front(); el != nil; el = el.Next() {
+		o := el.Value.(*queued)
+		if o.h.SSRC != rtxSSRC || int32(o.h.Timestamp-q.h.Timestamp) > 0 { // RTP time wraps: compare the difference
+			e.queue.InsertBefore(q, el)
+			return
+		}
+	}
+	e.queue.PushBack(q)
 }
 
 // pace runs Process() when libwebrtc 2018's process thread would (processScheduler): 5 ms after the
@@ -364,7 +390,7 @@ func (e *bbrEstimator) sendLocked(q *queued, now time.Time) int {
 		_ = q.h.SetExtension(e.extID, ext) // replaces a number given upstream, if any
 	}
 	e.lastSent = seq
-	if q.h.SSRC != paddingSSRC {
+	if q.h.SSRC == defaultSSRC {
 		e.lastTS = q.h.Timestamp
 		e.mediaSent = true
 	}

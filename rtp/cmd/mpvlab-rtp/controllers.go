@@ -26,20 +26,24 @@ type bbrVariant struct {
 // numbersAtSend: controllers whose own pacer gives the transport-wide sequence numbers as packets
 // leave (it sends padding between media packets); the sender then leaves pion's numbering
 // interceptor, which numbers at handover, out of the chain. GCC keeps pion's chain unchanged.
-var numbersAtSend = map[string]bool{"webrtc-bbr": true}
+// Both number as they leave since the retransmissions-first queue (repair.go) reorders packets
+// after the packetiser handed them over; libwebrtc 2018 numbers in the pacer too.
+var numbersAtSend = map[string]bool{"webrtc-bbr": true, "gcc": true}
 
 // controllers: the registry of send-side rate controllers, by the name a scenario uses
 // (mpvlab/workloads/rtp.py RTP_CONTROLLERS keeps the same list). Each returns pion's BandwidthEstimator, the
 // interface the cc interceptor drives with TWCC feedback and asks for the target.
 var controllers = map[string]func(controllerConfig) (cc.BandwidthEstimator, error){
 	// Google Congestion Control as pion implements it: delay-based (arrival-group trendline,
-	// overuse detector, AIMD rate controller) and loss-based estimates, the lower wins; its own
-	// leaky-bucket pacer sends at 1.5 × the target.
+	// overuse detector, AIMD rate controller) and loss-based estimates, the lower wins; pion's
+	// leaky-bucket pacer sends at 1.5 × the target, here with 2018's retransmissions-first queue
+	// order (gcc_pacer.go).
 	"gcc": func(c controllerConfig) (cc.BandwidthEstimator, error) {
 		return gcc.NewSendSideBWE(
 			gcc.SendSideBWEInitialBitrate(c.InitialBps),
 			gcc.SendSideBWEMinBitrate(c.MinBps),
 			gcc.SendSideBWEMaxBitrate(c.MaxBps),
+			gcc.SendSideBWEPacer(newGCCPacer(c.InitialBps)),
 		)
 	},
 	// WebRTC's 2018 BBR (rtp/bbr: three-best-samples filter, loss recovery sub-states, similar-RTT

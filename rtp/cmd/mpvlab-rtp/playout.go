@@ -7,8 +7,9 @@ import "time"
 // at its deadline. Reference attribution, as libwebrtc's frame buffer decides what is decodable: the
 // encoder (x264 zerolatency, ultrafast) makes no B-frames and every P-frame refers to the frame
 // before it, so after a frame that was not played (late or lost) every P-frame is undecodable until
-// the next keyframe (IDR); those are counted `undecodable` and not fed. There is no PLI/FIR to ask for
-// a keyframe early: the encoder's own keyframe interval (keyint) ends the damage. Fed frames that the
+// the next keyframe (IDR); those are counted `undecodable` and not fed. With `--pli` the viewer asks
+// for a key frame as libwebrtc 2018 did (recv_repair.go: no decodable frame for 3 s); otherwise, and
+// until then, the encoder's own keyframe interval (keyint) ends the damage. Fed frames that the
 // decoder puts out no picture for are `decode_error`s.
 
 const playoutTick = 5 * time.Millisecond
@@ -95,7 +96,9 @@ func (r *receiver) runPlayout(stop <-chan struct{}, done chan<- struct{}) {
 			return
 		case <-t.C:
 			r.mu.Lock()
-			out := r.playout(monotonicNs(), false)
+			now := monotonicNs()
+			out := r.playout(now, false)
+			r.checkKeyFrameLocked(now, len(out)) // a PLI after 3 s without a decodable frame (recv_repair.go)
 			r.mu.Unlock()
 			r.feed(out)
 		}

@@ -29,6 +29,7 @@ type recvConfig struct {
 	maxRun             time.Duration
 	ownTargetBps       int           // the viewer's own send-side target, which sets the feedback interval
 	feedbackInterval   time.Duration // twccFeedbackInterval(ownTargetBps)
+	nack, pli          bool          // loss repair (recv_repair.go)
 }
 
 type recvFrame struct {
@@ -41,6 +42,7 @@ type recvFrame struct {
 	bytes      int
 	key        bool   // holds an IDR slice
 	au         []byte // the access unit, kept for the decoder until played out
+	repaired   int    // packets of it that arrived only as retransmissions (RTX)
 }
 
 type receiver struct {
@@ -80,10 +82,13 @@ type receiver struct {
 	refOK    bool              // every frame since the last keyframe was played
 	decode   map[uint32]string // decDecoded, decError, decUndecodable per on-time frame
 	decErr   string            // the decoder child's failure, if any
+	// loss repair (recv_repair.go)
+	rep recvRepair
 }
 
 type rateBin struct {
 	bytes, paddingBytes int64 // video packets' and padding packets' UDP payload
+	rtxBytes            int64 // retransmissions' (RTX stream) UDP payload, apart from bytes
 	packets             int
 }
 
@@ -103,6 +108,8 @@ func parseRecvFlags(args []string) (recvConfig, error) {
 	fs.StringVar(&c.codec, "codec", "h264", "video codec the sender uses: h264 or vp8")
 	fs.IntVar(&c.ownTargetBps, "own-target-bps", viewerOwnTargetBps,
 		"the viewer's own send-side target (bit/s) libwebrtc 2018 derives the TWCC feedback interval from (twcc_interval.go)")
+	fs.BoolVar(&c.nack, "nack", true, "loss repair: NACK missing packets as libwebrtc 2018's NackModule (the sender resends them on RTX)")
+	fs.BoolVar(&c.pli, "pli", true, "loss repair: send a PLI when no frame was decodable for 3 s, as libwebrtc 2018 (needs --decoder)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -136,7 +143,7 @@ func runRecv(args []string) error {
 	}
 	r := &receiver{cfg: cfg, vc: vc, conn: conn, frames: map[uint32]*recvFrame{}, bins: map[int64]*rateBin{},
 		seqFirst: -1, seqMax: -1, seenSeq: map[int64]bool{}, maxFrame: -1, decode: map[uint32]string{},
-		padSeen: map[int64]bool{}, padSeqMax: -1}
+		padSeen: map[int64]bool{}, padSeqMax: -1, rep: newRecvRepair(cfg)}
 	ready := map[string]any{"pid": os.Getpid(), "listen": conn.LocalAddr().String()}
 	if cfg.decoder != "" {
 		if r.dec, err = startDecoder(cfg.python, cfg.decoder, cfg.out, cfg.codec); err != nil {
@@ -187,6 +194,8 @@ func runRecv(args []string) error {
 			return err
 		}
 	}
+	stopNack := r.startNackProcess()
+	defer close(stopNack)
 	stopPlayout, playoutDone := make(chan struct{}), make(chan struct{})
 	if r.dec != nil {
 		go r.runPlayout(stopPlayout, playoutDone)
@@ -276,6 +285,15 @@ func (r *receiver) onRTP(b []byte) {
 		r.onPadding(&p, len(b), now)
 		return
 	}
+	rtx := p.SSRC == rtxSSRC
+	if rtx {
+		osn, payload, err := unwrapRTX(&p)
+		if err != nil {
+			r.badPkts++
+			return
+		}
+		p.SSRC, p.PayloadType, p.SequenceNumber, p.Payload = defaultSSRC, payloadType, osn, payload
+	}
 	st, err := parseStamp(p.GetExtension(extFrame), p.GetExtension(extFramePart))
 	if err != nil || st.Count == 0 || st.Index >= st.Count {
 		r.badPkts++
@@ -285,8 +303,17 @@ func (r *receiver) onRTP(b []byte) {
 	if r.seqMax >= 0 {
 		seq = unwrap16(p.SequenceNumber, r.seqMax)
 	}
+	if rtx { // every retransmission that arrived, a duplicate too: its bytes crossed the link
+		r.rep.rtxPackets++
+		r.rep.rtxBytes += int64(len(b))
+		r.bin(now).rtxBytes += int64(len(b))
+	}
 	if r.seenSeq[seq] {
-		r.dupPkts++
+		if rtx {
+			r.rep.rtxDuplicate++ // the original, or an earlier retransmission, was here first
+		} else {
+			r.dupPkts++
+		}
 		return
 	}
 	r.seenSeq[seq] = true
@@ -294,8 +321,17 @@ func (r *receiver) onRTP(b []byte) {
 		r.seqFirst = seq
 	}
 	r.seqMax = max(r.seqMax, seq)
-	r.packets++
-	r.rtpBytes += int64(len(b))
+	r.rep.onMediaPacket(r, seq, st, p.Payload, now)
+	if rtx {
+		if now-st.CaptureNs <= r.cfg.deadline.Nanoseconds() {
+			r.rep.repairedInTime++
+		} else {
+			r.rep.repairedLate++
+		}
+	} else {
+		r.packets++
+		r.rtpBytes += int64(len(b))
+	}
 	if r.firstNs == 0 {
 		r.firstNs = now
 	}
@@ -304,8 +340,10 @@ func (r *receiver) onRTP(b []byte) {
 	if r.bins[bin] == nil {
 		r.bins[bin] = &rateBin{}
 	}
-	r.bins[bin].bytes += int64(len(b))
-	r.bins[bin].packets++
+	if !rtx {
+		r.bins[bin].bytes += int64(len(b))
+		r.bins[bin].packets++
+	}
 
 	f := r.frames[st.Frame]
 	if f == nil {
@@ -316,8 +354,14 @@ func (r *receiver) onRTP(b []byte) {
 	if f.completeNs != 0 {
 		return
 	}
+	if _, had := f.parts[st.Index]; had { // cannot happen for a new sequence number; keep the count honest
+		return
+	}
 	f.parts[st.Index] = append([]byte(nil), p.Payload...)
 	f.bytes += len(b)
+	if rtx {
+		f.repaired++
+	}
 	if len(f.parts) == int(f.count) {
 		f.completeNs = now
 		au := r.reassemble(f)
@@ -330,6 +374,15 @@ func (r *receiver) onRTP(b []byte) {
 		}
 		f.parts = nil // the bytes are checked; keep the memory flat
 	}
+}
+
+// bin is the rate.csv second that now falls in.
+func (r *receiver) bin(now int64) *rateBin {
+	k := (now - r.cfg.t0Ns) / 1e9
+	if r.bins[k] == nil {
+		r.bins[k] = &rateBin{}
+	}
+	return r.bins[k]
 }
 
 // onPadding counts a padding-only packet (padding.go) apart from the video: its bytes per second in
@@ -418,10 +471,20 @@ func (r *receiver) writeResults() error {
 			// rate.csv's received_bps, so on-time and received bitrates compare (issue 48)
 			nbytes = strconv.Itoa(f.bytes)
 		}
-		rows = append(rows, []string{strconv.Itoa(n), capS, status, latMs, got, want, r.decode[uint32(n)], nbytes})
+		repaired := "0"
+		if f != nil {
+			repaired = strconv.Itoa(f.repaired)
+			if f.completeNs != 0 && f.repaired > 0 {
+				r.rep.framesRepaired++
+				if status == "on_time" {
+					r.rep.framesRepairedOnTime++
+				}
+			}
+		}
+		rows = append(rows, []string{strconv.Itoa(n), capS, status, latMs, got, want, r.decode[uint32(n)], nbytes, repaired})
 	}
 	if err := writeCSV(filepath.Join(c.out, "frames.csv"), []string{"frame", "capture_s", "status", "latency_ms",
-		"packets_received", "packets_in_frame", "decode", "rtp_bytes"}, rows); err != nil {
+		"packets_received", "packets_in_frame", "decode", "rtp_bytes", "packets_repaired"}, rows); err != nil {
 		return err
 	}
 	rows = rows[:0]
@@ -436,10 +499,10 @@ func (r *receiver) writeResults() error {
 			if b == nil {
 				b = &rateBin{}
 			}
-			rows = append(rows, []string{itoa(k), itoa(b.bytes * 8), strconv.Itoa(b.packets), itoa(b.paddingBytes * 8)})
+			rows = append(rows, []string{itoa(k), itoa(b.bytes * 8), strconv.Itoa(b.packets), itoa(b.paddingBytes * 8), itoa(b.rtxBytes * 8)})
 		}
 	}
-	if err := writeCSV(filepath.Join(c.out, "rate.csv"), []string{"second", "received_bps", "packets", "padding_bps"}, rows); err != nil {
+	if err := writeCSV(filepath.Join(c.out, "rate.csv"), []string{"second", "received_bps", "packets", "padding_bps", "rtx_bps"}, rows); err != nil {
 		return err
 	}
 	expected := 0
@@ -480,6 +543,7 @@ func (r *receiver) writeResults() error {
 	if r.dec != nil {
 		out["decode"] = r.decodeTotals()
 	}
+	out["repair"] = r.rep.totals(r.end, expected-r.packets)
 	if r.firstNs != 0 {
 		out["first_packet_s"] = float64(r.firstNs-c.t0Ns) / 1e9
 		out["last_packet_s"] = float64(r.lastNs-c.t0Ns) / 1e9
@@ -498,6 +562,6 @@ func (r *receiver) decodeTotals() map[string]any {
 		"decoder": r.dec.end, "decoder_failure": r.decErr,
 		"definition": "on-time frames fed in frame order to the decoder (avdec_h264 or vp8dec, rtp/decoder/live_decoder.py): decoded = it put " +
 			"out their picture, decode_error = fed but no picture; undecodable = not fed because a frame since the " +
-			"last keyframe was late or lost (every P-frame refers to the one before it; no PLI)",
+			"last keyframe was late or lost (every P-frame refers to the one before it; the next key frame, periodic or asked for by a PLI, ends it)",
 	}
 }

@@ -73,10 +73,11 @@ func (s *sender) writeResults(frames []frameRow) error {
 	for _, f := range frames {
 		rows = append(rows, []string{itoa(int64(f.frame)), itoa(f.captureNs), secs(f.captureNs, c.t0Ns),
 			strconv.FormatFloat(float64(f.handedNs-f.captureNs)/1e6, 'f', 3, 64), strconv.FormatBool(f.keyframe),
-			itoa(int64(f.bytes)), itoa(int64(f.nalBytes)), itoa(int64(f.packets)), itoa(int64(f.encoderBps)), itoa(int64(f.targetBps))})
+			itoa(int64(f.bytes)), itoa(int64(f.nalBytes)), itoa(int64(f.packets)), itoa(int64(f.encoderBps)), itoa(int64(f.targetBps)),
+			strconv.FormatBool(f.forced)})
 	}
 	if err := writeCSV(filepath.Join(c.out, "frames.csv"), []string{"frame", "capture_ns", "capture_s",
-		"encode_to_pacer_ms", "keyframe", "bytes", "nal_bytes", "packets", "encoder_bps", "target_bps"}, rows); err != nil {
+		"encode_to_pacer_ms", "keyframe", "bytes", "nal_bytes", "packets", "encoder_bps", "target_bps", "forced_keyframe"}, rows); err != nil {
 		return err
 	}
 	rows = rows[:0]
@@ -85,14 +86,15 @@ func (s *sender) writeResults(frames []frameRow) error {
 		frame := itoa(int64(p.frame))
 		if p.padding {
 			frame = "" // padding belongs to no frame; its rtp_seq is the padding stream's
-		} else {
-			rtpBytes += int64(p.wireBytes)
+		} else if !p.rtx {
+			rtpBytes += int64(p.wireBytes) // the media stream's; retransmissions are in repair
 		}
+		rtx, osn := packetRowRTX(p)
 		rows = append(rows, []string{secs(p.tNs, c.t0Ns), itoa(p.tseq), itoa(int64(p.seq)), frame, itoa(int64(p.wireBytes)),
-			strconv.FormatBool(p.padding)})
+			strconv.FormatBool(p.padding), rtx, osn})
 	}
 	if err := writeCSV(filepath.Join(c.out, "packets.csv"), []string{"t_s", "transport_seq", "rtp_seq", "frame", "udp_payload_bytes",
-		"padding"}, rows); err != nil {
+		"padding", "rtx", "original_seq"}, rows); err != nil {
 		return err
 	}
 	rows = rows[:0]
@@ -128,7 +130,7 @@ func (s *sender) writeResults(frames []frameRow) error {
 	// and without the packets a pacer still held at the end (never on the wire).
 	sentWire := map[uint32]int64{}
 	for _, p := range s.packets {
-		if !p.padding {
+		if !p.padding && !p.rtx {
 			sentWire[p.frame] += int64(p.wireBytes + udpIPv4Header)
 		}
 	}
@@ -159,11 +161,13 @@ func (s *sender) writeResults(frames []frameRow) error {
 	out := map[string]any{
 		"controller": c.controller, "frames_captured": len(frames), "packets_sent": s.wireSent,
 		"packets_handed": s.handed, "packets_unsent_at_end": s.unsentAtEnd, "rtp_bytes_sent": rtpBytes, "send_errors": s.sendErrs, "feedback": fb,
-		"padding":              !c.bbr.NoPadding && numbersAtSend[c.controller],
+		"padding":              !c.bbr.NoPadding && c.controller == "webrtc-bbr",
 		"padding_packets_sent": s.paddingSent, "padding_bytes_sent": s.paddingBytes, "padding_packets_unsent_at_end": s.paddingUnsent,
 		"fps": c.fps, "width": c.width, "height": c.height, "duration_s": c.duration.Seconds(),
 		"bitrate_bps":    map[string]int{"initial": c.initialBps, "min": c.minBps, "max": c.maxBps, "encoder_max": c.encoderMaxBps},
 		"target_updates": len(s.targets), "cpu": processCPU(),
+		"repair": map[string]any{"nack": c.nack, "pli": c.pli, "counts": s.rep, "history_packets": historySize,
+			"keyframe_min_interval_ms": minKeyFrameSendInterval.Milliseconds(), "rtx_ssrc": rtxSSRC, "rtx_payload_type": rtxPT},
 	}
 	if len(frames) > 0 {
 		out["first_capture_s"] = float64(frames[0].captureNs-c.t0Ns) / 1e9

@@ -31,6 +31,8 @@ type sendConfig struct {
 	t0Ns                                          int64
 	drainWait, feedbackWait                       time.Duration
 	bbr                                           bbrVariant
+	// loss repair (repair.go, issue 48 §1): NACK → RTX retransmission; PLI → a key frame
+	nack, pli bool
 }
 
 // sentPacket is one row of packets.csv: what left the socket.
@@ -42,6 +44,8 @@ type sentPacket struct {
 	wireBytes   int // RTP header + payload: the UDP payload
 	payloadSize int
 	padding     bool // a padding-only packet (padding.go), not video
+	rtx         bool // a retransmission on the RTX stream (repair.go); seq is the RTX stream's
+	osn         uint16
 }
 
 // frameRow is one row of frames.csv: one encoded frame as captured and handed to the pacer.
@@ -53,8 +57,9 @@ type frameRow struct {
 	bytes      int
 	nalBytes   uint32
 	packets    int
-	encoderBps int // the encoder's bitrate setting when it produced the frame
-	targetBps  int // the controller's target when the frame was handed over
+	encoderBps int  // the encoder's bitrate setting when it produced the frame
+	targetBps  int  // the controller's target when the frame was handed over
+	forced     bool // the first key frame after a key-frame request went to the encoder
 }
 
 type targetRow struct {
@@ -82,6 +87,33 @@ type sender struct {
 	wireMu      sync.Mutex
 	wireClosed  bool
 	unsentAtEnd int
+	// loss repair (repair.go)
+	hist       *packetHistory
+	rtxWriter  interceptor.RTPWriter
+	rtxSeq     uint16
+	rep        repairCounts
+	keyLimiter keyFrameLimiter
+	// ReSendPacket's retransmission_rate_limiter_ (repair.go rateLimiter)
+	retransmitLimit rateLimiter
+	enc             *encoder // set once the encoder runs: PLIs reach it
+}
+
+// repairCounts is sender.json's `repair`: what the viewer asked for and what was done about it.
+type repairCounts struct {
+	NackMessages        int `json:"nack_messages_received"`    // RTCP generic NACKs read
+	NackedSeqs          int `json:"nacked_packets"`            // sequence numbers they named (each time named)
+	NotInHistory        int `json:"resend_not_in_history"`     // named but no longer (or never) in the history
+	TooSoon             int `json:"resend_refused_too_soon"`   // VerifyRtt: resent less than an RTT ago
+	RateLimited         int `json:"resend_rate_limited"`       // refused by the retransmission rate limiter, or after it in the same NACK
+	Queued              int `json:"retransmissions_queued"`    // handed to the pacer on the RTX stream
+	Sent                int `json:"retransmissions_sent"`      // left the socket (packets.csv rows with rtx true)
+	Bytes               int `json:"retransmission_bytes_sent"` // their UDP payload
+	Unsent              int `json:"retransmissions_unsent_at_end"`
+	PLIs                int `json:"pli_received"`
+	KeyFramesRequested  int `json:"keyframe_requests_to_encoder"`   // PLIs passed to the encoder
+	KeyFramesRateLimit  int `json:"keyframe_requests_rate_limited"` // dropped: < 300 ms after the last passed
+	KeyFramesAfterAsked int `json:"keyframes_forced"`               // key frames the encoder made while a request was pending
+	keyPending          bool
 }
 
 func parseSendFlags(args []string) (sendConfig, error) {
@@ -113,6 +145,8 @@ func parseSendFlags(args []string) (sendConfig, error) {
 	fs.BoolVar(&c.bbr.NoRecovery, "bbr-no-recovery", false, "webrtc-bbr variant: no recovery state")
 	fs.BoolVar(&c.bbr.ProbeRTTv2, "bbr-probe-rtt-v2", false, "webrtc-bbr variant: BBRv2-like RTT probing")
 	fs.BoolVar(&c.bbr.NoPadding, "bbr-no-padding", false, "webrtc-bbr: no padding while BBR probes (WebRTC pads)")
+	fs.BoolVar(&c.nack, "nack", true, "loss repair: resend NACKed packets on the RTX stream (libwebrtc 2018's default for video)")
+	fs.BoolVar(&c.pli, "pli", true, "loss repair: a PLI makes the encoder's next frame a key frame (rate-limited as libwebrtc 2018)")
 	fs.DurationVar(&c.feedbackWait, "feedback-wait", 3*time.Second,
 		"after the pacer's queue is dropped: how long to wait for the feedback on the last packet sent")
 	if err := fs.Parse(args); err != nil {
@@ -157,12 +191,13 @@ func runSend(args []string) error {
 	if err != nil {
 		return err
 	}
-	s := &sender{cfg: cfg, vc: vc, conn: conn, ledger: newFeedbackLedger()}
+	s := &sender{cfg: cfg, vc: vc, conn: conn, ledger: newFeedbackLedger(), hist: newPacketHistory(historySize)}
 
 	// The interceptor chain, as pion/webrtc builds it for a sender: the cc interceptor (estimator +
 	// pacer) is added first so that it sits nearest the network, the TWCC header-extension
 	// interceptor outside it numbers every packet as it is handed over — except for a controller
-	// whose pacer numbers packets as they leave (numbersAtSend: webrtc-bbr, which pads).
+	// whose pacer numbers packets as they leave (numbersAtSend: webrtc-bbr, which pads, and gcc's
+	// pacer with retransmissions first, gcc_pacer.go).
 	ccf, err := cc.NewInterceptor(func() (cc.BandwidthEstimator, error) {
 		return newController(cfg.controller, controllerConfig{InitialBps: cfg.initialBps, MinBps: cfg.minBps, MaxBps: cfg.maxBps, BBR: cfg.bbr})
 	})
@@ -188,11 +223,19 @@ func runSend(args []string) error {
 		RTPHeaderExtensions: []interceptor.RTPHeaderExtension{{URI: twccURI, ID: extTWCC}},
 	}
 	writer := chain.BindLocalStream(info, interceptor.RTPWriterFunc(s.writeWire))
+	if cfg.nack {
+		// the RTX stream through the same chain: numbered for the feedback and paced by the same
+		// pacer, its bytes counted by the controller as 2018's pacer counted retransmissions
+		rtxInfo := *info
+		rtxInfo.SSRC, rtxInfo.PayloadType = rtxSSRC, rtxPT
+		s.rtxWriter = chain.BindLocalStream(&rtxInfo, interceptor.RTPWriterFunc(s.writeWire))
+	}
 	rtcpReader := chain.BindRTCPReader(interceptor.RTCPReaderFunc(
 		func(b []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
 			n, err := conn.Read(b)
 			if err == nil {
 				s.ledger.onRTCP(b[:n])
+				s.onRepairRTCP(b[:n])
 			}
 			return n, a, err
 		}))
@@ -213,6 +256,9 @@ func runSend(args []string) error {
 		return err
 	}
 	defer enc.stop()
+	s.mu.Lock()
+	s.enc = enc
+	s.mu.Unlock()
 	if cfg.ready != "" {
 		if err := writeJSON(cfg.ready, map[string]any{"pid": os.Getpid(), "encoder_pid": enc.cmd.Process.Pid}); err != nil {
 			return err
@@ -279,7 +325,7 @@ func runSend(args []string) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	end, _ := json.Marshal(map[string]any{"frames": len(frames), "packets": sent, "ssrc": defaultSSRC,
-		"padding_packets": padding, "padding_ssrc": paddingSSRC})
+		"padding_packets": padding, "padding_ssrc": paddingSSRC, "rtx_packets": s.rtxSentCount(), "rtx_ssrc": rtxSSRC})
 	for i := 0; i < 5; i++ { // UDP: repeated, the viewer takes the first
 		_, _ = conn.Write(append([]byte(endMagic), end...))
 		time.Sleep(20 * time.Millisecond)
@@ -294,7 +340,7 @@ func runSend(args []string) error {
 func (s *sender) waitDrained(d time.Duration) bool {
 	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
 		s.mu.Lock()
-		drained := s.wireSent == s.handed
+		drained := s.wireSent == s.handed && s.rep.Sent+s.rep.Unsent == s.rep.Queued
 		s.mu.Unlock()
 		if drained && s.ledger.lastCovered() {
 			return true
@@ -324,10 +370,15 @@ func (s *sender) writeWire(h *rtp.Header, payload []byte, _ interceptor.Attribut
 	s.wireMu.Lock()
 	defer s.wireMu.Unlock()
 	pad := h.SSRC == paddingSSRC
+	rtx := h.SSRC == rtxSSRC
 	if s.wireClosed {
 		// after the end record's count: never sent, never in packets.csv
 		if pad {
 			s.paddingUnsent++
+		} else if rtx {
+			s.mu.Lock()
+			s.rep.Unsent++
+			s.mu.Unlock()
 		} else {
 			s.unsentAtEnd++
 		}
@@ -345,16 +396,24 @@ func (s *sender) writeWire(h *rtp.Header, payload []byte, _ interceptor.Attribut
 	n, err := s.conn.Write(buf)
 	st, _ := parseStamp(h.GetExtension(extFrame), h.GetExtension(extFramePart))
 	s.mu.Lock()
-	if pad {
+	var osn uint16
+	switch {
+	case pad:
 		s.paddingSent++
 		s.paddingBytes += len(buf)
-	} else {
+	case rtx:
+		osn = binaryOSN(payload)
+		s.rep.Sent++
+		s.rep.Bytes += len(buf)
+		s.hist.onSent(osn, now, true)
+	default:
 		s.wireSent++
+		s.hist.onSent(h.SequenceNumber, now, false)
 	}
 	if err != nil {
 		s.sendErrs++
 	}
-	s.packets = append(s.packets, sentPacket{now, tseq, h.SequenceNumber, st.Frame, len(buf), len(payload), pad})
+	s.packets = append(s.packets, sentPacket{now, tseq, h.SequenceNumber, st.Frame, len(buf), len(payload), pad, rtx, osn})
 	s.mu.Unlock()
 	if err != nil {
 		// ECONNREFUSED from an earlier ICMP, ENOBUFS: counted; the stream goes on as UDP would
@@ -410,12 +469,22 @@ func (s *sender) sendFrames(enc *encoder, w interceptor.RTPWriter) ([]frameRow, 
 			seq++
 			s.mu.Lock()
 			s.handed++
+			if s.cfg.nack {
+				s.hist.put(h, p)
+			}
 			s.mu.Unlock()
 			if _, err := w.Write(&h, p, interceptor.Attributes{}); err != nil {
 				return rows, fmt.Errorf("pacer: %w", err)
 			}
 		}
 		row.handedNs = monotonicNs()
+		s.mu.Lock()
+		if f.key && s.rep.keyPending { // the first key frame after a request passed to the encoder
+			s.rep.KeyFramesAfterAsked++
+			s.rep.keyPending = false
+			row.forced = true
+		}
+		s.mu.Unlock()
 		rows = append(rows, row)
 	}
 }
@@ -487,6 +556,15 @@ func startEncoder(c sendConfig) (*encoder, error) {
 func (e *encoder) pause() { e.command("pause") }
 
 func (e *encoder) resume() { e.command("resume") }
+
+// keyFrame asks for the next frame to be a key frame (the viewer's PLI).
+func (e *encoder) keyFrame() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.done {
+		_, _ = fmt.Fprintln(e.stdin, "keyframe")
+	}
+}
 
 func (e *encoder) setBitrate(bps int) {
 	e.mu.Lock()

@@ -1,0 +1,63 @@
+"""Loss repair on vs off (issue 48 §1, rtp/README.md "Losses were repaired"), per run as measured:
+received and on-time video bitrate, the controller's steady target (its estimate for GCC; for
+webrtc-bbr min(estimate, pacing rate) while the encoder ran), loss, retransmissions, frames, key
+frames.
+
+    .venv/bin/python bench/bench_rtp_repair.py RESULTS_DIR [RESULTS_DIR ...]
+
+Reads every summary.json below each RESULTS_DIR (and its resolved.yaml for the link). Prints one
+Markdown table row per run, sorted by link, controller, repair; asserts nothing.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def _row(run: Path) -> tuple[tuple[Any, ...], str] | None:
+    s = json.loads((run / "summary.json").read_text())
+    r = s.get("rtp")
+    if s.get("workload") != "rtp" or not r:
+        return None
+    sc = yaml.safe_load((run / "resolved.yaml").read_text())
+    down = next(iter(sc["paths"].values()))["down"]
+    up = next(iter(sc["paths"].values())).get("up", {})
+    rep = r.get("repair") or {}
+    on = "on" if rep.get("nack") else "off"
+    vb, tgt = r["video_bitrate_bps"], r["target_bps"]
+    secs = max(1, len(r["received_per_second"]))
+    rtx_kbps = rep.get("retransmission_bytes_received", 0) * 8 / secs / 1e3
+    cell = f"{down['rate']}, RTT {_ms(down['delay']) + _ms(up.get('delay') or '0ms'):g} ms, {down['buffer']}"
+    key = (cell, r["controller"], on)
+    text = (f"| {cell} | {r['controller']} | {on} | {vb['received_mean'] / 1e3:.0f} | {vb['on_time_mean'] / 1e3:.0f} | "
+            f"{(tgt['steady_mean'] or 0) / 1e3:.0f} | {r['packets_lost']} of {r['packets_sent']} | "
+            f"{rep.get('retransmissions_sent', 0)} ({rep.get('retransmissions_in_time', 0)} in time, "
+            f"{rep.get('retransmissions_too_late', 0)} late, {rep.get('retransmissions_duplicate', 0)} dup.; "
+            f"{rtx_kbps:.1f} kbit/s) | {rep.get('packets_lost_unrepaired', r['packets_lost'])} | "
+            f"{r['frames_on_time']} / {r['frames_late']} / {r['frames_lost']} of {r['frames_captured']} | "
+            f"{r['decode']['frames_decoded']} | {rep.get('pli_sent', 0)} / {rep.get('keyframes_forced', 0)} of "
+            f"{rep.get('keyframes', '-')} | {r['latency_ms'].get('p50') or 0:.0f} | {s.get('run_id', run.name)} |")
+    return key, text
+
+
+def _ms(delay: Any) -> float:
+    text = delay["value"] if isinstance(delay, dict) else delay      # resolved.yaml: {kind: constant, value}
+    return float(text.removesuffix("ms")) if text.endswith("ms") else float(text.removesuffix("s")) * 1e3
+
+
+def main(roots: list[str]) -> None:
+    rows = [x for root in roots for f in sorted(Path(root).rglob("summary.json")) if (x := _row(f.parent))]
+    print("| cell | controller | repair | received kbit/s | on time kbit/s | steady target kbit/s | media packets lost "
+          "| retransmissions (kbit/s received) | lost unrepaired | frames on time / late / lost | decoded "
+          "| PLIs / key frames forced of key frames | p50 latency ms | run |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for _, text in sorted(rows):
+        print(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or ["results"])
