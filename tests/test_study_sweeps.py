@@ -72,6 +72,7 @@ def _check_qoe(ps: dict[str, Any], qoe: dict[str, Any], n_segments: int, frames:
 
 
 @pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py); measured 0.50 cores
+@pytest.mark.first   # first: the suite's second-longest test (110 s in S2): its file is handed out first
 def test_bbrs_dash_study_quick_sweep_and_report(tmp_path: Path) -> None:
     cp, wall, _ = _sweep("bbrs-dash-study.yaml", tmp_path)
     root = tmp_path / "bbrs-dash-study-quick"

@@ -74,7 +74,7 @@ def test_errors_name_file_field_and_allowed() -> None:
     msg = str(e.value)
     assert msg.startswith("my.yaml: invalid scenario (3 problems)")
     assert "paths.wifi.down.rate: rate '3mbps'" in msg and "bit, kbit, mbit, gbit" in msg
-    assert "paths.wifi.down.delya: unknown key; allowed here: buffer, burst, capacity, delay, ecn_mark, line_rate, loss, loss_model, order, outages, rate" in msg
+    assert "paths.wifi.down.delya: unknown key; allowed here: buffer, buffer_counting, burst, capacity, delay, ecn_mark, line_rate, loss, loss_model, order, outages, rate" in msg
     assert "transport.cc:" in msg and "available: cubic, reno, bbr, bbr-s" in msg
 
 
