@@ -229,32 +229,23 @@ def _a_plain_test_runs_while_cpu_tests_wait(root: Path, cpus: int) -> None:
 
 
 # Two `cpu_light` tests, each waiting until the other has started: they can pass only by running at
-# the same time, which the schedule must allow. Two `cpu` tests beside them record their times: none
-# may overlap a light test or each other. Four workers, so that nothing but the locks keeps them apart
-# (on a one-CPU host no two tests run at once, and the light pair would wait for each other in vain).
-LIGHT = WAITING + """
-import json
-
-def _note(name):
-    with open(os.environ["HPH_TIMES"], "a") as f:
-        f.write(json.dumps([name, START, time.monotonic()]) + "\\n")
-
+# the same time, which the schedule must allow. In a suite of their own: a `cpu` test asking for the
+# lock meanwhile would hold the CPU gate, by design, and keep the second light test from starting.
+LIGHT_PAIR = WAITING + """
 @pytest.mark.cpu_light
 def test_light():
-    global START
-    START = time.monotonic()
     (SYNC / "{f}-running").touch()
     _until("{other}-running")
-    time.sleep(0.3)
-    _note("{f}")
 """
-HEAVY = WAITING + """
-import json
+# Light and `cpu` tests that only record their times: no `cpu` test may overlap any of them.
+TIMED = """\
+import json, os, time
+import pytest
 
-@pytest.mark.cpu
-def test_heavy():
+@pytest.mark.{marker}
+def test_timed():
     start = time.monotonic()
-    time.sleep(0.5)
+    time.sleep(0.4)
     with open(os.environ["HPH_TIMES"], "a") as f:
         f.write(json.dumps(["{f}", start, time.monotonic()]) + "\\n")
 """
@@ -262,30 +253,31 @@ def test_heavy():
 
 def test_two_cpu_light_tests_run_together_and_never_beside_a_cpu_test(tmp_path: Path) -> None:
     """`cpu_light` (tests/policy.py, Slot): two light tests share the CPU lock, so they run at once (each
-    waits until the other has started: 60 s and a failure otherwise); a `cpu` test holds it alone, so
-    it overlaps neither light test nor the other `cpu` test; the schedule counts the light tests and
-    finds no forbidden pair. (On a one-CPU host no two tests run at once: the light pair's files are
-    left out there, as `_a_plain_test_runs_while_cpu_tests_wait` is.)"""
-    light = (os.cpu_count() or 1) > 1
-    suite, sync, times = tmp_path / "suite", tmp_path / "sync", tmp_path / "times.jsonl"
-    suite.mkdir()
-    sync.mkdir()
-    files = {"test_h1.py": HEAVY.replace("{f}", "h1"), "test_h2.py": HEAVY.replace("{f}", "h2")}
-    if light:
-        files |= {"test_l1.py": LIGHT.replace("{f}", "l1").replace("{other}", "l2"),
-                  "test_l2.py": LIGHT.replace("{f}", "l2").replace("{other}", "l1")}
-    _suite(suite, files)
-    rc, out, counts = _pytest(suite, "-n", "4", "--dist", "loadfile", HPH_SYNC=str(sync), HPH_TIMES=str(times))
-    assert rc == 0 and counts == {"passed": len(files)}, out
+    waits until the other has started: 60 s and a failure otherwise); in a second suite, two `cpu` and
+    two light tests on four workers: a `cpu` test overlaps no other test of the group; the schedule
+    counts the light tests and finds no forbidden pair. (On a one-CPU host no two tests run at once:
+    the pair is left out there, as `_a_plain_test_runs_while_cpu_tests_wait` is.)"""
+    if (os.cpu_count() or 1) > 1:
+        pair, sync = tmp_path / "pair", tmp_path / "sync"
+        pair.mkdir()
+        sync.mkdir()
+        _suite(pair, {f"test_{f}.py": LIGHT_PAIR.replace("{f}", f).replace("{other}", o)
+                      for f, o in (("l1", "l2"), ("l2", "l1"))})
+        rc, out, counts = _pytest(pair, "-n", "2", "--dist", "loadfile", HPH_SYNC=str(sync))
+        assert rc == 0 and counts == {"passed": 2}, out
+        assert re.search(r"cpu group: 2 tests \(0 alone, 2 light\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs",
+                         out), out
+    mixed, times = tmp_path / "mixed", tmp_path / "times.jsonl"
+    mixed.mkdir()
+    _suite(mixed, {f"test_{f}.py": TIMED.replace("{f}", f).replace("{marker}", m)
+                   for f, m in (("h1", "cpu"), ("h2", "cpu"), ("l1", "cpu_light"), ("l2", "cpu_light"))})
+    rc, out, counts = _pytest(mixed, "-n", "4", "--dist", "loadfile", HPH_TIMES=str(times))
+    assert rc == 0 and counts == {"passed": 4}, out
     rows = {r[0]: r for r in map(json.loads, times.read_text().splitlines())}
-    assert set(rows) == ({"l1", "l2", "h1", "h2"} if light else {"h1", "h2"}), rows
-
-    def apart(a: str, b: str) -> bool:
-        return rows[a][2] <= rows[b][1] or rows[b][2] <= rows[a][1]
-
-    assert not light or not apart("l1", "l2"), rows
-    assert all(apart(h, other) for h in ("h1", "h2") for other in rows if other != h), rows
-    assert re.search(rf"cpu group: {len(files)} tests \(0 alone, {2 if light else 0} light\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs",
+    assert set(rows) == {"l1", "l2", "h1", "h2"}, rows
+    assert all(rows[h][2] <= rows[o][1] or rows[o][2] <= rows[h][1]
+               for h in ("h1", "h2") for o in rows if o != h), rows
+    assert re.search(r"cpu group: 4 tests \(0 alone, 2 light\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs",
                      out), out
 
 

@@ -212,11 +212,8 @@ FIGURES: tuple[FigureDef, ...] = (
     FigureDef("rtp.packets_lost", note=_no("the viewer's sequence-number gaps; the run ends unless sent = received + "
                                            "lost (hard check, rtp/README.md), no collector beside the two ends")),
     FigureDef("rtp.padding_*", note=_no("the sender's and viewer's own padding counts (rtp/README.md)")),
-    FigureDef("rtp.repair.nack", note=_no("configuration (workload.repair)")),
-    FigureDef("rtp.repair.pli", note=_no("configuration (workload.repair)")),
     *(FigureDef(f"rtp.repair.{name}", ("rtp_repair_vs_logs",)) for name in (
-        "retransmissions_sent", "retransmission_bytes_sent", "retransmissions_received",
-        "retransmission_bytes_received", "retransmissions_lost", "retransmissions_in_time",
+        "retransmissions_sent", "retransmission_bytes_sent", "retransmissions_received", "retransmissions_in_time",
         "retransmissions_too_late", "retransmissions_duplicate", "packets_repaired", "packets_lost_unrepaired",
         "frames_repaired", "frames_repaired_on_time", "keyframes_forced")),
     FigureDef("rtp.repair.*", note=_no("the two ends' own counts of NACKs and PLIs sent and read and of resends "
