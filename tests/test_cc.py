@@ -299,7 +299,7 @@ def _check_pair(measured: tuple[dict, StealWindow], window: int) -> None:
 
 
 @pytest.mark.netns
-@pytest.mark.cpu_light   # cpu_light: measured 0.08 cores (docs/testing.md); goodput bounds over a tbf (tests/hostnoise.py)
+@pytest.mark.cpu   # cpu (not cpu_light, though measured at 0.08 cores): a transfer's time or goodput bound, and the kernel's forwarding work is not in the measured CPU (S4, docs/testing.md); goodput bounds over a tbf (tests/hostnoise.py)
 @pytest.mark.parametrize("offloads", [False, True])
 def test_bbrs_vs_bbr_tbf_short(built: None, tmp_path: Path, offloads: bool) -> None:
     """4 s of each CC, with and without GSO/GRO/TSO on the dumbbell's interfaces: every bound of the
