@@ -1,9 +1,9 @@
 """Session-wide, in one place (tests/policy.py): what each test needs, decided from its markers
 (root, netns, chromium, dashjs, slurm, tools), with every skip a failure under MPVLAB_EXPECT_ALL=1
 (.ci/run); the CPU steal recorded during every test and summarised at the end; and, for a
-whole-suite run (unless MPVLAB_TEST_PARALLEL=0), pytest-xdist with two workers more than the CPUs,
-tests distributed by file, never more tests running at once than CPUs, `cpu` tests never two at a
-time and `cpu_light` tests at most two."""
+whole-suite run (unless MPVLAB_TEST_PARALLEL=0), pytest-xdist with eight workers more than the CPUs,
+tests distributed by file, never more than the CPUs' worth running at once, `cpu` tests never two at a
+time and `cpu_light` tests (half a CPU each) at most one per CPU."""
 
 from __future__ import annotations
 
@@ -18,11 +18,13 @@ from policy import (  # noqa: F401 — pytest finds hooks and fixtures by name i
 )
 
 CPUS = os.cpu_count() or 1
-# Two workers more than the CPUs: a worker whose next test waits for the `cpu` lock holds no CPU's slot
-# (tests/policy.py, _slot), so a spare worker runs a plain test meanwhile; never more than CPUS run. With
-# one spare, a `cpu` test ran beside nothing for 473 s of a 1,587 s session (S2, docs/testing.md): both
-# other workers were waiting for the lock; replayed on those durations a second spare saves ~100 s.
-WORKERS = CPUS + 2
+# Eight workers more than the CPUs: a worker whose next test waits for the CPU lock holds no share of
+# the CPUs (tests/policy.py, _slot), so a spare worker runs a plain test meanwhile; never more than the
+# CPUs' worth runs. With two spares, a `cpu` test ran beside nothing for 488 s of S5's 1,608 s (three
+# workers waiting for the lock behind it). Replaying S5's durations under today's rule (light tests
+# half a CPU, joining; docs/testing.md "Replays"): 1,368 s on 10 workers (1,304–1,345 s with every
+# duration moved by up to ±15 %) against 1,626 s for S5's rule on its 4 workers.
+WORKERS = CPUS + 8
 PARALLEL_ENV = "MPVLAB_TEST_PARALLEL"   # =0: the whole suite in one process
 
 

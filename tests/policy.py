@@ -23,9 +23,10 @@ session while they run, setup and teardown included: two of them never run at th
 test's start and end (and CPU steal) are written to the session's folder; the controller checks
 that no two `cpu` tests overlapped and prints the schedule's figures at the end. Tests marked `alone`
 (a timing bound tight enough that any neighbour could move it) run with no other test at all. Tests
-marked `cpu_light` are `cpu` tests whose processes were measured to use under half a core
-(tests/cpuuse.py, the schedule's `cpu_s`): two of them may run at once (together under one of the
-two cores: less than a `cpu` test beside a CPU-bound plain test), never beside a `cpu` or `alone` test.
+marked `cpu_light` are `cpu` tests whose processes were measured to use under 0.35 of a core
+(tests/cpuuse.py, the schedule's `cpu_s`): they count half a CPU, so as many as there are CPUs may run
+at once, beside each other and a plain test (two light tests and a plain one on two CPUs: at most
+1.7 cores asked), never beside a `cpu` or `alone` test.
 The markers sit on the tests that need them (docs/testing.md says which do). A shared fixture
 (module scope or wider, e.g. one run whose results several tests read) is made in the setup of
 whichever test uses it first: that test runs in the strongest slot of all the fixture's users, so a
@@ -73,9 +74,12 @@ CPU_LOCK = "cpu-group.lock"          # `cpu` tests hold it exclusive, `cpu_light
 CPU_GATE_LOCK = "cpu-gate.lock"      # passed before CPU_LOCK: a `cpu` test waiting for it stops new light ones
 GATE_LOCK = "gate.lock"
 RUNNING_LOCK = "running.lock"
-CORE_LOCK = "core-{}.lock"            # one per CPU: a running test holds one, so at most one test per CPU runs
+HALF_LOCK = "half-{}.lock"            # two per CPU: a test holds two (a `cpu_light` test one), so the tests running
+                                      # at once are at most the CPUs' worth (a light test counting half a CPU)
+LIGHT_LOCK = "light-{}.lock"          # one per CPU: at most as many `cpu_light` tests at once as CPUs
 CORES_KEY = "mpvlab_cores"
-CORE_POLL_S = 0.02                    # flock has no "any of these": a test waiting for a core retries this often
+CORE_POLL_S = 0.02                    # flock has no "any of these": a test waiting for its share retries this often
+LIGHT_WEIGHT = 0.5                    # a `cpu_light` test's share of a CPU in the schedule (measured: < 0.35)
 AF_XDP = 44  # socket.AF_XDP is not exported by Python's socket module
 
 _STEAL_BY_TEST = pytest.StashKey[dict[str, StealWindow]]()
@@ -378,19 +382,27 @@ def _record_steal(request: pytest.FixtureRequest) -> Iterator[None]:
 @contextmanager
 def _slot(shared: Path, slot: Slot, cores: int) -> Iterator[None]:
     """The test's place in the schedule, held over its setup, call and teardown (a module's shared
-    bring-up happens in its first test's setup). `cpu`: one at a time among `cpu` and `cpu_light`
-    tests — the CPU lock held exclusive; `cpu_light`: the CPU lock held shared, so light tests run
-    beside each other (two at most: no more tests than CPUs run). Both pass the CPU gate first, held
-    while waiting for the CPU lock, so a `cpu` test waiting for the light ones to end stops new light
-    ones from starting (flock alone would let two workers' light tests starve it). `alone`:
-    nothing else of the session runs meanwhile — a reader-writer lock: every test holds RUNNING
-    shared, an `alone` test exclusive; it first takes the GATE, which every test passes through
-    before RUNNING, so that while it waits for the running tests to end no new one starts. Last, a
-    core: one of `cores` locks, so that no more tests run at once than the host has CPUs, however many
-    workers there are (a worker waiting for the `cpu` lock holds no core: another worker's plain
-    test runs meanwhile). The order is fixed (cpu, gate, running, core) and a core is taken last and
-    waits on nothing, so no two tests wait for each other (the full order: cpu gate, cpu, gate,
-    running, core)."""
+    bring-up happens in its first test's setup).
+
+    `cpu`: one at a time among `cpu` and `cpu_light` tests — the CPU lock held exclusive.
+    `cpu_light`: the CPU lock held shared, so light tests run beside each other. A light test first
+    tries to join light tests already running (the lock taken shared without waiting: it succeeds only
+    while no `cpu` test holds it); otherwise it passes the CPU gate, as a `cpu` test does, held while
+    waiting for the CPU lock, so a `cpu` test waiting for the light ones to end stops new light ones
+    from starting from nothing (flock alone would let two workers' light tests starve it). Joining
+    does not stop the `cpu` test from getting the lock once the light tests run out; it keeps the
+    light tests paired (S5: a light test ran beside no other light test for 676 of its 837 s because
+    a waiting `cpu` test held the gate).
+    `alone`: nothing else of the session runs meanwhile — a reader-writer lock: every test holds
+    RUNNING shared, an `alone` test exclusive; it first takes the GATE, which every test passes
+    through before RUNNING, so that while it waits for the running tests to end no new one starts.
+    Last, a share of the CPUs: two of the 2 × `cores` half-CPU locks (a `cpu_light` test: one, and
+    one of `cores` light locks), so the tests running at once are never more than the CPUs' worth,
+    a light test counting half a CPU (measured under 0.35: two light tests and a plain one fit two
+    CPUs), however many workers there are (a worker waiting for the CPU lock holds no share: another
+    worker's plain test runs meanwhile). The order is fixed (cpu gate, cpu, gate, running, share) and
+    a share is taken last, all of it at once or none, and waits on nothing, so no two tests wait for
+    each other."""
     fds: list[int] = []
 
     def take(name: str, how: int) -> int:
@@ -399,18 +411,50 @@ def _slot(shared: Path, slot: Slot, cores: int) -> Iterator[None]:
         fcntl.flock(fd, how)
         return fd
 
-    def take_a_core() -> None:
+    def try_take(names: list[str], count: int) -> list[int]:
+        """`count` of these locks, free now, or none (nothing held while waiting)."""
+        got: list[int] = []
+        for name in names:
+            if len(got) == count:
+                break
+            fd = os.open(shared / name, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                got.append(fd)
+            except BlockingIOError:
+                os.close(fd)
+        if len(got) < count:
+            for fd in got:
+                os.close(fd)
+            return []
+        return got
+
+    def take_a_share() -> None:
+        halves = [HALF_LOCK.format(n) for n in range(2 * cores)]
+        lights = [LIGHT_LOCK.format(n) for n in range(cores)]
         while True:
-            for n in range(cores):
-                try:
-                    take(CORE_LOCK.format(n), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            light = try_take(lights, 1) if slot == Slot.CPU_LIGHT else []
+            if slot != Slot.CPU_LIGHT or light:
+                half = try_take(halves, 1 if light else 2)
+                if half:
+                    fds.extend(light + half)
                     return
-                except BlockingIOError:
-                    os.close(fds.pop())
+                for fd in light:
+                    os.close(fd)
             time.sleep(CORE_POLL_S)
 
+    def join_light_tests() -> bool:
+        fd = os.open(shared / CPU_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        fds.append(fd)
+        return True
+
     try:
-        if slot in (Slot.CPU, Slot.CPU_LIGHT):
+        if slot == Slot.CPU or (slot == Slot.CPU_LIGHT and not join_light_tests()):
             cpu_gate = take(CPU_GATE_LOCK, fcntl.LOCK_EX)
             take(CPU_LOCK, fcntl.LOCK_EX if slot == Slot.CPU else fcntl.LOCK_SH)
             fcntl.flock(cpu_gate, fcntl.LOCK_UN)
@@ -420,7 +464,7 @@ def _slot(shared: Path, slot: Slot, cores: int) -> Iterator[None]:
         else:
             fcntl.flock(gate, fcntl.LOCK_UN)
             take(RUNNING_LOCK, fcntl.LOCK_SH)
-        take_a_core()
+        take_a_share()
         yield
     finally:
         for fd in reversed(fds):
@@ -468,11 +512,17 @@ def overlaps(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
                                           or a.get("alone") or b.get("alone"))]
 
 
-def most_at_once(rows: list[dict[str, Any]]) -> int:
-    """The largest number of tests that ran at the same moment (a test ending as another starts: not both)."""
-    edges = sorted([(r["start"], 1) for r in rows] + [(r["end"], -1) for r in rows])
-    running = peak = 0
-    for _, step in edges:               # at equal times -1 sorts before +1: an end frees its core first
+def weight(row: dict[str, Any]) -> float:
+    """A test's share of the CPUs in the schedule: a `cpu_light` test half a CPU, any other a whole one."""
+    return LIGHT_WEIGHT if row.get("light") else 1.0
+
+
+def most_at_once(rows: list[dict[str, Any]], of: Callable[[dict[str, Any]], float] = lambda r: 1.0) -> float:
+    """The largest sum of `of` over the tests running at the same moment (a test ending as another
+    starts: not both); by default the number of tests."""
+    edges = sorted([(r["start"], of(r)) for r in rows] + [(r["end"], -of(r)) for r in rows])
+    running = peak = 0.0
+    for _, step in edges:               # at equal times the negative step sorts first: an end frees its share first
         running += step
         peak = max(peak, running)
     return peak
@@ -492,7 +542,9 @@ def schedule_lines(rows: list[dict[str, Any]], cores: int) -> list[str]:
              f"{sum(1 for r in rows if r.get('light'))} light), "
              f"{sum(r['end'] - r['start'] for r in grouped):.0f} s, "
              f"{waited:.0f} s waited for the lock, {len(pairs)} overlapping pairs",
-             f"at most {most_at_once(rows)} tests at once ({cores} CPUs: at most {cores})"]
+             f"at most {most_at_once(rows):.0f} tests at once, at most {most_at_once(rows, weight):g} CPUs' worth "
+             f"({cores} CPUs: at most {cores}; a light test counts {LIGHT_WEIGHT:g}), at most "
+             f"{most_at_once([r for r in rows if r.get('light')]):.0f} light tests at once (at most {cores})"]
     lines += [f"  OVERLAP: {a} and {b}" for a, b in pairs[:10]]
     measured = [r for r in rows if r.get("cpu_s") is not None]
     for label, part in (("cpu group", [r for r in measured if r in grouped]),
@@ -519,7 +571,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     for r in rows:
         if r["steal"]:
             steal[r["test"]] = StealWindow(r["steal"][0], tuple(r["steal"][1]))
-    if (overlaps(rows) or most_at_once(rows) > cores) and session.exitstatus == 0:
+    too_many = most_at_once(rows, weight) > cores or most_at_once([r for r in rows if r.get("light")]) > cores
+    if (overlaps(rows) or too_many) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -550,8 +603,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
             terminalreporter.write_line(f"  {n} test(s): {why}")
     schedule = config.stash.get(_SCHEDULE, [])
     if schedule:
-        terminalreporter.section("schedule (pytest-xdist, by file; one test per CPU at a time, `cpu` tests one at a time, "
-                                 "`cpu_light` two)")
+        terminalreporter.section("schedule (pytest-xdist, by file; tests at most the CPUs' worth at a time, `cpu` "
+                                 "tests one at a time, `cpu_light` tests half a CPU each, at most one per CPU)")
         for line in schedule:
             terminalreporter.write_line(line)
     _steal_summary(terminalreporter, config)

@@ -182,7 +182,7 @@ def test_never_more_tests_at_once_than_cpus_while_a_worker_waits_for_the_cpu_loc
     cpu = [r for r in rows if r[1]]
     assert all(b[2] >= a[3] or a[2] >= b[3] for a, b in combinations(cpu, 2)), rows
     assert f"{5 * len(files)} tests on {len(files)} workers" in out, out
-    assert re.search(rf"at most [1-{cpus}] tests at once \({cpus} CPUs: at most {cpus}\)", out), out
+    assert re.search(rf"at most [1-{cpus}] tests at once, at most [1-{cpus}] CPUs' worth \({cpus} CPUs: at most {cpus};", out), out
     if cpus > 1:
         _a_plain_test_runs_while_cpu_tests_wait(tmp_path / "waiting", cpus)
 
@@ -228,14 +228,17 @@ def _a_plain_test_runs_while_cpu_tests_wait(root: Path, cpus: int) -> None:
     assert rc == 0 and counts == {"passed": cpus + 1}, out
 
 
-# Two `cpu_light` tests, each waiting until the other has started: they can pass only by running at
-# the same time, which the schedule must allow. In a suite of their own: a `cpu` test asking for the
-# lock meanwhile would hold the CPU gate, by design, and keep the second light test from starting.
-LIGHT_PAIR = WAITING + """
-@pytest.mark.cpu_light
-def test_light():
+# Two `cpu_light` tests and a plain one, each waiting until the other two have started: they pass only by
+# running at the same time, which the schedule must allow on two CPUs (a light test counts half a CPU).
+# A `cpu` test is in the suite too: if it asks for the CPU lock while the first light test runs, it holds
+# the CPU gate, and the second light test must join the first without passing the gate (else the first
+# would wait for it in vain: S3's failure of this test, before light tests joined).
+TRIO = WAITING + """
+{decorator}
+def test_waits_for_the_others():
     (SYNC / "{f}-running").touch()
-    _until("{other}-running")
+    for other in {others}:
+        _until(other + "-running")
 """
 # Light and `cpu` tests that only record their times: no `cpu` test may overlap any of them.
 TIMED = """\
@@ -251,33 +254,47 @@ def test_timed():
 """
 
 
-def test_two_cpu_light_tests_run_together_and_never_beside_a_cpu_test(tmp_path: Path) -> None:
-    """`cpu_light` (tests/policy.py, Slot): two light tests share the CPU lock, so they run at once (each
-    waits until the other has started: 60 s and a failure otherwise); in a second suite, two `cpu` and
-    two light tests on four workers: a `cpu` test overlaps no other test of the group; the schedule
-    counts the light tests and finds no forbidden pair. (On a one-CPU host no two tests run at once:
-    the pair is left out there, as `_a_plain_test_runs_while_cpu_tests_wait` is.)"""
-    if (os.cpu_count() or 1) > 1:
-        pair, sync = tmp_path / "pair", tmp_path / "sync"
-        pair.mkdir()
+def _trio(f: str, marker: str | None, trio: tuple[str, ...]) -> str:
+    return (TRIO.replace("{f}", f).replace("{decorator}", f"@pytest.mark.{marker}" if marker else "")
+            .replace("{others}", repr([o for o in trio if o != f])))
+
+
+def test_two_cpu_light_tests_and_a_plain_one_run_together_and_never_beside_a_cpu_test(tmp_path: Path) -> None:
+    """`cpu_light` (tests/policy.py, Slot): light tests share the CPU lock and count half a CPU, so two of
+    them and a plain test run at once on two CPUs (each waits until the other two have started: 60 s and
+    a failure otherwise), with a `cpu` test in the same suite; in a second suite, two `cpu` and three
+    light tests on five workers: a `cpu` test overlaps no other test of the group, never more light
+    tests run at once than CPUs, and the schedule counts the light tests and finds no forbidden pair.
+    (On a one-CPU host only one light test runs at a time: the trio is left out there, as
+    `_a_plain_test_runs_while_cpu_tests_wait` is.)"""
+    cpus = os.cpu_count() or 1
+    if cpus > 1:
+        trio, sync = tmp_path / "trio", tmp_path / "sync"
+        trio.mkdir()
         sync.mkdir()
-        _suite(pair, {f"test_{f}.py": LIGHT_PAIR.replace("{f}", f).replace("{other}", o)
-                      for f, o in (("l1", "l2"), ("l2", "l1"))})
-        rc, out, counts = _pytest(pair, "-n", "2", "--dist", "loadfile", HPH_SYNC=str(sync))
-        assert rc == 0 and counts == {"passed": 2}, out
-        assert re.search(r"cpu group: 2 tests \(0 alone, 2 light\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs",
+        names = ("l1", "l2", "p")
+        files = {f"test_{f}.py": _trio(f, m, names) for f, m in (("l1", "cpu_light"), ("l2", "cpu_light"), ("p", None))}
+        files["test_h.py"] = TIMED.replace("{f}", "h").replace("{marker}", "cpu")
+        _suite(trio, files)
+        rc, out, counts = _pytest(trio, "-n", "4", "--dist", "loadfile", HPH_SYNC=str(sync),
+                                  HPH_TIMES=str(tmp_path / "trio-times.jsonl"))
+        assert rc == 0 and counts == {"passed": 4}, out
+        assert re.search(r"cpu group: 3 tests \(0 alone, 2 light\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs",
                          out), out
+        assert re.search(rf"at most 3 tests at once, at most 2 CPUs' worth \({cpus} CPUs", out), out
     mixed, times = tmp_path / "mixed", tmp_path / "times.jsonl"
     mixed.mkdir()
-    _suite(mixed, {f"test_{f}.py": TIMED.replace("{f}", f).replace("{marker}", m)
-                   for f, m in (("h1", "cpu"), ("h2", "cpu"), ("l1", "cpu_light"), ("l2", "cpu_light"))})
-    rc, out, counts = _pytest(mixed, "-n", "4", "--dist", "loadfile", HPH_TIMES=str(times))
-    assert rc == 0 and counts == {"passed": 4}, out
+    marks = (("h1", "cpu"), ("h2", "cpu"), ("l1", "cpu_light"), ("l2", "cpu_light"), ("l3", "cpu_light"))
+    _suite(mixed, {f"test_{f}.py": TIMED.replace("{f}", f).replace("{marker}", m) for f, m in marks})
+    rc, out, counts = _pytest(mixed, "-n", "5", "--dist", "loadfile", HPH_TIMES=str(times))
+    assert rc == 0 and counts == {"passed": 5}, out
     rows = {r[0]: r for r in map(json.loads, times.read_text().splitlines())}
-    assert set(rows) == {"l1", "l2", "h1", "h2"}, rows
+    assert set(rows) == {"l1", "l2", "l3", "h1", "h2"}, rows
     assert all(rows[h][2] <= rows[o][1] or rows[o][2] <= rows[h][1]
                for h in ("h1", "h2") for o in rows if o != h), rows
-    assert re.search(r"cpu group: 4 tests \(0 alone, 2 light\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs",
+    lights = [rows[f] for f in ("l1", "l2", "l3")]
+    assert max(sum(1 for o in lights if o[1] <= r[1] < o[2]) for r in lights) <= cpus, rows
+    assert re.search(r"cpu group: 5 tests \(0 alone, 3 light\), \d+ s, \d+ s waited for the lock, 0 overlapping pairs",
                      out), out
 
 
