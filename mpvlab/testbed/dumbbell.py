@@ -19,7 +19,6 @@ killed test, the next bed / `mpvlab cleanup` removes them.
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from mpvlab.core.paths import checkout_root
 from mpvlab.core import proc
 from mpvlab.core.netns import Netns
 from mpvlab.links.schedule import Schedule
+from mpvlab.testbed import iperf
 from mpvlab.testbed.bed import Bed
 
 SENDER_ADDR = "10.201.1.1"
@@ -115,26 +115,11 @@ class Dumbbell:
         """Bulk TCP from sender to receiver; returns iperf3's JSON summary (with `server_output`, the
         receiver's own per-interval report in `server_output_json`, as the benches' steady windows use)."""
         assert self.bed is not None
-        srv = self.bed.popen(self.ns_b, ["iperf3", "-s", "-1", "-B", RECEIVER_ADDR, "-p", str(port),
-                                         *(["-J"] if server_output else [])],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                if f":{port}" in self.ns(self.ns_b, "ss", "-ltnH").stdout:
-                    break
-                time.sleep(0.05)
-            out = self.ns(self.ns_a, "iperf3", "-c", RECEIVER_ADDR, "-p", str(port), "-J",
-                          *(["--get-server-output"] if server_output else []),
-                          "-t", str(seconds), *(["-O", str(omit)] if omit else []),
-                          timeout=seconds + omit + 30 + (10 if server_output else 0))
-            return json.loads(out.stdout)
-        finally:
-            try:
-                srv.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                srv.terminate()
-                srv.wait(timeout=5)
+        return iperf.bulk(self.bed, Netns(self.ns_b), Netns(self.ns_a), RECEIVER_ADDR, port, seconds,
+                          server_args=["-J"] if server_output else [],
+                          client_args=[*(["--get-server-output"] if server_output else []),
+                                       *(["-O", str(omit)] if omit else [])],
+                          extra_timeout=omit + 30 + (10 if server_output else 0))
 
 
 def steady_goodput(report: dict, warmup: float) -> float:

@@ -18,7 +18,6 @@ enqueued). The kernel's figures are read, nothing is computed from the configura
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from mpvlab.core.netns import Netns
 from mpvlab.links.emulator import DirectionPlan, apply_direction
 from mpvlab.links.schedule import Schedule
 from mpvlab.links.spec import LinkDirection
+from mpvlab.testbed import iperf
 from mpvlab.testbed.bed import Bed
 
 SAMPLE_S = 0.02
@@ -70,22 +70,7 @@ class GroBed:
 
     def iperf(self, seconds: float) -> dict[str, Any]:
         """One CUBIC bulk flow a → b for `seconds`; iperf3's JSON report."""
-        srv = self.bed.popen(self.b, ["iperf3", "-s", "-1", "-B", RECEIVER, "-p", str(PORT)], "iperf3 -s",
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and f":{PORT}" not in self.b.run(["ss", "-ltnH"]).stdout:
-                time.sleep(0.05)
-            out = self.a.run(["iperf3", "-c", RECEIVER, "-p", str(PORT), "-J", "-t", str(seconds)],
-                             timeout=seconds + 30)
-            rep: dict[str, Any] = json.loads(out.stdout)
-            return rep
-        finally:
-            try:
-                srv.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                srv.terminate()
-                srv.wait(timeout=5)
+        return iperf.bulk(self.bed, self.b, self.a, RECEIVER, PORT, seconds)
 
 
 @dataclass
