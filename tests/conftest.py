@@ -22,7 +22,7 @@ CPUS = os.cpu_count() or 1
 # the CPUs (tests/policy.py, _slot), so a spare worker runs a plain test meanwhile; never more than the
 # CPUs' worth runs. With two spares, a `cpu` test ran beside nothing for 488 s of S5's 1,608 s (three
 # workers waiting for the lock behind it). Replaying S5's durations under today's rule (light tests
-# half a CPU, joining; docs/testing.md "Replays"): 1,368 s on 10 workers (1,304–1,345 s with every
+# half a CPU, joining; docs/testing.md "Light tests as half a CPU"): 1,368 s on 10 workers (1,304–1,345 s with every
 # duration moved by up to ±15 %) against 1,626 s for S5's rule on its 4 workers.
 WORKERS = CPUS + 8
 PARALLEL_ENV = "MPVLAB_TEST_PARALLEL"   # =0: the whole suite in one process
