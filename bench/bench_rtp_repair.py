@@ -5,7 +5,8 @@ frames.
 
     .venv/bin/python bench/bench_rtp_repair.py RESULTS_DIR [RESULTS_DIR ...]
 
-Reads every summary.json below each RESULTS_DIR (and its resolved.yaml for the link). Prints one
+Reads every summary.json below each RESULTS_DIR (and its resolved.yaml for the link and any competing
+flow: sweeps/rtp-repair-cubic.yaml's cell names the CUBIC flow, its start and its goodput). Prints one
 Markdown table row per run, sorted by link, controller, repair; asserts nothing.
 """
 from __future__ import annotations
@@ -32,6 +33,13 @@ def _row(run: Path) -> tuple[tuple[Any, ...], str] | None:
     secs = max(1, len(r["received_per_second"]))
     rtx_kbps = rep.get("retransmission_bytes_received", 0) * 8 / secs / 1e3
     cell = f"{down['rate']}, RTT {_ms(down['delay']) + _ms(up.get('delay') or '0ms'):g} ms, {down['buffer']}"
+    bulk = (sc.get("cross_traffic") or {}).get("bulk")
+    if bulk:                            # sweeps/rtp-repair-cubic.yaml: one competing flow on the bottleneck
+        c = s.get("competition") or {}    # mpvlab/runner/shared.py: rates over the competing flow's interval
+        rtp_c, got = c.get("rtp_received_bps"), c.get("bulk_goodput_bps")
+        cell += (f", vs {bulk['cc'].upper()} from {bulk['start']} (over its interval: RTP "
+                 f"{'-' if rtp_c is None else f'{rtp_c / 1e3:.0f}'}, {bulk['cc'].upper()} "
+                 f"{'-' if got is None else f'{got / 1e3:.0f}'} kbit/s)")
     key = (cell, r["controller"], on)
     text = (f"| {cell} | {r['controller']} | {on} | {vb['received_mean'] / 1e3:.0f} | {vb['on_time_mean'] / 1e3:.0f} | "
             f"{(tgt['steady_mean'] or 0) / 1e3:.0f} | {r['packets_lost']} of {r['packets_sent']} | "

@@ -77,6 +77,8 @@ RUNNING_LOCK = "running.lock"
 HALF_LOCK = "half-{}.lock"            # two per CPU: a test holds two (a `cpu_light` test one), so the tests running
                                       # at once are at most the CPUs' worth (a light test counting half a CPU)
 LIGHT_LOCK = "light-{}.lock"          # one per CPU: at most as many `cpu_light` tests at once as CPUs
+GROUP_FIRST_LOCK = "group-first.lock"  # held shared by a `cpu`/`cpu_light`/`alone` test waiting for its share:
+                                       # plain tests wait meanwhile (the group is the session's critical path)
 CORES_KEY = "mpvlab_cores"
 CORE_POLL_S = 0.02                    # flock has no "any of these": a test waiting for its share retries this often
 LIGHT_WEIGHT = 0.5                    # a `cpu_light` test's share of a CPU in the schedule (measured: < 0.35)
@@ -400,9 +402,12 @@ def _slot(shared: Path, slot: Slot, cores: int) -> Iterator[None]:
     one of `cores` light locks), so the tests running at once are never more than the CPUs' worth,
     a light test counting half a CPU (measured under 0.35: two light tests and a plain one fit two
     CPUs), however many workers there are (a worker waiting for the CPU lock holds no share: another
-    worker's plain test runs meanwhile). The order is fixed (cpu gate, cpu, gate, running, share) and
-    a share is taken last, all of it at once or none, and waits on nothing, so no two tests wait for
-    each other."""
+    worker's plain test runs meanwhile). A test of the CPU group waiting for its share goes before
+    plain tests: they wait while it does (S7: for 155 s of 1,380 two plain tests held both CPUs while
+    a test holding the CPU lock waited for a share, and the group's chain of tests, the session's
+    critical path, stood still). The order is fixed (cpu gate, cpu, gate, running, share) and a share
+    is taken last, all of it at once or none, and waits on nothing but running tests, which wait on
+    nothing, so no two tests wait for each other."""
     fds: list[int] = []
 
     def take(name: str, how: int) -> int:
@@ -429,19 +434,38 @@ def _slot(shared: Path, slot: Slot, cores: int) -> Iterator[None]:
             return []
         return got
 
+    def group_waiting() -> bool:
+        """Whether a test of the CPU group waits for its share (holds GROUP_FIRST shared)."""
+        fd = os.open(shared / GROUP_FIRST_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
     def take_a_share() -> None:
         halves = [HALF_LOCK.format(n) for n in range(2 * cores)]
-        lights = [LIGHT_LOCK.format(n) for n in range(cores)]
-        while True:
-            light = try_take(lights, 1) if slot == Slot.CPU_LIGHT else []
-            if slot != Slot.CPU_LIGHT or light:
-                half = try_take(halves, 1 if light else 2)
-                if half:
-                    fds.extend(light + half)
-                    return
-                for fd in light:
-                    os.close(fd)
-            time.sleep(CORE_POLL_S)
+        count = 2
+        if slot == Slot.CPU_LIGHT:          # first one of the light locks (no priority while waiting for it)
+            while not (light := try_take([LIGHT_LOCK.format(n) for n in range(cores)], 1)):
+                time.sleep(CORE_POLL_S)
+            fds.extend(light)
+            count = 1
+        if slot == Slot.PLAIN:
+            while group_waiting() or not (half := try_take(halves, count)):
+                time.sleep(CORE_POLL_S)
+            fds.extend(half)
+            return
+        first = os.open(shared / GROUP_FIRST_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(first, fcntl.LOCK_SH)
+            while not (half := try_take(halves, count)):
+                time.sleep(CORE_POLL_S)
+            fds.extend(half)
+        finally:
+            os.close(first)
 
     def join_light_tests() -> bool:
         fd = os.open(shared / CPU_LOCK, os.O_RDWR | os.O_CREAT, 0o600)

@@ -298,6 +298,76 @@ def test_two_cpu_light_tests_and_a_plain_one_run_together_and_never_beside_a_cpu
                      out), out
 
 
+# A test of the CPU group waiting for its share goes before plain tests (tests/policy.py, GROUP_FIRST_LOCK).
+# Plain tests hold every CPU (one holder per CPU); the `cpu` test and two more plain tests have asked for
+# a share long before the first holder ends (2 s); then neither the next plain test of that holder's file
+# nor the two waiting plain tests may take the freed CPU from the `cpu` test. (Without the rule the `cpu`
+# test won that race in 1 of 4 tries.)
+PRIORITY = WAITING + """
+import json
+
+def _record(name, start):
+    with open(os.environ["HPH_TIMES"], "a") as f:
+        f.write(json.dumps([name, start, time.monotonic()]) + "\\n")
+"""
+HOLDER = PRIORITY + """
+def test_a():
+    start = time.monotonic()
+    (SYNC / "{f}").touch()
+    for other in {others}:
+        _until(other)
+    time.sleep({hold})
+    _record("{f}-a", start)
+
+def test_b():
+    _record("{f}-b", time.monotonic())
+"""
+ASKER = PRIORITY + """
+{decorator}
+def test_asks():
+    _record("{f}", time.monotonic())
+"""
+
+# The askers ask for their share only once every holder runs: a plugin whose hook wraps the scheduler's
+# (tryfirst), so it waits before the test asks for anything.
+ASKERS_WAIT = """\
+import os, time
+from pathlib import Path
+import pytest
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    if item.name == "test_asks":
+        sync, end = Path(os.environ["HPH_SYNC"]), time.monotonic() + 60
+        while not all((sync / h).exists() for h in {holders}):
+            assert time.monotonic() < end, "the holders did not start within 60 s"
+            time.sleep(0.05)
+    yield
+"""
+
+
+def test_a_cpu_test_waiting_for_its_share_goes_before_plain_tests(tmp_path: Path) -> None:
+    """The CPU group's tests are the session's critical path (docs/testing.md): when a CPU is freed, a
+    `cpu` test waiting for it takes it, not the next plain test of the worker that freed it nor another
+    waiting plain test."""
+    cpus = os.cpu_count() or 1
+    suite, sync, times = tmp_path / "suite", tmp_path / "sync", tmp_path / "times.jsonl"
+    suite.mkdir()
+    sync.mkdir()
+    holders = [f"h{n}" for n in range(cpus)]
+    files = {f"test_{h}.py": HOLDER.replace("{f}", h).replace("{others}", repr([o for o in holders if o != h]))
+             .replace("{hold}", "2.0" if h == "h0" else "4.0") for h in holders}
+    files |= {f"test_{f}.py": ASKER.replace("{f}", f).replace("{decorator}", "@pytest.mark.cpu" if f == "c" else "")
+              for f in ("c", "q1", "q2")}
+    _suite(suite, files)
+    (suite / "hph_askers_wait.py").write_text(ASKERS_WAIT.replace("{holders}", repr(holders)))
+    rc, out, counts = _pytest(suite, "-p", "hph_askers_wait", "-n", str(len(files)), "--dist", "loadfile",
+                              HPH_SYNC=str(sync), HPH_TIMES=str(times))
+    assert rc == 0 and counts == {"passed": 2 * cpus + 3}, out
+    rows = {r[0]: r for r in map(json.loads, times.read_text().splitlines())}
+    assert all(rows["c"][1] < rows[other][1] for other in ("h0-b", "q1", "q2")), rows
+
+
 SHARED = """\
 import json, os, time
 import pytest
