@@ -118,9 +118,9 @@ def test_the_table_has_every_check_and_a_section_per_workload() -> None:
     for key, title in checks.WORKLOADS.items():
         n = sum(key in c.applies for c in checks.CHECKS)
         assert f"### {title}\n\n{n} checks." in page, key
-    # the rtp workloads carry their ten checks (the repair check since issue 48), the probe's two and the
-    # interface check
-    assert sum("rtp-gcc" in c.applies for c in checks.CHECKS) == 13
+    # the rtp workloads carry their eleven checks (the repair check and the audio check since issue 48 §1),
+    # the probe's two and the interface check
+    assert sum("rtp-gcc" in c.applies for c in checks.CHECKS) == 14
     assert sum("own-dash" in c.applies for c in checks.CHECKS) == 11
     assert sum("dash.js" in c.applies for c in checks.CHECKS) == 12
 
@@ -231,8 +231,8 @@ def test_expected_records_expand_per_path_and_follow_conditions() -> None:
     assert sabre == {"cross_checks": {"player_bytes_vs_access_log"}, "fidelity_checks": {
         "probe_delay_within_queue_bound", "playback_within_media_and_stalls", "no_simultaneous_silence"}}
     rtp = checks.expected_records("rtp-gcc", {"voip", "voip-one-path"}, ["a"])
-    assert rtp["cross_checks"] == {"bytes_a_interface_vs_udp_socket"} and len(rtp["rtp.checks"]) == 10
-    assert "repair_vs_logs" in rtp["rtp.checks"]
+    assert rtp["cross_checks"] == {"bytes_a_interface_vs_udp_socket"} and len(rtp["rtp.checks"]) == 11
+    assert {"repair_vs_logs", "audio_vs_logs"} <= rtp["rtp.checks"]
     assert rtp["fidelity_checks"] == {"probe_delay_within_queue_bound", "no_simultaneous_silence"}
     with pytest.raises(ValueError, match="unknown conditions"):
         checks.expected_records("bulk", {"pcap-client"}, ["a"])

@@ -23,6 +23,7 @@ FPS, T0, END = 10, 1.0, 21.0        # frames every 0.1 s of capture time from 1.
 RATE = 480_000                      # the controller's target while the encoder runs (bit/s)
 PAUSES = [(12.0, 12.5), (15.0, 16.0), (18.3, 18.6)]      # target 0: webrtc-bbr's paused encoder
 RTP_HEADER = 12
+AUDIO_BYTES = 92                    # an audio packet's UDP payload: 12 B RTP header + an 80 B Opus frame
 
 
 def _paused(t: float) -> bool:
@@ -52,8 +53,13 @@ def _stream() -> dict[str, Any]:
                "keyframe": "false", "bytes": str(size), "nal_bytes": str(size), "packets": "1",
                "encoder_bps": str(RATE), "target_bps": str(RATE), "forced_keyframe": "false"} for n, c in enumerate(caps)]
     packets = [{"t_s": f"{c + 0.01:.6f}", "transport_seq": str(n), "rtp_seq": str(n), "frame": str(n),
-                "udp_payload_bytes": str(size + RTP_HEADER), "padding": "false", "rtx": "false", "original_seq": ""}
-               for n, c in enumerate(caps)]
+                "udp_payload_bytes": str(size + RTP_HEADER), "padding": "false", "rtx": "false", "original_seq": "",
+                "audio": "false"} for n, c in enumerate(caps)]
+    # the call's audio: one 20 ms Opus frame per packet from T0 to END, no transport-wide number
+    audio_caps = [T0 + k * 0.02 for k in range(round((END - T0) / 0.02))]
+    packets += [{"t_s": f"{c + 0.01:.6f}", "transport_seq": "-1", "rtp_seq": str(k), "frame": "",
+                 "udp_payload_bytes": str(AUDIO_BYTES), "padding": "false", "rtx": "false", "original_seq": "",
+                 "audio": "true"} for k, c in enumerate(audio_caps)]
     encoder = []
     for w in range(math.ceil(END - T0)):
         a = T0 + w
@@ -70,11 +76,14 @@ def _stream() -> dict[str, Any]:
     rate = []
     for s in range(int(T0), int(END) + 1):
         got = [n for n, c in enumerate(caps) if s <= c + 0.01 < s + 1]
+        heard = [c for c in audio_caps if s <= c + 0.01 < s + 1]
         rate.append({"second": str(s), "received_bps": str(len(got) * (size + RTP_HEADER) * 8),
-                     "packets": str(len(got)), "padding_bps": "0", "rtx_bps": "0"})
+                     "packets": str(len(got)), "padding_bps": "0", "rtx_bps": "0",
+                     "audio_bps": str(len(heard) * AUDIO_BYTES * 8)})
     lat = sorted(latencies)
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731 — the viewer's nearest rank
     n, nbytes = len(caps), len(caps) * (size + RTP_HEADER)
+    na, abytes = len(audio_caps), len(audio_caps) * AUDIO_BYTES
     tx = {"frames_captured": n, "packets_sent": n, "rtp_bytes_sent": nbytes, "packets_unsent_at_end": 0,
           # the sender's TWCC ledger as mpvlab-rtp writes it (feedback.go feedbackSummary): every number
           # reported received, one feedback per RTCP datagram every 50 ms of the 20 s stream
@@ -84,19 +93,26 @@ def _stream() -> dict[str, Any]:
                        "twcc_feedback_packets": 400, "rtcp_datagrams": 400, "rtcp_bytes": 400 * 28},
           "padding": True, "padding_packets_sent": 0, "padding_bytes_sent": 0, "target_updates": len(targets),
           "final_target_bps": RATE, "cpu": None,
-          "repair": {"nack": True, "pli": True, "counts": dict.fromkeys(REPAIR_TX_COUNTS, 0)}}
+          "repair": {"nack": True, "pli": True, "counts": dict.fromkeys(REPAIR_TX_COUNTS, 0)},
+          "audio": {"enabled": True, "bitrate_bps": 32000, "frame_ms": 20, "wave": "pink-noise", "payload_type": 111,
+                    "clock_rate": 48000, "frames": na, "packets_handed": na, "packets_sent": na, "bytes_sent": abytes,
+                    "payload_bytes_sent": abytes - na * RTP_HEADER, "packets_unsent_at_end": 0}}
     rx = {"end_record_seen": True, "frames_accounted": n, "frames_on_time": n, "frames_late": 0, "frames_lost": 0,
           "frames_lost_incomplete": 0, "frames_lost_unseen": 0, "frames_reassembly_mismatch": 0,
           "packets_expected": n, "packets_received": n, "packets_lost": 0, "rtp_bytes_received": nbytes,
           "padding_packets_expected": 0, "padding_packets_received": 0, "padding_packets_lost": 0,
-          "padding_bytes_received": 0, "udp_payload_bytes_received": nbytes, "udp_datagrams_received": n,
+          "padding_bytes_received": 0, "udp_payload_bytes_received": nbytes + abytes, "udp_datagrams_received": n + na,
           "feedback_interval_ms": 50, "feedback_own_target_bps": 300000, "playout_deadline_ms": 400.0,
           "decode": {"frames_decoded": n, "frames_decode_error": 0, "frames_undecodable": 0, "decoder_failure": "",
                      "decoder": None, "definition": "decoded + decode_error + undecodable = on time"},
           "latency_ms": {"p50": pct(0.5), "p95": pct(0.95), "p99": pct(0.99), "max": pct(1.0),
                          "definition": "capture to the arrival of the frame's last missing packet"}, "cpu": None,
           "repair": {**dict.fromkeys(REPAIR_RX_COUNTS, 0), "rtx_packets_expected": 0, "pli_sent_by_reason": {},
-                     "nack_rtt_ms": 100, "definition": "as the viewer writes it"}}
+                     "nack_rtt_ms": 100, "definition": "as the viewer writes it"},
+          "audio": {"packets_received": na, "packets_expected": na, "packets_lost": 0, "duplicate_packets": 0,
+                    "bytes_received": abytes, "payload_bytes_received": abytes - na * RTP_HEADER,
+                    "packets_on_time": na, "packets_late": 0, "playout_deadline_ms": 400.0,
+                    "latency_ms": {"p50": 10.0, "p95": 10.0, "max": 10.0}, "definition": "as the viewer writes it"}}
     return {"tx": tx, "rx": rx, "sender/frames.csv": frames, "sender/packets.csv": packets,
             "sender/targets.csv": targets, "sender/encoder.csv": encoder, "receiver/frames.csv": rx_frames,
             "receiver/rate.csv": rate}
@@ -137,7 +153,7 @@ def test_a_consistent_stream_passes_every_check(tmp_path: Path) -> None:
     assert set(record["checks"]) == {"encoder_vs_setting", "steady_target_vs_frames", "encoder_per_second_vs_frames",
                                      "received_per_second_vs_totals", "latency_vs_frames", "packets_vs_frames",
                                      "viewer_counts_vs_frames", "encoder_targets_vs_log", "encoder_wire_vs_packets",
-                                     "repair_vs_logs"}
+                                     "repair_vs_logs", "audio_vs_logs"}
     # every check the run makes is a row of the one registry (mpvlab/results/checks.py), and every
     # rtp row there is a check the run makes
     from mpvlab.results import checks
@@ -265,6 +281,37 @@ def test_encoder_wire_bytes_against_the_packet_log_are_named(tmp_path: Path) -> 
         s["rx"]["udp_payload_bytes_received"] += 40
         s["receiver/rate.csv"][0]["received_bps"] = str(int(s["receiver/rate.csv"][0]["received_bps"]) + 320)
     assert _plant(tmp_path, fatter_packets) == ["rtp_encoder_wire_vs_packets"]
+
+
+def test_audio_counts_against_the_logs_are_named(tmp_path: Path) -> None:
+    def unreported_audio_packet(s: dict[str, Any]) -> None:
+        # an audio packet in packets.csv that sender.json does not count
+        last = [p for p in s["sender/packets.csv"] if p["audio"] == "true"][-1]
+        s["sender/packets.csv"].append({**last, "rtp_seq": str(int(last["rtp_seq"]) + 1)})
+    assert _plant(tmp_path, unreported_audio_packet) == ["rtp_audio_vs_logs"]
+
+    def audio_numbered_for_feedback(s: dict[str, Any]) -> None:
+        # an audio packet with a transport-wide number: 2018's default audio has none
+        next(p for p in s["sender/packets.csv"] if p["audio"] == "true")["transport_seq"] = "9999"
+    assert _plant(tmp_path, audio_numbered_for_feedback) == ["rtp_audio_vs_logs"]
+
+    def audio_bytes_only_in_the_rate_log(s: dict[str, Any]) -> None:
+        s["receiver/rate.csv"][3]["audio_bps"] = str(int(s["receiver/rate.csv"][3]["audio_bps"]) + 8)
+    assert _plant(tmp_path, audio_bytes_only_in_the_rate_log) == ["rtp_audio_vs_logs"]
+
+
+def test_audio_is_apart_from_the_video_figures(tmp_path: Path) -> None:
+    """The audio rows of packets.csv count in no video figure: the consistent stream with audio passes the
+    video's packet checks, and the summary's rtp.audio holds the audio's own counts and mean."""
+    record, warnings = _record(tmp_path, _stream())
+    a = record["audio"]
+    assert warnings == []
+    assert record["packets_sent"] == len([p for p in _stream()["sender/packets.csv"] if p["audio"] == "false"])
+    assert a["enabled"] and a["packets_sent"] == a["packets_received"] == round((END - T0) / 0.02)
+    assert a["packets_lost"] == 0 and a["on_time_share"] == 1.0
+    # 50 packets of 92 B a second, over the video's whole seconds
+    assert a["received_mean_bps"] == 50 * AUDIO_BYTES * 8 and a["received_seconds"] > 0
+    assert a["window_s"] == record["video_bitrate_bps"]["window_s"]
 
 
 def test_repair_counts_against_the_logs_are_named(tmp_path: Path) -> None:

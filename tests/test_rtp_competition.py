@@ -12,7 +12,8 @@ starting at 6 s — and what must hold whatever the host's load and whoever wins
   queue full; CI saw the last 5 of 8343 go) does no later packet reveal them, and no feedback can
   name them: then exactly those, the tail, are unreported, and the viewer counted them lost;
 - the viewer's OWN interface (client0's, not the bottleneck's, which also carries CUBIC) received
-  the RTP bytes plus 42 header bytes per datagram (Ethernet 14 + IPv4 20 + UDP 8; the RTP header is
+  the RTP bytes (video, padding, retransmissions and the call's audio) plus 42 header bytes per
+  datagram (Ethernet 14 + IPv4 20 + UDP 8; the RTP header is
   part of the RTP bytes) and at most a handful of other frames (ARP, the end-of-stream records), each
   at most one MTU;
 - the two flows together got no more than the link: over the CUBIC flow's interval, RTP bits/s + CUBIC
@@ -139,9 +140,13 @@ def test_rtp_against_cubic_records_both_flows_and_accounts_everything(tmp_path: 
     iface = s["clients"]["client0"]
     assert iface["interface"].endswith("c0")                   # client0's own end, not the router's
     assert b["leaf_rx_bytes"]["client0"] == iface["rx_bytes"]
-    datagrams = r["packets_received"] + r["padding_packets_received"] + rep["retransmissions_received"]
+    # the call's audio (on by default) crosses the same interface: its datagrams count with the rest
+    a = r["audio"]
+    assert a["enabled"] and a["packets_received"] + a["packets_lost"] == a["packets_sent"] > 0, a
+    datagrams = (r["packets_received"] + r["padding_packets_received"] + rep["retransmissions_received"]
+                 + a["packets_received"])
     rtp_wire = (r["rtp_bytes_received"] + r["padding_bytes_received"] + rep["retransmission_bytes_received"]
-                + UDP_OVERHEAD * datagrams)
+                + a["bytes_received"] + UDP_OVERHEAD * datagrams)
     other_frames = iface["rx_packets"] - datagrams
     allowed = OTHER_FRAMES + NEIGH_FRAMES_PER_15S * math.ceil(b["window_s"] / 15)
     assert 0 <= other_frames <= allowed, (iface, datagrams, allowed)

@@ -120,11 +120,13 @@ def _assert_accounted(run_dir: Path, s: dict, duration_s: int = DURATION_S) -> N
     # counts, never the video's; media and padding share one transport-wide sequence, consecutive in
     # the order packets left (the pacer numbers them as they leave).
     packets = _rows(run_dir / "logs/rtp/sender/packets.csv")
-    # Retransmissions (RTX, workload.repair) are their own rows too, apart from the video's counts.
-    media = [p for p in packets if p["padding"] == "false" and p["rtx"] == "false"]
+    # Retransmissions (RTX, workload.repair) and the call's audio (workload.audio, on by default) are
+    # their own rows too, apart from the video's counts.
+    media = [p for p in packets if p["padding"] == "false" and p["rtx"] == "false" and p["audio"] == "false"]
     padding = [p for p in packets if p["padding"] == "true"]
     rtx = [p for p in packets if p["rtx"] == "true"]
-    assert len(media) + len(padding) + len(rtx) == len(packets)
+    audio = [p for p in packets if p["audio"] == "true"]
+    assert len(media) + len(padding) + len(rtx) + len(audio) == len(packets)
     rep = r["repair"]
     assert len(rtx) == rep["retransmissions_sent"]
     assert rep["retransmissions_received"] + rep["retransmissions_lost"] == rep["retransmissions_sent"]
@@ -132,7 +134,9 @@ def _assert_accounted(run_dir: Path, s: dict, duration_s: int = DURATION_S) -> N
     assert len(padding) == r["padding_packets"]
     assert r["packets_received"] + r["packets_lost"] == r["packets_sent"]
     assert r["padding_packets_received"] + r["padding_packets_lost"] == r["padding_packets"]
-    tseqs = [int(p["transport_seq"]) for p in packets]
+    # the audio carries no transport-wide number (2018's default: rtp/README.md "The call had audio")
+    assert all(p["transport_seq"] == "-1" for p in audio)
+    tseqs = [int(p["transport_seq"]) for p in packets if p["audio"] == "false"]
     assert tseqs == list(range(tseqs[0], tseqs[0] + len(tseqs)))
     fb = r["feedback"]
     every = r["packets_sent"] + r["padding_packets"] + rep["retransmissions_sent"]
@@ -157,8 +161,15 @@ def _assert_accounted(run_dir: Path, s: dict, duration_s: int = DURATION_S) -> N
     assert r["padding_bytes"] - r["padding_packets_lost"] * 300 <= r["padding_bytes_received"] <= r["padding_bytes"]
     (wire,) = s["cross_checks"].values()
     assert wire["ok"], wire
+    a = r["audio"]
     assert s["paths"]["link"]["rx_bytes"] >= (r["rtp_bytes_received"] + r["padding_bytes_received"]
-                                              + rep["retransmission_bytes_received"] + 42 * received)
+                                              + rep["retransmission_bytes_received"] + a["bytes_received"]
+                                              + 42 * (received + a["packets_received"]))
+    if a["enabled"]:
+        _check_audio(run_dir, r, audio, duration_s)
+    else:   # workload.audio off: the video-only stream of mpvlab-rtp before the audio existed
+        assert not audio and a["packets_sent"] == a["packets_received"] == a["bytes_received"] == 0, a
+        assert not (run_dir / "logs/rtp/sender/audio.log").exists()
     _check_decoding(r, rx_frames)
     _check_rendering(r, rx_frames, duration_s)
     # every cross-check of the summary's figures against the logs held (rtp_checks.py, tests/test_rtp_checks.py)
@@ -168,6 +179,38 @@ def _assert_accounted(run_dir: Path, s: dict, duration_s: int = DURATION_S) -> N
     want = checks.expected_records(f"rtp-{r['controller']}", set(), list(s["paths"]))
     assert set(s["cross_checks"]) == want["cross_checks"] and set(r["checks"]) == want["rtp.checks"], want
     assert not s["fidelity_checks"] and "fidelity_checks" not in want
+
+
+AUDIO_BPS, AUDIO_FRAME_S = 32_000, 0.020     # workload.audio's defaults: libwebrtc 2018's Opus
+RTP_HEADER = 12                              # an audio packet's RTP header: no header extension
+
+
+def _check_audio(run_dir: Path, r: dict, rows: list[dict[str, str]], duration_s: int) -> None:
+    """The call's audio (on by default; rtp/README.md "The call had audio"), apart from the video:
+    every packet sent was received or counted lost; the sender's totals are its packets.csv rows, RTP
+    sequence numbers 0, 1, 2, … in send order; one packet per 20 ms frame over the audio's capture
+    span (a live source timestamps by sample count, so never a gap), which covers the video's media
+    time less a stalled start (≥ 0.9 ×) and at most the few seconds the audio child ran before the
+    video's first frame (+ 3 s); the received rate, RTP header included, within first principles: Opus
+    VBR (constrained) averages at most its 32 kbit/s target (+ 10 % for a 1 s window's frames), at
+    least half of it on the full-band pink noise it is fed (measured 27.5 kbit/s of payload), + 12 B
+    of RTP header per packet; no audio packet arrives before it was captured + the path's 20 ms."""
+    a, tx = r["audio"], json.loads((run_dir / "logs/rtp/sender/sender.json").read_text())["audio"]
+    assert a["enabled"] and (a["bitrate_bps"], a["frame_ms"]) == (AUDIO_BPS, 20), a
+    assert a["packets_received"] + a["packets_lost"] == a["packets_sent"] == len(rows) > 0, a
+    assert a["bytes_sent"] == sum(int(p["udp_payload_bytes"]) for p in rows) == tx["bytes_sent"]
+    assert a["bytes_sent"] - a["packets_lost"] * 1500 <= a["bytes_received"] <= a["bytes_sent"]
+    assert [int(p["rtp_seq"]) for p in rows] == [n & 0xFFFF for n in range(len(rows))]
+    assert a["packets_on_time"] + a["packets_late"] == a["packets_received"]
+    span = tx["last_capture_s"] - tx["first_capture_s"]
+    assert a["packets_sent"] + a["packets_unsent_at_end"] == round(span / AUDIO_FRAME_S) + 1, (a, span)
+    assert 0.9 * duration_s / AUDIO_FRAME_S <= a["packets_sent"] <= (duration_s + 3) / AUDIO_FRAME_S, a
+    per_packet = 8 / AUDIO_FRAME_S * RTP_HEADER
+    assert 0.5 * AUDIO_BPS + per_packet <= a["received_mean_bps"] <= 1.1 * AUDIO_BPS + per_packet, a
+    assert a["latency_ms"]["p50"] >= PATH_RTT_MS / 2 - 1, a
+    print(f"{r['controller']}: audio {a['packets_sent']} packets sent, {a['packets_lost']} lost, "
+          f"{a['received_mean_bps'] / 1e3:.1f} kbit/s received, on time {a['on_time_share']}, "
+          f"latency p50 {a['latency_ms']['p50']:.1f} ms")
 
 
 def _check_rendering(r: dict, rx_frames: list[dict[str, str]], duration_s: int) -> None:
@@ -225,7 +268,7 @@ def _check_bitrates(run_dir: Path, r: dict) -> None:
     original sequence number (RFC 4588): the viewer read the frame's bytes + 2 B per repaired packet."""
     sent: dict[str, int] = {}
     for p in _rows(run_dir / "logs/rtp/sender/packets.csv"):
-        if p["padding"] != "true" and p["rtx"] != "true":
+        if p["padding"] != "true" and p["rtx"] != "true" and p["audio"] != "true":
             sent[p["frame"]] = sent.get(p["frame"], 0) + int(p["udp_payload_bytes"])
     rx_frames = _rows(run_dir / "logs/rtp/receiver/frames.csv")
     for f in rx_frames:
@@ -301,6 +344,33 @@ def test_rtp_run_accounts_every_frame_packet_and_byte(tmp_path: Path, controller
     steady = r["target_bps"]["steady_mean"]
     assert 0.5 * LINK_BPS <= steady <= 1.0 * LINK_BPS, r["target_bps"]
     _check_encoder_follows(r["encoder_per_second"])
+
+
+@pytest.mark.netns
+@pytest.mark.e2e
+# cpu_light: the audio-on runs above measured 0.17-0.25 cores before the audio; its child adds 0.034
+# (live_audio.py alone: 0.34 s of CPU over 10 s, start-up included); this run has no audio child
+@pytest.mark.cpu_light
+def test_rtp_audio_off_sends_video_only(tmp_path: Path) -> None:
+    """`workload.audio: false` is the stream before the audio existed: no audio packet in the sender's
+    log or at the viewer, no audio child, no audio in rate.csv or provenance, and every frame, packet and
+    byte accounted as with audio (the audio-on runs are the accounting test's, where audio is the
+    default: _check_audio)."""
+    name = "rtp-audio-off"
+    f = tmp_path / f"{name}.yaml"
+    text = (SCENARIO.read_text().replace("name: rtp-gcc-short", f"name: {name}")
+            .replace(f"duration: {DURATION_S}s", "duration: 6s\n  audio: false"))
+    assert "audio: false" in text
+    f.write_text(text)
+    run_dir, s = _run(f, name, tmp_path / "results")
+    r = s["rtp"]
+    assert r["audio"]["enabled"] is False and r["audio"]["received_mean_bps"] is None, r["audio"]
+    _assert_accounted(run_dir, s, 6)
+    assert all(x["audio_bps"] == 0 for x in r["received_per_second"])
+    tx = json.loads((run_dir / "logs/rtp/sender/sender.json").read_text())["audio"]
+    assert tx["enabled"] is False and tx["packets_sent"] == tx["frames"] == 0, tx
+    prov = json.loads((run_dir / "provenance.json").read_text())
+    assert prov["rtp"]["audio_encoder"] is None
 
 
 @pytest.mark.netns
@@ -394,7 +464,7 @@ def test_rtp_loss_repair_nack_rtx_and_pli(tmp_path: Path) -> None:
     # every retransmission is of a video packet that left before it; each NACK named what was resent
     first_sent = {}
     for p in packets:
-        if p["padding"] == "false" and p["rtx"] == "false":
+        if p["padding"] == "false" and p["rtx"] == "false" and p["audio"] == "false":
             first_sent.setdefault(p["rtp_seq"], float(p["t_s"]))
     assert all(p["original_seq"] in first_sent and first_sent[p["original_seq"]] <= float(p["t_s"]) for p in rtx)
     assert rep["nacked_packets_received"] <= rep["nacked_packets"], rep   # the up path has no loss; a late NACK may miss the sender
@@ -523,6 +593,10 @@ def test_rtp_gcc_target_follows_a_step_down_of_the_link(tmp_path: Path) -> None:
     ({"kind": "rtp", "encoder": "x"}, "dumbbell", "encoder"),
     ({"kind": "rtp", "cap_encoder": "maybe"}, "dumbbell", "cap_encoder"),
     ({"kind": "rtp", "cap_estimate": 2}, "dumbbell", "cap_estimate"),
+    ({"kind": "rtp", "audio": {"bitrate": "1kbit"}}, "dumbbell", "audio.bitrate must lie between 6kbit and 510kbit"),
+    ({"kind": "rtp", "audio": {"frame_ms": 30}}, "dumbbell", "10, 20, 40 or 60"),
+    ({"kind": "rtp", "audio": {"codec": "g711"}}, "dumbbell", "audio.codec"),
+    ({"kind": "rtp", "audio": "on"}, "dumbbell", "audio"),
     ({"kind": "rtp"}, "dual-path", "rtp runs on topology.kind dumbbell or shared-bottleneck"),
 ])
 def test_rtp_scenario_rejects_bad_input(workload: dict, topology: str, error: str) -> None:
@@ -574,6 +648,25 @@ def test_rtp_caps_default_to_both_and_reach_the_sender() -> None:
     assert wl(cap_encoder=False).sender_cap_flags() == ["--max-bitrate", "600000", "--encoder-max-bitrate", "0"]
     assert wl(cap_encoder=False, cap_estimate=False).caps() == {"estimate_max_bps": ESTIMATE_BOUND_UNCAPPED,
                                                                 "encoder_max_bps": None}
+
+
+def test_rtp_audio_defaults_to_2018s_opus_and_reaches_the_sender() -> None:
+    """workload.audio (rtp/README.md "The call had audio"): on by default with libwebrtc 2018's Opus
+    defaults (32 kbit/s, 20 ms frames), turned into exactly the sender's flags; `audio: false` and
+    `{enabled: false}` give none (the video-only stream)."""
+    from mpvlab.input.scenario import Scenario
+    paths = {"a": {"down": {"rate": "1mbit", "buffer": "15KB", "delay": "20ms"}}}
+
+    def wl(**kw: Any) -> Any:
+        return Scenario.model_validate({"name": "x", "topology": {"kind": "dumbbell"}, "paths": paths,
+                                        "workload": {"kind": "rtp", **kw}}).workload
+    a = wl().audio
+    assert (a.enabled, a.bitrate, a.frame_ms, a.wave) == (True, 32_000, 20, "pink-noise")
+    assert a.sender_flags("enc.py") == ["--audio", "--audio-encoder", "enc.py", "--audio-bitrate", "32000",
+                                        "--audio-frame", "20ms", "--audio-wave", "pink-noise"]
+    assert wl(audio=False).audio.sender_flags("enc.py") == [] == wl(audio={"enabled": False}).audio.sender_flags("x")
+    assert wl(audio={"bitrate": "24kbit", "frame_ms": 60}).audio.encoder_args() == [
+        "--bitrate", "24000", "--frame-ms", "60", "--wave", "pink-noise"]
 
 
 CAP_BPS = 600_000       # below what GCC reaches on the 1 Mbit/s link (steady ~0.95 x link, rtp/README.md)
@@ -650,7 +743,9 @@ def test_rtp_vp8_encoder_run_is_accounted_and_decoded(tmp_path: Path) -> None:
     for a, b in zip(caps, caps[1:]):
         gap = (b - a) / interval
         assert gap > 0.5 and abs(gap - round(gap)) < 0.25, (a, b)   # whole frame intervals, never less
-    assert len(_rows(run_dir / "logs/rtp/sender/packets.csv")) == r["packets_sent"] + r["padding_packets"]
+    assert len(_rows(run_dir / "logs/rtp/sender/packets.csv")) == (r["packets_sent"] + r["padding_packets"]
+                                                                   + r["repair"]["retransmissions_sent"]
+                                                                   + r["audio"]["packets_sent"])
     d = r["decode"]
     assert d["decoder"]["decoder"].startswith("vp8dec"), d
     assert d["frames_decoded"] + d["frames_decode_error"] + d["frames_undecodable"] \

@@ -60,7 +60,9 @@ def test_a_real_shaped_stream_builds_and_is_written_unchanged(tmp_path: Path) ->
     assert record["encoder_per_second"][0] == {"t_s": 1.0, "frames": 10, "achieved_bps": 480_000,
                                                "achieved_wire_bps": 480_000 + 10 * 40 * 8,
                                                "target_bps": 480_000.0, "encoder_set_bps": 480_000.0}
-    assert set(record["received_per_second"][0]) == {"second", "received_bps", "padding_bps"}
+    assert set(record["received_per_second"][0]) == {"second", "received_bps", "padding_bps", "audio_bps"}
+    # the call's audio, apart from the video: the stream's logs carry it (tests/test_rtp_checks.py)
+    assert record["audio"]["enabled"] and record["audio"]["packets_sent"] == stream["tx"]["audio"]["packets_sent"] > 0
 
 
 # (what the producer wrote wrong, as a change of the stream's logs; the field the error names; the words)

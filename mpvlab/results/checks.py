@@ -234,6 +234,10 @@ CHECKS: tuple[CheckDef, ...] = (
              "sender/packets.csv rtx rows, sender/frames.csv forced_keyframe, receiver/frames.csv packets_repaired, "
              "receiver/rate.csv rtx_bps", "exact", _RTP_WL, _RTP_MOD + "check_repair_vs_logs",
              _RTP_TEST + "test_repair_counts_against_the_logs_are_named", stored="rtp.checks", applies=_RTP),
+    CheckDef("rtp_audio_vs_logs", "rtp.audio (packets and bytes sent, received, lost, on time)",
+             "sender/packets.csv audio rows, the end record's audio_packets, receiver/rate.csv audio_bps", "exact",
+             _RTP_WL, _RTP_MOD + "check_audio_vs_logs",
+             _RTP_TEST + "test_audio_counts_against_the_logs_are_named", stored="rtp.checks", applies=_RTP),
     # --- whole-run fidelity checks (runchecks.py): a failure is a broken run, fidelity_ok false ---
     CheckDef("probe_delay_within_queue_bound", "fidelity_ok (cross_traffic.voip delays)",
              "the VoIP probe's CSV: kernel receive stamp − send stamp of every packet",

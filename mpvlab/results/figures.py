@@ -189,6 +189,8 @@ FIGURES: tuple[FigureDef, ...] = (
                                            "(targets.csv), steady_window_s and steady_paused_s the steady mean's "
                                            "definition over targets.csv (tests/test_rtp_checks.py checks them by hand)")),
     FigureDef("rtp.received_per_second[].second", note=_no("the bin's second on the run's clock (definition)")),
+    FigureDef("rtp.received_per_second[].audio_bps", ("rtp_audio_vs_logs",),
+              "partly: the sum over the seconds against the viewer's audio bytes"),
     FigureDef("rtp.received_per_second[].*", ("rtp_received_per_second_vs_totals",),
               "partly: the sum over the seconds"),
     FigureDef("rtp.latency_ms.*", ("rtp_latency_vs_frames",)),
@@ -218,6 +220,15 @@ FIGURES: tuple[FigureDef, ...] = (
         "frames_repaired", "frames_repaired_on_time", "keyframes_forced")),
     FigureDef("rtp.repair.*", note=_no("the two ends' own counts of NACKs and PLIs sent and read and of resends "
                                        "skipped (rtp/README.md \"Losses were repaired\"); no collector beside them")),
+    *(FigureDef(f"rtp.audio.{name}", ("rtp_audio_vs_logs",)) for name in (
+        "packets_sent", "bytes_sent", "packets_received", "packets_lost", "bytes_received", "packets_on_time",
+        "packets_late")),
+    FigureDef("rtp.audio.received_mean_bps", ("rtp_audio_vs_logs",),
+              "partly: the mean of the per-second audio_bps bins that check sums against the viewer's audio bytes"),
+    FigureDef("rtp.audio.*", note=_no("configuration (enabled, bitrate, frame length, signal, payload type, clock), "
+                                      "the window and its count of seconds (definition), the sender's own frame and "
+                                      "unsent counts, and the viewer's own latencies and their on-time share "
+                                      "(rtp/README.md \"The call had audio\")")),
     FigureDef("rtp.freezes.*", note=_no("WebRTC's freeze rule over receiver/frames.csv, the viewer's own log")),
     FigureDef("rtp.rendered_fps.*", note=_no("rendered frames per second from receiver/frames.csv, the viewer's own "
                                              "log")),

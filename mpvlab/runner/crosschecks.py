@@ -254,6 +254,7 @@ ADAPTERS: dict[str, Callable[[dict[str, Any], CheckState], Records]] = {
     "rtp_encoder_targets_vs_log": _rtp("check_encoder_targets_vs_log"),
     "rtp_encoder_wire_vs_packets": _rtp("check_encoder_wire_vs_packets"),
     "rtp_repair_vs_logs": _rtp("check_repair_vs_logs"),
+    "rtp_audio_vs_logs": _rtp("check_audio_vs_logs"),
     "probe_delay_within_queue_bound": _probe_delay,
     "playback_within_media_and_stalls": _playback,
     "no_simultaneous_silence": _silence,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from mpvlab.core.quantities import Duration, Rate, Strict
 from mpvlab.workloads.base import WorkloadKind
@@ -58,6 +58,40 @@ class RtpRepair(Strict):
         return [f"--nack={str(self.nack).lower()}", f"--pli={str(self.pli).lower()}"]
 
 
+class RtpAudio(Strict):
+    """The call's audio (rtp/README.md, "The call had audio"), on by default as in a 2018 call: Opus as
+    libwebrtc 2018 configured it by default — `bitrate` 32 kbit/s (kOpusBitrateFbBps, mono full band),
+    `frame_ms` 20 (kDefaultFrameSizeMs), payload type 111, 48 kHz RTP clock — on its own SSRC through the
+    controller's pacer at high priority, without a transport-wide sequence number and not counted in
+    the pacer's budget or the controller's bytes (2018's default, WebRTC-Audio-SendSideBwe off).
+    `wave`: the test signal the encoder is fed (pink noise: a full-band signal standing in for a talking
+    participant). `audio: false` (or `{enabled: false}`) is the video-only stream of mpvlab-rtp before
+    issue 48 §1."""
+
+    enabled: bool = Field(True, description="Send the audio stream; false = video only (mpvlab-rtp before issue 48 §1).")
+    bitrate: Rate = Field(32_000, description="Opus target bitrate, 6kbit … 510kbit (libwebrtc 2018's default 32kbit: kOpusBitrateFbBps, mono full band).")
+    frame_ms: Literal[10, 20, 40, 60] = Field(20, description="Opus frame length in ms, one frame per RTP packet (libwebrtc 2018's default 20: kDefaultFrameSizeMs).")
+    wave: Literal["pink-noise", "sine", "silence"] = Field("pink-noise", description="The audio source's test signal (audiotestsrc); Opus is VBR, so the signal moves the bytes sent.")
+
+    @model_validator(mode="after")
+    def _ranges(self) -> RtpAudio:
+        if not 6_000 <= self.bitrate <= 510_000:
+            raise ValueError("audio.bitrate must lie between 6kbit and 510kbit (Opus's range, "
+                             "AudioEncoderOpusConfig kMinBitrateBps … kMaxBitrateBps)")
+        return self
+
+    def encoder_args(self) -> list[str]:
+        """rtp/encoder/live_audio.py's arguments."""
+        return ["--bitrate", str(self.bitrate), "--frame-ms", str(self.frame_ms), "--wave", self.wave]
+
+    def sender_flags(self, script: str) -> list[str]:
+        """mpvlab-rtp send's audio flags (none when off)."""
+        if not self.enabled:
+            return []
+        return ["--audio", "--audio-encoder", script, "--audio-bitrate", str(self.bitrate),
+                "--audio-frame", f"{self.frame_ms}ms", "--audio-wave", self.wave]
+
+
 class RtpWorkloadSpec(Strict):
     """Live video server → client over RTP/UDP (rtp/README.md): a test picture encoded in real time
     (`encoder`: x264 zerolatency, or vp8 — libvpx with libwebrtc's 2018 real-time rate control, the
@@ -84,6 +118,13 @@ class RtpWorkloadSpec(Strict):
     encoder: Literal["x264", "vp8"] = Field("x264", description="Video encoder: x264 (constant bitrate, 100 ms rate-control buffer) or vp8 (libvpx with libwebrtc 2018's real-time rate control).")
     timeout: Duration | None = Field(None, description="Give up after this long, 1s … 24h; null = duration + 60 s.")
     repair: RtpRepair = Field(default_factory=lambda: RtpRepair(), description="Loss repair: NACK/RTX retransmission and PLI key-frame requests, both on as in a 2018 WebRTC call ({nack: false, pli: false}: none).")
+    audio: RtpAudio = Field(default_factory=lambda: RtpAudio(), description="The call's audio: Opus 32 kbit/s, 20 ms frames, paced at high priority and not counted by the controller, as libwebrtc 2018 by default; on as in a call (false or {enabled: false}: video only).")
+
+    @field_validator("audio", mode="before")
+    @classmethod
+    def _audio_shorthand(cls, v: Any) -> Any:
+        """`audio: true|false` is `audio: {enabled: true|false}`."""
+        return {"enabled": v} if isinstance(v, bool) else v
 
     @model_validator(mode="after")
     def _ranges(self) -> RtpWorkloadSpec:

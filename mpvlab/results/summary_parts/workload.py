@@ -146,8 +146,11 @@ class RtpReceivedSecond(Record):
     rtp/cmd/mpvlab-rtp/recv.go): every second from the first arrival's to the last's, video or padding."""
 
     second: int = Field(description="the second [second, second + 1) on the run's clock (s since t0)")
-    received_bps: int = Field(description="video RTP bytes (UDP payload) that arrived in it × 8 (bit/s)")
+    received_bps: int = Field(description="video RTP bytes (UDP payload) that arrived in it × 8 (bit/s; the video "
+                                          "stream alone: padding, retransmissions and audio apart)")
     padding_bps: int = Field(description="padding-only bytes (UDP payload) that arrived in it × 8 (bit/s)")
+    audio_bps: int = Field(0, description="audio RTP bytes (UDP payload) that arrived in it × 8 (bit/s; 0 with audio "
+                                          "off and in runs before issue 48 §1's audio)")
 
 
 class RtpCheck(OpenRecord):
@@ -249,6 +252,32 @@ class RtpRepairRecord(OpenRecord):
     keyframes_forced: int = Field(description="key frames made while a request was pending: the first after each request passed (count)")
 
 
+class RtpAudioRecord(OpenRecord):
+    """workload rtp: the call's audio (rtp/README.md "The call had audio"; mpvlab/runner/workloads/rtp_audio.py),
+    apart from every video figure: sent = received + lost, else the run fails."""
+
+    enabled: bool = Field(description="the scenario's workload.audio.enabled: the audio stream was sent")
+    bitrate_bps: int | None = Field(description="the Opus encoder's configured target (bit/s); null with audio off")
+    frame_ms: int | None = Field(description="the Opus frame length, one frame per RTP packet (ms); null with audio off")
+    packets_sent: int = Field(description="audio RTP packets the sender sent (count; sender/packets.csv audio rows)")
+    packets_received: int = Field(description="audio RTP packets the viewer received, each sequence number once (count)")
+    packets_lost: int = Field(description="audio RTP packets the viewer never received (count) = sent - received")
+    bytes_sent: int = Field(description="their UDP payload as sent: RTP header + Opus frame (B)")
+    bytes_received: int = Field(description="the same as received (B)")
+    packets_on_time: int = Field(description="audio packets that arrived by capture + playout_deadline_ms (count)")
+    packets_late: int = Field(description="audio packets that arrived after it (count); + on time = received")
+    on_time_share: float | None = Field(description="packets_on_time / packets_received (fraction); null when none arrived")
+    playout_deadline_ms: float | None = Field(description="the deadline the audio packets are classified against (ms): "
+                                                          "the workload's playout_deadline")
+    window_s: list[float] | None = Field(description="[from, to) run seconds received_mean_bps is taken over: the video's "
+                                                     "window (video_bitrate_bps.window_s); null with audio off")
+    received_mean_bps: int | None = Field(description="mean of received_per_second[].audio_bps over the run seconds "
+                                                       "wholly inside window_s (bit/s; audio RTP bytes, UDP payload, by "
+                                                       "arrival); null with audio off")
+    received_seconds: int = Field(description="the rate.csv seconds received_mean_bps is taken over (count)")
+    definition: str = Field(description="what is counted, the window and the flow, in words")
+
+
 class RtpRecord(OpenRecord):
     """workload rtp (mpvlab/runner/workloads/rtp.py): frames captured = on time + late + lost at the viewer."""
 
@@ -314,6 +343,9 @@ class RtpRecord(OpenRecord):
     repair: RtpRepairRecord | None = Field(
         None, description="loss repair: NACK/RTX retransmissions and PLI key-frame requests, both ends' counts "
                           "(rtp/README.md \"Losses were repaired\"); null in runs before issue 48 §1")
+    audio: RtpAudioRecord | None = Field(
+        None, description="the call's audio stream (Opus, libwebrtc 2018's defaults), apart from every video figure "
+                          "(rtp/README.md \"The call had audio\"); null in runs before issue 48 §1's audio")
     checks: dict[str, RtpCheck] | None = Field(
         None, description="the rtp cross-checks (mpvlab/runner/workloads/rtp_checks.py, rtp/README.md): per check "
                           "ok, the figure, the evidence, the tolerance and the numbers; a failed one is also a "

@@ -24,7 +24,7 @@ from mpvlab.core import proc
 from mpvlab.core.errors import RunFailed
 from mpvlab.runner import liveness, steps
 from mpvlab.runner.context import RunContext
-from mpvlab.runner.workloads import rtp_bitrate, rtp_checks, rtp_freezes, rtp_repair
+from mpvlab.runner.workloads import rtp_audio, rtp_bitrate, rtp_checks, rtp_freezes, rtp_repair
 from mpvlab.runner.workloads.base import Ends, Outcome, still_running, workload_spec
 from mpvlab.workloads.rtp import RtpWorkloadSpec
 from mpvlab.results.summary_parts.base import build
@@ -35,6 +35,7 @@ from mpvlab.workloads.rtp import RTP
 ROOT = checkout_root()
 BINARY = ROOT / "rtp" / "build" / "mpvlab-rtp"
 ENCODER = ROOT / "rtp" / "encoder" / "live_encoder.py"
+AUDIO_ENCODER = ROOT / "rtp" / "encoder" / "live_audio.py"
 CODEC = {"x264": "h264", "vp8": "vp8"}     # workload.encoder → the sender's, encoder's and decoder's --codec
 DECODER = ROOT / "rtp" / "decoder" / "live_decoder.py"
 RTP_PORT = 5601         # not the fidelity probe's 5201, the cross traffic's 5301 nor bulk's 5401
@@ -90,9 +91,11 @@ class RtpWorkload(TwoEnds):
             "--initial-bitrate", str(spec.initial_bitrate), "--min-bitrate", str(spec.min_bitrate),
             *spec.sender_cap_flags(), "--duration", f"{spec.duration}ns",
             "--fps", str(spec.fps), "--width", str(spec.width), "--height", str(spec.height),
-            "--keyint", str(spec.keyint), "--codec", CODEC[spec.encoder], *spec.repair.flags()], "sender")
+            "--keyint", str(spec.keyint), "--codec", CODEC[spec.encoder], *spec.repair.flags(),
+            *spec.audio.sender_flags(str(AUDIO_ENCODER))], "sender")
         proc.wait_ready(self.sender, s_ready, "rtp sender", 20.0, log=root / "sender" / "sender.log", error=RunFailed)
         self._register_child(ctx, s_ready, "encoder_pid", "rtp encoder")
+        self._register_child(ctx, s_ready, "audio_encoder_pid", "rtp audio encoder")
         self.arm_deadline(ctx)
 
     @staticmethod
@@ -160,6 +163,7 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any],
     sender_frames, receiver_frames = _read_csv(root / "sender" / "frames.csv"), _read_csv(root / "receiver" / "frames.csv")
     rate = _read_csv(root / "receiver" / "rate.csv")
     steady = rtp_checks.steady_target(enc, targets)
+    video_bitrate = rtp_bitrate.video_bitrate(receiver_frames, rate)
     # every derived figure against evidence it was not made from (rtp_checks.py, rtp/README.md): the
     # parsed logs, for the checks mpvlab/runner/crosschecks.py runs at the run's end
     evidence = rtp_checks.Evidence(
@@ -206,7 +210,9 @@ def rtp_record(ctx: RunContext, tx: dict[str, Any], rx: dict[str, Any],
         "received_per_second": _received_per_second(rate),
         # what arrives against what is rendered on time (issue 48; rtp_bitrate.py, rtp/README.md)
         "on_time_per_second": rtp_bitrate.on_time_per_second(receiver_frames),
-        "video_bitrate_bps": rtp_bitrate.video_bitrate(receiver_frames, rate),
+        "video_bitrate_bps": video_bitrate,
+        # the call's audio (issue 48 §1; rtp_audio.py): apart from every video figure above
+        "audio": rtp_audio.audio_record(tx, rx, rate, video_bitrate["window_s"]),
         # the RTT GCC derives from TWCC feedback, for both controllers (issue 48; rtp/README.md)
         "feedback_rtt_ms": rtp_bitrate.feedback_rtt(_read_csv(root / "sender" / "feedback_rtt.csv")),
         # each cross-check's numbers; a failed one is also a warning (filled by crosschecks.py)
@@ -273,7 +279,7 @@ def _encoder_per_second(enc: list[dict[str, str]]) -> list[dict[str, Any]]:
 def _received_per_second(rate: list[dict[str, str]]) -> list[dict[str, Any]]:
     """receiver/rate.csv's rows, typed: what the viewer received per second, padding apart."""
     return [{"second": int(r["second"]), "received_bps": int(r["received_bps"]),
-             "padding_bps": int(r["padding_bps"])}
+             "padding_bps": int(r["padding_bps"]), "audio_bps": int(r.get("audio_bps") or 0)}
             for r in rate]
 
 
@@ -281,6 +287,7 @@ def _record_provenance(ctx: RunContext, spec: RtpWorkloadSpec) -> None:
     """The programs, controller, encoder settings and caps of the run, in its provenance."""
     ctx.extra_prov["rtp"] = {"binary": str(BINARY), "encoder": str(ENCODER), "decoder": str(DECODER),
                              "controller": spec.controller, "video_encoder": encoder_settings(spec),
+                             "audio_encoder": audio_settings(spec),
                              # what max_bitrate capped in this run (issue 48; rtp/README.md "Which cap?")
                              "caps": {"cap_estimate": spec.cap_estimate, "cap_encoder": spec.cap_encoder,
                                       **spec.caps()},
@@ -309,6 +316,17 @@ def encoder_settings(spec: Any) -> dict[str, Any]:
     if cp.returncode != 0:
         return {"encoder": spec.encoder, "error": cp.stderr[-500:]}
     return {"encoder": spec.encoder, **json.loads(cp.stdout)}
+
+
+def audio_settings(spec: Any) -> dict[str, Any] | None:
+    """The audio encoder's settings as rtp/encoder/live_audio.py builds them (provenance); None when off."""
+    if not spec.audio.enabled:
+        return None
+    cp = subprocess.run([sys.executable, str(AUDIO_ENCODER), "--print-settings", *spec.audio.encoder_args()],
+                        capture_output=True, text=True, timeout=30)
+    if cp.returncode != 0:
+        return {"error": cp.stderr[-500:]}
+    return dict(json.loads(cp.stdout))
 
 
 def feedback_warnings(fb: dict[str, Any], rx: dict[str, Any]) -> list[str]:
@@ -353,11 +371,13 @@ def _check_padding(tx: dict[str, Any], rx: dict[str, Any]) -> None:
         raise RunFailed(f"rtp: {tx['feedback']['transport_seqs_sent']} transport-wide numbers sent, not the "
                         f"{tx['packets_sent']} video + {sent} padding + {rtx_sent} retransmitted packets")
     rtx_bytes = rx["repair"]["rtx_bytes_received"]
-    if rx["udp_payload_bytes_received"] < rx["rtp_bytes_received"] + rx["padding_bytes_received"] + rtx_bytes:
+    audio_bytes = (rx.get("audio") or {}).get("bytes_received", 0)
+    if rx["udp_payload_bytes_received"] < rx["rtp_bytes_received"] + rx["padding_bytes_received"] + rtx_bytes + audio_bytes:
         raise RunFailed(f"rtp: the viewer's socket read {rx['udp_payload_bytes_received']} bytes, fewer than the "
                         f"{rx['rtp_bytes_received']} video + {rx['padding_bytes_received']} padding + {rtx_bytes} "
-                        "retransmitted bytes it counted")
+                        f"retransmitted + {audio_bytes} audio bytes it counted")
     rtp_repair.check_repair(tx, rx)
+    rtp_audio.check_audio(tx, rx)
 
 
 

@@ -70,6 +70,12 @@ class Check:
         return f"cross-check rtp_{self.name} failed: {self.detail} ({self.evidence}; tolerance {self.tolerance})"
 
 
+def _is_video(p: Mapping[str, str]) -> bool:
+    """A sender/packets.csv row of the video's media stream: not padding, a retransmission or audio
+    (the audio column exists since issue 48 §1's audio; older logs have none)."""
+    return p["padding"] != "true" and p.get("rtx") != "true" and p.get("audio") != "true"
+
+
 # --- the steady window and the encoder's running time --------------------------------------------
 
 def steady_window(enc: Rows) -> tuple[float, float] | None:
@@ -245,7 +251,7 @@ def check_latency_vs_frames(ev: Evidence) -> Check:
 def check_packets_vs_frames(ev: Evidence) -> Check:
     """The sender's totals (packets_sent, rtp_bytes_sent, frames_captured) against its per-packet log
     (sender/packets.csv) and per-frame log (sender/frames.csv: packets each frame was cut into)."""
-    video = [p for p in ev.packets if p["padding"] != "true" and p.get("rtx") != "true"]
+    video = [p for p in ev.packets if _is_video(p)]
     in_frames = sum(int(f["packets"]) for f in ev.sender_frames)
     sent, unsent = ev.tx["packets_sent"], ev.tx.get("packets_unsent_at_end") or 0
     nbytes = sum(int(p["udp_payload_bytes"]) for p in video)
@@ -315,8 +321,7 @@ def check_encoder_wire_vs_packets(ev: Evidence) -> Check:
     figure was counted at hand-over to the pacer, 4 B per packet short (the transport-wide sequence
     number extension is added later) and with packets that never left; this check found it."""
     wire = sum(int(r["achieved_wire_bps"]) for r in ev.encoder) // 8
-    logged = sum(int(p["udp_payload_bytes"]) + UDP_IPV4_HEADER for p in ev.packets
-                 if p["padding"] != "true" and p.get("rtx") != "true")
+    logged = sum(int(p["udp_payload_bytes"]) + UDP_IPV4_HEADER for p in ev.packets if _is_video(p))
     return Check("encoder_wire_vs_packets", wire == logged, "rtp.encoder_per_second (achieved_wire_bps)",
                  "sender/packets.csv video packets' bytes + 28 B (UDP + IPv4) each", "exact",
                  {"wire_bytes": wire, "packets_csv_wire_bytes": logged},
@@ -335,7 +340,7 @@ def check_repair_vs_logs(ev: Evidence) -> Check:
     rtx = [p for p in ev.packets if p.get("rtx") == "true"]
     video_seqs: dict[str, float] = {}
     for p in ev.packets:
-        if p["padding"] != "true" and p.get("rtx") != "true":
+        if _is_video(p):
             video_seqs.setdefault(p["rtp_seq"], float(p["t_s"]))
     orphans = sum(1 for p in rtx if not (p["original_seq"] in video_seqs and video_seqs[p["original_seq"]] <= float(p["t_s"])))
     rtx_bytes = sum(int(p["udp_payload_bytes"]) for p in rtx)
@@ -376,3 +381,47 @@ def check_repair_vs_logs(ev: Evidence) -> Check:
     return Check("repair_vs_logs", not bad, "rtp.repair (retransmissions, repaired packets and frames, forced key frames)",
                  "sender/packets.csv rtx rows, sender/frames.csv forced_keyframe, receiver/frames.csv packets_repaired, "
                  "receiver/rate.csv rtx_bps", "exact", values, "; ".join(bad))
+
+
+def check_audio_vs_logs(ev: Evidence) -> Check:
+    """The audio counts (the summary's rtp.audio: packets and bytes sent and received, lost) against
+    the per-packet and per-second logs and the two ends' totals: sender/packets.csv audio rows (count,
+    bytes, consecutive RTP sequence numbers from 0, no transport-wide number), the end record's audio
+    count, receiver/rate.csv audio_bps; and the sums that must hold: received + lost = sent, on time +
+    late = received, bytes received ≤ sent."""
+    tx_a, rx_a = ev.tx.get("audio") or {}, ev.rx.get("audio") or {}
+    rows = [p for p in ev.packets if p.get("audio") == "true"]
+    seqs = [int(p["rtp_seq"]) for p in rows]
+    numbered = sum(1 for p in rows if int(p["transport_seq"]) >= 0)
+    nbytes = sum(int(p["udp_payload_bytes"]) for p in rows)
+    rate_audio = sum(int(r.get("audio_bps") or 0) for r in ev.rate) // 8
+    received = rx_a.get("packets_received", 0)
+    values = {
+        "enabled": bool(tx_a.get("enabled")), "packets_csv_audio": len(rows), "packets_sent": tx_a.get("packets_sent", 0),
+        "packets_csv_audio_bytes": nbytes, "bytes_sent": tx_a.get("bytes_sent", 0),
+        "audio_rows_with_transport_seq": numbered,
+        "packets_expected": rx_a.get("packets_expected"), "packets_received": received,
+        "packets_lost": rx_a.get("packets_lost"), "packets_on_time": rx_a.get("packets_on_time", 0),
+        "packets_late": rx_a.get("packets_late", 0), "rate_csv_audio_bytes": rate_audio,
+        "bytes_received": rx_a.get("bytes_received", 0),
+    }
+    bad = []
+    if len(rows) != values["packets_sent"] or nbytes != values["bytes_sent"]:
+        bad.append("packets.csv audio rows ≠ sender.json audio packets/bytes")
+    if seqs != [x & 0xFFFF for x in range(len(seqs))]:
+        bad.append("packets.csv audio rows' RTP sequence numbers are not 0, 1, 2, … in send order")
+    if numbered:
+        bad.append(f"{numbered} audio rows carry a transport-wide number (2018's default audio has none)")
+    if values["packets_expected"] not in (None, len(rows)):
+        bad.append("the end record's audio_packets ≠ packets.csv audio rows")
+    if received + (values["packets_lost"] or 0) != len(rows):
+        bad.append("audio received + lost ≠ sent")
+    if values["packets_on_time"] + values["packets_late"] != received:
+        bad.append("audio on time + late ≠ received")
+    if rate_audio != values["bytes_received"] or values["bytes_received"] > nbytes:
+        bad.append("rate.csv audio_bps ≠ audio bytes_received, or more received than sent")
+    if not values["enabled"] and (rows or received):
+        bad.append("audio off, yet audio packets in the logs")
+    return Check("audio_vs_logs", not bad, "rtp.audio (packets and bytes sent, received, lost, on time)",
+                 "sender/packets.csv audio rows, the end record's audio_packets, receiver/rate.csv audio_bps", "exact",
+                 values, "; ".join(bad))

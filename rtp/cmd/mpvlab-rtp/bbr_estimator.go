@@ -183,13 +183,29 @@ func (e *bbrEstimator) AddStream(info *interceptor.StreamInfo, w interceptor.RTP
 // all video at kNormalPriority): retransmissions (the RTX stream) before other packets, among
 // retransmissions the older capture time first, then the order of insertion. Media and padding
 // are never reordered among themselves (the packetiser hands them over in capture order).
+//
+// Audio (audio.go) is kHighPriority in 2018 (RTPSenderAudio::SendAudio), so it goes before every
+// video packet and retransmission, audio among itself in the order of arrival.
 func (e *bbrEstimator) enqueueLocked(q *queued) {
+	if q.h.SSRC == audioSSRC {
+		for el := e.queue.Front(); el != nil; el = el.Next() {
+			if el.Value.(*queued).h.SSRC != audioSSRC {
+				e.queue.InsertBefore(q, el)
+				return
+			}
+		}
+		e.queue.PushBack(q)
+		return
+	}
 	if q.h.SSRC != rtxSSRC {
 		e.queue.PushBack(q)
 		return
 	}
 	for el := e.queue.Front(); el != nil; el = el.Next() {
 		o := el.Value.(*queued)
+		if o.h.SSRC == audioSSRC {
+			continue
+		}
 		if o.h.SSRC != rtxSSRC || int32(o.h.Timestamp-q.h.Timestamp) > 0 { // RTP time wraps: compare the difference
 			e.queue.InsertBefore(q, el)
 			return
@@ -280,6 +296,10 @@ func (e *bbrEstimator) paceLocked(now time.Time) time.Time {
 		}
 		e.blocked = time.Time{}
 		q := e.queue.Remove(e.queue.Front()).(*queued)
+		if q.h.SSRC == audioSSRC {
+			e.sendAudioLocked(q)
+			continue
+		}
 		e.useBudgetsLocked(e.sendLocked(q, now))
 	}
 	// l. 335-346 with SendPadding l. 396-409: the queue empty and the window open, after a media
@@ -402,6 +422,30 @@ func (e *bbrEstimator) sendLocked(q *queued, now time.Time) int {
 	_, _ = w.Write(&q.h, q.payload, q.attrs)
 	e.mu.Lock()
 	return size
+}
+
+// AddAudioStream: the audio stream (audio.go) into this pacer's queue, at high priority.
+func (e *bbrEstimator) AddAudioStream(_ interceptor.RTPWriter) interceptor.RTPWriter {
+	return interceptor.RTPWriterFunc(func(h *rtp.Header, p []byte, a interceptor.Attributes) (int, error) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.enqueueLocked(&queued{h.Clone(), append([]byte(nil), p...), a, time.Now()})
+		return h.MarshalSize() + len(p), nil
+	})
+}
+
+// sendAudioLocked is PacedSender::SendPacket for an audio packet in 2018's default (audio.go): it
+// was let out by the same gate as video (window open, media budget left: video_blocks_audio_), and
+// leaves without a transport-wide number, unknown to the controller (no OnPacketSent: it is never
+// in the feedback, so never in flight), spending no budget and not resetting the keep-alive
+// padding's idle timer (account_for_audio_ false: neither UpdateBudgetWithBytesSent nor
+// last_send_time_us_). It counts as a packet inserted for the padding rule (packet_counter_ > 0).
+func (e *bbrEstimator) sendAudioLocked(q *queued) {
+	e.mediaSent = true
+	w := e.writer
+	e.mu.Unlock()
+	_, _ = w.Write(&q.h, q.payload, q.attrs)
+	e.mu.Lock()
 }
 
 // WriteRTCP decodes TWCC feedback into the controller's acks: statuses for base, base+1, …, each

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/pion/interceptor"
 	"github.com/pion/interceptor/pkg/cc"
 	"github.com/pion/interceptor/pkg/gcc"
 )
@@ -39,18 +40,36 @@ var controllers = map[string]func(controllerConfig) (cc.BandwidthEstimator, erro
 	// leaky-bucket pacer sends at 1.5 × the target, here with 2018's retransmissions-first queue
 	// order (gcc_pacer.go).
 	"gcc": func(c controllerConfig) (cc.BandwidthEstimator, error) {
-		return gcc.NewSendSideBWE(
+		pacer := newGCCPacer(c.InitialBps)
+		bwe, err := gcc.NewSendSideBWE(
 			gcc.SendSideBWEInitialBitrate(c.InitialBps),
 			gcc.SendSideBWEMinBitrate(c.MinBps),
 			gcc.SendSideBWEMaxBitrate(c.MaxBps),
-			gcc.SendSideBWEPacer(newGCCPacer(c.InitialBps)),
+			gcc.SendSideBWEPacer(pacer),
 		)
+		if err != nil {
+			return nil, err
+		}
+		return &gccBWE{SendSideBWE: bwe, pacer: pacer}, nil
 	},
 	// WebRTC's 2018 BBR (rtp/bbr: three-best-samples filter, loss recovery sub-states, similar-RTT
 	// PROBE_RTT skip) with its own pacer and window (bbr_estimator.go).
 	"webrtc-bbr": func(c controllerConfig) (cc.BandwidthEstimator, error) {
 		return newBBREstimator(c)
 	},
+}
+
+// gccBWE is pion's send-side GCC with a handle on its pacer, so the audio stream can be added to
+// the pacer directly (audio.go): pion's SendSideBWE.AddStream would put every packet of the stream
+// in its feedback adapter's history, which audio — without a transport-wide number in 2018 — never is.
+type gccBWE struct {
+	*gcc.SendSideBWE
+	pacer *gccPacer
+}
+
+func (g *gccBWE) AddAudioStream(w interceptor.RTPWriter) interceptor.RTPWriter {
+	g.pacer.AddStream(audioSSRC, w)
+	return g.pacer
 }
 
 func newController(name string, c controllerConfig) (cc.BandwidthEstimator, error) {

@@ -16,6 +16,8 @@ import (
 // among themselves the older capture time first. Everything else is pion's: every 5 ms the budget
 // is the time since the last send × the rate (1.5 × the target once a target was set, the initial
 // bitrate before) / 8000, whole packets leave while it is positive (the last one may overdraw it).
+// Audio (audio.go) goes first, waits for a positive budget like video, spends none and gets no
+// transport-wide number, as 2018's pacer treated audio by default.
 // It gives each packet its transport-wide sequence number as it leaves (pion numbers at hand-over,
 // in its interceptor before the pacer, which with a FIFO is the same order; with retransmissions
 // first it is not), before pion's send-side wrapper records the packet for its feedback adapter.
@@ -76,11 +78,23 @@ func (p *gccPacer) Write(h *rtp.Header, payload []byte, a interceptor.Attributes
 	return h.MarshalSize() + len(payload), nil
 }
 
-// push inserts in 2018's order (the caller holds p.mu): as bbrEstimator.enqueueLocked.
+// push inserts in 2018's order (the caller holds p.mu): as bbrEstimator.enqueueLocked — audio
+// (kHighPriority) first in its order of arrival, then retransmissions, older capture first.
 func (p *gccPacer) push(q *gccQueued) {
-	if q.h.SSRC == rtxSSRC {
+	switch q.h.SSRC {
+	case audioSSRC:
+		for el := p.queue.Front(); el != nil; el = el.Next() {
+			if el.Value.(*gccQueued).h.SSRC != audioSSRC {
+				p.queue.InsertBefore(q, el)
+				return
+			}
+		}
+	case rtxSSRC:
 		for el := p.queue.Front(); el != nil; el = el.Next() {
 			o := el.Value.(*gccQueued)
+			if o.h.SSRC == audioSSRC {
+				continue
+			}
 			if o.h.SSRC != rtxSSRC || int32(o.h.Timestamp-q.h.Timestamp) > 0 {
 				p.queue.InsertBefore(q, el)
 				return
@@ -104,16 +118,24 @@ func (p *gccPacer) run() {
 			for p.queue.Len() > 0 && budget > 0 {
 				q := p.queue.Remove(p.queue.Front()).(*gccQueued)
 				w := p.writers[q.h.SSRC]
-				ext, _ := (&rtp.TransportCCExtension{TransportSequence: p.nextSeq}).Marshal()
-				_ = q.h.SetExtension(extTWCC, ext)
-				p.nextSeq++
+				audio := q.h.SSRC == audioSSRC
+				if !audio { // 2018's audio carries no transport-wide number (audio.go)
+					ext, _ := (&rtp.TransportCCExtension{TransportSequence: p.nextSeq}).Marshal()
+					_ = q.h.SetExtension(extTWCC, ext)
+					p.nextSeq++
+				}
 				p.mu.Unlock() // the writer takes the sender's locks
 				n := 0
 				if w != nil {
 					n, _ = w.Write(&q.h, q.payload, q.attrs)
 				}
-				budget -= n
-				last = now
+				if !audio {
+					// audio waits for a positive budget like video (2018's video_blocks_audio_) but
+					// spends none of it (account_for_audio_ false): pion's budget is the time since
+					// the last send, so an audio send does not move that instant
+					budget -= n
+					last = now
+				}
 				p.mu.Lock()
 			}
 			p.mu.Unlock()

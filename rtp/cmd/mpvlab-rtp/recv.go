@@ -84,11 +84,14 @@ type receiver struct {
 	decErr   string            // the decoder child's failure, if any
 	// loss repair (recv_repair.go)
 	rep recvRepair
+	// the call's audio (audio.go): never in the video's packets, bytes or frames
+	audio recvAudio
 }
 
 type rateBin struct {
 	bytes, paddingBytes int64 // video packets' and padding packets' UDP payload
 	rtxBytes            int64 // retransmissions' (RTX stream) UDP payload, apart from bytes
+	audioBytes          int64 // audio packets' UDP payload (audio.go), apart from bytes
 	packets             int
 }
 
@@ -143,7 +146,7 @@ func runRecv(args []string) error {
 	}
 	r := &receiver{cfg: cfg, vc: vc, conn: conn, frames: map[uint32]*recvFrame{}, bins: map[int64]*rateBin{},
 		seqFirst: -1, seqMax: -1, seenSeq: map[int64]bool{}, maxFrame: -1, decode: map[uint32]string{},
-		padSeen: map[int64]bool{}, padSeqMax: -1, rep: newRecvRepair(cfg)}
+		padSeen: map[int64]bool{}, padSeqMax: -1, rep: newRecvRepair(cfg), audio: newRecvAudio()}
 	ready := map[string]any{"pid": os.Getpid(), "listen": conn.LocalAddr().String()}
 	if cfg.decoder != "" {
 		if r.dec, err = startDecoder(cfg.python, cfg.decoder, cfg.out, cfg.codec); err != nil {
@@ -283,6 +286,10 @@ func (r *receiver) onRTP(b []byte) {
 	}
 	if p.SSRC == paddingSSRC {
 		r.onPadding(&p, len(b), now)
+		return
+	}
+	if p.SSRC == audioSSRC {
+		r.onAudio(&p, len(b), now)
 		return
 	}
 	rtx := p.SSRC == rtxSSRC
@@ -499,10 +506,11 @@ func (r *receiver) writeResults() error {
 			if b == nil {
 				b = &rateBin{}
 			}
-			rows = append(rows, []string{itoa(k), itoa(b.bytes * 8), strconv.Itoa(b.packets), itoa(b.paddingBytes * 8), itoa(b.rtxBytes * 8)})
+			rows = append(rows, []string{itoa(k), itoa(b.bytes * 8), strconv.Itoa(b.packets), itoa(b.paddingBytes * 8), itoa(b.rtxBytes * 8),
+				itoa(b.audioBytes * 8)})
 		}
 	}
-	if err := writeCSV(filepath.Join(c.out, "rate.csv"), []string{"second", "received_bps", "packets", "padding_bps", "rtx_bps"}, rows); err != nil {
+	if err := writeCSV(filepath.Join(c.out, "rate.csv"), []string{"second", "received_bps", "packets", "padding_bps", "rtx_bps", "audio_bps"}, rows); err != nil {
 		return err
 	}
 	expected := 0
@@ -544,6 +552,7 @@ func (r *receiver) writeResults() error {
 		out["decode"] = r.decodeTotals()
 	}
 	out["repair"] = r.rep.totals(r.end, expected-r.packets)
+	out["audio"] = r.audio.totals(r.end, c.deadline, c.t0Ns)
 	if r.firstNs != 0 {
 		out["first_packet_s"] = float64(r.firstNs-c.t0Ns) / 1e9
 		out["last_packet_s"] = float64(r.lastNs-c.t0Ns) / 1e9

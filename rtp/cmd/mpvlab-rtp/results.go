@@ -84,17 +84,17 @@ func (s *sender) writeResults(frames []frameRow) error {
 	var rtpBytes int64 // the video's packets: padding is counted apart
 	for _, p := range s.packets {
 		frame := itoa(int64(p.frame))
-		if p.padding {
-			frame = "" // padding belongs to no frame; its rtp_seq is the padding stream's
+		if p.padding || p.audio {
+			frame = "" // padding and audio belong to no video frame; rtp_seq is their stream's
 		} else if !p.rtx {
 			rtpBytes += int64(p.wireBytes) // the media stream's; retransmissions are in repair
 		}
 		rtx, osn := packetRowRTX(p)
 		rows = append(rows, []string{secs(p.tNs, c.t0Ns), itoa(p.tseq), itoa(int64(p.seq)), frame, itoa(int64(p.wireBytes)),
-			strconv.FormatBool(p.padding), rtx, osn})
+			strconv.FormatBool(p.padding), rtx, osn, strconv.FormatBool(p.audio)})
 	}
 	if err := writeCSV(filepath.Join(c.out, "packets.csv"), []string{"t_s", "transport_seq", "rtp_seq", "frame", "udp_payload_bytes",
-		"padding", "rtx", "original_seq"}, rows); err != nil {
+		"padding", "rtx", "original_seq", "audio"}, rows); err != nil {
 		return err
 	}
 	rows = rows[:0]
@@ -130,7 +130,7 @@ func (s *sender) writeResults(frames []frameRow) error {
 	// and without the packets a pacer still held at the end (never on the wire).
 	sentWire := map[uint32]int64{}
 	for _, p := range s.packets {
-		if !p.padding && !p.rtx {
+		if !p.padding && !p.rtx && !p.audio {
 			sentWire[p.frame] += int64(p.wireBytes + udpIPv4Header)
 		}
 	}
@@ -168,6 +168,7 @@ func (s *sender) writeResults(frames []frameRow) error {
 		"target_updates": len(s.targets), "cpu": processCPU(),
 		"repair": map[string]any{"nack": c.nack, "pli": c.pli, "counts": s.rep, "history_packets": historySize,
 			"keyframe_min_interval_ms": minKeyFrameSendInterval.Milliseconds(), "rtx_ssrc": rtxSSRC, "rtx_payload_type": rtxPT},
+		"audio": s.audio,
 	}
 	if len(frames) > 0 {
 		out["first_capture_s"] = float64(frames[0].captureNs-c.t0Ns) / 1e9

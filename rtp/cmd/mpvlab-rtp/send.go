@@ -33,6 +33,7 @@ type sendConfig struct {
 	bbr                                           bbrVariant
 	// loss repair (repair.go, issue 48 §1): NACK → RTX retransmission; PLI → a key frame
 	nack, pli bool
+	audio     audioConfig // the call's audio (audio.go, issue 48 §1)
 }
 
 // sentPacket is one row of packets.csv: what left the socket.
@@ -46,6 +47,7 @@ type sentPacket struct {
 	padding     bool // a padding-only packet (padding.go), not video
 	rtx         bool // a retransmission on the RTX stream (repair.go); seq is the RTX stream's
 	osn         uint16
+	audio       bool // an audio packet (audio.go); seq is the audio stream's
 }
 
 // frameRow is one row of frames.csv: one encoded frame as captured and handed to the pacer.
@@ -96,6 +98,7 @@ type sender struct {
 	// ReSendPacket's retransmission_rate_limiter_ (repair.go rateLimiter)
 	retransmitLimit rateLimiter
 	enc             *encoder // set once the encoder runs: PLIs reach it
+	audio           audioCounts
 }
 
 // repairCounts is sender.json's `repair`: what the viewer asked for and what was done about it.
@@ -147,6 +150,11 @@ func parseSendFlags(args []string) (sendConfig, error) {
 	fs.BoolVar(&c.bbr.NoPadding, "bbr-no-padding", false, "webrtc-bbr: no padding while BBR probes (WebRTC pads)")
 	fs.BoolVar(&c.nack, "nack", true, "loss repair: resend NACKed packets on the RTX stream (libwebrtc 2018's default for video)")
 	fs.BoolVar(&c.pli, "pli", true, "loss repair: a PLI makes the encoder's next frame a key frame (rate-limited as libwebrtc 2018)")
+	fs.BoolVar(&c.audio.enabled, "audio", false, "send the call's audio: Opus as libwebrtc 2018 by default (audio.go)")
+	fs.StringVar(&c.audio.script, "audio-encoder", "", "the live audio source (rtp/encoder/live_audio.py)")
+	fs.IntVar(&c.audio.bitrate, "audio-bitrate", 32000, "Opus target bit/s (libwebrtc 2018: kOpusBitrateFbBps)")
+	fs.DurationVar(&c.audio.frame, "audio-frame", 20*time.Millisecond, "Opus frame length (libwebrtc 2018: kDefaultFrameSizeMs)")
+	fs.StringVar(&c.audio.wave, "audio-wave", "pink-noise", "the audio source's test signal (live_audio.py)")
 	fs.DurationVar(&c.feedbackWait, "feedback-wait", 3*time.Second,
 		"after the pacer's queue is dropped: how long to wait for the feedback on the last packet sent")
 	if err := fs.Parse(args); err != nil {
@@ -157,6 +165,15 @@ func parseSendFlags(args []string) (sendConfig, error) {
 	}
 	if c.bbr != (bbrVariant{}) && c.controller != "webrtc-bbr" {
 		return c, fmt.Errorf("the --bbr-* variants apply to controller webrtc-bbr, not %q", c.controller)
+	}
+	if c.audio.enabled && c.audio.script == "" {
+		return c, errors.New("--audio needs --audio-encoder")
+	}
+	if f := c.audio.frame.Milliseconds(); c.audio.enabled && (f != 10 && f != 20 && f != 40 && f != 60 || c.audio.frame != time.Duration(f)*time.Millisecond) {
+		return c, fmt.Errorf("--audio-frame %v: Opus frames are 10, 20, 40 or 60 ms", c.audio.frame)
+	}
+	if c.audio.enabled && (c.audio.bitrate < 6000 || c.audio.bitrate > 510000) {
+		return c, fmt.Errorf("--audio-bitrate %d: Opus takes 6000 … 510000 bit/s", c.audio.bitrate)
 	}
 	if c.encoderMaxBps < 0 {
 		return c, fmt.Errorf("--encoder-max-bitrate %d: need ≥ 0 (0 = no cap of its own)", c.encoderMaxBps)
@@ -192,6 +209,11 @@ func runSend(args []string) error {
 		return err
 	}
 	s := &sender{cfg: cfg, vc: vc, conn: conn, ledger: newFeedbackLedger(), hist: newPacketHistory(historySize)}
+	s.audio = audioCounts{Enabled: cfg.audio.enabled, BitrateBps: cfg.audio.bitrate, FrameMs: cfg.audio.frame.Milliseconds(),
+		Wave: cfg.audio.wave, SSRC: audioSSRC, PayloadType: audioPT, ClockRate: audioClockRate}
+	if !cfg.audio.enabled {
+		s.audio.BitrateBps, s.audio.FrameMs, s.audio.Wave = 0, 0, ""
+	}
 
 	// The interceptor chain, as pion/webrtc builds it for a sender: the cc interceptor (estimator +
 	// pacer) is added first so that it sits nearest the network, the TWCC header-extension
@@ -230,6 +252,16 @@ func runSend(args []string) error {
 		rtxInfo.SSRC, rtxInfo.PayloadType = rtxSSRC, rtxPT
 		s.rtxWriter = chain.BindLocalStream(&rtxInfo, interceptor.RTPWriterFunc(s.writeWire))
 	}
+	var audioWriter interceptor.RTPWriter
+	if cfg.audio.enabled {
+		// the audio stream goes to the controller's pacer directly (audio.go): high priority, no
+		// transport-wide number, its bytes not counted, as 2018's default
+		ap, ok := s.bwe.(audioPacer)
+		if !ok {
+			return fmt.Errorf("controller %q has no pacer for the audio stream", cfg.controller)
+		}
+		audioWriter = ap.AddAudioStream(interceptor.RTPWriterFunc(s.writeWire))
+	}
 	rtcpReader := chain.BindRTCPReader(interceptor.RTCPReaderFunc(
 		func(b []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
 			n, err := conn.Read(b)
@@ -259,8 +291,23 @@ func runSend(args []string) error {
 	s.mu.Lock()
 	s.enc = enc
 	s.mu.Unlock()
+	readyInfo := map[string]any{"pid": os.Getpid(), "encoder_pid": enc.cmd.Process.Pid}
+	var audioSrc *audioSource
+	audioStop := make(chan struct{})
+	audioDone := make(chan error, 1)
+	var audioEndNs int64
+	if cfg.audio.enabled {
+		if audioSrc, err = startAudio(cfg); err != nil {
+			return fmt.Errorf("audio encoder: %w", err)
+		}
+		defer audioSrc.stop()
+		readyInfo["audio_encoder_pid"] = audioSrc.cmd.Process.Pid
+		go func() { audioDone <- s.sendAudio(audioSrc, audioWriter, audioStop, &audioEndNs) }()
+	} else {
+		audioDone <- nil
+	}
 	if cfg.ready != "" {
-		if err := writeJSON(cfg.ready, map[string]any{"pid": os.Getpid(), "encoder_pid": enc.cmd.Process.Pid}); err != nil {
+		if err := writeJSON(cfg.ready, readyInfo); err != nil {
 			return err
 		}
 	}
@@ -300,6 +347,18 @@ func runSend(args []string) error {
 	}()
 
 	frames, err := s.sendFrames(enc, writer)
+	// the audio ends with the video: frames captured after the video's last are not sent
+	audioEndNs = monotonicNs()
+	if len(frames) > 0 && s.cfg.duration > 0 {
+		audioEndNs = min(audioEndNs, frames[0].captureNs+s.cfg.duration.Nanoseconds())
+	}
+	close(audioStop)
+	if audioSrc != nil {
+		audioSrc.stop()
+	}
+	if aerr := <-audioDone; aerr != nil && err == nil {
+		err = aerr
+	}
 	targetsMu.Lock()
 	targetsClosed = true
 	close(targets)
@@ -325,7 +384,8 @@ func runSend(args []string) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	end, _ := json.Marshal(map[string]any{"frames": len(frames), "packets": sent, "ssrc": defaultSSRC,
-		"padding_packets": padding, "padding_ssrc": paddingSSRC, "rtx_packets": s.rtxSentCount(), "rtx_ssrc": rtxSSRC})
+		"padding_packets": padding, "padding_ssrc": paddingSSRC, "rtx_packets": s.rtxSentCount(), "rtx_ssrc": rtxSSRC,
+		"audio_packets": s.audioSentCount(), "audio_ssrc": audioSSRC})
 	for i := 0; i < 5; i++ { // UDP: repeated, the viewer takes the first
 		_, _ = conn.Write(append([]byte(endMagic), end...))
 		time.Sleep(20 * time.Millisecond)
@@ -340,7 +400,7 @@ func runSend(args []string) error {
 func (s *sender) waitDrained(d time.Duration) bool {
 	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
 		s.mu.Lock()
-		drained := s.wireSent == s.handed && s.rep.Sent+s.rep.Unsent == s.rep.Queued
+		drained := s.wireSent == s.handed && s.rep.Sent+s.rep.Unsent == s.rep.Queued && s.audio.Sent == s.audio.Handed
 		s.mu.Unlock()
 		if drained && s.ledger.lastCovered() {
 			return true
@@ -371,10 +431,15 @@ func (s *sender) writeWire(h *rtp.Header, payload []byte, _ interceptor.Attribut
 	defer s.wireMu.Unlock()
 	pad := h.SSRC == paddingSSRC
 	rtx := h.SSRC == rtxSSRC
+	aud := h.SSRC == audioSSRC
 	if s.wireClosed {
 		// after the end record's count: never sent, never in packets.csv
 		if pad {
 			s.paddingUnsent++
+		} else if aud {
+			s.mu.Lock()
+			s.audio.Unsent++
+			s.mu.Unlock()
 		} else if rtx {
 			s.mu.Lock()
 			s.rep.Unsent++
@@ -401,6 +466,10 @@ func (s *sender) writeWire(h *rtp.Header, payload []byte, _ interceptor.Attribut
 	case pad:
 		s.paddingSent++
 		s.paddingBytes += len(buf)
+	case aud:
+		s.audio.Sent++
+		s.audio.Bytes += len(buf)
+		s.audio.PayloadBytes += len(payload)
 	case rtx:
 		osn = binaryOSN(payload)
 		s.rep.Sent++
@@ -413,7 +482,7 @@ func (s *sender) writeWire(h *rtp.Header, payload []byte, _ interceptor.Attribut
 	if err != nil {
 		s.sendErrs++
 	}
-	s.packets = append(s.packets, sentPacket{now, tseq, h.SequenceNumber, st.Frame, len(buf), len(payload), pad, rtx, osn})
+	s.packets = append(s.packets, sentPacket{now, tseq, h.SequenceNumber, st.Frame, len(buf), len(payload), pad, rtx, osn, aud})
 	s.mu.Unlock()
 	if err != nil {
 		// ECONNREFUSED from an earlier ICMP, ENOBUFS: counted; the stream goes on as UDP would
