@@ -120,7 +120,7 @@ class RtpWorkloadSpec(Strict):
     repair: RtpRepair = Field(default_factory=lambda: RtpRepair(), description="Loss repair: NACK/RTX retransmission and PLI key-frame requests, both on as in a 2018 WebRTC call ({nack: false, pli: false}: none).")
     audio: RtpAudio = Field(default_factory=lambda: RtpAudio(), description="The call's audio: Opus 32 kbit/s, 20 ms frames, paced at high priority and not counted by the controller, as libwebrtc 2018 by default; on as in a call (false or {enabled: false}: video only).")
 
-    @field_validator("audio", mode="before")
+    @field_validator("audio", mode="before", json_schema_input_type=RtpAudio | bool)
     @classmethod
     def _audio_shorthand(cls, v: Any) -> Any:
         """`audio: true|false` is `audio: {enabled: true|false}`."""
