@@ -20,12 +20,12 @@ controller, audio; asserts nothing. Columns:
 from __future__ import annotations
 
 import csv
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_rtp_repair import link_cell, print_table, rtp_run  # noqa: E402  (the repair table's run reading)
 
 
 def _bbr_estimate(run: Path, window: list[float] | None) -> float | None:
@@ -38,13 +38,10 @@ def _bbr_estimate(run: Path, window: list[float] | None) -> float | None:
 
 
 def _row(run: Path) -> tuple[tuple[Any, ...], str] | None:
-    s = json.loads((run / "summary.json").read_text())
-    r = s.get("rtp")
-    if s.get("workload") != "rtp" or not r:
+    got = rtp_run(run)
+    if got is None:
         return None
-    sc = yaml.safe_load((run / "resolved.yaml").read_text())
-    down = next(iter(sc["paths"].values()))["down"]
-    up = next(iter(sc["paths"].values())).get("up", {})
+    s, r, sc = got
     a = r.get("audio") or {}
     on = "on" if a.get("enabled") else "off"
     vb, tgt, rep = r["video_bitrate_bps"], r["target_bps"], r.get("repair") or {}
@@ -52,7 +49,7 @@ def _row(run: Path) -> tuple[tuple[Any, ...], str] | None:
     est = steady if r["controller"] == "gcc" else _bbr_estimate(run, tgt.get("steady_window_s"))
     audio = (f"{a['received_mean_bps'] / 1e3:.1f} ({a['packets_lost']} of {a['packets_sent']} lost, "
              f"{a['on_time_share']:.3f} on time, p50 {a['latency_ms']['p50']:.0f} ms)" if a.get("enabled") else "—")
-    cell = f"{down['rate']}, RTT {_ms(down['delay']) + _ms(up.get('delay') or '0ms'):g} ms, {down['buffer']}"
+    cell = link_cell(sc)
     key = (cell, r["controller"], on)
     c = s.get("competition") or {}
     competing = (f"{(c.get('rtp_received_bps') or 0) / 1e3:.0f} / {(c.get('bulk_goodput_bps') or 0) / 1e3:.0f}"
@@ -68,19 +65,11 @@ def _row(run: Path) -> tuple[tuple[Any, ...], str] | None:
     return key, text
 
 
-def _ms(delay: Any) -> float:
-    text = delay["value"] if isinstance(delay, dict) else delay      # resolved.yaml: {kind: constant, value}
-    return float(text.removesuffix("ms")) if text.endswith("ms") else float(text.removesuffix("s")) * 1e3
-
-
 def main(roots: list[str]) -> None:
-    rows = [x for root in roots for f in sorted(Path(root).rglob("summary.json")) if (x := _row(f.parent))]
-    print("| cell | controller | audio | video received kbit/s | video on time kbit/s | audio received kbit/s "
-          "| steady target kbit/s | estimate kbit/s | video packets lost | retransmissions | key frames "
-          "| frames on time / late / lost | p50 latency ms | competing: video / CUBIC kbit/s | fidelity_ok | run |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for _, text in sorted(rows):
-        print(text)
+    print_table(roots, ["cell", "controller", "audio", "video received kbit/s", "video on time kbit/s",
+                        "audio received kbit/s", "steady target kbit/s", "estimate kbit/s", "video packets lost",
+                        "retransmissions", "key frames", "frames on time / late / lost", "p50 latency ms",
+                        "competing: video / CUBIC kbit/s", "fidelity_ok", "run"], _row)
 
 
 if __name__ == "__main__":

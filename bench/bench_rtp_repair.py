@@ -13,26 +13,50 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 
-def _row(run: Path) -> tuple[tuple[Any, ...], str] | None:
+def rtp_run(run: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None:
+    """A run's summary, its `rtp` part and its resolved scenario; None if it is not an rtp run
+    (bench/bench_rtp_audio.py reads runs the same way)."""
     s = json.loads((run / "summary.json").read_text())
     r = s.get("rtp")
     if s.get("workload") != "rtp" or not r:
         return None
-    sc = yaml.safe_load((run / "resolved.yaml").read_text())
+    return s, r, yaml.safe_load((run / "resolved.yaml").read_text())
+
+
+def link_cell(sc: dict[str, Any]) -> str:
+    """The bottleneck's downlink rate, RTT (both one-way delays) and buffer, from a resolved scenario."""
     down = next(iter(sc["paths"].values()))["down"]
     up = next(iter(sc["paths"].values())).get("up", {})
+    return f"{down['rate']}, RTT {_ms(down['delay']) + _ms(up.get('delay') or '0ms'):g} ms, {down['buffer']}"
+
+
+def print_table(roots: list[str], header: list[str], row: Callable[[Path], tuple[tuple[Any, ...], str] | None]) -> None:
+    """One Markdown row per run below each root (every summary.json), sorted by the row's key."""
+    rows = [x for root in roots for f in sorted(Path(root).rglob("summary.json")) if (x := row(f.parent))]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for _, text in sorted(rows):
+        print(text)
+
+
+def _row(run: Path) -> tuple[tuple[Any, ...], str] | None:
+    got = rtp_run(run)
+    if got is None:
+        return None
+    s, r, sc = got
     rep = r.get("repair") or {}
     on = "on" if rep.get("nack") else "off"
     vb, tgt = r["video_bitrate_bps"], r["target_bps"]
     secs = max(1, len(r["received_per_second"]))
     rtx_kbps = rep.get("retransmission_bytes_received", 0) * 8 / secs / 1e3
-    cell = f"{down['rate']}, RTT {_ms(down['delay']) + _ms(up.get('delay') or '0ms'):g} ms, {down['buffer']}"
+    cell = link_cell(sc)
     bulk = (sc.get("cross_traffic") or {}).get("bulk")
     if bulk:                            # sweeps/rtp-repair-cubic.yaml: one competing flow on the bottleneck
         c = s.get("competition") or {}    # mpvlab/runner/shared.py: rates over the competing flow's interval
@@ -58,13 +82,10 @@ def _ms(delay: Any) -> float:
 
 
 def main(roots: list[str]) -> None:
-    rows = [x for root in roots for f in sorted(Path(root).rglob("summary.json")) if (x := _row(f.parent))]
-    print("| cell | controller | repair | received kbit/s | on time kbit/s | steady target kbit/s | media packets lost "
-          "| retransmissions (kbit/s received) | lost unrepaired | frames on time / late / lost | decoded "
-          "| PLIs / key frames forced of key frames | p50 latency ms | run |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for _, text in sorted(rows):
-        print(text)
+    print_table(roots, ["cell", "controller", "repair", "received kbit/s", "on time kbit/s", "steady target kbit/s",
+                        "media packets lost", "retransmissions (kbit/s received)", "lost unrepaired",
+                        "frames on time / late / lost", "decoded", "PLIs / key frames forced of key frames",
+                        "p50 latency ms", "run"], _row)
 
 
 if __name__ == "__main__":

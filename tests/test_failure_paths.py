@@ -552,6 +552,7 @@ def _check_results_root(root: str, n: int, out: multiprocessing.queues.Queue[lis
     out.put([p for p in (rundir.results_root_problem(Path(root)) for _ in range(n)) if p])
 
 
+@pytest.mark.cpu   # cpu: CPU-heavy in several processes, measured 0.98–1.21 cores in S6–S8 (several processes at once): beside two light tests it would ask more than two CPUs (S8)
 def test_concurrent_checks_of_a_new_results_root_all_pass(tmp_path: Path) -> None:
     """Two runs started at once into a new --results (CI, stop 59: test_run_e2e's concurrent runs): one
     check removed the folder it had made between the other's mkdir and its write probe, and that run

@@ -107,6 +107,7 @@ def _html_images(page: str) -> list[str]:
     return re.findall(r'<img[^>]*src="([^"]*)"', page)
 
 
+@pytest.mark.cpu   # cpu: CPU-heavy in several processes, measured 1.14–1.48 cores in S6–S8 (the figure worker pool): beside two light tests it would ask more than two CPUs (S8)
 def test_html_is_self_contained_with_every_figure(tmp_path: Path) -> None:
     make_set(tmp_path / "src", ["sc-a", "sc-b"], ["cubic", "bbr", "bbr-s"], ["default", "bdp"], trials=2,
              series_s=12, n_failed=1)
@@ -158,6 +159,7 @@ def test_all_zero_bars_and_dash_figures(tmp_path: Path) -> None:
 
 
 @pytest.mark.chromium
+@pytest.mark.cpu   # cpu: CPU-heavy in several processes, measured 1.10–1.27 cores in S6–S8 (headless Chromium): beside two light tests it would ask more than two CPUs (S8)
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     make_set(tmp_path / "src", ["sc-a"], ["cubic", "bbr"], ["default", "minrtt"], trials=2, series_s=12)
     rep = build_report(tmp_path / "src", tmp_path / "out")

@@ -50,6 +50,7 @@ def test_models_per_cc_with_their_modes(tree: Path) -> None:
         assert startup.ci_low < startup.mean < startup.ci_high and startup.method.startswith("bootstrap")
 
 
+@pytest.mark.cpu   # cpu: CPU-heavy in several processes, measured 1.47–1.83 cores in S6–S8 (the figure worker pool): beside two light tests it would ask more than two CPUs (S8)
 def test_report_has_the_figures_and_table(tree: Path, tmp_path: Path) -> None:
     rep = build_report(tree, tmp_path / "out")
     names = {p.name for p in rep.figures}

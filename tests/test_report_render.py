@@ -23,6 +23,7 @@ def _svg_without_ids(data: bytes) -> str:
     return re.sub(r"url\(#[^)]*\)", "url()", text)      # hatch patterns are referenced by random id too
 
 
+@pytest.mark.cpu   # cpu: CPU-heavy in several processes, measured 1.06–1.29 cores in S6–S8 (the figure worker pool): beside two light tests it would ask more than two CPUs (S8)
 def test_parallel_build_and_render_gives_the_serial_bytes(tmp_path: Path) -> None:
     """All three formats (PNG at 100 dpi too), made by a forked worker and the report's process, against
     every figure made in this process alone."""

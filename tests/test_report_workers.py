@@ -36,6 +36,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.cpu   # cpu: CPU-heavy in several processes, measured 1.13–1.31 cores in S6–S8 (the figure worker pool): beside two light tests it would ask more than two CPUs (S8)
 def test_the_report_workers_give_the_serial_figures(runs: Path, tmp_path: Path) -> None:
     rep = build_report(runs, tmp_path / "report")
     assert W.default_workers() >= 2 or os.cpu_count() == 1

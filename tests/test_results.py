@@ -81,6 +81,7 @@ def _docs_example() -> str:
     return blocks[0]
 
 
+@pytest.mark.cpu   # cpu: CPU-heavy in several processes, measured 1.11–1.55 cores in S6–S8 (the report's workers): beside two light tests it would ask more than two CPUs (S8)
 def test_docs_example_reproduces_the_report_throughput_figure(sweep: Path, tmp_path: Path) -> None:
     rep = build_report(sweep, sweep / "report")
     code = _docs_example()

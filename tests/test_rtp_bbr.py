@@ -14,6 +14,7 @@ from mpvlab.core.paths import checkout_root
 RTP = checkout_root() / "rtp"
 
 
+@pytest.mark.cpu   # cpu: CPU-heavy in several processes, measured 1.27–1.48 cores in S6–S8 (the Go toolchain): beside two light tests it would ask more than two CPUs (S8)
 def test_go_unit_tests_of_the_webrtc_bbr_controller() -> None:
     go = shutil.which("go") or ("/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None)
     if go is None:

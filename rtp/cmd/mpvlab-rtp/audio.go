@@ -5,9 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os/exec"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/pion/interceptor"
@@ -106,11 +104,7 @@ type audioCounts struct {
 }
 
 type audioSource struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *bufio.Reader
-	mu     sync.Mutex
-	done   bool
+	pythonChild
 }
 
 type audioFrame struct {
@@ -126,7 +120,7 @@ func startAudio(c sendConfig) (*audioSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &audioSource{cmd: cmd, stdin: in, stdout: bufio.NewReaderSize(out, 1<<16)}, nil
+	return &audioSource{pythonChild{cmd: cmd, stdin: in, stdout: bufio.NewReaderSize(out, 1<<16)}}, nil
 }
 
 func (a *audioSource) next() (audioFrame, error) {
@@ -141,30 +135,6 @@ func (a *audioSource) next() (audioFrame, error) {
 	f := audioFrame{number: binary.BigEndian.Uint32(h[0:]), captureNs: int64(binary.BigEndian.Uint64(h[4:])), data: make([]byte, n)}
 	_, err := io.ReadFull(a.stdout, f.data)
 	return f, err
-}
-
-func (a *audioSource) stop() {
-	a.mu.Lock()
-	if a.done {
-		a.mu.Unlock()
-		return
-	}
-	a.done = true
-	_, _ = io.WriteString(a.stdin, "stop\n")
-	_ = a.stdin.Close()
-	a.mu.Unlock()
-	exited := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, a.stdout)
-		_ = a.cmd.Wait()
-		close(exited)
-	}()
-	select {
-	case <-exited:
-	case <-time.After(3 * time.Second):
-		_ = a.cmd.Process.Kill()
-		<-exited
-	}
 }
 
 // audioPacket builds the RTP packet of one Opus frame (pion's OpusPayloader: the frame is the
@@ -230,8 +200,7 @@ func (s *sender) sendAudio(src *audioSource, w interceptor.RTPWriter, stopAt <-c
 // arrival). Not decoded: the Opus frames are counted, not played (no opusdec), so "on time" is the
 // packet's transport, as a video frame's status is.
 type recvAudio struct {
-	seen     map[int64]bool
-	seqMax   int64
+	seqs     seqSet
 	packets  int
 	bytes    int64
 	payload  int64
@@ -245,7 +214,7 @@ type recvAudio struct {
 	capLast  int64
 }
 
-func newRecvAudio() recvAudio { return recvAudio{seen: map[int64]bool{}, seqMax: -1} }
+func newRecvAudio() recvAudio { return recvAudio{seqs: newSeqSet()} }
 
 // onAudio counts one audio packet (r.mu held).
 func (r *receiver) onAudio(p *rtp.Packet, size int, now int64) {
@@ -254,16 +223,10 @@ func (r *receiver) onAudio(p *rtp.Packet, size int, now int64) {
 		r.badPkts++
 		return
 	}
-	seq := int64(p.SequenceNumber)
-	if a.seqMax >= 0 {
-		seq = unwrap16(p.SequenceNumber, a.seqMax)
-	}
-	if a.seen[seq] {
+	if !a.seqs.add(p.SequenceNumber) {
 		a.dups++
 		return
 	}
-	a.seen[seq] = true
-	a.seqMax = max(a.seqMax, seq)
 	a.packets++
 	a.bytes += int64(size)
 	a.payload += int64(len(p.Payload))

@@ -159,19 +159,8 @@ func TestBBRPacerSendsAudioFirstUncountedAndHeldWithVideo(t *testing.T) {
 
 // Audio goes before retransmissions, and retransmissions before video, in both pacers' queues.
 func TestPacersQueueAudioBeforeRetransmissionsAndVideo(t *testing.T) {
-	e := &bbrEstimator{queue: list.New()}
-	push := func(ssrc uint32, ts uint32, seq uint16) {
-		e.enqueueLocked(&queued{h: rtp.Header{SSRC: ssrc, Timestamp: ts, SequenceNumber: seq}})
-	}
-	push(defaultSSRC, 10, 1)
-	push(audioSSRC, 0, 200)
-	push(rtxSSRC, 5, 100)
-	push(audioSSRC, 0, 201)
-	push(defaultSSRC, 20, 2)
-	var order []uint16
-	for el := e.queue.Front(); el != nil; el = el.Next() {
-		order = append(order, el.Value.(*queued).h.SequenceNumber)
-	}
+	order := bbrQueueOrder(pushed{defaultSSRC, 10, 1}, pushed{audioSSRC, 0, 200}, pushed{rtxSSRC, 5, 100},
+		pushed{audioSSRC, 0, 201}, pushed{defaultSSRC, 20, 2})
 	if want := []uint16{200, 201, 100, 1, 2}; !reflect.DeepEqual(order, want) {
 		t.Fatalf("webrtc-bbr queue order %v, want %v", order, want)
 	}
@@ -207,16 +196,7 @@ func TestPacersQueueAudioBeforeRetransmissionsAndVideo(t *testing.T) {
 	write(aw, audioSSRC, 0, 201, 80)
 	go p.run()
 	defer p.Close()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		mu.Lock()
-		n := len(sent)
-		mu.Unlock()
-		if n == 4 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitForCount(&mu, func() int { return len(sent) }, 4)
 	mu.Lock()
 	defer mu.Unlock()
 	want := []audioWire{{audioSSRC, 200, -1, 0}, {audioSSRC, 201, -1, 0}, {rtxSSRC, 100, 0, 0}, {defaultSSRC, 1, 1, 0}}
@@ -230,7 +210,7 @@ func TestPacersQueueAudioBeforeRetransmissionsAndVideo(t *testing.T) {
 func TestViewerKeepsAudioOutOfTheVideo(t *testing.T) {
 	r := &receiver{cfg: recvConfig{deadline: 100 * time.Millisecond}, vc: mustCodec(t, "h264"), frames: map[uint32]*recvFrame{},
 		bins: map[int64]*rateBin{}, seqFirst: -1, seqMax: -1, seenSeq: map[int64]bool{}, maxFrame: -1,
-		decode: map[uint32]string{}, padSeen: map[int64]bool{}, padSeqMax: -1, audio: newRecvAudio()}
+		decode: map[uint32]string{}, padSeqs: newSeqSet(), audio: newRecvAudio()}
 	now := monotonicNs()
 	mk := func(seq uint16, captureNs int64) []byte {
 		h, p := audioPacket(audioFrame{captureNs: captureNs, data: make([]byte, 70)}, seq, seq == 0)

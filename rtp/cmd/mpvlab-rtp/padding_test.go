@@ -208,7 +208,7 @@ func TestPacerWithoutPadding(t *testing.T) {
 // The viewer counts a padding-only packet apart: not a video packet, byte or frame.
 func TestViewerKeepsPaddingOutOfTheVideo(t *testing.T) {
 	r := &receiver{vc: mustCodec(t, "h264"), frames: map[uint32]*recvFrame{}, bins: map[int64]*rateBin{}, seqFirst: -1, seqMax: -1,
-		seenSeq: map[int64]bool{}, maxFrame: -1, decode: map[uint32]string{}, padSeen: map[int64]bool{}, padSeqMax: -1}
+		seenSeq: map[int64]bool{}, maxFrame: -1, decode: map[uint32]string{}, padSeqs: newSeqSet()}
 	pad := rtp.Header{Version: 2, Padding: true, PayloadType: paddingPT, SSRC: paddingSSRC, SequenceNumber: 7}
 	raw, _ := pad.Marshal()
 	raw = append(raw, paddingPayload()...)

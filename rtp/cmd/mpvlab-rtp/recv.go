@@ -73,8 +73,7 @@ type receiver struct {
 	padPackets int
 	padBytes   int64
 	padDups    int
-	padSeen    map[int64]bool
-	padSeqMax  int64
+	padSeqs    seqSet
 	// playout and decoding (playout.go)
 	dec      *decoderChild
 	next     uint32            // the next frame to play out
@@ -146,7 +145,7 @@ func runRecv(args []string) error {
 	}
 	r := &receiver{cfg: cfg, vc: vc, conn: conn, frames: map[uint32]*recvFrame{}, bins: map[int64]*rateBin{},
 		seqFirst: -1, seqMax: -1, seenSeq: map[int64]bool{}, maxFrame: -1, decode: map[uint32]string{},
-		padSeen: map[int64]bool{}, padSeqMax: -1, rep: newRecvRepair(cfg), audio: newRecvAudio()}
+		padSeqs: newSeqSet(), rep: newRecvRepair(cfg), audio: newRecvAudio()}
 	ready := map[string]any{"pid": os.Getpid(), "listen": conn.LocalAddr().String()}
 	if cfg.decoder != "" {
 		if r.dec, err = startDecoder(cfg.python, cfg.decoder, cfg.out, cfg.codec); err != nil {
@@ -400,16 +399,10 @@ func (r *receiver) onPadding(p *rtp.Packet, size int, now int64) {
 		r.badPkts++
 		return
 	}
-	seq := int64(p.SequenceNumber)
-	if r.padSeqMax >= 0 {
-		seq = unwrap16(p.SequenceNumber, r.padSeqMax)
-	}
-	if r.padSeen[seq] {
+	if !r.padSeqs.add(p.SequenceNumber) {
 		r.padDups++
 		return
 	}
-	r.padSeen[seq] = true
-	r.padSeqMax = max(r.padSeqMax, seq)
 	r.padPackets++
 	r.padBytes += int64(size)
 	bin := (now - r.cfg.t0Ns) / 1e9

@@ -147,20 +147,8 @@ func TestKeyFrameRequestRateLimit(t *testing.T) {
 }
 
 func TestPacerPutsRetransmissionsFirstOldestCaptureFirst(t *testing.T) {
-	e := &bbrEstimator{queue: list.New()}
-	push := func(ssrc uint32, ts uint32, seq uint16) {
-		e.enqueueLocked(&queued{h: rtp.Header{SSRC: ssrc, Timestamp: ts, SequenceNumber: seq}})
-	}
-	push(defaultSSRC, 10, 1)
-	push(defaultSSRC, 20, 2)
-	push(rtxSSRC, 5, 100)
-	push(paddingSSRC, 20, 50)
-	push(rtxSSRC, 3, 101)
-	push(rtxSSRC, 5, 102)
-	var order []uint16
-	for el := e.queue.Front(); el != nil; el = el.Next() {
-		order = append(order, el.Value.(*queued).h.SequenceNumber)
-	}
+	order := bbrQueueOrder(pushed{defaultSSRC, 10, 1}, pushed{defaultSSRC, 20, 2}, pushed{rtxSSRC, 5, 100},
+		pushed{paddingSSRC, 20, 50}, pushed{rtxSSRC, 3, 101}, pushed{rtxSSRC, 5, 102})
 	if want := []uint16{101, 100, 102, 1, 2, 50}; !reflect.DeepEqual(order, want) {
 		t.Fatalf("queue order %v, want %v", order, want)
 	}
@@ -230,16 +218,7 @@ func TestGCCPacerPutsRetransmissionsFirstAndPacesAsPion(t *testing.T) {
 	go p.run()
 	defer p.Close()
 	// at 1 Mbit/s a 5 ms tick allows 625 B: one ~1 kB packet per tick, all four within ~40 ms
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		mu.Lock()
-		n := len(sent)
-		mu.Unlock()
-		if n == 4 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitForCount(&mu, func() int { return len(sent) }, 4)
 	mu.Lock()
 	defer mu.Unlock()
 	if want := []uint16{101, 100, 1, 2}; !reflect.DeepEqual(sent, want) {
@@ -249,4 +228,40 @@ func TestGCCPacerPutsRetransmissionsFirstAndPacesAsPion(t *testing.T) {
 	if p.rateBps != 600_000 {
 		t.Fatalf("pacing rate %d, want 1.5 × the target", p.rateBps)
 	}
+}
+
+// waitForCount polls count() under mu every 5 ms until it reaches want or 2 s have passed (the
+// pacer tests' wait for their packets; the test then checks what was sent).
+func waitForCount(mu *sync.Mutex, count func() int, want int) {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		mu.Lock()
+		n := count()
+		mu.Unlock()
+		if n >= want || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// pushed is one packet handed to a pacer queue: its SSRC, RTP timestamp (the capture order) and
+// sequence number.
+type pushed struct {
+	ssrc, ts uint32
+	seq      uint16
+}
+
+// bbrQueueOrder hands these packets to webrtc-bbr's pacer queue in this order and returns the
+// queue's order, by sequence number.
+func bbrQueueOrder(ps ...pushed) []uint16 {
+	e := &bbrEstimator{queue: list.New()}
+	for _, p := range ps {
+		e.enqueueLocked(&queued{h: rtp.Header{SSRC: p.ssrc, Timestamp: p.ts, SequenceNumber: p.seq}})
+	}
+	var order []uint16
+	for el := e.queue.Front(); el != nil; el = el.Next() {
+		order = append(order, el.Value.(*queued).h.SequenceNumber)
+	}
+	return order
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
@@ -581,11 +580,7 @@ func (c sendConfig) encoderBps(target int) int {
 // --- the live encoder child (rtp/encoder/live_encoder.py) ---------------------------------------
 
 type encoder struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *bufio.Reader
-	mu     sync.Mutex
-	done   bool
+	pythonChild
 	paused bool
 }
 
@@ -617,7 +612,7 @@ func startEncoder(c sendConfig) (*encoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &encoder{cmd: cmd, stdin: in, stdout: bufio.NewReaderSize(out, 1<<20)}, nil
+	return &encoder{pythonChild: pythonChild{cmd: cmd, stdin: in, stdout: bufio.NewReaderSize(out, 1<<20)}}, nil
 }
 
 // pause and resume: the encoder's valve before the encoder drops raw frames while paused (they are
@@ -656,28 +651,4 @@ func (e *encoder) next() (encodedFrame, error) {
 		key: binary.BigEndian.Uint32(h[12:]) != 0, kbps: int(binary.BigEndian.Uint32(h[16:])), data: make([]byte, n)}
 	_, err := io.ReadFull(e.stdout, f.data)
 	return f, err
-}
-
-func (e *encoder) stop() {
-	e.mu.Lock()
-	if e.done {
-		e.mu.Unlock()
-		return
-	}
-	e.done = true
-	_, _ = io.WriteString(e.stdin, "stop\n")
-	_ = e.stdin.Close()
-	e.mu.Unlock()
-	exited := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, e.stdout) // let it flush and see EOF
-		_ = e.cmd.Wait()
-		close(exited)
-	}()
-	select {
-	case <-exited:
-	case <-time.After(3 * time.Second):
-		_ = e.cmd.Process.Kill()
-		<-exited
-	}
 }
