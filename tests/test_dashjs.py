@@ -392,8 +392,8 @@ def test_sigkilled_dashjs_run_leaves_no_browser(tmp_path: Path) -> None:
     assert not [pid for pid in members if Path(f"/proc/{pid}").exists()
                 and "Z" != Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]]
     assert not [n for n in netns.list_netns() if run.name in n]
-    assert not (ledger.LEDGER_DIR / f"{run.name}.json").exists()
-    assert not (ledger.WWW_DIR / run.name).exists()
+    assert not (ledger.LEDGER_DIR / f"{run.name}.json").exists(), cp.stdout + cp.stderr
+    assert not (ledger.WWW_DIR / run.name).exists(), cp.stdout + cp.stderr
 
 
 def test_resolved_dashjs_scenario_round_trips() -> None:

@@ -572,3 +572,63 @@ def test_concurrent_checks_of_a_new_results_root_all_pass(tmp_path: Path) -> Non
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     # no write probe left (a parent one check made may stay: another's folder was in it when it tried)
     assert not list(tmp_path.rglob(".mpvlab-write-check-*"))
+
+
+# A process that takes SIGTERM but does not die of it: the cleanup waits out its grace (2 s) before SIGKILL,
+# which holds the first cleanup in the dead run's processes long enough for a second to start beside it.
+_STUBBORN = """\
+import signal, sys, time
+def noted(*_):
+    open(sys.argv[1], "w").close()
+signal.signal(signal.SIGTERM, noted)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_two_cleanups_of_one_dead_run_do_not_race(tmp_path: Path) -> None:
+    """Stop 61's CI: a SIGKILLed run was reaped by `mpvlab cleanup` and, at the same moment, by another
+    test's run starting up. Both removed the same scratch folder; one of them met files the other had
+    removed, kept the ledger and returned while the other was still cleaning, so the ledger was still there
+    after the cleanup that was asked. Reaping is one at a time on the machine: the second cleanup waits for
+    the first, then finds nothing of the run left, and neither reports a failure."""
+    rid, pid = _dead_run_id()
+    termed = tmp_path / "termed"
+    stubborn = subprocess.Popen([sys.executable, "-c", _STUBBORN, str(termed)])
+    scratch = tmp_path / rid            # inside the run's results folder, named by its run id
+    try:
+        for d in range(20):
+            sub = scratch / "data" / f"d{d}"
+            sub.mkdir(parents=True)
+            for i in range(400):
+                (sub / f"f{i}").write_bytes(b"x")
+        with _private_runtime() as rt:
+            (rt / "runs").mkdir()
+            record = {"run_id": rid, "owner_pid": pid, "owner_start": 1, "result_dir": str(scratch),
+                      "netns": [], "bpf_ccs": [], "scratch": [str(scratch / "data")],
+                      "procs": [{"pid": stubborn.pid, "start": proc.start_time_ticks(stubborn.pid),
+                                 "label": "stubborn"}]}
+            (rt / "runs" / f"{rid}.json").write_text(json.dumps(record))
+            env = {**os.environ, "HOME": "/tmp", "MPVLAB_RUNTIME_DIR": str(rt)}
+            first = subprocess.Popen([sys.executable, "-m", "mpvlab", "cleanup"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, cwd=REPO, env=env)
+            deadline = time.monotonic() + 60
+            while not termed.exists() and time.monotonic() < deadline:   # the first is inside its grace
+                time.sleep(0.02)
+            assert termed.exists(), "the first cleanup never signalled the dead run's process"
+            second = mpvlab("cleanup", env={"MPVLAB_RUNTIME_DIR": str(rt)})
+            out2 = second.stdout + second.stderr
+            # the moment the second returns, the run is gone: the ledger the CI test asserted on included
+            assert not (rt / "runs" / f"{rid}.json").exists(), out2
+            assert not (scratch / "data").exists(), out2
+            out1 = first.communicate(timeout=60)[0]
+            assert first.returncode == 0 and second.returncode == 0, out1 + out2
+            for out in (out1, out2):
+                assert "could not" not in out and "kept the ledger" not in out and "Traceback" not in out, out
+            assert f"process {stubborn.pid} (stubborn)" in out1, out1     # the first did the work
+            assert rid not in out2, out2                                    # the second found nothing left
+    finally:
+        if stubborn.poll() is None:
+            stubborn.kill()
+        stubborn.wait()
+        (ledger.OWNER_LOCK_DIR / f"{rid}.lock").unlink(missing_ok=True)

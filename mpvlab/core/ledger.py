@@ -10,15 +10,17 @@ order, is decided here (cleanup_run, reap_stale).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import shutil
 import stat
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from mpvlab.core import leftovers, naming, netns, proc, rundir
 from mpvlab.core.errors import MpvlabError
@@ -339,11 +341,52 @@ def _reap_unreadable(path: Path, why: str, log: Callable[[str], None]) -> list[s
     return removed
 
 
+# One reaper at a time on the machine. Two cleanups of one dead run (`mpvlab cleanup` and a run starting
+# up, stop 61's CI) removed the same folders at once: the one that met a file the other had just removed
+# kept the ledger and returned while the other was still cleaning. The lock sits in the fixed directory
+# for the reason OWNER_LOCK_DIR does (two runtime directories still share the namespaces); it is not named
+# *.lock, so the owner-lock sweep never takes it for a run's.
+REAPER_LOCK = OWNER_LOCK_DIR / "reaper.flock"
+# A reaper waits this long for another; past it, it says so and reaps beside it (a hung cleanup must not
+# stop every later run from starting). The slowest reap measured here, a dash.js run's, takes ~3 s.
+REAPER_WAIT_S = 120.0
+
+
+@contextlib.contextmanager
+def _one_reaper(log: Callable[[str], None]) -> Iterator[None]:
+    OWNER_LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    fd = os.open(REAPER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        deadline = time.monotonic() + REAPER_WAIT_S
+        said = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not said:
+                    log("waiting for another cleanup of dead runs to finish")
+                    said = True
+                if time.monotonic() > deadline:
+                    log(f"another cleanup of dead runs has run for over {REAPER_WAIT_S:.0f} s: cleaning beside it")
+                    break
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)    # drops the lock
+
+
 def reap_stale(log: Callable[[str], None] = lambda _m: None, by: str = "a later run") -> list[str]:
     """Clean up after every run whose runner is dead: the ledgers in this runtime directory whose
     owner died, and every `mpv-` namespace whose run's owner lock is free (OWNER_LOCK_DIR). A
     namespace whose run holds its lock — whatever runtime directory that run uses — is never
-    touched, nor one without a lock file (not a run this platform made)."""
+    touched, nor one without a lock file (not a run this platform made). One reaper at a time
+    (REAPER_LOCK): a second waits, then finds only what the first left."""
+    with _one_reaper(log):
+        return _reap_stale(log, by)
+
+
+def _reap_stale(log: Callable[[str], None], by: str) -> list[str]:
     removed: list[str] = []
     for path in _ledger_paths():
         try:
