@@ -177,9 +177,16 @@ def _scratch_paths(ledger: Ledger) -> list[Path]:
 def _remove_folder(path: Path) -> None:
     """The folder and everything in it; a symbolic link (not what a run made) is removed, never followed."""
     if path.is_symlink() or not path.is_dir():
-        path.unlink()
+        path.unlink(missing_ok=True)
     else:
-        shutil.rmtree(path)
+        shutil.rmtree(path, onerror=_gone_is_removed)
+
+
+def _gone_is_removed(func: Callable[..., object], path: str, exc: tuple[type[BaseException], BaseException, object]) -> None:
+    """rmtree's error handler: an entry that went meanwhile (a reaper that waited past REAPER_WAIT_S beside
+    another) is what removal wants; any other error still fails the step."""
+    if not isinstance(exc[1], FileNotFoundError):
+        raise exc[1]
 
 
 def remove_shell_folder(ledger: Ledger) -> None:
