@@ -410,8 +410,19 @@ def _slot(shared: Path, slot: Slot, cores: int) -> Iterator[None]:
     nothing, so no two tests wait for each other."""
     fds: list[int] = []
 
+    def open_lock(name: str) -> int:
+        return os.open(shared / name, os.O_RDWR | os.O_CREAT, 0o600)   # not inherited by a test's children (PEP 446)
+
+    def flock_now(fd: int, how: int) -> bool:
+        """The lock taken without waiting, or False if another holds it."""
+        try:
+            fcntl.flock(fd, how | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
     def take(name: str, how: int) -> int:
-        fd = os.open(shared / name, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_lock(name)
         fds.append(fd)
         fcntl.flock(fd, how)
         return fd
@@ -422,11 +433,10 @@ def _slot(shared: Path, slot: Slot, cores: int) -> Iterator[None]:
         for name in names:
             if len(got) == count:
                 break
-            fd = os.open(shared / name, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fd = open_lock(name)
+            if flock_now(fd, fcntl.LOCK_EX):
                 got.append(fd)
-            except BlockingIOError:
+            else:
                 os.close(fd)
         if len(got) < count:
             for fd in got:
@@ -436,12 +446,9 @@ def _slot(shared: Path, slot: Slot, cores: int) -> Iterator[None]:
 
     def group_waiting() -> bool:
         """Whether a test of the CPU group waits for its share (holds GROUP_FIRST shared)."""
-        fd = os.open(shared / GROUP_FIRST_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_lock(GROUP_FIRST_LOCK)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return False
-        except BlockingIOError:
-            return True
+            return not flock_now(fd, fcntl.LOCK_EX)
         finally:
             os.close(fd)
 
@@ -458,7 +465,7 @@ def _slot(shared: Path, slot: Slot, cores: int) -> Iterator[None]:
                 time.sleep(CORE_POLL_S)
             fds.extend(half)
             return
-        first = os.open(shared / GROUP_FIRST_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        first = open_lock(GROUP_FIRST_LOCK)
         try:
             fcntl.flock(first, fcntl.LOCK_SH)
             while not (half := try_take(halves, count)):
@@ -468,10 +475,8 @@ def _slot(shared: Path, slot: Slot, cores: int) -> Iterator[None]:
             os.close(first)
 
     def join_light_tests() -> bool:
-        fd = os.open(shared / CPU_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
+        fd = open_lock(CPU_LOCK)
+        if not flock_now(fd, fcntl.LOCK_SH):
             os.close(fd)
             return False
         fds.append(fd)

@@ -32,11 +32,11 @@ pytestmark = [pytest.mark.netns, pytest.mark.e2e]
 # at 0.24 cores, so it may share the machine with one other `cpu_light` test; the BBR-S sweep (0.50) may not.
 
 
-def _sweep(spec: str, res: Path) -> tuple[subprocess.CompletedProcess[str], float, float]:
+def _sweep(spec: str, res: Path, parallel: int = 1) -> tuple[subprocess.CompletedProcess[str], float, float]:
     t = time.monotonic()
     with StealMeter() as steal:
         cp = subprocess.run([str(MPVLAB), "sweep", str(REPO / "sweeps" / spec), "--quick", "--results", str(res),
-                             "--include-warned"],
+                             "--parallel", str(parallel), "--include-warned"],
                             capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL, cwd=REPO)
     return cp, time.monotonic() - t, longest_stall_s(steal.window)
 
@@ -71,10 +71,14 @@ def _check_qoe(ps: dict[str, Any], qoe: dict[str, Any], n_segments: int, frames:
     return levels
 
 
-@pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py); measured 0.50 cores
-@pytest.mark.first   # first: the suite's second-longest test (110 s in S2): its file is handed out first
+@pytest.mark.cpu   # cpu: asserts timing bounds (tests/hostnoise.py); measured 0.60 cores at --parallel 2
+@pytest.mark.first   # first: the suite's second-longest test (110 s in S11): its file is handed out first
 def test_bbrs_dash_study_quick_sweep_and_report(tmp_path: Path) -> None:
-    cp, wall, _ = _sweep("bbrs-dash-study.yaml", tmp_path)
+    # Two runs at once: 58 s against 108–110 s one at a time (S11; this test holds the CPU lock, so its
+    # wall is the critical path's). Every figure printed below was the same in both (levels [0, 10] in every
+    # run, dash.js one underflow of 0.75–0.84 s per run, our own client none), and what is asserted is a
+    # count, a sum or a bound that more time only loosens (bytes ≤ burst + rate × the response's time).
+    cp, wall, _ = _sweep("bbrs-dash-study.yaml", tmp_path, parallel=2)
     root = tmp_path / "bbrs-dash-study-quick"
     runs = _runs(root, 8, cp)
     print(f"\nsweep wall {wall:.1f} s")

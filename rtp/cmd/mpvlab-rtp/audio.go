@@ -219,12 +219,7 @@ func newRecvAudio() recvAudio { return recvAudio{seqs: newSeqSet()} }
 // onAudio counts one audio packet (r.mu held).
 func (r *receiver) onAudio(p *rtp.Packet, size int, now int64) {
 	a := &r.audio
-	if p.PayloadType != audioPT {
-		r.badPkts++
-		return
-	}
-	if !a.seqs.add(p.SequenceNumber) {
-		a.dups++
+	if !r.admit(p.PayloadType == audioPT, &a.seqs, p.SequenceNumber, &a.dups) {
 		return
 	}
 	a.packets++

@@ -395,21 +395,27 @@ func (r *receiver) bin(now int64) *rateBin {
 // rate.csv's own column, never a frame's or the video's packet count. Anything else on the padding
 // stream is unparsable.
 func (r *receiver) onPadding(p *rtp.Packet, size int, now int64) {
-	if !isPaddingOnly(p) {
-		r.badPkts++
-		return
-	}
-	if !r.padSeqs.add(p.SequenceNumber) {
-		r.padDups++
+	if !r.admit(isPaddingOnly(p), &r.padSeqs, p.SequenceNumber, &r.padDups) {
 		return
 	}
 	r.padPackets++
 	r.padBytes += int64(size)
-	bin := (now - r.cfg.t0Ns) / 1e9
-	if r.bins[bin] == nil {
-		r.bins[bin] = &rateBin{}
+	r.bin(now).paddingBytes += int64(size)
+}
+
+// admit is the first step for a packet of a stream counted by sequence number alone (padding, audio):
+// one that is not the stream's kind is unparsable, one whose number was seen is a duplicate; true for a
+// new packet of the stream.
+func (r *receiver) admit(ofTheStream bool, seqs *seqSet, seq uint16, dups *int) bool {
+	if !ofTheStream {
+		r.badPkts++
+		return false
 	}
-	r.bins[bin].paddingBytes += int64(size)
+	if !seqs.add(seq) {
+		*dups++
+		return false
+	}
+	return true
 }
 
 // reassemble depacketises a complete frame in packet order (pion's H264 depacketiser: single NAL,
