@@ -209,7 +209,8 @@ class FidelityRow(Record):
     rate_ratio: float | None = Field(
         description="achieved_rate_bps / configured_rate_bps; null without a backlog to measure")
     backlogged_s: float | None = Field(
-        description="time the tbf had a backlog, over which achieved_rate_bps is measured (s)")
+        description="time over which achieved_rate_bps is measured (s): in each stretch of samples that all saw a "
+                    "backlog, from its first dequeue to its last, summed (mpvlab/runner/precheck.py backlogged_rate)")
     precheck_rate_ratio: float | None = Field(
         description="the pre-run probe's achieved / configured rate (down direction only; null otherwise or when the "
                     "probe was off)")
