@@ -123,6 +123,21 @@ def test_backlogged_rate_of_a_slow_link_counts_only_paced_dequeues(rate_bps: int
     assert r["backlogged_s"] >= fidelity.MIN_BACKLOGGED_S, r          # enough paced time to be judged
 
 
+def test_a_bucket_deeper_than_the_checks_excess_is_named_not_silent() -> None:
+    """The BBR-S study's tbf (25 Mbit/s, 1 MB bucket) never queued a byte of the pre-run check: its record
+    said nothing, as if measured. It now says why, with the bytes on both sides; a shallow bucket that
+    was backlogged too briefly gets the short reason only."""
+    r = {"configured_bps": 25_000_000, "backlogged_s": 0.0, "held_s": 0.3}
+    why = fidelity.unjudged_rate_reason(r, 1_000_000)
+    beyond = int((blast.FILL_EXCESS - 1) * blast.FILL_S * 25e6 / 8 + (blast.HOLD_EXCESS - 1) * 0.3 * 25e6 / 8)
+    assert why == (f"not judged: 0.0 s of paced dequeues, {fidelity.MIN_BACKLOGGED_S} s needed; the token bucket "
+                   f"(1000000 B) holds all the check sends beyond the rate ({beyond} B), so no queue builds; the "
+                   "whole-run check (fidelity_table) measures the rate while the run keeps it backlogged"), why
+    assert beyond == 218_750
+    assert fidelity.unjudged_rate_reason({**r, "backlogged_s": 0.1}, 3028) == (
+        f"not judged: 0.1 s of paced dequeues, {fidelity.MIN_BACKLOGGED_S} s needed")
+
+
 def test_rate_hold_keeps_one_frame_within_a_quarter_of_the_tolerance() -> None:
     """The backlogged time the rate check holds: one 1514-byte frame (the counters' granularity) at
     most a quarter of the tolerance's share of the bytes, clamped to [RATE_MIN_S, RATE_MAX_S]."""

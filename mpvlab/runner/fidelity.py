@@ -23,7 +23,7 @@ from typing import Any
 
 from mpvlab.core.hoststeal import StealMeter, StealWindow
 from mpvlab.links.schedule import Schedule
-from mpvlab.runner import precheck
+from mpvlab.runner import blast, precheck
 from mpvlab.input.scenario import Scenario
 from mpvlab.results.summary_parts.base import build
 from mpvlab.results.summary_parts.network import FidelityRow
@@ -61,6 +61,7 @@ def run_probes(topo: Any, scenario: Scenario, schedules: dict[str, PathSchedules
     result: dict[str, Any] = {"paths": {}, "warnings": [], "host_steal": {}}
     steal: dict[str, StealWindow] = {}
     shapers = []
+    buckets: dict[str, int] = {}
     for h in handles or []:
         if h.plan.direction == "down" and h.plan.shaper_dev is not None and not h.plan.spec.has_impairments:
             # A shared-bottleneck run labels its one path "shared" and probes it as the user's path.
@@ -69,6 +70,7 @@ def run_probes(topo: Any, scenario: Scenario, schedules: dict[str, PathSchedules
                 continue
             shapers.append((p.name, h.plan.router, topo.server.ns, h.plan.shaper_dev, p.client_addr,
                             int(h.plan.spec.rate)))
+            buckets[p.name] = h.plan.spec.effective_burst()
     tail_s = max(max(s.up.max_delay_ns + s.down.max_delay_ns for s in schedules.values()) / 1e9 + 0.3, 0.5)
     # Every shaped direction the echoes cross sets the interval (the handles also cover a shared
     # bottleneck, whose one path is not among the scenario's paths).
@@ -119,10 +121,27 @@ def run_probes(topo: Any, scenario: Scenario, schedules: dict[str, PathSchedules
                     f"path {p.name}: pre-run tbf rate {r['achieved_bps'] / 1e6:.3f} Mbit/s while backlogged vs "
                     f"configured {r['configured_bps'] / 1e6:.3f} (ratio {r['ratio']:.3f}, tolerance "
                     f"±{f.rate_tolerance:.0%})" + _host_note(steal.get("rate_check")))
+        if r is not None and "check" not in r and ("ratio" not in r or r["backlogged_s"] < MIN_BACKLOGGED_S):
+            r["check"] = unjudged_rate_reason(r, buckets.get(p.name))
         result["paths"][p.name] = {"rtt": rtt, "rate_down": r or {"configured_bps": spec.down.rate,
                                                                    "check": "not measured"}}
     result["ok"] = not result["warnings"]
     return result
+
+
+def unjudged_rate_reason(r: dict[str, Any], bucket_b: int | None) -> str:
+    """Why a pre-run rate check gave no verdict, in the record (it is no warning: the whole-run check
+    measures the shaper whenever the run keeps it backlogged). A token bucket deeper than all the check
+    sends beyond the rate never queues anything (the BBR-S study's 1 MB bucket at 25 Mbit/s: the check
+    sends 219 KB beyond it)."""
+    why = f"not judged: {r.get('backlogged_s', 0.0)} s of paced dequeues, {MIN_BACKLOGGED_S} s needed"
+    beyond_b = int(((blast.FILL_EXCESS - 1) * blast.FILL_S + (blast.HOLD_EXCESS - 1) * float(r.get("held_s", 0.0)))
+                   * int(r["configured_bps"]) / 8)
+    if bucket_b is not None and bucket_b >= beyond_b:
+        why += (f"; the token bucket ({bucket_b} B) holds all the check sends beyond the rate ({beyond_b} B), so "
+                "no queue builds; the whole-run check (fidelity_table) measures the rate while the run keeps it "
+                "backlogged")
+    return why
 
 
 def _host_note(w: StealWindow | None) -> str:
