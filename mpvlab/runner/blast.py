@@ -18,6 +18,12 @@ FRAME_BITS = 1514 * 8
 DISCARD_PORT = 9               # nothing listens: the client's kernel drops the datagrams
 
 
+def bytes_beyond_rate(rate_bps: int, seconds: float) -> int:
+    """What the sender puts out beyond `rate_bps` for a target held `seconds` after the fill: what a
+    token bucket must hold back before any of it queues (a deeper bucket never builds a backlog)."""
+    return int(((FILL_EXCESS - 1) * FILL_S + (HOLD_EXCESS - 1) * seconds) * rate_bps / 8)
+
+
 def command(targets: list[tuple[str, int, float]]) -> list[str]:
     """The sender's argv for (dst, rate_bps, seconds) targets: paced UDP (1472-byte payloads: 1514-byte
     frames) to each at once, FILL_EXCESS × rate_bps for FILL_S, then HOLD_EXCESS × for `seconds`, each

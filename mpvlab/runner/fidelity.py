@@ -116,17 +116,23 @@ def run_probes(topo: Any, scenario: Scenario, schedules: dict[str, PathSchedules
         r = rate.get(p.name)
         if r is not None and "ratio" in r:
             r["tolerance"] = f.rate_tolerance
-            if r["backlogged_s"] >= MIN_BACKLOGGED_S and abs(r["ratio"] - 1) > f.rate_tolerance:
+        if r is not None and rate_judged(r):
+            if abs(r["ratio"] - 1) > f.rate_tolerance:
                 result["warnings"].append(
                     f"path {p.name}: pre-run tbf rate {r['achieved_bps'] / 1e6:.3f} Mbit/s while backlogged vs "
                     f"configured {r['configured_bps'] / 1e6:.3f} (ratio {r['ratio']:.3f}, tolerance "
                     f"±{f.rate_tolerance:.0%})" + _host_note(steal.get("rate_check")))
-        if r is not None and "check" not in r and ("ratio" not in r or r["backlogged_s"] < MIN_BACKLOGGED_S):
+        elif r is not None and "check" not in r:
             r["check"] = unjudged_rate_reason(r, buckets.get(p.name))
         result["paths"][p.name] = {"rtt": rtt, "rate_down": r or {"configured_bps": spec.down.rate,
                                                                    "check": "not measured"}}
     result["ok"] = not result["warnings"]
     return result
+
+
+def rate_judged(r: dict[str, Any]) -> bool:
+    """Whether a backlogged_rate record had enough paced time for a verdict (pre-run and whole-run alike)."""
+    return "ratio" in r and r["backlogged_s"] >= MIN_BACKLOGGED_S
 
 
 def unjudged_rate_reason(r: dict[str, Any], bucket_b: int | None) -> str:
@@ -135,8 +141,7 @@ def unjudged_rate_reason(r: dict[str, Any], bucket_b: int | None) -> str:
     sends beyond the rate never queues anything (the BBR-S study's 1 MB bucket at 25 Mbit/s: the check
     sends 219 KB beyond it)."""
     why = f"not judged: {r.get('backlogged_s', 0.0)} s of paced dequeues, {MIN_BACKLOGGED_S} s needed"
-    beyond_b = int(((blast.FILL_EXCESS - 1) * blast.FILL_S + (blast.HOLD_EXCESS - 1) * float(r.get("held_s", 0.0)))
-                   * int(r["configured_bps"]) / 8)
+    beyond_b = blast.bytes_beyond_rate(int(r["configured_bps"]), float(r.get("held_s", 0.0)))
     if bucket_b is not None and bucket_b >= beyond_b:
         why += (f"; the token bucket ({bucket_b} B) holds all the check sends beyond the rate ({beyond_b} B), so "
                 "no queue builds; the whole-run check (fidelity_table) measures the rate while the run keeps it "
@@ -299,12 +304,12 @@ def _judge_rate(label: str, qdir: str, dev: str, rate_bps: int, data_dir: Path,
     r = precheck.backlogged_rate(qrows[qdir], dev, rate_bps)
     r["tolerance"] = rate_tolerance
     entry["rate"] = r
-    if "ratio" in r and r["backlogged_s"] >= MIN_BACKLOGGED_S and abs(r["ratio"] - 1) > rate_tolerance:
+    if rate_judged(r) and abs(r["ratio"] - 1) > rate_tolerance:
         warnings.append(f"{label}: tbf dequeued {r['achieved_bps'] / 1e6:.3f} Mbit/s while backlogged "
                         f"({r['backlogged_s']:.1f} s of the run) vs configured "
                         f"{r['configured_bps'] / 1e6:.3f} (ratio {r['ratio']:.3f}, tolerance "
                         f"±{rate_tolerance:.0%})")
-    elif "ratio" not in r or r["backlogged_s"] < MIN_BACKLOGGED_S:
+    elif not rate_judged(r):
         r["check"] = "not judged: the queue was backlogged too briefly"
 
 
